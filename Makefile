@@ -1,0 +1,54 @@
+# The two commands a newcomer runs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test lint unit model integration live mutation bench eval-screens diagrams clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/connectd run
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest -q tests/unit tests/model tests/integration
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+model: $(STAMP)
+	$(BIN)/pytest -q tests/model
+
+integration: $(STAMP)
+	$(BIN)/pytest -q tests/integration
+
+live: $(STAMP)
+	$(BIN)/pytest -q -m live tests/integration
+
+mutation: $(STAMP)
+	$(PY) scripts/mutation_score.py
+
+bench: $(STAMP)
+	$(PY) scripts/bench.py
+
+eval-screens: $(STAMP)
+	$(PY) scripts/eval_screens.py
+
+diagrams: $(STAMP)
+	$(PY) scripts/gen_diagrams.py
+
+clean:
+	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache
