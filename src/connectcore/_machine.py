@@ -72,15 +72,15 @@ class Table(Generic[S]):
 
     def as_transitions_machine(self, model: Any = None, *, graph: bool = False) -> Any:
         """The same table as a ``transitions`` machine (no callbacks, so it stays side-effect free)."""
-        if graph:
-            from transitions.extensions import GraphMachine as MachineClass
-        else:
-            from transitions import Machine as MachineClass
+        from transitions import Machine
+        from transitions.extensions import GraphMachine
+
+        machine_class: type[Machine] = GraphMachine if graph else Machine
         kwargs: dict[str, Any] = {}
         if graph:
             kwargs["graph_engine"] = "mermaid"
             kwargs["title"] = self.name
-        return MachineClass(
+        return machine_class(
             model=model if model is not None else "self",
             states=[str(s) for s in self.states],
             transitions=[[ev, str(src), str(dst)] for src, ev, dst in self.edges],

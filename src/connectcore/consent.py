@@ -1,0 +1,129 @@
+"""Consent: the tiers that decide whether a person must tap before an agent's action happens.
+
+Rules (specification: shared/seeds/000, "Consent", "Loops and runaways"):
+
+- Reads (directory, pane detail, history) run at once and are audited; they never need a card.
+- A plain-text message to an idle agent pane needs a card: a pending item with an expiry, shown in
+  Needs you, cancelled by revocation, answered approve-once, approve-pair or decline.
+- Approve-pair lasts for the rest of the recipient's incarnation: it keys on the sender's principal
+  and the recipient's incarnation token, so a new process in the same pane needs a new approval.
+- Past the hop limit the next hop needs a card even for an approved pair.
+- Both ends opt in: only a recipient whose grant includes ``reachable`` receives, except from the
+  control role, whose ``act`` scope reaches every agent pane. Key presses, windows, resumes and sends
+  to shell panes are never offered to peers.
+- A card that nobody answers expires (default 15 minutes); its message is recorded expired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from connectcore._machine import Table
+
+
+class CardState(StrEnum):
+    PENDING = "pending"
+    APPROVED_ONCE = "approved_once"
+    APPROVED_PAIR = "approved_pair"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class Decision(StrEnum):
+    APPROVE_ONCE = "approve_once"
+    APPROVE_PAIR = "approve_pair"
+    DECLINE = "decline"
+
+
+CARD_TABLE: Table[CardState] = Table(
+    name="card",
+    initial=CardState.PENDING,
+    finals=frozenset(
+        {
+            CardState.APPROVED_ONCE,
+            CardState.APPROVED_PAIR,
+            CardState.DECLINED,
+            CardState.EXPIRED,
+            CardState.CANCELLED,
+        }
+    ),
+    edges=(
+        (CardState.PENDING, Decision.APPROVE_ONCE.value, CardState.APPROVED_ONCE),
+        (CardState.PENDING, Decision.APPROVE_PAIR.value, CardState.APPROVED_PAIR),
+        (CardState.PENDING, Decision.DECLINE.value, CardState.DECLINED),
+        (CardState.PENDING, "expire", CardState.EXPIRED),
+        (CardState.PENDING, "cancel", CardState.CANCELLED),
+    ),
+)
+
+# Kinds of recipient pane, as the directory and screen reader classify them.
+AGENT_KINDS: frozenset[str] = frozenset({"claude", "codex", "opencode"})
+
+# Actions that are never offered to peers, whatever their grant (control's act scope only).
+NEVER_FOR_PEERS: frozenset[str] = frozenset({"keys", "window", "resume", "shell_send"})
+
+
+@dataclass(frozen=True)
+class Card:
+    """A pending-consent item for one message."""
+
+    id: str
+    message: tuple[str, str]  # (sender principal, message id)
+    sender: str  # canonical sender principal
+    sender_actor: str
+    recipient_pane: str
+    recipient_incarnation: str
+    recipient_actor: str
+    text: str
+    hop: int
+    created_at: float
+    expires_at: float
+    state: CardState = CardState.PENDING
+    answered_by: str | None = None
+    answered_at: float | None = None
+
+
+PairKey = tuple[str, str]  # (canonical sender principal, recipient incarnation token)
+
+
+def needs_card(*, pair_approved: bool, hop: int, hop_limit: int) -> bool:
+    """A message needs a person's tap unless the pair is approved and the hop is within the limit."""
+    return not pair_approved or hop > hop_limit
+
+
+def may_receive(
+    *, recipient_kind: str, recipient_scopes: frozenset[str], sender_scopes: frozenset[str]
+) -> str | None:
+    """Why this recipient cannot receive a peer message, or None when it can.
+
+    Both ends opt in: the recipient must be an agent pane whose grant includes ``reachable``; the
+    control role's ``act`` scope reaches every agent pane. Shell panes never receive: text there runs
+    as a command.
+    """
+    if recipient_kind not in AGENT_KINDS:
+        if recipient_kind == "shell":
+            return "shell_pane"
+        return "not_an_agent"
+    if "reachable" in recipient_scopes or "act" in sender_scopes:
+        return None
+    return "not_reachable"
+
+
+def decide(card: Card, decision: Decision, *, now: float, by: str) -> Card:
+    """Answer a pending card (``TransitionNotAllowed`` if it is no longer pending)."""
+    state = CARD_TABLE.next(card.state, decision.value)
+    return replace(card, state=state, answered_by=by, answered_at=now)
+
+
+def expire(card: Card, *, now: float) -> Card:
+    return replace(card, state=CARD_TABLE.next(card.state, "expire"), answered_at=now)
+
+
+def cancel(card: Card, *, now: float, by: str) -> Card:
+    return replace(card, state=CARD_TABLE.next(card.state, "cancel"), answered_by=by, answered_at=now)
+
+
+def is_open(card: Card) -> bool:
+    return card.state is CardState.PENDING

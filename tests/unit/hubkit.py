@@ -1,0 +1,124 @@
+"""A small driver for the hub in tests: agents launched into panes, events stepped, effects kept."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from connectcore import hub as H
+from connectcore.consent import Decision
+from connectcore.delivery import Limits
+from connectcore.effects import Effect
+from connectcore.grants import PRESET_SCOPES, Preset, Scope
+
+
+@dataclass
+class Agent:
+    name: str
+    token: str
+    principal: str
+    pane: str
+    incarnation: str
+    harness: str = "claude"
+
+
+@dataclass
+class World:
+    hub: H.Hub = field(default_factory=H.Hub)
+    now: float = 1000.0
+    effects: list[Effect] = field(default_factory=list)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    @classmethod
+    def with_limits(cls, **kw: float) -> World:
+        return cls(hub=H.Hub(limits=Limits(**kw)))  # type: ignore[arg-type]
+
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self.counter)}"
+
+    def step(self, event: H.Event) -> tuple[Effect, ...]:
+        self.hub, effects = H.step(self.hub, event)
+        self.effects.extend(effects)
+        return effects
+
+    def launch(
+        self,
+        name: str,
+        preset: Preset = Preset.COLLABORATE,
+        *,
+        harness: str = "claude",
+        session: tuple[str, str] | None = None,
+        pane: str | None = None,
+        control: bool = False,
+        scopes: frozenset[Scope] | None = None,
+    ) -> Agent:
+        pane = pane or f"%{len(self.agents) + 1}"
+        agent = Agent(name, self.fresh("tok-"), self.fresh("p-"), pane, self.fresh("inc-"), harness)
+        self.step(
+            H.Launch(
+                self.now,
+                agent.token,
+                agent.principal,
+                harness,
+                pane,
+                4000 + len(self.agents),
+                agent.incarnation,
+                scopes if scopes is not None else PRESET_SCOPES[preset],
+                session,
+                control,
+            )
+        )
+        principal = H.grants.authenticate(self.hub.book, agent.token) if (scopes or PRESET_SCOPES[preset] or control) else None
+        if principal is not None:
+            agent.principal = principal.id
+        self.agents[name] = agent
+        return agent
+
+    def send(self, sender: Agent, to: Agent, text: str = "hello", message_id: str | None = None, **kw: object) -> tuple[str, str]:
+        message_id = message_id or self.fresh("m")
+        self.step(
+            H.Submit(
+                self.now,
+                sender.token,
+                message_id,
+                text,
+                H.Recipient(to.pane, to.incarnation, str(kw.pop("kind", to.harness)), kw.pop("handle", None)),  # type: ignore[arg-type]
+                self.fresh("r"),
+                self.fresh("card"),
+                kw.pop("in_reply_to", None),  # type: ignore[arg-type]
+            )
+        )
+        return (sender.principal, message_id)
+
+    def message(self, key: tuple[str, str]) -> H.Message:
+        return self.hub.messages[key]
+
+    def card_of(self, key: tuple[str, str]) -> str:
+        card = self.hub.messages[key].card
+        assert card is not None
+        return card
+
+    def decide(self, key: tuple[str, str], decision: Decision = Decision.APPROVE_PAIR) -> tuple[Effect, ...]:
+        return self.step(H.Decide(self.now, self.card_of(key), decision))
+
+    def idle(self, agent: Agent, fingerprint: str = "fp-idle", ready: bool = True) -> tuple[Effect, ...]:
+        return self.step(H.PaneObserved(self.now, agent.pane, agent.incarnation, ready, fingerprint))
+
+    def guard(self, key: tuple[str, str], agent: Agent, fingerprint: str = "fp-idle", ready: bool = True, **kw: object) -> tuple[Effect, ...]:
+        incarnation = kw.pop("incarnation", agent.incarnation)
+        return self.step(H.GuardObserved(self.now, key, incarnation, ready, fingerprint, card_id=self.fresh("card"), **kw))  # type: ignore[arg-type]
+
+    def typed(self, key: tuple[str, str], landed: bool = True) -> tuple[Effect, ...]:
+        return self.step(H.TypingObserved(self.now, key, landed))
+
+    def deliver(self, key: tuple[str, str], to: Agent) -> tuple[Effect, ...]:
+        """Drive an approved message through idle, guard and typing."""
+        effects = self.idle(to)
+        effects += self.guard(key, to)
+        effects += self.typed(key)
+        return effects
+
+    def tick(self, seconds: float = 0.0) -> tuple[Effect, ...]:
+        self.now += seconds
+        return self.step(H.Tick(self.now))
