@@ -1,0 +1,648 @@
+"""Launchers: how an agent is started, resumed and quit, and the per-launch MCP injection.
+
+Rules first, as data; then the values; then pure functions. Nothing here touches a file, the user's
+global harness configuration or the environment: :func:`inject` and :func:`resume_plan` return what
+to run and what to add, and the daemon runs it.
+
+A structured launcher is argv plus environment, so the daemon can add flags to it safely. A user's
+opaque shell string (``command = "..."`` in ``launchers.toml``) is kept runnable but is never
+connectable, at launch or by restart, because the daemon does not parse shell.
+
+The token never travels on a command line. The plan names the environment variable the harness reads
+it from (``token_env``); the daemon puts the value there through a 0700 exec script, never in argv,
+never in a ``tmux new-session -e`` or ``env K=V cmd`` string (a tmux server keeps its starting
+client's argv for life).
+
+Where the injection goes: right after the program (``argv[0]``), so the user's own arguments keep
+their order and a trailing prompt or ``--`` stays last. Claude Code's ``--mcp-config`` and
+``--allowedTools`` are variadic (they would swallow a following positional argument, such as a
+prompt or a subcommand), so they are given in the ``--flag=value`` form, which takes exactly one
+value. Codex's ``-c`` is global, so it works before ``resume`` too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectcore._machine import ConnectError
+
+# --------------------------------------------------------------------------------------------------
+# Rules as data
+# --------------------------------------------------------------------------------------------------
+
+SESSION_PLACEHOLDER = "{session_id}"
+DEFAULT_TOKEN_ENV = "CONNECT_TOKEN"
+MCP_SERVER_NAME = "connect"
+
+#: ``http://127.0.0.1:PORT/mcp`` with an explicit port: the MCP endpoint refuses any other Host.
+ENDPOINT_RE = re.compile(r"http://127\.0\.0\.1:([1-9][0-9]{0,4})/mcp")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LAUNCHER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+HARNESS_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+OPENCODE_UNAVAILABLE = (
+    "connect is unavailable for OpenCode: its per-launch config exists, but binding its launch token "
+    "to a stable session identity is not designed yet"
+)
+OPAQUE_REASON = (
+    "an opaque shell-string launcher cannot be connected: connectd does not parse shell, so it cannot "
+    "add the endpoint safely; rewrite it as argv + env to connect it"
+)
+
+
+@dataclass(frozen=True)
+class HarnessRule:
+    """What connectd knows about one harness's launch, resume and injection."""
+
+    exit_command: str | None
+    resume_argv: tuple[str, ...]
+    connectable: bool
+    reason: str = ""  # why not connectable
+    presets_session_id: bool = False  # accepts a preset session id for a new session
+    #: arguments in the user's argv that already pick a session (then none is preset)
+    session_flags: frozenset[str] = frozenset()
+
+
+HARNESS_RULES: Mapping[str, HarnessRule] = {
+    "claude": HarnessRule(
+        exit_command="/exit",
+        resume_argv=("claude", "--resume", SESSION_PLACEHOLDER),
+        connectable=True,
+        presets_session_id=True,
+        session_flags=frozenset(
+            {
+                "--session-id",
+                "--resume",
+                "-r",
+                "--continue",
+                "-c",
+                "--fork-session",
+                "--from-pr",
+                "--teleport",
+            }
+        ),
+    ),
+    "codex": HarnessRule(
+        exit_command="/quit",
+        resume_argv=("codex", "resume", SESSION_PLACEHOLDER),
+        connectable=True,
+    ),
+    "opencode": HarnessRule(
+        exit_command="/exit",
+        resume_argv=("opencode", "--session", SESSION_PLACEHOLDER),
+        connectable=False,
+        reason=OPENCODE_UNAVAILABLE,
+    ),
+}
+
+#: Keys a launcher table in ``launchers.toml`` may hold.
+STRUCTURED_KEYS = frozenset({"harness", "argv", "env", "exit_command", "resume", "inject_tool_approval"})
+OPAQUE_KEYS = frozenset({"harness", "command", "env"})
+TOP_LEVEL_KEYS = frozenset({"launchers"})
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------------
+
+
+class LauncherError(ConnectError):
+    """A malformed launcher, a bad injection request or a launch that cannot be connected.
+
+    ``launcher`` names the launcher (``None`` for a file-level problem); ``reason`` is a short code:
+    ``toml``, ``invalid``, ``bad_endpoint``, ``bad_env``, ``bad_session_id``, ``not_restartable``.
+    """
+
+    def __init__(self, launcher: str | None, problem: str, *, reason: str = "invalid") -> None:
+        where = f"launcher {launcher!r}: " if launcher is not None else "launchers.toml: "
+        super().__init__(where + problem)
+        self.launcher = launcher
+        self.problem = problem
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A way to start an agent: structured (``argv`` + ``env``) or opaque (a shell string)."""
+
+    name: str
+    harness: str
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    exit_command: str | None = None
+    resume_argv: tuple[str, ...] = ()
+    inject_tool_approval: bool = True
+    opaque: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_launcher(self)
+
+    @property
+    def connectable(self) -> bool:
+        return not self.unconnectable_reason
+
+    @property
+    def unconnectable_reason(self) -> str:
+        """Empty when a launch can be connected; otherwise why not, in words for the person."""
+        if self.opaque is not None:
+            return OPAQUE_REASON
+        rule = HARNESS_RULES.get(self.harness)
+        if rule is None:
+            return f"connect is unavailable for {self.harness}: no per-launch MCP override is known for it"
+        return rule.reason
+
+    @property
+    def restartable(self) -> bool:
+        return not self.restart_refusal
+
+    @property
+    def restart_refusal(self) -> str:
+        """Empty when restart-to-connect can relaunch this launcher's agent; otherwise why not."""
+        if not self.connectable:
+            return self.unconnectable_reason
+        if not self.resume_argv:
+            return f"{self.name} has no resume command, so it can only be connected at launch"
+        if not self.exit_command:
+            return f"{self.name} has no exit command, so connectd cannot ask the agent to quit"
+        return ""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What the daemon runs: ``argv`` under its environment plus ``env_add``.
+
+    ``env_add`` holds the launcher's declared environment, the ``--env`` overrides and the injection's
+    non-secret values; never the token. When ``token_env`` is set, the daemon must put the agent's
+    token in that variable (through its exec script), and nowhere else. ``session_id`` is the session
+    the launch is bound to from the start (Claude's preset id, or the resumed session), else ``None``.
+    """
+
+    launcher: str
+    argv: tuple[str, ...]
+    env_add: Mapping[str, str] = field(hash=False)
+    connectable: bool
+    reason: str = ""
+    token_env: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Injection:
+    """What one harness needs added to be connected: arguments after the program, and environment."""
+
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Built-in launchers
+# --------------------------------------------------------------------------------------------------
+
+
+def _builtin(name: str) -> Launcher:
+    rule = HARNESS_RULES[name]
+    return Launcher(
+        name=name, harness=name, argv=(name,), exit_command=rule.exit_command, resume_argv=rule.resume_argv
+    )
+
+
+BUILTIN_LAUNCHERS: Mapping[str, Launcher] = {name: _builtin(name) for name in ("claude", "codex", "opencode")}
+
+
+def builtin_launchers() -> dict[str, Launcher]:
+    """The built-in structured launchers for claude, codex and opencode."""
+    return dict(BUILTIN_LAUNCHERS)
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_control(text: str, *, allow_newline: bool = False) -> bool:
+    return any((ord(ch) < 0x20 and not (allow_newline and ch == "\n")) or ord(ch) == 0x7F for ch in text)
+
+
+def _check_launcher(launcher: Launcher) -> None:
+    name = launcher.name
+    if not isinstance(name, str) or not LAUNCHER_NAME_RE.fullmatch(name):
+        raise LauncherError(
+            str(name), "name must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    if not isinstance(launcher.harness, str) or not HARNESS_NAME_RE.fullmatch(launcher.harness):
+        raise LauncherError(
+            name, f"harness must be a lowercase name such as claude or codex, got {launcher.harness!r}"
+        )
+    _check_env(name, launcher.env)
+    if launcher.opaque is not None:
+        if not isinstance(launcher.opaque, str) or not launcher.opaque.strip():
+            raise LauncherError(name, "command must be a non-empty string")
+        if "\x00" in launcher.opaque:
+            raise LauncherError(name, "command contains a NUL character")
+        if launcher.argv or launcher.resume_argv:
+            raise LauncherError(name, "an opaque command launcher cannot also have argv or resume")
+        return
+    _check_argv(name, "argv", launcher.argv)
+    if launcher.resume_argv:
+        _check_argv(name, "resume", launcher.resume_argv)
+        if not any(SESSION_PLACEHOLDER in arg for arg in launcher.resume_argv[1:]):
+            raise LauncherError(
+                name, f"resume must contain {SESSION_PLACEHOLDER} in an argument after the program"
+            )
+    if launcher.exit_command is not None and (
+        not isinstance(launcher.exit_command, str)
+        or not launcher.exit_command.strip()
+        or _has_control(launcher.exit_command)
+    ):
+        raise LauncherError(name, "exit_command must be one line of printable text, such as /exit")
+    if not isinstance(launcher.inject_tool_approval, bool):
+        raise LauncherError(name, "inject_tool_approval must be true or false")
+
+
+def _check_argv(name: str, what: str, argv: Sequence[str]) -> None:
+    if not isinstance(argv, tuple) or not argv:
+        raise LauncherError(name, f"{what} must be a non-empty list of strings")
+    for arg in argv:
+        if not isinstance(arg, str):
+            raise LauncherError(name, f"{what} must hold only strings, got {arg!r}")
+        if "\x00" in arg:
+            raise LauncherError(name, f"{what} argument {arg!r} contains a NUL character")
+    if not argv[0].strip():
+        raise LauncherError(name, f"{what} must start with a program name")
+
+
+def _check_env(name: str, env: Mapping[str, str], *, what: str = "env") -> None:
+    if not isinstance(env, Mapping):
+        raise LauncherError(name, f'{what} must be a table of NAME = "value"')
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
+            raise LauncherError(
+                name, f"{what}: {key!r} is not a valid environment variable name", reason="bad_env"
+            )
+        if not isinstance(value, str):
+            raise LauncherError(name, f"{what}: {key} must be a string, got {value!r}", reason="bad_env")
+        if "\x00" in value:
+            raise LauncherError(name, f"{what}: {key} contains a NUL character", reason="bad_env")
+
+
+# --------------------------------------------------------------------------------------------------
+# launchers.toml
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_launchers_toml(text: str) -> dict[str, Launcher]:
+    """The built-in launchers plus (overridden by) the user's, from the text of ``launchers.toml``.
+
+    Format::
+
+        [launchers.claude-work]
+        harness = "claude"                      # default: the program's name when it is a known harness
+        argv = ["claude", "--model", "opus"]
+        env = { CLAUDE_CONFIG_DIR = "/home/me/.claude-work" }
+        exit_command = "/exit"                  # default: the harness's
+        resume = ["claude", "--resume", "{session_id}"]   # default: the harness's; [] for none
+        inject_tool_approval = true             # pre-approve connect's own tools in the harness
+
+        [launchers.old]
+        command = "cd ~/src && claude"          # opaque: runnable, never connectable
+
+    Refuses malformed input with :class:`LauncherError` naming the launcher and the problem.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LauncherError(None, f"not valid TOML: {exc}", reason="toml") from None
+    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise LauncherError(
+            None, f"unknown top-level key {unknown[0]!r}; launchers go in [launchers.<name>] tables"
+        )
+    table = data.get("launchers", {})
+    if not isinstance(table, dict):
+        raise LauncherError(None, "launchers must be a table of [launchers.<name>] tables")
+    launchers = builtin_launchers()
+    for name, spec in table.items():
+        launchers[name] = _launcher_from_toml(name, spec)
+    return launchers
+
+
+def _launcher_from_toml(name: str, spec: Any) -> Launcher:
+    if not LAUNCHER_NAME_RE.fullmatch(name):
+        raise LauncherError(
+            name, "name must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    if not isinstance(spec, dict):
+        raise LauncherError(name, "must be a table with argv (or command)")
+    env = spec.get("env", {})
+    if not isinstance(env, dict):
+        raise LauncherError(name, 'env must be a table of NAME = "value"', reason="bad_env")
+    if "command" in spec:
+        extra = sorted(set(spec) - OPAQUE_KEYS)
+        if extra:
+            raise LauncherError(
+                name, f"an opaque command launcher cannot have {extra[0]!r} (use argv instead)"
+            )
+        command = spec["command"]
+        if not isinstance(command, str):
+            raise LauncherError(name, "command must be a string")
+        harness = spec.get("harness", "unknown")
+        if not isinstance(harness, str):
+            raise LauncherError(name, "harness must be a string")
+        return Launcher(name=name, harness=harness, env=dict(env), opaque=command)
+    extra = sorted(set(spec) - STRUCTURED_KEYS)
+    if extra:
+        raise LauncherError(name, f"unknown key {extra[0]!r} (expected {', '.join(sorted(STRUCTURED_KEYS))})")
+    if "argv" not in spec:
+        raise LauncherError(name, "needs argv (a list of strings) or command (an opaque shell string)")
+    argv = _string_list(name, "argv", spec["argv"])
+    harness = spec.get("harness")
+    if harness is None:
+        program = argv[0].rsplit("/", 1)[-1] if argv else ""
+        if program not in HARNESS_RULES:
+            raise LauncherError(
+                name,
+                f"harness is required when the program ({program!r}) is not one of {', '.join(HARNESS_RULES)}",
+            )
+        harness = program
+    if not isinstance(harness, str):
+        raise LauncherError(name, "harness must be a string")
+    rule = HARNESS_RULES.get(harness)
+    resume = (
+        _string_list(name, "resume", spec["resume"])
+        if "resume" in spec
+        else (rule.resume_argv if rule else ())
+    )
+    exit_command = spec.get("exit_command", rule.exit_command if rule else None)
+    return Launcher(
+        name=name,
+        harness=harness,
+        argv=argv,
+        env=dict(env),
+        exit_command=exit_command,
+        resume_argv=resume,
+        inject_tool_approval=spec.get("inject_tool_approval", True),
+    )
+
+
+def _string_list(name: str, what: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LauncherError(name, f"{what} must be a list of strings")
+    return tuple(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Injection
+# --------------------------------------------------------------------------------------------------
+
+
+def check_endpoint(url: str) -> str:
+    """``url`` if it is ``http://127.0.0.1:PORT/mcp`` with an explicit port, else :class:`LauncherError`."""
+    match = ENDPOINT_RE.fullmatch(url) if isinstance(url, str) else None
+    if match is None or not 1 <= int(match.group(1)) <= 65535:
+        raise LauncherError(
+            None,
+            f"the endpoint must be http://127.0.0.1:PORT/mcp with an explicit port, got {url!r}",
+            reason="bad_endpoint",
+        )
+    return url
+
+
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string (quoted and escaped), as Codex's ``-c key=value`` parses it."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def claude_mcp_config(endpoint_url: str, token_env: str = DEFAULT_TOKEN_ENV) -> str:
+    """The ``--mcp-config`` JSON for Claude Code; the header names the variable, not the token."""
+    config = {
+        "mcpServers": {
+            MCP_SERVER_NAME: {
+                "type": "http",
+                "url": check_endpoint(endpoint_url),
+                "headers": {"Authorization": f"Bearer ${{{_token_env(token_env)}}}"},
+            }
+        }
+    }
+    return json.dumps(config, separators=(",", ":"))
+
+
+def opencode_config_content(endpoint_url: str, token_env: str = DEFAULT_TOKEN_ENV) -> str:
+    """The ``OPENCODE_CONFIG_CONTENT`` JSON for OpenCode (merged with the user's own config)."""
+    config = {
+        "mcp": {
+            MCP_SERVER_NAME: {
+                "type": "remote",
+                "url": check_endpoint(endpoint_url),
+                "headers": {"Authorization": f"Bearer {{env:{_token_env(token_env)}}}"},
+            }
+        }
+    }
+    return json.dumps(config, separators=(",", ":"))
+
+
+def _token_env(token_env: str) -> str:
+    if not isinstance(token_env, str) or not ENV_NAME_RE.fullmatch(token_env):
+        raise LauncherError(
+            None, f"token_env {token_env!r} is not a valid environment variable name", reason="bad_env"
+        )
+    return token_env
+
+
+def harness_injection(
+    harness: str,
+    *,
+    endpoint_url: str,
+    token_env: str = DEFAULT_TOKEN_ENV,
+    inject_tool_approval: bool = True,
+) -> Injection:
+    """The per-launch override one harness needs, whether or not its launches are connectable.
+
+    Claude Code: ``--mcp-config=<json>`` and ``--allowedTools=mcp__connect``. Codex: ``-c`` overrides of
+    ``mcp_servers.connect`` (url, bearer_token_env_var, default_tools_approval_mode). OpenCode:
+    ``OPENCODE_CONFIG_CONTENT``. Approval of connect's own tools (and only those) is added unless
+    ``inject_tool_approval`` is false.
+    """
+    check_endpoint(endpoint_url)
+    _token_env(token_env)
+    if harness == "claude":
+        argv = [f"--mcp-config={claude_mcp_config(endpoint_url, token_env)}"]
+        if inject_tool_approval:
+            argv.append(f"--allowedTools=mcp__{MCP_SERVER_NAME}")
+        return Injection(argv=tuple(argv))
+    if harness == "codex":
+        prefix = f"mcp_servers.{MCP_SERVER_NAME}"
+        argv = [
+            "-c",
+            f"{prefix}.url={toml_string(endpoint_url)}",
+            "-c",
+            f"{prefix}.bearer_token_env_var={toml_string(token_env)}",
+        ]
+        if inject_tool_approval:
+            argv += ["-c", f"{prefix}.default_tools_approval_mode={toml_string('approve')}"]
+        return Injection(argv=tuple(argv))
+    if harness == "opencode":
+        return Injection(env={"OPENCODE_CONFIG_CONTENT": opencode_config_content(endpoint_url, token_env)})
+    raise LauncherError(None, f"no per-launch MCP override is known for harness {harness!r}")
+
+
+def _merged_env(launcher: Launcher, extra_env: Mapping[str, str]) -> dict[str, str]:
+    _check_env(launcher.name, extra_env, what="--env")
+    env = dict(launcher.env)
+    env.update(extra_env)
+    return env
+
+
+def plain_plan(launcher: Launcher, *, extra_env: Mapping[str, str] | None = None) -> LaunchPlan:
+    """The launch without connect (``--connect off``, or a launcher that cannot be connected)."""
+    env = _merged_env(launcher, extra_env or {})
+    argv = ("/bin/sh", "-c", launcher.opaque) if launcher.opaque is not None else launcher.argv
+    reason = launcher.unconnectable_reason or "launched with connect off"
+    return LaunchPlan(launcher=launcher.name, argv=argv, env_add=env, connectable=False, reason=reason)
+
+
+def _session_picked(rule: HarnessRule, argv: Sequence[str]) -> bool:
+    for arg in argv[1:]:
+        if arg == "--":
+            return False
+        if arg in rule.session_flags or arg.split("=", 1)[0] in rule.session_flags:
+            return True
+    return False
+
+
+def _connected_plan(
+    launcher: Launcher,
+    argv: tuple[str, ...],
+    *,
+    endpoint_url: str,
+    token_env: str,
+    session_id: str | None,
+    extra_env: Mapping[str, str],
+) -> LaunchPlan:
+    injection = harness_injection(
+        launcher.harness,
+        endpoint_url=endpoint_url,
+        token_env=token_env,
+        inject_tool_approval=launcher.inject_tool_approval,
+    )
+    env = _merged_env(launcher, extra_env)
+    if token_env in env:
+        raise LauncherError(
+            launcher.name,
+            f"{token_env} is connectd's token variable; the launcher's env and --env must not set it",
+            reason="bad_env",
+        )
+    clash = sorted(set(env) & set(injection.env))
+    if clash:
+        raise LauncherError(
+            launcher.name,
+            f"{clash[0]} is set by the connect injection; the launcher's env must not set it",
+            reason="bad_env",
+        )
+    env.update(injection.env)
+    return LaunchPlan(
+        launcher=launcher.name,
+        argv=(argv[0], *injection.argv, *argv[1:]),
+        env_add=env,
+        connectable=True,
+        token_env=token_env,
+        session_id=session_id,
+    )
+
+
+def inject(
+    launcher: Launcher,
+    *,
+    endpoint_url: str,
+    token_env: str = DEFAULT_TOKEN_ENV,
+    session_id: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """A connected launch of ``launcher``: its argv with the injection after the program.
+
+    ``session_id`` is the id to preset for a new session where the harness accepts one (Claude Code's
+    ``--session-id``, a UUID); it is not used where the harness picks its own, or where the user's
+    argv already picks a session. The returned plan's ``session_id`` says whether it was preset. A
+    launcher that cannot be connected (opaque, OpenCode, an unknown harness) gives its plain launch
+    with ``connectable=False`` and the reason.
+    """
+    if not launcher.connectable:
+        return plain_plan(launcher, extra_env=extra_env)
+    rule = HARNESS_RULES[launcher.harness]
+    argv = launcher.argv
+    preset: str | None = None
+    if session_id is not None and rule.presets_session_id and not _session_picked(rule, argv):
+        if not isinstance(session_id, str) or not UUID_RE.fullmatch(session_id):
+            raise LauncherError(
+                launcher.name,
+                f"a preset {launcher.harness} session id must be a UUID, got {session_id!r}",
+                reason="bad_session_id",
+            )
+        preset = session_id.lower()
+        argv = (argv[0], "--session-id", preset, *argv[1:])
+    return _connected_plan(
+        launcher,
+        argv,
+        endpoint_url=endpoint_url,
+        token_env=token_env,
+        session_id=preset,
+        extra_env=extra_env or {},
+    )
+
+
+def resume_argv(launcher: Launcher, session_id: str) -> tuple[str, ...]:
+    """The launcher's resume template with ``session_id`` filled in (no injection)."""
+    if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
+        raise LauncherError(launcher.name, f"malformed session id {session_id!r}", reason="bad_session_id")
+    if not launcher.resume_argv:
+        raise LauncherError(launcher.name, f"{launcher.name} has no resume command", reason="not_restartable")
+    return tuple(arg.replace(SESSION_PLACEHOLDER, session_id) for arg in launcher.resume_argv)
+
+
+def resume_plan(
+    launcher: Launcher,
+    session_id: str,
+    *,
+    endpoint_url: str,
+    token_env: str = DEFAULT_TOKEN_ENV,
+    extra_env: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """The connected relaunch onto session ``session_id`` (restart-to-connect, restore).
+
+    Refuses with :class:`LauncherError` (``not_restartable``) a launcher that cannot be restarted to
+    connect (opaque, unconnectable harness, no resume or exit command), naming the reason.
+    """
+    if not launcher.restartable:
+        raise LauncherError(launcher.name, launcher.restart_refusal, reason="not_restartable")
+    argv = resume_argv(launcher, session_id)
+    return _connected_plan(
+        launcher,
+        argv,
+        endpoint_url=endpoint_url,
+        token_env=token_env,
+        session_id=session_id,
+        extra_env=extra_env or {},
+    )
