@@ -106,7 +106,9 @@ def test_ancestry_children_descendants(tmp_path: os.PathLike[str]) -> None:
         for kid in kids:
             assert procfs.ancestry(kid)[:3] == [kid, shell.pid, os.getpid()]
             assert procfs.cmdline(kid) == ["sleep", "30"]
-        assert procfs.ancestry(os.getpid())[-1] == 1 or procfs.parent_pid(procfs.ancestry(os.getpid())[-1]) == 0
+        assert (
+            procfs.ancestry(os.getpid())[-1] == 1 or procfs.parent_pid(procfs.ancestry(os.getpid())[-1]) == 0
+        )
         assert marker in procfs.open_files(shell.pid)
         tree = procfs.tree_open_files(shell.pid)
         holders = [pid for pid, files in tree.items() if marker in files]
