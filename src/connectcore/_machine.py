@@ -100,6 +100,7 @@ def mermaid(table: Table[Any]) -> str:
     model = _Model()
     table.as_transitions_machine(model, graph=True)
     text: str = model.get_graph().draw(None)  # type: ignore[attr-defined]
+    text = text.replace(f"---\n{table.name}\n---", f"---\ntitle: {table.name}\n---", 1)
     finals = "\n".join(f"  {s} --> [*]" for s in sorted(str(f) for f in table.finals))
     return text.rstrip() + ("\n" + finals if finals else "") + "\n"
 
