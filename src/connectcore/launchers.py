@@ -207,26 +207,6 @@ class Injection:
 
 
 # --------------------------------------------------------------------------------------------------
-# Built-in launchers
-# --------------------------------------------------------------------------------------------------
-
-
-def _builtin(name: str) -> Launcher:
-    rule = HARNESS_RULES[name]
-    return Launcher(
-        name=name, harness=name, argv=(name,), exit_command=rule.exit_command, resume_argv=rule.resume_argv
-    )
-
-
-BUILTIN_LAUNCHERS: Mapping[str, Launcher] = {name: _builtin(name) for name in ("claude", "codex", "opencode")}
-
-
-def builtin_launchers() -> dict[str, Launcher]:
-    """The built-in structured launchers for claude, codex and opencode."""
-    return dict(BUILTIN_LAUNCHERS)
-
-
-# --------------------------------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------------------------------
 
@@ -295,6 +275,26 @@ def _check_env(name: str, env: Mapping[str, str], *, what: str = "env") -> None:
             raise LauncherError(name, f"{what}: {key} must be a string, got {value!r}", reason="bad_env")
         if "\x00" in value:
             raise LauncherError(name, f"{what}: {key} contains a NUL character", reason="bad_env")
+
+
+# --------------------------------------------------------------------------------------------------
+# Built-in launchers
+# --------------------------------------------------------------------------------------------------
+
+
+def _builtin(name: str) -> Launcher:
+    rule = HARNESS_RULES[name]
+    return Launcher(
+        name=name, harness=name, argv=(name,), exit_command=rule.exit_command, resume_argv=rule.resume_argv
+    )
+
+
+BUILTIN_LAUNCHERS: Mapping[str, Launcher] = {name: _builtin(name) for name in ("claude", "codex", "opencode")}
+
+
+def builtin_launchers() -> dict[str, Launcher]:
+    """The built-in structured launchers for claude, codex and opencode."""
+    return dict(BUILTIN_LAUNCHERS)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -367,6 +367,7 @@ def _launcher_from_toml(name: str, spec: Any) -> Launcher:
     if "argv" not in spec:
         raise LauncherError(name, "needs argv (a list of strings) or command (an opaque shell string)")
     argv = _string_list(name, "argv", spec["argv"])
+    _check_argv(name, "argv", argv)
     harness = spec.get("harness")
     if harness is None:
         program = argv[0].rsplit("/", 1)[-1] if argv else ""
@@ -602,7 +603,7 @@ def inject(
                 reason="bad_session_id",
             )
         preset = session_id.lower()
-        argv = (argv[0], "--session-id", preset, *argv[1:])
+        argv = (argv[0], f"--session-id={preset}", *argv[1:])
     return _connected_plan(
         launcher,
         argv,
