@@ -1,0 +1,777 @@
+"""Session history: the pure rules of the transcript index (the "history" scope).
+
+An entry is one harness session: its identity, where it ran, its branches and PR links, its title and
+the prompts that started or steered it. The index is routing, not memory: tool output is never an
+entry field, and what the agent-facing tools return is an explicit allowlist (:data:`ALLOWED_FIELDS`)
+that does not include prompts.
+
+Everything here is pure. Time comes in as ``now`` (seconds since the epoch), the repository identity
+of a directory comes in as a value (``connectd`` resolves worktrees from ``.git`` files), and the
+corpus statistics the ranking needs come in as :class:`CorpusStats` (``connectd`` reads them from its
+SQLite FTS5 index). The layout follows h11's ``_state.py``: rules and tables first, then functions.
+
+Ranking is BM25F: per-field term frequencies are length-normalised, weighted by field and summed
+before the saturation, so a term in the title counts for more than the same term in a prompt. A
+recency factor in ``[RECENCY_FLOOR, 1]`` then breaks near-ties toward recent sessions without ever
+letting a recent irrelevant session beat a relevant one by more than that factor.
+
+The scope filter (repos, headless runs, subagents) applies to the candidate set *before* ranking:
+filtering a fleet-wide top-N afterwards would drop real in-repo matches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from connectcore._machine import ConnectError
+
+# ---------------------------------------------------------------------------------------------------
+# Vocabulary
+# ---------------------------------------------------------------------------------------------------
+
+
+class Harness(StrEnum):
+    """Which program wrote the transcript. Session ids are unique only within one harness."""
+
+    CLAUDE = "claude"
+    CODEX = "codex"
+
+
+class Entrypoint(StrEnum):
+    """How the session was started. Headless runs and subagents are left out of search unless asked."""
+
+    INTERACTIVE = "interactive"
+    HEADLESS = "headless"
+    SUBAGENT = "subagent"
+
+
+class Liveness(StrEnum):
+    """The only liveness routing needs. ``running_unknown`` when it cannot tell, never a guess."""
+
+    RUNNING_IN_PANE = "running_in_pane"
+    RUNNING_ELSEWHERE = "running_elsewhere"
+    NOT_RUNNING = "not_running"
+    RUNNING_UNKNOWN = "running_unknown"
+
+
+class Field(StrEnum):
+    """The searchable fields of an entry, in the index's column order."""
+
+    TITLE = "title"
+    BRANCHES = "branches"
+    PRS = "prs"
+    PATH = "path"
+    PROMPTS = "prompts"
+
+
+class RestoreReason(StrEnum):
+    """Why a session that was live in a pane is listed but not relaunched."""
+
+    NOT_INDEXED = "not in the history index"
+    SUBAGENT = "a subagent has no resume command"
+    NO_RESUME_COMMAND = "no resume command"
+    SOURCE_MISSING = "its transcript is gone"
+    CWD_GONE = "its working directory is gone"
+    ALREADY_RUNNING = "already running"
+    DUPLICATE = "already listed for another pane"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rules as data
+# ---------------------------------------------------------------------------------------------------
+
+#: What the agent-facing tools (find_sessions, get_session) may return, and nothing else.
+ALLOWED_FIELDS: tuple[str, ...] = (
+    "harness",
+    "session_id",
+    "repo",
+    "title",
+    "cwd",
+    "branches",
+    "prs",
+    "last_active",
+    "matched_terms",
+    "liveness",
+    "pane",
+)
+
+#: BM25F field weights: title, branches and PR links weighted up.
+FIELD_WEIGHTS: Mapping[Field, float] = {
+    Field.TITLE: 4.0,
+    Field.BRANCHES: 3.0,
+    Field.PRS: 3.0,
+    Field.PATH: 1.5,
+    Field.PROMPTS: 1.0,
+}
+
+#: BM25F per-field length normalisation (0 = none, 1 = full).
+FIELD_B: Mapping[Field, float] = {
+    Field.TITLE: 0.5,
+    Field.BRANCHES: 0.3,
+    Field.PRS: 0.3,
+    Field.PATH: 0.5,
+    Field.PROMPTS: 0.75,
+}
+
+BM25_K1 = 1.2
+
+#: A session this old has half the recency bonus of one active right now.
+RECENCY_HALF_LIFE_S = 14 * 24 * 3600.0
+#: The factor a very old (or undated) session's textual score is multiplied by; a fresh one gets 1.0.
+RECENCY_FLOOR = 0.6
+
+#: One prompt is clipped to this many characters; a session keeps at most this many prompt characters.
+PROMPT_MAX_CHARS = 4_000
+SESSION_PROMPT_MAX_CHARS = 64_000
+
+#: Query bounds.
+QUERY_MAX_TERMS = 16
+TERM_MAX_CHARS = 64
+LIMIT_DEFAULT = 10
+LIMIT_MAX = 100
+
+#: The resume command of a top-level session, by harness; the session id is appended.
+RESUME_ARGV: Mapping[Harness, tuple[str, ...]] = {
+    Harness.CLAUDE: ("claude", "--resume"),
+    Harness.CODEX: ("codex", "resume"),
+}
+
+#: Title sources, weakest first. The strongest source seen wins; within one source the latest wins.
+TITLE_RANK: Mapping[str, int] = {
+    "none": 0,
+    "summary": 1,  # Claude Code's compaction/resume summary line
+    "ai-title": 2,  # Claude Code's generated title
+    "agent-name": 3,  # Claude Code's --name / rename, mirrored
+    "thread-name": 3,  # Codex's session_index.jsonl thread_name
+    "custom-title": 4,  # Claude Code's /rename
+}
+
+#: Text a harness injects into the user role that the human did not type. A block whose stripped text
+#: starts with one of these is not a prompt (slash-command wrappers, shell escapes, environment
+#: context, AGENTS.md / CLAUDE.md instructions, reminders, interruption notes).
+INJECTED_PREFIXES: tuple[str, ...] = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions instructions>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<INSTRUCTIONS>",
+    "# AGENTS.md instructions for",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<command-stdout>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<system-reminder>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "<user-prompt-submit-hook>",
+    "Caveat: The messages below were generated by the user while running local commands",
+    "[Request interrupted by user",
+    "This session is being continued from a previous conversation",
+)
+
+#: Pull/merge request links (GitHub, GitLab, Gitea/Forgejo, Bitbucket).
+PR_URL = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::\d+)?/[\w.~-]+(?:/[\w.~-]+)*?/"
+    r"(?:pull|pulls|-/merge_requests|merge_requests|pull-requests)/\d+"
+)
+
+_TOKEN = re.compile(r"[^\W_]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# ---------------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------------
+
+
+class HistoryError(ConnectError):
+    """Bad input to the history rules; it names the problem and nothing has changed."""
+
+
+class SessionNotFound(HistoryError):
+    def __init__(self, harness: str, session_id: str) -> None:
+        super().__init__(f"no {harness} session {session_id!r} in the history index")
+        self.harness = harness
+        self.session_id = session_id
+
+
+class OutOfScope(HistoryError):
+    """The entry (or the repo asked for) is outside the repos the caller may read."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is outside the repositories this caller may read")
+        self.what = what
+
+
+# ---------------------------------------------------------------------------------------------------
+# Values
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_id(what: str, value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise HistoryError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > 200 or _CONTROL.search(value):
+        raise HistoryError(f"{what} {value[:40]!r} is too long or holds control characters")
+
+
+def parse_harness(value: str) -> Harness:
+    """The harness named by ``value``, or a :class:`HistoryError` listing the known ones."""
+    try:
+        return Harness(value)
+    except ValueError:
+        known = ", ".join(h.value for h in Harness)
+        raise HistoryError(f"unknown harness {value!r} (known: {known})") from None
+
+
+@dataclass(frozen=True)
+class TranscriptFacts:
+    """What one transcript file said about its session (a parser's output, before the repo is known)."""
+
+    harness: Harness
+    session_id: str
+    source_path: str
+    cwd: str = ""
+    parent_session_id: str | None = None
+    entrypoint: Entrypoint = Entrypoint.INTERACTIVE
+    branches: tuple[str, ...] = ()
+    prs: tuple[str, ...] = ()
+    title: str = ""
+    title_rank: int = 0
+    started: float | None = None
+    last_active: float | None = None
+    prompts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_id("session_id", self.session_id)
+
+    @property
+    def key(self) -> tuple[Harness, str]:
+        return (self.harness, self.session_id)
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    """One session in the index."""
+
+    harness: Harness
+    session_id: str
+    repo: str
+    cwd: str
+    title: str = ""
+    branches: tuple[str, ...] = ()
+    prs: tuple[str, ...] = ()
+    started: float | None = None
+    last_active: float | None = None
+    entrypoint: Entrypoint = Entrypoint.INTERACTIVE
+    parent_session_id: str | None = None
+    prompts: tuple[str, ...] = ()
+    resume_argv: tuple[str, ...] | None = None
+    source_path: str = ""
+    source_missing: bool = False
+
+    def __post_init__(self) -> None:
+        _check_id("session_id", self.session_id)
+        if not isinstance(self.harness, Harness):
+            raise HistoryError(f"harness must be a Harness, got {self.harness!r}")
+        if not isinstance(self.entrypoint, Entrypoint):
+            raise HistoryError(f"entrypoint must be an Entrypoint, got {self.entrypoint!r}")
+
+    @property
+    def key(self) -> tuple[Harness, str]:
+        return (self.harness, self.session_id)
+
+
+@dataclass(frozen=True)
+class LivenessView:
+    """Liveness as routing sees it: a state, and the pane id only for ``running_in_pane``."""
+
+    state: Liveness = Liveness.RUNNING_UNKNOWN
+    pane: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.state is Liveness.RUNNING_IN_PANE) != (self.pane is not None):
+            raise HistoryError(
+                f"a pane id goes with running_in_pane only (state {self.state}, pane {self.pane!r})"
+            )
+        if self.pane is not None and not re.fullmatch(r"%\d+", self.pane):
+            raise HistoryError(f"pane id must look like %N, got {self.pane!r}")
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """Which entries a search may consider at all. ``repos=None`` means every repository."""
+
+    repos: frozenset[str] | None = None
+    include_headless: bool = False
+    include_subagents: bool = False
+
+    def admits(self, entry: SessionEntry) -> bool:
+        if self.repos is not None and entry.repo not in self.repos:
+            return False
+        if entry.entrypoint is Entrypoint.HEADLESS and not self.include_headless:
+            return False
+        return not (entry.entrypoint is Entrypoint.SUBAGENT and not self.include_subagents)
+
+    def entrypoints(self) -> tuple[Entrypoint, ...]:
+        """The entrypoints admitted, for the daemon's SQL ``IN`` clause."""
+        kept = [Entrypoint.INTERACTIVE]
+        if self.include_headless:
+            kept.append(Entrypoint.HEADLESS)
+        if self.include_subagents:
+            kept.append(Entrypoint.SUBAGENT)
+        return tuple(kept)
+
+
+def scope_for(
+    repo: str | None, allowed_repos: frozenset[str] | None, *, include_headless: bool, include_subagents: bool
+) -> SearchScope:
+    """The search scope for a caller: ``repo`` narrows, ``allowed_repos`` (None = all) bounds.
+
+    Asking for a repo outside the allowed set is refused rather than silently answered with nothing.
+    """
+    if repo is not None:
+        if not repo:
+            raise HistoryError("repo must be a non-empty path when given")
+        if allowed_repos is not None and repo not in allowed_repos:
+            raise OutOfScope(f"repo {repo!r}")
+        repos: frozenset[str] | None = frozenset({repo})
+    else:
+        repos = allowed_repos
+    return SearchScope(repos=repos, include_headless=include_headless, include_subagents=include_subagents)
+
+
+def check_readable(entry: SessionEntry, allowed_repos: frozenset[str] | None) -> None:
+    """``get_session`` checks the entry's repo against the caller's scope itself."""
+    if allowed_repos is not None and entry.repo not in allowed_repos:
+        raise OutOfScope(f"{entry.harness} session {entry.session_id!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prompts, PR links, titles
+# ---------------------------------------------------------------------------------------------------
+
+
+def is_human_prompt(text: str) -> bool:
+    """True for text the human (or, for a headless run or subagent, the caller) sent; False for injections."""
+    stripped = text.lstrip()
+    if not stripped:
+        return False
+    return not stripped.startswith(INJECTED_PREFIXES)
+
+
+def clip_prompt(text: str) -> str:
+    text = text.strip()
+    if len(text) <= PROMPT_MAX_CHARS:
+        return text
+    return text[: PROMPT_MAX_CHARS - 1] + "…"
+
+
+def pr_links(text: str) -> tuple[str, ...]:
+    """The pull/merge request URLs in ``text``, in order, without repeats."""
+    return tuple(dict.fromkeys(m.group(0) for m in PR_URL.finditer(text)))
+
+
+def append_prompts(existing: Sequence[str], new: Iterable[str]) -> tuple[str, ...]:
+    """``existing`` plus each new human prompt not already there, within the session's character budget."""
+    out = list(existing)
+    seen = set(out)
+    used = sum(len(p) for p in out)
+    for raw in new:
+        if not is_human_prompt(raw):
+            continue
+        prompt = clip_prompt(raw)
+        if prompt in seen:
+            continue
+        if used + len(prompt) > SESSION_PROMPT_MAX_CHARS:
+            break
+        out.append(prompt)
+        seen.add(prompt)
+        used += len(prompt)
+    return tuple(out)
+
+
+def better_title(current: tuple[str, int], candidate: tuple[str, int]) -> tuple[str, int]:
+    """Title precedence: a stronger source wins; an equal source seen later wins; empty never wins."""
+    title, rank = candidate
+    title = " ".join(title.split())
+    if not title:
+        return current
+    return (title, rank) if rank >= current[1] else current
+
+
+def resume_argv_for(
+    harness: Harness, session_id: str, entrypoint: Entrypoint, *, source_missing: bool
+) -> tuple[str, ...] | None:
+    """A top-level session whose transcript still exists resumes with its harness's command."""
+    if entrypoint is Entrypoint.SUBAGENT or source_missing:
+        return None
+    return (*RESUME_ARGV[harness], session_id)
+
+
+def build_entry(
+    facts: Sequence[TranscriptFacts],
+    repo: str,
+    *,
+    source_missing: bool = False,
+    title_override: tuple[str, int] | None = None,
+) -> SessionEntry:
+    """Fold the facts of every transcript file of one session into its entry.
+
+    Files are taken oldest first. ``title_override`` is a title from outside the transcript (Codex's
+    session index) with its rank.
+    """
+    if not facts:
+        raise HistoryError("an entry needs at least one transcript")
+    first = facts[0]
+    if any(f.key != first.key for f in facts):
+        raise HistoryError("facts of different sessions cannot form one entry")
+    ordered = sorted(facts, key=lambda f: (f.started is None, f.started or 0.0, f.source_path))
+    cwd = next((f.cwd for f in ordered if f.cwd), "")
+    branches: dict[str, None] = {}
+    prs: dict[str, None] = {}
+    title: tuple[str, int] = ("", 0)
+    prompts: tuple[str, ...] = ()
+    for f in ordered:
+        branches.update(dict.fromkeys(f.branches))
+        prs.update(dict.fromkeys(f.prs))
+        title = better_title(title, (f.title, f.title_rank))
+        prompts = append_prompts(prompts, f.prompts)
+    if title_override is not None:
+        title = better_title(title, title_override)
+    starts = [f.started for f in ordered if f.started is not None]
+    lasts = [f.last_active for f in ordered if f.last_active is not None]
+    head = ordered[0]
+    entrypoint = head.entrypoint
+    return SessionEntry(
+        harness=head.harness,
+        session_id=head.session_id,
+        repo=repo or cwd,
+        cwd=cwd,
+        title=title[0],
+        branches=tuple(branches),
+        prs=tuple(prs),
+        started=min(starts) if starts else None,
+        last_active=max(lasts) if lasts else (min(starts) if starts else None),
+        entrypoint=entrypoint,
+        parent_session_id=next((f.parent_session_id for f in ordered if f.parent_session_id), None),
+        prompts=prompts,
+        resume_argv=resume_argv_for(head.harness, head.session_id, entrypoint, source_missing=source_missing),
+        source_path=head.source_path,
+        source_missing=source_missing,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text analysis
+# ---------------------------------------------------------------------------------------------------
+
+
+def tokens(text: str) -> list[str]:
+    """Words as the index sees them: runs of letters and digits, lower-cased (FTS5 ``unicode61``)."""
+    return _TOKEN.findall(text.lower())
+
+
+def query_terms(query: str) -> tuple[str, ...]:
+    """The distinct searchable words of a query, in order, bounded."""
+    if not isinstance(query, str):
+        raise HistoryError(f"query must be a string, got {type(query).__name__}")
+    terms = tuple(dict.fromkeys(t for t in tokens(query) if len(t) <= TERM_MAX_CHARS))
+    if not terms:
+        raise HistoryError(f"query {query[:60]!r} has no searchable words")
+    return terms[:QUERY_MAX_TERMS]
+
+
+def field_texts(entry: SessionEntry) -> dict[Field, str]:
+    """The text of each searchable field (what the index stores per column)."""
+    path = entry.cwd if entry.repo in ("", entry.cwd) else f"{entry.cwd}\n{entry.repo}"
+    return {
+        Field.TITLE: entry.title,
+        Field.BRANCHES: "\n".join(entry.branches),
+        Field.PRS: "\n".join(entry.prs),
+        Field.PATH: path,
+        Field.PROMPTS: "\n\n".join(entry.prompts),
+    }
+
+
+def field_lengths(entry: SessionEntry) -> dict[Field, int]:
+    return {f: len(tokens(text)) for f, text in field_texts(entry).items()}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Ranking
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusStats:
+    """What BM25 needs to know about the whole index."""
+
+    documents: int
+    average_length: Mapping[Field, float]
+    document_frequency: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entry with the query terms' frequency in each field and each field's length in words."""
+
+    entry: SessionEntry
+    term_frequency: Mapping[tuple[Field, str], int]
+    field_length: Mapping[Field, int]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    entry: SessionEntry
+    score: float
+    matched_terms: tuple[str, ...]
+
+
+def analyze(entry: SessionEntry, terms: Sequence[str]) -> Candidate:
+    """A candidate computed from the entry's own text (the reference for what the index returns)."""
+    wanted = set(terms)
+    tf: dict[tuple[Field, str], int] = {}
+    lengths: dict[Field, int] = {}
+    for f, text in field_texts(entry).items():
+        words = tokens(text)
+        lengths[f] = len(words)
+        for w in words:
+            if w in wanted:
+                tf[(f, w)] = tf.get((f, w), 0) + 1
+    return Candidate(entry=entry, term_frequency=tf, field_length=lengths)
+
+
+def corpus_stats(entries: Iterable[SessionEntry]) -> CorpusStats:
+    """Statistics computed from entries directly (the reference for what the index keeps)."""
+    n = 0
+    totals = dict.fromkeys(Field, 0)
+    df: dict[str, int] = {}
+    for entry in entries:
+        n += 1
+        seen: set[str] = set()
+        for f, text in field_texts(entry).items():
+            words = tokens(text)
+            totals[f] += len(words)
+            seen.update(words)
+        for w in seen:
+            df[w] = df.get(w, 0) + 1
+    avg = {f: (totals[f] / n if n else 0.0) for f in Field}
+    return CorpusStats(documents=n, average_length=avg, document_frequency=df)
+
+
+def idf(documents: int, document_frequency: int) -> float:
+    """BM25's inverse document frequency, never negative."""
+    return math.log(1.0 + (documents - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def bm25f(candidate: Candidate, terms: Sequence[str], stats: CorpusStats) -> float:
+    score = 0.0
+    for term in terms:
+        weighted = 0.0
+        for f in Field:
+            tf = candidate.term_frequency.get((f, term), 0)
+            if not tf:
+                continue
+            avg = stats.average_length.get(f, 0.0) or 1.0
+            b = FIELD_B[f]
+            norm = 1.0 - b + b * (candidate.field_length.get(f, 0) / avg)
+            weighted += FIELD_WEIGHTS[f] * tf / max(norm, 1e-9)
+        if weighted:
+            df = max(stats.document_frequency.get(term, 1), 1)
+            score += idf(max(stats.documents, df), df) * weighted / (BM25_K1 + weighted)
+    return score
+
+
+def recency(last_active: float | None, now: float) -> float:
+    """A factor in ``[RECENCY_FLOOR, 1]``: 1 for a session active now, decaying by half-life."""
+    if last_active is None:
+        return RECENCY_FLOOR
+    age = max(0.0, now - last_active)
+    decay: float = math.pow(0.5, age / RECENCY_HALF_LIFE_S)
+    return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * decay
+
+
+def check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX:
+        raise HistoryError(f"limit must be an integer from 1 to {LIMIT_MAX}, got {limit!r}")
+    return limit
+
+
+def rank(
+    candidates: Iterable[Candidate],
+    terms: Sequence[str],
+    stats: CorpusStats,
+    *,
+    scope: SearchScope,
+    now: float,
+    limit: int,
+) -> tuple[Ranked, ...]:
+    """The best ``limit`` candidates the scope admits, best first.
+
+    The scope filter runs first, on the whole candidate set; only then are the survivors scored and
+    cut to ``limit``. Ties go to the more recent session, then to harness and id (stable output).
+    """
+    check_limit(limit)
+    scored: list[Ranked] = []
+    for cand in candidates:
+        if not scope.admits(cand.entry):
+            continue
+        matched = tuple(t for t in terms if any(cand.term_frequency.get((f, t), 0) for f in Field))
+        if not matched:
+            continue
+        text_score = bm25f(cand, terms, stats)
+        scored.append(Ranked(cand.entry, text_score * recency(cand.entry.last_active, now), matched))
+    scored.sort(
+        key=lambda r: (-r.score, -(r.entry.last_active or 0.0), r.entry.harness.value, r.entry.session_id)
+    )
+    return tuple(scored[:limit])
+
+
+def search(
+    entries: Iterable[SessionEntry],
+    query: str,
+    *,
+    scope: SearchScope,
+    now: float,
+    limit: int = LIMIT_DEFAULT,
+) -> tuple[Ranked, ...]:
+    """Search entries held in memory: the reference semantics the SQLite-backed service reproduces."""
+    terms = query_terms(query)
+    pool = list(entries)
+    stats = corpus_stats(pool)
+    return rank((analyze(e, terms) for e in pool), terms, stats, scope=scope, now=now, limit=limit)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The allowlist projection
+# ---------------------------------------------------------------------------------------------------
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def project(
+    entry: SessionEntry, liveness: LivenessView, matched_terms: Sequence[str] = ()
+) -> dict[str, object]:
+    """The agent-facing view of an entry: exactly :data:`ALLOWED_FIELDS`, built field by field.
+
+    Prompts, resume argv, entrypoint, parent, start time and source path are never copied.
+    """
+    view: dict[str, object] = {
+        "harness": entry.harness.value,
+        "session_id": entry.session_id,
+        "repo": entry.repo,
+        "title": entry.title,
+        "cwd": entry.cwd,
+        "branches": list(entry.branches),
+        "prs": list(entry.prs),
+        "last_active": iso_utc(entry.last_active),
+        "matched_terms": list(matched_terms),
+        "liveness": liveness.state.value,
+        "pane": liveness.pane,
+    }
+    assert tuple(view) == ALLOWED_FIELDS
+    return view
+
+
+# ---------------------------------------------------------------------------------------------------
+# Restore after a lost tmux server
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PaneBinding:
+    """A pane the daemon last saw running a harness session (persisted before the server was lost)."""
+
+    pane_id: str
+    harness: Harness
+    session_id: str
+
+    def __post_init__(self) -> None:
+        _check_id("pane_id", self.pane_id)
+        _check_id("session_id", self.session_id)
+        if not isinstance(self.harness, Harness):
+            raise HistoryError(f"harness must be a Harness, got {self.harness!r}")
+
+
+@dataclass(frozen=True)
+class RestoreItem:
+    pane_id: str
+    harness: Harness
+    session_id: str
+    argv: tuple[str, ...]
+    cwd: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class RestoreSkip:
+    pane_id: str
+    harness: Harness
+    session_id: str
+    reason: RestoreReason
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    items: tuple[RestoreItem, ...] = ()
+    skipped: tuple[RestoreSkip, ...] = ()
+
+
+def select_restorable(
+    bindings: Iterable[PaneBinding],
+    entries: Mapping[tuple[Harness, str], SessionEntry],
+    *,
+    existing_dirs: frozenset[str],
+    running: frozenset[tuple[Harness, str]],
+) -> RestorePlan:
+    """Which of the sessions that were live in panes can be relaunched, and why the rest cannot.
+
+    Only resumable top-level sessions with a transcript and an existing cwd that are not already
+    running are items; every other binding is listed with its reason. Each session is listed once.
+    """
+    items: list[RestoreItem] = []
+    skipped: list[RestoreSkip] = []
+    seen: set[tuple[Harness, str]] = set()
+    for b in bindings:
+        key = (b.harness, b.session_id)
+        entry = entries.get(key)
+        reason: RestoreReason | None = None
+        if key in seen:
+            reason = RestoreReason.DUPLICATE
+        elif entry is None:
+            reason = RestoreReason.NOT_INDEXED
+        elif entry.entrypoint is Entrypoint.SUBAGENT:
+            reason = RestoreReason.SUBAGENT
+        elif entry.source_missing:
+            reason = RestoreReason.SOURCE_MISSING
+        elif not entry.resume_argv:
+            reason = RestoreReason.NO_RESUME_COMMAND
+        elif not entry.cwd or entry.cwd not in existing_dirs:
+            reason = RestoreReason.CWD_GONE
+        elif key in running:
+            reason = RestoreReason.ALREADY_RUNNING
+        seen.add(key)
+        if reason is not None or entry is None or entry.resume_argv is None:
+            skipped.append(
+                RestoreSkip(b.pane_id, b.harness, b.session_id, reason or RestoreReason.NOT_INDEXED)
+            )
+            continue
+        items.append(
+            RestoreItem(b.pane_id, b.harness, b.session_id, entry.resume_argv, entry.cwd, entry.title)
+        )
+    return RestorePlan(items=tuple(items), skipped=tuple(skipped))

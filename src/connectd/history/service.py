@@ -1,0 +1,380 @@
+"""The history service: what the daemon's MCP tools, its owner API and the CLI call.
+
+Agent-facing reads (:meth:`HistoryService.find_sessions`, :meth:`HistoryService.get_session`) return
+only ``connectcore.history.ALLOWED_FIELDS``; the caller's scope comes in as ``allowed_repos``
+(``None`` = every repository) and is applied before ranking. Owner-facing calls
+(:meth:`HistoryService.get_entry`, :meth:`HistoryService.recent_dirs`, :meth:`HistoryService.expunge`,
+:meth:`HistoryService.restorable`) see more. Nothing here needs the daemon to be running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from connectcore.history import (
+    LIMIT_DEFAULT,
+    Harness,
+    HistoryError,
+    Liveness,
+    LivenessView,
+    PaneBinding,
+    RestorePlan,
+    SessionEntry,
+    SessionNotFound,
+    check_limit,
+    check_readable,
+    iso_utc,
+    parse_harness,
+    project,
+    query_terms,
+    rank,
+    scope_for,
+    select_restorable,
+)
+from connectd.history.index import HistoryIndex, IndexReport, Progress
+from connectd.history.liveness import LivenessProbe, LivenessSnapshot, ProcFS, tmux_pane_pids
+from connectd.history.parsers import MAX_LINE_BYTES
+from connectd.history.repos import repo_of
+
+#: A search re-scans the transcript roots first unless it did so this recently (seconds).
+CATCH_UP_INTERVAL_S = 1.0
+
+AuditSink = Callable[[Mapping[str, Any]], None]
+
+
+def default_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("connect"))
+
+
+def default_claude_root() -> Path:
+    env = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(env) if env else Path.home() / ".claude"
+
+
+def default_codex_root() -> Path:
+    env = os.environ.get("CODEX_HOME")
+    return Path(env) if env else Path.home() / ".codex"
+
+
+class SessionRunning(HistoryError):
+    def __init__(self, harness: str, session_id: str) -> None:
+        super().__init__(f"{harness} session {session_id!r} is running; stop it before expunging it")
+
+
+@dataclass(frozen=True)
+class ExpungeResult:
+    harness: Harness
+    session_id: str
+    deleted: tuple[str, ...]
+    entries_removed: int
+    subagents: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "harness": self.harness.value,
+            "session_id": self.session_id,
+            "deleted": list(self.deleted),
+            "entries_removed": self.entries_removed,
+            "subagents": list(self.subagents),
+            "errors": list(self.errors),
+        }
+
+
+@dataclass
+class _CatchUp:
+    last: float = -1e18
+    report: IndexReport | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class HistoryService:
+    """One history index over one pair of transcript roots."""
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        claude_root: Path | None = None,
+        codex_root: Path | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        proc: ProcFS | None = None,
+        pane_pids: Callable[[], Mapping[int, str]] = tmux_pane_pids,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        catch_up_interval: float = CATCH_UP_INTERVAL_S,
+    ) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.claude_root = Path(claude_root) if claude_root is not None else default_claude_root()
+        self.codex_root = Path(codex_root) if codex_root is not None else default_codex_root()
+        self.clock = clock
+        self.index = HistoryIndex(self.data_dir, max_line_bytes=max_line_bytes)
+        self.probe = LivenessProbe(self.claude_root, self.codex_root, proc=proc)
+        self._pane_pids = pane_pids
+        self._catch_up = _CatchUp()
+        self.catch_up_interval = catch_up_interval
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> HistoryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- indexing ----------------------------------------------------------------------------------
+
+    def update(self, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+        """Bring the index up to date (``full``: rebuild it from the transcripts)."""
+        with self._catch_up.lock:
+            report = self.index.update(self.claude_root, self.codex_root, full=full, progress=progress)
+            self._catch_up.last = time.monotonic()
+            self._catch_up.report = report
+            return report
+
+    def catch_up(self) -> IndexReport | None:
+        """An incremental update, unless one ran within ``catch_up_interval`` seconds."""
+        if time.monotonic() - self._catch_up.last < self.catch_up_interval:
+            return None
+        return self.update()
+
+    # -- identity ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def repo_of(path: str) -> str:
+        """The repository identity of a directory (a worktree folds into its main repository)."""
+        return repo_of(path) or os.path.realpath(path)
+
+    def _liveness(
+        self, entries: Iterable[SessionEntry], pane_pids: Mapping[int, str] | None
+    ) -> LivenessSnapshot:
+        entries = list(entries)
+        panes = pane_pids if pane_pids is not None else self._pane_pids()
+        codex = any(e.harness is Harness.CODEX for e in entries)
+        return self.probe.snapshot(panes, codex=codex)
+
+    # -- agent-facing reads ------------------------------------------------------------------------
+
+    def find_sessions(
+        self,
+        query: str,
+        *,
+        repo: str | None = None,
+        limit: int = LIMIT_DEFAULT,
+        include_headless: bool = False,
+        include_subagents: bool = False,
+        allowed_repos: frozenset[str] | None = None,
+        pane_pids: Mapping[int, str] | None = None,
+        now: float | None = None,
+        catch_up: bool = True,
+    ) -> list[dict[str, object]]:
+        """Ranked sessions matching ``query``, projected onto the allowlist.
+
+        ``repo`` narrows to one repository identity; ``allowed_repos`` (None = all) is the caller's
+        scope. Both apply in the SQL that selects candidates, before ranking.
+        """
+        terms = query_terms(query)
+        check_limit(limit)
+        scope = scope_for(
+            repo, allowed_repos, include_headless=include_headless, include_subagents=include_subagents
+        )
+        if catch_up:
+            self.catch_up()
+        stats = self.index.stats(terms)
+        candidates = self.index.candidates(terms, scope)
+        ranked = rank(
+            candidates, terms, stats, scope=scope, now=self.clock() if now is None else now, limit=limit
+        )
+        if not ranked:
+            return []
+        snap = self._liveness((r.entry for r in ranked), pane_pids)
+        return [project(r.entry, snap.view(r.entry), r.matched_terms) for r in ranked]
+
+    def get_session(
+        self,
+        harness: str | Harness,
+        session_id: str,
+        *,
+        allowed_repos: frozenset[str] | None = None,
+        pane_pids: Mapping[int, str] | None = None,
+        catch_up: bool = True,
+    ) -> dict[str, object]:
+        """One session by harness and id, projected onto the allowlist, if its repo is in scope."""
+        entry = self._entry(harness, session_id, catch_up=catch_up)
+        check_readable(entry, allowed_repos)
+        snap = self._liveness([entry], pane_pids)
+        return project(entry, snap.view(entry))
+
+    # -- owner-facing ------------------------------------------------------------------------------
+
+    def get_entry(self, harness: str | Harness, session_id: str, *, catch_up: bool = True) -> SessionEntry:
+        """The whole entry, prompts included (owner only: the CLI's ``get --prompts``)."""
+        return self._entry(harness, session_id, catch_up=catch_up, with_prompts=True)
+
+    def liveness_of(self, entry: SessionEntry, pane_pids: Mapping[int, str] | None = None) -> LivenessView:
+        return self._liveness([entry], pane_pids).view(entry)
+
+    def _entry(
+        self, harness: str | Harness, session_id: str, *, catch_up: bool, with_prompts: bool = False
+    ) -> SessionEntry:
+        h = harness if isinstance(harness, Harness) else parse_harness(harness)
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise HistoryError(f"session_id must be a non-empty string, got {session_id!r}")
+        if catch_up:
+            self.catch_up()
+        entry = self.index.get(h, session_id, with_prompts=with_prompts)
+        if entry is None:
+            raise SessionNotFound(h.value, session_id)
+        return entry
+
+    def recent_dirs(self, limit: int = 20, *, catch_up: bool = True) -> list[dict[str, object]]:
+        """Directories of top-level sessions, most recent first, existing ones only (for launching)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise HistoryError(f"limit must be a positive integer, got {limit!r}")
+        if catch_up:
+            self.catch_up()
+        out: list[dict[str, object]] = []
+        for cwd, repo, last in self.index.recent_dirs():
+            if len(out) >= limit:
+                break
+            if os.path.isdir(cwd):
+                out.append({"cwd": cwd, "repo": repo, "last_active": iso_utc(last)})
+        return out
+
+    def expunge(
+        self,
+        harness: str | Harness,
+        session_id: str,
+        *,
+        audit: AuditSink,
+        actor: str = "owner",
+        pane_pids: Mapping[int, str] | None = None,
+    ) -> ExpungeResult:
+        """Delete a session's transcript(s) and its entry; the one write path into the index.
+
+        The audit line is written first; if it cannot be written nothing is deleted. A running session
+        is refused. For a Claude Code session its ``<session>/`` directory (subagent transcripts and
+        spilled tool results) goes too, with the subagents' entries.
+        """
+        entry = self._entry(harness, session_id, catch_up=True)
+        snap = self._liveness([entry], pane_pids)
+        if snap.running(entry.harness, entry.session_id) is not None:
+            raise SessionRunning(entry.harness.value, entry.session_id)
+        paths = list(self.index.files_of(entry.harness, entry.session_id))
+        children = self.index.children(entry.harness, entry.session_id)
+        extra_dirs: list[str] = []
+        if entry.harness is Harness.CLAUDE:
+            for p in paths:
+                sibling = Path(p).with_suffix("")
+                if sibling.name == entry.session_id and sibling.is_dir() and not sibling.is_symlink():
+                    extra_dirs.append(str(sibling))
+            for child in children:
+                paths += self.index.files_of(entry.harness, child)
+        allowed_roots = self._transcript_roots()
+        for p in [*paths, *extra_dirs]:
+            if not _within(p, allowed_roots):
+                raise HistoryError(f"refusing to delete {p!r}: it is outside the transcript roots")
+        audit(
+            {
+                "action": "history.expunge",
+                "actor": actor,
+                "harness": entry.harness.value,
+                "session_id": entry.session_id,
+                "paths": [*paths, *extra_dirs],
+                "subagents": list(children),
+                "at": self.clock(),
+            }
+        )
+        deleted: list[str] = []
+        errors: list[str] = []
+        for p in paths:
+            try:
+                os.unlink(p)
+                deleted.append(p)
+            except FileNotFoundError:
+                deleted.append(p)
+            except OSError as exc:
+                errors.append(f"{p}: {exc.strerror or exc}")
+        for d in extra_dirs:
+            try:
+                shutil.rmtree(d)
+                deleted.append(d)
+            except FileNotFoundError:
+                deleted.append(d)
+            except OSError as exc:
+                errors.append(f"{d}: {exc.strerror or exc}")
+        kept = set(paths) - set(deleted)
+        own_files = set(self.index.files_of(entry.harness, entry.session_id))
+        sessions = [entry.session_id] if not (own_files & kept) else []
+        for child in children:
+            if not (set(self.index.files_of(entry.harness, child)) & kept):
+                sessions.append(child)
+        removed = self.index.remove(entry.harness, sessions, [p for p in deleted if p in set(paths)])
+        return ExpungeResult(
+            harness=entry.harness,
+            session_id=entry.session_id,
+            deleted=tuple(deleted),
+            entries_removed=removed,
+            subagents=tuple(children),
+            errors=tuple(errors),
+        )
+
+    def _transcript_roots(self) -> tuple[str, ...]:
+        return tuple(
+            os.path.realpath(p)
+            for p in (
+                self.claude_root / "projects",
+                self.codex_root / "sessions",
+                self.codex_root / "archived_sessions",
+            )
+        )
+
+    def restorable(
+        self, bindings: Iterable[PaneBinding], *, pane_pids: Mapping[int, str] | None = None
+    ) -> RestorePlan:
+        """Of the sessions last bound to panes, which can be relaunched (argv, cwd) and why not the rest."""
+        bindings = list(bindings)
+        self.catch_up()
+        entries: dict[tuple[Harness, str], SessionEntry] = {}
+        for b in bindings:
+            e = self.index.get(b.harness, b.session_id)
+            if e is not None:
+                entries[e.key] = e
+        existing = frozenset(e.cwd for e in entries.values() if e.cwd and os.path.isdir(e.cwd))
+        snap = self._liveness(entries.values(), pane_pids)
+        running = frozenset(
+            k
+            for k in entries
+            if snap.view(entries[k]).state in (Liveness.RUNNING_IN_PANE, Liveness.RUNNING_ELSEWHERE)
+        )
+        return select_restorable(bindings, entries, existing_dirs=existing, running=running)
+
+
+def _within(path: str, roots: Iterable[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real.startswith(root + os.sep) for root in roots)
+
+
+def jsonl_audit(path: Path) -> AuditSink:
+    """An audit sink appending one JSON line per record to ``path`` (0600): the CLI's fallback."""
+    import json
+
+    def write(record: Mapping[str, Any]) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (json.dumps(dict(record), sort_keys=True) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    return write
