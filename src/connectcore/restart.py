@@ -515,7 +515,10 @@ def _enter(
         return new, (_persist(new), exit_agent, _audit(new, "exit", str(dst), now), _notify(new), observe)
     if dst is _S.PROCESS_ENDED:
         env = state.env if not isinstance(event, Recover) or event.env is None else tuple(sorted(event.env.items()))
-        new = replace(_advance(state, dst, now, deadline=now + lim.step), env=env)
+        # a respawn in flight: whatever an earlier run confirmed no longer describes the pane
+        new = replace(
+            _advance(state, dst, now, deadline=now + lim.step, outcome=None, new_incarnation=None), env=env
+        )
         respawn = Respawn(rec.pane_id, rec.resume_argv, rec.cwd, dict(env or ()))
         detail = "recovery: the pane was dead" if name == "pane_dead" else ""
         return new, (_persist(new), respawn, _audit(new, "respawn", str(dst), now, detail), _notify(new, detail))
@@ -526,8 +529,8 @@ def _enter(
         incarnation: str | None
         if isinstance(event, PaneObserved):
             outcome, incarnation = RestartOutcome.RESTARTED, event.incarnation
-        else:
-            outcome, incarnation = RestartOutcome.LEFT_ALONE, rec.new_incarnation
+        else:  # recovery found it running: left alone (a restart already confirmed stays restarted)
+            outcome, incarnation = rec.outcome or RestartOutcome.LEFT_ALONE, rec.new_incarnation
         new = _advance(state, dst, now, deadline=now + lim.step, outcome=outcome, new_incarnation=incarnation)
         restore = SetPaneOption(rec.pane_id, REMAIN_ON_EXIT, rec.original_remain_on_exit)
         return new, (_persist(new), restore, _notify(new))
