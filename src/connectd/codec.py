@@ -205,7 +205,7 @@ def _decode_dataclass(cls: type, data: Any, here: str) -> Any:
         kwargs[name] = decode(tp, data[name], f"{here}.{name}")
     try:
         return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # a record's own validation (__post_init__) refusing the values
         raise CodecError(f"{here}: {cls.__name__} refused the values: {exc}") from exc
 
 
