@@ -121,8 +121,7 @@ class LauncherError(ConnectError):
     """
 
     def __init__(self, launcher: str | None, problem: str, *, reason: str = "invalid") -> None:
-        where = f"launcher {launcher!r}: " if launcher is not None else "launchers.toml: "
-        super().__init__(where + problem)
+        super().__init__(f"launcher {launcher!r}: {problem}" if launcher is not None else problem)
         self.launcher = launcher
         self.problem = problem
         self.reason = reason
@@ -312,7 +311,7 @@ def parse_launchers_toml(text: str) -> dict[str, Launcher]:
         argv = ["claude", "--model", "opus"]
         env = { CLAUDE_CONFIG_DIR = "/home/me/.claude-work" }
         exit_command = "/exit"                  # default: the harness's
-        resume = ["claude", "--resume", "{session_id}"]   # default: the harness's; [] for none
+        resume = ["claude", "--resume", "{session_id}"]   # default: the harness's form; [] for none
         inject_tool_approval = true             # pre-approve connect's own tools in the harness
 
         [launchers.old]
@@ -323,15 +322,16 @@ def parse_launchers_toml(text: str) -> dict[str, Launcher]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise LauncherError(None, f"not valid TOML: {exc}", reason="toml") from None
+        raise LauncherError(None, f"launchers.toml: not valid TOML: {exc}", reason="toml") from None
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise LauncherError(
-            None, f"unknown top-level key {unknown[0]!r}; launchers go in [launchers.<name>] tables"
+            None,
+            f"launchers.toml: unknown top-level key {unknown[0]!r}; launchers go in [launchers.<name>] tables",
         )
     table = data.get("launchers", {})
     if not isinstance(table, dict):
-        raise LauncherError(None, "launchers must be a table of [launchers.<name>] tables")
+        raise LauncherError(None, "launchers.toml: launchers must be a table of [launchers.<name>] tables")
     launchers = builtin_launchers()
     for name, spec in table.items():
         launchers[name] = _launcher_from_toml(name, spec)
@@ -380,11 +380,11 @@ def _launcher_from_toml(name: str, spec: Any) -> Launcher:
     if not isinstance(harness, str):
         raise LauncherError(name, "harness must be a string")
     rule = HARNESS_RULES.get(harness)
-    resume = (
-        _string_list(name, "resume", spec["resume"])
-        if "resume" in spec
-        else (rule.resume_argv if rule else ())
-    )
+    if "resume" in spec:
+        resume = _string_list(name, "resume", spec["resume"])
+    else:
+        # The harness's resume form, run by the same program the launcher runs (its own path).
+        resume = (argv[0], *rule.resume_argv[1:]) if rule else ()
     exit_command = spec.get("exit_command", rule.exit_command if rule else None)
     return Launcher(
         name=name,

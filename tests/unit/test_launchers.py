@@ -183,7 +183,7 @@ def test_injected_variable_may_not_be_set_by_the_launcher() -> None:
 )
 def test_endpoint_must_be_loopback_with_explicit_port(url: str) -> None:
     err = launcher_error(inject, BUILTIN_LAUNCHERS["claude"], endpoint_url=url)
-    assert err.reason == "bad_endpoint" and url in str(err)
+    assert err.reason == "bad_endpoint" and url in str(err) and str(err).startswith("the endpoint must be")
     assert check_endpoint("http://127.0.0.1:65535/mcp")
 
 
@@ -193,8 +193,9 @@ def test_bad_token_env_name_is_refused(bad: str) -> None:
         launcher_error(inject, BUILTIN_LAUNCHERS["claude"], endpoint_url=URL, token_env=bad).reason
         == "bad_env"
     )
-    with pytest.raises(LauncherError):
+    with pytest.raises(LauncherError) as info:
         claude_mcp_config(URL, bad)
+    assert not str(info.value).startswith("launchers.toml")  # not a file problem
 
 
 @pytest.mark.parametrize("env", [{"1A": "x"}, {"A": "x\x00y"}, {"A": 3}])
@@ -329,6 +330,7 @@ argv = ["claude", "--verbose"]
 def test_harness_inferred_from_program_path() -> None:
     got = parse_launchers_toml('[launchers.x]\nargv = ["/usr/local/bin/codex"]\n')
     assert got["x"].harness == "codex" and got["x"].exit_command == "/quit"
+    assert got["x"].resume_argv == ("/usr/local/bin/codex", "resume", "{session_id}")
 
 
 def test_empty_resume_means_no_resume() -> None:
