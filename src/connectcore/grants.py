@@ -219,6 +219,13 @@ def authenticate(book: GrantBook, token_hash: str) -> Principal:
     return principal
 
 
+def authenticate_or_none(book: GrantBook, token_hash: str) -> Principal | None:
+    try:
+        return authenticate(book, token_hash)
+    except NotConnected:
+        return None
+
+
 def require(book: GrantBook, principal: Principal, scope: Scope) -> None:
     if scope not in scopes_of(book, principal.id):
         raise ScopeDenied(scope, actor_name(principal))

@@ -1,24 +1,340 @@
-"""The ``connectd`` command line."""
+"""The ``connectd`` command line: the daemon (``serve``, ``run``) and a client of its owner API.
+
+Every read takes ``--json``. The client finds the daemon through ``daemon.json`` in the data
+directory (written by ``serve``) and authenticates with the owner token kept there (0600).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from connectd import history_cli
+
+PRESETS = ("off", "observe", "collaborate")
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("CONNECT_DATA_DIR") or platformdirs.user_data_dir("connect"))
+
+
+# --- the daemon ---------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from connectd.app import Config, build_daemon, serve
+    from connectd.policy import load_policy
+
+    data_dir = Path(args.data_dir)
+    policy = load_policy(data_dir / "policy.toml") if args.policy is None else load_policy(Path(args.policy))
+    config = Config(
+        data_dir=data_dir,
+        port=args.port,
+        tmux_socket=args.tmux_socket,
+        tmux_socket_path=args.tmux_socket_path,
+        limits=policy.limits,
+        cap=policy.cap,
+        history=_history_service(data_dir) if not args.no_history else None,
+        launchers=_launchers(data_dir),
+    )
+    daemon = build_daemon(config)
+
+    def ready(d: Any) -> None:
+        info = {"port": d.port, "pid": os.getpid(), "mcp": d.mcp_url}
+        path = data_dir / "daemon.json"
+        path.write_text(json.dumps(info))
+        path.chmod(0o600)
+        print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
+        print(f"owner page: {d.base_url}/  (owner token in {data_dir / 'owner_token'}; `connectd token` prints a login URL)", flush=True)
+
+    anyio.run(lambda: serve(daemon, ready=ready))
+    return 0
+
+
+def _history_service(data_dir: Path) -> Any:
+    from connectd.history.service import HistoryService
+
+    return HistoryService(data_dir=data_dir)
+
+
+def _launchers(data_dir: Path) -> dict[str, Any]:
+    from connectcore import launchers as L
+
+    path = data_dir / "launchers.toml"
+    if path.exists():
+        return L.parse_launchers_toml(path.read_text())
+    return L.builtin_launchers()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``make run``: serve against the running tmux server, or an isolated demo fleet when none runs."""
+    from connectd.demo import run_demo, tmux_server_running
+
+    if tmux_server_running():
+        args.tmux_socket = None
+        args.tmux_socket_path = None
+        args.policy = None
+        args.no_history = False
+        return cmd_serve(args)
+    return run_demo(port=args.port)
+
+
+# --- the client ---------------------------------------------------------------------------------------
+
+
+class Client:
+    def __init__(self, data_dir: Path, port: int | None) -> None:
+        self.data_dir = data_dir
+        info_path = data_dir / "daemon.json"
+        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        self.port = port or info.get("port") or 7878
+        token_path = data_dir / "owner_token"
+        if not token_path.exists():
+            raise SystemExit(f"connectd: no owner token in {data_dir} (is the daemon running with this --data-dir?)")
+        self.token = token_path.read_text().strip()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            try:
+                payload = json.loads(detail)
+                detail = payload.get("message") or payload.get("error") or detail
+            except json.JSONDecodeError:
+                pass
+            raise SystemExit(f"connectd: {exc.code}: {detail}") from None
+        except urllib.error.URLError as exc:
+            raise SystemExit(f"connectd: cannot reach the daemon at {self.base}: {exc.reason}") from None
+
+
+def _client(args: argparse.Namespace) -> Client:
+    return Client(Path(args.data_dir), args.port if args.port != 7878 else None)
+
+
+def _print(args: argparse.Namespace, payload: Any, lines: list[str]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(payload, indent=2))
+    else:
+        print("\n".join(lines) if lines else "(none)")
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    agents = _client(args).call("GET", "/api/agents")
+    _print(
+        args,
+        agents,
+        [f"{a['address']:<26} {a['harness']:<8} {a['activity']:<8} {a['connect']:<12} {a.get('title') or ''} {a.get('cwd') or ''}" for a in agents],
+    )
+    return 0
+
+
+def cmd_cards(args: argparse.Namespace) -> int:
+    cards = _client(args).call("GET", "/api/cards" + ("?all=1" if args.all else ""))
+    _print(
+        args,
+        cards,
+        [f"{c['id']}  {c['sender']} -> {c['recipient']} ({c['recipient_pane']}) hop {c['hop']}, {int(c['expires_in'])}s left\n    {c['text'][:200]!r}" for c in cards],
+    )
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    result = _client(args).call("POST", f"/api/cards/{args.card}/approve", {"pair": args.pair})
+    _print(args, result, [f"{result['id']}: {result['state']}"])
+    return 0
+
+
+def cmd_decline(args: argparse.Namespace) -> int:
+    result = _client(args).call("POST", f"/api/cards/{args.card}/decline", {})
+    _print(args, result, [f"{result['id']}: {result['state']}"])
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.target.startswith("%"):
+        result = client.call("POST", f"/api/panes/{args.target}/connect", {"preset": args.preset})
+    else:
+        harness, _, session_id = args.target.partition(":")
+        if not session_id:
+            raise SystemExit("connectd: target is a pane id (%N) or HARNESS:SESSION_ID")
+        result = client.call("POST", "/api/grants", {"harness": harness, "session_id": session_id, "preset": args.preset})
+    _print(args, result, [json.dumps(result)])
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    body = {"pane": args.target} if args.target.startswith("%") else {"principal": args.target}
+    result = _client(args).call("POST", "/api/revoke", body)
+    _print(args, result, [json.dumps(result)])
+    return 0
+
+
+def cmd_disconnect_all(args: argparse.Namespace) -> int:
+    result = _client(args).call("POST", "/api/disconnect-all", {})
+    _print(args, result, [json.dumps(result)])
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    env: dict[str, str] = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"connectd: --env takes KEY=VALUE, got {item!r}")
+        env[key] = value
+    body: dict[str, Any] = {"launcher": args.launcher, "connect": args.connect, "cwd": os.path.abspath(args.cwd), "env": env}
+    if args.session:
+        body["session"] = args.session
+    result = _client(args).call("POST", "/api/launch", body)
+    _print(args, result, [f"launched {result['launcher']} in {result['address']} (connect: {result['connect']})"])
+    return 0
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    result = _client(args).call("POST", "/api/restart", {"pane": args.pane, "preset": args.preset})
+    _print(args, result, [json.dumps(result)])
+    return 0
+
+
+def cmd_messages(args: argparse.Namespace) -> int:
+    rows = _client(args).call("GET", "/api/messages")
+    _print(args, rows, [f"{m['from']} -> {m['to']} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in rows])
+    return 0
+
+
+def _audit_line(row: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.get("at") or 0))
+    parts = [when, row.get("actor", ""), row.get("action", ""), row.get("outcome", "")]
+    for key in ("scope", "target", "message_id", "detail"):
+        if row.get(key):
+            parts.append(f"{key}={row[key]}")
+    return "  ".join(str(p) for p in parts)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    client = _client(args)
+    after = 0
+    while True:
+        rows = client.call("GET", f"/api/audit?after={after}&limit=500")
+        for row in rows:
+            after = max(after, int(row.get("id", 0)))
+            print(json.dumps(row) if args.json else _audit_line(row), flush=True)
+        if not args.follow:
+            return 0
+        time.sleep(1.0)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    client = _client(args)
+    try:
+        result = client.call("POST", "/api/login-codes", {})
+        print(f"{client.base}/login?code={result['code']}")
+    except SystemExit:
+        print(f"{client.base}/  (owner token: {client.data_dir / 'owner_token'})")
+    return 0
+
+
+# --- parser -------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="connectd", description="connect: the daemon and its CLI")
+    parser = argparse.ArgumentParser(prog="connectd", description="connect: opt-in, audited messaging between coding agents in tmux")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", default=str(default_data_dir()), help="data directory (default: %(default)s)")
+    common.add_argument("--port", type=int, default=7878, help="daemon port on 127.0.0.1 (default: %(default)s)")
+    reads = argparse.ArgumentParser(add_help=False)
+    reads.add_argument("--json", action="store_true", help="print JSON")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="start the daemon (the demo fleet when no tmux server runs)")
+
+    p = sub.add_parser("serve", parents=[common], help="run the daemon")
+    socket_group = p.add_mutually_exclusive_group()
+    socket_group.add_argument("--tmux-socket", help="tmux socket name (-L)")
+    socket_group.add_argument("--tmux-socket-path", help="tmux socket path (-S)")
+    p.add_argument("--policy", help="policy file (default: policy.toml in the data directory, if present)")
+    p.add_argument("--no-history", action="store_true", help="serve without the session history index")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("run", parents=[common], help="serve against tmux, or an isolated demo fleet when no tmux server runs")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("launch", parents=[common, reads], help="open a tmux window running a launcher")
+    p.add_argument("launcher")
+    p.add_argument("--connect", choices=PRESETS, default="off")
+    p.add_argument("--cwd", default=".")
+    p.add_argument("--session", help="resume this session id")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    p.set_defaults(func=cmd_launch)
+
+    p = sub.add_parser("agents", parents=[common, reads], help="the fleet directory")
+    p.set_defaults(func=cmd_agents)
+    p = sub.add_parser("grant", parents=[common, reads], help="set the Connect preset of an agent session or pane")
+    p.add_argument("target", help="%%N (pane shortcut) or HARNESS:SESSION_ID")
+    p.add_argument("preset", choices=PRESETS)
+    p.set_defaults(func=cmd_grant)
+    p = sub.add_parser("revoke", parents=[common, reads], help="turn Connect off for a pane or principal, at once")
+    p.add_argument("target")
+    p.set_defaults(func=cmd_revoke)
+    p = sub.add_parser("disconnect-all", parents=[common, reads], help="turn Connect off for every agent")
+    p.set_defaults(func=cmd_disconnect_all)
+    p = sub.add_parser("cards", parents=[common, reads], help="pending consent cards (Needs you)")
+    p.add_argument("--all", action="store_true", help="include answered cards")
+    p.set_defaults(func=cmd_cards)
+    p = sub.add_parser("approve", parents=[common, reads], help="approve a card")
+    p.add_argument("card")
+    p.add_argument("--pair", action="store_true", help="approve the pair for the rest of the recipient's life")
+    p.set_defaults(func=cmd_approve)
+    p = sub.add_parser("decline", parents=[common, reads], help="decline a card")
+    p.add_argument("card")
+    p.set_defaults(func=cmd_decline)
+    p = sub.add_parser("restart-to-connect", parents=[common, reads], help="relaunch a running agent onto its session, connected")
+    p.add_argument("pane")
+    p.add_argument("preset", choices=PRESETS[1:])
+    p.set_defaults(func=cmd_restart)
+    p = sub.add_parser("messages", parents=[common, reads], help="messages and their outcomes")
+    p.set_defaults(func=cmd_messages)
+    p = sub.add_parser("audit", parents=[common, reads], help="the audit log")
+    p.add_argument("--follow", action="store_true", help="keep printing new records")
+    p.set_defaults(func=cmd_audit)
+    p = sub.add_parser("token", parents=[common], help="print the owner login URL")
+    p.set_defaults(func=cmd_token)
+
+    history_cli.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "run":
-        print("connectd: the daemon is not built yet (issue: connectd, the daemon end to end)")
-        return 0
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    return int(func(args) or 0)
 
 
 if __name__ == "__main__":

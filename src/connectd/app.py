@@ -1,0 +1,158 @@
+"""The daemon: one task group for its whole life, holding the engine, the HTTP server and the
+control-mode watcher. Cancelling it (Ctrl-C, SIGTERM) ends every task cleanly."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from connectcore.delivery import DEFAULT_LIMITS, Limits
+from connectcore.grants import Preset
+from connectd.engine import Engine, Timing
+from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
+from connectd.mcp_endpoint import build_mcp
+from connectd.store import Store
+from connectd.tmux import TmuxAdapter
+
+log = logging.getLogger("connectd")
+
+DEFAULT_PORT = 7878
+
+
+@dataclass
+class Config:
+    data_dir: Path
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    tmux_socket: str | None = None
+    tmux_socket_path: str | None = None
+    limits: Limits = DEFAULT_LIMITS
+    cap: Preset = Preset.COLLABORATE
+    timing: Timing = field(default_factory=Timing)
+    history: Any | None = None
+    launchers: dict[str, Any] | None = None
+    watch_control_mode: bool = True
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening loopback socket, bound before the server starts (port 0: any free port)."""
+    if host not in {"127.0.0.1", "::1", "localhost"}:
+        raise ValueError(f"connectd listens on loopback only, not {host!r}")
+    family = socket.AF_INET6 if host == "::1" else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+@dataclass
+class Daemon:
+    config: Config
+    store: Store
+    tmux: TmuxAdapter
+    engine: Engine
+    auth: OwnerAuth
+    app: Starlette
+    sock: socket.socket
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+
+def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
+    sock = sock or bind_socket(config.host, config.port)
+    port = int(sock.getsockname()[1])
+    store = Store.open(config.data_dir)
+    tmux = TmuxAdapter(socket_name=config.tmux_socket, socket_path=config.tmux_socket_path)
+    engine = Engine(
+        store,
+        tmux,
+        endpoint_url=f"http://127.0.0.1:{port}/mcp",
+        limits=config.limits,
+        timing=config.timing,
+        launchers=config.launchers,
+        cap=config.cap,
+    )
+    auth = OwnerAuth.load_or_create(config.data_dir)
+    mcp = build_mcp(engine, config.history)
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+
+    app = Starlette(
+        routes=[*owner_routes(engine, auth, config.history), Mount("/", app=mcp_app)],
+        lifespan=lifespan,
+    )
+    app.add_middleware(LoopbackGuard, port=port)
+    return Daemon(config, store, tmux, engine, auth, app, sock)
+
+
+async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | None] | None = None) -> None:
+    """Run the daemon until cancelled. Every task lives in this one task group."""
+    server = uvicorn.Server(
+        uvicorn.Config(daemon.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    )
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.engine.run)
+            if daemon.config.watch_control_mode:
+                tg.start_soon(_watch_control_mode, daemon)
+            tg.start_soon(_serve_http, server, daemon.sock)
+            while not server.started:
+                await anyio.sleep(0.02)
+            if ready is not None:
+                result = ready(daemon)
+                if result is not None:
+                    await result
+            await _until_signal()
+            server.should_exit = True
+            await anyio.sleep(0)
+            tg.cancel_scope.cancel()
+    finally:
+        daemon.store.close()
+
+
+async def _serve_http(server: uvicorn.Server, sock: socket.socket) -> None:
+    await server.serve(sockets=[sock])
+
+
+async def _until_signal() -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _signum in signals:
+            return
+
+
+async def _watch_control_mode(daemon: Daemon) -> None:
+    """Capture only panes that produced output; the slow list-panes poll stays the source of truth."""
+    try:
+        from connectd.control_mode import ControlModeWatcher
+    except ImportError:  # pragma: no cover - the watcher is optional; the sweep still sees everything
+        return
+    watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.mark_output)
+    await watcher.run()
