@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectcore.history import Entrypoint, Harness, Liveness, LivenessView, SessionEntry
+from connectd.procfs import ProcStat, ProcStatError, parse_stat
 
 #: How far a registry's ``startedAt`` may be from the process start time and still be trusted.
 START_TOLERANCE_S = 10.0
@@ -40,14 +41,6 @@ _MAX_ANCESTRY = 64
 _ROLLOUT_ID = re.compile(
     r"rollout-.*?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$"
 )
-
-
-@dataclass(frozen=True)
-class ProcStat:
-    pid: int
-    comm: str
-    ppid: int
-    start_ticks: int
 
 
 class ProcFS:
@@ -65,10 +58,10 @@ class ProcFS:
 
     def stat(self, pid: int) -> ProcStat | None:
         try:
-            raw = (self.root / str(pid) / "stat").read_bytes().decode("utf-8", "replace")
-        except OSError:
+            raw = (self.root / str(pid) / "stat").read_text(encoding="utf-8", errors="surrogateescape")
+            return parse_stat(raw)
+        except (OSError, ProcStatError):
             return None
-        return parse_stat(raw)
 
     def boot_time(self) -> float | None:
         try:
@@ -95,18 +88,6 @@ class ProcFS:
         for name in names:
             with contextlib.suppress(OSError):
                 yield os.readlink(fd_dir / name)
-
-
-def parse_stat(raw: str) -> ProcStat | None:
-    """Parse ``/proc/<pid>/stat``: the name is in parentheses and may itself hold spaces or ')'."""
-    try:
-        pid_text, rest = raw.split(" (", 1)
-        comm, tail = rest.rsplit(") ", 1)
-        fields = tail.split()
-        # fields[0] is field 3 (state); field 4 is ppid, field 22 is starttime.
-        return ProcStat(pid=int(pid_text), comm=comm, ppid=int(fields[1]), start_ticks=int(fields[19]))
-    except (ValueError, IndexError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -250,7 +231,7 @@ def verify_claude_record(
     if isinstance(proc_start, int | str) and not isinstance(proc_start, bool):
         text = str(proc_start).strip()
         if text.isdigit():
-            return True if int(text) == st.start_ticks else None
+            return True if int(text) == st.start_time else None
     started = record.get("startedAt")
     if (
         isinstance(started, int | float)
@@ -258,7 +239,7 @@ def verify_claude_record(
         and boot is not None
         and clk_tck > 0
     ):
-        process_start = boot + st.start_ticks / clk_tck
+        process_start = boot + st.start_time / clk_tck
         return abs(process_start - float(started) / 1000.0) <= START_TOLERANCE_S
     return False
 
