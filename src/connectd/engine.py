@@ -142,6 +142,9 @@ class Engine:
         self._dirty: set[str] = set()
         self._tg: TaskGroup | None = None
         self._ready = anyio.Event()
+        from connectd.restarter import Restarter
+
+        self.restarter = Restarter(self)
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -151,6 +154,7 @@ class Engine:
             self._tg = tg
             await self.step(H.Recover(self.clock()))
             await self.poll_once()
+            await self.restarter.recover_open()
             self._ready.set()
             tg.start_soon(self._loop, self.timing.poll, self.poll_once)
             tg.start_soon(self._loop, self.timing.capture, self._capture_dirty)
@@ -220,12 +224,15 @@ class Engine:
             await self.tmux.reap()
             infos = [p for p in await self.tmux.list_panes() if not p.dead and p.pane_pid and p.process_start_time]
         observations = []
+        launches: dict[str, Any] = {}
         for info in infos:
             old = self.panes.get(info.pane_id)
             harness = "unknown"
             if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
                 harness = old.reading.harness.value
             launch = await anyio.to_thread.run_sync(self.store.launch_for, info.pane_id, self._token_of(info))
+            if launch is not None:
+                launches[info.pane_id] = launch
             observations.append(
                 D.PaneObservation(
                     incarnation=self._incarnation(info),
@@ -238,6 +245,13 @@ class Engine:
             )
         before = self.directory
         self.directory = D.observe(before, observations)
+        for info in infos:
+            launch = launches.get(info.pane_id)
+            if launch is not None and launch.session_id is not None:
+                self.directory = D.note_evidence(
+                    self.directory,
+                    D.Evidence(info.pane_id, self._token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id),
+                )
         for pane_id, record in before.panes.items():
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
@@ -646,6 +660,10 @@ class Engine:
             await self.step(H.DisconnectAll(self.clock(), by))
         return len(ids)
 
+    async def restart_to_connect(self, pane_id: str, preset: Preset) -> dict[str, Any]:
+        """Relaunch a running agent onto its own session, connected (never mid-turn, never over a draft)."""
+        return await self.restarter.begin(pane_id, preset)
+
     # --- launching ---------------------------------------------------------------------------------
 
     async def launch(
@@ -658,8 +676,13 @@ class Engine:
         extra_env: Mapping[str, str] | None = None,
         tmux_session: str | None = None,
         control: bool = False,
+        reveal_token: bool = False,
     ) -> dict[str, Any]:
-        """Open a new tmux window running a structured launcher, with the injection when connected."""
+        """Open a new tmux window running a structured launcher, with the injection when connected.
+
+        The token travels only in the agent's environment (through the adapter's 0700 exec script);
+        ``reveal_token`` also returns it, for the demo and tests that act as the agent.
+        """
         launcher = self.launchers.get(launcher_name)
         if launcher is None:
             raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(self.launchers))})")
@@ -690,11 +713,11 @@ class Engine:
         session_key = (launcher.harness, plan.session_id) if plan.session_id else None
         await anyio.to_thread.run_sync(
             lambda: self.store.record_launch(
-                pane_id=pane_id,
-                incarnation=incarnation,
+                pane_id,
+                incarnation,
                 launcher=launcher_name,
                 harness=launcher.harness,
-                session=session_key,
+                session_id=session_key[1] if session_key else None,
                 cwd=cwd,
                 argv=list(plan.argv),
                 started_at=self.clock(),
@@ -719,7 +742,8 @@ class Engine:
             principal = grants.principal_at(self.hub.book, incarnation)
             actor = grants.actor_name(principal) if principal else None
         await self.poll_once()
-        return {
+        extra = {"token": token} if reveal_token and token else {}
+        return extra | {
             "pane": pane_id,
             "address": f"{pane_id}@{incarnation}",
             "launcher": launcher_name,

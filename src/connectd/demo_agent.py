@@ -1,0 +1,183 @@
+"""A small stand-in agent for the demo fleet and the integration tests.
+
+It renders a screen shaped like Claude Code's (a ``❯`` composer between two rules, "esc to interrupt"
+while a turn runs, a numbered permission dialog), reads the terminal raw (bracketed paste included),
+and appends every submitted prompt to ``$DEMO_AGENT_LOG`` as one JSON line, so a test can check
+exactly what was typed and when. It is started through a wrapper named ``claude`` (``exec -a
+claude``), accepts and ignores Claude Code's flags, and understands three prompts of its own:
+``/busy N`` (a turn of N seconds), ``/dialog`` (a permission question) and ``/exit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import sys
+import termios
+import time
+import tty
+from pathlib import Path
+
+RULE = "─"
+BUSY_DEFAULT = float(os.environ.get("DEMO_BUSY_SECONDS", "1.5"))
+
+
+class Agent:
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.session = _flag(argv, "--session-id") or _flag(argv, "--resume") or "demo"
+        self.connected = any(a.startswith("--mcp-config") for a in argv)
+        self.name = os.environ.get("DEMO_AGENT_NAME", "demo agent")
+        self.log = os.environ.get("DEMO_AGENT_LOG")
+        self.transcript: list[str] = []
+        self.composer = ""
+        self.busy_until = 0.0
+        self.dialog: str | None = None
+        self.pending_reply: str | None = None
+
+    # --- screen ---------------------------------------------------------------------------------
+
+    def render(self) -> None:
+        width, height = shutil.get_terminal_size((80, 24))
+        head = [
+            f" ▐▛███▜▌   Demo agent (claude-like) · {self.name}",
+            f"▝▜█████▛▘  session {self.session} · connect {'on' if self.connected else 'off'}",
+            f"  ▘▘ ▝▝    {os.getcwd()}",
+            "",
+        ]
+        body = list(self.transcript)
+        if self.dialog is not None:
+            foot = [
+                RULE * width,
+                f" {self.dialog}",
+                "",
+                " Do you want to proceed?",
+                " ❯ 1. Yes",
+                "   2. No",
+                "",
+                " Esc to cancel",
+            ]
+        else:
+            lines = self.composer.split("\n") or [""]
+            composer = ["❯ " + lines[0]] + ["  " + line for line in lines[1:]]
+            status = "  ⏵⏵ auto mode on (shift+tab to cycle)"
+            if time.monotonic() < self.busy_until:
+                spinner = "✻✶✳✢·"[int(time.monotonic() * 4) % 5]
+                elapsed = int(self.busy_until - time.monotonic())
+                body += [f"{spinner} Working… ({elapsed}s · esc to interrupt)"]
+            foot = [RULE * width, *composer, RULE * width, status]
+        room = max(0, height - len(head) - len(foot))
+        body = body[-room:] if room else []
+        screen = head + body + [""] * (room - len(body)) + foot
+        out = "\x1b[H\x1b[2J" + "\r\n".join(line[:width] for line in screen[:height])
+        if self.dialog is None:
+            row = len(head) + room + 1 + self.composer.count("\n")
+            col = 2 + len(self.composer.split("\n")[-1])
+            out += f"\x1b[{row + 1};{col + 1}H"
+        sys.stdout.write(out)
+        sys.stdout.flush()
+
+    # --- input ----------------------------------------------------------------------------------
+
+    def submit(self) -> bool:
+        prompt, self.composer = self.composer, ""
+        if not prompt.strip():
+            return True
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"at": time.time(), "prompt": prompt, "session": self.session}) + "\n")
+        self.transcript += ["> " + line for line in prompt.split("\n")] + [""]
+        words = prompt.split()
+        if words[0] == "/exit":
+            return False
+        if words[0] == "/busy":
+            seconds = float(words[1]) if len(words) > 1 else BUSY_DEFAULT
+            self.busy_until = time.monotonic() + seconds
+            self.pending_reply = f"⏺ Worked for {seconds:g}s."
+        elif words[0] == "/dialog":
+            self.dialog = "Bash command: rm -rf build"
+        else:
+            self.busy_until = time.monotonic() + BUSY_DEFAULT
+            self.pending_reply = f"⏺ Received {len(prompt)} characters."
+        return True
+
+    def feed(self, data: str) -> bool:
+        i = 0
+        while i < len(data):
+            if data.startswith("\x1b[200~", i):
+                end = data.find("\x1b[201~", i)
+                end = len(data) if end < 0 else end
+                if self.dialog is None and time.monotonic() >= self.busy_until:
+                    self.composer += data[i + 6 : end].replace("\r\n", "\n").replace("\r", "\n")
+                i = end + 6
+                continue
+            ch = data[i]
+            i += 1
+            if self.dialog is not None:
+                if ch in "12\x1b":
+                    self.transcript.append("⏺ " + ("Allowed." if ch == "1" else "Denied."))
+                    self.dialog = None
+                continue
+            if time.monotonic() < self.busy_until:
+                continue  # a running turn ignores typing in this stand-in
+            if ch in "\r\n":
+                if not self.submit():
+                    return False
+            elif ch in "\x7f\b":
+                self.composer = self.composer[:-1]
+            elif ch == "\x03":
+                return False
+            elif ch >= " ":
+                self.composer += ch
+        return True
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def main() -> int:
+    agent = Agent(sys.argv[1:])
+    if agent.log and os.environ.get("DEMO_AGENT_REVEAL_TOKEN") == "1":  # test-only: act as this agent
+        with open(agent.log, "a", encoding="utf-8") as fh:
+            token = os.environ.get("CONNECT_TOKEN")
+            fh.write(json.dumps({"start": time.time(), "token": token, "argv": sys.argv[1:], "pid": os.getpid()}) + "\n")
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    sys.stdout.write("\x1b[?2004h")  # bracketed paste on, as agent TUIs do
+    try:
+        while True:
+            agent.render()
+            ready, _, _ = select.select([fd], [], [], 0.25)
+            if agent.pending_reply and time.monotonic() >= agent.busy_until:
+                agent.transcript += [agent.pending_reply, ""]
+                agent.pending_reply = None
+            if ready:
+                data = os.read(fd, 65536).decode("utf-8", errors="replace")
+                if not data or not agent.feed(data):
+                    return 0
+    finally:
+        sys.stdout.write("\x1b[?2004l\x1b[2J\x1b[H")
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def install_wrapper(bin_dir: Path) -> Path:
+    """A ``claude``-named wrapper that runs this stand-in (so tmux reports ``claude`` as the command)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "claude"
+    script = Path(__file__).resolve()  # stdlib only: it runs whatever Python finds from argv[0]
+    wrapper.write_text(f'#!/bin/bash\nexec -a claude "{sys.executable}" "{script}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+if __name__ == "__main__":
+    sys.exit(main())
