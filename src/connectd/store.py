@@ -321,8 +321,11 @@ class Store:
     def apply(self, effects: Iterable[Effect]) -> None:
         """Write every Persist and Audit in ``effects`` in one transaction, in order; other effects
         are not the store's. Returns once committed; on any refusal nothing is written."""
+        mine = [e for e in effects if isinstance(e, Persist | Audit)]
+        if not mine:
+            return  # a step that changed nothing durable: no transaction, no fsync
         with self._tx():
-            for effect in effects:
+            for effect in mine:
                 if isinstance(effect, Persist):
                     writer = self._writers.get(effect.kind)
                     if writer is None:
@@ -349,6 +352,10 @@ class Store:
             session_harness=session[0], session_id=session[1], control=int(r.control),
             merged_into=r.merged_into, created_at=r.created_at, body=codec.dumps(r),
         )
+        if r.session is not None or r.merged_into is not None:
+            # grants.bind_session drops the pre-binding grant from the book without a Persist for it:
+            # mirror that here, so a reloaded book equals the live one.
+            self._delete("grants", "grant_key = ?", (json.dumps(["principal", r.id]),))
 
     def _put_token(self, p: Persist) -> None:
         if p.record is None:
