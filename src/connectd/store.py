@@ -306,12 +306,16 @@ class Store:
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
             try:
                 yield self._db
                 self._db.execute("COMMIT")  # deferred foreign keys are checked here
             except BaseException as exc:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error | codec.CodecError):
                     raise StoreError(f"nothing written: {exc}") from exc
                 raise
