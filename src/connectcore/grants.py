@@ -361,6 +361,8 @@ def bind_session(
         key = _grant_key(bound)
     aliases = {**book.aliases, session: canonical(replace(book, principals=principals), root_id)}
     new = replace(book, principals=principals, aliases=aliases, grants=grants)
+    if ("principal", principal.id) in book.grants:
+        effects.append(Persist("grant", ("principal", principal.id), None))  # moved to the session
     effects.append(Persist("grant", key, grants[key]))
     effects.append(Audit(actor=after, action="rebind", outcome="bound", target=before, at=now))
     return new, tuple(effects)

@@ -3,7 +3,9 @@ control-mode watcher. Cancelling it (Ctrl-C, SIGTERM) ends every task cleanly.""
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -81,7 +83,20 @@ class Daemon:
         return f"{self.base_url}/mcp"
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """One daemon per data directory: a second one is refused instead of sharing the store."""
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(data_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"another connectd is already running on {data_dir}") from None
+    return fd
+
+
 def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
+    lock_data_dir(config.data_dir)
     sock = sock or bind_socket(config.host, config.port)
     port = int(sock.getsockname()[1])
     store = Store.open(config.data_dir)

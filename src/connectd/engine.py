@@ -551,7 +551,8 @@ class Engine:
         if principal is not None and Scope.MESSAGE not in grants.scopes_of(self.hub.book, principal.id):
             scope = Scope.REACHABLE
         principal = await self.authorize(token, scope, "list_messages")
-        rows = await anyio.to_thread.run_sync(lambda: self.store.messages(principal=principal.id, limit=200))
+        members = grants.group(self.hub.book, principal.id)
+        rows = await anyio.to_thread.run_sync(lambda: self.store.messages(principal=members, limit=200))
         return [message_view(m) for m in rows]
 
     # --- the person's calls (owner API, CLI) --------------------------------------------------------
