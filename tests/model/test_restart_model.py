@@ -391,7 +391,7 @@ class RestartModel(RuleBasedStateMachine):
             for f in d.fed():
                 if any(isinstance(e, ExitAgent) for e in f.effects):
                     assert isinstance(f.event, PaneObserved) and f.event.idle_and_empty and not f.event.pane_dead
-                    assert f.before.step is S.RECHECKING_IDLE and f.event.incarnation == f.before.record.incarnation
+                    assert f.before.step is S.RECHECKING_IDLE and f.event.incarnation == f.after.record.incarnation
 
     @invariant()
     def respawn_only_into_a_dead_pane(self) -> None:
