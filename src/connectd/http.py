@@ -40,7 +40,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from connectcore import directory as D
@@ -835,10 +835,24 @@ def owner_routes(
         return result if result is not None else {"pane": pane, "connect": preset.value, "restarting": True}
 
     async def not_found(request: Request, actor: str) -> Any:
+        allowed = sorted(
+            {
+                m
+                for route in routes[:-1]
+                if route.matches(request.scope)[0] is Match.PARTIAL
+                for m in route.methods or ()
+            }
+        )
+        if allowed:
+            raise Problem(
+                405,
+                "method_not_allowed",
+                f"{request.url.path} takes {' or '.join(allowed)}, not {request.method}",
+            )
         raise Problem(404, "not_found", f"no owner API route {request.method} {request.url.path}")
 
     get, post = ["GET"], ["POST"]
-    return [
+    routes: list[Route] = [
         Route("/api/agents", endpoint(agents), methods=get),
         Route("/api/cards", endpoint(cards), methods=get),
         Route("/api/cards/{card_id}/approve", endpoint(approve), methods=post),
@@ -856,6 +870,7 @@ def owner_routes(
         Route("/api/sessions/dirs", endpoint(session_dirs), methods=get),
         Route("/api/{rest:path}", endpoint(not_found), methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
+    return list(routes)
 
 
 class _AsResponse(Response):

@@ -332,6 +332,12 @@ def test_only_the_owner_token_or_a_tunnel_with_its_secret_is_let_in(tmp_path: Pa
             assert (await r.get("/api/agents", headers=r.tunnel("alice@example.com"))).status_code == 200
             missing = await r.get("/api/nowhere")
             assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+            wrong = await r.get("/api/revoke")
+            assert wrong.status_code == 405 and wrong.json()["error"] == "method_not_allowed"
+            assert "POST" in wrong.json()["message"]
+            assert (
+                await r.client.get("/api/revoke")
+            ).status_code == 401  # the method is told only to the owner
 
     run(body)
 
