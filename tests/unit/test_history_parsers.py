@@ -397,3 +397,45 @@ def test_parse_timestamp_forms():
     assert parse_timestamp("yesterday") is None
     assert parse_timestamp(True) is None
     assert parse_timestamp(None) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The quick path: tool output and request records are not decoded, but their time still counts
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_tool_result_lines_are_not_decoded_but_count_for_last_active(tmp_path):
+    s = Claude("3e0c2b7a-0000-4000-8000-000000000020", "/w")
+    s.prompt("run it")
+    s.tool("Bash", {"command": "make"}, "x" * 10_000)
+    path = s.write(tmp_path)
+    acc = ClaudeAccumulator(str(path))
+    fed: list[str] = []
+    original = acc.feed
+    acc.feed = lambda obj: (fed.append(obj["type"]), original(obj))  # type: ignore[method-assign]
+    parse_file(str(path), acc)
+    assert fed == ["user", "assistant"]  # the tool_result record never reached feed()
+    assert acc.last_active == parse_timestamp(s.records[-1]["timestamp"])
+
+
+def test_a_prompt_quoting_tool_result_text_is_still_a_prompt(tmp_path):
+    s = Claude("3e0c2b7a-0000-4000-8000-000000000021", "/w")
+    s.prompt('why does the record say "type":"tool_result" here?')
+    s.line(
+        {
+            "type": "api-request-blob",
+            "sessionId": s.session_id,
+            "message": {"role": "user", "content": "not a prompt"},
+        }
+    )
+    facts, _ = facts_of(Harness.CLAUDE, s.write(tmp_path))
+    assert facts.prompts == ('why does the record say "type":"tool_result" here?',)
+
+
+def test_codex_tool_output_lines_count_for_last_active(tmp_path):
+    x = Codex("019bcea2-0000-7000-8000-000000000021", "/w")
+    x.prompt("build")
+    x.tool("make", 'output with "type":"message","role":"user" inside')
+    facts, _ = facts_of(Harness.CODEX, x.write(tmp_path))
+    assert facts.prompts == ("build",)
+    assert facts.last_active == parse_timestamp(x.records[-1]["timestamp"])

@@ -23,6 +23,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from connectd.history.parsers import (
 )
 from connectd.history.repos import RepoResolver
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 DB_NAME = "history.db"
 _HEAD_BYTES = 4096
 _BATCH_FILES = 500
@@ -118,7 +119,7 @@ CREATE TABLE IF NOT EXISTS files(
   offset INTEGER NOT NULL,
   head TEXT NOT NULL,
   head_len INTEGER NOT NULL,
-  state TEXT NOT NULL,
+  state BLOB NOT NULL,
   missing INTEGER NOT NULL DEFAULT 0,
   skipped INTEGER NOT NULL DEFAULT 0,
   last_skip TEXT
@@ -239,7 +240,6 @@ class FileRow:
     offset: int
     head: str
     head_len: int
-    state: str
     missing: bool
 
 
@@ -375,6 +375,9 @@ class HistoryIndex:
                         dirty.add((row.harness, row.session_id))
                 dirty |= self._update_codex_titles(db, Path(codex_root), report)
                 self._rebuild(db, dirty, report, resolver)
+            if full:
+                # A full build leaves a WAL as large as the index; give the space back.
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if progress is not None:
                 progress(done, total)
         report.seconds = time.monotonic() - t0
@@ -431,7 +434,7 @@ class HistoryIndex:
                     and row.offset > 0
                     and _head_hash(path, row.head_len) == row.head
                 ):
-                    acc.load_state(json.loads(row.state))
+                    acc.load_state(self._state(path))
                     offset = row.offset
                     report.files_resumed += 1
                 result = parse_file(path, acc, offset, max_line_bytes=self.max_line_bytes)
@@ -475,7 +478,7 @@ class HistoryIndex:
                     result.offset,
                     head,
                     head_len,
-                    json.dumps(acc.to_state(), separators=(",", ":")),
+                    _pack_state(acc.to_state()),
                     len(result.skips),
                     last_skip,
                     offset > 0,
@@ -492,7 +495,6 @@ class HistoryIndex:
                 result.offset,
                 head,
                 head_len,
-                "",
                 False,
             )
 
@@ -559,7 +561,7 @@ class HistoryIndex:
             missing = True
             for path, state, is_missing in rows:
                 acc = accumulator_for(harness, path)
-                acc.load_state(json.loads(state))
+                acc.load_state(_unpack_state(state))
                 f = acc.facts()
                 if f is not None and f.session_id == session_id:
                     facts.append(f)
@@ -618,14 +620,17 @@ class HistoryIndex:
 
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
         rows = self._db.execute(
-            "SELECT path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state, missing"
+            "SELECT path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, missing"
             f" FROM files {where}",
             args,
         ).fetchall()
         return [
-            FileRow(r[0], Harness(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]))
-            for r in rows
+            FileRow(r[0], Harness(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9])) for r in rows
         ]
+
+    def _state(self, path: str) -> dict[str, Any]:
+        row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
+        return _unpack_state(row[0]) if row is not None else {}
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -786,6 +791,18 @@ class HistoryIndex:
                 (r[0], r[1], r[2])
                 for r in self._db.execute("SELECT path, skipped, last_skip FROM files WHERE skipped > 0")
             ]
+
+
+def _pack_state(state: dict[str, Any]) -> bytes:
+    """A parser's state as stored: compact JSON, zlib-compressed (it holds the file's prompts)."""
+    return zlib.compress(json.dumps(state, separators=(",", ":")).encode("utf-8"), 6)
+
+
+def _unpack_state(blob: bytes) -> dict[str, Any]:
+    state = json.loads(zlib.decompress(blob).decode("utf-8"))
+    if not isinstance(state, dict):
+        raise ValueError("stored parser state is not an object")
+    return state
 
 
 def _marks(n: int) -> str:

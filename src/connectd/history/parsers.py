@@ -51,6 +51,9 @@ from connectcore.history import (
 MAX_LINE_BYTES = 8 * 1024 * 1024
 _CHUNK = 1 << 20
 
+#: A top-level (or nested object) "timestamp" key. Inside a JSON string every quote is escaped, so a
+#: quote right after "{" or "," always starts a real key, never text.
+_TIMESTAMP = re.compile(rb'[{,]"timestamp":"([0-9T:.+Zz-]{10,40})"')
 _UUIDISH = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -133,11 +136,8 @@ def parse_timestamp(value: object) -> float | None:
         return v / 1000.0 if v > 1e11 else v
     if not isinstance(value, str) or not value:
         return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
     try:
-        dt = datetime.fromisoformat(text)
+        dt = datetime.fromisoformat(value)  # 3.11+: accepts the trailing "Z"
     except ValueError:
         return None
     if dt.tzinfo is None:
@@ -218,6 +218,20 @@ class Accumulator:
     def feed(self, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def quick(self, data: bytes) -> bool:
+        """Handle a line from its bytes alone when nothing in it but the time can matter.
+
+        Tool output and request/bookkeeping records are most of a transcript's bytes; they are never
+        indexed, so they are not decoded either: only their timestamp is taken (for last active).
+        Returns False when the line must be decoded and fed.
+        """
+        return False
+
+    def _quick_time(self, data: bytes) -> None:
+        m = _TIMESTAMP.search(data)
+        if m is not None:
+            self._time(m.group(1).decode("ascii"))
+
     def facts(self) -> TranscriptFacts | None:
         """The facts so far, or None if the file has shown no session yet (metadata-only files)."""
         if not self.session_id or not (self.cwd or self.prompts):
@@ -277,6 +291,33 @@ class ClaudeAccumulator(Accumulator):
                 self.parent_session_id = path.parent.parent.name
         else:
             self.session_id = path.stem
+
+    #: Record types (written with ``type`` as their first key) that never hold a prompt, a title or a
+    #: PR link: request bodies, snapshots, cost and mode bookkeeping.
+    SKIP_PREFIXES = tuple(
+        b'{"type":"' + t + b'"'
+        for t in (
+            b"api-request",
+            b"api-request-blob",
+            b"api-request-shape",
+            b"file-history-snapshot",
+            b"tools-used",
+            b"cost-state",
+            b"last-prompt",
+            b"mode",
+            b"permission-mode",
+            b"atis-latch",
+            b"queue-operation",
+        )
+    )
+
+    def quick(self, data: bytes) -> bool:
+        if data.startswith(self.SKIP_PREFIXES):
+            return True
+        if b'"type":"tool_result"' in data:
+            self._quick_time(data)
+            return True
+        return False
 
     def feed(self, obj: dict[str, Any]) -> None:
         rtype = obj.get("type")
@@ -344,6 +385,26 @@ class CodexAccumulator(Accumulator):
         found = _UUIDISH.findall(Path(source_path).name)
         self.session_id = found[-1] if found else ""
         self.meta_seen = False
+
+    #: Payload types that never hold a prompt or a PR link (tool calls and their output, token counts).
+    SKIP_MARKERS = (
+        b'"type":"function_call_output"',
+        b'"type":"function_call"',
+        b'"type":"custom_tool_call_output"',
+        b'"type":"local_shell_call"',
+        b'"type":"reasoning"',
+        b'"type":"token_count"',
+        b'"type":"token_usage_record"',
+        b'"type":"world_state"',
+        b'"type":"exec_command_output_delta"',
+    )
+
+    def quick(self, data: bytes) -> bool:
+        head = data[:160]
+        if any(marker in head for marker in self.SKIP_MARKERS):
+            self._quick_time(data[:80])
+            return True
+        return False
 
     def feed(self, obj: dict[str, Any]) -> None:
         rtype = obj.get("type")
@@ -472,6 +533,10 @@ def parse_file(
     next_offset = offset
     with open(path, "rb") as f:
         for line in iter_lines(f, offset, max_line_bytes):
+            if line.complete and line.data is not None and acc.quick(line.data):
+                lines += 1
+                next_offset = line.end
+                continue
             obj, skip = decode_line(path, line)
             if skip is not None:
                 skips.append(skip)
