@@ -99,6 +99,7 @@ STATUS_BY_REASON: Mapping[str, int] = {
     "unconnectable": 409,
     "not_restartable": 409,
     "no_tmux_session": 409,
+    "restart_running": 409,
     "token_reused": 409,
     "principal_reused": 409,
     # the policy forbids it
@@ -110,6 +111,7 @@ STATUS_BY_REASON: Mapping[str, int] = {
     "bad_session_id": 400,
     "bad_endpoint": 400,
     "invalid": 400,
+    "bad_preset": 400,
     # the launched program did not stay up
     "launch_failed": 422,
 }

@@ -773,15 +773,21 @@ def test_launch_pane_toggle_and_pane_revocation_on_real_tmux(tmp_path: Path, tmu
     run(body)
 
 
-def test_restart_route_answers_501_without_the_engine_method_and_refuses_a_bad_pane(
+def test_restart_route_maps_the_engines_refusals_and_answers_501_without_it(
     tmp_path: Path, tmux: TmuxServer
 ) -> None:
     async def body() -> None:
         async with rig(tmp_path, tmux) as r:
-            if hasattr(r.engine, "restart_to_connect"):
-                resp = await r.post("/api/restart", {"pane": "%999", "preset": "collaborate"})
-                assert 400 <= resp.status_code < 500 and resp.json()["error"], resp.text
-            r.engine.restart_to_connect = None  # type: ignore[attr-defined,method-assign]  # a daemon without it
+            cat_pane = r.engine.agents()[0]["pane"]
+            for payload, status, error in (
+                ({"pane": "%999", "preset": "collaborate"}, 404, "unknown_target"),
+                ({"pane": cat_pane, "preset": "off"}, 400, "bad_preset"),
+                ({"pane": cat_pane, "preset": "observe"}, 409, "not_restartable"),
+            ):
+                resp = await r.post("/api/restart", payload)
+                assert resp.status_code == status and resp.json()["error"] == error, (payload, resp.text)
+            assert tmux.display(cat_pane, "#{pane_current_command}") == "cat"  # untouched
+            r.engine.restart_to_connect = None  # type: ignore[assignment,method-assign]  # a daemon without it
             resp = await r.post("/api/restart", {"pane": "%1", "preset": "collaborate"})
             assert resp.status_code == 501 and resp.json()["error"] == "not_implemented"
 
