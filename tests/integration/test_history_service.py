@@ -356,3 +356,18 @@ def test_restorable_lists_resumable_sessions_and_reasons(tmp_path):
         "%4": RestoreReason.SUBAGENT,
         "%5": RestoreReason.NOT_INDEXED,
     }
+
+
+def test_repo_argument_may_be_any_path_inside_the_repository(tmp_path):
+    from tests.fixtures.history.transcripts import make_worktree
+
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    main = make_repo(tmp_path / "main")
+    wt = make_worktree(main, tmp_path / "wt", "wt")
+    (main / "src").mkdir()
+    Claude("3e0c2b7a-0000-4000-8000-0000000000d9", str(wt)).prompt("refactor the scheduler").write(claude)
+    with HistoryService(tmp_path / "data", claude, codex, pane_pids=dict) as svc:
+        for path in (str(main), str(main / "src"), str(wt)):
+            assert [v["repo"] for v in svc.find_sessions("scheduler", repo=path)] == [str(main)]
+        with pytest.raises(HistoryError, match="repo"):
+            svc.find_sessions("scheduler", repo="  ")

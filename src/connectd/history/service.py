@@ -179,11 +179,16 @@ class HistoryService:
     ) -> list[dict[str, object]]:
         """Ranked sessions matching ``query``, projected onto the allowlist.
 
-        ``repo`` narrows to one repository identity; ``allowed_repos`` (None = all) is the caller's
-        scope. Both apply in the SQL that selects candidates, before ranking.
+        ``repo`` narrows to one repository: any path inside it (a linked worktree folds into its main
+        repository); ``allowed_repos`` (None = all) is the caller's scope, as repository identities
+        (:meth:`repo_of`). Both apply in the SQL that selects candidates, before ranking.
         """
         terms = query_terms(query)
         check_limit(limit)
+        if repo is not None:
+            if not isinstance(repo, str) or not repo.strip():
+                raise HistoryError(f"repo must be a non-empty path, got {repo!r}")
+            repo = self.repo_of(os.path.abspath(repo))
         scope = scope_for(
             repo, allowed_repos, include_headless=include_headless, include_subagents=include_subagents
         )
