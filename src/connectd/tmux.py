@@ -26,6 +26,7 @@ import shlex
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -393,6 +394,17 @@ class SyncTmux:
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & forbidden:
                 raise TmuxError(f"launcher directory {d} must be a directory owned by this user, mode 0700")
         return directory
+
+    def remove_stale_launchers(self, older_than: float = 60.0) -> int:
+        """Delete launcher scripts older than `older_than` seconds (a launch that never ran); run at start."""
+        cutoff = time.time() - older_than
+        removed = 0
+        for path in self.launcher_dir().glob("launch-*.sh"):
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
 
     def kill_pane(self, pane_id: str) -> None:
         self.run("kill-pane", "-t", check_pane_id(pane_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -246,6 +247,15 @@ def test_failed_launch_removes_its_launcher(tmux: SyncTmux) -> None:
     with pytest.raises(TmuxError, match="can't find session"):
         tmux.new_window(unique("nosuch"), ["sleep", "1"], "/", {"CONNECT_TOKEN": "x"})
     assert list(tmux.launcher_dir().iterdir()) == []
+
+
+def test_stale_launchers_are_removed_fresh_ones_kept(tmux: SyncTmux) -> None:
+    stale = tmux.write_launcher(["true"], {"CONNECT_TOKEN": "old"})
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    fresh = tmux.write_launcher(["true"], {"CONNECT_TOKEN": "new"})
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    assert tmux.remove_stale_launchers(older_than=60) == 1
+    assert list(tmux.launcher_dir().iterdir()) == [fresh]
 
 
 def test_launcher_dir_must_be_private(server: TmuxServer, tmp_path: Path) -> None:

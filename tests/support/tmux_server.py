@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from connectd.procfs import read_stat
+
 T = TypeVar("T")
 
 
@@ -129,13 +131,11 @@ class TmuxServer:
             time.sleep(interval)
 
     def _pid_alive(self) -> bool:
+        """Whether the server process still runs (a zombie waiting for init to reap it has exited)."""
         if self.server_pid is None:
             return False
-        try:
-            os.kill(self.server_pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        stat = read_stat(self.server_pid)
+        return stat is not None and stat.state not in ("Z", "X")
 
     def kill(self) -> None:
         """kill-server, then SIGKILL the server pid if it lingers, then remove a stale socket file."""
