@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import subprocess
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -231,18 +231,31 @@ class Activity:
 class ControlModeWatcher:
     """One control-mode reader per session of the server, kept in step with the server's sessions.
 
-    async with ControlModeWatcher(adapter) as watcher:      # or: await tg.start(watcher.run)
-        while True:
-            activity = await watcher.wait_activity()       # capture only activity.panes
+        async with ControlModeWatcher(adapter) as watcher:      # or: await tg.start(watcher.run)
+            while True:
+                activity = await watcher.wait_activity()       # capture only activity.panes
 
-    Sessions are re-listed every `poll_interval` seconds and at once when any reader hears
-    `%sessions-changed` or ends. A reader that ends (session gone, client refused) is not restarted
-    before the next timed poll, so a failing session cannot spin.
+    or push style: `ControlModeWatcher(adapter, on_output=mark_dirty)` calls `mark_dirty(pane_id)` (sync, on
+    the event loop, must not block) for every `%output`, and `on_structure()` for every structure notice.
+    Both styles can be used together.
+
+        Sessions are re-listed every `poll_interval` seconds and at once when any reader hears
+        `%sessions-changed` or ends. A reader that ends (session gone, client refused) is not restarted
+        before the next timed poll, so a failing session cannot spin.
     """
 
-    def __init__(self, tmux: TmuxAdapter, *, poll_interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        tmux: TmuxAdapter,
+        *,
+        poll_interval: float = 2.0,
+        on_output: Callable[[str], None] | None = None,
+        on_structure: Callable[[], None] | None = None,
+    ) -> None:
         self._tmux = tmux
         self._poll_interval = poll_interval
+        self._on_output = on_output
+        self._on_structure = on_structure
         self._readers: dict[str, anyio.CancelScope] = {}
         self._ready: set[str] = set()
         self._cooldown: set[str] = set()
@@ -345,6 +358,8 @@ class ControlModeWatcher:
         if isinstance(note, PaneOutput):
             self._dirty.add(note.pane_id)
             self._wake.set()
+            if self._on_output is not None:
+                self._on_output(note.pane_id)
         elif isinstance(note, Reply):
             if note.ok:
                 self._ready.add(session_id)
@@ -355,5 +370,7 @@ class ControlModeWatcher:
             if name in STRUCTURE_NOTICES:
                 self._structure = True
                 self._wake.set()
+                if self._on_structure is not None:
+                    self._on_structure()
             if name in ("sessions-changed", "exit"):
                 self.resync()

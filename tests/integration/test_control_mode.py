@@ -203,8 +203,16 @@ async def test_watcher_follows_sessions_and_reports_only_active_panes(server: Tm
     printer = server.new_session(first, PRINTER)
     idle = server.new_window(first, IDLE)
     first_id = server.display(printer, "#{session_id}")
+    pushed: list[str] = []
+    structure_calls: list[None] = []
     async with anyio.create_task_group() as tg:
-        watcher = ControlModeWatcher(adapter, poll_interval=30)  # only notifications drive it here
+        # poll_interval=30: only notifications drive it here. Both pull and push styles are checked.
+        watcher = ControlModeWatcher(
+            adapter,
+            poll_interval=30,
+            on_output=pushed.append,
+            on_structure=lambda: structure_calls.append(None),
+        )
         await tg.start(watcher.run)
         await wait_until(lambda: first_id in watcher.watched, "the first session to be watched")
         watcher.take_activity()
@@ -219,7 +227,8 @@ async def test_watcher_follows_sessions_and_reports_only_active_panes(server: Tm
         await wait_until(lambda: second_id in watcher.watched, "the new session to be watched")
         seen = await gather_until(watcher, {printer, printer2})
         assert not {idle, idle2} & seen.panes
-        assert seen.structure
+        assert seen.structure and structure_calls
+        assert printer2 in pushed and not {idle, idle2} & set(pushed)
 
         # A session that goes away loses its reader; the others keep theirs.
         server.tmux("kill-session", "-t", f"={second}")
