@@ -325,3 +325,28 @@ def test_progress_is_reported(tmp_path, index):
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert len(calls) >= 3
     assert index.count() == 1203
+
+
+def test_searches_run_while_a_long_build_is_in_progress(tmp_path, index):
+    import threading
+
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    for i in range(1500):
+        write_jsonl(
+            claude / "projects" / "-w" / f"3e0c2b7a-0000-4000-8000-{i:012d}.jsonl",
+            [{"type": "user", "cwd": "/w", "message": {"role": "user", "content": f"concurrent build p{i}"}}],
+        )
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    builder = threading.Thread(target=lambda: index.update(claude, codex))
+    builder.start()
+    while builder.is_alive():
+        try:
+            seen.append(len(index.candidates(["concurrent"], SearchScope())))
+        except BaseException as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+            break
+    builder.join()
+    assert errors == []
+    assert seen == sorted(seen)  # results only grow as batches commit
+    assert len(index.candidates(["concurrent"], SearchScope())) == 1500

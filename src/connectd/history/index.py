@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from connectcore.history import (
     TITLE_RANK,
@@ -54,7 +54,7 @@ from connectd.history.parsers import (
 )
 from connectd.history.repos import RepoResolver
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 DB_NAME = "history.db"
 _HEAD_BYTES = 4096
 _BATCH_FILES = 500
@@ -82,8 +82,8 @@ CREATE TABLE IF NOT EXISTS entries(
   resume_argv TEXT,
   source_path TEXT NOT NULL,
   source_missing INTEGER NOT NULL,
-  {", ".join(f"{c} TEXT NOT NULL" for c in _COLUMNS.values())},
   {", ".join(f"{c} INTEGER NOT NULL" for c in _LENGTHS.values())},
+  {", ".join(f"{c} TEXT NOT NULL" for c in _COLUMNS.values())},
   UNIQUE(harness, session_id)
 );
 CREATE INDEX IF NOT EXISTS entries_scope ON entries(repo, entrypoint);
@@ -119,10 +119,10 @@ CREATE TABLE IF NOT EXISTS files(
   offset INTEGER NOT NULL,
   head TEXT NOT NULL,
   head_len INTEGER NOT NULL,
-  state BLOB NOT NULL,
   missing INTEGER NOT NULL DEFAULT 0,
   skipped INTEGER NOT NULL DEFAULT 0,
-  last_skip TEXT
+  last_skip TEXT,
+  state BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_session ON files(harness, session_id);
 CREATE TABLE IF NOT EXISTS codex_titles(
@@ -155,7 +155,7 @@ class IndexError_(Exception):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _scandir(path: Path) -> list[os.DirEntry[str]]:
+def _scandir(path: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(path) as it:
             return list(it)
@@ -163,32 +163,31 @@ def _scandir(path: Path) -> list[os.DirEntry[str]]:
         return []
 
 
+def _transcript(name: str, prefix: str = "") -> bool:
+    return name.endswith(".jsonl") and name.startswith(prefix) and not name.startswith("agent-acompact")
+
+
 def discover(claude_root: Path, codex_root: Path) -> Iterator[tuple[Harness, str]]:
     """Every transcript under the two roots, as (harness, path)."""
-    for project in _scandir(claude_root / "projects"):
+    join = os.path.join
+    for project in _scandir(join(claude_root, "projects")):
         if not project.is_dir(follow_symlinks=False):
             continue
-        for item in _scandir(Path(project.path)):
-            if item.name.endswith(".jsonl") and item.is_file(follow_symlinks=False):
-                if not item.name.startswith("agent-acompact"):
-                    yield Harness.CLAUDE, item.path
+        for item in _scandir(project.path):
+            if _transcript(item.name) and item.is_file(follow_symlinks=False):
+                yield Harness.CLAUDE, item.path
             elif item.is_dir(follow_symlinks=False):
-                for sub in _scandir(Path(item.path) / "subagents"):
-                    if (
-                        sub.name.startswith("agent-")
-                        and not sub.name.startswith("agent-acompact")
-                        and sub.name.endswith(".jsonl")
-                        and sub.is_file(follow_symlinks=False)
-                    ):
+                for sub in _scandir(join(item.path, "subagents")):
+                    if _transcript(sub.name, "agent-") and sub.is_file(follow_symlinks=False):
                         yield Harness.CLAUDE, sub.path
     for top in ("sessions", "archived_sessions"):
-        stack = [(codex_root / top, 0)]
+        stack = [(join(codex_root, top), 0)]
         while stack:
             d, depth = stack.pop()
             for item in _scandir(d):
                 if item.is_dir(follow_symlinks=False):
                     if depth < 4:
-                        stack.append((Path(item.path), depth + 1))
+                        stack.append((item.path, depth + 1))
                 elif item.name.startswith("rollout-") and item.name.endswith(".jsonl"):
                     yield Harness.CODEX, item.path
 
@@ -229,8 +228,9 @@ class IndexReport:
         }
 
 
-@dataclass(frozen=True)
-class FileRow:
+class FileRow(NamedTuple):
+    """A ``files`` row without the parser state (a plain tuple: 10,000 of them load per catch-up)."""
+
     path: str
     harness: Harness
     session_id: str | None
@@ -240,7 +240,7 @@ class FileRow:
     offset: int
     head: str
     head_len: int
-    missing: bool
+    missing: int
 
 
 def _head_hash(path: str, length: int) -> str:
@@ -269,13 +269,15 @@ def _decode_prompts(text: str) -> tuple[str, ...]:
 
 
 class HistoryIndex:
-    """One open ``history.db``. Thread-safe: every operation holds the instance's lock."""
+    """One open ``history.db``. Thread-safe: statements hold the connection lock, and one writer pass
+    (an update or a removal) runs at a time; reads interleave with a long build between its batches."""
 
     def __init__(self, data_dir: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_NAME
         self.max_line_bytes = max_line_bytes
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the connection: held per statement group / transaction
+        self._update_lock = threading.Lock()  # one writer pass at a time (update, remove)
         _ensure_private_dir(self.data_dir)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         os.close(fd)
@@ -341,45 +343,59 @@ class HistoryIndex:
         t0 = time.monotonic()
         report = IndexReport()
         resolver = RepoResolver()
-        with self._lock:
+        # Searches interleave with a long build between batches (they see what is written so far);
+        # only one update or removal runs at a time.
+        with self._update_lock:
             if full:
                 with self._tx() as db:
                     _create_schema(db, reset=True)
-            known = {row.path: row for row in self._file_rows()}
+            with self._lock:
+                known = {row.path: row for row in self._file_rows()}
             found = list(discover(Path(claude_root), Path(codex_root)))
             report.files_seen = len(found)
             total = len(found)
             seen: set[str] = set()
             dirty: set[Key] = set()
             batch: list[tuple[Harness, str]] = []
-            done = 0
-            for harness, path in found:
+            for done, (harness, path) in enumerate(found, 1):
                 seen.add(path)
+                row = known.get(path)
+                if row is not None and not row.missing:
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        st = None
+                    if st is not None and (row.size, row.mtime_ns, row.inode) == (
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                    ):
+                        continue  # unchanged: not opened
                 batch.append((harness, path))
                 if len(batch) >= _BATCH_FILES:
                     self._update_batch(batch, known, dirty, report, resolver)
-                    done += len(batch)
                     batch = []
                     if progress is not None:
                         progress(done, total)
             gone = [row for p, row in known.items() if p not in seen and not row.missing]
-            with self._tx() as db:
-                if batch:
-                    self._read_files(db, batch, known, dirty, report)
-                    done += len(batch)
-                for row in gone:
-                    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
-                    report.files_missing += 1
-                    report.skips.append(Skip(row.path, SkipReason.VANISHED))
-                    if row.session_id:
-                        dirty.add((row.harness, row.session_id))
-                dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                self._rebuild(db, dirty, report, resolver)
+            if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
+                with self._tx() as db:
+                    if batch:
+                        self._read_files(db, batch, known, dirty, report)
+                    for row in gone:
+                        db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+                        report.files_missing += 1
+                        report.skips.append(Skip(row.path, SkipReason.VANISHED))
+                        if row.session_id:
+                            dirty.add((Harness(row.harness), row.session_id))
+                    dirty |= self._update_codex_titles(db, Path(codex_root), report)
+                    self._rebuild(db, dirty, report, resolver)
             if full:
                 # A full build leaves a WAL as large as the index; give the space back.
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                with self._lock:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if progress is not None:
-                progress(done, total)
+                progress(total, total)
         report.seconds = time.monotonic() - t0
         return report
 
@@ -444,7 +460,7 @@ class HistoryIndex:
                 if row is not None:
                     db.execute("UPDATE files SET missing=1 WHERE path=?", (path,))
                     if row.session_id:
-                        dirty.add((row.harness, row.session_id))
+                        dirty.add((Harness(row.harness), row.session_id))
                 continue
             except OSError:
                 report.skips.append(Skip(path, SkipReason.UNREADABLE))
@@ -455,7 +471,7 @@ class HistoryIndex:
             facts = acc.facts()
             session_id = facts.session_id if facts is not None else None
             if row is not None and row.session_id and row.session_id != session_id:
-                dirty.add((row.harness, row.session_id))
+                dirty.add((Harness(row.harness), row.session_id))
             if session_id:
                 dirty.add((harness, session_id))
             last_skip = result.skips[-1].reason if result.skips else None
@@ -497,6 +513,21 @@ class HistoryIndex:
                 head_len,
                 False,
             )
+
+    def _codex_index_stale(self, codex_root: Path) -> bool:
+        try:
+            st = os.stat(codex_root / "session_index.jsonl")
+        except OSError:
+            return False
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key='codex_index'").fetchone()
+        prev = json.loads(row[0]) if row else None
+        return not (
+            prev
+            and prev["size"] == st.st_size
+            and prev["mtime_ns"] == st.st_mtime_ns
+            and prev["inode"] == st.st_ino
+        )
 
     def _update_codex_titles(self, db: sqlite3.Connection, codex_root: Path, report: IndexReport) -> set[Key]:
         path = codex_root / "session_index.jsonl"
@@ -619,17 +650,17 @@ class HistoryIndex:
         )
 
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
+        # ``harness`` stays the stored string (a StrEnum value compares and hashes equal to it).
         rows = self._db.execute(
             "SELECT path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, missing"
             f" FROM files {where}",
             args,
         ).fetchall()
-        return [
-            FileRow(r[0], Harness(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9])) for r in rows
-        ]
+        return [FileRow._make(r) for r in rows]
 
     def _state(self, path: str) -> dict[str, Any]:
-        row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
         return _unpack_state(row[0]) if row is not None else {}
 
     # -- reads -------------------------------------------------------------------------------------
@@ -689,7 +720,8 @@ class HistoryIndex:
         """Every entry the scope admits that holds a query term, with per-field term frequencies.
 
         The scope (repos, entrypoints) is part of the SQL, so no admitted match is ever cut before
-        ranking.
+        ranking. The entries are thin (identity, repo, cwd, entrypoint, last active): enough to rank;
+        :meth:`get` gives the whole entry.
         """
         if not terms:
             return []
@@ -714,17 +746,26 @@ class HistoryIndex:
                 tf.setdefault(doc, {})[(_COLUMN_FIELD[col], term)] = count
             if not tf:
                 return []
+            # Thin entries: what ranking needs (identity, scope fields, last active); the caller
+            # fetches the few it returns in full.
             entries: dict[int, tuple[SessionEntry, dict[Field, int]]] = {}
             ids = list(tf)
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 for r in self._db.execute(
-                    f"SELECT id, {_ENTRY_COLUMNS}, {', '.join(_LENGTHS.values())} FROM entries"
-                    f" WHERE id IN ({','.join('?' * len(chunk))})",
+                    "SELECT id, harness, session_id, repo, cwd, last_active, entrypoint,"
+                    f" {', '.join(_LENGTHS.values())} FROM entries WHERE id IN ({_marks(len(chunk))})",
                     chunk,
                 ):
-                    entry = self._entry_from_row(r[1:15])
-                    entries[r[0]] = (entry, {f: r[15 + i] for i, f in enumerate(Field)})
+                    entry = SessionEntry(
+                        harness=Harness(r[1]),
+                        session_id=r[2],
+                        repo=r[3],
+                        cwd=r[4],
+                        last_active=r[5],
+                        entrypoint=Entrypoint(r[6]),
+                    )
+                    entries[r[0]] = (entry, {f: r[7 + i] for i, f in enumerate(Field)})
         return [
             Candidate(entry=entries[doc][0], term_frequency=tf[doc], field_length=entries[doc][1])
             for doc in ids
@@ -773,7 +814,7 @@ class HistoryIndex:
     def remove(self, harness: Harness, session_ids: Iterable[str], paths: Iterable[str]) -> int:
         """Delete entries and their file rows (expunge). Returns the number of entries removed."""
         removed = 0
-        with self._tx() as db:
+        with self._update_lock, self._tx() as db:
             for sid in session_ids:
                 removed += db.execute(
                     "DELETE FROM entries WHERE harness=? AND session_id=?", (harness.value, sid)

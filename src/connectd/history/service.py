@@ -201,8 +201,11 @@ class HistoryService:
         )
         if not ranked:
             return []
-        snap = self._liveness((r.entry for r in ranked), pane_pids)
-        return [project(r.entry, snap.view(r.entry), r.matched_terms) for r in ranked]
+        found = [
+            (self.index.get(r.entry.harness, r.entry.session_id) or r.entry, r.matched_terms) for r in ranked
+        ]
+        snap = self._liveness((e for e, _ in found), pane_pids)
+        return [project(e, snap.view(e), terms) for e, terms in found]
 
     def get_session(
         self,
