@@ -16,7 +16,8 @@ R4  Recovery. A timeout or failed step once the record is persisted, the planned
     pane is respawned as planned, a live pane is left alone, and either way the original option is
     restored and the record closed. A pane that is gone: the record is closed, nothing to restore.
 R5  Bounded. Every wait has a deadline (:class:`RestartLimits`). Before the record is persisted,
-    giving up (timeout, owner cancel, agent changed, pane unreadable) touches nothing. After it, each
+    giving up (timeout, owner cancel, agent changed, pane unreadable) touches nothing. A cancel while
+    rechecking (the option is already on) takes the recovery path; later it is refused. After it, each
     entry into recovery is counted, and past ``limits.recoveries`` the machine gives up loudly: the
     record is closed ``gave_up`` and the owner is told.
 R6  The core invents nothing: ids, time, incarnations and the token-carrying environment arrive as
@@ -123,6 +124,7 @@ TABLE: Table[RestartStep] = Table(
         (_S.RECHECKING_IDLE, "busy", _S.RECHECKING_IDLE),
         (_S.RECHECKING_IDLE, "idle", _S.EXIT_SENT),  # fresh idle, empty composer: send the exit command
         (_S.RECHECKING_IDLE, "agent_changed", _S.RECOVERING),
+        (_S.RECHECKING_IDLE, "cancel", _S.RECOVERING),  # the option is on: restore it and close
         (_S.EXIT_SENT, "running", _S.EXIT_SENT),
         (_S.EXIT_SENT, "ended", _S.PROCESS_ENDED),  # the pane is dead: respawn it
         (_S.EXIT_SENT, "agent_changed", _S.RECOVERING),
@@ -290,7 +292,7 @@ class Begin:
 
 @dataclass(frozen=True, kw_only=True)
 class Cancel:
-    """The owner withdrew the restart (or revoked the agent) before anything was persisted."""
+    """The owner withdrew the restart (or revoked the agent): allowed until the exit command is sent."""
 
     now: float
     reason: str = "cancelled by the owner"
@@ -579,6 +581,8 @@ def _trouble(state: Restart, event: RestartEvent, cause: str) -> str:
     """Why recovery is entered (or given up), in words for the audit line."""
     if isinstance(event, StepFailed):
         return f"step {state.step} failed: {event.reason}"
+    if isinstance(event, Cancel):
+        return f"cancelled in step {state.step}: {event.reason}"
     if cause == "respawn_died":
         return "the respawned process exited"
     if cause == "agent_changed":

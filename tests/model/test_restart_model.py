@@ -22,6 +22,7 @@ from connectcore.restart import (
     AWAITING_DONE,
     OBSERVING,
     Begin,
+    Cancel,
     InspectPane,
     ObservePane,
     PaneCondition,
@@ -344,6 +345,17 @@ class RestartModel(RuleBasedStateMachine):
     def fail_effect(self) -> None:
         assert self.d is not None
         self.d.run_head(fail=True)
+
+    @precondition(
+        lambda self: self.d is not None
+        and not self.d.queue
+        and self.d.state is not None
+        and self.d.state.step in (S.WAITING_IDLE, S.RECHECKING_IDLE)
+    )
+    @rule()
+    def owner_cancels(self) -> None:
+        assert self.d is not None
+        self.d.feed(Cancel(now=self.d.now, reason="withdrawn"))
 
     @precondition(lambda self: self.d is not None and self.d.active and not self.d.queue)
     @rule()

@@ -494,10 +494,27 @@ def test_the_owner_can_cancel_before_anything_is_touched(target: RestartStep) ->
     assert effects[0] == audit("restart.cancel", "cancelled", 120.0, "grant revoked")
 
 
-@pytest.mark.parametrize("target", sorted(RECOVERABLE))
-def test_cancel_after_the_record_is_persisted_is_not_allowed(target: RestartStep) -> None:
+@pytest.mark.parametrize("target", sorted(RECOVERABLE - {S.RECHECKING_IDLE}))
+def test_cancel_once_the_restart_is_under_way_is_not_allowed(target: RestartStep) -> None:
     with pytest.raises(TransitionNotAllowed):
         step(reach(target), Cancel(now=500.0))
+
+
+def test_cancel_while_rechecking_restores_the_option_through_recovery() -> None:
+    state, out = run(
+        reach(S.RECHECKING_IDLE),
+        Cancel(now=150.0, reason="grant revoked"),
+        Recover(now=151.0, condition=PaneCondition.LIVE),
+        StepDone(now=152.0, step=S.OPTION_RESTORED),
+    )
+    detail = "cancelled in step rechecking_idle: grant revoked"
+    assert out[0] == (
+        audit("restart.recover", "recovering", 150.0, detail),
+        notify("recovering", detail=detail),
+        InspectPane(PANE, RID),
+    )
+    assert SetPaneOption(PANE, "remain-on-exit", None) in out[1]
+    assert state.step is S.CLOSED and state.record.outcome is RestartOutcome.LEFT_ALONE
 
 
 def test_waiting_times_out_untouched() -> None:
@@ -768,8 +785,22 @@ def test_a_dead_pane_from_a_record_needs_the_respawn_environment() -> None:
 )
 def test_a_record_loaded_at_startup_only_takes_recover(event: Any) -> None:
     record = persisted_records()[1]
-    with pytest.raises(RestartError, match=f"restart {RID}: a record loaded at startup only takes Recover, got "):
+    expected = f"restart {RID}: a record loaded at startup only takes Recover, got {type(event).__name__}$"
+    with pytest.raises(RestartError, match=expected):
         step(record, event)
+
+
+def test_a_recovery_environment_is_kept_for_a_later_respawn() -> None:
+    record = persisted_records()[1]
+    env = {"CONNECT_TOKEN": "fresh"}
+    state, _ = run(
+        record,
+        Recover(now=500.0, condition=PaneCondition.DEAD, env=env),
+        StepFailed(now=501.0, step=S.PROCESS_ENDED, reason="respawn-pane failed"),
+    )
+    assert state.step is S.RECOVERING
+    _state, (effects,) = run(state, Recover(now=502.0, condition=PaneCondition.DEAD))
+    assert effects[1] == Respawn(PANE, ARGV, CWD, env)
 
 
 def test_resume_keeps_given_limits_and_knows_no_env() -> None:
@@ -799,7 +830,7 @@ ALLOWED: dict[RestartStep, set[str]] = {
     S.WAITING_IDLE: {"observed", "failed", "timeout", "cancel"},
     S.RECORD_PERSISTED: {"done", "failed", "timeout", "recover"},
     S.REMAIN_ON_EXIT_SET: {"done", "failed", "timeout", "recover"},
-    S.RECHECKING_IDLE: {"observed", "failed", "timeout", "recover"},
+    S.RECHECKING_IDLE: {"observed", "failed", "timeout", "recover", "cancel"},
     S.EXIT_SENT: {"observed", "failed", "timeout", "recover"},
     S.PROCESS_ENDED: {"done", "failed", "timeout", "recover"},
     S.RESPAWNED: {"observed", "failed", "timeout", "recover"},
@@ -843,6 +874,21 @@ def test_an_event_is_allowed_exactly_where_the_table_says(target: RestartStep, k
         with pytest.raises(TransitionNotAllowed) as caught:
             step(state, event)
         assert caught.value.machine == "restart" and caught.value.state == str(target)
+
+
+def test_an_observation_outside_an_observing_step_names_the_event() -> None:
+    with pytest.raises(TransitionNotAllowed) as caught:
+        step(reach(S.RECORD_PERSISTED), obs(150.0))
+    assert caught.value.event == "observed"
+
+
+def test_every_transition_stamps_the_record_with_the_event_time() -> None:
+    state = plan_restart(plan())
+    for _at, event in PATH:
+        state = step(state, event)[0]
+        assert state.record.updated_at == event.now
+    assert step(reach(S.EXIT_SENT), Timeout(now=124.0))[0].record.updated_at == 124.0
+    assert step(reach(S.WAITING_IDLE), Cancel(now=120.0))[0].record.updated_at == 120.0
 
 
 def test_a_foreign_value_is_not_a_restart_event() -> None:
