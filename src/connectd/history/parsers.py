@@ -88,43 +88,35 @@ class Line:
 def iter_lines(f: BinaryIO, offset: int, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
     """The lines of ``f`` from ``offset``; a line over the cap comes back with ``data=None``.
 
-    Memory stays bounded by the cap plus one chunk whatever the line lengths are.
+    Memory stays bounded by the cap plus one chunk whatever the line lengths are: a longer line is
+    read past in chunks and never held whole.
     """
     f.seek(offset)
     pos = offset
-    start = offset
-    buf = bytearray()
-    overflow = False
     while True:
-        chunk = f.read(_CHUNK)
-        if not chunk:
-            break
-        i = 0
-        n = len(chunk)
-        while i < n:
-            j = chunk.find(b"\n", i)
-            if j < 0:
-                if not overflow:
-                    buf += chunk[i:]
-                    if len(buf) > max_line_bytes:
-                        overflow = True
-                        buf.clear()
-                pos += n - i
-                i = n
+        start = pos
+        line = f.readline(max_line_bytes + 1)
+        if not line:
+            return
+        pos += len(line)
+        if line.endswith(b"\n"):
+            yield Line(start, pos, line[:-1], True)
+            continue
+        if len(line) <= max_line_bytes:
+            yield Line(start, pos, line, False)  # the last line, without its newline (yet)
+            return
+        complete = False
+        while True:
+            part = f.readline(_CHUNK)
+            if not part:
                 break
-            if not overflow:
-                buf += chunk[i:j]
-                if len(buf) > max_line_bytes:
-                    overflow = True
-                    buf.clear()
-            pos += j - i + 1
-            yield Line(start, pos, None if overflow else bytes(buf), True)
-            buf.clear()
-            overflow = False
-            start = pos
-            i = j + 1
-    if pos > start:
-        yield Line(start, pos, None if overflow else bytes(buf), False)
+            pos += len(part)
+            if part.endswith(b"\n"):
+                complete = True
+                break
+        yield Line(start, pos, None, complete)
+        if not complete:
+            return
 
 
 def parse_timestamp(value: object) -> float | None:
@@ -498,11 +490,11 @@ def decode_line(path: str, line: Line) -> tuple[dict[str, Any] | None, Skip | No
     """A line's JSON object, or why it was skipped."""
     if line.data is None:
         return None, Skip(path, SkipReason.TOO_LONG, line.start)
-    raw = line.data.strip()
-    if not raw:
+    raw = line.data
+    if not raw or raw.isspace():
         return None, None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8")  # transcripts are UTF-8; json.loads(bytes) would guess UTF-16 too
     except UnicodeDecodeError:
         return None, Skip(path, SkipReason.NOT_UTF8, line.start)
     try:
