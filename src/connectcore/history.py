@@ -478,8 +478,12 @@ def build_entry(
 
 
 def tokens(text: str) -> list[str]:
-    """Words as the index sees them: runs of letters and digits, lower-cased (FTS5 ``unicode61``)."""
-    return _TOKEN.findall(text.lower())
+    """Words as the index sees them: runs of letters and digits, lower-cased (FTS5 ``unicode61``).
+
+    SQLite folds the micro sign into Greek mu, so this does too. Symbols Unicode assigned after 6.1
+    (newer emoji) are token characters to SQLite and separators here: the only known difference.
+    """
+    return _TOKEN.findall(text.lower().replace("µ", "μ"))
 
 
 def query_terms(query: str) -> tuple[str, ...]:

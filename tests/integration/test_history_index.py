@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from connectcore.history import (
     Entrypoint,
@@ -19,6 +21,7 @@ from connectcore.history import (
     analyze,
     corpus_stats,
     query_terms,
+    tokens,
 )
 from connectd.history.index import DB_NAME, SCHEMA_VERSION, HistoryIndex
 from connectd.history.parsers import SkipReason
@@ -350,3 +353,22 @@ def test_searches_run_while_a_long_build_is_in_progress(tmp_path, index):
     assert errors == []
     assert seen == sorted(seen)  # results only grow as batches commit
     assert len(index.candidates(["concurrent"], SearchScope())) == 1500
+
+
+REALISTIC = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n\t.,;:!?'\"()[]{}<>/\\|-_=+*&^%$#@~`"
+    "àáâäçèéêëìíîïñòóôöùúûüÿßÀÉÖÜ¼²µ€£¥©®°±×÷ΑΒΓαβγδλμπωАБВабвгдёжзя中文字符測試日本語かなカナ한국어"
+    "😀😃🎉🔥👍"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=REALISTIC, max_size=60))
+def test_core_tokens_match_the_fts5_tokenizer(text):
+    """Invariant: on realistic text the core's words are exactly FTS5 unicode61's words."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 0')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    db.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (text,))
+    fts = sorted(r[0] for r in db.execute("SELECT term FROM v"))
+    assert sorted(tokens(text)) == fts
