@@ -108,6 +108,27 @@ def test_branches_and_prs_beat_body(field):
     assert ids(search([body, weighted], term, scope=SearchScope(), now=NOW))[0] == "w"
 
 
+def test_length_normalisation_prefers_the_focused_prompt():
+    focused = entry("short", prompts=("fix the cache",))
+    rambling = entry("long", prompts=("fix the cache " + " ".join(f"word{i}" for i in range(80)),))
+    assert ids(search([rambling, focused], "cache", scope=SearchScope(), now=NOW)) == ["short", "long"]
+
+
+def test_a_rare_term_counts_more_than_a_common_one():
+    pool = [entry(f"c{i}", prompts=("common words here",)) for i in range(8)]
+    pool += [entry("rare", prompts=("zanzibar",)), entry("both", prompts=("common",))]
+    results = search(pool, "common zanzibar", scope=SearchScope(), now=NOW, limit=3)
+    assert ids(results)[0] == "rare"
+
+
+def test_more_occurrences_score_higher_but_saturate():
+    once = entry("once", prompts=("retry once then stop and move on to other work",))
+    thrice = entry("thrice", prompts=("retry retry retry then stop and move on to work",))
+    r = search([once, thrice], "retry", scope=SearchScope(), now=NOW)
+    assert ids(r) == ["thrice", "once"]
+    assert r[0].score < 3 * r[1].score
+
+
 def test_recent_beats_old_at_equal_text():
     old = entry("old", prompts=("migrate the billing tables",), age_days=90)
     new = entry("new", prompts=("migrate the billing tables",), age_days=1)
