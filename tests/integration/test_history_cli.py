@@ -173,3 +173,24 @@ def test_standalone_module_works_without_a_daemon(tmp_path, env):
     )
     assert proc.returncode == 0, proc.stderr
     assert [r["session_id"] for r in json.loads(proc.stdout)] == [MAIN]
+
+
+def test_data_dir_defaults_follow_the_daemon(tmp_path, monkeypatch):
+    from connectd.history.service import default_claude_root, default_codex_root, default_data_dir
+
+    monkeypatch.setenv("CONNECT_DATA_DIR", str(tmp_path / "d"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "x"))
+    assert (default_data_dir(), default_claude_root(), default_codex_root()) == (
+        tmp_path / "d",
+        tmp_path / "c",
+        tmp_path / "x",
+    )
+    monkeypatch.delenv("CONNECT_DATA_DIR")
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.delenv("CODEX_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    assert default_data_dir() == tmp_path / "share" / "connect"
+    assert default_claude_root() == tmp_path / ".claude"
+    assert default_codex_root() == tmp_path / ".codex"

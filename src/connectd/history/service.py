@@ -50,6 +50,10 @@ AuditSink = Callable[[Mapping[str, Any]], None]
 
 
 def default_data_dir() -> Path:
+    """``$CONNECT_DATA_DIR``, else ``platformdirs.user_data_dir("connect")`` (as the daemon's CLI)."""
+    env = os.environ.get("CONNECT_DATA_DIR")
+    if env:
+        return Path(env)
     import platformdirs
 
     return Path(platformdirs.user_data_dir("connect"))
