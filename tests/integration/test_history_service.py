@@ -371,3 +371,20 @@ def test_repo_argument_may_be_any_path_inside_the_repository(tmp_path):
             assert [v["repo"] for v in svc.find_sessions("scheduler", repo=path)] == [str(main)]
         with pytest.raises(HistoryError, match="repo"):
             svc.find_sessions("scheduler", repo="  ")
+
+
+def test_restorable_leaves_a_session_that_is_still_running(tmp_path):
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    proj = make_repo(tmp_path / "proj")
+    s = Claude("3e0c2b7a-0000-4000-8000-0000000000a9", str(proj)).prompt("work")
+    s.write(claude)
+    proc = spawn(SLEEPER)
+    try:
+        # Unverifiable (no start time recorded) but a live process claims it: not relaunched.
+        register_claude(claude, proc.pid, s.session_id)
+        with HistoryService(tmp_path / "data", claude, codex, pane_pids=dict) as svc:
+            plan = svc.restorable([PaneBinding("%1", Harness.CLAUDE, s.session_id)])
+        assert plan.items == ()
+        assert [k.reason for k in plan.skipped] == [RestoreReason.ALREADY_RUNNING]
+    finally:
+        stop(proc)

@@ -22,7 +22,6 @@ from connectcore.history import (
     LIMIT_DEFAULT,
     Harness,
     HistoryError,
-    Liveness,
     LivenessView,
     PaneBinding,
     RestorePlan,
@@ -363,11 +362,9 @@ class HistoryService:
                 entries[e.key] = e
         existing = frozenset(e.cwd for e in entries.values() if e.cwd and os.path.isdir(e.cwd))
         snap = self._liveness(entries.values(), pane_pids)
-        running = frozenset(
-            k
-            for k in entries
-            if snap.view(entries[k]).state in (Liveness.RUNNING_IN_PANE, Liveness.RUNNING_ELSEWHERE)
-        )
+        # A live process that claims the session, verified or not, is left alone: relaunching it would
+        # run the same conversation twice.
+        running = frozenset(k for k in entries if snap.running(*k) is not None)
         return select_restorable(bindings, entries, existing_dirs=existing, running=running)
 
 
