@@ -108,7 +108,7 @@ def generate(root: Path, sessions: int, seed: int) -> dict[str, int]:
         repos.append(repo)
     claude_root, codex_root = root / "claude", root / "codex"
     start = datetime(2025, 1, 1, tzinfo=UTC)
-    stats = {"sessions": 0, "prompts": 0, "files": 0, "bytes": 0}
+    stats = {"sessions": 0, "prompts": 0, "files": 0, "bytes": 0, "prompt_bytes": 0}
     titles = []
     for n in range(sessions):
         repo = rng.choice(repos)
@@ -132,6 +132,7 @@ def generate(root: Path, sessions: int, seed: int) -> dict[str, int]:
             for _ in range(n_prompts):
                 minute += rng.randint(1, 9)
                 prompt = text.words(rng.randint(8, 60))
+                stats["prompt_bytes"] += len(prompt.encode())
                 lines.append(
                     dumps(
                         {
@@ -280,6 +281,7 @@ def generate(root: Path, sessions: int, seed: int) -> dict[str, int]:
                 minute += rng.randint(1, 9)
                 at = iso(base + timedelta(minutes=minute))
                 prompt = text.words(rng.randint(8, 60))
+                stats["prompt_bytes"] += len(prompt.encode())
                 lines.append(
                     dumps(
                         {
@@ -468,12 +470,14 @@ def main(argv: list[str] | None = None) -> int:
                 "Corpus",
                 f"{corpus['sessions']:,} sessions, {corpus['prompts']:,} prompts, {corpus['files']:,} transcripts, "
                 f"{corpus['bytes'] / 1e6:,.0f} MB",
-                "",
+                f"prompt text {corpus['prompt_bytes'] / 1e6:.1f} MB ({100 * corpus['prompt_bytes'] / corpus['bytes']:.1f}%"
+                " of the bytes); the rest is tool calls, tool output and replies",
             ),
             (
                 "Full index build (`connectd history index --full`)",
                 ms(build_s),
-                f"{entries:,} entries, index {db_bytes / 1e6:.1f} MB ({100 * db_bytes / corpus['bytes']:.1f}% of transcripts)",
+                f"{entries:,} entries, index {db_bytes / 1e6:.1f} MB ({100 * db_bytes / corpus['bytes']:.1f}% of the"
+                f" transcripts, {db_bytes / max(corpus['prompt_bytes'], 1):.1f}x the prompt text)",
             ),
             (
                 "`rg` scanning the same transcripts once",
@@ -498,7 +502,11 @@ def main(argv: list[str] | None = None) -> int:
             ("Catch-up when nothing changed", ms(noop_s), f"stat of {report.files_seen:,} transcripts"),
             ("Index one new session into the built index", ms(one_s), "includes the catch-up scan"),
         ]
-        machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+        load = os.getloadavg()[0]
+        machine = (
+            f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs (load average {load:.1f} at the end: "
+            f"the machine is shared), Python {platform.python_version()}"
+        )
         rgv = subprocess.run(["rg", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         table = ["| Measure | Result | Notes |", "| --- | --- | --- |"] + [
             f"| {a} | {b} | {c} |" for a, b, c in rows
