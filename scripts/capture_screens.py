@@ -1,0 +1,723 @@
+#!/usr/bin/env python3
+"""Capture real screens of Claude Code, Codex, bash and full-screen programs as reader fixtures.
+
+    python scripts/capture_screens.py                      # everything, widths 80 and 160
+    python scripts/capture_screens.py --harness codex --width 80 --keep
+
+Installs the pinned harness versions (tests/support/harnesses.py) into .cache/harnesses/ when
+missing, starts the scripted model server on 127.0.0.1, runs each program in a private tmux server
+with a private temporary HOME, drives it into each state and saves
+
+    tests/fixtures/screens/<harness>/<version>/NN_<state>_<width>.txt   (capture-pane -p, with scrollback)
+    tests/fixtures/screens/<harness>/<version>/NN_<state>_<width>.json  (expected reading + capture facts)
+
+The expected reading in the .json is what this script drove the program into, written here in the
+state table, never taken from the reader. It also copies the transcripts the real runs wrote into
+tests/fixtures/transcripts/{claude,codex}/<version>/ (one short session per harness: two prompts and
+one tool call). Nothing secret is involved: the API key is a dummy and every home is temporary.
+
+A step that does not reach its screen in time fails with the last screen shown: after a harness
+upgrade that is the first sign its screens changed (see docs/screen-reader.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import harnesses as H  # noqa: E402
+from tests.support.model_server import Gate, ModelServer, ToolCall, Turn  # noqa: E402
+
+SCREENS = REPO / "tests" / "fixtures" / "screens"
+TRANSCRIPTS = REPO / "tests" / "fixtures" / "transcripts"
+SIZES = {80: 24, 160: 45}  # width -> height
+SCROLLBACK = 30  # history lines saved above the visible screen (the daemon passes "some scrollback")
+LONG_SCROLLBACK = 400
+
+Pred = Callable[[H.Capture], bool]
+
+
+def plain(cap: H.Capture) -> str:
+    """The screen with no-break spaces as spaces (Claude Code draws its prompt as '❯' + NBSP)."""
+    return cap.text.replace("\u00a0", " ")
+
+
+def has(*needles: str) -> Pred:
+    return lambda cap: all(n in plain(cap) for n in needles)
+
+
+def has_re(pattern: str) -> Pred:
+    rx = re.compile(pattern, re.M)
+    return lambda cap: rx.search(plain(cap)) is not None
+
+
+def both(*preds: Pred) -> Pred:
+    return lambda cap: all(p(cap) for p in preds)
+
+
+def lacks(*needles: str) -> Pred:
+    return lambda cap: not any(n in plain(cap) for n in needles)
+
+
+def dump_json(value: object) -> str:
+    """Indented JSON with short lists (cursor, options) kept on one line."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return re.sub(r"\[\n\s*([^\[\]{}]*?)\n\s*\]",
+                  lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text) + "\n"
+
+
+def expect(harness: str, activity: str, composer: str, question: dict[str, object] | None = None) -> dict[str, object]:
+    return {"harness": harness, "activity": activity, "composer": composer, "question": question}
+
+
+# --------------------------------------------------------------------------------------------------
+# The rig: one tmux server, one model server, fixture writing
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pane:
+    rig: Rig
+    pane: str
+    harness_dir: str  # fixture folder: claude, codex, shell
+    version: str
+    width: int
+    height: int
+
+    def cap(self, scrollback: int = 0) -> H.Capture:
+        return self.rig.tmux.capture(self.pane, scrollback=scrollback)
+
+    def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True) -> H.Capture:
+        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing."""
+        deadline = time.monotonic() + timeout
+        last: H.Capture | None = None
+        while True:
+            cap = self.cap()
+            if pred(cap):
+                if not settle:
+                    return cap
+                if last is not None and last.text == cap.text and last.cursor == cap.cursor:
+                    return cap
+                last = cap
+                time.sleep(0.35)
+                continue
+            last = None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"[{self.harness_dir} {self.width}] waiting for {what}; last screen:\n{cap.text}")
+            time.sleep(0.15)
+
+    def type(self, text: str) -> None:
+        self.rig.tmux.type(self.pane, text)
+
+    def keys(self, *keys: str) -> None:
+        self.rig.tmux.keys(self.pane, *keys)
+
+    def submit(self, text: str) -> None:
+        self.type(text)
+        time.sleep(0.4)
+        self.keys("Enter")
+
+    def paste(self, text: str) -> None:
+        self.rig.tmux.paste(self.pane, text)
+
+    def save(self, number: int, state: str, expected: dict[str, object], note: str,
+             scrollback: int = SCROLLBACK, cap: H.Capture | None = None) -> None:
+        """Write NN_<state>_<width>.txt/.json. ``cap`` (the screen the wait saw) is re-captured with
+        scrollback; for moving screens pass ``settle=False`` to the wait and save at once."""
+        full = self.cap(scrollback=scrollback)
+        lines = full.text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        history = len(lines) - full.height
+        if history < 0:
+            raise RuntimeError(f"capture has {len(lines)} lines for a {full.height}-line pane")
+        folder = SCREENS / self.harness_dir / self.version
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{number:02d}_{state}_{self.width}"
+        (folder / f"{stem}.txt").write_text(full.text)
+        meta = {
+            "state": state,
+            "note": note,
+            "program": self.harness_dir,
+            "version": self.version,
+            "width": full.width,
+            "height": full.height,
+            "history_lines": history,
+            "foreground_command": full.command,
+            # as tmux reports it: (column, row from the top of the visible screen, which is the
+            # last `height` lines of the text); read_screen(text, command, cursor, height=height)
+            "cursor": list(full.cursor),
+            "expected": expected,
+        }
+        (folder / f"{stem}.json").write_text(dump_json(meta))
+        self.rig.saved.append(folder / f"{stem}.txt")
+        print(f"  saved {self.harness_dir}/{self.version}/{stem}", flush=True)
+
+    def close(self) -> None:
+        self.rig.tmux.run("kill-pane", "-t", self.pane, check=False)
+
+
+class Rig:
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.root = Path(tempfile.mkdtemp(prefix="connect-capture-"))
+        self.server = ModelServer()
+        self.url = self.server.start()
+        self.tmux = H.Tmux("capture")
+        self.homes: list[Path] = []
+        self.saved: list[Path] = []
+        self._n = 0
+
+    def place(self, name: str, git: bool = False) -> tuple[Path, Path]:
+        """A fresh private home and project folder."""
+        self._n += 1
+        base = self.root / f"{self._n:02d}-{name}"
+        home, cwd = base / "home", base / "proj"
+        cwd.mkdir(parents=True)
+        (cwd / "notes.txt").write_text("Scratch notes for the capture run.\n")
+        if git:
+            subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+        self.homes.append(home)
+        return home, cwd
+
+    def launch(self, harness_dir: str, version: str, argv: list[str], env: dict[str, str], cwd: Path,
+               width: int) -> Pane:
+        self._n += 1
+        name = f"s{self._n}"
+        pane = self.tmux.launch(name, argv, env, cwd, width=width, height=SIZES[width])
+        return Pane(self, pane, harness_dir, version, width, SIZES[width])
+
+    def close(self) -> None:
+        self.tmux.kill()
+        self.server.stop()
+        for home in self.homes:
+            H.reap(home)
+        if self.keep:
+            print(f"kept {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def clear_composer(p: Pane, empty: Pred, what: str, settle: bool = True) -> H.Capture:
+    """Delete whatever is in the composer (end of line, kill line, join with the previous line)."""
+    for _ in range(40):
+        cap = p.cap()
+        if empty(cap):
+            return p.wait(empty, what, settle=settle)
+        p.keys("C-e", "C-u", "BSpace")
+        time.sleep(0.15)
+    return p.wait(empty, what, timeout=5, settle=settle)
+
+
+@contextmanager
+def step(title: str) -> Iterator[None]:
+    started = time.monotonic()
+    print(f"- {title}", flush=True)
+    yield
+    print(f"  ({time.monotonic() - started:.1f}s)", flush=True)
+
+
+PASTE = "\n".join(f"log line {i}: value={i * 7} status=ok" for i in range(14))
+LONG_REPLY = ("This is a long scripted answer that fills the scrollback. " * 9).strip()
+# several lines: Codex shows streamed text a whole line at a time
+STREAM_REPLY = "\n".join(f"Streaming a scripted answer slowly, line {i}." for i in range(1, 9))
+
+
+# --------------------------------------------------------------------------------------------------
+# Claude Code
+# --------------------------------------------------------------------------------------------------
+
+CLAUDE = "claude"
+STAMP = r"for (\d+m )?\d+s"
+
+
+def claude_composer_empty(cap: H.Capture) -> bool:
+    lines = cap.text.rstrip("\n").split("\n")
+    rules = [i for i, line in enumerate(lines) if line.startswith("────")]
+    if len(rules) < 2:
+        return False
+    top, bottom = rules[-2], rules[-1]
+    return bottom == top + 2 and lines[top + 1].rstrip() == "❯"
+
+
+def claude_idle(cap: H.Capture) -> bool:
+    return claude_composer_empty(cap) and "esc to interrupt" not in cap.text
+
+
+def claude_launch(rig: Rig, width: int, tag: str, **home_kw: object) -> tuple[Pane, Path, Path]:
+    home, cwd = rig.place(f"claude-{tag}-{width}")
+    env = H.claude_home(home, cwd, rig.url, **home_kw)  # type: ignore[arg-type]
+    p = rig.launch(CLAUDE, H.version(CLAUDE), [str(H.binary(CLAUDE))], env, cwd, width)
+    return p, home, cwd
+
+
+def capture_claude(rig: Rig, width: int) -> None:
+    v = H.version(CLAUDE)
+    srv = rig.server
+    c = CLAUDE
+
+    with step(f"claude {v} @{width}: API key dialog"):
+        p, _, _ = claude_launch(rig, width, "apikey", approve_key=False)
+        p.wait(has("Do you want to use this API key?"), "API key dialog")
+        p.save(1, "startup_apikey", expect(c, "dialog", "absent", {
+            "prompt": "Do you want to use this API key?", "options": ["Yes", "No (recommended)"]}),
+            "fresh home without customApiKeyResponses: Claude asks whether to use ANTHROPIC_API_KEY")
+        p.close()
+
+    with step(f"claude {v} @{width}: trust dialog"):
+        p, _, _ = claude_launch(rig, width, "trust", trust=False)
+        p.wait(has("Yes, I trust this folder"), "trust dialog")
+        p.save(2, "startup_trust", expect(c, "dialog", "absent", {
+            "prompt": "Quick safety check: Is this a project you created or one you trust?",
+            "options": ["No, exit", "Yes, I trust this folder"]}),
+            "project not marked trusted in .claude.json: the workspace trust dialog")
+        p.close()
+
+    with step(f"claude {v} @{width}: main session"):
+        p, _, _ = claude_launch(rig, width, "main", allow=["Bash(sleep:*)"])
+        p.wait(claude_idle, "idle composer")
+        p.save(3, "idle_empty", expect(c, "idle", "empty"), "fresh start, onboarding done, composer empty")
+
+        p.type("fix the failing test in parser.py")
+        p.wait(has("❯ fix the failing test in parser.py"), "one-line draft")
+        p.save(4, "draft_oneline", expect(c, "idle", "draft"), "typed one line, not submitted")
+
+        p.keys("C-a")
+        p.wait(lambda cap: cap.cursor[0] == 2 and "parser.py" in cap.text, "cursor at start of draft")
+        p.save(5, "draft_cursor_home", expect(c, "idle", "draft"),
+               "same draft with the cursor moved to its start (cursor alone must not mean empty)")
+        clear_composer(p, claude_composer_empty, "cleared composer")
+
+        p.type("first line of a longer prompt")
+        p.keys("M-Enter")
+        p.type("second line")
+        p.keys("M-Enter")
+        p.type("third line")
+        p.wait(has("third line"), "multi-line draft")
+        p.save(6, "draft_multiline", expect(c, "idle", "draft"), "three lines typed with Meta-Enter")
+        clear_composer(p, claude_composer_empty, "cleared composer")
+
+        p.paste(PASTE)
+        p.wait(has("[Pasted text #"), "pasted-text placeholder")
+        p.save(7, "draft_pasted", expect(c, "idle", "draft"), "14 lines pasted: shown as [Pasted text #1 +13 lines]")
+        clear_composer(p, claude_composer_empty, "cleared composer")
+
+        p.type("/cle")
+        p.wait(has("/clear"), "slash-command menu")
+        p.save(8, "draft_slash_menu", expect(c, "idle", "draft"), "'/cle' typed: the command menu is open")
+        clear_composer(p, claude_composer_empty, "cleared composer")
+        p.wait(claude_idle, "idle again")
+
+        gate = Gate()
+        srv.script("claude", [Turn.held(gate, "The project has a parser and its tests.")])
+        p.submit("explain the project layout")
+        p.wait(has("esc to interrupt"), "busy (held request)", settle=False)
+        assert gate.reached.wait(20)
+        p.wait(both(has("esc to interrupt"), has_re(r"\(\d+s")), "spinner with timer", settle=False)
+        p.save(9, "busy_waiting", expect(c, "busy", "empty"), "request held open by the model server: spinner, esc to interrupt")
+
+        p.type("and then run the tests")
+        p.wait(has("❯ and then run the tests"), "draft while busy", settle=False)
+        p.save(10, "busy_with_draft", expect(c, "busy", "draft"), "typed (not submitted) while the turn runs")
+        clear_composer(p, claude_composer_empty, "cleared composer while busy", settle=False)
+        gate.release()
+        p.wait(both(claude_idle, has_re(STAMP)), "finished-turn stamp")
+        p.save(11, "finished_stamp", expect(c, "idle", "empty"), "turn done: '✻ <verb> for Ns · done <clock>'")
+
+        srv.script("claude", [Turn.reply(STREAM_REPLY, chunk_delay=0.2, chunk_chars=6)])
+        p.submit("write a short summary")
+        p.wait(both(has("esc to interrupt"), has("Streaming a scripted")), "streaming text", settle=False)
+        p.save(12, "busy_streaming", expect(c, "busy", "empty"), "answer streaming slowly")
+        p.wait(both(claude_idle, has_re(STAMP)), "idle after streaming", timeout=60)
+
+        srv.script("claude", [Turn.disconnect(times=3), Turn.reply("Recovered after the dropped connections.")])
+        p.submit("try once more")
+        p.wait(has("retrying in"), "retrying screen", settle=False)
+        p.save(13, "busy_retrying", expect(c, "busy", "empty"), "connection dropped: 'retrying in Ns · attempt n/10'")
+        p.wait(both(claude_idle, has("Recovered after")), "idle after retries", timeout=60)
+
+        srv.script("claude", [
+            # outside the project, so auto mode wants its (unreachable) server-side check
+            Turn.tool(ToolCall("Bash", {"command": "ls /tmp", "description": "List the temporary folder"}),
+                      text="Let me look."),
+            Turn.reply("Listed the temporary folder."),
+        ])
+        p.submit("what is in /tmp?")
+        p.wait(has("Auto mode can't check actions"), "auto-mode notice dialog")
+        p.save(14, "dialog_automode", expect(c, "dialog", "absent", {
+            "prompt": "Auto mode can't check actions in this session", "options": []}),
+            "Bash call without an allow rule, offline: auto mode's check cannot run")
+        p.keys("Enter")
+        p.wait(has("Do you want to proceed?"), "Bash permission dialog")
+        p.save(15, "dialog_permission", expect(c, "dialog", "absent", {
+            "prompt": "Do you want to proceed?", "options": ["No", "Yes"]}),
+            "tool-permission dialog for the Bash call")
+        p.keys("Down")
+        time.sleep(0.3)
+        p.keys("Enter")
+        p.wait(both(claude_idle, has("Listed the temporary folder.")), "idle after tool call")
+
+        srv.script("claude", [Turn.tool(ToolCall("Bash", {"command": "sleep 6", "description": "Wait six seconds"})),
+                              Turn.reply("Waited six seconds.")])
+        p.submit("wait six seconds")
+        p.wait(both(has("esc to interrupt"), has("sleep 6")), "tool running", settle=False)
+        p.save(19, "busy_tool_running", expect(c, "busy", "empty"),
+               "an allowed Bash call (sleep 6) running; the foreground command stays claude")
+        p.wait(both(claude_idle, has("Waited six seconds.")), "idle after the tool ran")
+
+        srv.script("claude", [Turn.fail(400, "scripted invalid request", times=40)])
+        p.submit("this request fails")
+        p.wait(both(claude_idle, has("API Error")), "API error shown")
+        p.save(16, "api_error", expect(c, "idle", "empty"), "HTTP 400 every time: 'API Error: 400 ...' then the prompt")
+        srv.clear_script("claude")
+
+        for i in range(6):
+            srv.script("claude", [Turn.reply(f"Part {i + 1}. {LONG_REPLY}")])
+            p.submit(f"tell me part {i + 1}")
+            p.wait(both(claude_idle, has(f"Part {i + 1}.")), f"long reply {i + 1}")
+        p.save(17, "long_scrollback", expect(c, "idle", "empty"), "six long answers: hundreds of lines of history",
+               scrollback=LONG_SCROLLBACK)
+
+        p.submit("/clear")
+        p.wait(both(claude_idle, lacks("Part 6.")), "cleared conversation")
+        p.save(18, "after_clear", expect(c, "idle", "empty"), "/clear: new session, empty composer")
+        p.close()
+
+
+def transcript_claude(rig: Rig) -> None:
+    v = H.version(CLAUDE)
+    with step(f"claude {v}: transcript session"):
+        p, home, _ = claude_launch(rig, 80, "transcript", allow=["Bash(ls)", "Bash(ls:*)"])
+        p.wait(claude_idle, "idle composer")
+        rig.server.script("claude", [
+            Turn.reply("Hello! I am ready to help with this project."),
+            Turn.tool(ToolCall("Bash", {"command": "ls", "description": "List files in the project"}),
+                      text="I will list the files."),
+            Turn.reply("The project holds one file, notes.txt."),
+        ])
+        p.submit("hello, who are you?")
+        p.wait(both(claude_idle, has("ready to help")), "first answer")
+        p.submit("which files are in this project?")
+        p.wait(both(claude_idle, has("holds one file")), "answer after the tool call")
+        time.sleep(1.0)
+        out = TRANSCRIPTS / CLAUDE / v
+        shutil.rmtree(out, ignore_errors=True)
+        claude_dir = home / ".claude"
+        files = [f for f in claude_dir.glob("projects/*/*.jsonl")]
+        files += list(claude_dir.glob("sessions/*.json")) + list(claude_dir.glob("history.jsonl"))
+        for f in files:
+            dest = out / f.relative_to(claude_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+            print(f"  copied {dest.relative_to(REPO)}")
+        p.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Codex
+# --------------------------------------------------------------------------------------------------
+
+CODEX = "codex"
+CODEX_PLACEHOLDER = "Ask Codex to do anything"
+
+
+def codex_composer_empty(cap: H.Capture) -> bool:
+    return "? for shortcuts" in "\n".join(cap.text.rstrip("\n").split("\n")[-3:])
+
+
+def codex_idle(cap: H.Capture) -> bool:
+    return codex_composer_empty(cap) and "esc to interrupt" not in cap.text
+
+
+def codex_launch(rig: Rig, width: int, tag: str, git: bool = False, **home_kw: object) -> tuple[Pane, Path, Path]:
+    home, cwd = rig.place(f"codex-{tag}-{width}", git=git)
+    env = H.codex_home(home, cwd, rig.url, **home_kw)  # type: ignore[arg-type]
+    p = rig.launch(CODEX, H.version(CODEX), [str(H.binary(CODEX)), *H.CODEX_IN_PROCESS], env, cwd, width)
+    return p, home, cwd
+
+
+def capture_codex(rig: Rig, width: int) -> None:
+    v = H.version(CODEX)
+    srv = rig.server
+    c = CODEX
+
+    with step(f"codex {v} @{width}: model-upgrade dialog"):
+        p, _, _ = codex_launch(rig, width, "notice", notices_seen=False)
+        p.wait(has("Try new model"), "model upgrade dialog")
+        p.save(1, "startup_model_notice", expect(c, "dialog", "absent", {
+            "prompt": "Meet GPT-6 Sol", "options": ["Try new model", "Use existing model"]}),
+            "first start with gpt-5.5: Codex offers its newer model")
+        p.close()
+
+    with step(f"codex {v} @{width}: trust dialog"):
+        p, _, _ = codex_launch(rig, width, "trust", git=True, trust=False)
+        p.wait(has("Trust this folder?"), "trust dialog")
+        p.save(2, "startup_trust", expect(c, "dialog", "absent", {
+            "prompt": "Trust this folder?", "options": ["Trust and continue", "Back to Agent Command Center"]}),
+            "untrusted git repository: the folder trust dialog")
+        p.close()
+
+    with step(f"codex {v} @{width}: main session"):
+        p, _, _ = codex_launch(rig, width, "main", retries=3, approval_policy="on-request")
+        p.wait(both(codex_idle, has(CODEX_PLACEHOLDER)), "idle composer with placeholder")
+        p.save(3, "idle_empty", expect(c, "idle", "empty"),
+               f"fresh start: the composer shows the dim placeholder '{CODEX_PLACEHOLDER}'")
+
+        p.type("fix the failing test in parser.py")
+        p.wait(has("› fix the failing test in parser.py"), "one-line draft")
+        p.save(4, "draft_oneline", expect(c, "idle", "draft"), "typed one line, not submitted")
+
+        p.keys("C-a")
+        p.wait(lambda cap: cap.cursor[0] == 2 and "parser.py" in cap.text, "cursor at start of draft")
+        p.save(5, "draft_cursor_home", expect(c, "idle", "draft"),
+               "same draft with the cursor moved to its start (cursor alone must not mean empty)")
+        clear_composer(p, codex_composer_empty, "cleared composer")
+
+        p.type("first line of a longer prompt")
+        p.keys("C-j")
+        p.type("second line")
+        p.keys("C-j")
+        p.type("third line")
+        p.wait(has("third line"), "multi-line draft")
+        p.save(6, "draft_multiline", expect(c, "idle", "draft"), "three lines typed with Ctrl-J")
+        clear_composer(p, codex_composer_empty, "cleared composer")
+
+        p.paste("\n".join(f"log line {i}: value={i * 7} status=ok, padded past Codex's paste limit"
+                           for i in range(40)))
+        p.wait(has("[Pasted Content"), "pasted-content placeholder")
+        p.save(7, "draft_pasted", expect(c, "idle", "draft"), "a long paste: shown as [Pasted Content N chars]")
+        clear_composer(p, codex_composer_empty, "cleared composer")
+
+        p.type("/cle")
+        p.wait(has("/clear"), "slash-command menu")
+        p.save(8, "draft_slash_menu", expect(c, "idle", "draft"), "'/cle' typed: the command menu is open")
+        clear_composer(p, codex_composer_empty, "cleared composer")
+        p.wait(codex_idle, "idle again")
+
+        gate = Gate()
+        srv.script("codex", [Turn.held(gate, "The project has a parser and its tests.")])
+        p.submit("explain the project layout")
+        p.wait(has("esc to interrupt"), "busy (held request)", settle=False)
+        assert gate.reached.wait(20)
+        p.save(9, "busy_waiting", expect(c, "busy", "empty"), "request held open: 'Working (Ns • esc to interrupt)'")
+
+        p.type("and then run the tests")
+        p.wait(has("› and then run the tests"), "draft while busy", settle=False)
+        p.save(10, "busy_with_draft", expect(c, "busy", "draft"), "typed (not submitted) while the turn runs")
+        clear_composer(p, codex_composer_empty, "cleared composer while busy", settle=False)
+        gate.release()
+        p.wait(both(codex_idle, has("Worked for")), "finished-turn stamp")
+        p.save(11, "finished_stamp", expect(c, "idle", "empty"), "turn done: 'Worked for Ns • HH:MM'")
+
+        srv.script("codex", [Turn.reply(STREAM_REPLY, chunk_delay=0.2, chunk_chars=6)])
+        p.submit("write a short summary")
+        # Codex hides its "Working (esc to interrupt)" line while text streams: only the missing
+        # end-of-turn stamp tells this screen from an idle one
+        p.wait(both(has("line 2."), lacks("line 8.")), "streaming text", settle=False)
+        p.save(12, "busy_streaming", expect(c, "busy", "empty"),
+               "answer streaming slowly; no busy line on screen, no 'Worked for' stamp yet")
+        p.wait(both(codex_idle, has("line 8.")), "idle after streaming", timeout=60)
+
+        gate = Gate()
+        srv.script("codex", [Turn.cut_off(times=2), Turn.held(gate, "Recovered after the broken streams.")])
+        p.submit("try once more")
+        p.wait(has("Reconnecting..."), "reconnecting screen", settle=False)
+        assert gate.reached.wait(20)
+        p.wait(has("Reconnecting..."), "reconnecting screen (held)", settle=False)
+        p.save(13, "busy_retrying", expect(c, "busy", "empty"), "stream broken twice: 'Reconnecting... n/3'")
+        gate.release()
+        p.wait(both(codex_idle, has("Recovered after")), "idle after reconnecting")
+
+        srv.script("codex", [
+            Turn.tool(ToolCall("exec_command", {"cmd": "touch created.txt", "sandbox_permissions": "require_escalated",
+                                                "justification": "Create a file in the project?"}),
+                      text="I will create the file."),
+            Turn.reply("Created created.txt."),
+        ])
+        p.submit("create a file")
+        p.wait(has("Would you like to run the following command?"), "permission dialog")
+        p.save(14, "dialog_permission", expect(c, "dialog", "absent", {
+            "prompt": "Would you like to run the following command?",
+            "options": ["Yes, proceed (y)",
+                        "Yes, and don't ask again for commands that start with `touch created.txt` (p)",
+                        "No, and tell Codex what to do differently (esc)"]}),
+            "exec_command asking for escalation under approval_policy on-request")
+        p.keys("y")
+        p.wait(both(codex_idle, has("Created created.txt.")), "idle after tool call")
+
+        srv.script("codex", [Turn.tool(ToolCall("exec_command", {"cmd": "sleep 6"})), Turn.reply("Waited six seconds.")])
+        p.submit("wait six seconds")
+        p.wait(both(has("esc to interrupt"), has("background terminal running")), "tool running", settle=False)
+        p.save(19, "busy_tool_running", expect(c, "busy", "empty"),
+               "exec_command (sleep 6) running in the sandbox; the foreground command stays node")
+        p.wait(both(codex_idle, has("Waited six seconds.")), "idle after the tool ran")
+
+        srv.script("codex", [Turn.fail(500, "scripted server failure", times=60)])
+        p.submit("this request fails")
+        p.wait(both(codex_idle, has("■")), "error shown")
+        p.save(15, "api_error", expect(c, "idle", "empty"), "HTTP 500 past the retries: an error line, then the prompt")
+        srv.clear_script("codex")
+
+        if "f2 to view" in p.cap().text:
+            p.keys("F2")
+            p.wait(has("esc dismiss"), "warnings panel")
+            p.save(16, "dialog_warnings", expect(c, "dialog", "absent", {
+                "prompt": "Warnings", "options": []}), "F2: the retained-warnings panel")
+            p.keys("Escape")
+            p.wait(codex_idle, "idle after warnings")
+
+        for i in range(6):
+            srv.script("codex", [Turn.reply(f"Part {i + 1}. {LONG_REPLY}")])
+            p.submit(f"tell me part {i + 1}")
+            p.wait(both(codex_idle, has(f"Part {i + 1}.")), f"long reply {i + 1}")
+        p.save(17, "long_scrollback", expect(c, "idle", "empty"), "six long answers: hundreds of lines of history",
+               scrollback=LONG_SCROLLBACK)
+
+        p.submit("/clear")
+        p.wait(both(codex_idle, lacks("Part 6.")), "cleared conversation")
+        p.save(18, "after_clear", expect(c, "idle", "empty"), "/clear: terminal cleared, new chat")
+        p.close()
+
+
+def transcript_codex(rig: Rig) -> None:
+    v = H.version(CODEX)
+    with step(f"codex {v}: transcript session"):
+        p, home, _ = codex_launch(rig, 80, "transcript")
+        p.wait(codex_idle, "idle composer")
+        rig.server.script("codex", [
+            Turn.reply("Hello! I am ready to help with this project."),
+            Turn.tool(ToolCall("exec_command", {"cmd": "ls"}), text="I will list the files."),
+            Turn.reply("The project holds one file, notes.txt."),
+        ])
+        p.submit("hello, who are you?")
+        p.wait(both(codex_idle, has("ready to help")), "first answer")
+        p.submit("which files are in this project?")
+        p.wait(both(codex_idle, has("holds one file")), "answer after the tool call")
+        time.sleep(1.0)
+        out = TRANSCRIPTS / CODEX / v
+        shutil.rmtree(out, ignore_errors=True)
+        codex_dir = home / ".codex"
+        files = list(codex_dir.glob("sessions/**/rollout-*.jsonl"))
+        files += [f for f in (codex_dir / "session_index.jsonl", codex_dir / "history.jsonl") if f.exists()]
+        for f in files:
+            dest = out / f.relative_to(codex_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+            print(f"  copied {dest.relative_to(REPO)}")
+        p.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# bash and non-agent programs
+# --------------------------------------------------------------------------------------------------
+
+
+def bash_version() -> str:
+    out = subprocess.run(["bash", "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"version (\d+\.\d+\.\d+)", out)
+    return f"bash-{match.group(1) if match else 'unknown'}"
+
+
+def capture_shell(rig: Rig, width: int) -> None:
+    v = bash_version()
+    unknown = expect("unknown", "unknown", "absent")
+    with step(f"shell {v} @{width}"):
+        home, cwd = rig.place(f"shell-{width}")
+        home.mkdir(parents=True, exist_ok=True)
+        env = H.base_env(home)
+        env["PS1"] = r"\u@devbox:\w\$ "
+        (home / "tmp").mkdir(exist_ok=True)
+        p = rig.launch("shell", v, ["bash", "--norc", "--noprofile", "-i"], env, cwd, width)
+        prompt = has_re(r"devbox:.*[$#]$")
+        p.wait(prompt, "bash prompt")
+        p.submit("ls -la")
+        p.wait(both(prompt, has("notes.txt")), "ls output and prompt")
+        p.save(1, "bash_prompt_empty", expect("shell", "idle", "empty"), "interactive bash at its prompt")
+        p.type("git status --short")
+        p.wait(has("git status --short"), "typed command")
+        p.save(2, "bash_prompt_typed", expect("shell", "idle", "draft"), "a command typed, not run")
+        p.keys("C-u")
+        p.wait(prompt, "prompt cleared")
+
+        p.submit("sleep 300")
+        p.wait(lambda cap: cap.command == "sleep", "sleep in the foreground")
+        p.save(3, "foreground_sleep", unknown, "a plain command running in the foreground (sleep)")
+        p.keys("C-c")
+        p.wait(both(prompt, lambda cap: cap.command == "bash"), "prompt back")
+
+        (cwd / "README.txt").write_text("\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog."
+                                                  for i in range(200)) + "\n")
+        p.submit("less README.txt")
+        p.wait(both(has("Line 0:"), lambda cap: cap.command == "less"), "less")
+        p.save(4, "less", unknown, "less, a full-screen pager")
+        p.keys("q")
+        p.wait(both(prompt, lambda cap: cap.command == "bash"), "prompt back")
+
+        p.submit("vim -u NONE -N README.txt")
+        p.wait(both(has("Line 0:"), lambda cap: cap.command == "vim"), "vim")
+        p.save(5, "vim", unknown, "vim, a full-screen editor")
+        p.keys("Escape")
+        p.type(":q!")
+        p.keys("Enter")
+        p.wait(both(prompt, lambda cap: cap.command == "bash"), "prompt back")
+
+        p.submit("node")
+        p.wait(both(has_re(r"^>$"), lambda cap: cap.command == "node"), "node REPL")
+        p.save(6, "node_repl", unknown,
+               "node's REPL: foreground 'node' like Claude Code or Codex, but no agent on screen")
+        p.close()
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--harness", choices=["claude", "codex", "shell", "all"], default="all")
+    parser.add_argument("--width", type=int, action="append", choices=sorted(SIZES))
+    parser.add_argument("--no-transcripts", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
+    args = parser.parse_args(argv)
+    widths = args.width or sorted(SIZES)
+    chosen = ["claude", "codex", "shell"] if args.harness == "all" else [args.harness]
+    for name in chosen:
+        if name in H.PINNED:
+            print(f"installing {name} {H.version(name)} (skipped when present) ...", flush=True)
+            H.install(name)
+    started = time.monotonic()
+    rig = Rig(keep=args.keep)
+    try:
+        for name in chosen:
+            if name in H.PINNED:
+                folder = SCREENS / name / H.version(name)
+                for width in widths:
+                    for old in folder.glob(f"*_{width}.*"):
+                        old.unlink()
+            for width in widths:
+                {"claude": capture_claude, "codex": capture_codex, "shell": capture_shell}[name](rig, width)
+            if not args.no_transcripts:
+                if name == "claude":
+                    transcript_claude(rig)
+                elif name == "codex":
+                    transcript_codex(rig)
+    finally:
+        rig.close()
+    print(f"{len(rig.saved)} screens in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
