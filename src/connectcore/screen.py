@@ -1,0 +1,460 @@
+"""The screen reader: who is in a pane and whether it waits for input, from its text alone.
+
+Pure and deterministic (no model, no I/O): the daemon passes the captured pane text (visible screen,
+optionally with scrollback above it), the pane's foreground command and the cursor, and gets a
+:class:`Reading`. The delivery machine types a message only on ``reading.ready_for_message``:
+an agent harness, idle, with an empty composer. Typing into a running turn steers it, typing into a
+menu answers it, typing into a draft submits someone's half-written prompt, so the rule is one-sided:
+
+    anything the reader is not sure of is NOT idle-and-empty.
+
+How it decides (details in docs/screen-reader.md):
+
+1. Harness: the foreground command first (``claude``, ``codex``, shells ...); for commands that may
+   run any agent (``node``, a bare version number) the screen's identity markers decide; any other
+   program is ``unknown``.
+2. Agents: find the composer frame at the bottom (Claude Code: a ``❯`` line between two rules;
+   Codex: a ``›`` line, a blank line, its status line). No frame: a dialog if its key hints are in
+   the last lines (the question and options are extracted), else unknown.
+3. Composer: empty when it holds nothing or exactly a known placeholder hint with the cursor at its
+   start; anything else (text, more lines, a pasted-content placeholder) is a draft. A cursor
+   outside the composer means something else has focus: unknown.
+4. Activity: busy when a busy marker shows near the composer; for Codex, which hides its busy line
+   while text streams, idle also needs the end of the last turn (or the session banner) on screen.
+5. Fingerprint: sha256 of the text with volatile parts (spinner lines, clocks, timers, token counts)
+   normalised and the cursor left out, so "is this still the screen I saw?" survives a ticking timer
+   but not a changed composer.
+
+Harness-specific knowledge is data, in :mod:`connectcore.screen_harnesses`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from connectcore.screen_harnesses import (
+    AMBIGUOUS_COMMANDS,
+    GENERIC_VOLATILE,
+    RULES,
+    SHELL_COMMANDS,
+    SHELL_PROMPT_END,
+    VERSION_COMMAND,
+    Frame,
+    Harness,
+    ScreenRules,
+)
+
+__all__ = [
+    "Activity",
+    "Composer",
+    "Harness",
+    "Question",
+    "Reading",
+    "harness_from_command",
+    "read_screen",
+]
+
+AGENT_HARNESSES = frozenset({Harness.CLAUDE, Harness.CODEX, Harness.OPENCODE})
+
+
+class Activity(StrEnum):
+    IDLE = "idle"  # waiting for input
+    BUSY = "busy"  # a turn is running (streaming, tools, retries, compaction)
+    DIALOG = "dialog"  # a menu, permission or question prompt waits for an answer
+    UNKNOWN = "unknown"
+
+
+class Composer(StrEnum):
+    EMPTY = "empty"
+    DRAFT = "draft"  # any text the user typed, one line or many, pasted-content placeholders too
+    ABSENT = "absent"  # no composer on screen (dialog, full-screen program, unknown)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A dialog's question and its options, as shown (``options`` may be empty)."""
+
+    prompt: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reading:
+    harness: Harness
+    activity: Activity
+    composer: Composer
+    question: Question | None
+    fingerprint: str
+
+    @property
+    def ready_for_message(self) -> bool:
+        """An agent harness, idle, with an empty composer: the one state a message may be typed in."""
+        return (
+            self.harness in AGENT_HARNESSES
+            and self.activity is Activity.IDLE
+            and self.composer is Composer.EMPTY
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------
+
+
+def read_screen(
+    text: str,
+    foreground_command: str,
+    cursor: tuple[int, int] | None = None,
+    *,
+    height: int | None = None,
+) -> Reading:
+    """Read one pane.
+
+    ``text``: ``capture-pane -p`` output, plain (no ``-e``), optionally with scrollback above the
+    visible screen. ``cursor``: ``(#{cursor_x}, #{cursor_y})`` as tmux reports them, the row counted
+    from the top of the visible screen, which is the last ``height`` lines of ``text``; ``height``
+    defaults to the whole text (no scrollback). With scrollback, pass ``height=#{pane_height}``.
+    """
+    lines = _lines(text)
+    row_cursor = _cursor_in_text(lines, cursor, height)
+    harness = harness_from_command(foreground_command, lines)
+    rules = RULES.get(harness)
+    if rules is not None:
+        return _read_agent(rules, lines, row_cursor)
+    if harness is Harness.SHELL:
+        activity, composer = _read_shell(lines, row_cursor)
+        return Reading(harness, activity, composer, None, _fingerprint(lines, (), None))
+    return Reading(Harness.UNKNOWN, Activity.UNKNOWN, Composer.ABSENT, None, _fingerprint(lines, (), None))
+
+
+def harness_from_command(foreground_command: str, lines: list[str] | None = None) -> Harness:
+    """The harness a pane runs: by command name; for ambiguous commands by the screen ``lines``."""
+    command = foreground_command.strip().rsplit("/", 1)[-1]
+    for rules in RULES.values():
+        if command in rules.commands:
+            return rules.harness
+    if command in SHELL_COMMANDS:
+        return Harness.SHELL
+    if (command in AMBIGUOUS_COMMANDS or VERSION_COMMAND.match(command)) and lines is not None:
+        return _harness_from_screen(lines)
+    return Harness.UNKNOWN
+
+
+# --------------------------------------------------------------------------------------------------
+# Text preparation
+# --------------------------------------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with no-break spaces as spaces (Claude Code's prompt is '❯' + NBSP) and no trailing
+    blanks. Line numbers are kept: line i of the result is line i of the text."""
+    lines = [line.replace("\u00a0", " ").rstrip() for line in text.split("\n")]
+    if lines and lines[-1] == "" and text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def _cursor_in_text(lines: list[str], cursor: tuple[int, int] | None,
+                    height: int | None) -> tuple[int, int] | None:
+    """(column, line index in ``lines``), or None when unknown or out of range."""
+    if cursor is None:
+        return None
+    x, y = cursor
+    screen = len(lines) if height is None else height
+    row = len(lines) - screen + y
+    if x < 0 or y < 0 or not 0 <= row < len(lines):
+        return None
+    return x, row
+
+
+def _bottom(lines: list[str]) -> int:
+    """Index one past the last non-blank line."""
+    end = len(lines)
+    while end > 0 and not lines[end - 1].strip():
+        end -= 1
+    return end
+
+
+def _harness_from_screen(lines: list[str]) -> Harness:
+    text = "\n".join(lines)
+    found = [rules.harness for rules in RULES.values()
+             if rules.identity and any(p.search(text) for p in rules.identity)]
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:  # both seen (e.g. one agent's screen quoted in the other's scrollback):
+        # the agent whose composer or dialog frame is at the bottom wins, else nobody
+        at_bottom = [h for h in found if _find_composer(RULES[h], lines) is not None]
+        return at_bottom[0] if len(at_bottom) == 1 else Harness.UNKNOWN
+    return Harness.UNKNOWN
+
+
+# --------------------------------------------------------------------------------------------------
+# Agents
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Frame:
+    first: int  # line index of the composer's first line
+    last: int  # line index of its last line
+    footer: tuple[int, int]  # [start, end) of the footer lines
+    texts: tuple[str, ...]  # the composer's lines without prompt glyph and indentation
+
+
+def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None) -> Reading:
+    if _has_dialog_hints(rules, lines):
+        return Reading(rules.harness, Activity.DIALOG, Composer.ABSENT, _question(rules, lines),
+                       _fingerprint(lines, rules.volatile, None))
+    frame = _find_composer(rules, lines)
+    if frame is None:
+        return Reading(rules.harness, Activity.UNKNOWN, Composer.ABSENT, None,
+                       _fingerprint(lines, rules.volatile, None))
+    fingerprint = _fingerprint(lines, rules.volatile, frame)
+    composer = _composer(rules, frame, cursor)
+    if composer is None:  # the cursor is outside the composer: something else has the focus
+        return Reading(rules.harness, Activity.UNKNOWN, Composer.DRAFT if any(frame.texts) else Composer.EMPTY,
+                       None, fingerprint)
+    return Reading(rules.harness, _activity(rules, lines, frame), composer, None, fingerprint)
+
+
+def _find_composer(rules: ScreenRules, lines: list[str]) -> _Frame | None:
+    end = _bottom(lines)
+    if end == 0 or not rules.prompt_glyphs:
+        return None
+    if rules.frame is Frame.RULED:
+        return _ruled_composer(rules, lines, end)
+    return _gap_composer(rules, lines, end)
+
+
+def _ruled_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
+    """Claude Code: rule, '❯ text', continuation lines, rule, then at most a few footer lines."""
+    assert rules.rule is not None
+    rule_rows = [i for i in range(max(0, end - 60), end) if rules.rule.match(lines[i])]
+    if len(rule_rows) < 2:
+        return None
+    top, bottom = rule_rows[-2], rule_rows[-1]
+    if end - bottom - 1 > rules.max_footer_lines or bottom - top < 2:
+        return None
+    texts = _strip_prompt(rules, lines[top + 1:bottom])
+    if texts is None:
+        return None
+    return _Frame(top + 1, bottom - 1, (bottom + 1, end), texts)
+
+
+def _gap_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
+    """Codex: '› text', continuation lines, one blank line, a status line, a few hint lines."""
+    for blank in range(end - 1, max(0, end - rules.max_footer_lines - 1) - 1, -1):
+        if lines[blank].strip():
+            continue
+        footer = (blank + 1, end)
+        if footer[0] >= end or not any(p.match(lines[footer[0]]) for p in rules.footer_first):
+            continue
+        first = blank - 1
+        while first >= 0 and lines[first].startswith(" " * rules.prompt_width) and lines[first].strip():
+            first -= 1
+        if first < 0 or not lines[first].strip():
+            return None
+        texts = _strip_prompt(rules, lines[first:blank])
+        if texts is None:
+            return None
+        return _Frame(first, blank - 1, footer, texts)
+    return None
+
+
+def _strip_prompt(rules: ScreenRules, block: list[str]) -> tuple[str, ...] | None:
+    """The composer's lines without the prompt glyph (first line) and indentation (the rest)."""
+    head = block[0]
+    for glyph in rules.prompt_glyphs:
+        if head == glyph or head.startswith(glyph + " "):
+            texts = [head[len(glyph):].strip()]
+            texts += [line[rules.prompt_width:] if line.startswith(" " * rules.prompt_width) else line
+                      for line in block[1:]]
+            return tuple(t.rstrip() for t in texts)
+    return None
+
+
+def _composer(rules: ScreenRules, frame: _Frame, cursor: tuple[int, int] | None) -> Composer | None:
+    """EMPTY, DRAFT, or None when the cursor is not in the composer at all."""
+    texts = frame.texts
+    at_start = cursor is None or cursor == (rules.prompt_width, frame.first)
+    if cursor is not None and not frame.first <= cursor[1] <= frame.last:
+        return None
+    if len(texts) == 1 and (not texts[0] or _is_placeholder(rules, texts[0])):
+        return Composer.EMPTY if at_start else Composer.DRAFT
+    return Composer.DRAFT
+
+
+def _is_placeholder(rules: ScreenRules, text: str) -> bool:
+    return any(p.fullmatch(text) for p in rules.placeholders)
+
+
+def _activity(rules: ScreenRules, lines: list[str], frame: _Frame) -> Activity:
+    status = lines[max(0, frame.first - 1 - rules.status_lines):frame.first]
+    footer = lines[frame.footer[0]:frame.footer[1]]
+    if any(p.search(line) for p in rules.busy for line in (*status, *footer)):
+        return Activity.BUSY
+    if not rules.turn_end:
+        return Activity.IDLE
+    return _turn_state(rules, lines[:frame.first])
+
+
+def _turn_state(rules: ScreenRules, above: list[str]) -> Activity:
+    """GAP harnesses: idle only when the last block of output is a turn's end, or when the session
+    banner shows and no prompt was submitted after it."""
+    rows = [line for line in above if not any(p.match(line) for p in rules.ignore_above_composer)]
+    blocks = _blocks(rows)
+    if blocks and any(p.match(blocks[-1][0]) for p in rules.turn_end):
+        return Activity.IDLE
+    prompts = [i for i, line in enumerate(rows) if rules.history_prompt and rules.history_prompt.match(line)]
+    banners = [i for i, line in enumerate(rows) if any(p.search(line) for p in rules.session_banner)]
+    if banners and (not prompts or prompts[-1] < banners[-1]):
+        return Activity.IDLE
+    return Activity.BUSY if prompts else Activity.UNKNOWN
+
+
+def _blocks(rows: list[str]) -> list[list[str]]:
+    """Runs of non-blank lines."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in rows:
+        if line.strip():
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+# --------------------------------------------------------------------------------------------------
+# Dialogs
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_dialog_hints(rules: ScreenRules, lines: list[str]) -> bool:
+    end = _bottom(lines)
+    tail = [line for line in lines[:end] if line.strip()][-rules.dialog_hint_lines:]
+    return any(p.search(line) for p in rules.dialog_hints for line in tail)
+
+
+def _question(rules: ScreenRules, lines: list[str]) -> Question | None:
+    """The dialog's question (a known prompt, else the nearest line ending in '?' above the options,
+    else the first line of the dialog) and its options (the block around the selected one)."""
+    end = _bottom(lines)
+    start = max(0, end - 40)
+    if rules.rule is not None:  # a ruled harness draws its dialogs below a rule line
+        start = max([start, *(i + 1 for i in range(start, end) if rules.rule.match(lines[i]))])
+    selected = next((i for i in range(end - 1, start - 1, -1) if rules.option_selector.match(lines[i])), None)
+    options: tuple[str, ...] = ()
+    top = end
+    if selected is not None:
+        column = _option_column(lines[selected])
+        first, last = selected, selected
+        while first > start and _is_option_line(lines[first - 1], column, below=False):
+            first -= 1
+        while last + 1 < end and _is_option_line(lines[last + 1], column, below=True):
+            last += 1
+        options = _options(lines[first:last + 1])
+        top = first
+    window = lines[max(start, top - 30):top]
+    for line in reversed(window):
+        for pattern in rules.dialog_prompts:
+            match = pattern.search(line)
+            if match:
+                return Question(match.group(0).strip(), options)
+    for line in reversed(window):
+        if "?" in line:
+            return Question(line.strip()[: line.strip().index("?") + 1], options)
+    blocks = _blocks(window)
+    if blocks:
+        return Question(blocks[0][0].strip(), options)
+    return Question("", options) if options else None
+
+
+OPTION_NUMBER = re.compile(r"^(\d+)\.\s+")
+SELECTOR_GLYPHS = ("❯", "›", ">")
+
+
+def _option_column(line: str) -> int:
+    """Where an option's text starts: after the selector glyph on the selected line."""
+    stripped = line.lstrip()
+    return len(line) - len(stripped) + 2 if stripped[:1] in SELECTOR_GLYPHS else len(line) - len(stripped)
+
+
+def _is_option_line(line: str, column: int, *, below: bool) -> bool:
+    """A sibling option: same column as the selected option's text (or the selector glyph's), or,
+    below it, a deeper-indented continuation of a wrapped option."""
+    if not line.strip():
+        return False
+    indent = len(line) - len(line.lstrip())
+    if line.lstrip()[:1] in SELECTOR_GLYPHS and indent == column - 2:
+        return True
+    return indent == column or (below and indent > column)
+
+
+def _options(block: list[str]) -> tuple[str, ...]:
+    items: list[str] = []
+    numbered = any(OPTION_NUMBER.match(_unselect(line)) for line in block)
+    for line in block:
+        text = _unselect(line)
+        match = OPTION_NUMBER.match(text)
+        if match:
+            items.append(text[match.end():])
+        elif numbered and items:
+            items[-1] = f"{items[-1]} {text}"
+        else:
+            items.append(text)
+    return tuple(items)
+
+
+def _unselect(line: str) -> str:
+    text = line.strip()
+    for glyph in SELECTOR_GLYPHS:
+        if text.startswith(glyph + " "):
+            return text[len(glyph) + 1:].strip()
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# Shells
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_shell(lines: list[str], cursor: tuple[int, int] | None) -> tuple[Activity, Composer]:
+    """A prompt on the last non-blank line (and the cursor on it, when known): idle; text after the
+    prompt's end is a draft. Anything else (a command's output) is unknown."""
+    end = _bottom(lines)
+    if end == 0:
+        return Activity.UNKNOWN, Composer.ABSENT
+    last = end - 1
+    if cursor is not None and cursor[1] != last:
+        return Activity.UNKNOWN, Composer.ABSENT
+    match = SHELL_PROMPT_END.match(lines[last])
+    if match is None:
+        return Activity.UNKNOWN, Composer.ABSENT
+    typed = match.group("typed") or ""
+    if cursor is not None and cursor[0] < len(match.group("prompt")):
+        return Activity.UNKNOWN, Composer.ABSENT
+    return Activity.IDLE, Composer.DRAFT if typed.strip() else Composer.EMPTY
+
+
+# --------------------------------------------------------------------------------------------------
+# Fingerprint
+# --------------------------------------------------------------------------------------------------
+
+
+def _fingerprint(lines: list[str], volatile: tuple[tuple[re.Pattern[str], str], ...],
+                 frame: _Frame | None) -> str:
+    """sha256 of the screen with volatile parts normalised; composer lines are kept verbatim."""
+    keep = range(frame.first, frame.last + 1) if frame is not None else range(0)
+    out = []
+    for i, line in enumerate(lines[:_bottom(lines)]):
+        if i not in keep:
+            for pattern, replacement in (*volatile, *GENERIC_VOLATILE):
+                line = pattern.sub(replacement, line)
+        out.append(line)
+    return hashlib.sha256("\n".join(out).encode("utf-8")).hexdigest()
