@@ -100,7 +100,8 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
     sock = sock or bind_socket(config.host, config.port)
     port = int(sock.getsockname()[1])
     store = Store.open(config.data_dir)
-    tmux = TmuxAdapter(socket_name=config.tmux_socket, socket_path=config.tmux_socket_path)
+    tmux = TmuxAdapter(socket_name=config.tmux_socket, socket_path=config.tmux_socket_path, launcher_dir=config.data_dir)
+    tmux.sync.remove_stale_launchers()
     engine = Engine(
         store,
         tmux,

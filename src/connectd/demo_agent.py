@@ -36,6 +36,7 @@ class Agent:
         self.busy_until = 0.0
         self.dialog: str | None = None
         self.pending_reply: str | None = None
+        self.last_frame = ""
 
     # --- screen ---------------------------------------------------------------------------------
 
@@ -63,21 +64,24 @@ class Agent:
             lines = self.composer.split("\n") or [""]
             composer = ["❯ " + lines[0]] + ["  " + line for line in lines[1:]]
             status = "  ⏵⏵ auto mode on (shift+tab to cycle)"
-            if time.monotonic() < self.busy_until:
-                spinner = "✻✶✳✢·"[int(time.monotonic() * 4) % 5]
-                elapsed = int(self.busy_until - time.monotonic())
-                body += [f"{spinner} Working… ({elapsed}s · esc to interrupt)"]
             foot = [RULE * width, *composer, RULE * width, status]
+            if time.monotonic() < self.busy_until:  # the spinner sits just above the composer
+                spinner = "✻✶✳✢·"[int(time.monotonic() * 4) % 5]
+                left = int(self.busy_until - time.monotonic())
+                foot = [f"{spinner} Working… ({left}s · esc to interrupt)", "", *foot]
         room = max(0, height - len(head) - len(foot))
         body = body[-room:] if room else []
         screen = head + body + [""] * (room - len(body)) + foot
-        out = "\x1b[H\x1b[2J" + "\r\n".join(line[:width] for line in screen[:height])
+        # Redraw in place, only when the frame changed: no blank intermediate frames, no idle output.
+        out = "\x1b[H" + "\r\n".join(line[:width] + "\x1b[K" for line in screen[:height]) + "\x1b[J"
         if self.dialog is None:
-            row = len(head) + room + 1 + self.composer.count("\n")
+            row = len(screen) - len(foot) + foot.index(composer[0]) + self.composer.count("\n")
             col = 2 + len(self.composer.split("\n")[-1])
             out += f"\x1b[{row + 1};{col + 1}H"
-        sys.stdout.write(out)
-        sys.stdout.flush()
+        if out != self.last_frame:
+            self.last_frame = out
+            sys.stdout.write(out)
+            sys.stdout.flush()
 
     # --- input ----------------------------------------------------------------------------------
 

@@ -301,7 +301,7 @@ class Engine:
             capture = await self.tmux.capture(pane_id, SCROLLBACK_LINES)
         except TmuxError:
             return None
-        reading = read_screen(capture.text, state.info.current_command, capture.cursor)
+        reading = read_screen(capture.text, state.info.current_command, capture.cursor, height=capture.height)
         changed = state.reading is None or (state.reading.fingerprint, state.reading.ready_for_message) != (
             reading.fingerprint,
             reading.ready_for_message,
@@ -349,7 +349,7 @@ class Engine:
             reading: Reading | None = None
             if info is not None:
                 capture = await self.tmux.capture(check.pane_id, SCROLLBACK_LINES)
-                reading = read_screen(capture.text, info.current_command, capture.cursor)
+                reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
                 ready, fingerprint = reading.ready_for_message, reading.fingerprint
             message = self.hub.messages.get(check.message)
             handle_target = self._handle_target(message) if message is not None else None
@@ -392,7 +392,7 @@ class Engine:
                 return False, f"confirming re-read failed: {exc}"
             state = self.panes.get(typed.pane_id)
             command = state.info.current_command if state else ""
-            reading = read_screen(capture.text, command, capture.cursor)
+            reading = read_screen(capture.text, command, capture.cursor, height=capture.height)
             seen = marker in _unwrap(capture.text)
             if reading.composer is Composer.DRAFT:
                 last = "the text is still in the composer"

@@ -163,7 +163,7 @@ class Restarter:
             return R.PaneObserved(engine.clock(), record.pane_id, record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
         incarnation = engine._token_of(info)
         capture = await engine.tmux.capture(record.pane_id)
-        reading = read_screen(capture.text, info.current_command, capture.cursor)
+        reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
         return R.PaneObserved(
             engine.clock(),
             record.pane_id,

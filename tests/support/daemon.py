@@ -144,9 +144,9 @@ class DaemonProcess:
         token = None
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and token is None:
-            if log.exists():
-                first = json.loads(log.read_text().splitlines()[0])
-                token = first.get("token")
+            lines = log.read_text().splitlines() if log.exists() else []
+            if lines and lines[0].endswith("}"):
+                token = json.loads(lines[0]).get("token")
                 if token or connect == "off":
                     break
             time.sleep(0.05)
