@@ -159,14 +159,15 @@ def _lines(text: str) -> list[str]:
 
 def _cursor_in_text(lines: list[str], cursor: tuple[int, int] | None,
                     height: int | None) -> tuple[int, int] | None:
-    """(column, line index in ``lines``), or None when unknown or out of range."""
+    """(column, line index in ``lines``); None when not given; (-1, -1), which lies in no
+    composer and on no prompt, when given but outside the text."""
     if cursor is None:
         return None
     x, y = cursor
     screen = len(lines) if height is None else height
     row = len(lines) - screen + y
     if x < 0 or y < 0 or not 0 <= row < len(lines):
-        return None
+        return -1, -1
     return x, row
 
 

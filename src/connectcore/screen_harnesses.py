@@ -100,8 +100,8 @@ CLAUDE = ScreenRules(
     max_footer_lines=3,
     busy=_rx(
         r"esc to interrupt",
-        r"^[·✢✳✶✻✽*] \S.*… \(",  # the spinner line: "✶ Caramelizing… (14s · ↓ 58 tokens)"
-        r"^[·✢✳✶✻✽*] \S.*…$",
+        r"^\s*[·✢✳✶✻✽*] \S.*… \(",  # the spinner line: "✶ Caramelizing… (14s · ↓ 58 tokens)"
+        r"^\s*[·✢✳✶✻✽*] \S.*…$",
         r"retrying in \d+",
         r"attempt \d+/\d+",
     ),
@@ -111,7 +111,8 @@ CLAUDE = ScreenRules(
     history_prompt=None,
     ignore_above_composer=(),
     placeholders=_rx(
-        r'Try ".*"?',  # Try "fix lint errors" (may be cut with …)
+        r'Try "[^"]*"',  # Try "fix lint errors"
+        r'Try "[^"]*…',  # the same, cut short by a narrow pane
         r"Press up to (edit|select) (a )?queued messages?.*",
         r"Message @\S+…?",
     ),
