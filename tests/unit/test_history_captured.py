@@ -2,9 +2,10 @@
 
 ``tests/fixtures/transcripts/{claude,codex}/<version>/`` mirror a Claude Code root (``projects/``,
 ``sessions/<pid>.json``) and a Codex root (``sessions/YYYY/MM/DD/rollout-*.jsonl``,
-``session_index.jsonl``). Each captured session is two typed prompts and one shell tool call:
-"hello, who are you?" and "which files are in this project?", the tool listing ``notes.txt``.
-Every captured version is checked; a harness with no capture yet is skipped, saying so.
+``session_index.jsonl``). Each captured session is two typed prompts and one shell tool call listing
+``notes.txt``. The oracle for the prompts is each program's own ``history.jsonl`` (what it recorded
+as typed by the human), independent of the transcript the parser reads. Every captured version is
+checked; a harness with no capture yet is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from connectd.history.liveness import verify_claude_record
 from connectd.procfs import ProcStat
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
-PROMPTS = ("hello, who are you?", "which files are in this project?")
+PROMPTS = ("hello, who are you", "which files are in this project?")  # as typed by the capture
+
+
+def typed(root: Path, session_id: str) -> tuple[str, ...]:
+    """The prompts the program itself recorded in its ``history.jsonl`` for this session."""
+    out = []
+    for line in (root / "history.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row.get("sessionId", row.get("session_id")) == session_id:
+            out.append(row.get("display", row.get("text")))
+    return tuple(out)
 
 
 def versions(harness: str) -> list[Path]:
@@ -45,7 +56,8 @@ def check_claude_root(root: Path, tmp_path: Path) -> None:
         assert report.skips == [], report.skip_counts()
         [entry] = [e for e in ix.entries() if e.entrypoint is not Entrypoint.SUBAGENT]
         full = ix.get(Harness.CLAUDE, entry.session_id, with_prompts=True)
-        assert full.prompts == PROMPTS
+        assert full.prompts == typed(root, entry.session_id)
+        assert [p.rstrip("?") for p in full.prompts] == [p.rstrip("?") for p in PROMPTS]
         assert full.entrypoint is Entrypoint.INTERACTIVE
         assert full.cwd and full.resume_argv == ("claude", "--resume", entry.session_id)
         assert full.last_active is not None and full.started is not None
@@ -67,7 +79,8 @@ def check_codex_root(root: Path, tmp_path: Path) -> None:
         assert report.skips == [], report.skip_counts()
         [entry] = ix.entries()
         full = ix.get(Harness.CODEX, entry.session_id, with_prompts=True)
-        assert full.prompts == PROMPTS
+        assert full.prompts == typed(root, entry.session_id)
+        assert [p.rstrip("?") for p in full.prompts] == [p.rstrip("?") for p in PROMPTS]
         assert full.entrypoint is Entrypoint.INTERACTIVE
         assert full.resume_argv == ("codex", "resume", entry.session_id)
         if (root / "session_index.jsonl").exists():
