@@ -172,9 +172,9 @@ CODEX = ScreenRules(
     ),
     status_lines=6,
     # Codex hides its "Working" line while answer text streams: idle needs the turn's end on screen
+    # (exact shapes: a model's own paragraph "Worked for the team..." must not end a turn)
     turn_end=_rx(
-        r"^\s*Worked for .*",
-        r"^\s*─+ Worked for .*",
+        r"^\s*(─+ )?Worked for <?\d+[hms]( \d+[hms])*( • \d{1,2}:\d{2})?( ─+)?$",
         r"^■ ",
     ),
     session_banner=_rx(r">_ OpenAI Codex \(v"),

@@ -176,6 +176,9 @@ def test_codex_streaming_without_busy_line_is_busy_until_the_turn_end_shows() ->
     assert read(done, "codex").activity is Activity.IDLE
     failed = codex_screen("Ask Codex to do anything", body=("› write", "", "■ We’re currently experiencing high demand."))
     assert read(failed, "codex").activity is Activity.IDLE
+    prose = codex_screen("Ask Codex to do anything",
+                         body=("› write", "", "• First paragraph.", "", "  Worked for the team in 2024 • 10:30"))
+    assert read(prose, "codex").activity is Activity.BUSY  # the model's words are not the turn's end
 
 
 def test_codex_working_line_is_busy() -> None:
