@@ -144,7 +144,7 @@ class Pane:
         history = len(lines) - full.height
         if history < 0:
             raise RuntimeError(f"capture has {len(lines)} lines for a {full.height}-line pane")
-        folder = SCREENS / self.harness_dir / self.version
+        folder = self.rig.screens / self.harness_dir / self.version
         folder.mkdir(parents=True, exist_ok=True)
         stem = f"{number:02d}_{state}_{self.width}"
         (folder / f"{stem}.txt").write_text(full.text)
@@ -171,8 +171,10 @@ class Pane:
 
 
 class Rig:
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, keep: bool, screens: Path = SCREENS, transcripts: Path = TRANSCRIPTS) -> None:
         self.keep = keep
+        self.screens = screens
+        self.transcripts = transcripts
         self.root = Path(tempfile.mkdtemp(prefix="connect-capture-"))
         self.server = ModelServer()
         self.url = self.server.start()
@@ -413,7 +415,7 @@ def transcript_claude(rig: Rig) -> None:
         p.submit("which files are in this project?")
         p.wait(both(claude_idle, has("holds one file")), "answer after the tool call")
         time.sleep(1.0)
-        out = TRANSCRIPTS / CLAUDE / v
+        out = rig.transcripts / CLAUDE / v
         shutil.rmtree(out, ignore_errors=True)
         claude_dir = home / ".claude"
         files = [f for f in claude_dir.glob("projects/*/*.jsonl")]
@@ -422,7 +424,7 @@ def transcript_claude(rig: Rig) -> None:
             dest = out / f.relative_to(claude_dir)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dest)
-            print(f"  copied {dest.relative_to(REPO)}")
+            print(f"  copied {dest}")
         p.close()
 
 
@@ -607,7 +609,7 @@ def transcript_codex(rig: Rig) -> None:
         p.submit("which files are in this project?")
         p.wait(both(codex_idle, has("holds one file")), "answer after the tool call")
         time.sleep(1.0)
-        out = TRANSCRIPTS / CODEX / v
+        out = rig.transcripts / CODEX / v
         shutil.rmtree(out, ignore_errors=True)
         codex_dir = home / ".codex"
         files = list(codex_dir.glob("sessions/**/rollout-*.jsonl"))
@@ -616,7 +618,7 @@ def transcript_codex(rig: Rig) -> None:
             dest = out / f.relative_to(codex_dir)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dest)
-            print(f"  copied {dest.relative_to(REPO)}")
+            print(f"  copied {dest}")
         p.close()
 
 
@@ -690,6 +692,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, action="append", choices=sorted(SIZES))
     parser.add_argument("--no-transcripts", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
+    parser.add_argument("--out", type=Path, default=SCREENS,
+                        help="screens folder (default tests/fixtures/screens; a temp folder to verify)")
+    parser.add_argument("--transcripts-out", type=Path, default=TRANSCRIPTS)
     args = parser.parse_args(argv)
     widths = args.width or sorted(SIZES)
     chosen = ["claude", "codex", "shell"] if args.harness == "all" else [args.harness]
@@ -698,11 +703,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"installing {name} {H.version(name)} (skipped when present) ...", flush=True)
             H.install(name)
     started = time.monotonic()
-    rig = Rig(keep=args.keep)
+    rig = Rig(keep=args.keep, screens=args.out, transcripts=args.transcripts_out)
     try:
         for name in chosen:
             if name in H.PINNED:
-                folder = SCREENS / name / H.version(name)
+                folder = args.out / name / H.version(name)
                 for width in widths:
                     for old in folder.glob(f"*_{width}.*"):
                         old.unlink()

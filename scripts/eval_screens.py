@@ -13,6 +13,7 @@ screen read as idle-and-empty that is not).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import Counter, defaultdict
@@ -87,10 +88,13 @@ def table(title: str, rows: list[str], cols: list[str], counts: Counter[tuple[st
     return "\n".join(lines)
 
 
-def main() -> int:
-    cases = load_corpus()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="screens folder (default: the fixtures)")
+    args = parser.parse_args(argv)
+    cases = load_corpus(args.corpus)
     if not cases:
-        print(f"no fixtures under {CORPUS}")
+        print(f"no fixtures under {args.corpus}")
         return 1
     by_group: dict[str, list[tuple[Case, Reading]]] = defaultdict(list)
     failures: list[tuple[Case, list[str]]] = []
