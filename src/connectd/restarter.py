@@ -92,7 +92,7 @@ class Restarter:
         self.tokens[restart_id] = (token, scopes)
         self.active[restart_id] = state
         assert engine._tg is not None
-        engine._tg.start_soon(self._drive, restart_id, R.Begin(engine.clock()))
+        engine._tg.start_soon(self._drive, restart_id, R.Begin(now=engine.clock()))
         return {"restart": restart_id, "pane": pane_id, "session": [launcher.harness, session_id], "step": state.record.step.value}
 
     async def recover_open(self) -> None:
@@ -101,7 +101,7 @@ class Restarter:
             self.active[record.restart_id] = R.resume(record, self.limits)
             condition = await self._condition(record.pane_id)
             assert self.engine._tg is not None
-            self.engine._tg.start_soon(self._drive, record.restart_id, R.Recover(self.engine.clock(), condition, await self._fresh_env(record)))
+            self.engine._tg.start_soon(self._drive, record.restart_id, R.Recover(now=self.engine.clock(), condition=condition, env=await self._fresh_env(record)))
 
     # --- driving ------------------------------------------------------------------------------------
 
@@ -134,12 +134,12 @@ class Restarter:
         engine = self.engine
         record = state.record
         if inspect:
-            return R.Recover(engine.clock(), await self._condition(record.pane_id), await self._fresh_env(record))
+            return R.Recover(now=engine.clock(), condition=await self._condition(record.pane_id), env=await self._fresh_env(record))
         if record.step in R.AWAITING_DONE:
-            return R.StepDone(engine.clock(), record.step)
+            return R.StepDone(now=engine.clock(), step=record.step)
         while True:  # observing: answer when something the machine cares about is seen, or time out
             if state.deadline is not None and engine.clock() >= state.deadline:
-                return R.Timeout(engine.clock())
+                return R.Timeout(now=engine.clock())
             seen = await self._observe(record)
             if seen is not None and self._meaningful(record.step, seen, record):
                 return seen
@@ -160,14 +160,14 @@ class Restarter:
         if info is None:
             return None
         if info.dead or not info.pane_pid or not info.process_start_time:
-            return R.PaneObserved(engine.clock(), record.pane_id, record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
+            return R.PaneObserved(now=engine.clock(), pane_id=record.pane_id, incarnation=record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
         incarnation = engine._token_of(info)
         capture = await engine.tmux.capture(record.pane_id)
         reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
         return R.PaneObserved(
-            engine.clock(),
-            record.pane_id,
-            incarnation,
+            now=engine.clock(),
+            pane_id=record.pane_id,
+            incarnation=incarnation,
             agent_running=reading.harness.value == record.harness,
             idle=reading.activity is Activity.IDLE,
             composer_empty=reading.composer is Composer.EMPTY,
