@@ -705,6 +705,9 @@ class Engine:
             plan = L.plain_plan(launcher, extra_env=env) if session is None else replace(
                 L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session
             )
+            preset_id = _off_session_preset(launcher) if session is None else None
+            if preset_id is not None:
+                plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
             env_all = dict(plan.env_add)
         target_session = tmux_session or await self._default_tmux_session()
         pane_id = await self.tmux.new_window(target_session, plan.argv, cwd, env_all)
@@ -775,6 +778,18 @@ def message_view(message: Message) -> dict[str, Any]:
         "created_at": message.created_at,
         "final_at": message.final_at,
     }
+
+
+def _off_session_preset(launcher: L.Launcher) -> str | None:
+    """A session id to preset on a launch with connect off, where the harness takes one (Claude Code's
+    ``--session-id``) and the user's argv picks none. The pane is then bound to its session from the
+    start, so restart-to-connect can resume it later; without it nothing names the session."""
+    rule = L.HARNESS_RULES.get(launcher.harness)
+    if launcher.opaque is not None or rule is None or not rule.presets_session_id:
+        return None
+    if L._session_picked(rule, launcher.argv):
+        return None
+    return str(uuid.uuid4())
 
 
 def _self_published_title(info: PaneInfo) -> str:
