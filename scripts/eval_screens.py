@@ -14,69 +14,16 @@ screen read as idle-and-empty that is not).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
-from connectcore.screen import Activity, Composer, Reading, read_screen  # noqa: E402
-
-CORPUS = REPO / "tests" / "fixtures" / "screens"
-AGENTS = {"claude", "codex", "opencode"}
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str  # <program>/<version>/<stem>
-    text: str
-    meta: dict[str, Any]
-
-    @property
-    def expected(self) -> dict[str, Any]:
-        return dict(self.meta["expected"])
-
-    @property
-    def expected_ready(self) -> bool:
-        e = self.expected
-        return e["harness"] in AGENTS and e["activity"] == "idle" and e["composer"] == "empty"
-
-    def read(self, *, with_cursor: bool = True) -> Reading:
-        cursor = tuple(self.meta["cursor"]) if with_cursor else None
-        return read_screen(self.text, self.meta["foreground_command"], cursor,  # type: ignore[arg-type]
-                           height=self.meta["height"])
-
-
-def load_corpus(root: Path = CORPUS) -> list[Case]:
-    cases = []
-    for meta_path in sorted(root.glob("*/*/*.json")):
-        text_path = meta_path.with_suffix(".txt")
-        meta = json.loads(meta_path.read_text())
-        cases.append(Case(str(meta_path.relative_to(root).with_suffix("")), text_path.read_text(), meta))
-    return cases
-
-
-def misses(case: Case, reading: Reading) -> list[str]:
-    """What the reading got wrong, as readable lines (empty: all right)."""
-    e = case.expected
-    out = []
-    for field in ("harness", "activity", "composer"):
-        got = str(getattr(reading, field))
-        if got != e[field]:
-            out.append(f"{field}: expected {e[field]}, read {got}")
-    question = e.get("question")
-    if question is not None:
-        got_q = None if reading.question is None else {"prompt": reading.question.prompt,
-                                                        "options": list(reading.question.options)}
-        if got_q != question:
-            out.append(f"question: expected {question}, read {got_q}")
-    if reading.ready_for_message and not case.expected_ready:
-        out.append("FALSE READY: read as idle with an empty composer")
-    return out
+from connectcore.screen import Activity, Composer, Reading  # noqa: E402
+from tests.support.screen_corpus import CORPUS, Case, load_corpus, misses  # noqa: E402
 
 
 def table(title: str, rows: list[str], cols: list[str], counts: Counter[tuple[str, str]]) -> str:

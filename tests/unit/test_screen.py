@@ -18,7 +18,7 @@ from connectcore.screen import (
     read_screen,
 )
 from connectcore.screen_harnesses import CLAUDE as CLAUDE_RULES
-from scripts.eval_screens import Case, load_corpus, misses
+from tests.support.screen_corpus import Case, load_corpus, misses
 
 CORPUS = load_corpus()
 RULE = "─" * 80
