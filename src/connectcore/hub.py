@@ -61,7 +61,10 @@ class PaneView:
     ready: bool
     fingerprint: str
     armed: bool
-    need_busy: bool = False  # after typing: the next idle counts only once the pane was seen not ready
+    # After typing: the next idle counts only once the pane was seen not ready, or showed an idle screen
+    # other than the one it had when the typing was confirmed (a turn too quick to be seen busy).
+    need_busy: bool = False
+    stale: tuple[str, ...] = ()  # idle screens that do not count as the next idle (before, while typing)
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,7 @@ class TypingObserved:
     message: MessageKey
     landed: bool
     detail: str = ""
+    fingerprint: str = ""  # the confirming reading's screen ("" when there was none)
 
 
 @dataclass(frozen=True)
@@ -652,10 +656,12 @@ def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
     if old is not None and old.incarnation != ev.incarnation:
         hub, effects = _pane_gone(hub, PaneGone(ev.now, ev.pane_id, old.incarnation))
         old = None
-    need_busy = old is not None and old.need_busy and ev.ready
-    transition = ev.ready and (old is None or not old.ready) and not need_busy
+    need_busy = old is not None and old.need_busy and ev.ready and ev.fingerprint in old.stale
+    released = old is not None and old.need_busy and not need_busy and ev.ready
+    transition = ev.ready and (old is None or not old.ready or released) and not need_busy
     armed = ev.ready and (transition or (old is not None and old.armed))
-    view = PaneView(ev.incarnation, ev.ready, ev.fingerprint, armed, need_busy)
+    stale = old.stale if old is not None and need_busy else ()
+    view = PaneView(ev.incarnation, ev.ready, ev.fingerprint, armed, need_busy, stale)
     hub = replace(hub, panes={**hub.panes, ev.pane_id: view})
     hub, more = _maybe_attempt(hub, ev.pane_id, ev.now)
     return hub, effects + more
@@ -730,6 +736,9 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
         return hub, ()
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")
     hub = _store(hub, typing)
+    assert view is not None
+    typing_view = replace(view, ready=False, armed=False, need_busy=True, stale=(view.fingerprint,))
+    hub = replace(hub, panes={**hub.panes, pane: typing_view})
     inc = message.recipient_incarnation
     return hub, (
         Persist("message", typing.key, typing),
@@ -800,9 +809,10 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
         hub, effects = _finalize(hub, message, "not_confirmed", ev.now, ev.detail or "typing not confirmed")
     view = hub.panes.get(message.recipient_pane)
     if view is not None:
+        stale = (*view.stale, ev.fingerprint) if view.need_busy and ev.fingerprint else view.stale
         hub = replace(
             hub,
-            panes={**hub.panes, message.recipient_pane: replace(view, ready=False, armed=False, need_busy=True)},
+            panes={**hub.panes, message.recipient_pane: replace(view, armed=False, stale=stale)},
         )
     return hub, effects
 

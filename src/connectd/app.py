@@ -24,6 +24,7 @@ from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
 from connectd.mcp_endpoint import build_mcp
+from connectd.page import page_routes
 from connectd.store import Store
 from connectd.tmux import TmuxAdapter
 
@@ -42,7 +43,7 @@ class Config:
     limits: Limits = DEFAULT_LIMITS
     cap: Preset = Preset.COLLABORATE
     timing: Timing = field(default_factory=Timing)
-    history: Any | None = None
+    history: Any | None = None  # True: the index in the data directory; or a HistoryService
     launchers: dict[str, Any] | None = None
     watch_control_mode: bool = True
 
@@ -112,6 +113,11 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
         cap=config.cap,
     )
     auth = OwnerAuth.load_or_create(config.data_dir)
+    if config.history is True:
+        from connectd.history.service import HistoryService
+
+        config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.pane_pids)
+    engine.history = config.history or None
     mcp = build_mcp(engine, config.history)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
 
@@ -121,7 +127,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             yield
 
     app = Starlette(
-        routes=[*owner_routes(engine, auth, config.history), Mount("/", app=mcp_app)],
+        routes=[*page_routes(engine, auth, config.data_dir), *owner_routes(engine, auth, config.history), Mount("/", app=mcp_app)],
         lifespan=lifespan,
     )
     app.add_middleware(LoopbackGuard, port=port)
@@ -139,7 +145,8 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             await tg.start(daemon.engine.run)
             if daemon.config.watch_control_mode:
                 tg.start_soon(_watch_control_mode, daemon)
-            tg.start_soon(_serve_http, server, daemon.sock)
+            http_done = anyio.Event()
+            tg.start_soon(_serve_http, server, daemon.sock, http_done)
             while not server.started:
                 await anyio.sleep(0.02)
             if ready is not None:
@@ -147,15 +154,19 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
                 if result is not None:
                     await result
             await _until_signal()
-            server.should_exit = True
-            await anyio.sleep(0)
+            server.should_exit = True  # let uvicorn close its connections and run its lifespan shutdown
+            with anyio.move_on_after(5):
+                await http_done.wait()
             tg.cancel_scope.cancel()
     finally:
         daemon.store.close()
 
 
-async def _serve_http(server: uvicorn.Server, sock: socket.socket) -> None:
-    await server.serve(sockets=[sock])
+async def _serve_http(server: uvicorn.Server, sock: socket.socket, done: anyio.Event) -> None:
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        done.set()
 
 
 async def _until_signal() -> None:

@@ -45,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tmux_socket_path=args.tmux_socket_path,
         limits=policy.limits,
         cap=policy.cap,
-        history=_history_service(data_dir) if not args.no_history else None,
+        history=not args.no_history,
         launchers=_launchers(data_dir),
     )
     daemon = build_daemon(config)
@@ -60,12 +60,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     anyio.run(lambda: serve(daemon, ready=ready))
     return 0
-
-
-def _history_service(data_dir: Path) -> Any:
-    from connectd.history.service import HistoryService
-
-    return HistoryService(data_dir=data_dir)
 
 
 def _launchers(data_dir: Path) -> dict[str, Any]:
@@ -328,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    logging.basicConfig(level=os.environ.get("CONNECTD_LOG", "WARNING").upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

@@ -95,6 +95,7 @@ class Agent:
         self.transcript += ["> " + line for line in prompt.split("\n")] + [""]
         words = prompt.split()
         if words[0] == "/exit":
+            time.sleep(float(os.environ.get("DEMO_EXIT_DELAY", "0")))  # a slow exit, for crash tests
             return False
         if words[0] == "/busy":
             seconds = float(words[1]) if len(words) > 1 else BUSY_DEFAULT

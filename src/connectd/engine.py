@@ -32,7 +32,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore.consent import Decision
-from connectcore.delivery import DEFAULT_LIMITS, Limits, Message
+from connectcore.delivery import DEFAULT_LIMITS, Limits, Message, MessageState
 from connectcore.effects import (
     Audit,
     CheckGuard,
@@ -145,6 +145,10 @@ class Engine:
         from connectd.restarter import Restarter
 
         self.restarter = Restarter(self)
+        self.history: Any | None = None  # the session index, when the daemon serves history
+        # The --env a launch was given, by (pane, incarnation), so a restart relaunches under the same
+        # environment. In memory only: values may be secrets, so they are never persisted.
+        self.launch_env: dict[tuple[str, str], dict[str, str]] = {}
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -160,6 +164,8 @@ class Engine:
             tg.start_soon(self._loop, self.timing.capture, self._capture_dirty)
             tg.start_soon(self._loop, self.timing.sweep, self._sweep)
             tg.start_soon(self._loop, self.timing.tick, self._tick)
+            if self.history is not None:
+                tg.start_soon(self._build_history)
             task_status.started()
             try:
                 await anyio.sleep_forever()
@@ -173,6 +179,18 @@ class Engine:
             except TmuxError as exc:
                 log.warning("tmux: %s", exc)
             await anyio.sleep(every)
+
+    async def _build_history(self) -> None:
+        """Bring the session index up to date once at start, off the event loop."""
+        try:
+            report = await anyio.to_thread.run_sync(self.history.update)  # type: ignore[union-attr]
+            log.info("history index: %s", report)
+        except Exception as exc:  # a broken index must not take the daemon down
+            log.warning("history index update failed: %s", exc)
+
+    def pane_pids(self) -> dict[int, str]:
+        """{pane process pid: pane id} of the watched tmux server, for history liveness."""
+        return {s.info.pane_pid: p for p, s in self.panes.items() if s.info.pane_pid}
 
     def mark_output(self, pane_id: str) -> None:
         """The control-mode reader saw output from this pane: capture it at the next round."""
@@ -190,6 +208,8 @@ class Engine:
                 raise
             await anyio.to_thread.run_sync(self.store.apply, effects)
             self.hub = hub
+        if log.isEnabledFor(logging.DEBUG) and not isinstance(event, H.Tick):
+            log.debug("%s -> %s", event, [type(e).__name__ for e in effects])
         self._dispatch(effects)
         return effects
 
@@ -359,10 +379,19 @@ class Engine:
                 )
             )
             typed = next((e for e in effects if isinstance(e, TypeText)), None)
-            if typed is None:
+            if typed is not None:
+                landed, detail, seen = await self._type(typed, reading)
+                await self.step(H.TypingObserved(self.clock(), check.message, landed, detail, seen))
                 return
-            landed, detail = await self._type(typed, reading)
-            await self.step(H.TypingObserved(self.clock(), check.message, landed, detail))
+        after = self.hub.messages.get(check.message)
+        if after is not None and after.state is MessageState.READY and reading is not None and incarnation:
+            # The screen changed under the guard: its fresh reading is the pane's next observation.
+            # Report it (paced like the watcher), or a pane that then stays still would never re-arm.
+            await anyio.sleep(self.timing.capture)
+            state = self.panes.get(check.pane_id)
+            if state is not None and state.record.token == incarnation:
+                state.reading = reading
+            await self.step(H.PaneObserved(self.clock(), check.pane_id, incarnation, ready, fingerprint))
 
     def _handle_target(self, message: Message) -> H.Recipient | None:
         if message.handle is None:
@@ -373,14 +402,14 @@ class Engine:
             return None
         return H.Recipient(record.pane_id, record.token, record.harness, message.handle)
 
-    async def _type(self, typed: TypeText, before: Reading | None) -> tuple[bool, str]:
+    async def _type(self, typed: TypeText, before: Reading | None) -> tuple[bool, str, str]:
         """Paste, settle, Enter, then look for the text to land. Any doubt is unconfirmed."""
         try:
             await self.tmux.paste_text(typed.pane_id, typed.text)
             await anyio.sleep(self.timing.settle)
             await self.tmux.press_enter(typed.pane_id)
         except (TmuxError, ValueError) as exc:
-            return False, f"send failed partway: {exc}"
+            return False, f"send failed partway: {exc}", ""
         marker = typed.text.split("\n", 1)[0][:60]
         deadline = anyio.current_time() + self.timing.confirm
         last = "no reading after typing"
@@ -389,7 +418,7 @@ class Engine:
             try:
                 capture = await self.tmux.capture(typed.pane_id, SCROLLBACK_LINES)
             except TmuxError as exc:
-                return False, f"confirming re-read failed: {exc}"
+                return False, f"confirming re-read failed: {exc}", ""
             state = self.panes.get(typed.pane_id)
             command = state.info.current_command if state else ""
             reading = read_screen(capture.text, command, capture.cursor, height=capture.height)
@@ -398,9 +427,9 @@ class Engine:
                 last = "the text is still in the composer"
                 continue
             if reading.activity is Activity.BUSY or (seen and reading.composer is Composer.EMPTY):
-                return True, "typed and submitted"
+                return True, "typed and submitted", reading.fingerprint
             last = "the typed text is not visible"
-        return False, last
+        return False, last, ""
 
     # --- agent calls (the MCP endpoint calls these) ------------------------------------------------
 
@@ -533,16 +562,26 @@ class Engine:
                 return message_view(current) | {"inbox": self._inbox(principal.id)}
 
     def _inbox(self, principal_id: str) -> list[dict[str, Any]]:
-        """Messages delivered to this agent in the reply window (so a wait can break on them)."""
+        """Messages typed into this agent's pane in the reply window (so a wait can break on them).
+
+        A message being typed counts: the recipient can read and act on it before the confirming
+        re-read marks it delivered (a real Claude Code agent called get_message about a reply while
+        connectd was still confirming it, and was told of no reply).
+        """
         now = self.clock()
         members = grants.group(self.hub.book, principal_id)
         return [
             {"ref": m.ref, "from": m.sender_actor, "in_reply_to": m.in_reply_to}
             for m in self.hub.messages.values()
             if m.recipient_principal in members
-            and m.outcome == "delivered"
-            and m.final_at is not None
-            and now - m.final_at <= self.hub.limits.reply_window
+            and (
+                m.state is MessageState.TYPING
+                or (
+                    m.outcome == "delivered"
+                    and m.final_at is not None
+                    and now - m.final_at <= self.hub.limits.reply_window
+                )
+            )
         ]
 
     async def list_messages(self, token: str) -> list[dict[str, Any]]:
@@ -715,6 +754,7 @@ class Engine:
         if info is None or incarnation is None:
             raise EngineError("launch_failed", f"{launcher_name} exited at once in {pane_id}")
         session_key = (launcher.harness, plan.session_id) if plan.session_id else None
+        self.launch_env[(pane_id, incarnation)] = dict(extra_env or {})
         await anyio.to_thread.run_sync(
             lambda: self.store.record_launch(
                 pane_id,

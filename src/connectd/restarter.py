@@ -36,6 +36,7 @@ class Restarter:
         self.limits = limits or R.RestartLimits()
         self.active: dict[str, R.Restart] = {}  # restart id -> state
         self.tokens: dict[str, tuple[str, frozenset[grants.Scope]]] = {}  # restart id -> (token, scopes)
+        self.extra_env: dict[str, dict[str, str]] = {}  # restart id -> the launch's own --env
 
     # --- starting ---------------------------------------------------------------------------------
 
@@ -68,7 +69,8 @@ class Restarter:
         if not session_id:
             raise EngineError("ambiguous_binding", f"{pane_id} holds no unambiguously bound session to resume")
         token = new_token()
-        plan = L.resume_plan(launcher, session_id, endpoint_url=engine.endpoint_url)
+        extra_env = engine.launch_env.get((pane_id, record.token), {})
+        plan = L.resume_plan(launcher, session_id, endpoint_url=engine.endpoint_url, extra_env=extra_env)
         assert plan.token_env is not None
         original = await engine.tmux.get_pane_option(pane_id, R.REMAIN_ON_EXIT)
         restart_id = new_id("restart")
@@ -90,6 +92,7 @@ class Restarter:
         )
         await engine.step(H.SetGrant(engine.clock(), (launcher.harness, session_id), scopes))
         self.tokens[restart_id] = (token, scopes)
+        self.extra_env[restart_id] = dict(extra_env)
         self.active[restart_id] = state
         assert engine._tg is not None
         engine._tg.start_soon(self._drive, restart_id, R.Begin(now=engine.clock()))
@@ -123,6 +126,7 @@ class Restarter:
                 if state.record.step in R.FINAL:
                     self.active.pop(restart_id, None)
                     self.tokens.pop(restart_id, None)
+                    self.extra_env.pop(restart_id, None)
                     return
                 event = await self._next_event(state, observe, inspect)
         except (R.RestartError, TmuxError) as exc:
@@ -224,6 +228,7 @@ class Restarter:
         info, incarnation = await engine._fresh_incarnation(effect.pane_id)
         if info is None or incarnation is None:
             return
+        engine.launch_env[(effect.pane_id, incarnation)] = self.extra_env.get(restart_id, {})
         await anyio.to_thread.run_sync(
             lambda: engine.store.record_launch(
                 effect.pane_id, incarnation, launcher=record.launcher, harness=record.harness,

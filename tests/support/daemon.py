@@ -43,7 +43,15 @@ class AgentHandle:
 
 
 class DaemonProcess:
-    def __init__(self, tmp: Path, tmux: TmuxServer, *, policy: str = "", extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        tmux: TmuxServer,
+        *,
+        policy: str = "",
+        extra_args: tuple[str, ...] = (),
+        history_roots: tuple[Path, Path] | None = None,
+    ) -> None:
         self.tmp = tmp
         self.tmux = tmux
         self.data_dir = tmp / "data"
@@ -61,6 +69,7 @@ class DaemonProcess:
         if policy:
             (self.data_dir / "policy.toml").write_text(policy)
         self.extra_args = extra_args
+        self.history_roots = history_roots  # (claude root, codex root): serve the history index
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.agents: dict[str, AgentHandle] = {}
@@ -73,10 +82,15 @@ class DaemonProcess:
         info.unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
+        env.setdefault("CONNECTD_LOG", "WARNING")
+        history = ["--no-history"]
+        if self.history_roots is not None:
+            history = []
+            env["CLAUDE_CONFIG_DIR"], env["CODEX_HOME"] = (str(p) for p in self.history_roots)
         log = open(self.tmp / "daemon.log", "ab")  # noqa: SIM115 - closed by the child's exit
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, "--no-history", *self.extra_args],
+             "--tmux-socket", self.tmux.socket_name, *history, *self.extra_args],
             stdout=log, stderr=log, env=env, cwd=str(self.workdir),
         )
         deadline = time.monotonic() + timeout

@@ -109,8 +109,8 @@ class World:
         incarnation = kw.pop("incarnation", agent.incarnation)
         return self.step(H.GuardObserved(self.now, key, incarnation, ready, fingerprint, card_id=self.fresh("card"), **kw))  # type: ignore[arg-type]
 
-    def typed(self, key: tuple[str, str], landed: bool = True) -> tuple[Effect, ...]:
-        return self.step(H.TypingObserved(self.now, key, landed))
+    def typed(self, key: tuple[str, str], landed: bool = True, fingerprint: str = "") -> tuple[Effect, ...]:
+        return self.step(H.TypingObserved(self.now, key, landed, fingerprint=fingerprint))
 
     def deliver(self, key: tuple[str, str], to: Agent) -> tuple[Effect, ...]:
         """Drive an approved message through idle, guard and typing."""

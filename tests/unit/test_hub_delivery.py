@@ -456,11 +456,35 @@ def test_messages_to_one_pane_go_one_per_idle_transition_in_order(w: World) -> N
     effects = w.idle(b)
     assert [e.message for e in effects if isinstance(e, CheckGuard)] == [k1]
     w.guard(k1, b)
-    w.typed(k1)
-    assert w.idle(b, "fp-after") == ()  # not a new idle transition until the pane was seen busy
-    assert w.idle(b, "fp-after-2") == ()
+    w.typed(k1, fingerprint="fp-submitted")
+    assert w.idle(b, "fp-idle") == ()  # the old idle screen is not the next idle
+    assert w.idle(b, "fp-submitted") == ()  # nor is the screen the confirmation saw
     w.idle(b, "busy", ready=False)
     assert [e.message for e in w.idle(b, "fp-2") if isinstance(e, CheckGuard)] == [k2]
+
+
+def test_a_turn_seen_busy_during_confirmation_counts(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    w.idle(b, "busy", ready=False)  # the agent went busy before the typing was confirmed
+    w.typed(k1, fingerprint="busy")
+    assert [e.message for e in w.idle(b, "fp-answered") if isinstance(e, CheckGuard)] == [k2]
+
+
+def test_a_turn_too_quick_to_be_seen_busy_counts_once_the_screen_moves_on(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    w.typed(k1, fingerprint="fp-submitted")
+    assert w.idle(b, "fp-submitted") == ()
+    assert [e.message for e in w.idle(b, "fp-answered") if isinstance(e, CheckGuard)] == [k2]
 
 
 def test_handle_that_moved_needs_consent_for_the_new_pane(w: World) -> None:

@@ -1,0 +1,227 @@
+"""The rest of the daemon's scenarios on real parts: expiry, revocation racing delivery, a respawned
+recipient, a crash mid-typing, restart-to-connect (and a crash inside it), history over MCP, the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from connectcore.delivery import MessageState
+from connectcore.effects import Persist
+from connectd.store import Store
+from tests.fixtures.history.transcripts import Claude, make_repo
+from tests.integration.test_daemon_e2e import agents, get_message, run, send
+from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.tmux_server import TmuxServer
+
+
+@pytest.fixture
+def tmux() -> Iterator[TmuxServer]:
+    with TmuxServer("connect-scn") as server:
+        server.new_session("main", width=160, height=40)
+        yield server
+
+
+@contextmanager
+def running(tmp_path: Path, tmux: TmuxServer, **kw: object) -> Iterator[DaemonProcess]:
+    d = DaemonProcess(tmp_path, tmux, **kw).start()  # type: ignore[arg-type]
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
+    with running(tmp_path, tmux) as d:
+        yield d
+
+
+def test_an_unanswered_card_expires_and_the_sender_learns_it(tmp_path: Path, tmux: TmuxServer) -> None:
+    with running(tmp_path, tmux, policy="[limits]\ncard_ttl = 2.0\n") as d:
+        a, b = agents(d, "a", "b")
+        run(send, d, a, b.address, "hello", "m-exp")
+        d.wait_card()
+        assert run(get_message, d, a, "m-exp", 8.0)["outcome"] == "expired"
+        assert d.cards() == [] and b.prompts() == []
+
+
+def test_revocation_racing_delivery_never_types_after_revoke_returns(daemon: DaemonProcess) -> None:
+    (b,) = agents(daemon, "b")
+    for round_ in range(4):
+        a = daemon.launch(f"a{round_}")
+        daemon.wait_ready(a)
+        # pair-approve a first message so the racing one needs no card
+        run(send, daemon, a, b.address, "warm-up", f"w{round_}")
+        daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+        wait_for(lambda n=round_: sum(p.endswith("warm-up") for p in b.prompts()) >= n + 1, 15, f"warm-up {round_}: {len(b.prompts())} prompts")
+        daemon.wait_ready(b, 20)
+        returned: list[float] = []
+
+        def revoke(pane: str = a.pane, returned: list[float] = returned) -> None:
+            daemon.api("POST", "/api/revoke", {"pane": pane})
+            returned.append(time.time())
+
+        racer = threading.Thread(target=revoke)
+        err, _ = run(send, daemon, a, b.address, f"race {round_}", f"r{round_}")
+        racer.start()
+        racer.join(30)
+        assert returned, "revoke did not return"
+        time.sleep(2.0)
+        rows = [json.loads(x) for x in b.log.read_text().splitlines() if x.strip()]
+        typed = [r for r in rows if r.get("prompt", "").endswith(f"race {round_}")]
+        assert len(typed) <= 1
+        if typed:
+            assert typed[0]["at"] <= returned[0] + 0.05, "typed after the revocation returned"
+        outcome = next(m for m in daemon.api("GET", "/api/messages") if m["message_id"] == f"r{round_}")["outcome"]
+        assert outcome in ({"delivered", "unconfirmed"} if typed else {"cancelled"}), (outcome, typed)
+
+
+def test_a_respawned_recipient_cancels_the_message(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    a, b = agents(daemon, "a", "b")
+    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 30")
+    tmux.tmux("send-keys", "-t", b.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    run(send, daemon, a, b.address, "to the old process", "m-respawn")
+    daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+    tmux.tmux("respawn-pane", "-k", "-t", b.pane, "cat")
+    assert wait_for(lambda: run(get_message, daemon, a, "m-respawn")["outcome"] == "cancelled", 10, "cancelled")
+    assert "to the old process" not in tmux.tmux("capture-pane", "-p", "-t", b.pane)
+
+
+def test_a_crash_after_typing_started_is_unconfirmed_and_never_retyped(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    a, b = agents(daemon, "a", "b")
+    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 8")
+    tmux.tmux("send-keys", "-t", b.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    run(send, daemon, a, b.address, "mid-typing", "m-crash")
+    daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+    daemon.stop(signal.SIGKILL)
+    # The crash point: "typing started" was committed, then the daemon died before it could confirm.
+    with Store.open(daemon.data_dir) as store:
+        message = next(m for m in store.messages() if m.id == "m-crash")
+        typing = dataclasses.replace(message, state=MessageState.TYPING, reason="typing started")
+        store.apply([Persist("message", typing.key, typing)])
+    daemon.start()
+    assert run(get_message, daemon, a, "m-crash")["outcome"] == "unconfirmed"
+    time.sleep(8.0)  # B goes idle again: the message must not be typed
+    assert not any("mid-typing" in p for p in b.prompts())
+
+
+def _restart_option(tmux: TmuxServer, pane: str) -> str:
+    return tmux.tmux("show-options", "-p", "-v", "-t", pane, "remain-on-exit", check=False).strip()
+
+
+def test_restart_to_connect_relaunches_onto_the_same_session_connected(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    c = daemon.launch("c", "off", session="5b3a6e44-1c3e-4d52-9d6c-2f7e5c1d9a01")
+    daemon.wait_ready(c)
+    assert c.token is None
+    before = daemon.agent_view(c.pane)
+    daemon.api("POST", "/api/restart", {"pane": c.pane, "preset": "observe"})
+    line = wait_for(lambda: next((r for r in _log_rows(c) if r.get("token")), None), 45, "the connected relaunch")
+    assert "--resume" in line["argv"] and "5b3a6e44-1c3e-4d52-9d6c-2f7e5c1d9a01" in line["argv"]
+    assert any(a.startswith("--mcp-config") for a in line["argv"])
+    after = wait_for(lambda: (v := daemon.agent_view(c.pane))["connect"] == "observe" and v, 30, "connected")
+    assert after["pane"] == before["pane"] and after["address"] != before["address"]  # same pane, new process
+    assert _restart_option(tmux, c.pane) == ""  # the pane's own remain-on-exit (unset) is back
+
+    async def whoami() -> tuple[bool, object]:
+        async with mcp_agent(daemon.mcp_url, line["token"]) as client:
+            return await call(client, "whoami")
+
+    err, who = run(whoami)
+    assert not err and who["actor"] == "agent:claude:5b3a6e44-1c3e-4d52-9d6c-2f7e5c1d9a01"  # type: ignore[index]
+
+
+def test_restart_is_refused_for_a_pane_connectd_did_not_launch(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    shell = next(x for x in daemon.api("GET", "/api/agents") if x["harness"] == "shell")
+    response = daemon.http().post("/api/restart", json={"pane": shell["pane"], "preset": "observe"})
+    assert response.status_code in (400, 409) and "not started by connectd" in response.text
+
+
+@pytest.mark.parametrize("agent_exits_before_recovery", [False, True])
+def test_a_crash_during_restart_is_recovered(tmp_path: Path, tmux: TmuxServer, agent_exits_before_recovery: bool) -> None:
+    with running(tmp_path, tmux) as d:
+        c = d.launch("c", "off", session="0d8c1a2b-3e4f-4a5b-8c6d-7e8f9a0b1c2d", env={"DEMO_EXIT_DELAY": "3"})
+        pane = c.pane
+        d.wait_ready(c)
+        d.api("POST", "/api/restart", {"pane": pane, "preset": "observe"})
+        wait_for(lambda: _restart_option(tmux, pane) == "on", 30, "remain-on-exit set (exit under way)")
+        time.sleep(0.5)
+        d.stop(signal.SIGKILL)  # the daemon dies while the agent is exiting
+        if agent_exits_before_recovery:
+            time.sleep(4.0)  # the pane is dead now (remain-on-exit kept it)
+        d.start()
+        wait_for(lambda: _restart_option(tmux, pane) == "", 45, "the original option restored")
+        live = tmux.tmux("display-message", "-p", "-t", pane, "#{pane_dead}").strip()
+        assert live == "0"  # the pane is live either way: left alone, or respawned as planned
+        rows = d.api("GET", "/api/audit?limit=1000")
+        assert any(r["action"].startswith("restart") for r in rows)
+
+
+def _log_rows(agent) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    if not agent.log.exists():
+        return []
+    return [json.loads(x) for x in agent.log.read_text().splitlines() if x.strip().endswith("}")]
+
+
+def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, tmux: TmuxServer) -> None:
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "work")
+    other = make_repo(tmp_path / "other")
+    Claude("11111111-1111-4111-8111-111111111111", str(work), branch="fix-login").prompt("fix the login redirect loop").write(claude_root)
+    Claude("22222222-2222-4222-8222-222222222222", str(other), branch="fix-login").prompt("fix the login page colours").write(claude_root)
+    with running(tmp_path, tmux, history_roots=(claude_root, codex_root)) as d:
+        a, b = agents(d, "a", "b")
+        url, token = d.mcp_url, a.token or ""
+
+        async def search() -> tuple[object, object, object]:
+            async with mcp_agent(url, token) as client:
+                found = await call(client, "find_sessions", query="login")
+                got = await call(client, "get_session", harness="claude", session_id="22222222-2222-4222-8222-222222222222")
+                mine = await call(client, "get_session", harness="claude", session_id="11111111-1111-4111-8111-111111111111")
+                return found, got, mine
+
+        (err, found), (got_err, got), (mine_err, mine) = run(search)  # type: ignore[misc]
+        assert not err, found
+        ids = [s["session_id"] for s in found["data"]]  # type: ignore[index]
+        assert ids == ["11111111-1111-4111-8111-111111111111"]  # the other repo's session is out of scope
+        assert set(found["data"][0]) <= {"harness", "session_id", "repo", "title", "cwd", "branches", "prs", "last_active", "matched_terms", "liveness", "pane"}  # type: ignore[index]
+        assert got_err and "outside the repositories this caller may read" in str(got)
+        assert not mine_err
+
+
+def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess) -> None:
+    a, b = agents(daemon, "a", "b")
+    run(send, daemon, a, b.address, "via the cli", "m-cli")
+    daemon.wait_card()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    cards = json.loads(cli("cards", "--json"))
+    assert cards[0]["text"] == "via the cli"
+    cli("approve", cards[0]["id"], "--pair")
+    wait_for(lambda: any(p.endswith("via the cli") for p in b.prompts()), 15, "delivery")
+    listed = json.loads(cli("agents", "--json"))
+    assert {x["pane"] for x in listed} >= {a.pane, b.pane}
+    audit = cli("audit")
+    assert "send_message" in audit and "consent" in audit
+    assert "delivered" in cli("messages")
