@@ -51,6 +51,7 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     from connectd.app import Config, build_daemon, serve
 
     data_dir = data_dir or Path(platformdirs.user_data_dir("connect-demo"))
+    shutil.rmtree(data_dir, ignore_errors=True)  # an isolated demo: a fresh fleet and store each time
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     subprocess.run(["tmux", "-L", DEMO_SOCKET, "kill-server"], capture_output=True)
     _tmux("new-session", "-d", "-s", "demo", "-x", "160", "-y", "48")
