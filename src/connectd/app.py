@@ -25,6 +25,7 @@ from connectd.engine import Engine, Timing
 from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
 from connectd.mcp_endpoint import build_mcp
 from connectd.page import page_routes
+from connectd.restore import restore_routes
 from connectd.store import Store
 from connectd.tmux import TmuxAdapter
 
@@ -127,7 +128,12 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             yield
 
     app = Starlette(
-        routes=[*page_routes(engine, auth, config.data_dir), *owner_routes(engine, auth, config.history), Mount("/", app=mcp_app)],
+        routes=[
+            *page_routes(engine, auth, config.data_dir),
+            *restore_routes(engine, auth),
+            *owner_routes(engine, auth, config.history),
+            Mount("/", app=mcp_app),
+        ],
         lifespan=lifespan,
     )
     app.add_middleware(LoopbackGuard, port=port)

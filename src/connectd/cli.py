@@ -243,6 +243,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
         time.sleep(1.0)
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    client = _client(args)
+    plan = client.call("GET", "/api/restore")
+    print(f"restore {len(plan['items'])} sessions?")
+    for item in plan["items"]:
+        print(f"  {item['harness']}:{item['session_id']}  in {item['cwd']}  {item.get('title') or ''}")
+    for skip in plan["skipped"]:
+        print(f"  skipped {skip['harness']}:{skip['session_id']}: {skip['reason']}")
+    if not plan["items"]:
+        return 0
+    if not args.yes and input("relaunch them? [y/N] ").strip().lower() not in {"y", "yes"}:
+        print("nothing relaunched")
+        return 1
+    result = client.call("POST", "/api/restore", {})
+    _print(args, result, [f"relaunched {r['session']} in {r['address']}" for r in result["launched"]])
+    return 0
+
+
 def cmd_token(args: argparse.Namespace) -> int:
     client = _client(args)
     try:
@@ -314,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", parents=[common, reads], help="the audit log")
     p.add_argument("--follow", action="store_true", help="keep printing new records")
     p.set_defaults(func=cmd_audit)
+    p = sub.add_parser("restore", parents=[common, reads], help="relaunch the sessions a lost tmux server held")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=cmd_restore)
     p = sub.add_parser("token", parents=[common], help="print the owner login URL")
     p.set_defaults(func=cmd_token)
 

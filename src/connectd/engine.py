@@ -149,6 +149,7 @@ class Engine:
         # The --env a launch was given, by (pane, incarnation), so a restart relaunches under the same
         # environment. In memory only: values may be secrets, so they are never persisted.
         self.launch_env: dict[tuple[str, str], dict[str, str]] = {}
+        self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -294,6 +295,14 @@ class Engine:
             binding = D.binding(self.directory, pane_id)
             if not isinstance(binding, D.SessionBinding):
                 continue
+            known = (binding.harness, binding.session_id, state.record.cwd)
+            if self._recorded_bindings.get(pane_id) != known:  # for restore after a lost server
+                self._recorded_bindings[pane_id] = known
+                await anyio.to_thread.run_sync(
+                    lambda p=pane_id, b=binding, c=state.record.cwd: self.store.record_binding(
+                        p, harness=b.harness, session_id=b.session_id, cwd=c or None, updated_at=self.clock()
+                    )
+                )
             principal = grants.principal_at(self.hub.book, state.record.token)
             if principal is None or principal.session is not None:
                 continue

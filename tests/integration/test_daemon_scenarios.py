@@ -225,3 +225,28 @@ def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess)
     audit = cli("audit")
     assert "send_message" in audit and "consent" in audit
     assert "delivered" in cli("messages")
+
+
+def test_restore_relaunches_the_sessions_a_lost_tmux_server_held(tmp_path: Path, tmux: TmuxServer) -> None:
+    session = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "work")
+    Claude(session, str(work), branch="main").prompt("keep the release notes current").write(claude_root)
+    with running(tmp_path, tmux, history_roots=(claude_root, codex_root)) as d:
+        first = d.launch("restored", "collaborate", session=session)
+        d.wait_ready(first)
+        assert d.api("GET", "/api/restore")["items"] == []  # still live: nothing to restore
+        tmux.kill()  # a stray kill-server
+        tmux.new_session("main", width=160, height=40)
+        plan = wait_for(lambda: d.api("GET", "/api/restore")["items"], 20, "the lost session listed")
+        assert [(i["harness"], i["session_id"], i["cwd"]) for i in plan] == [("claude", session, str(work))]
+        result = d.api("POST", "/api/restore", {})
+        [launched] = result["launched"]
+        assert launched["connect"] == "collaborate"  # the grant is kept: it is keyed by the session
+        view = wait_for(lambda: d.agent_view(launched["pane"]), 20, "the relaunched pane")
+        assert view["session"] == {"harness": "claude", "session_id": session}
+        assert view["connect"] == "collaborate" and view["cwd"] == str(work)
+        pid = tmux.tmux("display-message", "-p", "-t", launched["pane"], "#{pane_pid}").strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[-3:-1] == [b"--resume", session.encode()]
+        assert d.api("GET", "/api/restore")["items"] == []

@@ -65,6 +65,11 @@ class DaemonProcess:
             f"argv = [{json.dumps(str(wrapper))}]\n"
             'exit_command = "/exit"\n'
             f'resume = [{json.dumps(str(wrapper))}, "--resume", "{{session_id}}"]\n'
+            # the built-in "claude" launcher, pointed at the stand-in (restore relaunches by harness)
+            "[launchers.claude]\n"
+            'harness = "claude"\n'
+            f"argv = [{json.dumps(str(wrapper))}]\n"
+            f'resume = [{json.dumps(str(wrapper))}, "--resume", "{{session_id}}"]\n'
         )
         if policy:
             (self.data_dir / "policy.toml").write_text(policy)
