@@ -1,0 +1,1 @@
+"""The daemon benchmarks behind `make bench` (scripts/bench.py)."""

@@ -1,0 +1,122 @@
+"""MCP read throughput: ``list_agents`` over streamable HTTP on connectd (bearer token per agent, scope
+check, an audit record committed per call) vs the same SDK serving a no-op tool of the same name.
+
+Both are driven by the SDK's own client (``mcp.client.Client`` over ``streamable_http_client``) from
+this process, with the same number of concurrent clients (one MCP session each), a warm-up, then a
+fixed wall-clock window. The server's CPU per call is reported too: the client shares the machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchlib.common import cpu_seconds, log, pct
+from tests.support.daemon import mcp_agent
+
+NOOP = Path(__file__).resolve().with_name("noop_mcp.py")
+
+
+@dataclass
+class Rate:
+    server: str
+    era: str
+    clients: int
+    calls: int = 0
+    wall: float = 0.0
+    errors: int = 0
+    server_cpu: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def per_second(self) -> float:
+        return self.calls / self.wall if self.wall else 0.0
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        return self.server_cpu / self.calls * 1000 if self.calls else 0.0
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "era": self.era,
+            "clients": self.clients,
+            "calls": self.calls,
+            "errors": self.errors,
+            "calls_per_s": round(self.per_second, 1),
+            "p50_ms": round(pct(self.latencies, 50) * 1000, 2),
+            "p99_ms": round(pct(self.latencies, 99) * 1000, 2),
+            "server_cpu_ms_per_call": round(self.cpu_ms_per_call, 3),
+        }
+
+
+async def _drive(rate: Rate, url: str, tokens: list[str], server_pid: int, seconds: float, warmup: int) -> None:
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(mcp_agent(url, token, rate.era)) for token in tokens]
+
+        async def one(client: Any, record: bool, deadline: float, count: int) -> None:
+            done = 0
+            while (record and time.monotonic() < deadline) or (not record and done < count):
+                start = time.perf_counter()
+                result = await client.call_tool("list_agents", {})
+                elapsed = time.perf_counter() - start
+                done += 1
+                if record:
+                    rate.calls += 1
+                    rate.latencies.append(elapsed)
+                    rate.errors += bool(result.is_error)
+                elif result.is_error:
+                    raise RuntimeError(f"list_agents failed on {rate.server}: {result.content}")
+
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(one, client, False, 0.0, warmup)
+        cpu_before = cpu_seconds(server_pid, tree=False)
+        start = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(one, client, True, start + seconds, 0)
+        rate.wall = time.monotonic() - start
+        rate.server_cpu = cpu_seconds(server_pid, tree=False) - cpu_before
+
+
+def measure(
+    url: str, tokens: list[str], server_pid: int, *, server: str, era: str, seconds: float, warmup: int = 20
+) -> Rate:
+    rate = Rate(server, era, len(tokens))
+    anyio.run(_drive, rate, url, tokens, server_pid, seconds, warmup)
+    log(
+        f"{server} list_agents ({era}, {len(tokens)} clients): {rate.per_second:.0f} calls/s, "
+        f"p50 {pct(rate.latencies, 50) * 1000:.1f} ms, p99 {pct(rate.latencies, 99) * 1000:.1f} ms, "
+        f"{rate.cpu_ms_per_call:.2f} ms server CPU per call"
+    )
+    return rate
+
+
+class NoopServer:
+    """The baseline server in its own process (as connectd is)."""
+
+    def __enter__(self) -> NoopServer:
+        self.proc = subprocess.Popen([sys.executable, str(NOOP)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        if not line or line[0] != "port":
+            self.proc.kill()
+            raise RuntimeError("the no-op MCP server did not start")
+        self.url = f"http://127.0.0.1:{line[1]}/mcp"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)

@@ -1,0 +1,63 @@
+"""The baseline of the MCP read benchmark: the same SDK (``mcp.server.MCPServer``, streamable HTTP,
+stateful like connectd's endpoint) serving one no-op tool named ``list_agents``, on uvicorn over a
+pre-bound loopback socket. Prints ``port <n>`` once it listens; runs until SIGTERM.
+
+    python noop_mcp.py
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+
+def build() -> Starlette:
+    server = MCPServer(name="noop", log_level="WARNING")
+
+    @server.tool(name="list_agents", description="A no-op: returns an empty list.")
+    async def list_agents() -> dict[str, Any]:
+        return {"data": []}
+
+    mcp_app = server.streamable_http_app(streamable_http_path="/mcp")
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return Starlette(routes=[Mount("/", app=mcp_app)], lifespan=lifespan)
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    server = uvicorn.Server(uvicorn.Config(build(), log_level="warning", lifespan="on"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))
+        while not server.started:
+            await anyio.sleep(0.02)
+        print(f"port {sock.getsockname()[1]}", flush=True)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                break
+        server.should_exit = True
+
+
+if __name__ == "__main__":
+    anyio.run(main)
+    sys.exit(0)
