@@ -4,6 +4,7 @@ interleaved with idle transitions, guards, typing and the passing of time."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
 
 from hypothesis import HealthCheck, settings
@@ -234,6 +235,10 @@ class HubModel(RuleBasedStateMachine):
 
 
 TestHubModel = HubModel.TestCase
+# make mutation runs every mutant against this model; CONNECT_MODEL_EXAMPLES keeps that affordable.
 TestHubModel.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=int(os.environ.get("CONNECT_MODEL_EXAMPLES", "150")),
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
