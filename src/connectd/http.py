@@ -174,6 +174,8 @@ class OwnerAuth:
         self.owner_token = owner_token
         self._owner_digest = _digest(owner_token)
         self._tunnel_digest = _digest(tunnel_secret)
+        #: The owner page's login sessions (``connectd.page.PageSessions``), set when the page is served.
+        self.sessions: Any = None
 
     @classmethod
     def load_or_create(cls, data_dir: Path) -> OwnerAuth:
@@ -629,6 +631,11 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
     authorization = headers.get("authorization")
     if auth.check_bearer(authorization):
         return "owner"
+    if authorization is None and auth.sessions is not None:
+        # The page's session cookie; raises for a dead session or a non-read without the CSRF token.
+        actor: str | None = auth.sessions.authenticate(request)
+        if actor is not None:
+            return actor
     token = bearer_token(authorization)
     if token is not None and engine.principal_for(token) is not None:
         raise Problem(403, "agent_token", "agent tokens are not valid on the owner API")

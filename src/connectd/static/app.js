@@ -1,0 +1,897 @@
+// The owner page: Needs you, Fleet, Activity. Plain JavaScript, no build step, no dependencies.
+//
+// Rules kept here:
+// - Agents' text (messages, titles, paths, audit details) goes on the page only through
+//   textContent and attribute values, never as HTML.
+// - Every POST carries the session's CSRF token (X-CSRF-Token), read from the page's meta tag.
+// - Live updates arrive over /api/events (Server-Sent Events); after any (re)connect the page
+//   refetches everything, so nothing missed while the daemon was away stays stale.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  const AUDIT_PAGE = 25;
+  const MESSAGES_LIMIT = 50;
+
+  const state = {
+    agents: [],
+    launchers: new Map(),
+    cards: [],
+    restarts: new Map(), // pane -> {id, step, outcome, detail, preset, at}
+    errors: new Map(), // pane -> text of the last refused toggle
+    pending: new Set(), // panes with a toggle request in flight
+    loggedOut: false,
+    audit: { newest: true, rows: [], hasOlder: false, hasNewer: false, seenActors: new Set(), seenOutcomes: new Set() },
+  };
+
+  // --- DOM helpers --------------------------------------------------------------------------------
+
+  // h("div", {class: "x", data: {k: "v"}, attrs: {...}, on: {click: f}}, child, "text", [more])
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    const p = props || {};
+    if (p.class) el.className = p.class;
+    if (p.text !== undefined) el.textContent = String(p.text);
+    for (const [k, v] of Object.entries(p.attrs || {})) if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? "" : String(v));
+    for (const [k, v] of Object.entries(p.data || {})) if (v !== null && v !== undefined) el.dataset[k] = String(v);
+    for (const [k, v] of Object.entries(p.on || {})) el.addEventListener(k, v);
+    append(el, children);
+    return el;
+  }
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  const SVG = "http://www.w3.org/2000/svg";
+  function icon(name, label) {
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "icon");
+    svg.dataset.icon = name;
+    if (label) {
+      svg.setAttribute("role", "img");
+      svg.setAttribute("aria-label", label);
+    } else {
+      svg.setAttribute("aria-hidden", "true");
+    }
+    const use = document.createElementNS(SVG, "use");
+    use.setAttribute("href", "#icon-" + name);
+    svg.append(use);
+    return svg;
+  }
+
+  // Keyed rendering: keep elements whose signature did not change (and the focus inside them).
+  function reconcile(list, items, keyOf, sigOf, build) {
+    const old = new Map();
+    for (const el of Array.from(list.children)) old.set(el.dataset.key, el);
+    items.forEach((item, i) => {
+      const key = keyOf(item);
+      const sig = sigOf(item);
+      let el = old.get(key);
+      if (el && el.dataset.sig !== sig) {
+        const fresh = build(item);
+        fresh.dataset.key = key;
+        fresh.dataset.sig = sig;
+        const focusKey = el.contains(document.activeElement) ? document.activeElement.dataset.focus : null;
+        el.replaceWith(fresh);
+        if (focusKey) {
+          const again = fresh.querySelector(`[data-focus="${CSS.escape(focusKey)}"]`);
+          if (again && !again.disabled) again.focus({ preventScroll: true });
+        }
+        el = fresh;
+      } else if (!el) {
+        el = build(item);
+        el.dataset.key = key;
+        el.dataset.sig = sig;
+      }
+      old.delete(key);
+      if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
+    });
+    for (const el of old.values()) {
+      if (el.contains(document.activeElement)) {
+        const next = el.nextElementSibling || el.previousElementSibling;
+        el.remove();
+        const target = next && next.querySelector("button:not(:disabled)");
+        if (target) target.focus({ preventScroll: true });
+        else list.closest("section").querySelector("h2").focus({ preventScroll: true });
+      } else {
+        el.remove();
+      }
+    }
+  }
+
+  function toast(text) {
+    const t = $("toast");
+    t.textContent = text;
+    t.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { t.hidden = true; }, 4500);
+  }
+
+  function confirmDialog({ title, body, ok }) {
+    const dialog = $("confirm");
+    $("confirm-title").textContent = title;
+    $("confirm-body").textContent = body;
+    $("confirm-ok").textContent = ok;
+    dialog.returnValue = "";
+    dialog.showModal();
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    });
+  }
+
+  // --- talking to connectd ------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const init = { method, headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" };
+    if (method !== "GET") {
+      init.headers["Content-Type"] = "application/json";
+      init.headers["X-CSRF-Token"] = CSRF;
+      init.body = JSON.stringify(body || {});
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (err) {
+      throw new ApiError(0, "offline", "connectd cannot be reached");
+    }
+    let data = null;
+    try { data = await response.json(); } catch (err) { data = null; }
+    if (response.status === 401) {
+      showLoggedOut((data && data.message) || "Your login ended.");
+      throw new ApiError(401, (data && data.error) || "unauthorized", (data && data.message) || "not logged in");
+    }
+    if (!response.ok) {
+      throw new ApiError(response.status, (data && data.error) || "error", (data && data.message) || `HTTP ${response.status}`);
+    }
+    return data;
+  }
+
+  function showLoggedOut(message) {
+    if (state.loggedOut) return;
+    state.loggedOut = true;
+    closeEvents();
+    setLive("offline", "Logged out");
+    for (const s of document.querySelectorAll(".section, .foot")) s.hidden = true;
+    const notice = $("notice");
+    notice.replaceChildren(
+      h("strong", { text: "Logged out. " }),
+      message + " Run this on the computer that runs connectd and open the URL it prints:",
+      h("pre", { class: "cmd", text: "connectd token" }),
+    );
+    notice.hidden = false;
+  }
+
+  // --- names --------------------------------------------------------------------------------------
+
+  const agentByPane = (pane) => state.agents.find((a) => a.pane === pane);
+  const agentByActor = (actor) => actor && state.agents.find((a) => a.actor === actor);
+
+  function paneLabel(a) {
+    const bits = [a.pane, a.harness];
+    return bits.join(" · ") + (a.title ? ` · ${a.title}` : "");
+  }
+  // {name, id}: a short name for a person and the full actor for the record
+  function describeActor(actor, pane) {
+    const a = agentByActor(actor) || (pane ? agentByPane(pane) : null);
+    if (a) return { name: paneLabel(a), id: actor || a.address };
+    if (actor === "owner" || (actor || "").startsWith("owner:")) return { name: "you", id: actor };
+    return { name: actor || pane || "unknown", id: actor && pane ? pane : "" };
+  }
+
+  // --- time ---------------------------------------------------------------------------------------
+
+  function fmtTime(at) {
+    if (!at) return "";
+    const d = new Date(at * 1000);
+    const today = new Date();
+    const sameDay = d.toDateString() === today.toDateString();
+    const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+    return sameDay ? time : `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
+  }
+  function fmtLeft(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s >= 3600) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min left`;
+    if (s >= 60) return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")} left`;
+    return `${s} s left`;
+  }
+  function tick() {
+    const now = Date.now();
+    for (const el of document.querySelectorAll("[data-deadline]")) {
+      const left = Number(el.dataset.deadline) - now;
+      el.textContent = fmtLeft(left);
+      el.classList.toggle("left-urgent", left < 60000);
+    }
+  }
+
+  // --- Needs you ----------------------------------------------------------------------------------
+
+  async function loadCards() {
+    const cards = await api("GET", "/api/cards");
+    const now = Date.now();
+    state.cards = cards.filter((c) => c.state === "pending").map((c) => ({ ...c, deadline: now + c.expires_in * 1000 }));
+    renderCards();
+  }
+
+  function renderCards() {
+    const list = $("cards");
+    reconcile(
+      list,
+      state.cards,
+      (c) => c.id,
+      (c) => JSON.stringify([c.text, c.hop, c.sender, c.recipient, c.recipient_pane, describeActor(c.sender).name, describeActor(c.recipient, c.recipient_pane).name]),
+      buildCard,
+    );
+    for (const c of state.cards) {
+      const el = list.querySelector(`[data-key="${CSS.escape(c.id)}"] [data-deadline]`);
+      if (el) el.dataset.deadline = String(c.deadline);
+    }
+    $("cards-empty").hidden = state.cards.length > 0;
+    const count = $("needs-count");
+    count.textContent = String(state.cards.length);
+    count.dataset.n = String(state.cards.length);
+    tick();
+  }
+
+  function buildCard(c) {
+    const from = describeActor(c.sender);
+    const to = describeActor(c.recipient, c.recipient_pane);
+    const error = h("p", { class: "error", attrs: { hidden: true, role: "alert" } });
+    const textId = `text-${c.id}`;
+    const act = (kind) => async (ev) => {
+      const card = ev.currentTarget.closest("li");
+      for (const b of card.querySelectorAll("button")) b.disabled = true;
+      try {
+        if (kind === "decline") await api("POST", `/api/cards/${encodeURIComponent(c.id)}/decline`, {});
+        else await api("POST", `/api/cards/${encodeURIComponent(c.id)}/approve`, { pair: kind === "pair" });
+        toast(kind === "decline" ? "Declined." : kind === "pair" ? `Approved: ${from.name} may message ${to.name}.` : "Approved this message.");
+        state.cards = state.cards.filter((x) => x.id !== c.id);
+        renderCards();
+      } catch (err) {
+        if (err.status === 404 || err.code === "card_closed") {
+          toast("That card was already answered or cancelled.");
+          state.cards = state.cards.filter((x) => x.id !== c.id);
+          renderCards();
+        } else {
+          error.textContent = err.message;
+          error.hidden = false;
+          for (const b of card.querySelectorAll("button")) b.disabled = false;
+        }
+      }
+      schedule("cards", 50);
+      schedule("messages", 300);
+    };
+    return h(
+      "li",
+      { class: "card consent", attrs: { "aria-label": `Message from ${from.name} to ${to.name}` } },
+      h(
+        "dl",
+        { class: "route" },
+        h("dt", { text: "From" }),
+        h("dd", null, h("span", { class: "who", text: from.name }), h("span", { class: "who-id", text: from.id })),
+        h("dt", { text: "To" }),
+        h("dd", null, h("span", { class: "who", text: to.name }), h("span", { class: "who-id", text: to.id })),
+      ),
+      h("div", { class: "msg-text", text: c.text, attrs: { id: textId, tabindex: "0", "aria-label": "Message text" }, data: { testid: "card-text" } }),
+      h(
+        "div",
+        { class: "meta" },
+        h("span", { text: `hop ${c.hop}` }),
+        h("span", null, h("time", { data: { deadline: c.deadline } })),
+        h("span", { class: "mono", text: c.message_id }),
+      ),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { class: "btn primary", text: "Approve once", attrs: { type: "button", "aria-describedby": textId }, data: { focus: "once" }, on: { click: act("once") } }),
+        h("button", { class: "btn", text: "Approve pair", attrs: { type: "button", title: `Approve every message from ${from.name} to ${to.name} for the rest of the recipient's life` }, data: { focus: "pair" }, on: { click: act("pair") } }),
+        h("button", { class: "btn danger", text: "Decline", attrs: { type: "button" }, data: { focus: "decline" }, on: { click: act("decline") } }),
+      ),
+      error,
+    );
+  }
+
+  // --- Fleet --------------------------------------------------------------------------------------
+
+  const PRESETS = [
+    { value: "off", label: "Off", icon: "circle-off" },
+    { value: "observe", label: "Observe", icon: "eye" },
+    { value: "collaborate", label: "Collaborate", icon: "messages-square" },
+  ];
+  const RESTART_STEPS = ["planned", "waiting_idle", "record_persisted", "remain_on_exit_set", "rechecking_idle", "exit_sent", "process_ended", "respawned", "option_restored", "closed"];
+  const RESTART_WORDS = {
+    planned: "Starting the restart",
+    waiting_idle: "Waiting until the agent is idle with an empty composer",
+    record_persisted: "Restart recorded",
+    remain_on_exit_set: "Keeping the pane open while the agent exits",
+    rechecking_idle: "Checking it is still idle",
+    exit_sent: "Asked the agent to exit",
+    process_ended: "The agent exited; relaunching it on its session",
+    respawned: "Relaunched; waiting for it to start",
+    option_restored: "Restoring the pane's options",
+    recovering: "Recovering the restart",
+  };
+  const RESTART_OUTCOMES = {
+    restarted: "Restarted and connected.",
+    left_alone: "The agent was found running and left alone.",
+    pane_gone: "The pane is gone.",
+    gave_up: "The restart gave up: look at the pane.",
+    cancelled: "Cancelled: nothing was touched.",
+  };
+
+  async function loadAgents() {
+    const [agents, launchers] = await Promise.all([
+      api("GET", "/api/agents"),
+      state.launchers.size ? null : api("GET", "/api/launchers"),
+    ]);
+    if (launchers) state.launchers = new Map(launchers.map((l) => [l.name, l]));
+    state.agents = agents;
+    renderAgents();
+    renderCards(); // names may have changed
+    fillPaneSelects();
+  }
+
+  // Whether Connect can be offered on this pane, and how: "live" (a connected agent: the toggle
+  // changes its grant at once), "restart" (a running agent that can be connected only by relaunch).
+  function connectOffer(a) {
+    if (a.connect !== "off") return { enabled: true, mode: "live" };
+    if (a.harness === "shell") return { enabled: false, reason: "A shell, not an agent: there is nothing to connect." };
+    if (!a.harness || a.harness === "unknown") return { enabled: false, reason: "connectd cannot tell which agent runs here, so it cannot offer Connect." };
+    if (!a.launcher) return { enabled: false, reason: "Not started by connectd, so it cannot be relaunched: connect it at its next launch (connectd launch … --connect observe)." };
+    const l = state.launchers.get(a.launcher);
+    if (!l) return { enabled: false, reason: `Its launcher “${a.launcher}” is no longer configured.` };
+    if (l.opaque) return { enabled: false, reason: l.reason || `Launcher “${l.name}” is an opaque shell command, which connectd never edits.` };
+    if (!l.connectable) return { enabled: false, reason: l.reason || `Launcher “${l.name}” cannot be connected.` };
+    if (!l.restartable) return { enabled: false, reason: l.restart_refusal || "No resume command: it can be connected only at launch." };
+    if (!a.session) return { enabled: false, reason: "No agent session is bound to this pane unambiguously, so a relaunch could not resume it: connect it at launch." };
+    return { enabled: true, mode: "restart" };
+  }
+
+  function reading(a) {
+    if (a.harness === "shell") return "shell";
+    if (a.activity === "dialog") return "dialog";
+    if (a.composer === "draft") return "draft";
+    return a.activity || "unknown";
+  }
+
+  function renderAgents() {
+    const list = $("agents");
+    reconcile(
+      list,
+      state.agents,
+      (a) => a.pane,
+      (a) => JSON.stringify([a, connectOffer(a), state.restarts.get(a.pane) || null, state.errors.get(a.pane) || null, state.pending.has(a.pane)]),
+      buildAgent,
+    );
+    $("agents-empty").hidden = state.agents.length > 0;
+    $("disconnect-all").disabled = !state.agents.some((a) => a.connect !== "off");
+  }
+
+  function buildAgent(a) {
+    const offer = connectOffer(a);
+    const restart = state.restarts.get(a.pane);
+    const running = restart && !restart.final;
+    const pending = state.pending.has(a.pane);
+    const connected = a.connect !== "off";
+    const badge = a.connect === "observe"
+      ? icon("eye", "Connected: Observe")
+      : a.connect === "collaborate"
+        ? icon("messages-square", "Connected: Collaborate")
+        : connected
+          ? icon("messages-square", `Connected: ${a.scopes.join(", ")}`)
+          : icon(a.harness === "shell" ? "terminal" : "bot", "Not connected");
+    const facts = [
+      ["Where", a.cwd || "—", "mono"],
+      a.repo ? ["Repo", a.repo, "mono"] : null,
+      ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no session bound", a.session ? "mono" : ""],
+      a.actor ? ["Actor", a.actor, "mono"] : null,
+      a.launcher ? ["Launcher", a.launcher, ""] : null,
+      connected && a.connect === "custom" ? ["Scopes", a.scopes.join(", "), ""] : null,
+    ].filter(Boolean);
+    const seg = h("div", { class: "seg", attrs: { role: "group", "aria-label": `Connect for ${a.pane}` } });
+    for (const p of PRESETS) {
+      const pressed = a.connect === p.value;
+      seg.append(
+        h(
+          "button",
+          {
+            attrs: { type: "button", "aria-pressed": pressed ? "true" : "false", disabled: !offer.enabled || running || pending },
+            data: { preset: p.value, focus: `preset-${p.value}` },
+            on: { click: () => choosePreset(a, p.value) },
+          },
+          icon(p.icon),
+          p.label,
+        ),
+      );
+    }
+    const reason = !offer.enabled
+      ? h("p", { class: "why" }, icon("lock"), h("span", { text: offer.reason }))
+      : offer.mode === "restart" && !running
+        ? h("p", { class: "why" }, icon("rotate-cw"), h("span", { text: "Running without Connect: connecting it restarts it on the same conversation." }))
+        : null;
+    let progress = null;
+    if (restart) {
+      const idx = RESTART_STEPS.indexOf(restart.step);
+      const words = restart.final
+        ? RESTART_OUTCOMES[restart.outcome] || `Restart ended: ${restart.outcome || restart.step}.`
+        : RESTART_WORDS[restart.step] || restart.step;
+      progress = h(
+        "div",
+        { class: "progress", attrs: { role: "status" }, data: { step: restart.step } },
+        h("span", null, icon("rotate-cw"), " ", words, restart.detail ? ` (${restart.detail})` : ""),
+        h("progress", { attrs: { max: String(RESTART_STEPS.length - 1), value: String(restart.final ? RESTART_STEPS.length - 1 : Math.max(0, idx)), "aria-label": "Restart progress" } }),
+      );
+    }
+    const error = state.errors.get(a.pane);
+    return h(
+      "li",
+      { class: "card agent", data: { connect: a.connect, pane: a.pane }, attrs: { "aria-label": `${paneLabel(a)}, Connect ${a.connect}` } },
+      h(
+        "div",
+        { class: "agent-head" },
+        h("span", { class: "badge-icon" }, badge),
+        h("div", { class: "agent-title" }, h("strong", { text: `${a.pane} · ${a.harness}` }), a.title ? h("span", { class: "sub", text: a.title }) : null),
+        h("span", { class: "chip", data: { reading: reading(a) }, text: reading(a) }),
+      ),
+      h("dl", { class: "facts" }, facts.map(([k, v, cls]) => [h("dt", { text: k }), h("dd", { class: cls, text: v })])),
+      h("fieldset", { class: "connect" }, h("legend", { text: "Connect" }), seg, reason, progress, error ? h("p", { class: "error", attrs: { role: "alert" }, text: error }) : null),
+      h(
+        "div",
+        { class: "agent-foot" },
+        h("button", { class: "btn quiet", attrs: { type: "button" }, data: { focus: "activity" }, on: { click: () => showActivity(a.pane) } }, icon("scroll-text"), "Activity"),
+      ),
+    );
+  }
+
+  async function choosePreset(a, preset) {
+    if (a.connect === preset) return;
+    const offer = connectOffer(a);
+    if (!offer.enabled) return;
+    state.errors.delete(a.pane);
+    if (offer.mode === "restart") {
+      if (preset === "off") return;
+      const label = preset === "observe" ? "Observe" : "Collaborate";
+      const ok = await confirmDialog({
+        title: "Restart this agent to connect it?",
+        body: `${paneLabel(a)} runs without Connect. connectd waits until it is idle with an empty composer, asks it to exit through its own exit command, and resumes the same conversation in this pane with Connect set to ${label}. The conversation survives; the terminal's scrollback does not.`,
+        ok: "Restart and connect",
+      });
+      if (!ok) return;
+      state.pending.add(a.pane);
+      renderAgents();
+      try {
+        const result = await api("POST", "/api/restart", { pane: a.pane, preset });
+        state.restarts.set(a.pane, { id: result.restart, step: result.step || "planned", outcome: null, detail: "", final: false });
+      } catch (err) {
+        state.errors.set(a.pane, err.message);
+      } finally {
+        state.pending.delete(a.pane);
+        renderAgents();
+      }
+      return;
+    }
+    state.pending.add(a.pane);
+    renderAgents();
+    try {
+      const result = await api("POST", `/api/panes/${encodeURIComponent(a.pane)}/connect`, { preset });
+      if (result && result.needs_restart) {
+        state.pending.delete(a.pane);
+        await loadAgents();
+        const fresh = agentByPane(a.pane);
+        if (fresh && fresh.connect === "off") return choosePreset(fresh, preset);
+      }
+      toast(preset === "off" ? `${a.pane}: Connect is off.` : `${a.pane}: Connect set to ${preset}.`);
+    } catch (err) {
+      state.errors.set(a.pane, err.message);
+    } finally {
+      state.pending.delete(a.pane);
+    }
+    await loadAgents().catch(() => {});
+  }
+
+  function onRestart(item) {
+    const pane = item.pane_id;
+    if (!pane) return;
+    const final = item.step === "closed" || item.step === "cancelled";
+    const prev = state.restarts.get(pane) || {};
+    state.restarts.set(pane, { ...prev, id: (item.key || [])[0], step: item.step, outcome: item.outcome, detail: item.detail || "", final });
+    renderAgents();
+    if (final) {
+      schedule("agents", 100);
+      setTimeout(() => {
+        const now = state.restarts.get(pane);
+        if (now && now.final) {
+          state.restarts.delete(pane);
+          renderAgents();
+        }
+      }, 10000);
+    }
+  }
+
+  async function disconnectAll() {
+    const n = state.agents.filter((a) => a.connect !== "off").length;
+    const ok = await confirmDialog({
+      title: "Disconnect all agents?",
+      body: `Connect turns off at once for ${n === 1 ? "the one connected agent" : `all ${n} connected agents`}: their next call fails with “not connected”, and their open cards and queued messages are cancelled.`,
+      ok: "Disconnect all",
+    });
+    if (!ok) return;
+    try {
+      const result = await api("POST", "/api/disconnect-all", {});
+      toast(`Disconnected ${result.disconnected} agent${result.disconnected === 1 ? "" : "s"}.`);
+    } catch (err) {
+      toast(`Disconnect all failed: ${err.message}`);
+    }
+    await Promise.all([loadAgents(), loadCards()]).catch(() => {});
+  }
+
+  // --- Activity: messages -------------------------------------------------------------------------
+
+  function fillPaneSelects() {
+    for (const id of ["msg-pane", "audit-pane"]) {
+      const select = $(id);
+      const current = select.value;
+      const first = select.options[0];
+      const options = [first.cloneNode(true)];
+      const panes = new Set(state.agents.map((a) => a.pane));
+      if (current && !panes.has(current)) panes.add(current);
+      for (const pane of Array.from(panes).sort((x, y) => Number(x.slice(1)) - Number(y.slice(1)))) {
+        const a = agentByPane(pane);
+        options.push(h("option", { attrs: { value: pane }, text: a ? paneLabel(a) : pane }));
+      }
+      const sig = options.map((o) => o.value + o.textContent).join("|");
+      if (select.dataset.sig !== sig) {
+        select.replaceChildren(...options);
+        select.value = current;
+        select.dataset.sig = sig;
+      }
+    }
+    const actors = $("audit-actors");
+    for (const a of state.agents) if (a.actor) state.audit.seenActors.add(a.actor);
+    ["owner", "owner:page", "daemon"].forEach((x) => state.audit.seenActors.add(x));
+    fillDatalist(actors, state.audit.seenActors);
+  }
+  function fillDatalist(list, values) {
+    const sig = Array.from(values).sort().join("|");
+    if (list.dataset.sig === sig) return;
+    list.dataset.sig = sig;
+    list.replaceChildren(...Array.from(values).sort().map((v) => h("option", { attrs: { value: v } })));
+  }
+
+  const GOOD = new Set(["delivered", "done", "allowed", "issued", "approved", "approve_once", "approve_pair", "restarted"]);
+  const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending"]);
+  const outcomeKind = (o) => (GOOD.has(o) ? "good" : WAIT.has(o) ? "wait" : "bad");
+
+  async function loadMessages() {
+    const pane = $("msg-pane").value;
+    const params = new URLSearchParams({ limit: String(MESSAGES_LIMIT) });
+    if (pane) params.set("pane", pane);
+    const rows = await api("GET", `/api/messages?${params}`);
+    const list = $("messages");
+    list.replaceChildren(
+      ...rows.map((m) => {
+        const from = describeActor(m.from);
+        const to = describeActor(null, m.recipient_pane);
+        const outcome = m.outcome === "queued" && m.state ? m.state.replace(/_/g, " ") : m.outcome;
+        const dir = pane ? (m.recipient_pane === pane ? "received" : "sent") : null;
+        return h(
+          "li",
+          { data: { outcome: m.outcome, messageId: m.message_id } },
+          h(
+            "div",
+            { class: "row-head" },
+            h("time", { text: fmtTime(m.created_at) }),
+            dir ? h("span", { class: "dir", text: dir }) : null,
+            h("span", { text: `${from.name} → ${to.name}` }),
+            h("span", { class: "outcome", data: { kind: outcomeKind(m.outcome) }, text: outcome }),
+          ),
+          m.reason ? h("div", { class: "muted", text: m.reason }) : null,
+          h("div", { class: "msg-text", text: m.text || "" }),
+        );
+      }),
+    );
+    $("messages-empty").hidden = rows.length > 0;
+  }
+
+  // --- Activity: audit log ------------------------------------------------------------------------
+  // The API pages forward (records with id > after, oldest first); the page shows newest first. The
+  // newest page, and each older page, is found by a short search over `after` (ids only grow).
+
+  function auditFilters() {
+    const p = new URLSearchParams();
+    const actor = $("audit-actor").value.trim();
+    const pane = $("audit-pane").value;
+    const outcome = $("audit-outcome").value.trim();
+    const seconds = Number($("audit-time").value || 0);
+    if (actor) p.set("actor", actor);
+    if (pane) p.set("pane", pane);
+    if (outcome) p.set("outcome", outcome);
+    if (seconds) p.set("since", String(Date.now() / 1000 - seconds));
+    return p;
+  }
+  async function fetchAudit(filters, after, limit) {
+    const p = new URLSearchParams(filters);
+    p.set("after", String(after));
+    p.set("limit", String(limit));
+    return api("GET", `/api/audit?${p}`);
+  }
+  // The newest AUDIT_PAGE records with id < bound (Infinity: the newest of all), oldest first.
+  async function auditBefore(filters, bound) {
+    const L = AUDIT_PAGE;
+    const full = async (x) => {
+      const rows = await fetchAudit(filters, x, L);
+      return rows.length === L && rows[L - 1].id < bound ? rows : null;
+    };
+    let lo = 0;
+    let loRows = await full(0);
+    if (!loRows) return (await fetchAudit(filters, 0, L)).filter((r) => r.id < bound);
+    let hi;
+    if (bound === Infinity) {
+      for (let step = L; ; step *= 2) {
+        const rows = await full(lo + step);
+        if (!rows) { hi = lo + step; break; }
+        lo += step;
+        loRows = rows;
+      }
+    } else {
+      hi = bound - 1; // nothing with id >= bound can be in a window below it
+      for (let step = L; bound - 1 - step > lo; step *= 2) {
+        const rows = await full(bound - 1 - step);
+        if (rows) { lo = bound - 1 - step; loRows = rows; break; }
+        hi = bound - 1 - step;
+      }
+    }
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      const rows = await full(mid);
+      if (rows) { lo = mid; loRows = rows; } else hi = mid;
+    }
+    return loRows;
+  }
+
+  let auditSeq = 0;
+  async function loadAudit(where) {
+    const seq = ++auditSeq;
+    const filters = auditFilters();
+    const a = state.audit;
+    let rows;
+    if (where === "newer" && a.rows.length) {
+      rows = await fetchAudit(filters, Math.max(...a.rows.map((r) => r.id)), AUDIT_PAGE);
+      if (!rows.length) rows = null;
+    } else if (where === "older" && a.rows.length) {
+      rows = await auditBefore(filters, Math.min(...a.rows.map((r) => r.id)));
+      if (!rows.length) rows = null;
+    } else {
+      rows = await auditBefore(filters, Infinity);
+      where = "newest";
+    }
+    if (seq !== auditSeq) return; // a newer request superseded this one
+    if (rows) a.rows = rows.slice().sort((x, y) => y.id - x.id);
+    else if (where === "newest") a.rows = [];
+    const ids = a.rows.map((r) => r.id);
+    const [older, newer] = ids.length
+      ? await Promise.all([fetchAudit(filters, 0, 1), fetchAudit(filters, Math.max(...ids), 1)])
+      : [[], []];
+    if (seq !== auditSeq) return;
+    a.hasOlder = older.length > 0 && older[0].id < Math.min(...ids);
+    a.hasNewer = newer.length > 0;
+    a.newest = where === "newest" || !a.hasNewer; // the newest page follows new records live
+    renderAudit();
+  }
+
+  function renderAudit() {
+    const a = state.audit;
+    const list = $("audit");
+    list.replaceChildren(
+      ...a.rows.map((r) => {
+        a.seenOutcomes.add(r.outcome);
+        a.seenActors.add(r.actor);
+        const who = describeActor(r.actor);
+        const detail = [r.scope ? `scope ${r.scope}` : null, r.target ? `target ${r.target}` : null, r.message_id ? `message ${r.message_id}` : null, r.detail || null].filter(Boolean).join(" · ");
+        return h(
+          "li",
+          { data: { id: r.id, actor: r.actor, outcome: r.outcome } },
+          h(
+            "div",
+            { class: "row-head" },
+            h("time", { text: fmtTime(r.at) }),
+            h("span", { class: "line", text: r.action }),
+            h("span", { class: "outcome", data: { kind: outcomeKind(r.outcome) }, text: r.outcome }),
+          ),
+          h("div", { class: "actor", text: who.name === r.actor ? r.actor : `${who.name} (${r.actor})` }),
+          detail ? h("div", { class: "detail", text: detail }) : null,
+        );
+      }),
+    );
+    fillDatalist($("audit-outcomes"), a.seenOutcomes);
+    fillDatalist($("audit-actors"), a.seenActors);
+    $("audit-older").disabled = !a.hasOlder;
+    $("audit-newer").disabled = !a.hasNewer || a.newest;
+    $("audit-newest").disabled = a.newest && !a.hasNewer;
+    $("audit-status").textContent = a.rows.length
+      ? `Records ${Math.min(...a.rows.map((r) => r.id))}–${Math.max(...a.rows.map((r) => r.id))}${a.newest ? " (newest)" : ""}`
+      : "No records match.";
+  }
+
+  function showActivity(pane) {
+    $("msg-pane").value = pane;
+    $("audit-pane").value = pane;
+    loadMessages().catch(reportError);
+    loadAudit("newest").catch(reportError);
+    const heading = $("activity-h");
+    heading.setAttribute("tabindex", "-1");
+    heading.scrollIntoView({ block: "start" });
+    heading.focus({ preventScroll: true });
+  }
+
+  // --- live updates -------------------------------------------------------------------------------
+
+  const loaders = {
+    agents: loadAgents,
+    cards: loadCards,
+    messages: loadMessages,
+    audit: () => (state.audit.newest ? loadAudit("newest") : Promise.resolve()),
+  };
+  const timers = {};
+  const running = {};
+  function schedule(name, delay) {
+    if (state.loggedOut) return;
+    clearTimeout(timers[name]);
+    timers[name] = setTimeout(async () => {
+      if (running[name]) {
+        running[name] = "again";
+        return;
+      }
+      running[name] = true;
+      try {
+        await loaders[name]();
+      } catch (err) {
+        reportError(err);
+      } finally {
+        const again = running[name] === "again";
+        running[name] = false;
+        if (again) schedule(name, 50);
+      }
+    }, delay);
+  }
+  function reportError(err) {
+    if (err && err.status === 401) return;
+    if (err && err.code === "offline") return; // the live indicator says so
+    toast(err && err.message ? err.message : String(err));
+  }
+
+  function refreshAll() {
+    state.launchers = new Map();
+    for (const name of Object.keys(loaders)) schedule(name, 0);
+  }
+
+  function setLive(kind, text) {
+    const el = $("live");
+    el.dataset.state = kind;
+    const words = text || { live: "Live", reconnecting: "Reconnecting…", connecting: "Connecting…", offline: "Offline" }[kind];
+    el.replaceChildren(icon(kind === "live" ? "wifi" : "wifi-off"), h("span", { class: "live-text", text: words }));
+  }
+
+  let source = null;
+  let retryTimer = null;
+  let backoff = 1000;
+  function closeEvents() {
+    clearTimeout(retryTimer);
+    if (source) source.close();
+    source = null;
+  }
+  function openEvents() {
+    closeEvents();
+    if (state.loggedOut) return;
+    const es = new EventSource("/api/events");
+    source = es;
+    es.onopen = () => {
+      backoff = 1000;
+      setLive("live");
+      refreshAll();
+    };
+    es.onmessage = (ev) => {
+      let item;
+      try { item = JSON.parse(ev.data); } catch (err) { return; }
+      onEvent(item);
+    };
+    es.addEventListener("overflow", () => {
+      // the daemon dropped this stream because the page fell behind: reconnect and refetch
+      setLive("reconnecting");
+      retryTimer = setTimeout(openEvents, 100);
+    });
+    es.onerror = () => {
+      if (source !== es) return;
+      setLive("reconnecting");
+      if (es.readyState === EventSource.CLOSED) {
+        // the browser gave up (an error status, not a dropped connection): check, then retry
+        retryTimer = setTimeout(checkThenReconnect, backoff);
+        backoff = Math.min(backoff * 2, 15000);
+      }
+    };
+  }
+  async function checkThenReconnect() {
+    try {
+      await api("GET", "/api/launchers");
+      openEvents();
+    } catch (err) {
+      if (state.loggedOut) return;
+      retryTimer = setTimeout(checkThenReconnect, backoff);
+      backoff = Math.min(backoff * 2, 15000);
+    }
+  }
+
+  function onEvent(item) {
+    switch (item.topic) {
+      case "card":
+        schedule("cards", 30);
+        schedule("messages", 300);
+        break;
+      case "message":
+      case "inbox":
+        schedule("messages", 200);
+        schedule("cards", 100);
+        break;
+      case "grant":
+        schedule("agents", 80);
+        break;
+      case "pane":
+        schedule("agents", 400);
+        break;
+      case "audit":
+        schedule("audit", 700);
+        break;
+      case "restart":
+        onRestart(item);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // --- wiring -------------------------------------------------------------------------------------
+
+  function start() {
+    $("disconnect-all").addEventListener("click", disconnectAll);
+    $("msg-pane").addEventListener("change", () => loadMessages().catch(reportError));
+    $("audit-filters").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      loadAudit("newest").catch(reportError);
+    });
+    $("audit-filters").addEventListener("reset", () => setTimeout(() => loadAudit("newest").catch(reportError), 0));
+    $("audit-pane").addEventListener("change", () => loadAudit("newest").catch(reportError));
+    $("audit-time").addEventListener("change", () => loadAudit("newest").catch(reportError));
+    $("audit-newest").addEventListener("click", () => loadAudit("newest").catch(reportError));
+    for (const where of ["newer", "older"]) {
+      $(`audit-${where}`).addEventListener("click", () => {
+        state.audit.newest = false; // stop live refreshes from jumping back to the newest page
+        loadAudit(where).catch(reportError);
+      });
+    }
+    $("logout").addEventListener("click", async () => {
+      try {
+        await api("POST", "/logout", {});
+      } catch (err) {
+        reportError(err);
+      }
+      showLoggedOut("You logged out.");
+    });
+    setInterval(tick, 1000);
+    setLive("connecting");
+    openEvents();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
