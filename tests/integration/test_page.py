@@ -1,0 +1,593 @@
+"""The owner page on real parts: a real ``connectd serve`` on a private tmux server with stand-in agents
+(``tests/support/daemon.py``), Debian's chromium driven by Playwright (``tests/support/browser.py``),
+the agents acting over MCP with the SDK's own client.
+
+The security tests that need no browser run everywhere; the browser tests skip, with the reason,
+when Playwright or /usr/bin/chromium is missing. The screenshots go to ``$CONNECT_SCREENSHOT_DIR``
+(``docs/screenshots`` to refresh the committed ones), else to the test's temporary directory.
+
+One daemon serves the whole module (its start and the browser's are the slow parts); each test
+launches the agents it needs, so no test depends on another's agents. The two tests that touch
+every agent (disconnect all, the daemon restart) run last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from connectd.page import SESSIONS_FILE, PageSessions, cookie_name
+from tests.support import browser as B
+from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.tmux_server import TmuxServer
+
+pytestmark = pytest.mark.timeout(120)
+
+BROWSER_SKIP = B.skip_reason()
+needs_browser = pytest.mark.skipif(BROWSER_SKIP is not None, reason=f"browser tests skipped: {BROWSER_SKIP}")
+
+MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script><b>bold</b> & <i>run the tests</i>\nthen report'
+WAIT_MS = 15_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures: one tmux server, one daemon (on a fixed port, so a restart keeps the page's origin), one
+# browser for the module
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tmux() -> Iterator[TmuxServer]:
+    with TmuxServer("connect-page") as server:
+        server.new_session("main", width=160, height=40)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory, tmux: TmuxServer) -> Iterator[DaemonProcess]:
+    port = free_port()
+    d = DaemonProcess(tmp_path_factory.mktemp("page"), tmux, extra_args=("--port", str(port)))
+    wrapper = json.dumps(str(d.tmp / "bin" / "claude"))
+    with (d.data_dir / "launchers.toml").open("a") as f:  # two launchers Connect cannot be offered for
+        f.write(f'[launchers.mine]\ncommand = {json.dumps("exec " + json.loads(wrapper))}\n')
+        f.write(f'[launchers.noresume]\nharness = "claude"\nargv = [{wrapper}]\nresume = []\n')
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if BROWSER_SKIP is not None:
+        pytest.skip(f"browser tests skipped: {BROWSER_SKIP}")
+    with B.launch() as b:
+        yield b
+
+
+def login_code(daemon: DaemonProcess) -> str:
+    return str(daemon.api("POST", "/api/login-codes", {})["code"])
+
+
+class Page:
+    """A logged-in page (a fresh browser context) and the handles a test needs."""
+
+    def __init__(self, browser: Any, daemon: DaemonProcess, *, viewport: dict[str, int] | None = None, dark: bool = False, url: str | None = None) -> None:
+        self.daemon = daemon
+        self.context = B.new_context(browser, viewport=viewport, dark=dark)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(WAIT_MS)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.goto(url or f"{daemon.base_url}/login?code={login_code(daemon)}")
+        self.page.wait_for_url(f"{daemon.base_url}/")
+        self.wait_live()
+
+    def wait_live(self, timeout: int = WAIT_MS) -> None:
+        self.page.wait_for_selector("#live[data-state=live]", timeout=timeout)
+
+    def agent(self, pane: str) -> Any:
+        return self.page.locator(f'#agents > li[data-pane="{pane}"]')
+
+    def preset_button(self, pane: str, preset: str) -> Any:
+        return self.agent(pane).locator(f'button[data-preset="{preset}"]')
+
+    def cards(self) -> Any:
+        return self.page.locator("#cards > li")
+
+    def card_for(self, text: str) -> Any:
+        return self.page.locator("#cards > li", has=self.page.get_by_text(text, exact=False))
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def page(browser: Any, daemon: DaemonProcess) -> Iterator[Page]:
+    p = Page(browser, daemon)
+    try:
+        yield p
+        assert not p.errors, p.errors  # uncaught exceptions in the page's script
+    finally:
+        p.close()
+
+
+_pool = ThreadPoolExecutor(max_workers=2)
+
+
+def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run an async agent call on its own event loop (Playwright's sync API holds this thread's loop)."""
+    return _pool.submit(anyio.run, fn, *args).result(timeout=60)
+
+
+def agent_call(daemon: DaemonProcess, agent: AgentHandle, tool: str, **args: Any) -> tuple[bool, Any]:
+    async def go() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, agent.token or "") as client:
+            return await call(client, tool, **args)
+
+    return in_thread(go)  # type: ignore[no-any-return]
+
+
+def send(daemon: DaemonProcess, sender: AgentHandle, to: AgentHandle, text: str, message_id: str) -> dict[str, Any]:
+    err, sent = agent_call(daemon, sender, "send_message", to=to.address, text=text, message_id=message_id)
+    assert not err and sent["outcome"] == "queued", sent
+    return sent  # type: ignore[no-any-return]
+
+
+def outcome(daemon: DaemonProcess, sender: AgentHandle, message_id: str) -> str:
+    err, payload = agent_call(daemon, sender, "get_message", message_id=message_id)
+    assert not err, payload
+    return str(payload["outcome"])
+
+
+def fleet(daemon: DaemonProcess, *names: str, connect: str = "collaborate", **extra: Any) -> list[AgentHandle]:
+    handles = [daemon.launch(f"{n}-{uuid.uuid4().hex[:4]}", connect, **extra) for n in names]
+    for handle in handles:
+        daemon.wait_ready(handle)
+    return handles
+
+
+def card_id_for(daemon: DaemonProcess, message_id: str) -> str:
+    card = wait_for(lambda: next((c for c in daemon.cards() if c["message_id"] == message_id), None), 10, f"the card of {message_id}")
+    return str(card["id"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Security without a browser: login, cookie, CSRF
+# --------------------------------------------------------------------------------------------------
+
+
+def test_without_login_nothing_works(daemon: DaemonProcess) -> None:
+    a, = fleet(daemon, "nologin")
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as anon:
+        page = anon.get("/")
+        assert page.status_code == 401 and "connectd token" in page.text
+        assert a.pane not in page.text and "csrf-token" not in page.text  # no data, no token
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        for method, path in [("GET", "/api/agents"), ("GET", "/api/cards"), ("GET", "/api/audit"), ("GET", "/api/events"),
+                             ("POST", "/api/disconnect-all"), ("POST", "/api/login-codes"), ("POST", "/logout")]:
+            response = anon.request(method, path, json={} if method == "POST" else None)
+            assert response.status_code == 401, (method, path, response.text)
+        bad = anon.get("/login", params={"code": "not-a-code-that-was-ever-issued"})
+        assert bad.status_code == 401 and "connectd token" in bad.text and "set-cookie" not in bad.headers
+    with httpx2.Client(base_url=daemon.base_url, timeout=10, cookies={cookie_name(daemon.port): "x" * 43}) as forged_client:
+        forged = forged_client.get("/api/agents")
+        assert forged.status_code == 401 and forged.json()["error"] == "session_expired"
+    assert daemon.agent_view(a.pane)["connect"] == "collaborate"  # the refused POST changed nothing
+    err, _ = agent_call(daemon, a, "whoami")
+    assert not err
+
+
+def test_login_code_is_single_use_and_gives_a_strict_httponly_cookie_whose_posts_need_the_csrf_token(daemon: DaemonProcess) -> None:
+    a, = fleet(daemon, "csrf")
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as anon:
+        assert anon.post("/api/login-codes", json={}, headers={"Authorization": f"Bearer {a.token}"}).status_code == 403  # an agent's token
+        assert anon.post("/api/login-codes", json={"ttl": 1}, headers={"Authorization": f"Bearer {daemon.owner_token}"}).status_code == 400
+    minted = daemon.api("POST", "/api/login-codes", {})
+    assert minted["url"] == f"{daemon.base_url}/login?code={minted['code']}" and 0 < minted["expires_in"] <= 600
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as browser_like:
+        response = browser_like.get("/login", params={"code": minted["code"]})
+        assert response.status_code == 303 and response.headers["location"] == "/"
+        cookie = response.headers["set-cookie"]
+        attributes = {part.strip().split("=")[0].lower(): part.strip() for part in cookie.split(";")}
+        assert cookie.startswith(cookie_name(daemon.port) + "=")
+        assert "httponly" in attributes and attributes["samesite"].lower() == "samesite=strict" and attributes["path"] == "Path=/"
+        again = httpx2.get(f"{daemon.base_url}/login", params={"code": minted["code"]}, timeout=10)
+        assert again.status_code == 401 and "set-cookie" not in again.headers  # single use
+        index = browser_like.get("/")
+        assert index.status_code == 200 and index.headers["x-frame-options"] == "DENY"
+        csrf = re.search(r'<meta name="csrf-token" content="([^"]+)">', index.text)
+        assert csrf and len(csrf.group(1)) >= 32
+        assert browser_like.get("/api/agents").status_code == 200  # reads need no token
+        no_token = browser_like.post("/api/disconnect-all", json={})
+        wrong = browser_like.post("/api/disconnect-all", json={}, headers={"X-CSRF-Token": "x" + csrf.group(1)[1:]})
+        assert (no_token.status_code, no_token.json()["error"]) == (403, "csrf")
+        assert (wrong.status_code, wrong.json()["error"]) == (403, "csrf")
+        assert daemon.agent_view(a.pane)["connect"] == "collaborate"  # refused before anything ran
+        ok = browser_like.post("/api/login-codes", json={}, headers={"X-CSRF-Token": csrf.group(1)})
+        assert ok.status_code == 200
+        # the session is kept by digest only, 0600; logging out ends it
+        stored = daemon.data_dir / SESSIONS_FILE
+        value = cookie.split(";", 1)[0].split("=", 1)[1]
+        assert stat.S_IMODE(stored.stat().st_mode) == 0o600 and value not in stored.read_text()
+        out = browser_like.post("/logout", json={}, headers={"X-CSRF-Token": csrf.group(1)})
+        assert out.status_code == 200
+        with httpx2.Client(base_url=daemon.base_url, timeout=10, cookies={cookie_name(daemon.port): value}) as ended:
+            assert ended.get("/api/agents").status_code == 401
+    rows = daemon.api("GET", "/api/audit?actor=owner:page&limit=1000")
+    assert {("login", "done"), ("login", "refused"), ("logout", "done")} <= {(r["action"], r["outcome"]) for r in rows}
+
+
+def test_codes_and_sessions_expire_and_sessions_survive_a_new_process(tmp_path: Path) -> None:
+    now = [1000.0]
+    path = tmp_path / SESSIONS_FILE
+    sessions = PageSessions(path, clock=lambda: now[0], code_ttl=60, session_ttl=3600)
+    stale, _ = sessions.new_code()
+    fresh, _ = sessions.new_code()
+    now[0] += 61
+    assert sessions.redeem(stale) is None  # expired
+    assert sessions.redeem(fresh) is None  # also minted 61 s ago
+    code, _ = sessions.new_code()
+    redeemed = sessions.redeem(code)
+    assert redeemed is not None and sessions.redeem(code) is None  # once
+    value, session = redeemed
+    reloaded = PageSessions(path, clock=lambda: now[0], session_ttl=3600)  # the next daemon
+    assert reloaded.session_for(value) == session
+    assert reloaded.session_for(value[:-1] + ("A" if value[-1] != "A" else "B")) is None
+    now[0] += 3601
+    assert reloaded.session_for(value) is None  # expired
+    assert sessions.redeem("short") is None and sessions.redeem("../" * 10) is None  # malformed codes
+
+
+# --------------------------------------------------------------------------------------------------
+# In the browser
+# --------------------------------------------------------------------------------------------------
+
+
+@needs_browser
+def test_login_through_connectd_token_shows_the_page(browser: Any, daemon: DaemonProcess) -> None:
+    logged_out = B.new_context(browser)
+    try:
+        anon = logged_out.new_page()
+        response = anon.goto(f"{daemon.base_url}/")
+        assert response.status == 401 and "connectd token" in anon.inner_text("body")
+        assert anon.locator("#agents").count() == 0
+    finally:
+        logged_out.close()
+    url = B.login_url(daemon.data_dir, daemon.port)  # what `connectd token` prints
+    p = Page(browser, daemon, url=url)
+    try:
+        cookies = p.context.cookies()
+        assert [(c["name"], c["httpOnly"], c["sameSite"]) for c in cookies] == [(cookie_name(daemon.port), True, "Strict")]
+        assert p.page.evaluate("document.cookie") == ""  # not readable by script
+        p.page.wait_for_selector("#agents > li")
+        reuse = p.context.new_page()
+        assert reuse.goto(url).status == 401  # the code was used
+        assert not p.errors, p.errors
+    finally:
+        p.close()
+
+
+@needs_browser
+def test_a_card_appears_shows_markup_as_text_and_approve_pair_types_into_b(page: Page, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "a", "b")
+    send(daemon, a, b, MARKUP, "m-pair")
+    card = page.card_for("then report")
+    card.wait_for()
+    text = card.locator("[data-testid=card-text]")
+    assert text.text_content() == MARKUP  # the text, exactly, as text
+    assert card.locator("img, script, b, i").count() == 0
+    assert page.page.evaluate("window.__pwned") is None
+    assert b.address.split("@")[0] in card.inner_text()
+    card.get_by_role("button", name="Approve pair").click()
+    card.wait_for(state="detached")
+    prompts = wait_for(b.prompts, 20, "B to receive the message")
+    assert len(prompts) == 1 and prompts[0].split("\n", 1)[1] == MARKUP
+    wait_for(lambda: outcome(daemon, a, "m-pair") == "delivered", 15, "delivered")
+    row = page.page.locator('#messages > li[data-message-id="m-pair"]')
+    row.locator('.outcome[data-kind="good"]').wait_for()
+    assert MARKUP in row.locator(".msg-text").text_content()
+    assert page.page.evaluate("window.__pwned") is None
+
+
+@needs_browser
+def test_decline_from_the_page(page: Page, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "a", "b")
+    send(daemon, a, b, "please decline me", "m-decline")
+    card = page.card_for("please decline me")
+    card.get_by_role("button", name="Decline").click()
+    card.wait_for(state="detached")
+    assert outcome(daemon, a, "m-decline") == "declined"
+    time.sleep(0.5)
+    assert b.prompts() == []
+
+
+@needs_browser
+def test_cards_come_newest_first_and_vanish_when_answered_elsewhere_or_cancelled_by_revocation(page: Page, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "a", "b")
+    send(daemon, a, b, "first of two", "m-first")
+    page.card_for("first of two").wait_for()
+    send(daemon, a, b, "second of two", "m-second")
+    page.card_for("second of two").wait_for()
+    texts = [t for t in page.cards().locator("[data-testid=card-text]").all_text_contents() if t in ("first of two", "second of two")]
+    assert texts == ["second of two", "first of two"]  # newest first
+    assert int(page.page.locator("#needs-count").inner_text()) >= 2
+    # answered elsewhere (the CLI's route): gone without a reload
+    daemon.api("POST", f"/api/cards/{card_id_for(daemon, 'm-second')}/approve", {"pair": False})
+    page.card_for("second of two").wait_for(state="detached")
+    # the sender's Connect turned off elsewhere: its open card is cancelled and vanishes
+    daemon.api("POST", "/api/revoke", {"pane": a.pane})
+    page.card_for("first of two").wait_for(state="detached")
+    assert outcome_after_revoke(daemon, "m-first") == "cancelled"
+
+
+def outcome_after_revoke(daemon: DaemonProcess, message_id: str) -> str:
+    rows = daemon.api("GET", "/api/messages?limit=1000")
+    return str(next(m["outcome"] for m in rows if m["message_id"] == message_id))
+
+
+@needs_browser
+def test_observe_then_off_from_the_fleet(page: Page, daemon: DaemonProcess) -> None:
+    c, b = fleet(daemon, "c", "b")
+    page.agent(c.pane).locator(".badge-icon [data-icon=messages-square]").wait_for()  # Collaborate's icon
+    actor = daemon.agent_view(c.pane)["actor"]
+    page.preset_button(c.pane, "observe").click()
+    wait_for(lambda: daemon.agent_view(c.pane)["connect"] == "observe", 10, "observe")
+    page.page.wait_for_selector(f'#agents > li[data-pane="{c.pane}"][data-connect="observe"] .badge-icon [data-icon=eye]')
+    assert page.preset_button(c.pane, "observe").get_attribute("aria-pressed") == "true"
+    err, text = agent_call(daemon, c, "send_message", to=b.address, text="hi", message_id="m-observe")
+    assert err and "lacks the 'message' scope" in str(text)
+    err, _ = agent_call(daemon, c, "whoami")
+    assert not err  # reads still work
+    page.preset_button(c.pane, "off").click()
+    page.page.wait_for_selector(f'#agents > li[data-pane="{c.pane}"][data-connect="off"]')
+    assert daemon.agent_view(c.pane)["connect"] == "off"
+    err, text = agent_call(daemon, c, "whoami")
+    assert err and "not connected" in str(text)
+    rows = daemon.api("GET", "/api/audit?actor=owner:page&limit=1000")
+    mine = [(r["action"], r["detail"]) for r in rows if r["target"] == actor]
+    assert ("grant", "history,read") in mine and ("revoke", "") in mine  # the page's toggles, audited as owner:page
+
+
+@needs_browser
+def test_connect_is_disabled_with_its_reason_where_it_cannot_be_offered(page: Page, daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    launchers = {x["name"]: x for x in daemon.api("GET", "/api/launchers")}
+    opaque, = fleet(daemon, "opaque", connect="off", launcher="mine")
+    noresume, = fleet(daemon, "noresume", connect="off", launcher="noresume")
+    typed = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir), str(daemon.tmp / "bin" / "claude")).strip()
+    wait_for(lambda: any(x["pane"] == typed and x["harness"] == "claude" for x in daemon.api("GET", "/api/agents")), 10, "the typed agent")
+    shell = next(x for x in daemon.api("GET", "/api/agents") if x["harness"] == "shell")
+    cases = [
+        (shell["pane"], "not an agent"),
+        (opaque.pane, launchers["mine"]["reason"]),
+        (noresume.pane, launchers["noresume"]["restart_refusal"]),
+        (typed, "Not started by connectd"),
+    ]
+    for pane, reason in cases:
+        assert reason, pane
+        card = page.agent(pane)
+        card.locator(".why", has_text=reason).wait_for()
+        assert card.locator(".seg button:disabled").count() == 3, pane
+
+
+@needs_browser
+def test_restart_this_agent_to_connect_it(page: Page, daemon: DaemonProcess) -> None:
+    session = str(uuid.uuid4())
+    d, = fleet(daemon, "restart", connect="off", session=session)
+    before = daemon.agent_view(d.pane)
+    assert "restarts it" in page.agent(d.pane).locator(".why").inner_text()
+    page.preset_button(d.pane, "observe").click()
+    dialog = page.page.locator("dialog#confirm")
+    assert dialog.get_by_role("heading").inner_text() == "Restart this agent to connect it?"
+    dialog.get_by_role("button", name="Cancel").click()
+    time.sleep(0.3)
+    assert daemon.agent_view(d.pane)["connect"] == "off"  # cancelled: nothing asked of the daemon
+    page.preset_button(d.pane, "observe").click()
+    dialog.get_by_role("button", name="Restart and connect").click()
+    page.agent(d.pane).locator(".progress").wait_for()  # progress from the `restart` event topic
+    wait_for(lambda: daemon.agent_view(d.pane)["connect"] == "observe", 45, "the relaunch, connected")
+    page.page.wait_for_selector(f'#agents > li[data-pane="{d.pane}"][data-connect="observe"]', timeout=20_000)
+    page.agent(d.pane).locator('.progress[data-step="closed"]').wait_for(timeout=20_000)
+    after = daemon.agent_view(d.pane)
+    assert after["address"] != before["address"] and after["actor"] == f"agent:claude:{session}"
+
+
+@needs_browser
+def test_activity_messages_per_pane_and_the_audit_log_with_filters_and_paging(page: Page, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "a", "b")
+    send(daemon, a, b, "for the activity feed", "m-activity")
+    daemon.api("POST", f"/api/cards/{card_id_for(daemon, 'm-activity')}/decline", {})
+    for _ in range(30):  # enough audit records for several pages
+        agent_call(daemon, a, "list_agents")
+    p = page.page
+    p.select_option("#msg-pane", b.pane)
+    row = p.locator('#messages > li[data-message-id="m-activity"]')
+    row.wait_for()
+    assert row.locator(".dir").inner_text() == "received" and row.locator(".outcome").inner_text().lower() == "declined"
+    p.select_option("#msg-pane", a.pane)
+    p.locator('#messages > li[data-message-id="m-activity"] .dir', has_text="sent").wait_for()
+    # the newest page holds the newest record
+    newest_id = max(all_ids(daemon))
+    wait_for(lambda: max(audit_ids(p), default=0) >= newest_id, 10, "the newest audit page")
+    first_page = audit_ids(p)
+    assert first_page == sorted(first_page, reverse=True) and len(first_page) == 25
+    p.click("#audit-older")
+    wait_for(lambda: audit_ids(p) and max(audit_ids(p)) < min(first_page), 10, "the older page")
+    older = audit_ids(p)
+    assert max(older) == max(r for r in all_ids(daemon) if r < min(first_page))  # no gap between pages
+    p.click("#audit-newer")
+    wait_for(lambda: min(audit_ids(p), default=0) > max(older), 10, "back to the newer page")
+    # filters: actor, pane, outcome
+    actor = daemon.agent_view(a.pane)["actor"]
+    p.fill("#audit-actor", actor)
+    p.fill("#audit-outcome", "allowed")
+    p.click("#audit-filters button[type=submit]")
+    wait_for(lambda: audit_rows(p) and all(r == (actor, "allowed") for r in audit_rows(p)), 10, "filtered rows")
+    p.fill("#audit-actor", "")
+    p.fill("#audit-outcome", "declined")
+    p.select_option("#audit-pane", b.pane)
+    p.select_option("#audit-time", "3600")
+    p.click("#audit-filters button[type=submit]")
+    wait_for(lambda: audit_rows(p) and {o for _, o in audit_rows(p)} == {"declined"}, 10, "declined for B")
+
+
+def audit_ids(p: Any) -> list[int]:
+    return [int(x) for x in p.eval_on_selector_all("#audit > li", "els => els.map(e => e.dataset.id)")]
+
+
+def audit_rows(p: Any) -> list[tuple[str, str]]:
+    return [tuple(x) for x in p.eval_on_selector_all("#audit > li", "els => els.map(e => [e.dataset.actor, e.dataset.outcome])")]
+
+
+def all_ids(daemon: DaemonProcess) -> list[int]:
+    ids: list[int] = []
+    while True:
+        rows = daemon.api("GET", f"/api/audit?limit=1000&after={ids[-1] if ids else 0}")
+        ids += [r["id"] for r in rows]
+        if len(rows) < 1000:
+            return ids
+
+
+@needs_browser
+def test_phone_width_touch_targets_and_keyboard(browser: Any, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "kbd-a", "kbd-b")
+    send(daemon, a, b, "keyboard card", "m-kbd")
+    p = Page(browser, daemon, viewport={"width": 360, "height": 740})
+    try:
+        p.card_for("keyboard card").wait_for()
+        p.agent(b.pane).wait_for()
+        assert p.page.evaluate("document.documentElement.scrollWidth") <= 360  # no sideways scrolling
+        small = p.page.eval_on_selector_all(
+            "button, select, input, .tabs a",
+            "els => els.filter(e => e.offsetParent !== null && !e.closest('dialog'))"
+            ".map(e => [e.textContent.trim() || e.id, e.getBoundingClientRect().height]).filter(([, h]) => h < 44)",
+        )
+        assert small == [], small
+        reached: list[str] = []
+        for _ in range(60):  # Tab through the page: the card's actions and the toggles are reachable
+            p.page.keyboard.press("Tab")
+            reached.append(p.page.evaluate("(document.activeElement.dataset.focus || document.activeElement.textContent || '').trim()"))
+            if "preset-observe" in reached and "decline" in reached:
+                break
+        assert "once" in reached and "pair" in reached and "decline" in reached and "preset-observe" in reached, reached
+        card = p.card_for("keyboard card")
+        card.get_by_role("button", name="Decline").focus()
+        p.page.keyboard.press("Enter")
+        card.wait_for(state="detached")
+        assert outcome(daemon, a, "m-kbd") == "declined"
+    finally:
+        p.close()
+
+
+@needs_browser
+def test_cross_site_posts_are_refused(browser: Any, page: Page, daemon: DaemonProcess) -> None:
+    a, = fleet(daemon, "xsite")
+    target = f"{daemon.base_url}/api/disconnect-all"
+    # a page of another site (a loopback address the route answers: nothing leaves the machine)
+    evil_origin = f"http://127.0.0.2:{daemon.port}"
+    page.context.route(
+        f"{evil_origin}/**",
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=f"""<form id=f method=post action="{target}" enctype="text/plain"><input name='{{"x":"' value='"}}'></form>
+                     <script>fetch("{target}", {{method: "POST", mode: "no-cors", credentials: "include", body: "{{}}"}})
+                     .finally(() => document.getElementById("f").submit());</script>""",
+        ),
+    )
+    evil = page.context.new_page()
+    with evil.expect_response(target) as posted:
+        evil.goto(f"{evil_origin}/")
+    assert posted.value.status in (401, 403)
+    evil.close()
+    # the logged-in page itself, posting without its token (what a forged same-site request would do)
+    refused = page.page.evaluate(
+        """url => fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"})
+                  .then(async r => [r.status, (await r.json()).error])""",
+        target,
+    )
+    assert refused == [403, "csrf"]
+    assert daemon.agent_view(a.pane)["connect"] == "collaborate"
+    err, _ = agent_call(daemon, a, "whoami")
+    assert not err
+
+
+@needs_browser
+def test_screenshots_phone_and_desktop_light_and_dark(browser: Any, daemon: DaemonProcess, tmp_path: Path) -> None:
+    out = Path(os.environ.get("CONNECT_SCREENSHOT_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    a, b = fleet(daemon, "planner", "builder")
+    watcher, = fleet(daemon, "reviewer", connect="observe")
+    send(daemon, a, b, "Please run the test suite on the auth branch and tell me which tests fail.\nUse `make test`.", f"m-shot-{uuid.uuid4().hex[:6]}")
+    shots = []
+    for dark in (False, True):
+        for viewport, name in ((B.PHONE, "390"), (B.DESKTOP, "1280")):
+            p = Page(browser, daemon, viewport=viewport, dark=dark)
+            try:
+                p.card_for("auth branch").wait_for()
+                p.agent(watcher.pane).wait_for()
+                p.page.wait_for_selector("#audit > li")
+                p.page.evaluate("document.fonts.ready")
+                path = out / f"page-{name}-{'dark' if dark else 'light'}.png"
+                p.page.screenshot(path=str(path), full_page=name == "1280")
+                shots.append(path)
+                assert not p.errors, p.errors
+            finally:
+                p.close()
+    assert all(s.stat().st_size > 10_000 for s in shots)
+    (out / "index.json").write_text(json.dumps([s.name for s in shots]))
+
+
+@needs_browser
+def test_disconnect_all_asks_first_then_turns_every_agent_off(page: Page, daemon: DaemonProcess) -> None:
+    a, b = fleet(daemon, "all-a", "all-b")
+    page.agent(b.pane).wait_for()
+    page.page.click("#disconnect-all")
+    dialog = page.page.locator("dialog#confirm")
+    assert "Disconnect all" in dialog.get_by_role("heading").inner_text()
+    dialog.get_by_role("button", name="Cancel").click()
+    time.sleep(0.3)
+    assert daemon.agent_view(a.pane)["connect"] == "collaborate"
+    page.page.click("#disconnect-all")
+    dialog.get_by_role("button", name="Disconnect all").click()
+    wait_for(lambda: all(x["connect"] == "off" for x in daemon.api("GET", "/api/agents")), 10, "every agent off")
+    page.page.wait_for_selector(f'#agents > li[data-pane="{a.pane}"][data-connect="off"]')
+    assert page.page.locator('#agents > li:not([data-connect="off"])').count() == 0
+    for agent in (a, b):
+        err, text = agent_call(daemon, agent, "whoami")
+        assert err and "not connected" in str(text)
+
+
+@needs_browser
+def test_the_page_survives_a_daemon_restart(page: Page, daemon: DaemonProcess) -> None:
+    page.page.wait_for_selector("#agents > li")
+    daemon.stop()
+    page.page.wait_for_selector("#live[data-state=reconnecting]")
+    daemon.start()
+    page.wait_live(timeout=30_000)  # the same session cookie works with the new process
+    a, b = fleet(daemon, "after-a", "after-b")
+    send(daemon, a, b, "sent after the restart", "m-after")
+    card = page.card_for("sent after the restart")
+    card.wait_for()  # the reconnected event stream brought it, no reload
+    card.get_by_role("button", name="Approve once").click()
+    card.wait_for(state="detached")
+    wait_for(lambda: any("sent after the restart" in x for x in b.prompts()), 20, "delivery")
