@@ -558,7 +558,7 @@ class Engine:
                     return {"message_id": message_id, "outcome": "unknown", "note": "no such message id for this agent; treat it as unconfirmed"}
                 return message_view(stored)
             if message.is_final or anyio.current_time() >= deadline:
-                return message_view(message) | {"inbox": self._inbox(principal.id)}
+                return message_view(message) | {"inbox": self._inbox(principal.id), "replies": self._replies(message.ref)}
             event = anyio.Event()
             self.subscribers.waits.setdefault(principal.id, set()).add(event)
             with anyio.move_on_after(deadline - anyio.current_time()):
@@ -568,7 +568,15 @@ class Engine:
             if self._inbox(principal.id):
                 current = H.message_for(self.hub, principal.id, message_id)
                 assert current is not None
-                return message_view(current) | {"inbox": self._inbox(principal.id)}
+                return message_view(current) | {"inbox": self._inbox(principal.id), "replies": self._replies(current.ref)}
+
+    def _replies(self, ref: str) -> list[dict[str, Any]]:
+        """The correlated answers: messages sent with ``in_reply_to`` naming this one."""
+        return [
+            {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome}
+            for m in self.hub.messages.values()
+            if m.in_reply_to == ref
+        ]
 
     def _inbox(self, principal_id: str) -> list[dict[str, Any]]:
         """Messages typed into this agent's pane in the reply window (so a wait can break on them).

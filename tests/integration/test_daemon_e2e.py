@@ -211,3 +211,20 @@ def test_daemon_restart_keeps_outcomes_and_delivers_queued_once(daemon: DaemonPr
     assert run(get_message, daemon, a, "m-restart", 5.0)["outcome"] == "delivered"
     time.sleep(1.0)
     assert sum("survives a restart" in p for p in b.prompts()) == 1
+
+
+def test_a_reply_is_correlated_with_the_message_it_answers(daemon: DaemonProcess) -> None:
+    a, b = agents(daemon, "a", "b")
+    run(send, daemon, a, b.address, "what is 2+2?", "q-1")
+    daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+    wait_for(lambda: len(b.prompts()) == 1, 15, "the question typed into B")
+    ref = run(get_message, daemon, a, "q-1")["ref"]
+    daemon.wait_ready(b, 20)
+    err, sent = run(lambda: send(daemon, b, a.address, "4", "a-1", in_reply_to=ref))
+    assert not err, sent
+    daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+    wait_for(lambda: len(a.prompts()) == 1, 15, "the answer typed into A")
+    answered = run(get_message, daemon, a, "q-1")
+    assert [r["ref"] for r in answered["replies"]] == [sent["ref"]]  # type: ignore[index]
+    err, text = run(lambda: send(daemon, a, b.address, "not an answer", "a-2", in_reply_to=ref))  # A did not receive it
+    assert err and "bad_reply" in str(text)
