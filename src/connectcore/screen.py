@@ -273,7 +273,7 @@ def _strip_prompt(rules: ScreenRules, block: list[str]) -> tuple[str, ...] | Non
             texts = [head[len(glyph):].strip()]
             texts += [line[rules.prompt_width:] if line.startswith(" " * rules.prompt_width) else line
                       for line in block[1:]]
-            return tuple(t.rstrip() for t in texts)
+            return tuple(texts)
     return None
 
 
@@ -380,20 +380,17 @@ OPTION_NUMBER = re.compile(r"^(\d+)\.\s+")
 SELECTOR_GLYPHS = ("❯", "›", ">")
 
 
-def _option_column(line: str) -> int:
-    """Where an option's text starts: after the selector glyph on the selected line."""
-    stripped = line.lstrip()
-    return len(line) - len(stripped) + 2 if stripped[:1] in SELECTOR_GLYPHS else len(line) - len(stripped)
+def _option_column(selected: str) -> int:
+    """Where the options' text starts: after the selector glyph and its space on the selected line."""
+    return len(selected) - len(selected.lstrip()) + 2
 
 
 def _is_option_line(line: str, column: int, *, below: bool) -> bool:
-    """A sibling option: same column as the selected option's text (or the selector glyph's), or,
-    below it, a deeper-indented continuation of a wrapped option."""
+    """A sibling option: its text at the selected option's column, or, below it, a deeper-indented
+    continuation of a wrapped option."""
     if not line.strip():
         return False
     indent = len(line) - len(line.lstrip())
-    if line.lstrip()[:1] in SELECTOR_GLYPHS and indent == column - 2:
-        return True
     return indent == column or (below and indent > column)
 
 

@@ -233,9 +233,76 @@ def test_a_history_prompt_above_a_dialog_is_not_an_option() -> None:
     assert read(text).question == Question("Auto mode can't check actions in this session", ())
 
 
+def test_options_exclude_a_deeper_indented_line_above_and_a_question_right_after_the_rule() -> None:
+    text = "\n".join([RULE, " ❯ Yes", "   No", "", " Enter to confirm · Esc to cancel"]) + "\n"
+    assert read(text).question == Question("", ("Yes", "No"))
+    text = "\n".join([RULE, " Run this?", "     $ rm -rf build", " ❯ Yes", "   No", "", " Esc to cancel"]) + "\n"
+    assert read(text).question == Question("Run this?", ("Yes", "No"))
+
+
+def test_dialog_hints_in_the_history_above_a_composer_are_not_a_dialog() -> None:
+    text = claude_screen([""], body=("● The dialog said: Enter to confirm · Esc to cancel", "", "● Done.",
+                                     "", "✻ Cooked for 3s · done 6:27 PM"))
+    assert read(text).activity is Activity.IDLE
+
+
 def test_no_composer_and_no_dialog_hints_is_unknown() -> None:
     reading = read("Claude Code v2.1.332\n\nloading...\n")
     assert (reading.activity, reading.composer, reading.question) == (Activity.UNKNOWN, Composer.ABSENT, None)
+
+
+# --- frame edges ----------------------------------------------------------------------------------
+
+
+def test_claude_footer_of_three_lines_is_a_frame_but_four_is_not() -> None:
+    three = claude_screen([""], footer="  a\n  b\n  c")
+    four = claude_screen([""], footer="  a\n  b\n  c\n  d")
+    assert read(three).ready_for_message
+    reading = read(four)
+    assert reading.activity is Activity.UNKNOWN and not reading.ready_for_message
+
+
+def test_adjacent_rules_hold_no_composer() -> None:
+    text = "\n".join(["● Hi.", "", RULE, RULE, "  ⏵⏵ auto mode on"]) + "\n"
+    reading = read(text)
+    assert (reading.activity, reading.composer) == (Activity.UNKNOWN, Composer.ABSENT)
+
+
+def test_cursor_on_the_rule_below_the_composer_is_outside_it() -> None:
+    text = claude_screen([""])
+    reading = read(text, cursor=(2, composer_row(text) + 1))
+    assert reading.activity is Activity.UNKNOWN and reading.harness is Harness.CLAUDE
+    assert reading.fingerprint == read(text).fingerprint
+
+
+def test_cursor_outside_the_composer_still_reports_a_draft() -> None:
+    text = claude_screen(["half a prompt"])
+    assert read(text, cursor=(0, 0)).composer is Composer.DRAFT
+
+
+def test_busy_words_typed_in_the_composer_are_a_draft_not_a_busy_marker() -> None:
+    text = claude_screen(["why does it say esc to interrupt"])
+    reading = read(text)
+    assert (reading.activity, reading.composer) == (Activity.IDLE, Composer.DRAFT)
+
+
+def test_busy_words_far_up_in_the_history_do_not_make_it_busy() -> None:
+    body = ("● It printed: esc to interrupt", *("  filler line" for _ in range(10)), "", "✻ Cooked for 3s · done 6:27 PM")
+    assert read(claude_screen([""], body=body)).activity is Activity.IDLE
+
+
+def test_codex_screen_wins_over_a_claude_screen_quoted_in_its_history() -> None:
+    text = codex_screen("Ask Codex to do anything", body=("› what does Claude Code v2.1.332 show?", "",
+                                                          "• It shows ⏵⏵ auto mode on.", "",
+                                                          "  Worked for 2s • 18:00"))
+    assert read(text, "node").harness is Harness.CODEX
+    both = "Claude Code v2.1.332\n>_ OpenAI Codex (v0.171.0)\nnothing at the bottom\n"
+    assert read(both, "node").harness is Harness.UNKNOWN
+
+
+def test_every_reading_has_a_fingerprint() -> None:
+    for text, command in (("user@box:~$ \n", "bash"), ("anything\n", "vim"), ("x\n", "opencode")):
+        assert re.fullmatch(r"[0-9a-f]{64}", read(text, command).fingerprint)
 
 
 # --- fingerprint ----------------------------------------------------------------------------------
