@@ -1,0 +1,376 @@
+"""The live-acceptance rig: real Claude Code and Codex agents on a real ``connectd serve``.
+
+Everything runs offline and private:
+
+- the pinned harness versions (:mod:`tests.support.harnesses`) under ``.cache/harnesses``, installed
+  with npm when missing;
+- one scripted model server on 127.0.0.1 (:mod:`tests.support.model_server`); each agent has its own
+  dummy API key, so each agent's model is scripted on its own queue and its requests are told apart;
+- a private tmux server (``tmux -L connect-live-... -f /dev/null``) whose own environment is a private
+  one, so nothing of the person's shell (``ANTHROPIC_*``, ``CLAUDE_CONFIG_DIR``, ``HOME``) reaches a pane;
+- a real ``connectd serve`` subprocess with a private data directory and HOME, and the owner CLI
+  (``connectd launch ... --env K=V``) against it, so each launch is the real per-launch injection
+  with the token in the agent's environment;
+- every agent in its own temporary HOME (``CODEX_HOME`` too). A person's ``~/.claude`` and ``~/.codex``
+  are never read or written.
+
+:class:`Steps` gives each step of a run a deadline and records how long it took; :meth:`LiveFleet.close`
+removes the tmux server, the daemon, stray processes started from the temporary homes and the homes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx2
+
+from tests.support import harnesses as H
+from tests.support.model_server import ModelServer, Request, Turn
+from tests.support.tmux_server import TmuxServer
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+#: The MCP tools connect serves (Claude Code names them ``mcp__connect__<tool>``).
+CONNECT_TOOLS = ("whoami", "list_agents", "get_agent", "find_sessions", "get_session", "send_message",
+                 "get_message", "list_messages")
+CLAUDE_PREFIX = "mcp__connect__"
+CODEX_NAMESPACE = "mcp__connect"
+
+
+def tool_search_select(*tools: str) -> dict[str, Any]:
+    """The ToolSearch input that loads deferred connect tools into Claude Code's next request."""
+    return {"query": "select:" + ",".join(CLAUDE_PREFIX + t for t in tools), "max_results": len(tools)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Steps with deadlines
+# --------------------------------------------------------------------------------------------------
+
+
+class StepTimeout(AssertionError):
+    pass
+
+
+@dataclass
+class Steps:
+    """Each step of the run has a deadline; :meth:`wait` never waits past the current one."""
+
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    _name: str = ""
+    _deadline: float = 0.0
+    describe: Callable[[], str] | None = None  # extra context for a timeout (screens, daemon log)
+
+    @contextlib.contextmanager
+    def step(self, name: str, deadline: float) -> Iterator[None]:
+        self._name, self._deadline = name, time.monotonic() + deadline
+        begun = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings.append((name, time.monotonic() - begun))
+            print(f"[live] {name}: {time.monotonic() - begun:.1f}s", flush=True)
+
+    def wait(self, probe: Callable[[], T], what: str, *, timeout: float | None = None,
+             every: float = 0.2) -> T:
+        """Poll ``probe`` until it returns a truthy value (returned); fail at the step's deadline."""
+        limit = self._deadline if timeout is None else min(self._deadline, time.monotonic() + timeout)
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() >= limit:
+                extra = self.describe() if self.describe else ""
+                raise StepTimeout(f"step {self._name!r}: timed out waiting for {what}\n{extra}")
+            time.sleep(every)
+
+    @property
+    def total(self) -> float:
+        return time.monotonic() - self.started
+
+
+# --------------------------------------------------------------------------------------------------
+# The fleet
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    name: str
+    harness: str  # claude | codex
+    key: str  # its dummy API key: the model server's queue and the way to tell its requests apart
+    home: Path
+    env: dict[str, str]
+    pane: str = ""
+    address: str = ""
+    session: str | None = None  # the session id connectd bound at launch (Claude's preset id)
+    actor: str | None = None
+    launch: dict[str, Any] = field(default_factory=dict)
+
+
+def _key(name: str) -> str:
+    # distinct in its last 20 characters: Claude Code approves a custom key by them
+    return f"sk-connect-live-{name}-" + f"{abs(hash(name)) % 10**12:012d}" + "0" * 20 + name
+
+
+class LiveFleet:
+    """The model server, a private tmux server and a real connectd; agents launched by its CLI."""
+
+    def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40) -> None:
+        self.root = root or Path(tempfile.mkdtemp(prefix="connect-live-"))
+        self.work = self.root / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "notes.txt").write_text("A scratch project for the live acceptance run.\n")
+        self.data_dir = self.root / "connect-data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.width, self.height = width, height
+        self.model = ModelServer()
+        self.tmux = TmuxServer("connect-live")
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.agents: dict[str, Agent] = {}
+        self._http: httpx2.Client | None = None
+        self._env = self._private_env(self.root / "daemon-home")
+
+    # --- life ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _private_env(home: Path) -> dict[str, str]:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "tmp").mkdir(exist_ok=True)
+        env = H.base_env(home)
+        if os.environ.get("TMUX_TMPDIR"):
+            env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
+        return env
+
+    def start(self, timeout: float = 30.0) -> LiveFleet:
+        for name in H.PINNED:
+            H.install(name)
+        self.model.start()
+        self.tmux.env = self._private_env(self.root / "tmux-home")
+        self.tmux.new_session("main", width=self.width, height=self.height, cwd=str(self.work))
+        (self.data_dir / "launchers.toml").write_text(self.launchers_toml())
+        env = dict(self._env)
+        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
+        info = self.data_dir / "daemon.json"
+        log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it
+        self.daemon = subprocess.Popen(
+            [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
+             "--tmux-socket", self.tmux.socket_name, "--no-history"],
+            stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise RuntimeError(f"connectd exited with {self.daemon.returncode}:\n{self.daemon_log()}")
+            if info.exists():
+                self.port = json.loads(info.read_text())["port"]
+                with contextlib.suppress(httpx2.TransportError):
+                    if self.http().get("/api/agents").status_code == 200:
+                        return self
+            time.sleep(0.1)
+        raise RuntimeError(f"connectd did not start:\n{self.daemon_log()}")
+
+    @staticmethod
+    def launchers_toml() -> str:
+        """The real launchers, pointing at the pinned binaries (they replace the built-ins' names)."""
+        claude = [str(H.binary("claude"))]
+        # one -c override keeps Codex in-process (no shared background app-server)
+        codex = [str(H.binary("codex")), *H.CODEX_IN_PROCESS]
+        return (
+            '[launchers.claude]\nharness = "claude"\n'
+            f"argv = {json.dumps(claude)}\n\n"
+            '[launchers.codex]\nharness = "codex"\n'
+            f"argv = {json.dumps(codex)}\n"
+        )
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(15)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait(5)
+        self.tmux.kill()
+        self.model.stop()
+        for agent in self.agents.values():
+            H.reap(agent.home)
+        H.reap(self.root)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> LiveFleet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def daemon_log(self, tail: int = 6000) -> str:
+        path = self.root / "daemon.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    # --- the owner: CLI and API ---------------------------------------------------------------------
+
+    def cli(self, *args: str, expect_ok: bool = True) -> Any:
+        """``connectd <args> --data-dir D --json`` as the person runs it; the parsed JSON answer."""
+        env = dict(self._env)
+        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
+        proc = subprocess.run([sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(self.data_dir),
+                               "--json"], capture_output=True, text=True, env=env, cwd=str(self.work),
+                              timeout=60)
+        if expect_ok and proc.returncode != 0:
+            raise AssertionError(f"connectd {' '.join(args[:2])} failed ({proc.returncode}): {proc.stderr}")
+        if proc.returncode != 0:
+            return {"error": proc.stderr.strip(), "returncode": proc.returncode}
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def owner_token(self) -> str:
+        return (self.data_dir / "owner_token").read_text().strip()
+
+    def http(self) -> httpx2.Client:
+        if self._http is None:
+            self._http = httpx2.Client(base_url=f"http://127.0.0.1:{self.port}",
+                                       headers={"Authorization": f"Bearer {self.owner_token}"}, timeout=30)
+        return self._http
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None, expect: int = 200) -> Any:
+        response = self.http().request(method, path, json=body)
+        assert response.status_code == expect, f"{method} {path}: {response.status_code} {response.text}"
+        return response.json()
+
+    def view(self, agent: Agent) -> dict[str, Any] | None:
+        return next((a for a in self.api("GET", "/api/agents") if a["pane"] == agent.pane), None)
+
+    def cards(self) -> list[dict[str, Any]]:
+        return list(self.api("GET", "/api/cards"))
+
+    def audit(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page = self.api("GET", f"/api/audit?after={after}&limit=500")
+            if not page:
+                return rows
+            rows += page
+            after = max(int(r["id"]) for r in page)
+
+    # --- agents -------------------------------------------------------------------------------------
+
+    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None) -> Agent:
+        """A private HOME for one agent and the environment it is launched with."""
+        home = self.root / f"home-{name}"
+        key = _key(name)
+        if harness == "claude":
+            env = H.claude_home(home, self.work, self.model.url, api_key=key)
+        elif harness == "codex":
+            env = H.codex_home(home, self.work, self.model.url, api_key=key)
+        else:
+            raise ValueError(f"no live harness {harness!r}")
+        env.update(extra_env or {})
+        agent = Agent(name, harness, key, home, env)
+        self.agents[name] = agent
+        return agent
+
+    def launch(self, agent: Agent, connect: str) -> Agent:
+        """``connectd launch <harness> --connect <preset> --cwd <work> --env K=V ...``."""
+        args = ["launch", agent.harness, "--connect", connect, "--cwd", str(self.work)]
+        for key, value in agent.env.items():
+            args += ["--env", f"{key}={value}"]
+        result = self.cli(*args)
+        agent.launch = result
+        agent.pane, agent.address = result["pane"], result["address"]
+        agent.session = result["session"][1] if result.get("session") else None
+        agent.actor = result.get("actor")
+        return agent
+
+    def screen(self, agent: Agent) -> str:
+        return self.tmux.tmux("capture-pane", "-p", "-t", agent.pane, check=False)
+
+    def screens(self) -> str:
+        return "\n".join(f"--- {a.name} ({a.pane}) ---\n{self.screen(a)}" for a in self.agents.values() if a.pane)
+
+    def ready(self, agent: Agent) -> bool:
+        view = self.view(agent)
+        return bool(view and view["activity"] == "idle" and view["composer"] == "empty")
+
+    def type_prompt(self, agent: Agent, text: str) -> None:
+        """The person types a prompt into the agent's pane and presses Enter."""
+        self.tmux.tmux("send-keys", "-t", agent.pane, "-l", "--", text)
+        time.sleep(0.4)
+        self.tmux.tmux("send-keys", "-t", agent.pane, "Enter")
+
+    # --- the agents' models -------------------------------------------------------------------------
+
+    def script(self, agent: Agent, turns: Iterable[Turn]) -> None:
+        self.model.script(agent.harness, turns, api_key=agent.key)
+
+    def requests(self, agent: Agent, *, scripted_only: bool = True) -> list[Request]:
+        return [r for r in self.model.requests_for(agent.harness, scripted_only=scripted_only)
+                if r.api_key == agent.key]
+
+
+def tool_results(request: Request) -> list[dict[str, Any]]:
+    """The tool results a request carries back to the model, oldest first, as
+    ``{"id", "error", "text"}`` (Anthropic ``tool_result`` blocks, Responses ``function_call_output``)."""
+    body = request.body if isinstance(request.body, dict) else {}
+    out: list[dict[str, Any]] = []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                inner = part.get("content")
+                text = inner if isinstance(inner, str) else "".join(
+                    c.get("text", "") for c in inner or () if isinstance(c, dict))
+                out.append({"id": part.get("tool_use_id"), "error": bool(part.get("is_error")), "text": text})
+    for item in body.get("input") or () if isinstance(body.get("input"), list) else ():
+        if isinstance(item, dict) and item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            text = output if isinstance(output, str) else json.dumps(output)
+            out.append({"id": item.get("call_id"), "error": False, "text": text})
+    return out
+
+
+def result_for(requests: Sequence[Request], call_id: str) -> dict[str, Any] | None:
+    for request in requests:
+        for result in tool_results(request):
+            if result["id"] == call_id:
+                return result
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.support.live install``: install the pinned harnesses (CI runs it before the
+    tests, so the npm download is not inside a test's deadline)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["install"]:
+        print("usage: python -m tests.support.live install", file=sys.stderr)
+        return 2
+    for name in H.PINNED:
+        print(f"{name} {H.version(name)}: {H.install(name)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
