@@ -99,6 +99,7 @@ class Page:
         self.page.set_default_timeout(WAIT_MS)
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.on("console", lambda msg: "Content Security Policy" in msg.text and self.errors.append(msg.text))
         self.page.goto(url or f"{daemon.base_url}/login?code={login_code(daemon)}")
         self.page.wait_for_url(f"{daemon.base_url}/")
         self.wait_live()
@@ -127,7 +128,7 @@ def page(browser: Any, daemon: DaemonProcess) -> Iterator[Page]:
     p = Page(browser, daemon)
     try:
         yield p
-        assert not p.errors, p.errors  # uncaught exceptions in the page's script
+        assert not p.errors, p.errors  # uncaught exceptions in the page's script, CSP violations
     finally:
         p.close()
 
@@ -144,6 +145,14 @@ def agent_call(daemon: DaemonProcess, agent: AgentHandle, tool: str, **args: Any
     async def go() -> tuple[bool, Any]:
         async with mcp_agent(daemon.mcp_url, agent.token or "") as client:
             return await call(client, tool, **args)
+
+    return in_thread(go)  # type: ignore[no-any-return]
+
+
+def agent_calls(daemon: DaemonProcess, agent: AgentHandle, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    async def go() -> list[tuple[bool, Any]]:
+        async with mcp_agent(daemon.mcp_url, agent.token or "") as client:
+            return [await call(client, tool, **args) for tool, args in calls]
 
     return in_thread(go)  # type: ignore[no-any-return]
 
@@ -262,6 +271,40 @@ def test_codes_and_sessions_expire_and_sessions_survive_a_new_process(tmp_path: 
 # --------------------------------------------------------------------------------------------------
 # In the browser
 # --------------------------------------------------------------------------------------------------
+
+
+@needs_browser
+def test_screenshots_phone_and_desktop_light_and_dark(browser: Any, daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
+    """Runs first among the browser tests, so the fleet in the pictures is small."""
+    out = Path(os.environ.get("CONNECT_SCREENSHOT_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    planner, builder = fleet(daemon, "planner", "builder")
+    reviewer, = fleet(daemon, "reviewer", connect="observe")
+    docs, = fleet(daemon, "docs", connect="off")
+    for agent, title in [(planner, "planner: auth refactor"), (builder, "builder: run the tests"), (reviewer, "reviewer"), (docs, "docs writer")]:
+        tmux.tmux("select-pane", "-t", agent.pane, "-T", title)
+    send(daemon, planner, builder, "Pull the auth branch and run the unit tests.", "m-shot-1")
+    daemon.api("POST", f"/api/cards/{card_id_for(daemon, 'm-shot-1')}/approve", {"pair": False})
+    wait_for(lambda: outcome(daemon, planner, "m-shot-1") == "delivered", 20, "the first message delivered")
+    send(daemon, planner, builder, "Please run the test suite on the auth branch and tell me which tests fail.\nUse `make test`, not the IDE runner.", "m-shot-2")
+    wait_for(lambda: all(daemon.agent_view(a.pane)["title"] for a in (planner, builder, reviewer, docs)), 10, "titles")
+    shots = []
+    for dark in (False, True):
+        for viewport, name in ((B.PHONE, "390"), (B.DESKTOP, "1280")):
+            p = Page(browser, daemon, viewport=viewport, dark=dark)
+            try:
+                p.card_for("auth branch").wait_for()
+                p.agent(docs.pane).locator(".why").wait_for()
+                p.page.wait_for_selector('#messages > li[data-message-id="m-shot-1"]')
+                p.page.wait_for_selector("#audit > li")
+                p.page.evaluate("document.fonts.ready")
+                path = out / f"page-{name}-{'dark' if dark else 'light'}.png"
+                p.page.screenshot(path=str(path), full_page=name == "1280")
+                shots.append(path)
+                assert not p.errors, p.errors
+            finally:
+                p.close()
+    assert all(s.stat().st_size > 10_000 for s in shots)
 
 
 @needs_browser
@@ -417,8 +460,7 @@ def test_activity_messages_per_pane_and_the_audit_log_with_filters_and_paging(pa
     a, b = fleet(daemon, "a", "b")
     send(daemon, a, b, "for the activity feed", "m-activity")
     daemon.api("POST", f"/api/cards/{card_id_for(daemon, 'm-activity')}/decline", {})
-    for _ in range(30):  # enough audit records for several pages
-        agent_call(daemon, a, "list_agents")
+    agent_calls(daemon, a, [("list_agents", {})] * 30)  # enough audit records for several pages
     p = page.page
     p.select_option("#msg-pane", b.pane)
     row = p.locator('#messages > li[data-message-id="m-activity"]')
@@ -494,6 +536,7 @@ def test_phone_width_touch_targets_and_keyboard(browser: Any, daemon: DaemonProc
         card.get_by_role("button", name="Decline").focus()
         p.page.keyboard.press("Enter")
         card.wait_for(state="detached")
+        assert p.page.evaluate("document.activeElement.closest('#needs-you') !== null")  # focus stays in Needs you
         assert outcome(daemon, a, "m-kbd") == "declined"
     finally:
         p.close()
@@ -529,32 +572,6 @@ def test_cross_site_posts_are_refused(browser: Any, page: Page, daemon: DaemonPr
     assert daemon.agent_view(a.pane)["connect"] == "collaborate"
     err, _ = agent_call(daemon, a, "whoami")
     assert not err
-
-
-@needs_browser
-def test_screenshots_phone_and_desktop_light_and_dark(browser: Any, daemon: DaemonProcess, tmp_path: Path) -> None:
-    out = Path(os.environ.get("CONNECT_SCREENSHOT_DIR") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    a, b = fleet(daemon, "planner", "builder")
-    watcher, = fleet(daemon, "reviewer", connect="observe")
-    send(daemon, a, b, "Please run the test suite on the auth branch and tell me which tests fail.\nUse `make test`.", f"m-shot-{uuid.uuid4().hex[:6]}")
-    shots = []
-    for dark in (False, True):
-        for viewport, name in ((B.PHONE, "390"), (B.DESKTOP, "1280")):
-            p = Page(browser, daemon, viewport=viewport, dark=dark)
-            try:
-                p.card_for("auth branch").wait_for()
-                p.agent(watcher.pane).wait_for()
-                p.page.wait_for_selector("#audit > li")
-                p.page.evaluate("document.fonts.ready")
-                path = out / f"page-{name}-{'dark' if dark else 'light'}.png"
-                p.page.screenshot(path=str(path), full_page=name == "1280")
-                shots.append(path)
-                assert not p.errors, p.errors
-            finally:
-                p.close()
-    assert all(s.stat().st_size > 10_000 for s in shots)
-    (out / "index.json").write_text(json.dumps([s.name for s in shots]))
 
 
 @needs_browser

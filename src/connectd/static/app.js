@@ -251,18 +251,26 @@
     const textId = `text-${c.id}`;
     const act = (kind) => async (ev) => {
       const card = ev.currentTarget.closest("li");
+      const hadFocus = card.contains(document.activeElement);
       for (const b of card.querySelectorAll("button")) b.disabled = true;
+      const keepFocus = () => {
+        if (!hadFocus || card.isConnected) return;
+        const next = $("cards").querySelector("button:not(:disabled)");
+        (next || $("needs-you-h")).focus({ preventScroll: true });
+      };
       try {
         if (kind === "decline") await api("POST", `/api/cards/${encodeURIComponent(c.id)}/decline`, {});
         else await api("POST", `/api/cards/${encodeURIComponent(c.id)}/approve`, { pair: kind === "pair" });
         toast(kind === "decline" ? "Declined." : kind === "pair" ? `Approved: ${from.name} may message ${to.name}.` : "Approved this message.");
         state.cards = state.cards.filter((x) => x.id !== c.id);
         renderCards();
+        keepFocus();
       } catch (err) {
         if (err.status === 404 || err.code === "card_closed") {
           toast("That card was already answered or cancelled.");
           state.cards = state.cards.filter((x) => x.id !== c.id);
           renderCards();
+          keepFocus();
         } else {
           error.textContent = err.message;
           error.hidden = false;
@@ -336,7 +344,8 @@
       state.launchers.size ? null : api("GET", "/api/launchers"),
     ]);
     if (launchers) state.launchers = new Map(launchers.map((l) => [l.name, l]));
-    state.agents = agents;
+    // agents first, plain shells last; otherwise tmux's order (stable: cards never jump on a toggle)
+    state.agents = agents.map((a, i) => [a, i]).sort(([x, i], [y, j]) => (x.harness === "shell") - (y.harness === "shell") || i - j).map(([a]) => a);
     renderAgents();
     renderCards(); // names may have changed
     fillPaneSelects();
@@ -391,11 +400,12 @@
         : connected
           ? icon("messages-square", `Connected: ${a.scopes.join(", ")}`)
           : icon(a.harness === "shell" ? "terminal" : "bot", "Not connected");
+    const sessionActor = a.session ? `agent:${a.session.harness}:${a.session.session_id}` : null;
     const facts = [
       ["Where", a.cwd || "—", "mono"],
       a.repo ? ["Repo", a.repo, "mono"] : null,
-      ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no session bound", a.session ? "mono" : ""],
-      a.actor ? ["Actor", a.actor, "mono"] : null,
+      a.harness === "shell" ? null : ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no agent session bound", a.session ? "mono" : ""],
+      a.actor && a.actor !== sessionActor ? ["Actor", a.actor, "mono"] : null,
       a.launcher ? ["Launcher", a.launcher, ""] : null,
       connected && a.connect === "custom" ? ["Scopes", a.scopes.join(", "), ""] : null,
     ].filter(Boolean);
@@ -569,9 +579,10 @@
     list.replaceChildren(...Array.from(values).sort().map((v) => h("option", { attrs: { value: v } })));
   }
 
-  const GOOD = new Set(["delivered", "done", "allowed", "issued", "approved", "approve_once", "approve_pair", "restarted"]);
+  const GOOD = new Set(["delivered", "done", "allowed", "issued", "approved_once", "approved_pair", "restarted", "set", "bound"]);
   const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending"]);
-  const outcomeKind = (o) => (GOOD.has(o) ? "good" : WAIT.has(o) ? "wait" : "bad");
+  const BAD = new Set(["refused", "declined", "cancelled", "expired", "unconfirmed", "not_confirmed", "error", "gave_up", "revoked"]);
+  const outcomeKind = (o) => (GOOD.has(o) ? "good" : WAIT.has(o) ? "wait" : BAD.has(o) ? "bad" : "other");
 
   async function loadMessages() {
     const pane = $("msg-pane").value;
