@@ -33,6 +33,7 @@ from tests.support.live import (
     Agent,
     LiveFleet,
     Steps,
+    home_snapshot,
     result_for,
     tool_search_select,
 )
@@ -104,19 +105,24 @@ def argv_holding(secret: str) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(900)  # a first run installs both programs from npm (about 800 MB) inside this test
 def test_real_claude_and_codex_agents_connect_and_talk_through_the_endpoint() -> None:
     steps = Steps()
     with steps.step("install the pinned harnesses (skipped when present)", 900):
         for name in H.PINNED:
             H.install(name)
+    person = home_snapshot()
     fleet = LiveFleet()
     steps.describe = lambda: fleet.screens() + "\n--- connectd log ---\n" + fleet.daemon_log(4000)
     try:
         with steps.step("start the model server, a private tmux server and connectd", 30):
             fleet.start()
         run_acceptance(fleet, steps)
+        log = fleet.daemon_log(10**7)
     finally:
         fleet.close()
+    assert "Traceback" not in log and " ERROR " not in log, f"connectd logged an error:\n{log[-6000:]}"
+    assert home_snapshot() == person, "the run touched the person's own ~/.claude, ~/.claude.json or ~/.codex"
     print(f"[live] acceptance total {steps.total:.1f}s: "
           + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.timings), flush=True)
 
@@ -206,6 +212,7 @@ def run_acceptance(fleet: LiveFleet, steps: Steps) -> None:
         steps.wait(lambda: (message_row(fleet, "live-1") or {}).get("outcome") == "delivered", "delivered to B")
         reply_sent = payload(steps.wait(lambda: result(fleet, b, "call_reply"), "B's send_message result"))
         reply_card = steps.wait(lambda: next(iter(fleet.cards()), None), "the reply's consent card")
+        waited = payload(steps.wait(lambda: result(fleet, a, "toolu_wait"), "A's get_message(wait) result"))
     b_requests = fleet.requests(b)
     got = requests_with(fleet, b, MESSAGE)
     assert got, "B's model never received the message"
@@ -216,7 +223,6 @@ def run_acceptance(fleet: LiveFleet, steps: Steps) -> None:
     assert got[0].text.count(MESSAGE) == 1, "the text reached B's model exactly once"
     assert b_requests.index(got[0]) > 0 and b_requests[0].user_texts[-1] == "Run the long task.", \
         "the message came after B's own turn, not into it"
-    waited = payload(result(fleet, a, "toolu_wait"))  # type: ignore[arg-type]
     assert waited["message_id"] == "live-1" and waited["outcome"] == "delivered"
     assert reply_sent["outcome"] == "queued" and reply_sent["in_reply_to"] == ref
     assert reply_sent["from"] == b.actor and reply_sent["to"] == a.address

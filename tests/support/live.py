@@ -331,6 +331,20 @@ class LiveFleet:
                 if r.api_key == agent.key]
 
 
+def home_snapshot(home: Path | None = None) -> dict[str, tuple[int, int]]:
+    """(mtime_ns, size) of everything under a person's own Claude Code and Codex state
+    (``~/.claude``, ``~/.claude.json``, ``~/.codex``), to show a run left it untouched."""
+    home = home or Path.home()
+    out: dict[str, tuple[int, int]] = {}
+    for top in (home / ".claude", home / ".claude.json", home / ".codex"):
+        paths = [top] if not top.is_dir() else [top, *top.rglob("*")]
+        for path in paths:
+            with contextlib.suppress(OSError):
+                st = path.lstat()
+                out[str(path)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
 def tool_results(request: Request) -> list[dict[str, Any]]:
     """The tool results a request carries back to the model, oldest first, as
     ``{"id", "error", "text"}`` (Anthropic ``tool_result`` blocks, Responses ``function_call_output``)."""
