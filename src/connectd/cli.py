@@ -56,7 +56,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         path.write_text(json.dumps(info))
         path.chmod(0o600)
         print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
-        print(f"owner page: {d.base_url}/  (owner token in {data_dir / 'owner_token'}; `connectd token` prints a login URL)", flush=True)
+        sessions = getattr(d.auth, "sessions", None)
+        if sessions is not None:
+            code, ttl = sessions.new_code()
+            print(f"owner page: {d.base_url}/login?code={code}  (one-time, {int(ttl // 60)} min; `connectd token` prints another)", flush=True)
+        else:
+            print(f"owner page: {d.base_url}/  (owner token in {data_dir / 'owner_token'})", flush=True)
 
     anyio.run(lambda: serve(daemon, ready=ready))
     return 0
