@@ -488,6 +488,7 @@ class Engine:
                     "connect": (grants.preset_of(frozenset(Scope(s) for s in scopes)) or "custom") if principal else "off",
                     "scopes": scopes,
                     "reachable": "reachable" in scopes,
+                    "control": bool(principal and principal.control),
                     "launcher": record.launcher,
                 }
             )
