@@ -62,7 +62,7 @@ def run_watch(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
         mem["rss_empty_mb"] = rss_mb(fleet.pid)
 
     def at_full(fleet: Fleet, agents: list[Any]) -> None:
-        memory.queued(fleet, agents, mem, messages=100 if quick else 1000, senders=5 if quick else 10)
+        memory.queued(fleet, agents, mem, messages=100 if quick else 1000, senders=5 if quick else 10, window=6 if quick else 20)
 
     points = watch.run(
         tmp,
@@ -103,7 +103,7 @@ def run_delivery_and_mcp(tmp: Path, quick: bool, sections: set[str], results: di
 
 def run_flood(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
     if quick:
-        results["flood"] = memory.flood(tmp, senders=5, per_sender=60, recipients=3, card_ttl=8, id_ttl=12)
+        results["flood"] = memory.flood(tmp, senders=5, per_sender=60, recipients=3, card_ttl=8, id_ttl=12, max_seconds=60)
     else:
         results["flood"] = memory.flood(tmp, senders=20, per_sender=1000, recipients=5, card_ttl=20, id_ttl=30)
 
@@ -136,8 +136,8 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
         "`connectd.demo_agent` (a Claude-like screen that redraws only when its frame changes), launched "
         "through a real `connectd serve` subprocess.",
         "",
-        "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if k != "load")
-        + f". Load average {info['load']} at the start and {results.get('load_end', '?')} at the end: the machine is "
+        f"Machine: {info['os']}, {info['cpu']}, {info['memory']} RAM; Python {info['python']}, {info['tmux']}, "
+        f"mcp {info['mcp']}, uvicorn {info['uvicorn']}, SQLite {info['sqlite']}. Load average {info['load']} at the start and {results.get('load_end', '?')} at the end: the machine is "
         "shared with other work, so absolute times are noisy; read the ratios.",
         "",
     ]
@@ -235,6 +235,9 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"| RSS with {m['panes']} panes and {m['queued']:,} queued messages | {m['rss_queued_mb']:.1f} MiB (peak while queueing {m['rss_queued_peak_mb']:.1f}) | {m['rss_panes_mb']:.1f} MiB (no messages) |",
             f"| Idle CPU holding them | {m['cpu_queued_s_per_min']:.2f} s/min | {w.connectd_cpu:.2f} s/min (no messages) |",
             f"| `send_message` admission, {m['senders']} senders at once | {m['admission_per_s']:.0f} calls/s, p50 {m['send_p50_ms']:.0f} ms, p99 {m['send_p99_ms']:.0f} ms | answers: {_answers(m['answers'])} |",
+            f"| `send_message` p50, last {m['tenth']} calls (queue nearly full) | {m['send_p50_last_ms']:.0f} ms | {m['send_p50_first_ms']:.0f} ms (first {m['tenth']}, queue nearly empty) |",
+            f"| Idle CPU after the person revoked the senders ({m['cancelled']:,} messages cancelled; they and their closed cards stay in memory for the id's hour) | {m['cpu_closed_s_per_min']:.2f} s/min | {m['cpu_queued_s_per_min']:.2f} s/min (the same messages queued, cards open) |",
+            f"| RSS then | {m['rss_closed_mb']:.1f} MiB | {m['rss_queued_mb']:.1f} MiB |",
             "",
         ]
     if "flood" in results:
@@ -252,16 +255,18 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             "",
             "| Measure | Result | Bound or baseline |",
             "| --- | ---: | ---: |",
-            f"| Calls | {sum(f['answers'].values()):,} in {f['wall']:.0f} s ({f['calls_per_s']:.0f}/s), p50 {f['send_p50_ms']:.0f} ms, p99 {f['send_p99_ms']:.0f} ms | |",
+            f"| Calls | {sum(f['answers'].values()):,} in {f['wall']:.0f} s ({f['calls_per_s']:.0f}/s), p50 {f['send_p50_ms']:.0f} ms, p99 {f['send_p99_ms']:.0f} ms | "
+            + (f"stopped at the {f['max_seconds']:.0f} s bound, short of {f['senders'] * f['per_sender']:,} |" if f["capped"] else f"{f['senders'] * f['per_sender']:,} planned |"),
+            f"| Daemon CPU per call | {f['cpu_ms_per_call']:.1f} ms | {f['cpu_during_s_per_min']:.1f} CPU s/min during the flood (60 is one core); load average {f['load_during']} |",
             f"| Admitted / refused before admission | {f['admitted']:,} / {f['refused']:,} | refusals: {_answers({k: v for k, v in f['answers'].items() if k != 'queued'})} |",
             f"| Most admitted for one sender | {f['admitted_per_sender_max']} | at most {f['sender_bound']} (sender limit over the flood's windows) |",
             f"| Most admitted for one pair | {f['pair_max']} | at most {f['pair_bound']} |",
             f"| Final outcomes in `/api/messages` | {_answers(f['outcomes'])} | {f['admitted']:,} admitted, one row each |",
             f"| Audit: `queued` + exactly one final outcome per admitted id; one `refused` per refused id | {f['audit_trails_ok']:,} admitted ids ok | {f['admitted']:,} |",
+            f"| Messages to recipient 1 (its pairs approved as cards came) | {_answers(f['approved_recipient_outcomes'])} | it was idle throughout, between turns of 0.2 s |",
             f"| Typed into recipients | {f['typed']} prompts, each a delivered message typed once | {f['outcomes'].get('delivered', 0)} delivered |",
             f"| Problems found by the checks | {f['problem_count']} | 0 |",
             f"| Daemon RSS | peak {f['rss_peak_mb']:.1f} MiB during, {f['rss_after_mb']:.1f} MiB after | {f['rss_before_mb']:.1f} MiB before ({f['senders'] + f['recipients']} idle panes) |",
-            f"| Daemon CPU during the flood | {f['cpu_during_s_per_min']:.1f} s/min | 60 s/min is one core |",
             "",
         ]
         if f["problems"]:

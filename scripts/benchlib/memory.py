@@ -20,6 +20,7 @@ every lifetime has passed:
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 import time
@@ -46,15 +47,25 @@ TEXT = (
 @dataclass
 class Sends:
     latencies: list[float] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)  # monotonic start of each call, same order
     answers: Counter[str] = field(default_factory=Counter)  # queued / refused:<reason> / error
     admitted: dict[str, set[str]] = field(default_factory=dict)  # sender pane -> admitted ids
     refused: dict[str, set[str]] = field(default_factory=dict)
     admitted_at: list[float] = field(default_factory=list)
     wall: float = 0.0
+    capped: bool = False
+
+    def p50_of(self, first: bool, count: int) -> float:
+        """p50 latency of the first (or last) ``count`` calls by start time."""
+        ordered = [lat for _, lat in sorted(zip(self.started, self.latencies, strict=True))]
+        return pct(ordered[:count] if first else ordered[-count:], 50)
 
 
-async def _send_all(d: DaemonProcess, jobs: list[tuple[AgentHandle, list[tuple[str, str, str]]]]) -> Sends:
-    """``jobs``: per sender, its (to, message_id, text) calls, made in order on its own session."""
+async def _send_all(
+    d: DaemonProcess, jobs: list[tuple[AgentHandle, list[tuple[str, str, str]]]], max_seconds: float = 3600.0
+) -> Sends:
+    """``jobs``: per sender, its (to, message_id, text) calls, made in order on its own session; every
+    sender stops early once ``max_seconds`` have passed (a bound on the run, reported by the caller)."""
     out = Sends()
     async with AsyncExitStack() as stack:
         sessions = [
@@ -66,9 +77,13 @@ async def _send_all(d: DaemonProcess, jobs: list[tuple[AgentHandle, list[tuple[s
             admitted = out.admitted.setdefault(sender.pane, set())
             refused = out.refused.setdefault(sender.pane, set())
             for to, message_id, text in calls:
+                if time.monotonic() - begin > max_seconds:
+                    out.capped = True
+                    return
                 start = time.perf_counter()
                 result = await client.call_tool("send_message", {"to": to, "text": text, "message_id": message_id})
                 out.latencies.append(time.perf_counter() - start)
+                out.started.append(start)
                 if result.is_error:
                     said = " ".join(getattr(c, "text", "") for c in result.content)
                     found = REASON.search(said)
@@ -81,11 +96,11 @@ async def _send_all(d: DaemonProcess, jobs: list[tuple[AgentHandle, list[tuple[s
                     admitted.add(message_id)
                     out.admitted_at.append(time.time())
 
-        start = time.monotonic()
+        begin = time.monotonic()
         async with anyio.create_task_group() as tg:
             for sender, calls, client in sessions:
                 tg.start_soon(run, sender, calls, client)
-        out.wall = time.monotonic() - start
+        out.wall = time.monotonic() - begin
     return out
 
 
@@ -118,7 +133,10 @@ class RssSampler:
 QUEUED_POLICY = "[limits]\nsender_per_window = 1000\npair_per_window = 1000\n"
 
 
-def queued(fleet: Fleet, agents: list[AgentHandle], result: dict[str, Any], *, messages: int = 1000, senders: int = 10) -> None:
+def queued(
+    fleet: Fleet, agents: list[AgentHandle], result: dict[str, Any], *, messages: int = 1000, senders: int = 10,
+    window: float = 20.0,
+) -> None:
     d = fleet.d
     time.sleep(2.0)
     result["rss_panes_mb"] = rss_mb(fleet.pid)
@@ -141,13 +159,33 @@ def queued(fleet: Fleet, agents: list[AgentHandle], result: dict[str, Any], *, m
     time.sleep(3.0)
     result["rss_queued_mb"] = rss_mb(fleet.pid)
     result["rss_queued_peak_mb"] = max(sampler.samples + [result["rss_queued_mb"]])
-    cpu0, t0 = cpu_seconds(fleet.pid), time.monotonic()
-    time.sleep(20.0)
-    result["cpu_queued_s_per_min"] = (cpu_seconds(fleet.pid) - cpu0) / (time.monotonic() - t0) * 60
+    tenth = max(1, len(sends.latencies) // 10)
+    result["send_p50_first_ms"] = sends.p50_of(True, tenth) * 1000
+    result["send_p50_last_ms"] = sends.p50_of(False, tenth) * 1000
+    result["tenth"] = tenth
+    result["cpu_queued_s_per_min"] = _idle_cpu(fleet.pid, window)
+    # The person turns the senders off: every queued message is cancelled and its card closed. Both
+    # stay in the daemon's memory for the rest of their id's hour (the default id_ttl).
+    start = time.monotonic()
+    for sender in who:
+        d.api("POST", "/api/revoke", {"pane": sender.pane})
+    result["revoke_s"] = time.monotonic() - start
+    rows = d.api("GET", "/api/messages?limit=1000")
+    result["cancelled"] = sum(1 for m in rows if m["outcome"] == "cancelled")
+    time.sleep(2.0)
+    result["cpu_closed_s_per_min"] = _idle_cpu(fleet.pid, window)
+    result["rss_closed_mb"] = rss_mb(fleet.pid)
     log(
         f"queued {queued_now} messages ({result['admission_per_s']:.0f} calls/s): RSS {result['rss_panes_mb']:.1f} -> "
-        f"{result['rss_queued_mb']:.1f} MiB, CPU {result['cpu_queued_s_per_min']:.2f} s/min"
+        f"{result['rss_queued_mb']:.1f} MiB, CPU {result['cpu_queued_s_per_min']:.2f} s/min; "
+        f"{result['cancelled']} cancelled: CPU {result['cpu_closed_s_per_min']:.2f} s/min"
     )
+
+
+def _idle_cpu(pid: int, seconds: float) -> float:
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0) * 60
 
 
 # --- flood -------------------------------------------------------------------------------------------
@@ -188,6 +226,7 @@ def flood(
     recipients: int = 5,
     card_ttl: float = 20.0,
     id_ttl: float = 30.0,
+    max_seconds: float = 360.0,
 ) -> dict[str, Any]:
     policy = f"[limits]\ncard_ttl = {card_ttl}\nid_ttl = {id_ttl}\n"
     result: dict[str, Any] = {"senders": senders, "per_sender": per_sender, "recipients": recipients,
@@ -214,8 +253,13 @@ def flood(
         cpu0 = cpu_seconds(fleet.pid)
         try:
             with RssSampler(fleet.pid) as sampler:
-                sends = anyio.run(_send_all, d, jobs)
-            result["cpu_during_s_per_min"] = (cpu_seconds(fleet.pid) - cpu0) / sends.wall * 60
+                sends = anyio.run(_send_all, d, jobs, max_seconds)
+            cpu = cpu_seconds(fleet.pid) - cpu0
+            result["cpu_during_s_per_min"] = cpu / sends.wall * 60
+            result["cpu_ms_per_call"] = cpu / max(1, len(sends.latencies)) * 1000
+            result["capped"] = sends.capped
+            result["max_seconds"] = max_seconds
+            result["load_during"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
             result["rss_peak_mb"] = max(sampler.samples)
             last_admit = max(sends.admitted_at) if sends.admitted_at else time.time()
             log(f"flood: {sum(sends.answers.values())} calls in {sends.wall:.1f} s {dict(sends.answers)}; waiting for lifetimes")
@@ -296,7 +340,9 @@ def _check(fleet: Fleet, who: list[AgentHandle], to: list[AgentHandle], sends: S
         problems.append(f"{len(extra)} typed messages are not delivered or unconfirmed")
     if any(n > 1 for n in typed.values()):
         problems.append("a message was typed twice")
+    approved = Counter(m["outcome"] for m in rows if m["recipient_pane"] == to[0].pane)
     return {
+        "approved_recipient_outcomes": dict(approved),
         "admitted": admitted,
         "refused": sum(len(v) for v in sends.refused.values()),
         "admitted_per_sender_max": max(per_sender.values(), default=0),
