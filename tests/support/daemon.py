@@ -180,7 +180,9 @@ class DaemonProcess:
         return wait_for(lambda: (self.cards() or [None])[0], timeout, "a consent card")
 
     def agent_view(self, pane: str) -> dict[str, Any]:
-        return next(a for a in self.api("GET", "/api/agents") if a["pane"] == pane)
+        """The pane's entry in the directory; a pane between two processes (a restart) is absent."""
+        absent = {"pane": pane, "activity": "gone", "composer": "absent", "connect": "off", "address": None}
+        return next((a for a in self.api("GET", "/api/agents") if a["pane"] == pane), absent)
 
     def wait_ready(self, agent: AgentHandle, timeout: float = 15.0) -> None:
         wait_for(lambda: self.agent_view(agent.pane)["activity"] == "idle" and self.agent_view(agent.pane)["composer"] == "empty", timeout, f"{agent.name} idle")
