@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -43,10 +44,12 @@ from connectcore.effects import (
 )
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.screen import Activity, Composer, Reading, read_screen
+from connectd import procfs
 from connectd.tmux import Capture, PaneInfo, TmuxAdapter, TmuxError
 
 log = logging.getLogger("connectd.engine")
 
+_ROLLOUT = re.compile(r"/rollout-[0-9T:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 SCREEN_TAIL_LINES = 40
 SCROLLBACK_LINES = 200
 
@@ -150,6 +153,7 @@ class Engine:
         # environment. In memory only: values may be secrets, so they are never persisted.
         self.launch_env: dict[tuple[str, str], dict[str, str]] = {}
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
+        self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -267,6 +271,8 @@ class Engine:
         before = self.directory
         self.directory = D.observe(before, observations)
         for info in infos:
+            await self._codex_evidence(info)
+        for info in infos:
             launch = launches.get(info.pane_id)
             if launch is not None and launch.session_id is not None:
                 self.directory = D.note_evidence(
@@ -288,6 +294,29 @@ class Engine:
                 state.info, state.record = info, record
         await self._bind_sessions()
         self.tmux.forget_pane_locks(set(self.panes))
+
+    async def _codex_evidence(self, info: PaneInfo) -> None:
+        """Codex reports its session id only after launch: the rollout file its process tree holds
+        open (``rollout-<time>-<session id>.jsonl``) binds the pane, once, when nothing else has."""
+        state = self.panes.get(info.pane_id)
+        harness = state.reading.harness.value if state and state.reading else ""
+        token = self._token_of(info)
+        if harness != "codex" or token in self._codex_scanned or not info.pane_pid:
+            return
+        if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
+            return
+        files = await anyio.to_thread.run_sync(procfs.tree_open_files, info.pane_pid)
+        ids = {
+            m.group(1)
+            for paths in files.values()
+            for path in paths
+            if (m := _ROLLOUT.search(path)) is not None
+        }
+        if len(ids) == 1:  # exactly one open session: unambiguous
+            self._codex_scanned.add(token)
+            self.directory = D.note_evidence(
+                self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", ids.pop())
+            )
 
     async def _bind_sessions(self) -> None:
         """Attach a session id to a principal once the directory binds its pane unambiguously."""

@@ -253,6 +253,12 @@ def run_acceptance(fleet: LiveFleet, steps: Steps) -> None:
         "the message came after B's own turn, not into it"
     assert waited["message_id"] == "live-1" and waited["outcome"] == "delivered"
     assert reply_sent["outcome"] == "queued" and reply_sent["in_reply_to"] == ref
+    # Codex reports its session id only after launch: connectd binds it from the rollout file B holds open
+    bound = fleet.view(b)["actor"]
+    assert bound.startswith("agent:codex:") and ":pane:" not in bound, bound
+    launch_actor, b.actor = b.actor, bound
+    rebinds = [r for r in fleet.audit() if r["action"] == "rebind" and r["actor"] == bound]
+    assert rebinds and rebinds[0]["target"] == launch_actor, "the rebinding is itself an audit record"
     assert reply_sent["from"] == b.actor and reply_sent["to"] == a.address
     assert (reply_card["sender"], reply_card["recipient_pane"], reply_card["text"]) == (b.actor, a.pane, REPLY)
 
