@@ -45,6 +45,13 @@ def agents(daemon: DaemonProcess, *names: str, connect: str = "collaborate") -> 
     return handles
 
 
+def make_busy(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle, seconds: int) -> None:
+    """Start a turn of ``seconds`` in the stand-in agent, typed by hand, and wait until it reads busy."""
+    tmux.tmux("send-keys", "-t", agent.pane, "-l", f"/busy {seconds}")
+    tmux.tmux("send-keys", "-t", agent.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(agent.pane)["activity"] == "busy", 10, f"{agent.name} busy")
+
+
 async def send(daemon: DaemonProcess, sender: AgentHandle, to: str, text: str, message_id: str, era: str = "legacy", **kw: object) -> tuple[bool, object]:
     assert sender.token
     async with mcp_agent(daemon.mcp_url, sender.token, era) as client:
@@ -94,9 +101,7 @@ def test_list_send_approve_pair_delivers_with_provenance_once(daemon: DaemonProc
 
 def test_busy_recipient_gets_it_at_the_next_idle(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     a, b = agents(daemon, "a", "b")
-    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 4")
-    tmux.tmux("send-keys", "-t", b.pane, "Enter")
-    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    make_busy(daemon, tmux, b, 4)
     err, sent = run(send, daemon, a, b.address, "when you are free", "m-busy")
     assert not err
     daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": False})
@@ -199,9 +204,7 @@ def test_unknown_bearer_token_is_401_and_owner_token_is_refused_on_mcp(daemon: D
 
 def test_daemon_restart_keeps_outcomes_and_delivers_queued_once(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     a, b = agents(daemon, "a", "b")
-    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 6")
-    tmux.tmux("send-keys", "-t", b.pane, "Enter")
-    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    make_busy(daemon, tmux, b, 6)
     run(send, daemon, a, b.address, "survives a restart", "m-restart")
     daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
     daemon.stop(signal.SIGKILL)

@@ -21,7 +21,7 @@ from connectcore.delivery import MessageState
 from connectcore.effects import Persist
 from connectd.store import Store
 from tests.fixtures.history.transcripts import Claude, make_repo
-from tests.integration.test_daemon_e2e import agents, get_message, run, send
+from tests.integration.test_daemon_e2e import agents, get_message, make_busy, run, send
 from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
 
@@ -90,9 +90,7 @@ def test_revocation_racing_delivery_never_types_after_revoke_returns(daemon: Dae
 
 def test_a_respawned_recipient_cancels_the_message(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     a, b = agents(daemon, "a", "b")
-    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 30")
-    tmux.tmux("send-keys", "-t", b.pane, "Enter")
-    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    make_busy(daemon, tmux, b, 30)
     run(send, daemon, a, b.address, "to the old process", "m-respawn")
     daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
     tmux.tmux("respawn-pane", "-k", "-t", b.pane, "cat")
@@ -102,9 +100,7 @@ def test_a_respawned_recipient_cancels_the_message(daemon: DaemonProcess, tmux: 
 
 def test_a_crash_after_typing_started_is_unconfirmed_and_never_retyped(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     a, b = agents(daemon, "a", "b")
-    tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 8")
-    tmux.tmux("send-keys", "-t", b.pane, "Enter")
-    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "B busy")
+    make_busy(daemon, tmux, b, 8)
     run(send, daemon, a, b.address, "mid-typing", "m-crash")
     daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
     daemon.stop(signal.SIGKILL)
