@@ -263,7 +263,7 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"| Most admitted for one pair | {f['pair_max']} | at most {f['pair_bound']} |",
             f"| Final outcomes in `/api/messages` | {_answers(f['outcomes'])} | {f['admitted']:,} admitted, one row each |",
             f"| Audit: `queued` + exactly one final outcome per admitted id; one `refused` per refused id | {f['audit_trails_ok']:,} admitted ids ok | {f['admitted']:,} |",
-            f"| Messages to recipient 1 (its pairs approved as cards came) | {_answers(f['approved_recipient_outcomes'])} | it was idle throughout, between turns of 0.2 s |",
+            f"| Messages to recipient 1 (its pairs approved as cards came) | {_answers(f['approved_recipient_outcomes'])} | idle with an empty composer in {f['approved_idle_share']:.0%} of the daemon's views during the flood (its turns last 0.2 s) |",
             f"| Typed into recipients | {f['typed']} prompts, each a delivered message typed once | {f['outcomes'].get('delivered', 0)} delivered |",
             f"| Problems found by the checks | {f['problem_count']} | 0 |",
             f"| Daemon RSS | peak {f['rss_peak_mb']:.1f} MiB during, {f['rss_after_mb']:.1f} MiB after | {f['rss_before_mb']:.1f} MiB before ({f['senders'] + f['recipients']} idle panes) |",
@@ -271,9 +271,66 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
         ]
         if f["problems"]:
             out += ["Problems:", "", *[f"- {p}" for p in f["problems"]], ""]
+    notes = _notes(results)
+    if notes:
+        out += ["## What the figures show", "", *[f"- {n}" for n in notes], ""]
     if "history" in results:
         out += ["## Session history", "", results["history"]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _notes(results: dict[str, Any]) -> list[str]:
+    """Plain statements drawn from this run's numbers (each appears only when the numbers say so)."""
+    notes: list[str] = []
+    if "watch_points" in results:
+        big = results["watch_points"][-1]
+        notes.append(
+            f"Watching {big.panes} idle panes costs connectd {big.connectd_cpu / 60 * 100:.1f}% of one core "
+            f"({ratio(big.connectd_cpu, big.naive_cpu)} of the naive loop, whose cost grows with every pane it "
+            "captures); it still sees an agent turn idle about as fast, because the control-mode reader points "
+            "it at the panes that drew something."
+        )
+    if "delivery" in results:
+        r = results["delivery"]
+        notes.append(
+            f"Confirmed delivery takes {ms(pct(r.connectd, 50))} against a {ms(pct(r.floor, 50))} floor; almost all "
+            "of the difference is the two deliberate pauses (0.4 s settle before Enter, 0.2 s between confirming "
+            "re-reads), not the guard, the store or MCP."
+        )
+    if "mcp" in results:
+        rates = {(x.server, x.era): x for x in results["mcp"]}
+        c, n = rates.get(("connectd", "legacy")), rates.get(("no-op", "legacy"))
+        if c and n:
+            notes.append(
+                f"Token, scope and a committed audit record per call cost {c.cpu_ms_per_call - n.cpu_ms_per_call:.1f} ms "
+                f"of server CPU per `list_agents` call over the bare SDK ({ratio(c.cpu_ms_per_call, n.cpu_ms_per_call)})."
+            )
+    m = results.get("memory") or {}
+    if m.get("cpu_closed_s_per_min", 0) > 1.5 * m.get("cpu_queued_s_per_min", 1e9):
+        notes.append(
+            f"Idle CPU went from {m['cpu_queued_s_per_min']:.2f} to {m['cpu_closed_s_per_min']:.2f} s/min once "
+            f"{m['cancelled']:,} messages were final with closed cards: the core's once-a-second tick keeps a closed "
+            "card only while a message refers to it, and rebuilds the set of referenced cards for every closed "
+            "card (`connectcore.hub._tick`), so its cost grows with closed cards x messages, under the core lock."
+        )
+    f = results.get("flood") or {}
+    approved = f.get("approved_recipient_outcomes") or {}
+    total = sum(approved.values())
+    if total and approved.get("delivered", 0) < total / 10:
+        notes.append(
+            f"Only {approved.get('delivered', 0)} of {total} messages to the approved recipient were delivered, though "
+            f"the daemon itself showed it idle with an empty composer in {f['approved_idle_share']:.0%} of the looks "
+            "taken during the flood; the rest expired. After typing, the daemon waits to see the agent busy before it may "
+            "type again; a short turn (0.2 s here) that passes between two looks leaves the pane unarmed until "
+            "the agent's next visible turn, and a quiet idle screen never changes to re-arm it."
+        )
+    if f and f.get("problem_count") == 0:
+        notes.append(
+            f"Under the flood the limits held (at most {f['admitted_per_sender_max']} admitted per sender against "
+            f"a bound of {f['sender_bound']}) and every admitted message ended exactly once, in the owner API and "
+            "in the audit log; nothing was typed twice."
+        )
+    return notes
 
 
 def _answers(counter: dict[str, int]) -> str:

@@ -204,6 +204,10 @@ def _person(d: DaemonProcess, approve: str, decline: str, stop: threading.Event,
                 elif card["recipient_pane"] == decline:
                     r = http.post(f"/api/cards/{card['id']}/decline", json={})
                     tally[f"decline:{r.status_code}"] += 1
+            view = next((a for a in http.get("/api/agents").json() if a["pane"] == approve), None)
+            if view is not None:  # how often the approved recipient sat ready for a message
+                tally["approved_samples"] += 1
+                tally["approved_idle"] += view["activity"] == "idle" and view["composer"] == "empty"
             stop.wait(0.5)
 
 
@@ -272,6 +276,7 @@ def flood(
         result.update(_check(fleet, who, to, sends, limits))
         result["rss_after_mb"] = rss_mb(fleet.pid)
         result["answers"] = dict(sends.answers)
+        result["approved_idle_share"] = tally.pop("approved_idle", 0) / max(1, tally.pop("approved_samples", 0))
         result["cards"] = dict(tally)
         result["wall"] = sends.wall
         result["calls_per_s"] = sum(sends.answers.values()) / sends.wall
