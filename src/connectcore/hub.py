@@ -854,10 +854,11 @@ def _tick(hub: Hub, ev: Tick) -> Step:
     window = hub.limits.rate_window
     sent = {k: t for k, v in hub.sent.items() if (t := delivery.within_window(v, now, window))}
     pair_sent = {k: t for k, v in hub.pair_sent.items() if (t := delivery.within_window(v, now, window))}
+    live_cards = {m.card for m in hub.messages.values()}  # once per tick, not once per card
     cards = {
         k: c
         for k, c in hub.cards.items()
-        if consent.is_open(c) or k in {m.card for m in hub.messages.values()}
+        if consent.is_open(c) or k in live_cards
     }
     return replace(hub, sent=sent, pair_sent=pair_sent, cards=cards), effects
 
