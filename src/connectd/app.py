@@ -47,6 +47,7 @@ class Config:
     history: Any | None = None  # True: the index in the data directory; or a HistoryService
     launchers: dict[str, Any] | None = None
     watch_control_mode: bool = True
+    otlp_endpoint: str | None = None  # export the audit log to an OTLP/HTTP collector when set
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -151,6 +152,12 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             await tg.start(daemon.engine.run)
             if daemon.config.watch_control_mode:
                 tg.start_soon(_watch_control_mode, daemon)
+            if daemon.config.otlp_endpoint:
+                from connectd.otlp import OtlpExporter
+
+                exporter = OtlpExporter(daemon.config.otlp_endpoint)
+                daemon.store.audit_listeners.append(exporter.submit)
+                tg.start_soon(exporter.run)
             http_done = anyio.Event()
             tg.start_soon(_serve_http, server, daemon.sock, http_done)
             while not server.started:

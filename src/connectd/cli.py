@@ -47,6 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cap=policy.cap,
         history=not args.no_history,
         launchers=_launchers(data_dir),
+        otlp_endpoint=args.otlp_endpoint,
     )
     daemon = build_daemon(config)
 
@@ -85,6 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.tmux_socket_path = None
         args.policy = None
         args.no_history = False
+        args.otlp_endpoint = None
         return cmd_serve(args)
     return run_demo(port=args.port)
 
@@ -294,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     socket_group.add_argument("--tmux-socket-path", help="tmux socket path (-S)")
     p.add_argument("--policy", help="policy file (default: policy.toml in the data directory, if present)")
     p.add_argument("--no-history", action="store_true", help="serve without the session history index")
+    p.add_argument("--otlp-endpoint", help="also export the audit log to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("run", parents=[common], help="serve against tmux, or an isolated demo fleet when no tmux server runs")

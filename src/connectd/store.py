@@ -261,6 +261,8 @@ class Store:
             "pairs": self._put_pairs,
             "restart": self._put_restart,
         }
+        #: Called with each committed Audit, after the commit (the OTLP exporter listens here).
+        self.audit_listeners: list[Callable[[Audit], None]] = []
 
     @classmethod
     def open(cls, data_dir: Path) -> Store:
@@ -343,6 +345,10 @@ class Store:
                         (effect.at, effect.actor, effect.action, effect.scope, effect.target, effect.outcome,
                          effect.message_id, effect.detail),
                     )
+        for listener in self.audit_listeners:
+            for effect in mine:
+                if isinstance(effect, Audit):
+                    listener(effect)
 
     def _put_principal(self, p: Persist) -> None:
         if p.record is None:
