@@ -510,3 +510,11 @@ def test_restore_rebuilds_aliases_from_unmerged_sessions_only() -> None:
         cap=Preset.OBSERVE,
     )
     assert grants.restore([], [], []).cap is Preset.COLLABORATE
+
+
+def test_a_principal_never_merges_into_itself() -> None:
+    """A session alias that already names this principal binds in place."""
+    book = launch(GrantBook(), "h1", "p1", os_pid=2)
+    book = GrantBook(principals=book.principals, tokens=book.tokens, aliases={("claude", "s1"): "p1"}, grants=book.grants)
+    new, _effects = grants.bind_session(book, now=1.0, principal_id="p1", session=("claude", "s1"))
+    assert new.principals["p1"].session == ("claude", "s1") and new.principals["p1"].merged_into is None

@@ -980,3 +980,109 @@ def test_restore_rebuilds_refs_cards_and_pairs(w: World) -> None:
         pairs=frozenset({(a.principal, b.incarnation)}),
     )
     assert hub.limits == H.DEFAULT_LIMITS
+
+
+# --- ordering and accumulation ------------------------------------------------------------------------
+
+
+def test_revoke_cancels_open_messages_listed_after_final_ones(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    done = w.send(a, b)
+    w.decide(done, Decision.DECLINE)
+    open_one = w.send(a, b)
+    w.step(H.Revoke(w.now, a.principal))
+    assert w.message(done).state is MessageState.DECLINED
+    assert w.message(open_one).state is MessageState.CANCELLED
+
+
+def test_disconnect_all_stamps_each_revocation_with_its_time(w: World) -> None:
+    w.launch("a")
+    w.launch("b")
+    effects = w.step(H.DisconnectAll(77.0))
+    assert [e.at for e in effects if isinstance(e, Audit)] == [77.0, 77.0, 77.0]
+
+
+def test_narrowing_names_who_set_the_grant(w: World) -> None:
+    w.launch("a", session=("claude", "s1"))
+    effects = w.step(H.SetGrant(w.now, ("claude", "s1"), frozenset({Scope.READ}), by="phone"))
+    assert effects[1].actor == "phone"  # type: ignore[attr-defined]
+
+
+def test_an_idle_screen_seen_while_typing_is_used_up_by_the_typing(w: World) -> None:
+    """The pane answered before the typing was confirmed: that idle does not also start the next message."""
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    assert w.idle(b, "fp-answered") == ()  # the slot is taken by k1's typing
+    assert w.hub.panes[b.pane].armed is True
+    w.typed(k1, fingerprint="fp-answered")
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-answered", False)
+    assert w.idle(b, "fp-answered") == ()
+    assert w.message(k2).state is MessageState.READY
+    w.idle(b, "busy", ready=False)
+    assert [e.message for e in w.idle(b, "fp-3") if isinstance(e, CheckGuard)] == [k2]
+
+
+def test_recover_records_every_typing_message(w: World) -> None:
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    k1 = guarding(w, a, b)
+    w.guard(k1, b)
+    k2 = guarding(w, a, c)
+    w.guard(k2, c)
+    effects = w.step(H.Recover(w.now))
+    assert effects == (
+        *final_effects(w, k1, "unconfirmed", "daemon restarted while typing"),
+        *final_effects(w, k2, "unconfirmed", "daemon restarted while typing"),
+    )
+
+
+def test_reroute_to_an_approved_pair_persists_the_moved_message(w: World) -> None:
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    pre = w.send(a, c)
+    w.decide(pre)
+    key = guarding(w, a, b, handle="h")
+    effects = w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude"))
+    assert effects == (Persist("message", key, w.message(key)),)
+    assert w.message(key).state is MessageState.READY
+
+
+def test_two_cards_expiring_in_one_tick_are_both_recorded(w: World) -> None:
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    k1, k2 = w.send(a, b), w.send(a, c)
+    effects = w.tick(900)
+    expired = [e.key for e in effects if isinstance(e, Notify) and e.topic == "card"]
+    assert expired == [(w.card_of(k1),), (w.card_of(k2),)]
+    assert [e.message_id for e in effects if isinstance(e, Audit)] == [k1[1], k2[1]]
+
+
+def test_two_messages_reaching_their_hour_in_one_tick_are_both_recorded(w: World) -> None:
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    k1, k2 = w.send(a, b), w.send(a, c)
+    w.decide(k1)
+    w.decide(k2)
+    effects = w.tick(3600)
+    assert [(e.message_id, e.outcome) for e in effects if isinstance(e, Audit)] == [
+        (k1[1], "expired"),
+        (k2[1], "expired"),
+    ]
+
+
+def test_the_hour_is_judged_per_message_whatever_the_store_order(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    early = w.send(a, b)
+    w.decide(early, Decision.APPROVE_ONCE)
+    w.now += 100
+    late = w.send(a, b)
+    w.decide(late, Decision.APPROVE_ONCE)
+    hub = H.restore(w.hub.book, [w.message(late), w.message(early)], list(w.hub.cards.values()), [])
+    hub, effects = H.step(hub, H.Tick(w.message(early).expires_at))
+    assert early not in hub.messages and late in hub.messages
+    assert [e.message_id for e in effects if isinstance(e, Audit)] == [early[1]]
+
+
+def test_restore_keeps_the_configured_limits(w: World) -> None:
+    limits = H.Limits(hop_limit=2)
+    assert H.restore(w.hub.book, [], [], [], limits).limits == limits
