@@ -236,8 +236,14 @@ class Fleet:
             self.tmux.kill()
 
     def start_daemon(self) -> DaemonProcess:
-        self.daemon = _Daemon(self.tmp, self.tmux, policy=self.policy).start(timeout=60)
-        return self.daemon
+        daemon = _Daemon(self.tmp, self.tmux, policy=self.policy)
+        try:
+            daemon.start(timeout=60)
+        except BaseException:
+            daemon.stop()  # a daemon that failed to come up is not left running
+            raise
+        self.daemon = daemon
+        return daemon
 
     def stop_daemon(self) -> None:
         if self.daemon is not None:
