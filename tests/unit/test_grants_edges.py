@@ -518,3 +518,10 @@ def test_a_principal_never_merges_into_itself() -> None:
     book = GrantBook(principals=book.principals, tokens=book.tokens, aliases={("claude", "s1"): "p1"}, grants=book.grants)
     new, _effects = grants.bind_session(book, now=1.0, principal_id="p1", session=("claude", "s1"))
     assert new.principals["p1"].session == ("claude", "s1") and new.principals["p1"].merged_into is None
+
+
+def test_a_principal_with_no_stored_grant_has_no_scopes() -> None:
+    principal = Principal("p1", "claude", "%1", 1, "i1", 0.0)
+    book = grants.restore([principal], [TokenRecord("h1", "p1", "i1", "%1", 1)], [])
+    assert grants.scopes_of(book, "p1") == frozenset()
+    assert grants.authenticate_or_none(book, "h1") is None

@@ -1086,3 +1086,67 @@ def test_the_hour_is_judged_per_message_whatever_the_store_order(w: World) -> No
 def test_restore_keeps_the_configured_limits(w: World) -> None:
     limits = H.Limits(hop_limit=2)
     assert H.restore(w.hub.book, [], [], [], limits).limits == limits
+
+
+# --- submit: the gate and the configured limits -----------------------------------------------------
+
+
+def test_submit_from_an_unknown_token_is_refused_with_the_send_audit(w: World) -> None:
+    b = w.launch("b")
+    with pytest.raises(H.CallRefused) as err:
+        w.step(H.Submit(6.0, "tok-none", "m1", "hi", H.Recipient(b.pane, b.incarnation, "claude"), "r", "c"))
+    assert err.value.audit == Audit(
+        actor="agent:unknown",
+        action="send_message",
+        outcome="refused",
+        scope="message",
+        target=b.pane,
+        detail="not_connected",
+        at=6.0,
+    )
+
+
+def test_the_total_queue_budget_refusal_is_queue_full() -> None:
+    w = World.with_limits(queued_bytes_total=400)
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    w.send(a, b, "x")
+    with pytest.raises(H.CallRefused) as err:
+        w.send(a, c, "x" * 100)
+    assert err.value.reason == "queue_full" and str(err.value) == "the daemon already has 400 bytes queued"
+
+
+def test_submit_judges_ids_and_replies_by_the_configured_limits() -> None:
+    w = World.with_limits(max_id_length=3, reply_window=10)
+    a, b = w.launch("a"), w.launch("b")
+    with pytest.raises(H.CallRefused) as err:
+        w.send(a, b, message_id="abcd")
+    assert err.value.reason == "bad_message_id"
+    k1 = w.send(a, b, message_id="abc")
+    w.decide(k1)
+    w.deliver(k1, b)
+    w.now += 20  # past the 10 s reply window, well within the default 300 s
+    assert w.message(w.send(b, a, message_id="k2")).hop == 1
+
+
+def test_a_card_for_a_pane_with_no_principal_names_the_pane(w: World) -> None:
+    control = w.launch("ctl", Preset.OFF, control=True)
+    w.step(H.Submit(w.now, control.token, "m", "hi", H.Recipient("%9", "inc-p", "claude"), "r", "c9"))
+    assert w.hub.cards["c9"].recipient_actor == "pane:%9"
+
+
+def test_submit_to_an_approved_pair_persists_the_ready_message(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    w.decide(w.send(a, b))
+    effects = w.step(H.Submit(w.now, a.token, "m2", "again", H.Recipient(b.pane, b.incarnation, "claude"), "r2", "c2"))
+    ready = w.message((a.principal, "m2"))
+    assert ready.state is MessageState.READY and ready.reason == "pair_approved"
+    assert effects[0] == Persist("message", (a.principal, "m2"), ready)
+
+
+def test_launch_through_the_hub_stamps_the_time(w: World) -> None:
+    effects = w.step(
+        H.Launch(55.0, "tok-x", "p-x", "claude", "%5", 9, "inc-x", PRESET_SCOPES[Preset.OBSERVE])
+    )
+    principal = w.hub.book.principals["p-x"]
+    assert principal.created_at == 55.0 and w.hub.book.tokens["tok-x"].issued_at == 55.0
+    assert effects[-1].at == 55.0  # type: ignore[attr-defined]
