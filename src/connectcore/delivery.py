@@ -53,6 +53,9 @@ class Limits:
     id_ttl: float = 3600.0
     card_ttl: float = 900.0
     max_id_length: int = 128
+    # After typing, a pane whose turn was too quick to be seen busy, and which then stays on one idle
+    # screen, counts as waiting for input again after this long (the guard still rechecks it).
+    rearm_after: float = 10.0
 
 
 DEFAULT_LIMITS = Limits()

@@ -65,6 +65,7 @@ class PaneView:
     # other than the one it had when the typing was confirmed (a turn too quick to be seen busy).
     need_busy: bool = False
     stale: tuple[str, ...] = ()  # idle screens that do not count as the next idle (before, while typing)
+    typed_at: float = 0.0  # when the last typing into this pane started
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ class TypingObserved:
     landed: bool
     detail: str = ""
     fingerprint: str = ""  # the confirming reading's screen ("" when there was none)
+    saw_busy: bool = False  # the confirming reading showed the agent busy with the turn it started
 
 
 @dataclass(frozen=True)
@@ -661,7 +663,8 @@ def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
     transition = ev.ready and (old is None or not old.ready or released) and not need_busy
     armed = ev.ready and (transition or (old is not None and old.armed))
     stale = old.stale if old is not None and need_busy else ()
-    view = PaneView(ev.incarnation, ev.ready, ev.fingerprint, armed, need_busy, stale)
+    typed_at = old.typed_at if old is not None else 0.0
+    view = PaneView(ev.incarnation, ev.ready, ev.fingerprint, armed, need_busy, stale, typed_at)
     hub = replace(hub, panes={**hub.panes, ev.pane_id: view})
     hub, more = _maybe_attempt(hub, ev.pane_id, ev.now)
     return hub, effects + more
@@ -737,7 +740,7 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")
     hub = _store(hub, typing)
     assert view is not None
-    typing_view = replace(view, ready=False, armed=False, need_busy=True, stale=(view.fingerprint,))
+    typing_view = replace(view, ready=False, armed=False, need_busy=True, stale=(view.fingerprint,), typed_at=now)
     hub = replace(hub, panes={**hub.panes, pane: typing_view})
     inc = message.recipient_incarnation
     return hub, (
@@ -809,17 +812,31 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
         hub, effects = _finalize(hub, message, "not_confirmed", ev.now, ev.detail or "typing not confirmed")
     view = hub.panes.get(message.recipient_pane)
     if view is not None:
-        stale = (*view.stale, ev.fingerprint) if view.need_busy and ev.fingerprint else view.stale
-        hub = replace(
-            hub,
-            panes={**hub.panes, message.recipient_pane: replace(view, armed=False, stale=stale)},
-        )
+        if ev.saw_busy:  # the turn the message started was seen: the next idle reading is the next idle
+            after = replace(view, ready=False, armed=False, need_busy=False, stale=())
+        else:
+            stale = (*view.stale, ev.fingerprint) if view.need_busy and ev.fingerprint else view.stale
+            after = replace(view, armed=False, stale=stale)
+        hub = replace(hub, panes={**hub.panes, message.recipient_pane: after})
+    return hub, effects
+
+
+def _rearm_quiet_panes(hub: Hub, now: float) -> Step:
+    """A pane still waiting to be seen busy after typing, but idle on one screen for ``rearm_after``
+    seconds, counts as waiting for input again (its turn was too quick to be seen)."""
+    effects: tuple[Effect, ...] = ()
+    for pane_id, view in list(hub.panes.items()):
+        if view.need_busy and view.ready and now - view.typed_at >= hub.limits.rearm_after:
+            rearmed = replace(view, need_busy=False, stale=(), armed=True)
+            hub = replace(hub, panes={**hub.panes, pane_id: rearmed})
+            hub, more = _maybe_attempt(hub, pane_id, now)
+            effects += more
     return hub, effects
 
 
 def _tick(hub: Hub, ev: Tick) -> Step:
     now = ev.now
-    effects: tuple[Effect, ...] = ()
+    hub, effects = _rearm_quiet_panes(hub, now)
     for card in list(hub.cards.values()):
         if consent.is_open(card) and now >= card.expires_at:
             expired = consent.expire(card, now=now)

@@ -30,6 +30,16 @@ def default_data_dir() -> Path:
 # --- the daemon ---------------------------------------------------------------------------------------
 
 
+def write_daemon_info(data_dir: Path, port: int, mcp_url: str) -> None:
+    """Where the daemon listens, for the CLI: written whole (temp file + rename), never half."""
+    path = data_dir / "daemon.json"
+    tmp = path.with_name(f".daemon.json.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps({"port": port, "pid": os.getpid(), "mcp": mcp_url}))
+    os.replace(tmp, path)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -52,10 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     daemon = build_daemon(config)
 
     def ready(d: Any) -> None:
-        info = {"port": d.port, "pid": os.getpid(), "mcp": d.mcp_url}
-        path = data_dir / "daemon.json"
-        path.write_text(json.dumps(info))
-        path.chmod(0o600)
+        write_daemon_info(data_dir, d.port, d.mcp_url)
         print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
         sessions = getattr(d.auth, "sessions", None)
         if sessions is not None:

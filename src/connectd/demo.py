@@ -7,8 +7,6 @@ agent A sends agent B a message, which waits on a consent card until you approve
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -61,7 +59,9 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     daemon = build_daemon(config)
 
     async def ready(d: Any) -> None:
-        (data_dir / "daemon.json").write_text(json.dumps({"port": d.port, "pid": os.getpid(), "mcp": d.mcp_url}))
+        from connectd.cli import write_daemon_info
+
+        write_daemon_info(data_dir, d.port, d.mcp_url)
         a = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
         b = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent B"})
         print(f"connectd demo on {d.base_url} (MCP {d.mcp_url}); data in {data_dir}", flush=True)

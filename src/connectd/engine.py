@@ -418,8 +418,8 @@ class Engine:
             )
             typed = next((e for e in effects if isinstance(e, TypeText)), None)
             if typed is not None:
-                landed, detail, seen = await self._type(typed, reading)
-                await self.step(H.TypingObserved(self.clock(), check.message, landed, detail, seen))
+                landed, detail, seen, busy = await self._type(typed, reading)
+                await self.step(H.TypingObserved(self.clock(), check.message, landed, detail, seen, busy))
                 return
         after = self.hub.messages.get(check.message)
         if after is not None and after.state is MessageState.READY and reading is not None and incarnation:
@@ -440,14 +440,14 @@ class Engine:
             return None
         return H.Recipient(record.pane_id, record.token, record.harness, message.handle)
 
-    async def _type(self, typed: TypeText, before: Reading | None) -> tuple[bool, str, str]:
+    async def _type(self, typed: TypeText, before: Reading | None) -> tuple[bool, str, str, bool]:
         """Paste, settle, Enter, then look for the text to land. Any doubt is unconfirmed."""
         try:
             await self.tmux.paste_text(typed.pane_id, typed.text)
             await anyio.sleep(self.timing.settle)
             await self.tmux.press_enter(typed.pane_id)
         except (TmuxError, ValueError) as exc:
-            return False, f"send failed partway: {exc}", ""
+            return False, f"send failed partway: {exc}", "", False
         marker = typed.text.split("\n", 1)[0][:60]
         deadline = anyio.current_time() + self.timing.confirm
         last = "no reading after typing"
@@ -456,7 +456,7 @@ class Engine:
             try:
                 capture = await self.tmux.capture(typed.pane_id, SCROLLBACK_LINES)
             except TmuxError as exc:
-                return False, f"confirming re-read failed: {exc}", ""
+                return False, f"confirming re-read failed: {exc}", "", False
             state = self.panes.get(typed.pane_id)
             command = state.info.current_command if state else ""
             reading = read_screen(capture.text, command, capture.cursor, height=capture.height)
@@ -465,9 +465,9 @@ class Engine:
                 last = "the text is still in the composer"
                 continue
             if reading.activity is Activity.BUSY or (seen and reading.composer is Composer.EMPTY):
-                return True, "typed and submitted", reading.fingerprint
+                return True, "typed and submitted", reading.fingerprint, reading.activity is Activity.BUSY
             last = "the typed text is not visible"
-        return False, last, ""
+        return False, last, "", False
 
     # --- agent calls (the MCP endpoint calls these) ------------------------------------------------
 

@@ -568,3 +568,29 @@ def test_replay_gives_the_same_states_and_effects() -> None:
         return w.hub, list(w.effects)
 
     assert run() == run()
+
+
+def test_a_turn_seen_busy_by_the_confirmation_ends_the_wait_for_busy(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    w.step(H.TypingObserved(w.now, k1, True, fingerprint="fp-busy", saw_busy=True))
+    assert [e.message for e in w.idle(b, "fp-idle") if isinstance(e, CheckGuard)] == [k2]
+
+
+def test_a_quiet_pane_is_rearmed_after_rearm_after_seconds() -> None:
+    """A turn too quick to be seen, then one unchanging idle screen: the pane waits again after the bound."""
+    w = World.with_limits(rearm_after=10.0)
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    w.typed(k1, fingerprint="fp-final")  # the confirmation already saw the final idle screen
+    assert w.idle(b, "fp-final") == ()
+    assert w.tick(9.0) == ()
+    assert [e.message for e in w.tick(1.0) if isinstance(e, CheckGuard)] == [k2]

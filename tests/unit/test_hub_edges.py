@@ -413,7 +413,7 @@ def test_guard_pass_persists_typing_then_types_enters_and_confirms(w: World) -> 
         PressEnter(b.pane, b.incarnation, key),
         ConfirmTyping(b.pane, b.incarnation, key),
     )
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, True, ("fp-idle",))
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, True, ("fp-idle",), w.now)
     assert w.hub.attempts == {b.pane: key}  # the slot stays taken until the typing is observed
 
 
@@ -611,7 +611,9 @@ def test_typing_landed_is_delivered_wakes_the_recipient_s_inbox_and_records_the_
         Notify("inbox", key, principal=b.principal, payload={"ref": message.ref}),
     )
     assert w.hub.last_received == {b.principal: (message.conversation, 1, w.now)}
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, True, ("fp-idle", "fp-done"))
+    assert w.hub.panes[b.pane] == H.PaneView(
+        b.incarnation, False, "fp-idle", False, True, ("fp-idle", "fp-done"), typed_at=w.now - 3
+    )
     assert w.hub.attempts == {}
 
 
@@ -1019,7 +1021,7 @@ def test_an_idle_screen_seen_while_typing_is_used_up_by_the_typing(w: World) -> 
     assert w.idle(b, "fp-answered") == ()  # the slot is taken by k1's typing
     assert w.hub.panes[b.pane].armed is True
     w.typed(k1, fingerprint="fp-answered")
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-answered", False)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-answered", False, typed_at=w.now)
     assert w.idle(b, "fp-answered") == ()
     assert w.message(k2).state is MessageState.READY
     w.idle(b, "busy", ready=False)
