@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live mutation bench eval-screens diagrams clean
+.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
-	$(BIN)/pytest -q tests/unit tests/model tests/integration
+# The pinned Claude Code and Codex from npm, into .cache/harnesses (skipped when already there).
+harnesses: $(STAMP)
+	$(PY) -m tests.support.live install
+
+test: lint harnesses
+	$(BIN)/pytest -q -rs tests/unit tests/model tests/integration
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -35,7 +39,7 @@ model: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration
 
-live: $(STAMP)
+live: harnesses
 	$(BIN)/pytest -q -m live tests/integration
 
 mutation: $(STAMP)
