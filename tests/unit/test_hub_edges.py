@@ -1152,3 +1152,44 @@ def test_launch_through_the_hub_stamps_the_time(w: World) -> None:
     principal = w.hub.book.principals["p-x"]
     assert principal.created_at == 55.0 and w.hub.book.tokens["tok-x"].issued_at == 55.0
     assert effects[-1].at == 55.0  # type: ignore[attr-defined]
+
+
+# --- after typing: a seen turn, and a quiet pane ------------------------------------------------------
+
+
+def test_a_confirmation_that_saw_the_turn_resets_the_view_to_wait_for_the_next_idle(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.guard(key, b)
+    typed_at = w.now
+    w.now += 1
+    w.step(H.TypingObserved(w.now, key, True, fingerprint="fp-busy", saw_busy=True))
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, False, (), typed_at)
+
+
+def test_a_quiet_pane_rearms_exactly_rearm_after_seconds_after_the_typing() -> None:
+    w = World.with_limits(rearm_after=10.0)
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    typed_at = w.now
+    w.typed(k1, fingerprint="fp-idle")
+    w.idle(b, "fp-idle")  # the same idle screen: not yet the next idle
+    assert w.tick(9.5) == ()
+    assert w.hub.panes[b.pane].need_busy is True
+    effects = w.tick(0.5)
+    assert effects == (CheckGuard(b.pane, b.incarnation, k2),)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-idle", True, False, (), typed_at)
+
+
+def test_a_busy_or_settled_pane_is_not_rearmed_by_the_clock(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.guard(key, b)
+    w.typed(key, fingerprint="fp-idle")
+    w.idle(b, "busy", ready=False)
+    before = w.hub.panes[b.pane]
+    assert w.tick(60) == () and w.hub.panes[b.pane] == before
