@@ -1193,3 +1193,31 @@ def test_a_busy_or_settled_pane_is_not_rearmed_by_the_clock(w: World) -> None:
     w.idle(b, "busy", ready=False)
     before = w.hub.panes[b.pane]
     assert w.tick(60) == () and w.hub.panes[b.pane] == before
+
+
+def test_a_seen_turn_disarms_a_pane_that_looked_idle_during_the_typing(w: World) -> None:
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.guard(key, b)
+    w.idle(b, "fp-answered")  # seen idle during the typing: ready and armed
+    assert (w.hub.panes[b.pane].ready, w.hub.panes[b.pane].armed) == (True, True)
+    w.step(H.TypingObserved(w.now, key, True, fingerprint="fp-busy", saw_busy=True))
+    view = w.hub.panes[b.pane]
+    assert (view.ready, view.armed, view.need_busy, view.stale) == (False, False, False, ())
+
+
+def test_every_quiet_pane_rearms_in_one_tick() -> None:
+    w = World.with_limits(rearm_after=10.0)
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    keys = {}
+    for to in (b, c):
+        k1, k2 = w.send(a, to), w.send(a, to)
+        w.decide(k1)
+        w.decide(k2, Decision.APPROVE_ONCE)
+        w.idle(to)
+        w.guard(k1, to)
+        w.typed(k1, fingerprint="fp-idle")
+        w.idle(to, "fp-idle")
+        keys[to.pane] = k2
+    effects = w.tick(10)
+    assert effects == (CheckGuard(b.pane, b.incarnation, keys[b.pane]), CheckGuard(c.pane, c.incarnation, keys[c.pane]))
