@@ -18,6 +18,7 @@ import hashlib
 import logging
 import re
 import secrets
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -153,6 +154,7 @@ class Engine:
         # environment. In memory only: values may be secrets, so they are never persisted.
         self.launch_env: dict[tuple[str, str], dict[str, str]] = {}
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
+        self._launches: dict[tuple[str, str], Any] = {}  # (pane, incarnation) -> launch record or None
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
 
     # --- life -------------------------------------------------------------------------------------
@@ -192,6 +194,21 @@ class Engine:
             log.info("history index: %s", report)
         except Exception as exc:  # a broken index must not take the daemon down
             log.warning("history index update failed: %s", exc)
+
+    async def launch_record(self, pane_id: str, incarnation: str) -> Any:
+        """Which launcher started this pane incarnation, read from the store once per incarnation:
+        a launch record never changes, and only this daemon writes them (through record_launch)."""
+        key = (pane_id, incarnation)
+        if key not in self._launches:
+            found = await anyio.to_thread.run_sync(self.store.launch_for, pane_id, incarnation)
+            self._launches.setdefault(key, found)  # a record written meanwhile wins over a stale miss
+        return self._launches[key]
+
+    async def record_launch(self, pane_id: str, incarnation: str, **fields: Any) -> None:
+        await anyio.to_thread.run_sync(lambda: self.store.record_launch(pane_id, incarnation, **fields))
+        self._launches[(pane_id, incarnation)] = await anyio.to_thread.run_sync(
+            self.store.launch_for, pane_id, incarnation
+        )
 
     def pane_pids(self) -> dict[int, str]:
         """{pane process pid: pane id} of the watched tmux server, for history liveness."""
@@ -255,7 +272,7 @@ class Engine:
             harness = "unknown"
             if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
                 harness = old.reading.harness.value
-            launch = await anyio.to_thread.run_sync(self.store.launch_for, info.pane_id, self._token_of(info))
+            launch = await self.launch_record(info.pane_id, self._token_of(info))
             if launch is not None:
                 launches[info.pane_id] = launch
             observations.append(
@@ -283,6 +300,7 @@ class Engine:
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
                 self.panes.pop(pane_id, None)
+                self._launches.pop((pane_id, record.token), None)
                 await self.step(H.PaneGone(self.clock(), pane_id, record.token))
         for info in infos:
             record = self.directory.panes[info.pane_id]
@@ -802,17 +820,15 @@ class Engine:
             raise EngineError("launch_failed", f"{launcher_name} exited at once in {pane_id}")
         session_key = (launcher.harness, plan.session_id) if plan.session_id else None
         self.launch_env[(pane_id, incarnation)] = dict(extra_env or {})
-        await anyio.to_thread.run_sync(
-            lambda: self.store.record_launch(
-                pane_id,
-                incarnation,
-                launcher=launcher_name,
-                harness=launcher.harness,
-                session_id=session_key[1] if session_key else None,
-                cwd=cwd,
-                argv=list(plan.argv),
-                started_at=self.clock(),
-            )
+        await self.record_launch(
+            pane_id,
+            incarnation,
+            launcher=launcher_name,
+            harness=launcher.harness,
+            session_id=session_key[1] if session_key else None,
+            cwd=cwd,
+            argv=list(plan.argv),
+            started_at=self.clock(),
         )
         actor = None
         if token is not None:
@@ -879,12 +895,13 @@ def _off_session_preset(launcher: L.Launcher) -> str | None:
     return str(uuid.uuid4())
 
 
+_HOSTNAME = socket.gethostname()
+
+
 def _self_published_title(info: PaneInfo) -> str:
     """tmux's default pane title is the host name; only a title the program set counts."""
-    import socket
-
     title = info.title.strip()
-    return "" if title in {socket.gethostname(), ""} else title
+    return "" if title in {_HOSTNAME, ""} else title
 
 
 def _unwrap(text: str) -> str:

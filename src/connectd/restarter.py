@@ -54,7 +54,7 @@ class Restarter:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
         if any(s.record.pane_id == pane_id for s in self.active.values()):
             raise EngineError("restart_running", f"a restart of {pane_id} is already under way")
-        launch = await anyio.to_thread.run_sync(engine.store.launch_for, pane_id, record.token)
+        launch = await engine.launch_record(pane_id, record.token)
         if launch is None:
             raise EngineError(
                 "not_restartable",
@@ -229,11 +229,9 @@ class Restarter:
         if info is None or incarnation is None:
             return
         engine.launch_env[(effect.pane_id, incarnation)] = self.extra_env.get(restart_id, {})
-        await anyio.to_thread.run_sync(
-            lambda: engine.store.record_launch(
-                effect.pane_id, incarnation, launcher=record.launcher, harness=record.harness,
-                session_id=record.session_id, cwd=effect.cwd, argv=list(effect.argv), started_at=engine.clock(),
-            )
+        await engine.record_launch(
+            effect.pane_id, incarnation, launcher=record.launcher, harness=record.harness,
+            session_id=record.session_id, cwd=effect.cwd, argv=list(effect.argv), started_at=engine.clock(),
         )
         await engine.step(
             H.Launch(engine.clock(), hash_token(token), new_id("principal"), record.harness, effect.pane_id,

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from connectcore import directory as D
 from connectcore import grants
 from connectcore.effects import Audit
 from connectcore.grants import Preset
@@ -32,7 +33,11 @@ def _plan(engine: Engine) -> Any:
 
     if engine.history is None:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
-    live = {(r.binding.harness, r.binding.session_id) for r in engine.directory.records() if hasattr(r.binding, "session_id")}
+    live = {
+        (r.binding.harness, r.binding.session_id)
+        for r in engine.directory.records()
+        if isinstance(r.binding, D.SessionBinding)
+    }
     bindings = []
     for row in engine.store.bindings():
         if (row.harness, row.session_id) in live or row.harness not in {h.value for h in Harness}:
