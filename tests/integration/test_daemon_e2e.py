@@ -187,6 +187,7 @@ def test_observe_agent_cannot_send_and_off_agent_has_no_endpoint(daemon: DaemonP
     a = daemon.launch("watcher", "observe")
     b, = agents(daemon, "b")
     c = daemon.launch("pure", "off")
+    daemon.wait_ready(c)  # read as an agent pane first, so the refusal is about its scope
     assert c.token is None  # nothing injected
     err, text = run(send, daemon, a, b.address, "hi", "m-obs")
     assert err and "lacks the 'message' scope" in str(text)
