@@ -209,6 +209,15 @@ class Recover:
     now: float
 
 
+@dataclass(frozen=True)
+class Reconcile:
+    """Daemon start, after the first look at tmux: ``live`` holds every incarnation that still runs.
+    Whatever the hub holds for any other incarnation ended while the daemon was down."""
+
+    now: float
+    live: frozenset[str]
+
+
 Event = (
     Launch
     | BindSession
@@ -223,6 +232,7 @@ Event = (
     | TypingObserved
     | Tick
     | Recover
+    | Reconcile
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]
@@ -897,6 +907,31 @@ def _recover(hub: Hub, ev: Recover) -> Step:
     return hub, effects + more
 
 
+def dead_incarnations(hub: Hub, live: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """(pane, incarnation) of everything the hub holds for an incarnation not in ``live``: live
+    tokens, and messages or cards not final that are addressed to it."""
+    held: dict[str, str] = {}
+    for token in hub.book.tokens.values():
+        if token.state is grants.TokenState.LIVE:
+            held.setdefault(token.incarnation, token.pane_id)
+    for message in hub.messages.values():
+        if not message.is_final:
+            held.setdefault(message.recipient_incarnation, message.recipient_pane)
+    for card in hub.cards.values():
+        if consent.is_open(card):
+            held.setdefault(card.recipient_incarnation, card.recipient_pane)
+    return tuple(sorted((pane, inc) for inc, pane in held.items() if inc not in live))
+
+
+def _reconcile(hub: Hub, ev: Reconcile) -> Step:
+    """Each dead incarnation is ended exactly as if the daemon had seen its pane go (R: PaneGone)."""
+    effects: tuple[Effect, ...] = ()
+    for pane_id, incarnation in dead_incarnations(hub, ev.live):
+        hub, more = _pane_gone(hub, PaneGone(ev.now, pane_id, incarnation))
+        effects += more
+    return hub, effects
+
+
 def step(hub: Hub, event: Event) -> Step:
     """Apply one event. Pure: the same hub and event always give the same hub and effects."""
     if isinstance(event, Submit):
@@ -925,6 +960,8 @@ def step(hub: Hub, event: Event) -> Step:
         return _pane_gone(hub, event)
     if isinstance(event, Recover):
         return _recover(hub, event)
+    if isinstance(event, Reconcile):
+        return _reconcile(hub, event)
     raise ConnectError(f"unknown event {type(event).__name__}")  # pragma: no cover
 
 
@@ -961,6 +998,7 @@ __all__ = [
     "PaneObserved",
     "PaneView",
     "Recipient",
+    "Reconcile",
     "Recover",
     "Revoke",
     "SetGrant",
@@ -969,6 +1007,7 @@ __all__ = [
     "TypingObserved",
     "UnknownItem",
     "authorize",
+    "dead_incarnations",
     "message_for",
     "panes_to_lock",
     "restore",

@@ -467,6 +467,12 @@ def _observed(state: Restart, obs: PaneObserved) -> str:
     return "idle" if obs.idle_and_empty else "busy"
 
 
+def moves(state: Restart, obs: PaneObserved) -> bool:
+    """Whether an observation moves the machine; the others are its quiet self-loops (keep looking).
+    Raises :class:`RestartError` for an observation that does not fit, as :func:`step` does."""
+    return _observed(state, obs) not in _QUIET
+
+
 def _check(state: Restart, event: RestartEvent) -> None:
     """Refuse an allowed event whose values do not fit this state."""
     record = state.record

@@ -27,6 +27,7 @@ from connectd.mcp_endpoint import build_mcp
 from connectd.page import page_routes
 from connectd.restore import restore_routes
 from connectd.store import Store
+from connectd.supervisor import Kind
 from connectd.tmux import TmuxAdapter
 
 log = logging.getLogger("connectd")
@@ -146,18 +147,18 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
     server = uvicorn.Server(
         uvicorn.Config(daemon.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     )
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.engine.run)
             if daemon.config.watch_control_mode:
-                tg.start_soon(_watch_control_mode, daemon)
+                daemon.engine.spawn_service(Kind.CONTROL_MODE, lambda: _watch_control_mode(daemon), "control-mode reader")
             if daemon.config.otlp_endpoint:
                 from connectd.otlp import OtlpExporter
 
                 exporter = OtlpExporter(daemon.config.otlp_endpoint)
                 daemon.store.audit_listeners.append(exporter.submit)
-                tg.start_soon(exporter.run)
+                daemon.engine.spawn_service(Kind.EXPORT, exporter.run, "OTLP exporter")
             http_done = anyio.Event()
             tg.start_soon(_serve_http, server, daemon.sock, http_done)
             while not server.started:

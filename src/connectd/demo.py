@@ -91,7 +91,7 @@ async def _send_as(mcp_url: str, token: str, *, to: str, text: str) -> dict[str,
 
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
-        Client(streamable_http_client(mcp_url, http_client=http)) as client,  # type: ignore[arg-type]
+        Client(streamable_http_client(mcp_url, http_client=http)) as client,
     ):
         result = await client.call_tool("send_message", {"to": to, "text": text, "message_id": "demo-hello"})
     if result.is_error:

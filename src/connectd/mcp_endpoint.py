@@ -16,6 +16,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import AnyHttpUrl
 
 from connectcore import directory as D
 from connectcore import grants
@@ -70,7 +71,7 @@ def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
         name="connect",
         instructions=INSTRUCTIONS,
         token_verifier=_Verifier(engine),
-        auth=AuthSettings(issuer_url="http://127.0.0.1/", resource_server_url=None, required_scopes=[]),
+        auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None, required_scopes=[]),
         log_level="WARNING",
     )
 

@@ -48,7 +48,7 @@ class OtlpExporter:
             try:
                 await anyio.to_thread.run_sync(self._post, batch)
                 self.sent += len(batch)
-            except OSError as exc:
+            except Exception as exc:  # any failure keeps the batch queued; the next round retries
                 self.queue.extendleft(reversed(batch))
                 log.warning("OTLP export to %s failed: %s", self.url, exc)
                 return

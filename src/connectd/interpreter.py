@@ -1,0 +1,173 @@
+"""The interpreter: the one place that executes the effects the core emits, in order.
+
+Every step of the core, for every caller (agent calls, the person's calls, the watcher, delivery,
+restarts), returns its effects to :class:`connectd.runner.CoreRunner`, which commits ``Persist`` and
+``Audit`` under the core lock and hands every effect to :meth:`Interpreter.run`. Each effect type has
+exactly one handler here (``functools.singledispatchmethod``); an effect with no handler is a loud
+``TypeError``, never ignored.
+
+Failure policy, per effect: an I/O error while executing an effect (tmux, the filesystem) ends that
+effect's sequence (no later effect of the same message or restart runs) and is turned into the core's
+event by :meth:`Interpreter.failed`: typing that failed partway -> ``TypingObserved`` unconfirmed with
+the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, which steps
+``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
+already decided.
+
+Locks: ``TypeText``, ``PressEnter`` and ``ConfirmTyping`` come out of the step that the delivery guard
+takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
+restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import singledispatchmethod
+from typing import TYPE_CHECKING, Any
+
+from connectcore import restart as R
+from connectcore.effects import (
+    Audit,
+    CheckGuard,
+    ConfirmTyping,
+    Effect,
+    EndSubscriptions,
+    ExitAgent,
+    Notify,
+    Persist,
+    PressEnter,
+    Respawn,
+    SetPaneOption,
+    TypeText,
+)
+from connectd.supervisor import Kind
+from connectd.tmux import TmuxError, TmuxInputError
+
+if TYPE_CHECKING:
+    from connectd.engine import Engine
+
+log = logging.getLogger("connectd.interpreter")
+
+IO_ERRORS: tuple[type[Exception], ...] = (TmuxError, TmuxInputError, OSError, ValueError)
+
+
+class RestartEffectFailed(Exception):
+    """A restart effect could not be executed; its driver steps ``StepFailed``."""
+
+    def __init__(self, effect: Effect, cause: Exception) -> None:
+        super().__init__(f"{type(effect).__name__} failed: {cause}")
+        self.effect = effect
+        self.cause = cause
+
+
+def subject(effect: Effect) -> tuple[Any, ...]:
+    """What a sequence of effects is about: a failure skips the rest of the same subject."""
+    message = getattr(effect, "message", None)
+    if message is not None:
+        return ("message", *message)
+    pane = getattr(effect, "pane_id", None)
+    return ("pane", pane) if pane is not None else ("none",)
+
+
+class Interpreter:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def run(self, effects: tuple[Effect, ...]) -> None:
+        failed: set[tuple[Any, ...]] = set()
+        for effect in effects:
+            key = subject(effect)
+            if key in failed:
+                continue
+            try:
+                await self.execute(effect)
+            except IO_ERRORS as exc:
+                failed.add(key)
+                await self.failed(effect, exc)
+
+    def published(self, record: Audit) -> None:
+        """An audit record reached the store: tell the owner's stream."""
+        self.engine.subscribers.publish({"topic": "audit", "actor": record.actor, "action": record.action})
+
+    # --- execution: one handler per effect type ---------------------------------------------------
+
+    @singledispatchmethod
+    async def execute(self, effect: Effect) -> None:
+        raise TypeError(f"the interpreter has no handler for {type(effect).__name__}: {effect!r}")
+
+    @execute.register
+    async def _persist(self, effect: Persist) -> None:
+        """Committed by the runner under the core lock before any effect runs; nothing more to do."""
+
+    @execute.register
+    async def _audit(self, effect: Audit) -> None:
+        self.published(effect)  # committed by the runner; the owner's stream hears of it
+
+    @execute.register
+    async def _notify(self, effect: Notify) -> None:
+        subscribers = self.engine.subscribers
+        subscribers.wake(effect.principal)
+        subscribers.publish({"topic": effect.topic, "key": list(effect.key), **dict(effect.payload)})
+
+    @execute.register
+    async def _end(self, effect: EndSubscriptions) -> None:
+        self.engine.subscribers.end(effect.principal)
+
+    @execute.register
+    async def _check_guard(self, effect: CheckGuard) -> None:
+        delivery = self.engine.delivery
+        self.engine.supervisor.spawn(
+            Kind.GUARD,
+            delivery.guard,
+            effect,
+            name=f"guard {effect.pane_id} {effect.message[1]}",
+            on_error=lambda exc: delivery.guard_failed(effect, exc),
+        )
+
+    @execute.register
+    async def _type_text(self, effect: TypeText) -> None:
+        await self.engine.tmux.paste_text(effect.pane_id, effect.text)
+
+    @execute.register
+    async def _press_enter(self, effect: PressEnter) -> None:
+        await self.engine.delivery.press_enter(effect)
+
+    @execute.register
+    async def _confirm(self, effect: ConfirmTyping) -> None:
+        await self.engine.delivery.confirm(effect)
+
+    @execute.register
+    async def _set_option(self, effect: SetPaneOption) -> None:
+        await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
+
+    @execute.register
+    async def _exit_agent(self, effect: ExitAgent) -> None:
+        await self.engine.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.engine.timing.settle)
+
+    @execute.register
+    async def _respawn(self, effect: Respawn) -> None:
+        await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
+        await self.engine.restarts.respawned(effect)
+
+    @execute.register
+    async def _observe(self, effect: R.ObservePane) -> None:
+        """A question the restart driver that stepped it answers (it reads the step's effects)."""
+
+    @execute.register
+    async def _inspect(self, effect: R.InspectPane) -> None:
+        """A question the restart driver that stepped it answers (it reads the step's effects)."""
+
+    # --- failures: turned into the core's events ---------------------------------------------------
+
+    @singledispatchmethod
+    async def failed(self, effect: Effect, exc: Exception) -> None:
+        log.warning("effect %s failed: %s", type(effect).__name__, exc)
+
+    @failed.register
+    async def _typing_failed(self, effect: TypeText | PressEnter | ConfirmTyping, exc: Exception) -> None:
+        assert effect.message is not None
+        what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
+        await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}")
+
+    @failed.register
+    async def _restart_failed(self, effect: SetPaneOption | ExitAgent | Respawn, exc: Exception) -> None:
+        raise RestartEffectFailed(effect, exc) from exc

@@ -1,0 +1,137 @@
+"""The person's calls (owner API, page, CLI): cards, decisions, grants, revocation, restarts.
+
+Revocation takes every affected pane's send lock (``hub.panes_to_lock``) before it is stepped, so a
+delivery either finished before the revocation returns or sees the revoked scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import directory as D
+from connectcore import grants
+from connectcore import hub as H
+from connectcore.consent import Decision
+from connectcore.grants import PRESET_SCOPES, Preset
+from connectd.ids import EngineError
+
+if TYPE_CHECKING:
+    from connectd.engine import Engine
+
+
+class PersonCalls:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
+        now = self.engine.clock()
+        cards = sorted(self.engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
+        return [
+            {
+                "id": c.id,
+                "state": c.state.value,
+                "sender": c.sender_actor,
+                "recipient": c.recipient_actor,
+                "recipient_pane": c.recipient_pane,
+                "text": c.text,
+                "hop": c.hop,
+                "expires_in": max(0.0, c.expires_at - now),
+                "message_id": c.message[1],
+            }
+            for c in cards
+            if include_closed or c.state.value == "pending"
+        ]
+
+    async def decide(self, card_id: str, decision: Decision, by: str = "owner") -> dict[str, Any]:
+        engine = self.engine
+        await engine.step(H.Decide(engine.clock(), card_id, decision, by))
+        card = engine.hub.cards[card_id]
+        return {"id": card.id, "state": card.state.value}
+
+    async def revoke_principals(self, principal_ids: Iterable[str], by: str = "owner") -> None:
+        """Turn Connect off: take every affected pane's send lock, then step the revocation."""
+        engine = self.engine
+        ids = list(principal_ids)
+        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, ids)):
+            for principal_id in ids:
+                await engine.step(H.Revoke(engine.clock(), principal_id, by))
+
+    @asynccontextmanager
+    async def lock_panes(self, which: Callable[[], tuple[str, ...]]) -> AsyncIterator[None]:
+        """Hold the send locks of ``which()`` (asked again until it is stable), in one global order."""
+        tmux = self.engine.tmux
+        held: dict[str, anyio.Lock] = {}
+        try:
+            while True:
+                wanted = sorted(set(which()) - set(held))
+                if not wanted:
+                    break
+                if held and min(wanted) < max(held):
+                    for lock in held.values():  # keep a global order: release and take them all again
+                        lock.release()
+                    held.clear()
+                    wanted = sorted(set(which()))
+                for pane_id in wanted:
+                    lock = tmux.pane_lock(pane_id)
+                    await lock.acquire()
+                    held[pane_id] = lock
+            yield
+        finally:
+            for lock in held.values():
+                lock.release()
+
+    async def set_grant(self, session: tuple[str, str], preset: Preset, by: str = "owner") -> None:
+        engine = self.engine
+        scopes = PRESET_SCOPES[preset]
+        principals = grants.principals_of_session(engine.hub.book, session)
+        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, principals)):
+            await engine.step(H.SetGrant(engine.clock(), session, scopes, by))
+
+    async def set_pane_preset(self, pane_id: str, preset: Preset, by: str = "owner") -> dict[str, Any]:
+        """The per-pane toggle: a shortcut for the one agent session bound in that pane."""
+        engine = self.engine
+        record = engine.watcher.directory.panes.get(pane_id)
+        if record is None:
+            raise EngineError("unknown_target", f"no live pane {pane_id}")
+        principal = grants.principal_at(engine.hub.book, record.token)
+        binding = record.binding
+        if isinstance(binding, D.SessionBinding):
+            session = (binding.harness, binding.session_id)
+        elif principal is not None and principal.session is not None:
+            session = principal.session
+        else:
+            session = None
+        if preset is Preset.OFF:
+            if principal is None and session is None:
+                raise EngineError("not_connected", f"{pane_id} is not connected")
+            if session is not None:
+                await self.set_grant(session, preset, by)
+            if principal is not None:
+                await self.revoke_principals([principal.id], by)
+            return {"pane": pane_id, "connect": "off"}
+        if session is None:
+            raise EngineError(
+                "ambiguous_binding",
+                f"{pane_id} holds no unambiguously bound agent session: connect it at launch instead",
+            )
+        await self.set_grant(session, preset, by)
+        tokens = grants.live_tokens(engine.hub.book, principal.id) if principal is not None else ()
+        live = bool(tokens) and grants.authenticate_or_none(engine.hub.book, tokens[0].token_hash) is not None
+        return {
+            "pane": pane_id,
+            "connect": preset.value,
+            "session": list(session),
+            "needs_restart": not live,
+            "note": "" if live else "this agent has no endpoint yet: restart it to connect (restart-to-connect)",
+        }
+
+    async def disconnect_all(self, by: str = "owner") -> int:
+        engine = self.engine
+        ids = list(grants.all_connected(engine.hub.book))
+        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, ids)):
+            await engine.step(H.DisconnectAll(engine.clock(), by))
+        return len(ids)

@@ -1,0 +1,177 @@
+"""Supervision: one way to start a task, and a written failure policy for every kind of task.
+
+After trio's ``serve_listeners``: the supervisor takes the task group it runs in (the daemon's one
+group, opened by :meth:`connectd.engine.Engine.run`), and every task of the daemon is started through
+:meth:`Supervisor.spawn`. Nothing is fire-and-forget and no exception from tmux, the store or the
+network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
+
+- a **loop** (the watcher's poll, capture and sweep, the ticker) runs its body every ``every``
+  seconds; a body that raises is logged and audited once per streak of failures, and the next round
+  waits the backoff (doubling up to ``backoff_max``) instead of ``every``;
+- a **service** (the control-mode reader, the audit exporter) that returns or raises is started
+  again after the backoff;
+- a **one-shot** task (a delivery guard, a restart, the history catch-up, an effect's follow-up) runs
+  once; if it raises, its ``on_error`` turns the exception into the core's event (a guard that cannot
+  read the pane -> a guard wait; typing that failed partway -> unconfirmed; a restart step that
+  failed -> ``StepFailed``), and the failure is logged and audited.
+
+A bug (``TransitionNotAllowed``, or any other exception) is logged with the task's name and the
+daemon keeps serving the others. Only cancellation (the daemon stopping) passes through.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from connectcore._machine import TransitionNotAllowed
+from connectcore.effects import Audit
+
+log = logging.getLogger("connectd.supervisor")
+
+ACTOR = "connectd"  # the audit actor of the daemon's own failures
+
+
+class Kind(StrEnum):
+    WATCH = "watch"  # poll, capture, sweep: loops
+    TICK = "tick"  # expiry of cards and ids: a loop
+    GUARD = "guard"  # one delivery attempt under the recipient's send lock: one-shot
+    RESTART = "restart"  # one restart-to-connect driver: one-shot
+    HISTORY = "history"  # the session index's catch-up: one-shot
+    CONTROL_MODE = "control_mode"  # the control-mode reader: a service
+    EXPORT = "export"  # the OTLP audit exporter: a service
+
+
+class Shape(StrEnum):
+    LOOP = "loop"
+    SERVICE = "service"
+    ONE_SHOT = "one_shot"
+
+
+@dataclass(frozen=True)
+class Policy:
+    shape: Shape
+    backoff: float  # first wait after a failure, seconds
+    backoff_max: float  # the doubling stops here
+    on_failure: str  # what happens, in words (the docs and the audit line say it)
+
+
+POLICIES: dict[Kind, Policy] = {
+    Kind.WATCH: Policy(Shape.LOOP, 1.0, 30.0, "logged; the next round waits the backoff"),
+    Kind.TICK: Policy(Shape.LOOP, 1.0, 30.0, "logged; the next round waits the backoff"),
+    Kind.GUARD: Policy(Shape.ONE_SHOT, 0.0, 0.0, "a guard wait, or typing unconfirmed, stepped into the core"),
+    Kind.RESTART: Policy(Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows"),
+    Kind.HISTORY: Policy(Shape.ONE_SHOT, 0.0, 0.0, "logged; history reads use the index as it is"),
+    Kind.CONTROL_MODE: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; the sweep covers the gap"),
+    Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records stay queued"),
+}
+
+OnError = Callable[[Exception], Awaitable[None]]
+AuditSink = Callable[[Audit], Awaitable[None]]
+
+
+class Supervisor:
+    """Starts every task of the daemon in one task group, each under its kind's policy."""
+
+    def __init__(
+        self,
+        tg: TaskGroup,
+        *,
+        audit: AuditSink | None = None,
+        clock: Callable[[], float] | None = None,
+        backoff_scale: float = 1.0,  # tests shrink the policies' waits
+    ) -> None:
+        self._tg = tg
+        self._scale = backoff_scale
+        self._audit = audit
+        self._clock = clock
+        self.failures: dict[Kind, int] = {kind: 0 for kind in Kind}  # counted, for the page and tests
+
+    def spawn(
+        self,
+        kind: Kind,
+        fn: Callable[..., Awaitable[Any]],
+        *args: Any,
+        name: str = "",
+        every: float | None = None,
+        on_error: OnError | None = None,
+    ) -> None:
+        """Start ``fn(*args)`` under ``kind``'s policy (``every``: the loop's period)."""
+        policy = POLICIES[kind]
+        label = name or getattr(fn, "__qualname__", repr(fn))
+        if policy.shape is Shape.LOOP:
+            if every is None:
+                raise ValueError(f"{kind} is a loop: spawn it with every=")
+            self._tg.start_soon(self._loop, kind, policy, fn, args, label, every, name=label)
+        elif policy.shape is Shape.SERVICE:
+            self._tg.start_soon(self._service, kind, policy, fn, args, label, name=label)
+        else:
+            self._tg.start_soon(self._once, kind, fn, args, label, on_error, name=label)
+
+    async def _loop(
+        self, kind: Kind, policy: Policy, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], label: str, every: float
+    ) -> None:
+        wait = policy.backoff * self._scale
+        streak = 0
+        while True:
+            try:
+                await fn(*args)
+            except Exception as exc:
+                streak += 1
+                if streak == 1:
+                    await self._failed(kind, label, exc)
+                await anyio.sleep(wait)
+                wait = min(wait * 2, policy.backoff_max * self._scale)
+                continue
+            if streak:
+                log.info("%s %s recovered after %d failed rounds", kind, label, streak)
+            streak, wait = 0, policy.backoff * self._scale
+            await anyio.sleep(every)
+
+    async def _service(
+        self, kind: Kind, policy: Policy, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], label: str
+    ) -> None:
+        wait = policy.backoff * self._scale
+        while True:
+            try:
+                await fn(*args)
+                log.warning("%s %s returned; starting it again in %.0fs", kind, label, wait)
+            except Exception as exc:
+                await self._failed(kind, label, exc)
+            await anyio.sleep(wait)
+            wait = min(wait * 2, policy.backoff_max * self._scale)
+
+    async def _once(
+        self, kind: Kind, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], label: str, on_error: OnError | None
+    ) -> None:
+        try:
+            await fn(*args)
+        except Exception as exc:
+            await self._failed(kind, label, exc)
+            if on_error is not None:
+                try:
+                    await on_error(exc)
+                except Exception as again:
+                    await self._failed(kind, f"{label} (failure handler)", again)
+
+    async def _failed(self, kind: Kind, label: str, exc: Exception) -> None:
+        """Log (a bug loudly, with its event), count and audit one failure; never raises."""
+        self.failures[kind] += 1
+        if isinstance(exc, TransitionNotAllowed):
+            log.error("bug in %s %s: %s", kind, label, exc, exc_info=exc)
+        else:
+            log.warning("%s %s failed: %s: %s", kind, label, type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        if self._audit is None:
+            return
+        try:
+            at = self._clock() if self._clock else 0.0
+            detail = f"{label}: {type(exc).__name__}: {exc}"[:500]
+            await self._audit(Audit(ACTOR, f"task.{kind}", "failed", detail=detail, at=at))
+        except Exception as again:  # the store itself may be what failed
+            log.warning("could not audit the failure of %s %s: %s", kind, label, again)

@@ -1,0 +1,134 @@
+"""The supervisor's written policies: no exception from a task ends the task group."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import pytest
+
+from connectcore._machine import TransitionNotAllowed
+from connectcore.effects import Audit
+from connectd.supervisor import POLICIES, Kind, Shape, Supervisor
+
+
+def run(fn):  # type: ignore[no-untyped-def]
+    return anyio.run(fn)
+
+
+def test_every_kind_has_a_written_policy() -> None:
+    assert set(POLICIES) == set(Kind)
+    assert all(p.on_failure for p in POLICIES.values())
+
+
+def test_a_loop_whose_body_raises_keeps_running_and_audits_the_streak_once() -> None:
+    rounds: list[int] = []
+    audits: list[Audit] = []
+
+    async def body() -> None:
+        rounds.append(len(rounds))
+        if len(rounds) <= 3:
+            raise OSError("tmux went away")
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 5.0, backoff_scale=0.001)
+            sup.spawn(Kind.WATCH, body, every=0.001, name="poll")
+            with anyio.fail_after(30):
+                while len(rounds) < 6:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+    run(main)
+    assert len(rounds) >= 6  # it went on after three failures
+    assert [(a.actor, a.action, a.outcome) for a in audits] == [("connectd", "task.watch", "failed")]
+    assert "poll: OSError: tmux went away" in audits[0].detail and audits[0].at == 5.0
+
+
+def test_a_one_shot_failure_is_turned_into_the_core_s_event_by_its_handler() -> None:
+    handled: list[Exception] = []
+
+    async def guard() -> None:
+        raise RuntimeError("capture-pane failed")
+
+    async def on_error(exc: Exception) -> None:
+        handled.append(exc)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            Supervisor(tg).spawn(Kind.GUARD, guard, on_error=on_error)
+        # the group closed normally: the exception did not escape it
+
+    run(main)
+    assert [str(e) for e in handled] == ["capture-pane failed"]
+
+
+def test_a_failing_handler_is_logged_and_the_group_still_survives(caplog: pytest.LogCaptureFixture) -> None:
+    async def guard() -> None:
+        raise TransitionNotAllowed("message", "delivered", "guard_pass")
+
+    async def on_error(exc: Exception) -> None:
+        raise ValueError("handler broke too")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            Supervisor(tg).spawn(Kind.GUARD, guard, on_error=on_error, name="guard %1")
+
+    with caplog.at_level(logging.WARNING, logger="connectd.supervisor"):
+        run(main)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("bug in guard guard %1: message: event 'guard_pass'") for m in messages), messages
+    assert any("guard %1 (failure handler) failed: ValueError: handler broke too" in m for m in messages), messages
+
+
+def test_a_service_that_ends_is_started_again() -> None:
+    starts: list[int] = []
+
+    async def service() -> None:
+        starts.append(1)
+        if len(starts) == 1:
+            raise ConnectionError("collector away")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, backoff_scale=0.001)
+            sup.spawn(Kind.EXPORT, service)
+            with anyio.fail_after(30):
+                while len(starts) < 2:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+    run(main)
+    assert len(starts) >= 2 and POLICIES[Kind.EXPORT].shape is Shape.SERVICE
+
+
+def test_cancellation_passes_through() -> None:
+    cancelled: list[bool] = []
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
+            raise
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            Supervisor(tg).spawn(Kind.HISTORY, forever, on_error=lambda exc: pytest.fail("not a failure"))  # type: ignore[arg-type,return-value]
+            await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+    run(main)
+    assert cancelled == [True]
+
+
+def test_a_loop_needs_its_period() -> None:
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ValueError, match="watch is a loop: spawn it with every="):
+                Supervisor(tg).spawn(Kind.WATCH, anyio.sleep, 0)
+
+    run(main)
