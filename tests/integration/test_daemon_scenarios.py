@@ -289,3 +289,26 @@ def test_the_audit_log_is_exported_to_an_otlp_collector(tmp_path: Path, tmux: Tm
             assert all(post["path"] == "/v1/logs" for post in received)
     finally:
         server.shutdown()
+
+
+async def _whoami(daemon: DaemonProcess, token: str) -> tuple[bool, object]:
+    async with mcp_agent(daemon.mcp_url, token) as client:
+        return await call(client, "whoami")
+
+
+def test_an_agent_that_died_while_the_daemon_was_down_is_ended_at_start(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Startup reconciles with the world: a dead incarnation's token no longer answers, and a message
+    queued for it is cancelled at once (not left to expire within the hour), its card closed."""
+    a, b = agents(daemon, "a", "b")
+    assert b.token
+    run(send, daemon, a, b.address, "for a pane that will die", "m-dead")
+    daemon.wait_card()
+    daemon.stop()
+    tmux.tmux("kill-pane", "-t", b.pane)
+    daemon.start()
+    err, payload = run(_whoami, daemon, b.token)
+    assert err and "not connected" in str(payload), payload
+    assert run(get_message, daemon, a, "m-dead")["outcome"] == "cancelled"
+    assert daemon.cards() == []
+    err, payload = run(_whoami, daemon, a.token)  # the live agent is untouched
+    assert not err, payload

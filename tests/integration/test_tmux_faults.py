@@ -1,0 +1,177 @@
+"""Faults at the tmux boundary, on real parts: a ``tmux`` wrapper first on the daemon's PATH fails one
+call of a chosen kind, once, at the moment that matters. The daemon keeps serving, and every message
+and restart ends as the core says.
+
+The wrapper reads ``$CONNECTD_TEST_FAULTS/<tmux subcommand>``: when that file exists, the first call
+of that subcommand whose arguments contain the file's text (a pane id, or anything when empty) takes
+the file away atomically and fails with tmux's own kind of error. ``after-<subcommand>`` holding
+``<other subcommand> <text>`` arms that second fault when the first subcommand runs (a fault at the
+moment right after a paste, say). Only the daemon has the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_daemon_e2e import agents, get_message, make_busy, run, send
+from tests.integration.test_daemon_scenarios import _restart_option, _whoami
+from tests.support.daemon import DaemonProcess, wait_for
+from tests.support.tmux_server import TmuxServer
+
+WRAPPER = r"""#!/bin/bash
+args=("$@"); i=0; sub=""
+while [ $i -lt ${#args[@]} ]; do
+  case "${args[$i]}" in -L|-S|-f) i=$((i+2));; -*) i=$((i+1));; *) sub="${args[$i]}"; break;; esac
+done
+f="$CONNECTD_TEST_FAULTS/$sub"
+chain="$CONNECTD_TEST_FAULTS/after-$sub"
+if [ -n "$sub" ] && [ -e "$chain" ]; then
+  read -r next want < "$chain" && mv "$chain" "$chain.fired" 2>/dev/null && printf '%s' "$want" > "$CONNECTD_TEST_FAULTS/$next"
+fi
+if [ -n "$sub" ] && [ -e "$f" ]; then
+  want=$(cat "$f" 2>/dev/null)
+  if [ -z "$want" ] || [[ " $* " == *" $want "* ]]; then
+    if mv "$f" "$f.fired" 2>/dev/null; then echo "injected fault: $sub failed" >&2; exit 1; fi
+  fi
+fi
+exec REAL "$@"
+"""
+
+
+@pytest.fixture
+def tmux() -> Iterator[TmuxServer]:
+    with TmuxServer("connect-faults") as server:
+        server.new_session("main", width=160, height=40)
+        yield server
+
+
+class Faults:
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "faults"
+        self.dir.mkdir()
+        self.bin = root / "fault-bin"
+        self.bin.mkdir()
+        real = next(p for p in ("/usr/bin/tmux", "/usr/local/bin/tmux") if os.path.exists(p))
+        wrapper = self.bin / "tmux"
+        wrapper.write_text(WRAPPER.replace("REAL", real))
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+
+    def arm(self, subcommand: str, match: str = "") -> None:
+        (self.dir / subcommand).write_text(match)
+
+    def arm_after(self, trigger: str, subcommand: str, match: str = "") -> None:
+        (self.dir / f"after-{trigger}").write_text(f"{subcommand} {match}\n")
+
+    def fired(self, subcommand: str) -> bool:
+        return (self.dir / f"{subcommand}.fired").exists()
+
+
+@contextmanager
+def faulty_daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[tuple[DaemonProcess, Faults]]:
+    faults = Faults(tmp_path)
+    saved = dict(os.environ)
+    os.environ["PATH"] = f"{faults.bin}{os.pathsep}{os.environ['PATH']}"
+    os.environ["CONNECTD_TEST_FAULTS"] = str(faults.dir)
+    try:
+        daemon = DaemonProcess(tmp_path, tmux).start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield daemon, faults
+    finally:
+        code = daemon.stop()
+        assert code == 0, f"the daemon did not end cleanly ({code}):\n{daemon.log_text()}"
+
+
+def _still_serving(daemon: DaemonProcess) -> None:
+    assert daemon.proc is not None and daemon.proc.poll() is None, daemon.log_text()
+    assert daemon.http().get("/api/agents").status_code == 200
+
+
+def test_a_capture_that_fails_inside_the_guard_makes_the_message_wait(tmp_path: Path, tmux: TmuxServer) -> None:
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        a, b = agents(d, "a", "b")
+        run(send, d, a, b.address, "after a failed guard", "m-guard")
+        card = d.wait_card()
+        faults.arm("capture-pane", b.pane)  # b is idle and still: the next capture of b is the guard's
+        d.api("POST", f"/api/cards/{card['id']}/approve", {"pair": True})
+        wait_for(lambda: faults.fired("capture-pane"), 10, "the fault")
+        assert run(get_message, d, a, "m-guard", 20.0)["outcome"] == "delivered"
+        assert sum("after a failed guard" in p for p in b.prompts()) == 1
+        _still_serving(d)
+
+
+@pytest.mark.parametrize(("subcommand", "detail"), [("load-buffer", "send failed partway"), ("send-keys", "send failed partway")])
+def test_typing_that_fails_partway_is_unconfirmed_and_the_daemon_serves_on(
+    tmp_path: Path, tmux: TmuxServer, subcommand: str, detail: str
+) -> None:
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        a, b, c = agents(d, "a", "b", "c")
+        faults.arm(subcommand, b.pane)
+        run(send, d, a, b.address, "typed into a failing pane", "m-type")
+        d.api("POST", f"/api/cards/{d.wait_card()['id']}/approve", {"pair": True})
+        view = wait_for(lambda: (m := run(get_message, d, a, "m-type"))["outcome"] != "queued" and m, 20, "an outcome")
+        assert view["outcome"] == "unconfirmed" and detail in view["reason"], view
+        # the daemon still delivers elsewhere
+        run(send, d, a, c.address, "to c after the fault", "m-c")
+        d.api("POST", f"/api/cards/{d.wait_card()['id']}/approve", {"pair": True})
+        assert run(get_message, d, a, "m-c", 20.0)["outcome"] == "delivered"
+        _still_serving(d)
+
+
+def test_a_failed_list_panes_is_retried_and_the_fleet_stays_connected(tmp_path: Path, tmux: TmuxServer) -> None:
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        (a,) = agents(d, "a")
+        faults.arm("list-panes")
+        wait_for(lambda: faults.fired("list-panes"), 10, "the fault")
+        time.sleep(1.5)  # a poll round or two after the failure
+        assert a.token
+        err, payload = run(_whoami, d, a.token)
+        assert not err, payload
+        _still_serving(d)
+
+
+def test_a_capture_that_fails_right_after_the_enter_leaves_one_outcome(tmp_path: Path, tmux: TmuxServer) -> None:
+    """Whichever capture the fault hits (the confirming re-read or the watcher's), the daemon serves on,
+    the message reaches exactly one final outcome, and it is typed at most once."""
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        a, b = agents(d, "a", "b")
+        make_busy(d, tmux, b, 2)
+        run(send, d, a, b.address, "confirm me", "m-confirm")
+        faults.arm_after("send-keys", "capture-pane", b.pane)  # the Enter arms a capture fault for b
+        d.api("POST", f"/api/cards/{d.wait_card()['id']}/approve", {"pair": True})
+        wait_for(lambda: faults.fired("capture-pane"), 30, "the fault")
+        view = wait_for(lambda: (m := run(get_message, d, a, "m-confirm"))["outcome"] != "queued" and m, 30, "an outcome")
+        assert view["outcome"] in {"delivered", "unconfirmed"}, view
+        assert run(get_message, d, a, "m-confirm")["outcome"] == view["outcome"]  # final: it never changes
+        assert sum("confirm me" in p for p in b.prompts()) == 1
+        _still_serving(d)
+
+
+@pytest.mark.parametrize("subcommand", ["set-option", "respawn-pane"])
+def test_a_restart_step_that_fails_ends_in_recovery_with_the_pane_alive(
+    tmp_path: Path, tmux: TmuxServer, subcommand: str
+) -> None:
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        c = d.launch("c", "off", session="1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d")
+        d.wait_ready(c)
+        faults.arm(subcommand, c.pane)
+        d.api("POST", "/api/restart", {"pane": c.pane, "preset": "observe"})
+        wait_for(lambda: faults.fired(subcommand), 30, "the fault")
+
+        def closed() -> bool:
+            rows = d.api("GET", "/api/audit?limit=1000")
+            return any(r["action"] == "restart.close" for r in rows)
+
+        wait_for(closed, 60, "the restart closed")
+        assert _restart_option(tmux, c.pane) == ""  # the temporary remain-on-exit is gone
+        assert tmux.tmux("display-message", "-p", "-t", c.pane, "#{pane_dead}").strip() == "0"  # not left dead
+        _still_serving(d)
