@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from connectcore import consent, delivery, grants
+from connectcore import restart as restart_
 from connectcore._machine import ConnectError
 from connectcore.consent import Card, CardState, Decision, PairKey
 from connectcore.delivery import DEFAULT_LIMITS, Limits, Message, MessageKey, MessageState, Refused
@@ -81,6 +82,8 @@ class Hub:
     last_received: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
+    restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
+    restart_scopes: dict[str, frozenset[Scope]] = field(default_factory=dict)  # restart id -> scopes at begin
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -209,6 +212,146 @@ class Recover:
     now: float
 
 
+# --- restarts ---------------------------------------------------------------------------------------
+# Restart-to-connect runs inside the hub: the open restarts are part of its state and are stepped under
+# the same lock as every grant and delivery (the machine itself is :mod:`connectcore.restart`).
+
+
+class RestartRefused(ConnectError):
+    """A restart the hub will not start or step (one already under way, an unknown id ...): nothing
+    changed; ``reason`` is the code the daemon reports."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RestartPlanned:
+    """The owner approved "Restart this agent to connect it": set the session's grant and begin."""
+
+    now: float
+    state: restart_.Restart  # from restart.plan_restart, in its planned step
+    session: SessionKey
+    scopes: frozenset[Scope]
+    by: str = "owner"
+
+
+@dataclass(frozen=True)
+class RestartStepped:
+    """The daemon's answer to an open restart's effect (observation, done, failed, timeout, recover)."""
+
+    now: float
+    restart_id: str
+    event: restart_.RestartEvent
+
+
+@dataclass(frozen=True)
+class RestartRespawned:
+    """The restart's Respawn ran and a new incarnation runs in the pane: its token, if it gets one."""
+
+    now: float
+    restart_id: str
+    token_hash: str
+    principal_id: str  # fresh; unused when the session already has a principal
+    pid: int
+    incarnation: str
+
+
+@dataclass(frozen=True)
+class RestartRecovered:
+    """Daemon start: a restart record found open (then step ``restart.Recover`` through RestartStepped)."""
+
+    now: float
+    record: restart_.RestartRecord
+    limits: restart_.RestartLimits | None = None
+
+
+def _restart_session(state: restart_.Restart) -> SessionKey:
+    return (state.record.harness, state.record.session_id)
+
+
+def _restart_of_pane(hub: Hub, pane_id: str) -> str | None:
+    return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
+
+
+def _restart_planned(hub: Hub, ev: RestartPlanned) -> Step:
+    record = ev.state.record
+    if ev.state.step is not restart_.RestartStep.PLANNED:
+        raise RestartRefused("not_planned", f"restart {record.restart_id} is {ev.state.step}, not planned")
+    if record.restart_id in hub.restarts:
+        raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
+    if _restart_of_pane(hub, record.pane_id) is not None:
+        raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
+    if not ev.scopes:
+        raise RestartRefused("bad_preset", "restart-to-connect needs observe or collaborate")
+    if ev.session != _restart_session(ev.state):
+        raise RestartRefused(
+            "session_mismatch", f"restart {record.restart_id} resumes {_restart_session(ev.state)}, not {ev.session}"
+        )
+    book, effects = grants.set_grant(hub.book, now=ev.now, session=ev.session, scopes=ev.scopes, by=ev.by)
+    state, more = restart_.step(ev.state, restart_.Begin(now=ev.now))
+    hub = replace(
+        hub,
+        book=book,
+        restarts={**hub.restarts, record.restart_id: state},
+        restart_scopes={**hub.restart_scopes, record.restart_id: ev.scopes},
+    )
+    return hub, effects + more
+
+
+def _open_restart(hub: Hub, restart_id: str) -> restart_.Restart:
+    state = hub.restarts.get(restart_id)
+    if state is None:
+        raise UnknownItem("unknown_restart", f"no open restart {restart_id}")
+    return state
+
+
+def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
+    state, effects = restart_.step(_open_restart(hub, ev.restart_id), ev.event)
+    if state.final:
+        restarts = {k: v for k, v in hub.restarts.items() if k != ev.restart_id}
+        scopes = {k: v for k, v in hub.restart_scopes.items() if k != ev.restart_id}
+        return replace(hub, restarts=restarts, restart_scopes=scopes), effects
+    return replace(hub, restarts={**hub.restarts, ev.restart_id: state}), effects
+
+
+def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
+    state = _open_restart(hub, ev.restart_id)
+    record = state.record
+    scopes = hub.restart_scopes.get(ev.restart_id) or grants.PRESET_SCOPES[grants.Preset.OBSERVE]
+    return _launch(
+        hub,
+        Launch(
+            ev.now, ev.token_hash, ev.principal_id, record.harness, record.pane_id, ev.pid, ev.incarnation,
+            scopes, _restart_session(state),
+        ),
+    )
+
+
+def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
+    record = ev.record
+    if not record.open:
+        raise RestartRefused("restart_closed", f"restart {record.restart_id} is already {record.step}")
+    if record.restart_id in hub.restarts:
+        raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
+    state = restart_.resume(record, ev.limits)
+    return replace(hub, restarts={**hub.restarts, record.restart_id: state}), ()
+
+
+def _restart_step(hub: Hub, ev: RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered) -> Step:
+    if isinstance(ev, RestartPlanned):
+        return _restart_planned(hub, ev)
+    if isinstance(ev, RestartStepped):
+        return _restart_stepped(hub, ev)
+    if isinstance(ev, RestartRespawned):
+        return _restart_respawned(hub, ev)
+    return _restart_recovered(hub, ev)
+
+
+# --- end of restarts --------------------------------------------------------------------------------
+
+
 Event = (
     Launch
     | BindSession
@@ -223,6 +366,10 @@ Event = (
     | TypingObserved
     | Tick
     | Recover
+    | RestartPlanned
+    | RestartStepped
+    | RestartRespawned
+    | RestartRecovered
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]
@@ -925,6 +1072,8 @@ def step(hub: Hub, event: Event) -> Step:
         return _pane_gone(hub, event)
     if isinstance(event, Recover):
         return _recover(hub, event)
+    if isinstance(event, RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered):
+        return _restart_step(hub, event)
     raise ConnectError(f"unknown event {type(event).__name__}")  # pragma: no cover
 
 
@@ -962,6 +1111,11 @@ __all__ = [
     "PaneView",
     "Recipient",
     "Recover",
+    "RestartPlanned",
+    "RestartRecovered",
+    "RestartRefused",
+    "RestartRespawned",
+    "RestartStepped",
     "Revoke",
     "SetGrant",
     "Submit",
