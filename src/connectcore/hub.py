@@ -83,7 +83,8 @@ class Hub:
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
     restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
-    restart_scopes: dict[str, frozenset[Scope]] = field(default_factory=dict)  # restart id -> scopes at begin
+    # restart id -> why its connect was withdrawn while it was open (its respawn gets no token)
+    restarts_unconnected: dict[str, str] = field(default_factory=dict)
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -213,13 +214,26 @@ class Recover:
 
 
 # --- restarts ---------------------------------------------------------------------------------------
-# Restart-to-connect runs inside the hub: the open restarts are part of its state and are stepped under
-# the same lock as every grant and delivery (the machine itself is :mod:`connectcore.restart`).
+# Restart-to-connect runs inside the hub: the open restarts are part of its state, stepped under the
+# same lock as every grant and delivery (the machine itself is :mod:`connectcore.restart`). Rules:
+#
+# - A restart's respawned process gets a token only with the session's grant as stored when it is seen
+#   running (never scopes captured when the restart began, never more than the cap), and none at all
+#   if that grant is Off or the restart's connect was withdrawn while it was open. Recovery of a record
+#   found open at startup follows the same rule: it never grants more than the stored grant.
+# - ``Revoke``, ``DisconnectAll`` and ``SetGrant`` (any new grant, Off included) withdraw the connect of
+#   every open restart of the affected agent (its session, the sessions of its merged principals, or
+#   the incarnation it restarts): the machine takes ``restart.Cancel`` where its table allows it
+#   (planned / waiting for idle: cancelled, touching nothing; rechecking: recovery restores the option);
+#   after the exit command was sent it goes on to respawn a dead pane, with no token.
+# - A pane being restarted is not armed for delivery: no guard starts for it, and a guard answered
+#   once its restart is open types nothing (the message waits). A restart does not take an idle
+#   reading as idle while a message is being typed into its pane. When the restart closes, delivery
+#   may start again (its new incarnation is a new recipient: PaneGone / PaneObserved rules).
 
 
 class RestartRefused(ConnectError):
-    """A restart the hub will not start or step (one already under way, an unknown id ...): nothing
-    changed; ``reason`` is the code the daemon reports."""
+    """A restart the hub will not start or step: nothing changed; ``reason`` is the code to report."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -228,18 +242,22 @@ class RestartRefused(ConnectError):
 
 @dataclass(frozen=True)
 class RestartPlanned:
-    """The owner approved "Restart this agent to connect it": set the session's grant and begin."""
+    """The owner approved "Restart this agent to connect it": set the session's grant and begin.
+
+    Effects: the grant's (Persist/Audit/Notify), then ``restart.Begin``'s (Audit, Notify, ObservePane)."""
 
     now: float
     state: restart_.Restart  # from restart.plan_restart, in its planned step
-    session: SessionKey
+    session: SessionKey  # must be the plan's (harness, session id)
     scopes: frozenset[Scope]
     by: str = "owner"
 
 
 @dataclass(frozen=True)
 class RestartStepped:
-    """The daemon's answer to an open restart's effect (observation, done, failed, timeout, recover)."""
+    """The daemon's answer to an open restart's effect: ``restart.PaneObserved`` (ObservePane),
+    ``StepDone`` / ``StepFailed`` (the effects of a step in AWAITING_DONE), ``Recover`` (InspectPane,
+    or a record found open at startup), ``Timeout`` (``state.deadline`` passed)."""
 
     now: float
     restart_id: str
@@ -248,11 +266,12 @@ class RestartStepped:
 
 @dataclass(frozen=True)
 class RestartRespawned:
-    """The restart's Respawn ran and a new incarnation runs in the pane: its token, if it gets one."""
+    """The restart's Respawn ran and ``incarnation`` runs in the pane: its token, if it gets one
+    (step it after the Respawn effect, before answering StepDone)."""
 
     now: float
     restart_id: str
-    token_hash: str
+    token_hash: str  # the hash of the token the daemon put in the respawn environment
     principal_id: str  # fresh; unused when the session already has a principal
     pid: int
     incarnation: str
@@ -260,11 +279,16 @@ class RestartRespawned:
 
 @dataclass(frozen=True)
 class RestartRecovered:
-    """Daemon start: a restart record found open (then step ``restart.Recover`` through RestartStepped)."""
+    """Daemon start: a restart record found open, resumed; then step ``restart.Recover`` through
+    :class:`RestartStepped`."""
 
     now: float
     record: restart_.RestartRecord
     limits: restart_.RestartLimits | None = None
+
+
+_RESPAWNING = frozenset({restart_.RestartStep.PROCESS_ENDED, restart_.RestartStep.RESPAWNED})
+_IDLE_WAITS = frozenset({restart_.RestartStep.WAITING_IDLE, restart_.RestartStep.RECHECKING_IDLE})
 
 
 def _restart_session(state: restart_.Restart) -> SessionKey:
@@ -272,7 +296,52 @@ def _restart_session(state: restart_.Restart) -> SessionKey:
 
 
 def _restart_of_pane(hub: Hub, pane_id: str) -> str | None:
+    """The open restart of this pane, if any (at most one)."""
     return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
+
+
+def _restarts_of(hub: Hub, members: frozenset[str], sessions: frozenset[SessionKey]) -> tuple[str, ...]:
+    """Open restarts of these principals (any merged id) or sessions: by session, by the session's
+    principal, or by a token of theirs on the incarnation being restarted."""
+    book = hub.book
+    roots = {grants.canonical(book, p) for p in members}
+    found: list[str] = []
+    for rid, state in hub.restarts.items():
+        session = _restart_session(state)
+        alias = book.aliases.get(session)
+        holders = {
+            grants.canonical(book, t.principal)
+            for t in book.tokens.values()
+            if t.incarnation == state.record.incarnation
+        }
+        if session in sessions or (alias is not None and grants.canonical(book, alias) in roots) or holders & roots:
+            found.append(rid)
+    return tuple(sorted(found))
+
+
+def _closed(hub: Hub, restart_id: str, state: restart_.Restart, now: float) -> Step:
+    """Store the stepped machine; a final one leaves the hub and gives its pane back to delivery."""
+    if not state.final:
+        return replace(hub, restarts={**hub.restarts, restart_id: state}), ()
+    restarts = {k: v for k, v in hub.restarts.items() if k != restart_id}
+    unconnected = {k: v for k, v in hub.restarts_unconnected.items() if k != restart_id}
+    hub = replace(hub, restarts=restarts, restarts_unconnected=unconnected)
+    return _maybe_attempt(hub, state.record.pane_id, now)
+
+
+def _withdraw_restarts(hub: Hub, restart_ids: Iterable[str], now: float, why: str) -> Step:
+    """The connect these restarts were to give was withdrawn: cancel them where the table allows."""
+    effects: tuple[Effect, ...] = ()
+    for rid in restart_ids:
+        state = hub.restarts.get(rid)
+        if state is None:
+            continue
+        hub = replace(hub, restarts_unconnected={rid: why, **hub.restarts_unconnected})  # the first why stays
+        if restart_.TABLE.allows(state.step, "cancel"):
+            state, more = restart_.step(state, restart_.Cancel(now=now, reason=why))
+            hub, again = _closed(hub, rid, state, now)
+            effects += more + again
+    return hub, effects
 
 
 def _restart_planned(hub: Hub, ev: RestartPlanned) -> Step:
@@ -289,14 +358,11 @@ def _restart_planned(hub: Hub, ev: RestartPlanned) -> Step:
         raise RestartRefused(
             "session_mismatch", f"restart {record.restart_id} resumes {_restart_session(ev.state)}, not {ev.session}"
         )
+    if any(_restart_session(r) == ev.session for r in hub.restarts.values()):
+        raise RestartRefused("restart_running", f"a restart of session {ev.session[1]} is already under way")
     book, effects = grants.set_grant(hub.book, now=ev.now, session=ev.session, scopes=ev.scopes, by=ev.by)
     state, more = restart_.step(ev.state, restart_.Begin(now=ev.now))
-    hub = replace(
-        hub,
-        book=book,
-        restarts={**hub.restarts, record.restart_id: state},
-        restart_scopes={**hub.restart_scopes, record.restart_id: ev.scopes},
-    )
+    hub = replace(hub, book=book, restarts={**hub.restarts, record.restart_id: state})
     return hub, effects + more
 
 
@@ -308,25 +374,51 @@ def _open_restart(hub: Hub, restart_id: str) -> restart_.Restart:
 
 
 def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
-    state, effects = restart_.step(_open_restart(hub, ev.restart_id), ev.event)
-    if state.final:
-        restarts = {k: v for k, v in hub.restarts.items() if k != ev.restart_id}
-        scopes = {k: v for k, v in hub.restart_scopes.items() if k != ev.restart_id}
-        return replace(hub, restarts=restarts, restart_scopes=scopes), effects
-    return replace(hub, restarts={**hub.restarts, ev.restart_id: state}), effects
+    state = _open_restart(hub, ev.restart_id)
+    event = ev.event
+    if (
+        isinstance(event, restart_.PaneObserved)
+        and state.step in _IDLE_WAITS
+        and event.idle_and_empty
+        and any(
+            hub.messages[key].state is MessageState.TYPING
+            for pane, key in hub.attempts.items()
+            if pane == state.record.pane_id and key in hub.messages
+        )
+    ):
+        return hub, ()  # delivery is typing into the pane: not the idle the restart waits for
+    state, effects = restart_.step(state, event)
+    hub, more = _closed(hub, ev.restart_id, state, ev.now)
+    return hub, effects + more
 
 
 def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
     state = _open_restart(hub, ev.restart_id)
     record = state.record
-    scopes = hub.restart_scopes.get(ev.restart_id) or grants.PRESET_SCOPES[grants.Preset.OBSERVE]
-    return _launch(
-        hub,
-        Launch(
-            ev.now, ev.token_hash, ev.principal_id, record.harness, record.pane_id, ev.pid, ev.incarnation,
-            scopes, _restart_session(state),
-        ),
+    if state.step not in _RESPAWNING:
+        raise RestartRefused("not_respawning", f"restart {record.restart_id} is {state.step}, not respawning")
+    if ev.incarnation == record.incarnation:
+        raise RestartRefused(
+            "same_incarnation", f"restart {record.restart_id}: {ev.incarnation} is the incarnation it replaces"
+        )
+    session = _restart_session(state)
+    scopes = grants.session_scopes(hub.book, session) & grants.PRESET_SCOPES[hub.book.cap]
+    why = hub.restarts_unconnected.get(ev.restart_id) or ("" if scopes else "the session's grant is off")
+    if why:
+        return hub, (
+            Audit(
+                actor=restart_.ACTOR,
+                action="restart.respawn",
+                outcome="unconnected",
+                target=f"agent:{session[0]}:{session[1]}",
+                detail=f"respawned without connect: {why}",
+                at=ev.now,
+            ),
+        )
+    launch = Launch(
+        ev.now, ev.token_hash, ev.principal_id, record.harness, record.pane_id, ev.pid, ev.incarnation, scopes, session
     )
+    return _launch(hub, launch)
 
 
 def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
@@ -335,6 +427,8 @@ def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
         raise RestartRefused("restart_closed", f"restart {record.restart_id} is already {record.step}")
     if record.restart_id in hub.restarts:
         raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
+    if _restart_of_pane(hub, record.pane_id) is not None:
+        raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
     state = restart_.resume(record, ev.limits)
     return replace(hub, restarts={**hub.restarts, record.restart_id: state}), ()
 
@@ -347,6 +441,14 @@ def _restart_step(hub: Hub, ev: RestartPlanned | RestartStepped | RestartRespawn
     if isinstance(ev, RestartRespawned):
         return _restart_respawned(hub, ev)
     return _restart_recovered(hub, ev)
+
+
+def _restart_holds(hub: Hub, message: Message, now: float) -> Step:
+    """A guard answered once the pane's restart is open: nothing is typed; the message waits."""
+    waiting = delivery.advance(message, "guard_wait", now=now, reason="the recipient is being restarted")
+    attempts = {k: v for k, v in hub.attempts.items() if v != message.key}
+    hub = _store(replace(hub, attempts=attempts), waiting)
+    return hub, (Persist("message", waiting.key, waiting),)
 
 
 # --- end of restarts --------------------------------------------------------------------------------
@@ -539,6 +641,8 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
     view = hub.panes.get(pane_id)
     if view is None or not (view.ready and view.armed) or pane_id in hub.attempts:
         return hub, ()
+    if _restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
+        return hub, ()
     for message in hub.messages.values():
         if (
             message.state is MessageState.READY
@@ -601,12 +705,22 @@ def _revoke(hub: Hub, principal_id: str, now: float, by: str) -> Step:
     if principal_id not in hub.book.principals:
         raise UnknownItem("unknown_principal", f"no principal {principal_id}")
     members = grants.group(hub.book, principal_id)
+    restarts = _restarts_of(hub, members, frozenset())
     book, effects = grants.revoke(hub.book, now=now, principal_id=principal_id, by=by)
     hub, more = _cancel_for(replace(hub, book=book), members, now, "revoked")
-    return hub, effects + more
+    hub, again = _withdraw_restarts(hub, restarts, now, "connect revoked while restarting")
+    return hub, effects + more + again
 
 
 def _set_grant(hub: Hub, ev: SetGrant) -> Step:
+    hub, withdrawn = _set_grant_only(hub, ev)
+    members = frozenset(m for p in grants.principals_of_session(hub.book, ev.session) for m in grants.group(hub.book, p))
+    restarts = _restarts_of(hub, members, frozenset({ev.session}))
+    hub, more = _withdraw_restarts(hub, restarts, ev.now, "the grant changed while restarting")
+    return hub, withdrawn + more
+
+
+def _set_grant_only(hub: Hub, ev: SetGrant) -> Step:
     if not ev.scopes:
         effects: tuple[Effect, ...] = ()
         principals = grants.principals_of_session(hub.book, ev.session)
@@ -626,6 +740,8 @@ def _disconnect_all(hub: Hub, ev: DisconnectAll) -> Step:
     for principal_id in grants.all_connected(hub.book):
         hub, more = _revoke(hub, principal_id, ev.now, ev.by)
         effects += more
+    hub, more = _withdraw_restarts(hub, sorted(hub.restarts), ev.now, "disconnect all while restarting")
+    effects += more
     return hub, effects + (Audit(actor=ev.by, action="disconnect_all", outcome="done", at=ev.now),)
 
 
@@ -845,6 +961,8 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
         return hub, ()
+    if _restart_of_pane(hub, message.recipient_pane) is not None:
+        return _restart_holds(hub, message, ev.now)
     now = ev.now
     pane = message.recipient_pane
     attempts = {k: v for k, v in hub.attempts.items() if v != message.key}

@@ -11,7 +11,8 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore import restart as R
 from connectcore._machine import TransitionNotAllowed
-from connectcore.effects import Audit, Effect, Respawn
+from connectcore.consent import Decision
+from connectcore.effects import Audit, CheckGuard, Effect, Persist, Respawn, TypeText
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.restart import RestartStep as S
 
@@ -235,3 +236,284 @@ def test_an_event_the_restart_table_does_not_allow_changes_nothing() -> None:
     with pytest.raises(TransitionNotAllowed):
         feed(w, R.StepDone(now=w.now, step=S.WAITING_IDLE))
     assert w.hub == before
+
+
+# --- defect: an in-flight restart undid a revocation ------------------------------------------------------
+
+
+def test_off_pressed_after_the_exit_was_sent_is_not_undone_by_the_respawn() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    assert step_of(w) is S.EXIT_SENT
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), frozenset()))  # Off, while the agent is quitting
+    feed(w, observed(w, b, agent_running=False, idle=False, composer_empty=False, pane_dead=True))
+    effects = respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+    assert "tok-new" not in w.hub.book.tokens and not audits(effects, "launch_token")
+    assert audits(effects, "restart.respawn")[0].outcome == "unconnected"
+    assert grants.session_scopes(w.hub.book, ("claude", "sess-b")) == frozenset()
+    finish(w)  # the dead pane is respawned and the option restored all the same
+
+
+def test_off_pressed_while_waiting_for_idle_cancels_the_restart_touching_nothing() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    effects = w.step(H.SetGrant(w.now, ("claude", "sess-b"), frozenset()))
+    assert "r-1" not in w.hub.restarts
+    assert audits(effects, "restart.cancel")[0].outcome == R.RestartOutcome.CANCELLED
+    assert not any(isinstance(e, Persist) and e.kind == R.STORE_KIND for e in effects)
+
+
+def test_a_new_grant_while_waiting_for_idle_cancels_the_restart() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b, OBSERVE)
+    effects = w.step(H.SetGrant(w.now, ("claude", "sess-b"), COLLABORATE))
+    assert "r-1" not in w.hub.restarts and audits(effects, "restart.cancel")
+
+
+def test_revoke_while_rechecking_recovers_and_restores_the_option() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    effects = w.step(H.Revoke(w.now, b.principal))
+    assert step_of(w) is S.RECOVERING and any(isinstance(e, R.InspectPane) for e in effects)
+    feed(w, R.Recover(now=w.now, condition=R.PaneCondition.LIVE))
+    effects = feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
+    assert "r-1" not in w.hub.restarts
+    assert audits(effects, "restart.close")[0].outcome == R.RestartOutcome.LEFT_ALONE
+
+
+def test_revoke_of_a_merged_principal_cancels_the_restart_of_its_session() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    early = w.launch("early", Preset.OBSERVE, pane="%5")  # a token issued before its session was known
+    w.step(H.BindSession(w.now, early.principal, ("claude", "sess-b")))  # merged into b's principal
+    begin(w, b)
+    w.step(H.Revoke(w.now, early.principal))
+    assert "r-1" not in w.hub.restarts
+
+
+def test_revoke_after_the_exit_was_sent_respawns_without_a_token() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    w.step(H.Revoke(w.now, b.principal))
+    assert step_of(w) is S.EXIT_SENT  # past the point of no return: the restart goes on
+    feed(w, observed(w, b, agent_running=False, idle=False, composer_empty=False, pane_dead=True))
+    respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+
+
+def test_a_grant_set_again_after_the_exit_was_sent_still_gives_the_respawn_no_token() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), frozenset()))
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), OBSERVE))  # the owner changed their mind: at next launch
+    feed(w, observed(w, b, agent_running=False, idle=False, composer_empty=False, pane_dead=True))
+    respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+
+
+def test_disconnect_all_cancels_every_open_restart() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    c = Agent("c", "", "", "%3", "inc-c")
+    begin(w, b)
+    w.step(H.RestartPlanned(w.now, plan(c, "r-2", "sess-c"), ("claude", "sess-c"), OBSERVE))
+    to_rechecking(w, b)
+    effects = w.step(H.DisconnectAll(w.now))
+    assert "r-2" not in w.hub.restarts and step_of(w) is S.RECOVERING
+    assert audits(effects, "restart.cancel") and audits(effects, "restart.recover")
+
+
+def test_a_revocation_of_another_session_leaves_the_restart_alone() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    other = w.launch("other", session=("claude", "sess-other"))
+    begin(w, b)
+    w.step(H.Revoke(w.now, other.principal))
+    w.step(H.SetGrant(w.now, ("claude", "sess-other"), OBSERVE))
+    assert step_of(w) is S.WAITING_IDLE
+
+
+# --- defect: startup recovery granted Observe to a session turned Off ------------------------------------
+
+
+def recovered_at_exit_sent(w: World, b: Agent) -> None:
+    record = replace(plan(b).record, step=S.EXIT_SENT, updated_at=w.now - 5)
+    w.step(H.RestartRecovered(w.now, record, LIMITS))
+    effects = feed(w, R.Recover(now=w.now, condition=R.PaneCondition.DEAD, env={"CONNECT_TOKEN": "fresh"}))
+    assert step_of(w) is S.PROCESS_ENDED and any(isinstance(e, Respawn) for e in effects)
+
+
+def test_recovery_of_a_session_turned_off_grants_nothing() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), frozenset()))  # turned Off (before the daemon died)
+    recovered_at_exit_sent(w, b)
+    effects = respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+    assert audits(effects, "restart.respawn")[0].outcome == "unconnected"
+
+
+def test_recovery_of_a_session_with_no_grant_grants_nothing() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    recovered_at_exit_sent(w, b)
+    respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+
+
+def test_recovery_grants_exactly_the_stored_grant() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), frozenset({Scope.READ})))  # an advanced grant
+    recovered_at_exit_sent(w, b)
+    respawned(w, b)
+    principal = grants.authenticate(w.hub.book, "tok-new")
+    assert grants.scopes_of(w.hub.book, principal.id) == frozenset({Scope.READ})
+
+
+# --- defect: a consented message could be typed in the idle moment the restart waits for -----------------
+
+
+def ready_message_to(w: World, b: Agent) -> tuple[str, str]:
+    a = w.launch("a")
+    key = w.send(a, b)
+    w.decide(key, Decision.APPROVE_PAIR)
+    assert w.message(key).state is H.MessageState.READY
+    return key
+
+
+def test_no_guard_starts_for_a_pane_being_restarted() -> None:
+    w = World()
+    b = w.launch("b", session=("claude", "sess-b"))
+    key = ready_message_to(w, b)
+    begin(w, b)
+    effects = w.idle(b)  # the very idle moment the restart waits for
+    assert not any(isinstance(e, CheckGuard) for e in effects)
+    assert w.message(key).state is H.MessageState.READY
+
+
+def test_a_guard_answered_after_the_restart_began_types_nothing_and_the_message_waits() -> None:
+    w = World()
+    b = w.launch("b", session=("claude", "sess-b"))
+    key = ready_message_to(w, b)
+    assert any(isinstance(e, CheckGuard) for e in w.idle(b))
+    begin(w, b)
+    effects = w.guard(key, b)
+    assert not any(isinstance(e, TypeText) for e in effects)
+    assert w.message(key).state is H.MessageState.READY and b.pane not in w.hub.attempts
+
+
+def test_a_restart_that_ends_untouched_gives_the_pane_back_to_delivery() -> None:
+    w = World()
+    b = w.launch("b", session=("claude", "sess-b"))
+    key = ready_message_to(w, b)
+    begin(w, b)
+    w.idle(b)
+    w.now += LIMITS.idle_wait
+    effects = feed(w, R.Timeout(now=w.now))
+    assert "r-1" not in w.hub.restarts
+    assert [e for e in effects if isinstance(e, CheckGuard)] == [CheckGuard(b.pane, b.incarnation, key)]
+
+
+# --- more refusals and edges --------------------------------------------------------------------------
+
+
+def test_a_second_restart_of_the_same_session_is_refused() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    before = w.hub
+    with pytest.raises(H.RestartRefused) as refused:
+        w.step(H.RestartPlanned(w.now, plan(replace(b, pane="%7"), "r-2"), ("claude", "sess-b"), OBSERVE))
+    assert refused.value.reason == "restart_running"
+    assert w.hub == before
+
+
+def test_a_respawn_reported_before_the_restart_respawns_is_refused() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    before = w.hub
+    with pytest.raises(H.RestartRefused) as refused:
+        respawned(w, b)
+    assert refused.value.reason == "not_respawning"
+    assert w.hub == before
+
+
+def test_a_respawn_reported_with_the_old_incarnation_is_refused() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    to_process_ended(w, b)
+    before = w.hub
+    with pytest.raises(H.RestartRefused) as refused:
+        w.step(H.RestartRespawned(w.now, "r-1", "tok-new", "p-new", 1, b.incarnation))
+    assert refused.value.reason == "same_incarnation"
+    assert w.hub == before
+
+
+def test_a_record_for_a_pane_already_restarting_is_not_recovered() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    before = w.hub
+    record = replace(plan(b, "r-2").record, step=S.EXIT_SENT)
+    with pytest.raises(H.RestartRefused) as refused:
+        w.step(H.RestartRecovered(w.now, record))
+    assert refused.value.reason == "restart_running"
+    assert w.hub == before
+
+
+def test_the_respawn_token_never_exceeds_a_cap_lowered_meanwhile() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    to_process_ended(w, b)
+    w.hub = replace(w.hub, book=grants.with_cap(w.hub.book, Preset.OBSERVE))  # the daemon restarted with a lower cap
+    respawned(w, b)
+    principal = grants.authenticate(w.hub.book, "tok-new")
+    assert grants.scopes_of(w.hub.book, principal.id) == OBSERVE
+
+
+def test_the_first_reason_a_restart_lost_its_connect_is_the_one_audited() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    w.step(H.Revoke(w.now, b.principal))
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), OBSERVE))
+    feed(w, observed(w, b, agent_running=False, idle=False, composer_empty=False, pane_dead=True))
+    effects = respawned(w, b)
+    assert audits(effects, "restart.respawn")[0].detail == "respawned without connect: connect revoked while restarting"
+    finish(w)
+    assert not w.hub.restarts_unconnected
+
+
+def test_a_restart_does_not_take_the_pane_as_idle_while_a_message_is_typed_into_it() -> None:
+    w = World()
+    b = w.launch("b", session=("claude", "sess-b"))
+    key = ready_message_to(w, b)
+    w.idle(b)
+    w.guard(key, b)
+    assert w.message(key).state is H.MessageState.TYPING
+    begin(w, b)
+    assert feed(w, observed(w, b)) == ()  # the idle reading taken while the paste is in flight
+    assert step_of(w) is S.WAITING_IDLE
+    w.typed(key)
+    feed(w, observed(w, b))
+    assert step_of(w) is S.RECORD_PERSISTED
