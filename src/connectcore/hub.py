@@ -83,8 +83,6 @@ class Hub:
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
     restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
-    # restart id -> why its connect was withdrawn while it was open (its respawn gets no token)
-    restarts_unconnected: dict[str, str] = field(default_factory=dict)
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -323,20 +321,22 @@ def _closed(hub: Hub, restart_id: str, state: restart_.Restart, now: float) -> S
     """Store the stepped machine; a final one leaves the hub and gives its pane back to delivery."""
     if not state.final:
         return replace(hub, restarts={**hub.restarts, restart_id: state}), ()
-    restarts = {k: v for k, v in hub.restarts.items() if k != restart_id}
-    unconnected = {k: v for k, v in hub.restarts_unconnected.items() if k != restart_id}
-    hub = replace(hub, restarts=restarts, restarts_unconnected=unconnected)
+    hub = replace(hub, restarts={k: v for k, v in hub.restarts.items() if k != restart_id})
     return _maybe_attempt(hub, state.record.pane_id, now)
 
 
 def _withdraw_restarts(hub: Hub, restart_ids: Iterable[str], now: float, why: str) -> Step:
-    """The connect these restarts were to give was withdrawn: cancel them where the table allows."""
+    """The connect these restarts were to give was withdrawn: mark their records (persisted once the
+    record is), and cancel them where the table allows."""
     effects: tuple[Effect, ...] = ()
     for rid in restart_ids:
         state = hub.restarts.get(rid)
-        if state is None:
+        if state is None or state.record.connect_withdrawn:  # the first why stays
             continue
-        hub = replace(hub, restarts_unconnected={rid: why, **hub.restarts_unconnected})  # the first why stays
+        state = replace(state, record=replace(state.record, connect_withdrawn=why))
+        hub = replace(hub, restarts={**hub.restarts, rid: state})
+        if state.step in restart_.RECOVERABLE:
+            effects += (Persist(restart_.STORE_KIND, (rid,), state.record),)
         if restart_.TABLE.allows(state.step, "cancel"):
             state, more = restart_.step(state, restart_.Cancel(now=now, reason=why))
             hub, again = _closed(hub, rid, state, now)
@@ -403,7 +403,7 @@ def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
         )
     session = _restart_session(state)
     scopes = grants.session_scopes(hub.book, session) & grants.PRESET_SCOPES[hub.book.cap]
-    why = hub.restarts_unconnected.get(ev.restart_id) or ("" if scopes else "the session's grant is off")
+    why = record.connect_withdrawn or ("" if scopes else "the session's grant is off")
     if why:
         return hub, (
             Audit(

@@ -501,7 +501,6 @@ def test_the_first_reason_a_restart_lost_its_connect_is_the_one_audited() -> Non
     effects = respawned(w, b)
     assert audits(effects, "restart.respawn")[0].detail == "respawned without connect: connect revoked while restarting"
     finish(w)
-    assert not w.hub.restarts_unconnected
 
 
 def test_a_restart_does_not_take_the_pane_as_idle_while_a_message_is_typed_into_it() -> None:
@@ -517,3 +516,20 @@ def test_a_restart_does_not_take_the_pane_as_idle_while_a_message_is_typed_into_
     w.typed(key)
     feed(w, observed(w, b))
     assert step_of(w) is S.RECORD_PERSISTED
+
+
+def test_a_withdrawn_connect_is_persisted_and_survives_a_daemon_restart() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    effects = w.step(H.Revoke(w.now, b.principal))
+    stored = [e.record for e in effects if isinstance(e, Persist) and e.kind == R.STORE_KIND]
+    assert stored and stored[-1].connect_withdrawn == "connect revoked while restarting"
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), OBSERVE))  # the owner grants again: for its next launch
+    w.hub = replace(w.hub, restarts={})  # the daemon dies; its successor finds the record open
+    w.step(H.RestartRecovered(w.now, stored[-1], LIMITS))
+    feed(w, R.Recover(now=w.now, condition=R.PaneCondition.DEAD, env={"CONNECT_TOKEN": "fresh"}))
+    respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
