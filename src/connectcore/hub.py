@@ -17,6 +17,9 @@ The guard protocol with the daemon (the recipient pane's send lock is the linear
 
 Revocation takes the affected panes' send locks (:func:`panes_to_lock`) before it is stepped, so a
 delivery either finished before it or sees the revoked scope.
+
+Restart-to-connect runs inside the hub too (section "restarts"): the open restarts are hub state, a
+revocation or a new grant withdraws their connect, and a pane being restarted is not armed for delivery.
 """
 
 from __future__ import annotations
