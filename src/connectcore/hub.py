@@ -263,6 +263,9 @@ class RestartStepped:
     now: float
     restart_id: str
     event: restart_.RestartEvent
+    # The step the daemon saw when it asked (the answer is for it). An answer for a step the restart
+    # has left meanwhile (a revocation cancelled it, a timeout moved it on) is stale: ignored.
+    for_step: restart_.RestartStep | None = None
 
 
 @dataclass(frozen=True)
@@ -296,7 +299,7 @@ def _restart_session(state: restart_.Restart) -> SessionKey:
     return (state.record.harness, state.record.session_id)
 
 
-def _restart_of_pane(hub: Hub, pane_id: str) -> str | None:
+def restart_of_pane(hub: Hub, pane_id: str) -> str | None:  # public: the shell asks it too
     """The open restart of this pane, if any (at most one)."""
     return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
 
@@ -353,7 +356,7 @@ def _restart_planned(hub: Hub, ev: RestartPlanned) -> Step:
         raise RestartRefused("not_planned", f"restart {record.restart_id} is {ev.state.step}, not planned")
     if record.restart_id in hub.restarts:
         raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
-    if _restart_of_pane(hub, record.pane_id) is not None:
+    if restart_of_pane(hub, record.pane_id) is not None:
         raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
     if not ev.scopes:
         raise RestartRefused("bad_preset", "restart-to-connect needs observe or collaborate")
@@ -379,6 +382,8 @@ def _open_restart(hub: Hub, restart_id: str) -> restart_.Restart:
 def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
     state = _open_restart(hub, ev.restart_id)
     event = ev.event
+    if ev.for_step is not None and ev.for_step is not state.step:
+        return hub, ()  # a stale answer: the restart left that step meanwhile
     if (
         isinstance(event, restart_.PaneObserved)
         and state.step in _IDLE_WAITS
@@ -430,7 +435,7 @@ def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
         raise RestartRefused("restart_closed", f"restart {record.restart_id} is already {record.step}")
     if record.restart_id in hub.restarts:
         raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
-    if _restart_of_pane(hub, record.pane_id) is not None:
+    if restart_of_pane(hub, record.pane_id) is not None:
         raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
     state = restart_.resume(record, ev.limits)
     return replace(hub, restarts={**hub.restarts, record.restart_id: state}), ()
@@ -644,7 +649,7 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
     view = hub.panes.get(pane_id)
     if view is None or not (view.ready and view.armed) or pane_id in hub.attempts:
         return hub, ()
-    if _restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
+    if restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
         return hub, ()
     for message in hub.messages.values():
         if (
@@ -964,7 +969,7 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
         return hub, ()
-    if _restart_of_pane(hub, message.recipient_pane) is not None:
+    if restart_of_pane(hub, message.recipient_pane) is not None:
         return _restart_holds(hub, message, ev.now)
     now = ev.now
     pane = message.recipient_pane
@@ -1246,6 +1251,7 @@ __all__ = [
     "authorize",
     "message_for",
     "panes_to_lock",
+    "restart_of_pane",
     "restore",
     "step",
 ]

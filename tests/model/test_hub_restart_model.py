@@ -126,11 +126,11 @@ class HubRestartModel(RuleBasedStateMachine):
         self.hub, effects = H.step(self.hub, event)
         for effect in effects:
             if isinstance(effect, CheckGuard):
-                if H._restart_of_pane(self.hub, effect.pane_id) is not None:
+                if H.restart_of_pane(self.hub, effect.pane_id) is not None:
                     self.violations.append(f"CheckGuard for {effect.pane_id} while it is being restarted")
                 self.pending_guards.append(effect)
             elif isinstance(effect, TypeText):
-                if H._restart_of_pane(self.hub, effect.pane_id) is not None:
+                if H.restart_of_pane(self.hub, effect.pane_id) is not None:
                     self.violations.append(f"TypeText into {effect.pane_id} while it is being restarted")
             elif isinstance(effect, ConfirmTyping):
                 self.pending_typing.append(effect)

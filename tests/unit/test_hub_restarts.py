@@ -533,3 +533,24 @@ def test_a_withdrawn_connect_is_persisted_and_survives_a_daemon_restart() -> Non
     feed(w, R.Recover(now=w.now, condition=R.PaneCondition.DEAD, env={"CONNECT_TOKEN": "fresh"}))
     respawned(w, b)
     assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+
+
+def test_an_answer_for_a_step_the_restart_left_is_ignored() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    w.step(H.Revoke(w.now, b.principal))  # cancelled while the daemon was reading the pane
+    before = w.hub
+    assert w.step(H.RestartStepped(w.now, "r-1", observed(w, b), for_step=S.RECHECKING_IDLE)) == ()
+    assert w.hub == before and step_of(w) is S.RECOVERING
+    with pytest.raises(TransitionNotAllowed):  # without for_step the same answer is a bug
+        feed(w, observed(w, b))
+
+
+def test_restart_of_pane_names_the_open_restart() -> None:
+    w = World()
+    b = unconnected_agent(w)
+    assert H.restart_of_pane(w.hub, b.pane) is None
+    begin(w, b)
+    assert H.restart_of_pane(w.hub, b.pane) == "r-1"
