@@ -554,3 +554,11 @@ def test_restart_of_pane_names_the_open_restart() -> None:
     assert H.restart_of_pane(w.hub, b.pane) is None
     begin(w, b)
     assert H.restart_of_pane(w.hub, b.pane) == "r-1"
+
+
+def test_revoking_the_agent_holding_the_restarted_incarnation_cancels_its_restart() -> None:
+    w = World()
+    b = w.launch("b", Preset.OBSERVE)  # its token's principal never learned its session
+    begin(w, b)
+    w.step(H.Revoke(w.now, b.principal))
+    assert "r-1" not in w.hub.restarts
