@@ -17,6 +17,9 @@ The guard protocol with the daemon (the recipient pane's send lock is the linear
 
 Revocation takes the affected panes' send locks (:func:`panes_to_lock`) before it is stepped, so a
 delivery either finished before it or sees the revoked scope.
+
+Restart-to-connect runs inside the hub too (section "restarts"): the open restarts are hub state, a
+revocation or a new grant withdraws their connect, and a pane being restarted is not armed for delivery.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from connectcore import consent, delivery, grants
+from connectcore import restart as restart_
 from connectcore._machine import ConnectError
 from connectcore.consent import Card, CardState, Decision, PairKey
 from connectcore.delivery import DEFAULT_LIMITS, Limits, Message, MessageKey, MessageState, Refused
@@ -81,6 +85,7 @@ class Hub:
     last_received: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
+    restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -218,6 +223,254 @@ class Reconcile:
     live: frozenset[str]
 
 
+# --- restarts ---------------------------------------------------------------------------------------
+# Restart-to-connect runs inside the hub: the open restarts are part of its state, stepped under the
+# same lock as every grant and delivery (the machine itself is :mod:`connectcore.restart`). Rules:
+#
+# - A restart's respawned process gets a token only with the session's grant as stored when it is seen
+#   running (never scopes captured when the restart began, never more than the cap), and none at all
+#   if that grant is Off or the restart's connect was withdrawn while it was open. Recovery of a record
+#   found open at startup follows the same rule: it never grants more than the stored grant.
+# - ``Revoke``, ``DisconnectAll`` and ``SetGrant`` (any new grant, Off included) withdraw the connect of
+#   every open restart of the affected agent (its session, the sessions of its merged principals, or
+#   the incarnation it restarts): the machine takes ``restart.Cancel`` where its table allows it
+#   (planned / waiting for idle: cancelled, touching nothing; rechecking: recovery restores the option);
+#   after the exit command was sent it goes on to respawn a dead pane, with no token.
+# - A pane being restarted is not armed for delivery: no guard starts for it, and a guard answered
+#   once its restart is open types nothing (the message waits). A restart does not take an idle
+#   reading as idle while a message is being typed into its pane. When the restart closes, delivery
+#   may start again (its new incarnation is a new recipient: PaneGone / PaneObserved rules).
+
+
+class RestartRefused(ConnectError):
+    """A restart the hub will not start or step: nothing changed; ``reason`` is the code to report."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RestartPlanned:
+    """The owner approved "Restart this agent to connect it": set the session's grant and begin.
+
+    Effects: the grant's (Persist/Audit/Notify), then ``restart.Begin``'s (Audit, Notify, ObservePane)."""
+
+    now: float
+    state: restart_.Restart  # from restart.plan_restart, in its planned step
+    session: SessionKey  # must be the plan's (harness, session id)
+    scopes: frozenset[Scope]
+    by: str = "owner"
+
+
+@dataclass(frozen=True)
+class RestartStepped:
+    """The daemon's answer to an open restart's effect: ``restart.PaneObserved`` (ObservePane),
+    ``StepDone`` / ``StepFailed`` (the effects of a step in AWAITING_DONE), ``Recover`` (InspectPane,
+    or a record found open at startup), ``Timeout`` (``state.deadline`` passed)."""
+
+    now: float
+    restart_id: str
+    event: restart_.RestartEvent
+    # The step the daemon saw when it asked (the answer is for it). An answer for a step the restart
+    # has left meanwhile (a revocation cancelled it, a timeout moved it on) is stale: ignored.
+    for_step: restart_.RestartStep | None = None
+
+
+@dataclass(frozen=True)
+class RestartRespawned:
+    """The restart's Respawn ran and ``incarnation`` runs in the pane: its token, if it gets one
+    (step it after the Respawn effect, before answering StepDone)."""
+
+    now: float
+    restart_id: str
+    token_hash: str  # the hash of the token the daemon put in the respawn environment
+    principal_id: str  # fresh; unused when the session already has a principal
+    pid: int
+    incarnation: str
+
+
+@dataclass(frozen=True)
+class RestartRecovered:
+    """Daemon start: a restart record found open, resumed; then step ``restart.Recover`` through
+    :class:`RestartStepped`."""
+
+    now: float
+    record: restart_.RestartRecord
+    limits: restart_.RestartLimits | None = None
+
+
+_RESPAWNING = frozenset({restart_.RestartStep.PROCESS_ENDED, restart_.RestartStep.RESPAWNED})
+_IDLE_WAITS = frozenset({restart_.RestartStep.WAITING_IDLE, restart_.RestartStep.RECHECKING_IDLE})
+
+
+def _restart_session(state: restart_.Restart) -> SessionKey:
+    return (state.record.harness, state.record.session_id)
+
+
+def restart_of_pane(hub: Hub, pane_id: str) -> str | None:  # public: the shell asks it too
+    """The open restart of this pane, if any (at most one)."""
+    return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
+
+
+def _restarts_of(hub: Hub, members: frozenset[str], sessions: frozenset[SessionKey]) -> tuple[str, ...]:
+    """Open restarts of these principals (any merged id) or sessions: by session, by the session's
+    principal, or by a token of theirs on the incarnation being restarted."""
+    book = hub.book
+    roots = {grants.canonical(book, p) for p in members}
+    found: list[str] = []
+    for rid, state in hub.restarts.items():
+        session = _restart_session(state)
+        alias = book.aliases.get(session)
+        holders = {
+            grants.canonical(book, t.principal)
+            for t in book.tokens.values()
+            if t.incarnation == state.record.incarnation
+        }
+        if session in sessions or (alias is not None and grants.canonical(book, alias) in roots) or holders & roots:
+            found.append(rid)
+    return tuple(sorted(found))
+
+
+def _closed(hub: Hub, restart_id: str, state: restart_.Restart, now: float) -> Step:
+    """Store the stepped machine; a final one leaves the hub and gives its pane back to delivery."""
+    if not state.final:
+        return replace(hub, restarts={**hub.restarts, restart_id: state}), ()
+    hub = replace(hub, restarts={k: v for k, v in hub.restarts.items() if k != restart_id})
+    return _maybe_attempt(hub, state.record.pane_id, now)
+
+
+def _withdraw_restarts(hub: Hub, restart_ids: Iterable[str], now: float, why: str) -> Step:
+    """The connect these restarts were to give was withdrawn: mark their records (persisted once the
+    record is), and cancel them where the table allows."""
+    effects: tuple[Effect, ...] = ()
+    for rid in restart_ids:
+        state = hub.restarts.get(rid)
+        if state is None or state.record.connect_withdrawn:  # the first why stays
+            continue
+        state = replace(state, record=replace(state.record, connect_withdrawn=why))
+        hub = replace(hub, restarts={**hub.restarts, rid: state})
+        if state.step in restart_.RECOVERABLE:
+            effects += (Persist(restart_.STORE_KIND, (rid,), state.record),)
+        if restart_.TABLE.allows(state.step, "cancel"):
+            state, more = restart_.step(state, restart_.Cancel(now=now, reason=why))
+            hub, again = _closed(hub, rid, state, now)
+            effects += more + again
+    return hub, effects
+
+
+def _restart_planned(hub: Hub, ev: RestartPlanned) -> Step:
+    record = ev.state.record
+    if ev.state.step is not restart_.RestartStep.PLANNED:
+        raise RestartRefused("not_planned", f"restart {record.restart_id} is {ev.state.step}, not planned")
+    if record.restart_id in hub.restarts:
+        raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
+    if restart_of_pane(hub, record.pane_id) is not None:
+        raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
+    if not ev.scopes:
+        raise RestartRefused("bad_preset", "restart-to-connect needs observe or collaborate")
+    if ev.session != _restart_session(ev.state):
+        raise RestartRefused(
+            "session_mismatch", f"restart {record.restart_id} resumes {_restart_session(ev.state)}, not {ev.session}"
+        )
+    if any(_restart_session(r) == ev.session for r in hub.restarts.values()):
+        raise RestartRefused("restart_running", f"a restart of session {ev.session[1]} is already under way")
+    book, effects = grants.set_grant(hub.book, now=ev.now, session=ev.session, scopes=ev.scopes, by=ev.by)
+    state, more = restart_.step(ev.state, restart_.Begin(now=ev.now))
+    hub = replace(hub, book=book, restarts={**hub.restarts, record.restart_id: state})
+    return hub, effects + more
+
+
+def _open_restart(hub: Hub, restart_id: str) -> restart_.Restart:
+    state = hub.restarts.get(restart_id)
+    if state is None:
+        raise UnknownItem("unknown_restart", f"no open restart {restart_id}")
+    return state
+
+
+def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
+    state = _open_restart(hub, ev.restart_id)
+    event = ev.event
+    if ev.for_step is not None and ev.for_step is not state.step:
+        return hub, ()  # a stale answer: the restart left that step meanwhile
+    if (
+        isinstance(event, restart_.PaneObserved)
+        and state.step in _IDLE_WAITS
+        and event.idle_and_empty
+        and any(
+            hub.messages[key].state is MessageState.TYPING
+            for pane, key in hub.attempts.items()
+            if pane == state.record.pane_id and key in hub.messages
+        )
+    ):
+        return hub, ()  # delivery is typing into the pane: not the idle the restart waits for
+    state, effects = restart_.step(state, event)
+    hub, more = _closed(hub, ev.restart_id, state, ev.now)
+    return hub, effects + more
+
+
+def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
+    state = _open_restart(hub, ev.restart_id)
+    record = state.record
+    if state.step not in _RESPAWNING:
+        raise RestartRefused("not_respawning", f"restart {record.restart_id} is {state.step}, not respawning")
+    if ev.incarnation == record.incarnation:
+        raise RestartRefused(
+            "same_incarnation", f"restart {record.restart_id}: {ev.incarnation} is the incarnation it replaces"
+        )
+    session = _restart_session(state)
+    scopes = grants.session_scopes(hub.book, session) & grants.PRESET_SCOPES[hub.book.cap]
+    why = record.connect_withdrawn or ("" if scopes else "the session's grant is off")
+    if why:
+        return hub, (
+            Audit(
+                actor=restart_.ACTOR,
+                action="restart.respawn",
+                outcome="unconnected",
+                target=f"agent:{session[0]}:{session[1]}",
+                detail=f"respawned without connect: {why}",
+                at=ev.now,
+            ),
+        )
+    launch = Launch(
+        ev.now, ev.token_hash, ev.principal_id, record.harness, record.pane_id, ev.pid, ev.incarnation, scopes, session
+    )
+    return _launch(hub, launch)
+
+
+def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
+    record = ev.record
+    if not record.open:
+        raise RestartRefused("restart_closed", f"restart {record.restart_id} is already {record.step}")
+    if record.restart_id in hub.restarts:
+        raise RestartRefused("restart_reused", f"restart id {record.restart_id} is already open")
+    if restart_of_pane(hub, record.pane_id) is not None:
+        raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
+    state = restart_.resume(record, ev.limits)
+    return replace(hub, restarts={**hub.restarts, record.restart_id: state}), ()
+
+
+def _restart_step(hub: Hub, ev: RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered) -> Step:
+    if isinstance(ev, RestartPlanned):
+        return _restart_planned(hub, ev)
+    if isinstance(ev, RestartStepped):
+        return _restart_stepped(hub, ev)
+    if isinstance(ev, RestartRespawned):
+        return _restart_respawned(hub, ev)
+    return _restart_recovered(hub, ev)
+
+
+def _restart_holds(hub: Hub, message: Message, now: float) -> Step:
+    """A guard answered once the pane's restart is open: nothing is typed; the message waits."""
+    waiting = delivery.advance(message, "guard_wait", now=now, reason="the recipient is being restarted")
+    attempts = {k: v for k, v in hub.attempts.items() if v != message.key}
+    hub = _store(replace(hub, attempts=attempts), waiting)
+    return hub, (Persist("message", waiting.key, waiting),)
+
+
+# --- end of restarts --------------------------------------------------------------------------------
+
+
 Event = (
     Launch
     | BindSession
@@ -233,6 +486,10 @@ Event = (
     | Tick
     | Recover
     | Reconcile
+    | RestartPlanned
+    | RestartStepped
+    | RestartRespawned
+    | RestartRecovered
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]
@@ -402,6 +659,8 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
     view = hub.panes.get(pane_id)
     if view is None or not (view.ready and view.armed) or pane_id in hub.attempts:
         return hub, ()
+    if restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
+        return hub, ()
     for message in hub.messages.values():
         if (
             message.state is MessageState.READY
@@ -464,12 +723,22 @@ def _revoke(hub: Hub, principal_id: str, now: float, by: str) -> Step:
     if principal_id not in hub.book.principals:
         raise UnknownItem("unknown_principal", f"no principal {principal_id}")
     members = grants.group(hub.book, principal_id)
+    restarts = _restarts_of(hub, members, frozenset())
     book, effects = grants.revoke(hub.book, now=now, principal_id=principal_id, by=by)
     hub, more = _cancel_for(replace(hub, book=book), members, now, "revoked")
-    return hub, effects + more
+    hub, again = _withdraw_restarts(hub, restarts, now, "connect revoked while restarting")
+    return hub, effects + more + again
 
 
 def _set_grant(hub: Hub, ev: SetGrant) -> Step:
+    hub, withdrawn = _set_grant_only(hub, ev)
+    members = frozenset(m for p in grants.principals_of_session(hub.book, ev.session) for m in grants.group(hub.book, p))
+    restarts = _restarts_of(hub, members, frozenset({ev.session}))
+    hub, more = _withdraw_restarts(hub, restarts, ev.now, "the grant changed while restarting")
+    return hub, withdrawn + more
+
+
+def _set_grant_only(hub: Hub, ev: SetGrant) -> Step:
     if not ev.scopes:
         effects: tuple[Effect, ...] = ()
         principals = grants.principals_of_session(hub.book, ev.session)
@@ -489,6 +758,8 @@ def _disconnect_all(hub: Hub, ev: DisconnectAll) -> Step:
     for principal_id in grants.all_connected(hub.book):
         hub, more = _revoke(hub, principal_id, ev.now, ev.by)
         effects += more
+    hub, more = _withdraw_restarts(hub, sorted(hub.restarts), ev.now, "disconnect all while restarting")
+    effects += more
     return hub, effects + (Audit(actor=ev.by, action="disconnect_all", outcome="done", at=ev.now),)
 
 
@@ -708,6 +979,8 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
         return hub, ()
+    if restart_of_pane(hub, message.recipient_pane) is not None:
+        return _restart_holds(hub, message, ev.now)
     now = ev.now
     pane = message.recipient_pane
     attempts = {k: v for k, v in hub.attempts.items() if v != message.key}
@@ -962,6 +1235,8 @@ def step(hub: Hub, event: Event) -> Step:
         return _recover(hub, event)
     if isinstance(event, Reconcile):
         return _reconcile(hub, event)
+    if isinstance(event, RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered):
+        return _restart_step(hub, event)
     raise ConnectError(f"unknown event {type(event).__name__}")  # pragma: no cover
 
 
@@ -1000,6 +1275,11 @@ __all__ = [
     "Recipient",
     "Reconcile",
     "Recover",
+    "RestartPlanned",
+    "RestartRecovered",
+    "RestartRefused",
+    "RestartRespawned",
+    "RestartStepped",
     "Revoke",
     "SetGrant",
     "Submit",
@@ -1010,6 +1290,7 @@ __all__ = [
     "dead_incarnations",
     "message_for",
     "panes_to_lock",
+    "restart_of_pane",
     "restore",
     "step",
 ]

@@ -20,7 +20,10 @@ R5  Bounded. Every wait has a deadline (:class:`RestartLimits`). Before the reco
     rechecking (the option is already on) takes the recovery path; later it is refused. After it, each
     entry into recovery is counted, and past ``limits.recoveries`` the machine gives up loudly: the
     record is closed ``gave_up`` and the owner is told.
-R6  The core invents nothing: ids, time, incarnations and the token-carrying environment arrive as
+R6  The hub (:mod:`connectcore.hub`) owns the connect: it feeds :class:`Cancel` when the agent's grant
+    changes, marks the record ``connect_withdrawn`` (persisted), and gives the respawned process a token
+    only with the grant stored then. This machine only carries the mark.
+R7  The core invents nothing: ids, time, incarnations and the token-carrying environment arrive as
     values. Environment values are never persisted, only their names.
 
 The daemon's engine runs each step's effects in order and answers: :class:`StepDone` once the effects
@@ -254,6 +257,9 @@ class RestartRecord:
     attempts: int = 0  # entries into recovery so far (R5)
     outcome: RestartOutcome | None = None
     new_incarnation: str | None = None  # the respawned agent's, once seen running
+    # Why the connect this restart was to give was withdrawn while it was open (a revocation, a new
+    # grant, disconnect-all; set by the hub, never by this machine): its respawn gets no token. "": not.
+    connect_withdrawn: str = ""
 
     @property
     def open(self) -> bool:

@@ -3,6 +3,13 @@ quits, failing steps, timeouts, a pane killed under the machine, and daemon cras
 the startup recovery of the persisted record. Besides the crashes the run takes, every point between
 two effects is also checked as a crash point on a copy of the world.
 
+The driver is the one that ships with restarts in the hub: it runs each step's effects in order and
+answers ``StepDone`` once those of a step in ``AWAITING_DONE`` ran, ``StepFailed`` only when one of
+them raised (an effect of another step that raises ends that step's effects; the deadline then
+answers), observations while observing (none while the pane cannot be read), ``Recover`` for an
+inspection and ``Timeout`` at the deadline. It never feeds ``Cancel``: only the hub does, when the owner
+turns the agent Off (``hub.SetGrant``), exactly where the table allows it.
+
 Modelled assumption: an agent that has not quit by the time recovery inspects it ignored its exit
 command (the real race, an agent quitting between that inspection and the option's restore, is bounded
 by the exit deadline and is not modelled).
@@ -11,16 +18,20 @@ by the exit deadline and is not modelled).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from connectcore.effects import Effect, ExitAgent, Persist, Respawn, SetPaneOption
+from connectcore import hub as H
+from connectcore.effects import Audit, Effect, ExitAgent, Notify, Persist, Respawn, SetPaneOption
 from connectcore.restart import (
     AWAITING_DONE,
     OBSERVING,
+    RECOVERABLE,
+    STORE_KIND,
+    TABLE,
     Begin,
     Cancel,
     InspectPane,
@@ -47,7 +58,7 @@ LIMITS = RestartLimits(idle_wait=60.0, step=5.0, exit=10.0, respawn=10.0, recove
 ARGV = ("claude", "--resume", "sess")
 CWD = "/home/u/project"
 ENV = {"CONNECT_TOKEN": "token", "CLAUDE_CONFIG_DIR": "/home/u/.claude"}
-FAILABLE = (Persist, SetPaneOption, ExitAgent, Respawn, ObservePane, InspectPane)
+FAILABLE = (SetPaneOption, ExitAgent, Respawn)  # what can raise (records commit with their step; Observe/Inspect are requests)
 
 
 class EffectFailed(Exception):
@@ -117,15 +128,17 @@ class FakePane:
 @dataclass
 class Fed:
     before: Restart | RestartRecord
-    event: RestartEvent
+    event: RestartEvent | None  # None: only the hub's mark (the connect was withdrawn), no event
     after: Restart
     effects: tuple[Effect, ...]
+    mark: str = ""  # the hub marked the record connect_withdrawn before this event
 
 
 @dataclass
 class Daemon:
     """The engine for one restart: feeds events, runs effects in order against the fake pane and a
-    dict store, answers what the machine asks. ``segments`` holds what was fed from each starting
+    dict store (a step's records are committed with the step, as the engine commits a hub step's),
+    answers what the machine asks. ``segments`` holds what was fed from each starting
     value (the plan, or a record loaded after a crash), for replay."""
 
     pane: FakePane
@@ -157,6 +170,7 @@ class Daemon:
         for effect in effects:
             if isinstance(effect, Persist):
                 self.persisted = True
+                self.store[effect.key[0]] = effect.record  # committed with the step, as the engine does
             elif isinstance(effect, SetPaneOption | ExitAgent | Respawn) and not self.persisted:
                 self.touched_before_persist = True
         if before.step is S.EXIT_SENT and after.step not in (S.EXIT_SENT, S.PROCESS_ENDED):
@@ -175,14 +189,13 @@ class Daemon:
         try:
             if fail:
                 raise EffectFailed("injected failure")
-            if isinstance(effect, Persist):
-                self.store[effect.key[0]] = effect.record
-            else:
+            if not isinstance(effect, Persist):  # a Persist was committed with its step
                 self.pane.run(effect)
         except EffectFailed as failure:
-            self.queue = []
-            self.feed(StepFailed(now=self.now, step=self.state.step, reason=str(failure)))
-            return
+            self.queue = []  # no later effect of the step runs
+            if self.state.step in AWAITING_DONE:
+                self.feed(StepFailed(now=self.now, step=self.state.step, reason=str(failure)))
+                return
         self.note_if_settled()
 
     def turn(self) -> bool:
@@ -198,14 +211,46 @@ class Daemon:
         elif state.step in OBSERVING:
             try:
                 observation = self.pane.observe(self.now)
-            except EffectFailed as failure:
-                self.feed(StepFailed(now=self.now, step=state.step, reason=str(failure)))
-            else:
-                self.feed(observation)
+            except EffectFailed:
+                return False  # the pane cannot be read: nothing to answer until the deadline
+            self.feed(observation)
         else:  # RECOVERING: InspectPane answered; the environment only when the state holds none
             env = ENV if state.env is None else None
             self.feed(Recover(now=self.now, condition=self.pane.condition(), env=env))
         return True
+
+    def turn_off_through_the_hub(self) -> None:
+        """The owner turns the agent Off while the restart is open: the hub withdraws its connect (and
+        feeds Cancel where the table allows it); this machine's part is checked against the hub's."""
+        assert self.state is not None
+        state, rec = self.state, self.state.record
+        rid = rec.restart_id
+        hub, effects = H.step(H.Hub(restarts={rid: state}), H.SetGrant(self.now, (rec.harness, rec.session_id), frozenset()))
+        ours = tuple(e for e in effects if _of_restart(e))
+        if rec.connect_withdrawn:  # already withdrawn: the hub does nothing more
+            assert not ours and hub.restarts[rid] == state
+            return
+        if rid in hub.restarts:
+            why = hub.restarts[rid].record.connect_withdrawn
+        else:
+            why = next(e.detail for e in ours if isinstance(e, Audit) and e.action == "restart.cancel")
+        assert why
+        marked = replace(state, record=replace(rec, connect_withdrawn=why))
+        expected: tuple[Effect, ...] = (Persist(STORE_KIND, (rid,), marked.record),) if state.step in RECOVERABLE else ()
+        start, entries = self.segments[-1]
+        if TABLE.allows(state.step, "cancel"):
+            after, more = step(marked, Cancel(now=self.now, reason=why))
+            entries.append(Fed(state, Cancel(now=self.now, reason=why), after, more, mark=why))
+        else:
+            after, more = marked, ()
+            entries.append(Fed(state, None, after, (), mark=why))
+        assert ours == expected + more  # the hub stepped exactly this
+        assert hub.restarts.get(rid, after) == after
+        for effect in ours:
+            if isinstance(effect, Persist):
+                self.store[effect.key[0]] = effect.record
+        self.state, self.queue = after, [*self.queue, *ours]
+        self.note_if_settled()
 
     def time_out(self) -> None:
         assert self.state is not None and self.state.deadline is not None
@@ -231,6 +276,17 @@ class Daemon:
             if not self.turn():
                 break
         assert self.state is not None and self.state.final and not self.queue
+
+
+def _of_restart(effect: Effect) -> bool:
+    """An effect of the restart machine (not of the grant change that withdrew its connect)."""
+    if isinstance(effect, Persist):
+        return effect.kind == STORE_KIND
+    if isinstance(effect, Audit):
+        return effect.action.startswith("restart.")
+    if isinstance(effect, Notify):
+        return effect.topic == "restart"
+    return isinstance(effect, SetPaneOption | ExitAgent | Respawn | ObservePane | InspectPane)
 
 
 def restart_plan(n: int, original: str | None) -> RestartPlan:
@@ -340,22 +396,25 @@ class RestartModel(RuleBasedStateMachine):
         assert self.d is not None
         self.d.pane.present = False
 
-    @precondition(lambda self: self.d is not None and self.d.active and bool(self.d.queue) and isinstance(self.d.queue[0], FAILABLE))
+    @precondition(
+        lambda self: self.d is not None
+        and self.d.active
+        and bool(self.d.queue)
+        and isinstance(self.d.queue[0], FAILABLE)
+        and self.d.state is not None
+        and self.d.state.step in AWAITING_DONE
+    )
     @rule()
     def fail_effect(self) -> None:
         assert self.d is not None
         self.d.run_head(fail=True)
 
-    @precondition(
-        lambda self: self.d is not None
-        and not self.d.queue
-        and self.d.state is not None
-        and self.d.state.step in (S.WAITING_IDLE, S.RECHECKING_IDLE)
-    )
+    @precondition(lambda self: self.d is not None and self.d.active)
     @rule()
-    def owner_cancels(self) -> None:
+    def owner_turns_it_off(self) -> None:
+        """Off (or a revocation) pressed at any point of the restart, through the hub."""
         assert self.d is not None
-        self.d.feed(Cancel(now=self.d.now, reason="withdrawn"))
+        self.d.turn_off_through_the_hub()
 
     @precondition(lambda self: self.d is not None and self.d.active and not self.d.queue)
     @rule()
@@ -416,6 +475,24 @@ class RestartModel(RuleBasedStateMachine):
                     )
 
     @invariant()
+    def a_withdrawn_connect_stays_marked_on_every_later_record(self) -> None:
+        """Once the hub withdrew the restart's connect, every later state of it carries the mark."""
+        for d in self.daemons:
+            mark = ""
+            for f in d.fed():
+                mark = f.mark or mark
+                if mark and isinstance(f.before, Restart):
+                    assert f.after.record.connect_withdrawn == mark
+
+    @invariant()
+    def cancel_is_fed_only_by_the_hub(self) -> None:
+        """Every Cancel the machine took came from the hub's withdrawal, where the table allows it."""
+        for d in self.daemons:
+            for f in d.fed():
+                if isinstance(f.event, Cancel):
+                    assert f.mark and TABLE.allows(f.before.step, "cancel")
+
+    @invariant()
     def persist_precedes_the_first_pane_touching_effect(self) -> None:
         """A Persist of the restart record is emitted before its first effect that touches the pane."""
         assert not any(d.touched_before_persist for d in self.daemons)
@@ -427,6 +504,12 @@ class RestartModel(RuleBasedStateMachine):
             for start, entries in d.segments:
                 state: Restart | RestartRecord = start
                 for f in entries:
+                    if f.mark:
+                        assert isinstance(state, Restart)
+                        state = replace(state, record=replace(state.record, connect_withdrawn=f.mark))
+                    if f.event is None:
+                        assert state == f.after
+                        continue
                     state, effects = step(state, f.event)
                     assert state == f.after and effects == f.effects
 
@@ -443,8 +526,8 @@ class RestartModel(RuleBasedStateMachine):
                 d.pane.process_ends()
             if not d.queue and d.state is not None and d.state.step is S.EXIT_SENT and d.pane.condition() is PaneCondition.LIVE:
                 d.time_out()  # it ignored the exit command
-            else:
-                d.turn()
+            elif not d.turn():
+                d.time_out()  # the pane cannot be read: its deadline answers
         assert d.state is not None and d.state.final and not d.queue
         self.finished_restarts_left_the_pane_live_with_its_option_and_the_record_closed()
 
