@@ -1,21 +1,24 @@
-"""Restart-to-connect on real tmux: drives ``connectcore.restart`` and answers its questions.
+"""Restart-to-connect on real tmux: answers the questions of the restarts the hub holds.
 
-The core machine decides every step (persist first, remain-on-exit, the harness's own exit command,
-respawn in place with the resume argv, restore the option, recovery from any persisted step). This
-module asks the core for each step, hands the effects to the interpreter, and answers with what it
-sees: ``StepDone`` once a step's effects ran, ``StepFailed`` when one of them failed (or the pane could
-not be read), ``PaneObserved`` while the machine observes, ``Recover`` when it inspects.
+The core decides every step (``connectcore.restart`` inside ``connectcore.hub``: persist first,
+remain-on-exit, the harness's own exit command, respawn in place with the resume argv, restore the
+option, recovery from any persisted step, and whether the respawned process gets a token at all). A
+revocation or a new grant reaches an open restart in the hub itself, under the core lock. This module
+only plans (refusing what cannot be restarted), then, for each open restart, one supervised driver
+reads the restart's step from the hub and answers it through ``hub.RestartStepped``: ``StepDone``
+once a step's effects ran, ``StepFailed`` when one of them failed, ``PaneObserved`` while the step
+observes, ``Recover`` when it inspects, ``Timeout`` at its deadline. Every answer names the step it
+answers (``for_step``), so one the hub has moved past meanwhile is dropped there.
 
 The recheck before the exit command and the exit command itself run under the pane's send lock, the
 same lock delivery types under. The new process gets a fresh token in its environment (never on a
-command line) that joins the session's principal through its alias, with the session's grant as it
-is stored when the process is seen running.
+command line); the hub binds it (``RestartRespawned``) with the session's grant as stored then, or
+not at all.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,7 +28,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import restart as R
-from connectcore.effects import Audit, Effect, Persist, Respawn
+from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
 from connectd.ids import EngineError, hash_token
@@ -45,8 +48,7 @@ class Restarts:
     def __init__(self, engine: Engine, limits: R.RestartLimits | None = None) -> None:
         self.engine = engine
         self.limits = limits or R.RestartLimits()
-        self.active: dict[str, R.Restart] = {}  # restart id -> state
-        self.tokens: dict[str, str] = {}  # restart id -> the token its respawn carries
+        self.tokens: dict[str, str] = {}  # restart id -> the token its respawn environment carries
         self.extra_env: dict[str, dict[str, str]] = {}  # restart id -> the launch's own --env
 
     # --- starting ---------------------------------------------------------------------------------
@@ -55,14 +57,9 @@ class Restarts:
         """Plan the restart (refusing what cannot be restarted, with the reason) and start it."""
         engine = self.engine
         scopes = PRESET_SCOPES[preset]
-        if not scopes:
-            raise EngineError("bad_preset", "restart-to-connect needs observe or collaborate")
-        grants.check_grantable(scopes, engine.hub.book.cap)
         record = engine.watcher.directory.panes.get(pane_id)
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
-        if any(s.record.pane_id == pane_id for s in self.active.values()):
-            raise EngineError("restart_running", f"a restart of {pane_id} is already under way")
         launch = await engine.launches.record_for(pane_id, record.token)
         if launch is None:
             raise EngineError(
@@ -99,108 +96,120 @@ class Restarts:
             ),
             self.limits,
         )
-        await engine.step(H.SetGrant(engine.clock(), (launcher.harness, session_id), scopes))
+        session = (launcher.harness, session_id)
+        try:
+            await engine.step(H.RestartPlanned(engine.clock(), state, session, scopes))
+        except (H.RestartRefused, grants.GrantError) as exc:
+            raise EngineError(exc.reason, str(exc)) from exc
         self.tokens[restart_id] = token
         self.extra_env[restart_id] = dict(extra_env)
-        self.active[restart_id] = state
-        self._spawn(restart_id, R.Begin(now=engine.clock()))
-        return {"restart": restart_id, "pane": pane_id, "session": [launcher.harness, session_id], "step": state.record.step.value}
+        self._spawn(restart_id)
+        return {"restart": restart_id, "pane": pane_id, "session": list(session), "step": R.RestartStep.WAITING_IDLE.value}
 
     async def recover_open(self) -> None:
-        """Daemon start: finish every restart record left open by a crash."""
+        """Daemon start: every restart record left open by a crash rejoins the hub and is recovered."""
         engine = self.engine
         for record in await engine.run_sync(engine.store.open_restarts):
-            self.active[record.restart_id] = R.resume(record, self.limits)
             try:
-                condition = await self._condition(record.pane_id)
-            except TmuxError as exc:
-                log.warning("restart %s: cannot inspect %s yet: %s", record.restart_id, record.pane_id, exc)
-                condition = R.PaneCondition.LIVE  # touch nothing now; the option is restored, the record closed
-            self._spawn(record.restart_id, R.Recover(now=engine.clock(), condition=condition, env=self._fresh_env(record)))
+                await engine.step(H.RestartRecovered(engine.clock(), record, self.limits))
+            except H.RestartRefused as exc:
+                log.warning("restart %s not recovered: %s", record.restart_id, exc)
+                continue
+            self._spawn(record.restart_id, recovering=True)
 
-    def _spawn(self, restart_id: str, first: R.RestartEvent) -> None:
+    def _spawn(self, restart_id: str, *, recovering: bool = False) -> None:
         self.engine.supervisor.spawn(
-            Kind.RESTART, self._drive, restart_id, first, name=f"restart {restart_id}",
-            on_error=lambda exc: self._abandon(restart_id, exc),
+            Kind.RESTART, self._drive, restart_id, recovering, name=f"restart {restart_id}",
+            on_error=lambda exc: self._stopped(restart_id, exc),
         )
 
-    async def _abandon(self, restart_id: str, exc: Exception) -> None:
-        """A bug stopped the driver: the record stays open, so the next start recovers it."""
+    async def _stopped(self, restart_id: str, exc: Exception) -> None:
+        """A bug stopped the driver: the record stays open in the store, so the next start recovers it;
+        the owner is told."""
         engine = self.engine
-        self.active.pop(restart_id, None)
+        self._forget(restart_id)
         await engine.audit(Audit(R.ACTOR, "restart", "error", target=restart_id, detail=str(exc)[:300], at=engine.clock()))
 
     # --- driving ------------------------------------------------------------------------------------
 
-    async def _drive(self, restart_id: str, event: R.RestartEvent) -> None:
+    async def _drive(self, restart_id: str, recovering: bool = False) -> None:
+        """Answer the restart's current step until the hub closes it."""
+        engine = self.engine
+        first = recovering
+        while (state := engine.hub.restarts.get(restart_id)) is not None:
+            if first:  # a record found open at startup: recovery first, whatever its step
+                first = False
+                await self._answer(restart_id, state, await self._inspect(state))
+            elif state.step is R.RestartStep.RECOVERING:
+                await self._answer(restart_id, state, await self._inspect(state))
+            elif state.step in R.AWAITING_DONE:
+                await self._answer(restart_id, state, R.StepDone(now=engine.clock(), step=state.step))
+            elif state.step is R.RestartStep.RECHECKING_IDLE:
+                await self._recheck(restart_id, state)
+            else:
+                await self._answer(restart_id, state, await self._watch(restart_id, state))
+        self._forget(restart_id)
+
+    async def _answer(self, restart_id: str, state: R.Restart, event: R.RestartEvent | None) -> None:
+        """Step the answer (an effect that fails becomes ``StepFailed`` for the step it belonged to)."""
+        engine = self.engine
+        if event is None:
+            return
+        try:
+            await engine.step(H.RestartStepped(engine.clock(), restart_id, event, for_step=state.step))
+        except RestartEffectFailed as exc:
+            after = engine.hub.restarts.get(restart_id)
+            if after is not None and after.step in R.AWAITING_DONE | R.RECOVERABLE:
+                failed = R.StepFailed(now=engine.clock(), step=after.step, reason=str(exc))
+                await engine.step(H.RestartStepped(engine.clock(), restart_id, failed, for_step=after.step))
+
+    async def _recheck(self, restart_id: str, state: R.Restart) -> None:
+        """R1: the idle recheck is read afresh under the send lock, and the exit command it leads to
+        is sent before the lock is let go, so no message is typed in between."""
+        seen = await self._watch(restart_id, state)
+        if not isinstance(seen, R.PaneObserved):
+            await self._answer(restart_id, state, seen)
+            return
+        async with self.engine.tmux.pane_lock(state.record.pane_id):
+            now = self.engine.hub.restarts.get(restart_id)
+            if now is None or now.step is not state.step:
+                return
+            await self._answer(restart_id, state, await self._read(state))  # None: gone; look again
+
+    async def _watch(self, restart_id: str, state: R.Restart) -> R.RestartEvent | None:
+        """Observe until something the step cares about is seen, its deadline passes, or the hub moves
+        the restart on (then ``None``: the driver reads the new step)."""
         engine = self.engine
         while True:
-            async with AsyncExitStack() as held:
-                state = self.active[restart_id]
-                if state.step is R.RestartStep.RECHECKING_IDLE and isinstance(event, R.PaneObserved):
-                    await held.enter_async_context(engine.tmux.pane_lock(state.record.pane_id))
-                    event = await self._fresh_recheck(state, event)
-                try:
-                    state, effects = await self._step(restart_id, event)
-                    failure: str | None = None
-                except RestartEffectFailed as exc:
-                    state, effects, failure = self.active[restart_id], (), str(exc)
-            if state.final:
-                self._forget(restart_id)
-                return
-            if failure is not None:
-                event = R.StepFailed(now=engine.clock(), step=state.step, reason=failure)
-                continue
-            event = await self._next_event(state, effects)
-
-    async def _fresh_recheck(self, state: R.Restart, event: R.RestartEvent) -> R.RestartEvent:
-        """Under the send lock, the recheck is read afresh right before the exit command (R1)."""
-        if not isinstance(event, R.PaneObserved):
-            return event
-        try:
-            seen = await self._observe(state.record)
-        except TmuxError as exc:
-            return R.StepFailed(now=self.engine.clock(), step=state.step, reason=f"the pane could not be read: {exc}")
-        return seen if seen is not None else event
-
-    async def _step(self, restart_id: str, event: R.RestartEvent) -> tuple[R.Restart, tuple[Effect, ...]]:
-        """Step the machine, commit its records, and interpret its effects (raising
-        :class:`RestartEffectFailed` when one could not be executed)."""
-        engine = self.engine
-        state, effects = R.step(self.active[restart_id], event)
-        records = tuple(e for e in effects if isinstance(e, Persist | Audit))
-        if records:
-            await engine.run_sync(engine.store.apply, records)
-        self.active[restart_id] = state
-        await engine.interpreter.run(effects)
-        return state, effects
-
-    def _forget(self, restart_id: str) -> None:
-        self.active.pop(restart_id, None)
-        self.tokens.pop(restart_id, None)
-        self.extra_env.pop(restart_id, None)
-
-    async def _next_event(self, state: R.Restart, effects: tuple[Effect, ...]) -> R.RestartEvent:
-        engine = self.engine
-        record = state.record
-        if any(isinstance(e, R.InspectPane) for e in effects):
-            try:
-                condition = await self._condition(record.pane_id)
-            except TmuxError as exc:
-                return R.StepFailed(now=engine.clock(), step=state.step, reason=f"the pane could not be inspected: {exc}")
-            return R.Recover(now=engine.clock(), condition=condition, env=self._fresh_env(record))
-        if record.step in R.AWAITING_DONE:
-            return R.StepDone(now=engine.clock(), step=record.step)
-        while True:  # observing: answer when something the machine cares about is seen, or time out
+            current = engine.hub.restarts.get(restart_id)
+            if current is None or current.step is not state.step or current.record.updated_at != state.record.updated_at:
+                return None
             if state.deadline is not None and engine.clock() >= state.deadline:
                 return R.Timeout(now=engine.clock())
-            try:
-                seen = await self._observe(record)
-            except TmuxError as exc:
-                return R.StepFailed(now=engine.clock(), step=state.step, reason=f"the pane could not be read: {exc}")
-            if seen is not None and _moves(state, seen):
+            seen = await self._read(state)
+            if isinstance(seen, R.StepFailed) or (seen is not None and _moves(state, seen)):
                 return seen
             await anyio.sleep(POLL)
+
+    async def _read(self, state: R.Restart) -> R.PaneObserved | R.StepFailed | None:
+        try:
+            return await self._observe(state.record)
+        except TmuxError as exc:
+            if not R.TABLE.allows(state.step, "step_failed"):
+                return None  # keep looking; the step's deadline answers
+            return R.StepFailed(now=self.engine.clock(), step=state.step, reason=f"the pane could not be read: {exc}")
+
+    async def _inspect(self, state: R.Restart) -> R.RestartEvent:
+        engine = self.engine
+        try:
+            condition = await self._condition(state.record.pane_id)
+        except TmuxError as exc:
+            return R.StepFailed(now=engine.clock(), step=state.step, reason=f"the pane could not be inspected: {exc}")
+        return R.Recover(now=engine.clock(), condition=condition, env=self._fresh_env(state))
+
+    def _forget(self, restart_id: str) -> None:
+        self.tokens.pop(restart_id, None)
+        self.extra_env.pop(restart_id, None)
 
     async def _observe(self, record: R.RestartRecord) -> R.PaneObserved | None:
         engine = self.engine
@@ -228,10 +237,11 @@ class Restarts:
             return R.PaneCondition.GONE
         return R.PaneCondition.DEAD if info.dead or not info.pane_pid else R.PaneCondition.LIVE
 
-    def _fresh_env(self, record: R.RestartRecord) -> dict[str, str] | None:
-        """After a crash the token was never persisted: a fresh one for a planned respawn (it is bound
-        only if the session's stored grant still connects it)."""
-        if record.restart_id in self.tokens:
+    def _fresh_env(self, state: R.Restart) -> dict[str, str] | None:
+        """After a crash the environment (and its token) was never persisted: a fresh one for a planned
+        respawn. Whether that token is bound is the hub's decision (the stored grant, or none)."""
+        record = state.record
+        if state.env is not None or record.restart_id in self.tokens:
             return None
         launcher = self.engine.launchers.get(record.launcher)
         if launcher is None or not launcher.restartable:
@@ -245,28 +255,25 @@ class Restarts:
     # --- the respawned process --------------------------------------------------------------------
 
     async def respawned(self, effect: Respawn) -> None:
-        """The respawned process gets its token bound to its own incarnation, under the session's
-        principal (through the alias), and a launch record so it can be restarted again."""
+        """Right after the Respawn: record the launch (so it can be restarted again) and report the new
+        incarnation; the hub binds its token with the session's stored grant, or gives it none."""
         engine = self.engine
-        restart_id = next((rid for rid, s in self.active.items() if s.record.pane_id == effect.pane_id), None)
+        restart_id = H.restart_of_pane(engine.hub, effect.pane_id)
         if restart_id is None or restart_id not in self.tokens:
             return
-        record = self.active[restart_id].record
-        token = self.tokens[restart_id]
+        record = engine.hub.restarts[restart_id].record
         info, incarnation = await engine.watcher.fresh_incarnation(effect.pane_id)
         if info is None or incarnation is None:
-            return
+            return  # it died at once: the step observing the respawn sees that
         engine.launches.env[(effect.pane_id, incarnation)] = self.extra_env.get(restart_id, {})
         await engine.launches.record(
             effect.pane_id, incarnation, launcher=record.launcher, harness=record.harness,
             session_id=record.session_id, cwd=effect.cwd, argv=list(effect.argv), started_at=engine.clock(),
         )
-        scopes = grants.session_scopes(engine.hub.book, (record.harness, record.session_id))
-        if scopes:
-            await engine.step(
-                H.Launch(engine.clock(), hash_token(token), engine.ids.new_id("principal"), record.harness, effect.pane_id,
-                         info.pane_pid or 0, incarnation, scopes, (record.harness, record.session_id))
-            )
+        await engine.step(
+            H.RestartRespawned(engine.clock(), restart_id, hash_token(self.tokens[restart_id]),
+                               engine.ids.new_id("principal"), info.pane_pid or 0, incarnation)
+        )
         await engine.watcher.poll()
 
 
