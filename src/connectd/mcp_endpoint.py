@@ -116,9 +116,9 @@ def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
         description="One agent pane in detail: its reading (idle, busy, dialog, draft) and a bounded tail of its screen, marked untrusted. target: %N@token or a handle (pr:123, title:..., control). " + EVIDENCE,
     )
     async def get_agent(target: str) -> dict[str, Any]:
-        await gate(Scope.READ, "get_agent", target)
+        caller = await gate(Scope.READ, "get_agent", target)
         try:
-            detail = engine.agent_detail(target)
+            detail = engine.agent_detail(target, caller)
         except D.TargetError as exc:
             raise ToolError(f"{exc.reason}: {exc}") from exc
         return _data(detail, f"connectd directory and the screen of {detail['pane']}")
