@@ -47,15 +47,8 @@ from starlette.routing import BaseRoute, Route
 
 from connectcore.effects import Audit
 from connectd.engine import Engine
-from connectd.http import (
-    OwnerAuth,
-    Problem,
-    authenticate,
-    json_response,
-    only_fields,
-    problem_response,
-    read_body,
-)
+from connectd.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
+from connectd.http.bodies import Empty
 
 log = logging.getLogger("connectd.page")
 
@@ -355,19 +348,10 @@ def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRou
         return response
 
     def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        async def run(request: Request) -> Response:
-            try:
-                actor = authenticate(request, engine, auth)
-                result = await handler(request, actor)
-            except Problem as problem:
-                return problem_response(problem)
-            return result if isinstance(result, Response) else json_response(result)
-
-        run.__name__ = handler.__name__
-        return run
+        return owner_endpoint(engine, auth, handler)
 
     async def login_codes(request: Request, actor: str) -> Any:
-        only_fields(await read_body(request), set())
+        await parse_body(request, Empty)
         code, ttl = sessions.new_code()
         await record(actor, "login_code", "issued", f"valid {int(ttl)}s, once")
         base = f"http://{request.headers.get('host', '127.0.0.1')}"
