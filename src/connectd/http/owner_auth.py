@@ -105,6 +105,10 @@ class SessionAuth(Protocol):
 
     def authenticate(self, request: Request) -> str | None: ...
 
+    def end_all(self) -> list[Any]:
+        """End every page session; the ended ones (each with an ``actor``)."""
+        ...
+
 
 class OwnerAuth:
     """The person's credentials: the owner token and the tunnel secret, from the data directory.
@@ -113,7 +117,8 @@ class OwnerAuth:
     kept as a digest, and both are compared as digests in constant time.
     """
 
-    def __init__(self, owner_token: str, tunnel_secret: str) -> None:
+    def __init__(self, owner_token: str, tunnel_secret: str, data_dir: Path | None = None) -> None:
+        self.data_dir = data_dir
         self.owner_token = owner_token
         self._owner_digest = _digest(owner_token)
         self._tunnel_digest = _digest(tunnel_secret)
@@ -127,12 +132,15 @@ class OwnerAuth:
         return cls(
             _read_or_create_secret(data_dir / OWNER_TOKEN_FILE, new_owner_token),
             _read_or_create_secret(data_dir / TUNNEL_SECRET_FILE),
+            data_dir,
         )
 
-    def rotate_owner_token(self, data_dir: Path) -> None:
+    def rotate_owner_token(self) -> None:
         """A new owner token, in the file and in force at once; the old one stops working."""
+        if self.data_dir is None:
+            raise Problem(409, "no_data_dir", "this daemon keeps no owner token file to rotate")
         token = new_owner_token()
-        write_secret(Path(data_dir) / OWNER_TOKEN_FILE, token)
+        write_secret(self.data_dir / OWNER_TOKEN_FILE, token)
         self.owner_token, self._owner_digest = token, _digest(token)
 
     def check_bearer(self, header_value: str | None) -> bool:

@@ -39,10 +39,6 @@ def _call_with_by(fn: Callable[..., Awaitable[Any]], *args: Any, by: str) -> Awa
     return fn(*args, by=by) if takes_by else fn(*args)
 
 
-#: Ends every page session of the person (``connectd.page.PageSessions.end_all``), when a page is served.
-EndPageSessions = Callable[[str], Awaitable[int]]
-
-
 class OwnerApi:
     """The handlers, each ``(request, actor) -> JSON-able``; :meth:`routes` mounts them."""
 
@@ -51,7 +47,6 @@ class OwnerApi:
         self.auth = auth
         self.history = history
         self.keepalive = keepalive
-        self.end_page_sessions: EndPageSessions | None = None
 
     async def record(self, actor: str, action: str, outcome: str, target: str | None = None, detail: str = "") -> None:
         engine = self.engine
@@ -166,10 +161,18 @@ class OwnerApi:
         body = await parse_body(request, B.DisconnectAll)
         result: dict[str, Any] = {"disconnected": await self.engine.disconnect_all(by=actor)}
         if body.end_page_sessions:
-            if self.end_page_sessions is None:
-                raise Problem(409, "no_page", "this daemon serves no owner page, so it has no page sessions")
-            result["page_sessions_ended"] = await self.end_page_sessions(actor)
+            sessions = self.auth.sessions
+            ended = sessions.end_all() if sessions is not None else []
+            for session in ended:
+                await self.record(actor, "page_session_end", "done", getattr(session, "actor", None), "disconnect-all")
+            result["page_sessions_ended"] = len(ended)
         return result
+
+    async def rotate_owner_token(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        self.auth.rotate_owner_token()
+        await self.record(actor, "owner_token_rotate", "done")
+        return {"rotated": True, "file": "owner_token"}
 
     async def launch(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Launch)
@@ -210,6 +213,7 @@ class OwnerApi:
             ("/api/panes/{pane}/connect", self.pane_connect, post),
             ("/api/revoke", self.revoke, post),
             ("/api/disconnect-all", self.disconnect_all, post),
+            ("/api/owner-token/rotate", self.rotate_owner_token, post),
             ("/api/launch", self.launch, post),
             ("/api/launchers", self.launchers, get),
             ("/api/restart", self.restart, post),
