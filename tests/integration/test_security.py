@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
@@ -123,3 +124,51 @@ def test_a_message_imitating_the_provenance_line_is_refused_before_admission(dae
     assert recipient.prompts() == []
     rows = daemon.api("GET", "/api/messages")
     assert all(m["message_id"] != "forge-1" for m in rows)
+
+
+# --- item 4: MCP sessions are bounded ---------------------------------------------------------------
+
+
+def _initialize(token: str) -> dict[str, Any]:
+    return {
+        "headers": {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+        "json": {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
+        },
+    }
+
+
+def test_mcp_sessions_are_capped_per_principal_and_a_revoked_token_keeps_one(daemon: DaemonProcess) -> None:
+    """Attack: one agent opens sessions in a loop (before: unbounded, 250 took 9.5 MB, none audited);
+    then, revoked, keeps opening them."""
+    from connectcore import mcp_sessions
+
+    agent = ready(daemon, "greedy", "observe")
+    assert agent.token
+    with httpx2.Client(base_url=daemon.base_url, timeout=30) as curl:
+        opened = [curl.post("/mcp", **_initialize(agent.token)) for _ in range(mcp_sessions.PER_PRINCIPAL + 4)]
+        statuses = [r.status_code for r in opened]
+        assert statuses[: mcp_sessions.PER_PRINCIPAL] == [200] * mcp_sessions.PER_PRINCIPAL, statuses
+        assert set(statuses[mcp_sessions.PER_PRINCIPAL :]) == {429}, statuses
+        assert "too_many_sessions" in opened[-1].text
+        actor = daemon.agent_view(agent.pane)["actor"]
+        refusals = [r for r in daemon.api("GET", f"/api/audit?actor={actor}&limit=1000") if r["action"] == "mcp_session"]
+        assert [(r["outcome"], r["detail"]) for r in refusals] == [("refused", "too_many_sessions")]  # once, not 4 times
+
+        # every session this agent holds is closed (DELETE), then it is revoked: one session, not more
+        for response in opened[: mcp_sessions.PER_PRINCIPAL]:
+            session = response.headers["mcp-session-id"]
+            headers = {"Authorization": f"Bearer {agent.token}", "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+            assert curl.delete("/mcp", headers=headers).status_code in (200, 204)
+        daemon.api("POST", "/api/revoke", {"pane": agent.pane})
+        # the SDK's client opens its one session and is told "not connected" (and closes it on exit)
+        err, text = anyio.run(lambda: as_agent(daemon, agent, "whoami"))
+        assert err and "not connected" in str(text), text
+        after = [curl.post("/mcp", **_initialize(agent.token)).status_code for _ in range(3)]
+        assert after == [200, 429, 429], after  # its one session still answers "not connected"
+
+        unknown = curl.post("/mcp", **_initialize("ct_" + "x" * 43))
+        assert unknown.status_code == 401  # an unknown token opens none
