@@ -369,14 +369,37 @@ def cmd_token(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(url)  # for a pipe or a script: it keeps the link, not a screen
         return 0
-    print(url)
-    print(f"(one-time, valid {minutes} min) Press Enter once it is open; the link is then erased from this screen.", flush=True)
-    import select
-
-    select.select([sys.stdin], [], [], result["expires_in"])
-    sys.stdout.write("\x1b[2F\x1b[0J")  # up to the link's line, erase it and everything below
+    _show_then_erase(
+        [url, f"(one-time, valid {minutes} min) Press Enter once it is open; the link is then erased from this screen."],
+        float(result["expires_in"]),
+    )
     print("login link erased from the screen")
     return 0
+
+
+def _show_then_erase(lines: list[str], timeout: float) -> None:
+    """Show ``lines`` until Enter (or ``timeout``), then erase them: the keypress is not echoed, so
+    the cursor is still just below them, and wrapped lines are counted by the terminal's width."""
+    import math
+    import select
+    import shutil
+    import termios
+
+    width = max(1, shutil.get_terminal_size((80, 24)).columns)
+    rows = sum(max(1, math.ceil(len(line) / width)) for line in lines)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    quiet = termios.tcgetattr(fd)
+    quiet[3] &= ~(termios.ECHO | termios.ICANON)
+    try:
+        termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+        print("\n".join(lines), flush=True)
+        if select.select([sys.stdin], [], [], timeout)[0]:
+            os.read(fd, 1024)
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        sys.stdout.write(f"\x1b[{rows}F\x1b[0J")  # up to the first line, erase it and everything below
+        sys.stdout.flush()
 
 
 def _ago(at: float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -172,3 +173,220 @@ def test_mcp_sessions_are_capped_per_principal_and_a_revoked_token_keeps_one(dae
 
         unknown = curl.post("/mcp", **_initialize("ct_" + "x" * 43))
         assert unknown.status_code == 401  # an unknown token opens none
+
+
+# --- item 5: nobody but the person writes owner audit rows; login is not a guessing ground -----------
+
+
+def test_head_login_does_not_use_up_a_code(daemon: DaemonProcess) -> None:
+    """Attack: a link prefetcher sends HEAD /login?code=... before the person opens the link."""
+    code = daemon.api("POST", "/api/login-codes", {})["code"]
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as prefetcher:
+        head = prefetcher.head("/login", params={"code": code})
+        assert "set-cookie" not in head.headers and head.status_code == 200
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as person:
+        opened = person.get("/login", params={"code": code}, headers={"Sec-Fetch-Site": "none"})
+        assert opened.status_code == 303 and "set-cookie" in opened.headers
+
+
+def test_a_cross_site_navigation_cannot_log_in_or_write_audit_rows(daemon: DaemonProcess) -> None:
+    """Attack: another web page links (or <img>s) /login?code=...: the browser says Sec-Fetch-Site: cross-site."""
+    code = daemon.api("POST", "/api/login-codes", {})["code"]
+    before = daemon.api("GET", "/api/audit?limit=1000")
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as browser:
+        for site in ("cross-site", "same-site"):
+            refused = browser.get("/login", params={"code": code}, headers={"Sec-Fetch-Site": site})
+            assert refused.status_code == 403 and "set-cookie" not in refused.headers
+        for junk in ("x", "not-a-code-that-was-ever-issued", "A" * 200):
+            img = browser.get("/login", params={"code": junk}, headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "image"})
+            assert img.status_code == 403
+    after = daemon.api("GET", "/api/audit?limit=1000")
+    assert [r for r in after if r["action"] == "login"] == [r for r in before if r["action"] == "login"]
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as person:  # the code is still good
+        assert person.get("/login", params={"code": code}, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 303
+
+
+def test_malformed_codes_are_not_audited_and_refused_logins_are_rate_limited(tmp_path: Path, tmux: TmuxServer) -> None:
+    """Attack: a local process (no browser headers) floods /login with guesses to fill the audit log
+    or to find a code."""
+    from connectcore import login
+
+    d = DaemonProcess(tmp_path, tmux).start()
+    try:
+        with httpx2.Client(base_url=d.base_url, timeout=10) as guesser:
+            for junk in ("x", "../../etc", "A" * 200, "<script>"):
+                assert guesser.get("/login", params={"code": junk}).status_code == 401
+            rows = [r for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "login"]
+            assert rows == []  # malformed: no row, and never as the owner
+            statuses = [guesser.get("/login", params={"code": "cl_" + f"{i:024d}"}).status_code for i in range(20)]
+            limit = login.REFUSALS_PER_WINDOW
+            assert statuses[: limit - 4] == [401] * (limit - 4) and set(statuses[limit - 4 :]) == {429}, statuses
+            good = d.api("POST", "/api/login-codes", {})["code"]
+            assert guesser.get("/login", params={"code": good}).status_code == 429  # throttled: not even looked at
+        rows = [r for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "login"]
+        assert {r["actor"] for r in rows} == {login.ANONYMOUS}
+        assert [r["outcome"] for r in rows].count("throttled") == 1  # once per window, not per request
+        assert len(rows) == limit - 4 + 1
+    finally:
+        d.stop()
+
+
+# --- item 1: page sessions are listed, ended, and each is its own actor ------------------------------
+
+
+def _log_in(daemon: DaemonProcess, agent: str) -> tuple[httpx2.Client, str]:
+    client = httpx2.Client(base_url=daemon.base_url, timeout=10, headers={"User-Agent": agent})
+    code = daemon.api("POST", "/api/login-codes", {})["code"]
+    assert client.get("/login", params={"code": code}).status_code == 303
+    import re
+
+    csrf = re.search(r'<meta name="csrf-token" content="([^"]+)">', client.get("/").text)
+    assert csrf
+    return client, csrf.group(1)
+
+
+def _cli(daemon: DaemonProcess, *args: str, tty: bool = False) -> Any:
+    import subprocess
+    import sys
+
+    from tests.support.daemon import ROOT
+
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir)],
+        capture_output=True, text=True, env=env, timeout=30,
+    )
+
+
+def test_page_sessions_are_listed_ended_and_audited_each_as_its_own_actor(daemon: DaemonProcess) -> None:
+    """Attack: a code was redeemed by someone else; the person finds the session and ends it."""
+    phone, phone_csrf = _log_in(daemon, "phone-browser")
+    stolen, stolen_csrf = _log_in(daemon, "stolen-browser")
+    try:
+        listed = {s["agent"]: s for s in daemon.api("GET", "/api/page-sessions")}
+        assert {"phone-browser", "stolen-browser"} <= set(listed)
+        phone_id, stolen_id = listed["phone-browser"]["id"], listed["stolen-browser"]["id"]
+        assert phone_id != stolen_id
+        assert stolen.post("/api/login-codes", json={}, headers={"X-CSRF-Token": stolen_csrf}).status_code == 200
+        rows = daemon.api("GET", f"/api/audit?actor=owner:page:{stolen_id}&limit=1000")
+        assert ("login_code", "issued") in {(r["action"], r["outcome"]) for r in rows}  # its own actor
+
+        shown = _cli(daemon, "sessions", "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert {s["id"] for s in json.loads(shown.stdout)} >= {phone_id, stolen_id}
+        ended = _cli(daemon, "sessions", "end", stolen_id)
+        assert ended.returncode == 0 and stolen_id in ended.stdout, ended.stderr
+        assert stolen.get("/api/agents").status_code == 401  # at once
+        assert phone.get("/api/agents").status_code == 200
+        bad = daemon.http().post(f"/api/page-sessions/{stolen_id}/end", json={})
+        assert bad.status_code == 404 and bad.json()["error"] == "unknown_page_session"
+
+        # disconnect-all offers to end every page session too
+        out = phone.post("/api/disconnect-all", json={"end_page_sessions": True}, headers={"X-CSRF-Token": phone_csrf})
+        assert out.status_code == 200 and out.json()["page_sessions_ended"] >= 1
+        assert phone.get("/api/agents").status_code == 401
+        assert daemon.api("GET", "/api/page-sessions") == []
+    finally:
+        phone.close()
+        stolen.close()
+
+
+def test_connectd_token_does_not_leave_the_code_on_screen(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Attack: the person ran `connectd token` in a pane; the code stays on its screen for whoever reads it."""
+    from tests.support.daemon import ROOT
+
+    command = (
+        f"PYTHONPATH={ROOT / 'src'} {__import__('sys').executable} -m connectd.cli token "
+        f"--data-dir {daemon.data_dir}; echo done-token"
+    )
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "--", "sh").strip()
+    tmux.tmux("send-keys", "-t", pane, "-l", command)
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    shown = wait_for(lambda: "login?code=" in (s := tmux.tmux("capture-pane", "-p", "-J", "-t", pane)) and s, 20, "the link")
+    code = shown.split("login?code=", 1)[1].split()[0]
+    tmux.tmux("send-keys", "-t", pane, "Enter")  # "Press Enter once it is open"
+    screen = wait_for(lambda: "done-token" in (s := tmux.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", pane)) and s, 20, "the command to end")
+    assert code not in screen and "erased" in screen
+
+    file = daemon.tmp / "login-link"
+    written = _cli(daemon, "token", "--file", str(file))
+    assert written.returncode == 0, written.stderr
+    assert "login?code=" not in written.stdout and (file.stat().st_mode & 0o777) == 0o600
+    assert "/login?code=cl_" in file.read_text()
+
+
+# --- item 3: the CLI gives the owner token only to the daemon ----------------------------------------
+
+
+class Impostor:
+    """A listener on 127.0.0.1 that records whatever a client sends it (as an attacker would)."""
+
+    def __init__(self, port: int = 0) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(8)
+        self.port = int(self.sock.getsockname()[1])
+        self.received = b""
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.received += conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n[]")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_daemon_json_is_removed_when_the_daemon_exits(tmp_path: Path, tmux: TmuxServer) -> None:
+    d = DaemonProcess(tmp_path, tmux).start()
+    assert (d.data_dir / "daemon.json").exists()
+    assert d.stop() == 0
+    assert not (d.data_dir / "daemon.json").exists()
+
+
+def test_the_cli_refuses_to_send_the_owner_token_to_an_impostor_on_the_recorded_port(daemon: DaemonProcess) -> None:
+    """Attack: after the daemon went (or beside it), another process listens on the port daemon.json names."""
+    info_path = daemon.data_dir / "daemon.json"
+    real = info_path.read_text()
+    impostor = Impostor()
+    try:
+        for pid in (json.loads(real)["pid"], 999_999_999):  # the live daemon's pid, a pid that is gone
+            info_path.write_text(json.dumps({"port": impostor.port, "pid": pid, "mcp": ""}))
+            out = _cli(daemon, "agents")
+            assert out.returncode != 0 and "refusing to send the owner token" in out.stderr, (out.stdout, out.stderr)
+        assert daemon.owner_token.encode() not in impostor.received
+        assert b"Authorization" not in impostor.received
+    finally:
+        info_path.write_text(real)
+        impostor.close()
+    ok = _cli(daemon, "agents", "--json")  # the real daemon is still trusted
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_rotate_owner_token_replaces_it_at_once(daemon: DaemonProcess) -> None:
+    old = daemon.owner_token
+    out = _cli(daemon, "rotate-owner-token")
+    assert out.returncode == 0, out.stderr
+    new = daemon.owner_token
+    assert new != old and new.startswith("co_")
+    assert (daemon.data_dir / "owner_token").stat().st_mode & 0o777 == 0o600
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as curl:
+        assert curl.get("/api/agents", headers={"Authorization": f"Bearer {old}"}).status_code == 401
+        assert curl.get("/api/agents", headers={"Authorization": f"Bearer {new}"}).status_code == 200
+    daemon._http = None  # the fixture's client holds the old token
+    assert ("owner_token_rotate", "done") in {(r["action"], r["outcome"]) for r in daemon.api("GET", "/api/audit?actor=owner")}
