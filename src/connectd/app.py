@@ -146,7 +146,7 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
     server = uvicorn.Server(
         uvicorn.Config(daemon.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     )
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.engine.run)

@@ -543,6 +543,9 @@ def test_each_bad_request_gets_a_400_naming_the_problem_and_changes_nothing(
                 answer = resp.json()
                 assert answer["error"] == error, (method, path, payload, answer)
                 assert answer["message"], (method, path)
+                if error in {"wrong_type", "unknown_field", "empty_field", "bad_field", "unknown_preset"}:
+                    field = answer.get("field", "")  # the pydantic models name the field
+                    assert field and field.split("[")[0] in answer["message"], (method, path, answer)
             form = await r.client.post(
                 "/api/grants",
                 content="harness=claude",
