@@ -390,3 +390,19 @@ def test_rotate_owner_token_replaces_it_at_once(daemon: DaemonProcess) -> None:
         assert curl.get("/api/agents", headers={"Authorization": f"Bearer {new}"}).status_code == 200
     daemon._http = None  # the fixture's client holds the old token
     assert ("owner_token_rotate", "done") in {(r["action"], r["outcome"]) for r in daemon.api("GET", "/api/audit?actor=owner")}
+
+
+def test_every_new_route_keeps_the_loopback_guard(daemon: DaemonProcess) -> None:
+    """Attack: a web page (DNS rebinding, or a cross-site request) reaches the routes this issue added."""
+    routes = [("GET", "/api/page-sessions"), ("POST", "/api/page-sessions/0123abcd/end"),
+              ("POST", "/api/owner-token/rotate"), ("GET", "/login?code=cl_" + "A" * 24), ("POST", "/mcp")]
+    before = daemon.owner_token
+    with httpx2.Client(base_url=daemon.base_url, timeout=10) as curl:
+        owner = {"Authorization": f"Bearer {before}"}
+        for method, path in routes:
+            rebound = curl.request(method, path, headers={**owner, "Host": f"evil.example:{daemon.port}"})
+            assert rebound.status_code == 421, (method, path, rebound.text)
+            if method == "POST":
+                cross = curl.request(method, path, headers={**owner, "Origin": "http://evil.example"}, json={})
+                assert cross.status_code == 403 and cross.json()["error"] == "foreign_origin", (path, cross.text)
+    assert daemon.owner_token == before  # nothing rotated
