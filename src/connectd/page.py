@@ -4,7 +4,7 @@ and ``POST /api/login-codes``.
 Rules (issue 6):
 
 - Nothing works without login. ``GET /`` without a session answers 401 with a page that says how to
-  log in; every ``/api/`` route answers 401 (``connectd.http.authenticate``).
+  log in; every ``/api/`` route answers 401 (``connectd.http.owner_auth.authenticate``).
 - A login code is minted by the person (``POST /api/login-codes`` with the owner token; ``connectd
   token`` shows ``<base>/login?code=...`` and clears it, or writes it to a 0600 file). It is random
   (144 bits, ``cl_``-prefixed so screen tails redact it), kept only as a digest, valid for
@@ -354,62 +354,66 @@ def _page(body: str, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
-def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
-    """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
+class OwnerPage:
+    """The page's handlers: the page, the login, the assets, and the owner API routes of its own
+    (login codes, logout, page sessions), which run through the owner API's one wrapper."""
 
-    Attaches the page sessions to ``auth`` so :func:`connectd.http.authenticate` accepts the
-    session cookie (with its CSRF token) on every owner API route.
-    """
-    sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
-    auth.sessions = sessions
-    index_template = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(
-        "<!--ICONS-->", icon_sprite(STATIC_DIR / "icons")
-    )
-    login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
-    assets = load_assets(STATIC_DIR)
+    def __init__(self, engine: Engine, auth: OwnerAuth, data_dir: Path) -> None:
+        self.engine = engine
+        self.auth = auth
+        self.sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
+        auth.sessions = self.sessions
+        self.index_template = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(
+            "<!--ICONS-->", icon_sprite(STATIC_DIR / "icons")
+        )
+        self.login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
+        self.assets = load_assets(STATIC_DIR)
+        self.gate = LG.LoginGate()
 
-    def login_page(message: str, status: int = 401, headers: dict[str, str] | None = None) -> Response:
-        return _page(login_template.replace("{{message}}", html.escape(message)), status, headers)
+    def login_page(self, message: str, status: int = 401, headers: dict[str, str] | None = None) -> Response:
+        return _page(self.login_template.replace("{{message}}", html.escape(message)), status, headers)
 
-    async def record(actor: str, action: str, outcome: str, detail: str = "") -> None:
+    async def record(self, actor: str, action: str, outcome: str, detail: str = "") -> None:
+        engine = self.engine
         await engine.audit(Audit(actor=actor, action=action, outcome=outcome, detail=detail, at=engine.clock()))
 
-    async def index(request: Request) -> Response:
+    # --- the page and the login -------------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
         try:
-            authenticate(request, engine, auth)
+            authenticate(request, self.engine, self.auth)
         except Problem as problem:
-            return login_page(f"{problem} " if problem.error == "session_expired" else LOGIN_HELP)
-        session = sessions.from_request(request)
+            return self.login_page(f"{problem} " if problem.error == "session_expired" else LOGIN_HELP)
+        session = self.sessions.from_request(request)
         csrf = session.csrf if session is not None else ""
-        return _page(index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))
+        return _page(self.index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))
 
-    gate = LG.LoginGate()
-
-    async def login(request: Request) -> Response:
-        nonlocal gate
-        code, now = request.query_params.get("code", ""), engine.clock()
+    async def login(self, request: Request) -> Response:
+        code, now = request.query_params.get("code", ""), self.engine.clock()
         verdict = LG.judge(
-            gate, now=now, method=request.method, fetch_site=request.headers.get("sec-fetch-site"), code=code
+            self.gate, now=now, method=request.method, fetch_site=request.headers.get("sec-fetch-site"), code=code
         )
         if verdict is LG.Verdict.HELP:
-            return login_page(LOGIN_HELP)
+            return self.login_page(LOGIN_HELP)
         if verdict is LG.Verdict.PREVIEW:
-            return login_page(LOGIN_PREVIEW, 200)
+            return self.login_page(LOGIN_PREVIEW, 200)
         if verdict is LG.Verdict.CROSS_SITE:
-            return login_page(CROSS_SITE, 403)
+            return self.login_page(CROSS_SITE, 403)
         if verdict is LG.Verdict.THROTTLED:
-            gate, audit_it = LG.throttled(gate, now)
+            self.gate, audit_it = LG.throttled(self.gate, now)
             if audit_it:
-                await record(LG.ANONYMOUS, "login", "throttled", f"over {LG.REFUSALS_PER_WINDOW} refused logins a minute")
-            return login_page(THROTTLED, 429, {"Retry-After": str(int(LG.WINDOW))})
-        redeemed = sessions.redeem(code, request.headers.get("user-agent", "")) if verdict is LG.Verdict.TRY else None
+                detail = f"over {LG.REFUSALS_PER_WINDOW} refused logins a minute"
+                await self.record(LG.ANONYMOUS, "login", "throttled", detail)
+            return self.login_page(THROTTLED, 429, {"Retry-After": str(int(LG.WINDOW))})
+        agent = request.headers.get("user-agent", "")
+        redeemed = self.sessions.redeem(code, agent) if verdict is LG.Verdict.TRY else None
         if redeemed is None:
-            gate = LG.refused(gate, now)
+            self.gate = LG.refused(self.gate, now)
             if verdict is LG.Verdict.TRY:  # a malformed code is refused, never audited
-                await record(LG.ANONYMOUS, "login", "refused", "unknown, used or expired login code")
-            return login_page(CODE_REFUSED)
+                await self.record(LG.ANONYMOUS, "login", "refused", "unknown, used or expired login code")
+            return self.login_page(CODE_REFUSED)
         value, session = redeemed
-        await record(session.actor, "login", "done", session.agent)
+        await self.record(session.actor, "login", "done", session.agent)
         response = RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
         response.set_cookie(
             cookie_name(request.url.port),
@@ -421,44 +425,8 @@ def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRou
         )
         return response
 
-    def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        return owner_endpoint(engine, auth, handler)
-
-    async def login_codes(request: Request, actor: str) -> Any:
-        await parse_body(request, Empty)
-        code, ttl = sessions.new_code()
-        await record(actor, "login_code", "issued", f"valid {int(ttl)}s, once")
-        base = f"http://{request.headers.get('host', '127.0.0.1')}"
-        return {"code": code, "url": f"{base}/login?code={code}", "expires_in": ttl}
-
-    async def logout(request: Request, actor: str) -> Any:
-        name = cookie_name(request.url.port)
-        value = request.cookies.get(name)
-        if value is not None:
-            sessions.end(value)
-        await record(actor, "logout", "done")
-        response = json_response({"logged_out": True})
-        response.delete_cookie(name, path="/", httponly=True, samesite="strict")
-        return response
-
-    async def list_sessions(request: Request, actor: str) -> Any:
-        Query(request, set())
-        current = sessions.from_request(request)
-        return [s.view(current is not None and s.id == current.id) for s in sessions.live()]
-
-    async def end_session(request: Request, actor: str) -> Any:
-        await parse_body(request, Empty)
-        session_id = request.path_params["session_id"]
-        if not SESSION_ID_RE.fullmatch(session_id):
-            raise Problem(400, "bad_session_id", f"a page session id is 8 hex digits, not {session_id[:64]!r}")
-        ended = sessions.end_id(session_id)
-        if ended is None:
-            raise Problem(404, "unknown_page_session", f"no live page session {session_id}")
-        await record(actor, "page_session_end", "done", f"ended {ended.actor}")
-        return {"ended": ended.view()}
-
-    async def static(request: Request) -> Response:
-        asset = assets.get(request.path_params["path"])
+    async def static(self, request: Request) -> Response:
+        asset = self.assets.get(request.path_params["path"])
         if asset is None:
             return Response(b"not found\n", 404, media_type="text/plain", headers={"X-Content-Type-Options": "nosniff"})
         headers = {"ETag": asset.etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
@@ -466,12 +434,60 @@ def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRou
             return Response(status_code=304, headers=headers)
         return Response(asset.body, media_type=asset.content_type, headers=headers)
 
-    return [
-        Route("/", index, methods=["GET"]),
-        Route("/login", login, methods=["GET"]),
-        Route("/logout", api(logout), methods=["POST"]),
-        Route("/static/{path:path}", static, methods=["GET"]),
-        Route("/api/login-codes", api(login_codes), methods=["POST"]),
-        Route("/api/page-sessions", api(list_sessions), methods=["GET"]),
-        Route("/api/page-sessions/{session_id}/end", api(end_session), methods=["POST"]),
-    ]
+    # --- owner routes of the page (through the owner API's wrapper) -------------------------------
+
+    async def login_codes(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
+        code, ttl = self.sessions.new_code()
+        await self.record(actor, "login_code", "issued", f"valid {int(ttl)}s, once")
+        base = f"http://{request.headers.get('host', '127.0.0.1')}"
+        return {"code": code, "url": f"{base}/login?code={code}", "expires_in": ttl}
+
+    async def logout(self, request: Request, actor: str) -> Any:
+        name = cookie_name(request.url.port)
+        value = request.cookies.get(name)
+        if value is not None:
+            self.sessions.end(value)
+        await self.record(actor, "logout", "done")
+        response = json_response({"logged_out": True})
+        response.delete_cookie(name, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def list_sessions(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        current = self.sessions.from_request(request)
+        return [s.view(current is not None and s.id == current.id) for s in self.sessions.live()]
+
+    async def end_session(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
+        session_id = request.path_params["session_id"]
+        if not SESSION_ID_RE.fullmatch(session_id):
+            raise Problem(400, "bad_session_id", f"a page session id is 8 hex digits, not {session_id[:64]!r}")
+        ended = self.sessions.end_id(session_id)
+        if ended is None:
+            raise Problem(404, "unknown_page_session", f"no live page session {session_id}")
+        await self.record(actor, "page_session_end", "done", f"ended {ended.actor}")
+        return {"ended": ended.view()}
+
+    def routes(self) -> list[BaseRoute]:
+        def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+            return owner_endpoint(self.engine, self.auth, handler)
+
+        return [
+            Route("/", self.index, methods=["GET"]),
+            Route("/login", self.login, methods=["GET"]),  # Starlette answers HEAD too: never redeems
+            Route("/logout", api(self.logout), methods=["POST"]),
+            Route("/static/{path:path}", self.static, methods=["GET"]),
+            Route("/api/login-codes", api(self.login_codes), methods=["POST"]),
+            Route("/api/page-sessions", api(self.list_sessions), methods=["GET"]),
+            Route("/api/page-sessions/{session_id}/end", api(self.end_session), methods=["POST"]),
+        ]
+
+
+def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
+    """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
+
+    Attaches the page sessions to ``auth`` so :func:`connectd.http.owner_auth.authenticate` accepts
+    the session cookie (with its CSRF token) on every owner API route.
+    """
+    return OwnerPage(engine, auth, data_dir).routes()
