@@ -556,8 +556,12 @@ class Engine:
         tail = ""
         if policy.shown and state is not None and state.capture is not None:
             tail = redact.screen_tail(state.capture.text, SCREEN_TAIL_LINES)
-        question = state.reading.question if state and state.reading else None
-        entry["question"] = {"prompt": question.prompt, "options": list(question.options)} if question else None
+        question = state.reading.question if policy.shown and state and state.reading else None
+        entry["question"] = (
+            {"prompt": redact.redact(question.prompt), "options": [redact.redact(o) for o in question.options]}
+            if question
+            else None
+        )
         entry["screen_tail"] = {
             "untrusted": True,
             "source": f"screen of pane {record.pane_id}",

@@ -97,14 +97,18 @@ def test_an_agent_screen_tail_has_tokens_and_codes_cut_out(daemon: DaemonProcess
 
 
 def test_an_off_agent_screen_is_withheld_from_other_agents(daemon: DaemonProcess, tmux: TmuxServer) -> None:
-    """Attack: an Observe agent reads the screen of an agent that never opted in."""
+    """Attack: an Observe agent reads the screen (and the open dialog) of an agent that never opted in."""
     reader = ready(daemon, "reader3", "observe")
     pure = ready(daemon, "pure", "off")
+    tmux.tmux("send-keys", "-t", pure.pane, "-l", "/dialog")  # the person opens a permission dialog in it
+    tmux.tmux("send-keys", "-t", pure.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(pure.pane)["activity"] == "dialog", 10, "the dialog read")
     error, detail = anyio.run(lambda: as_agent(daemon, reader, "get_agent", target=pure.address))
     assert not error, detail
     tail = detail["data"]["screen_tail"]
     assert tail["text"] == "" and tail["shown"] is False and "Off" in tail["withheld"]
-    assert detail["data"]["activity"] == "idle"  # the reading is still given
+    assert detail["data"]["question"] is None  # a dialog's words are screen text too
+    assert detail["data"]["activity"] == "dialog"  # the reading is still given
 
 
 # --- item 2: a body cannot forge the provenance line ------------------------------------------------
