@@ -444,6 +444,7 @@ class OwnerPage:
         return {"code": code, "url": f"{base}/login?code={code}", "expires_in": ttl}
 
     async def logout(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
         name = cookie_name(request.url.port)
         value = request.cookies.get(name)
         if value is not None:
