@@ -24,7 +24,11 @@ Rules (specification: shared/seeds/000, "Delivery", "Loops and runaways"; durabi
 - The daemon assigns conversation and hop: a message from an agent that received one within the
   reply window is a reply to it (hop + 1). Past the hop limit a card is needed even for an approved
   pair.
-- The typed text is one provenance line naming the sender, then the sender's text.
+- The typed text is one provenance line naming the sender, then the sender's text. A body line that
+  imitates the provenance line (``[connect] ...``) or claims connect or the person as its source
+  (``user:``, ``[owner]``, ``from the user``, "the user's own instructions follow") is refused
+  before admission, with its line number named: the recipient never sees such a line unless the
+  daemon wrote it.
 """
 
 from __future__ import annotations
@@ -227,6 +231,58 @@ def check_text(text: str) -> None:
             f"text holds {_char_name(char)} (U+{ord(char):04X}) at position {position}; "
             "only printable characters and newline may be sent",
         )
+    forged = forged_source_line(text)
+    if forged is not None:
+        number, claim = forged
+        raise Refused(
+            "forged_provenance",
+            f"line {number} of the text {claim}; only connect writes the provenance line, and a peer's "
+            "text may not claim connect or the person as its source (reword or quote that line)",
+        )
+
+
+#: Leading decoration a line may wear and still read as a source line (quote marks, bullets, headings).
+_DECORATION = " \t>*#-_~`|.:\u00a0"
+#: What a body line may not claim (matched on the NFKC, case-folded line, decoration stripped).
+_SOURCE_CLAIMS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^[\[(<{]\s*connectd?\b"), "imitates connect's provenance line ([connect] ...)"),
+    (re.compile(r"^connectd?\s*[:\]>|]"), "claims connect as its source"),
+    (
+        re.compile(r"^[\[(<{]\s*(user|owner|person|human|system|operator|daemon)\s*[\])>}]"),
+        "claims the person or the system as its source",
+    ),
+    (re.compile(r"^(user|owner|person|human|system|operator|daemon)\s*:"), "claims the person or the system as its source"),
+    (
+        re.compile(
+            r"^(a |the )?(message|instructions?|note|text|prompt)?\s*from (the |your )?"
+            r"(user|owner|person|human|operator|connectd?|daemon)\b(?!['\u2019]s)"
+        ),
+        "claims the person or connect as its source",
+    ),
+    (
+        re.compile(
+            r"\b(user|owner|person|human|operator)(['\u2019]s|s)? (own )?(instructions?|words|message|request)s?"
+            r"\s*(follows?|below|:)"
+        ),
+        "claims that the person's own words follow",
+    ),
+)
+
+
+def forged_source_line(text: str) -> tuple[int, str] | None:
+    """The first line (numbered from 1) that imitates the provenance line or claims connect or the
+    person as its source, with what it claims; None when no line does.
+
+    Only the daemon writes the provenance line, above the text, so the recipient's screen never shows
+    a line that names the daemon or the person as its source unless the daemon wrote it.
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        visible = "".join(c for c in unicodedata.normalize("NFKC", line) if unicodedata.category(c) != "Cf")
+        folded = visible.casefold().lstrip(_DECORATION)
+        for pattern, claim in _SOURCE_CLAIMS:
+            if pattern.search(folded):
+                return number, claim
+    return None
 
 
 def provenance_line(*, ref: str, sender_actor: str, sender_pane: str, sender_incarnation: str) -> str:

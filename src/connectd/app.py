@@ -23,7 +23,7 @@ from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
-from connectd.mcp_endpoint import build_mcp
+from connectd.mcp_endpoint import build_mcp, capped_mcp_app
 from connectd.page import page_routes
 from connectd.restore import restore_routes
 from connectd.store import Store
@@ -122,7 +122,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.pane_pids)
     engine.history = config.history or None
     mcp = build_mcp(engine, config.history)
-    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
+    mcp_app = capped_mcp_app(mcp, engine)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

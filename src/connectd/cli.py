@@ -1,7 +1,10 @@
 """The ``connectd`` command line: the daemon (``serve``, ``run``) and a client of its owner API.
 
 Every read takes ``--json``. The client finds the daemon through ``daemon.json`` in the data
-directory (written by ``serve``) and authenticates with the owner token kept there (0600).
+directory (written by ``serve``, removed when it exits) and authenticates with the owner token kept
+there (0600). Before it sends the token it checks, on Linux, that the socket listening on the
+recorded port belongs to our user and is held by the recorded daemon process
+(:mod:`connectcore.listener`); anything else is refused without sending it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,17 @@ def write_daemon_info(data_dir: Path, port: int, mcp_url: str) -> None:
     os.replace(tmp, path)
 
 
+def remove_daemon_info(data_dir: Path) -> None:
+    """Forget where the daemon listened (on exit): a stale file would point the CLI at whoever binds
+    that port next. Only our own record is removed."""
+    path = data_dir / "daemon.json"
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -64,14 +78,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def ready(d: Any) -> None:
         write_daemon_info(data_dir, d.port, d.mcp_url)
         print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
-        sessions = getattr(d.auth, "sessions", None)
-        if sessions is not None:
-            code, ttl = sessions.new_code()
-            print(f"owner page: {d.base_url}/login?code={code}  (one-time, {int(ttl // 60)} min; `connectd token` prints another)", flush=True)
-        else:
-            print(f"owner page: {d.base_url}/  (owner token in {data_dir / 'owner_token'})", flush=True)
+        # No login code here: it would sit on this terminal's screen for anyone who reads it.
+        print(f"owner page: {d.base_url}/  (run `connectd token` for a one-time login link)", flush=True)
 
-    anyio.run(lambda: serve(daemon, ready=ready))
+    try:
+        anyio.run(lambda: serve(daemon, ready=ready))
+    finally:
+        remove_daemon_info(data_dir)
     return 0
 
 
@@ -105,18 +118,43 @@ class Client:
     def __init__(self, data_dir: Path, port: int | None) -> None:
         self.data_dir = data_dir
         info_path = data_dir / "daemon.json"
-        info = json.loads(info_path.read_text()) if info_path.exists() else {}
-        self.port = port or info.get("port") or 7878
+        try:
+            info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        except (OSError, ValueError):
+            info = {}
+        if not info:
+            raise SystemExit(f"connectd: no daemon is running on {data_dir} (no daemon.json; start `connectd serve`)")
+        self.pid = int(info.get("pid") or 0)
+        self.port = int(info.get("port") or 0)
+        if port is not None and port != self.port:
+            raise SystemExit(
+                f"connectd: the daemon on {data_dir} listens on port {self.port}, not {port}; "
+                "the owner token is sent only to the daemon daemon.json names"
+            )
         token_path = data_dir / "owner_token"
         if not token_path.exists():
             raise SystemExit(f"connectd: no owner token in {data_dir} (is the daemon running with this --data-dir?)")
         self.token = token_path.read_text().strip()
+        self._verified = False
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def verify(self) -> None:
+        """Refuse unless the listener on the port is the recorded daemon of our user (Linux /proc)."""
+        if self._verified:
+            return
+        why = listener_refusal(self.port, self.pid)
+        if why is not None:
+            raise SystemExit(
+                f"connectd: refusing to send the owner token to 127.0.0.1:{self.port}: {why}. "
+                f"If the daemon is not running, start it (`connectd serve --data-dir {self.data_dir}`)."
+            )
+        self._verified = True
+
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        self.verify()
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             self.base + path,
@@ -139,8 +177,40 @@ class Client:
             raise SystemExit(f"connectd: cannot reach the daemon at {self.base}: {exc.reason}") from None
 
 
+def listener_refusal(port: int, pid: int) -> str | None:
+    """Read /proc for :func:`connectcore.listener.refusal` (None off Linux: nothing to check with)."""
+    from connectcore import listener
+
+    tcp = Path("/proc/net/tcp")
+    if not tcp.exists():
+        return None
+    proc = Path(f"/proc/{pid}")
+    try:
+        pid_uid: int | None = proc.stat().st_uid if pid > 0 else None
+        alive = pid > 0 and proc.is_dir()
+    except OSError:
+        pid_uid, alive = None, False
+    inodes: set[int] = set()
+    if alive:
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    link = os.readlink(fd)
+                except OSError:
+                    continue
+                if link.startswith("socket:[") and link.endswith("]"):
+                    inodes.add(int(link[8:-1]))
+        except OSError:
+            pass
+    return listener.refusal(
+        tcp.read_text(), port=port, pid=pid, uid=os.getuid(), pid_alive=alive, pid_uid=pid_uid,
+        socket_inodes=frozenset(inodes),
+    )
+
+
 def _client(args: argparse.Namespace) -> Client:
     return Client(Path(args.data_dir), args.port if args.port != 7878 else None)
+
 
 
 def _print(args: argparse.Namespace, payload: Any, lines: list[str]) -> None:
@@ -276,12 +346,107 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    """A one-time login link that does not linger: in a 0600 file, opened in the browser, or shown
+    on a terminal until Enter (then erased from the screen)."""
     client = _client(args)
+    result = client.call("POST", "/api/login-codes", {})
+    url, minutes = f"{client.base}/login?code={result['code']}", max(1, int(result["expires_in"] // 60))
+    if args.file:
+        path = Path(args.file)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(url + "\n")
+        print(f"login link written to {path} (0600; one-time, valid {minutes} min)")
+        return 0
+    if args.open:
+        import webbrowser
+
+        if webbrowser.open(url):
+            print(f"login link opened in the browser (one-time, valid {minutes} min)")
+            return 0
+        raise SystemExit("connectd: no browser to open; run `connectd token` or `connectd token --file PATH`")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(url)  # for a pipe or a script: it keeps the link, not a screen
+        return 0
+    _show_then_erase(
+        [url, f"(one-time, valid {minutes} min) Press Enter once it is open; the link is then erased from this screen."],
+        float(result["expires_in"]),
+    )
+    print("login link erased from the screen")
+    return 0
+
+
+def _show_then_erase(lines: list[str], timeout: float) -> None:
+    """Show ``lines`` until Enter (or ``timeout``), then erase them: the keypress is not echoed, so
+    the cursor is still just below them, and wrapped lines are counted by the terminal's width."""
+    import math
+    import select
+    import shutil
+    import termios
+
+    width = max(1, shutil.get_terminal_size((80, 24)).columns)
+    rows = sum(max(1, math.ceil(len(line) / width)) for line in lines)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    quiet = termios.tcgetattr(fd)
+    quiet[3] &= ~(termios.ECHO | termios.ICANON)
     try:
-        result = client.call("POST", "/api/login-codes", {})
-        print(f"{client.base}/login?code={result['code']}")
-    except SystemExit:
-        print(f"{client.base}/  (owner token: {client.data_dir / 'owner_token'})")
+        termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+        print("\n".join(lines), flush=True)
+        if select.select([sys.stdin], [], [], timeout)[0]:
+            os.read(fd, 1024)
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        sys.stdout.write(f"\x1b[{rows}F\x1b[0J")  # up to the first line, erase it and everything below
+        sys.stdout.flush()
+
+
+def _ago(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.action == "end":
+        if not args.id:
+            raise SystemExit("connectd: sessions end takes the session id (from `connectd sessions`), or --all")
+        if args.id == "all":
+            if args.disconnect:
+                result = client.call("POST", "/api/disconnect-all", {"end_page_sessions": True})
+                count = int(result["page_sessions_ended"])
+            else:
+                ids = [row["id"] for row in client.call("GET", "/api/page-sessions")]
+                for session_id in ids:
+                    client.call("POST", f"/api/page-sessions/{session_id}/end", {})
+                result, count = {"ended": len(ids)}, len(ids)
+            _print(args, result, [f"ended {count} page sessions"])
+            return 0
+        result = client.call("POST", f"/api/page-sessions/{args.id}/end", {})
+        _print(args, result, [f"ended page session {result['ended']['id']} ({result['ended']['actor']})"])
+        return 0
+    rows = client.call("GET", "/api/page-sessions")
+    _print(
+        args,
+        rows,
+        [f"{r['id']}  since {_ago(r['created'])}  until {_ago(r['expires'])}  {r['agent'][:60]}" for r in rows],
+    )
+    return 0
+
+
+def cmd_rotate_owner_token(args: argparse.Namespace) -> int:
+    """A new owner token: through the running daemon (in force at once), else in the file directly."""
+    data_dir = Path(args.data_dir)
+    if (data_dir / "daemon.json").exists():
+        _client(args).call("POST", "/api/owner-token/rotate", {})
+        print("owner token rotated: the old one no longer works (the new one is in the owner_token file, 0600)")
+        return 0
+    from connectd.http.owner_auth import OWNER_TOKEN_FILE, new_owner_token, write_secret
+
+    if not (data_dir / OWNER_TOKEN_FILE).exists():
+        raise SystemExit(f"connectd: no owner token in {data_dir}")
+    write_secret(data_dir / OWNER_TOKEN_FILE, new_owner_token())
+    print("owner token rotated in the owner_token file (no daemon is running; it reads it at start)")
     return 0
 
 
@@ -350,8 +515,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("restore", parents=[common, reads], help="relaunch the sessions a lost tmux server held")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=cmd_restore)
-    p = sub.add_parser("token", parents=[common], help="print the owner login URL")
+    p = sub.add_parser("token", parents=[common], help="a one-time owner login link (erased from the screen once opened)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--file", help="write the link to this file (0600) instead of the screen")
+    where.add_argument("--open", action="store_true", help="open the link in the browser instead of showing it")
     p.set_defaults(func=cmd_token)
+    p = sub.add_parser("sessions", parents=[common, reads], help="the owner page's login sessions; `sessions end ID` ends one")
+    p.add_argument("action", nargs="?", choices=("list", "end"), default="list")
+    p.add_argument("id", nargs="?", help="the session id to end (`all`: every one)")
+    p.add_argument("--disconnect", action="store_true", help="with `end all`: also turn Connect off for every agent")
+    p.set_defaults(func=cmd_sessions)
+    p = sub.add_parser("rotate-owner-token", parents=[common], help="replace the owner token (the old one stops working)")
+    p.set_defaults(func=cmd_rotate_owner_token)
 
     history_cli.register(sub)
     return parser

@@ -78,6 +78,9 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        from connectd.cli import remove_daemon_info
+
+        remove_daemon_info(data_dir)
         subprocess.run(["tmux", "-L", DEMO_SOCKET, "kill-server"], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

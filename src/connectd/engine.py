@@ -235,8 +235,8 @@ class Engine:
     def agents(self) -> list[dict[str, Any]]:
         return self.calls.agents()
 
-    def agent_detail(self, target: str) -> dict[str, Any]:
-        return self.calls.agent_detail(target)
+    def agent_detail(self, target: str, caller: grants.Principal | None = None) -> dict[str, Any]:
+        return self.calls.agent_detail(target, caller)
 
     async def send_message(self, token: str, **kw: Any) -> dict[str, Any]:
         return await self.calls.send_message(token, **kw)

@@ -4,13 +4,16 @@ and ``POST /api/login-codes``.
 Rules (issue 6):
 
 - Nothing works without login. ``GET /`` without a session answers 401 with a page that says how to
-  log in; every ``/api/`` route answers 401 (``connectd.http.authenticate``).
+  log in; every ``/api/`` route answers 401 (``connectd.http.owner_auth.authenticate``).
 - A login code is minted by the person (``POST /api/login-codes`` with the owner token; ``connectd
-  token`` prints ``<base>/login?code=...``). It is random (144 bits), kept only as a digest, valid for
-  :data:`LOGIN_CODE_TTL` seconds and exactly once.
+  token`` shows ``<base>/login?code=...`` and clears it, or writes it to a 0600 file). It is random
+  (144 bits, ``cl_``-prefixed so screen tails redact it), kept only as a digest, valid for
+  :data:`LOGIN_CODE_TTL` seconds (minutes) and exactly once.
 - ``GET /login?code=`` exchanges a good code for a session cookie (HttpOnly, SameSite=Strict, Path=/,
   named per port so two daemons on one host do not clobber each other) and redirects (303) to ``/``.
-  A used, expired or unknown code gets a 401 page and is audited as refused.
+  Which requests may try a code and which refusals are audited is :mod:`connectcore.login`: ``HEAD``
+  never redeems, a cross-site navigation (``Sec-Fetch-Site``) is refused, a malformed code is not
+  audited, refused logins are rate-limited.
 - Sessions survive a daemon restart: they are kept in ``page_sessions.json`` in the data directory
   (0600), by the digest of the cookie value (the cookie itself is never written down), with the
   session's CSRF token and expiry.
@@ -19,7 +22,9 @@ Rules (issue 6):
   without it, or with another, is refused (403) before anything is called. ``LoopbackGuard`` already
   refuses a foreign ``Origin``; SameSite=Strict keeps the cookie off cross-site requests; the token is
   the third lock.
-- The page's decisions are audited with the actor ``owner:page``.
+- Each page session has an id and is its own audit actor, ``owner:page:<id>``. The person lists and
+  ends sessions (``GET /api/page-sessions``, ``POST /api/page-sessions/{id}/end``, ``connectd
+  sessions``, the page's Sessions list); disconnect-all can end them all too.
 - The page runs no inline script or style: a Content-Security-Policy allows only this origin's files.
   Agents' text is put on the page as text (``textContent``), never as HTML.
 """
@@ -37,7 +42,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +50,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from connectcore import login as LG
 from connectcore.effects import Audit
+from connectcore.redact import LOGIN_CODE_PREFIX
 from connectd.engine import Engine
-from connectd.http import (
-    OwnerAuth,
-    Problem,
-    authenticate,
-    json_response,
-    only_fields,
-    problem_response,
-    read_body,
-)
+from connectd.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
+from connectd.http.bodies import Empty, Query
 
 log = logging.getLogger("connectd.page")
 
@@ -66,13 +66,13 @@ log = logging.getLogger("connectd.page")
 LOGIN_CODE_TTL = 300.0  # seconds a login code stays valid (time to open it on a phone)
 SESSION_TTL = 30 * 86400.0  # seconds a page session lasts
 MAX_OPEN_CODES = 32  # unredeemed codes kept; minting more drops the oldest
-CODE_RE = re.compile(r"[A-Za-z0-9_-]{16,64}")
 SESSION_RE = re.compile(r"[A-Za-z0-9_-]{32,64}")
 SESSIONS_FILE = "page_sessions.json"
 COOKIE_PREFIX = "connect_session_"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PAGE_ACTOR = "owner:page"
+SESSION_ID_RE = re.compile(r"[0-9a-f]{8,32}")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 TEMPLATES = frozenset({"index.html", "login.html"})  # rendered, never served raw
@@ -108,6 +108,9 @@ PAGE_HEADERS = {
 
 LOGIN_HELP = "Run `connectd token` on the computer that runs connectd, and open the URL it prints."
 CODE_REFUSED = "This login link is used, expired or unknown. Run `connectd token` for a new one."
+LOGIN_PREVIEW = "This is a one-time connect login link: open it in the browser you will use (a preview does not use it up)."
+CROSS_SITE = "Refused: another site sent you here. Open the login link from `connectd token` yourself."
+THROTTLED = "Too many refused logins in the last minute: wait a minute, then run `connectd token` for a new link."
 
 # --------------------------------------------------------------------------------------------------
 # Login codes and sessions
@@ -130,6 +133,22 @@ class PageSession:
     csrf: str
     created: float
     expires: float
+    id: str = ""  # short, not a credential: names the session in the audit log and the list
+    agent: str = ""  # the browser's User-Agent at login, for the person to tell sessions apart
+
+    @property
+    def actor(self) -> str:
+        return f"{PAGE_ACTOR}:{self.id}"
+
+    def view(self, current: bool = False) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "actor": self.actor,
+            "created": self.created,
+            "expires": self.expires,
+            "agent": self.agent,
+            "current": current,
+        }
 
 
 class PageSessions:
@@ -158,20 +177,22 @@ class PageSessions:
         self._codes = {d: t for d, t in self._codes.items() if t > now}
         while len(self._codes) >= MAX_OPEN_CODES:
             del self._codes[min(self._codes, key=self._codes.__getitem__)]
-        code = secrets.token_urlsafe(18)
+        code = LOGIN_CODE_PREFIX + secrets.token_urlsafe(18)
         self._codes[_digest(code)] = now + self.code_ttl
         return code, self.code_ttl
 
-    def redeem(self, code: str) -> tuple[str, PageSession] | None:
+    def redeem(self, code: str, agent: str = "") -> tuple[str, PageSession] | None:
         """Exchange a code (once) for a new session: ``(cookie value, session)``, or None."""
-        if not CODE_RE.fullmatch(code):
+        if not LG.CODE_RE.fullmatch(code):
             return None
         expires = self._codes.pop(_digest(code), None)
         now = self.clock()
         if expires is None or expires <= now:
             return None
         value = secrets.token_urlsafe(32)
-        session = PageSession(_digest(value), secrets.token_urlsafe(32), now, now + self.session_ttl)
+        session = PageSession(
+            _digest(value), secrets.token_urlsafe(32), now, now + self.session_ttl, self._new_id(), agent[:160]
+        )
         self._sessions[session.digest] = session
         self._save()
         return value, session
@@ -189,6 +210,33 @@ class PageSessions:
     def end(self, value: str) -> None:
         if SESSION_RE.fullmatch(value) and self._sessions.pop(_digest(value), None) is not None:
             self._save()
+
+    def _new_id(self) -> str:
+        while True:
+            new = secrets.token_hex(4)
+            if all(s.id != new for s in self._sessions.values()):
+                return new
+
+    def live(self) -> list[PageSession]:
+        """The sessions that have not expired, oldest first."""
+        now = self.clock()
+        return sorted((s for s in self._sessions.values() if s.expires > now), key=lambda s: (s.created, s.id))
+
+    def end_id(self, session_id: str) -> PageSession | None:
+        """End the session with this id (its cookie stops working at once); None if there is none."""
+        found = next((s for s in self._sessions.values() if s.id == session_id), None)
+        if found is not None:
+            del self._sessions[found.digest]
+            self._save()
+        return found
+
+    def end_all(self) -> list[PageSession]:
+        """End every session; the ended ones."""
+        ended = self.live()
+        if self._sessions:
+            self._sessions = {}
+            self._save()
+        return ended
 
     def from_request(self, request: Request) -> PageSession | None:
         return self.session_for(request.cookies.get(cookie_name(request.url.port)))
@@ -211,7 +259,7 @@ class PageSessions:
                 raise Problem(
                     403, "csrf", "refused: this request lacks the page's CSRF token (X-CSRF-Token header)"
                 )
-        return PAGE_ACTOR
+        return session.actor
 
     # --- the file ---------------------------------------------------------------------------------
 
@@ -224,7 +272,9 @@ class PageSessions:
             with os.fdopen(fd, "r", encoding="utf-8") as f:
                 rows = json.load(f)
             now = self.clock()
-            sessions = (PageSession(**row) for row in rows)
+            sessions = [PageSession(**row) for row in rows]
+            # sessions written before they had ids get one now
+            sessions = [s if s.id else replace(s, id=secrets.token_hex(4)) for s in sessions]
             return {s.digest: s for s in sessions if s.expires > now}
         except (OSError, ValueError, TypeError) as exc:
             log.warning("%s is unreadable (%s): every page must log in again", self.path, exc)
@@ -304,45 +354,66 @@ def _page(body: str, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
-def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
-    """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
+class OwnerPage:
+    """The page's handlers: the page, the login, the assets, and the owner API routes of its own
+    (login codes, logout, page sessions), which run through the owner API's one wrapper."""
 
-    Attaches the page sessions to ``auth`` so :func:`connectd.http.authenticate` accepts the
-    session cookie (with its CSRF token) on every owner API route.
-    """
-    sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
-    auth.sessions = sessions
-    index_template = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(
-        "<!--ICONS-->", icon_sprite(STATIC_DIR / "icons")
-    )
-    login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
-    assets = load_assets(STATIC_DIR)
+    def __init__(self, engine: Engine, auth: OwnerAuth, data_dir: Path) -> None:
+        self.engine = engine
+        self.auth = auth
+        self.sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
+        auth.sessions = self.sessions
+        self.index_template = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(
+            "<!--ICONS-->", icon_sprite(STATIC_DIR / "icons")
+        )
+        self.login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
+        self.assets = load_assets(STATIC_DIR)
+        self.gate = LG.LoginGate()
 
-    def login_page(message: str, status: int = 401, headers: dict[str, str] | None = None) -> Response:
-        return _page(login_template.replace("{{message}}", html.escape(message)), status, headers)
+    def login_page(self, message: str, status: int = 401, headers: dict[str, str] | None = None) -> Response:
+        return _page(self.login_template.replace("{{message}}", html.escape(message)), status, headers)
 
-    async def record(actor: str, action: str, outcome: str, detail: str = "") -> None:
+    async def record(self, actor: str, action: str, outcome: str, detail: str = "") -> None:
+        engine = self.engine
         await engine.audit(Audit(actor=actor, action=action, outcome=outcome, detail=detail, at=engine.clock()))
 
-    async def index(request: Request) -> Response:
-        try:
-            authenticate(request, engine, auth)
-        except Problem as problem:
-            return login_page(f"{problem} " if problem.error == "session_expired" else LOGIN_HELP)
-        session = sessions.from_request(request)
-        csrf = session.csrf if session is not None else ""
-        return _page(index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))
+    # --- the page and the login -------------------------------------------------------------------
 
-    async def login(request: Request) -> Response:
-        code = request.query_params.get("code", "")
-        if not code:
-            return login_page(LOGIN_HELP)
-        redeemed = sessions.redeem(code)
+    async def index(self, request: Request) -> Response:
+        try:
+            authenticate(request, self.engine, self.auth)
+        except Problem as problem:
+            return self.login_page(f"{problem} " if problem.error == "session_expired" else LOGIN_HELP)
+        session = self.sessions.from_request(request)
+        csrf = session.csrf if session is not None else ""
+        return _page(self.index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))
+
+    async def login(self, request: Request) -> Response:
+        code, now = request.query_params.get("code", ""), self.engine.clock()
+        verdict = LG.judge(
+            self.gate, now=now, method=request.method, fetch_site=request.headers.get("sec-fetch-site"), code=code
+        )
+        if verdict is LG.Verdict.HELP:
+            return self.login_page(LOGIN_HELP)
+        if verdict is LG.Verdict.PREVIEW:
+            return self.login_page(LOGIN_PREVIEW, 200)
+        if verdict is LG.Verdict.CROSS_SITE:
+            return self.login_page(CROSS_SITE, 403)
+        if verdict is LG.Verdict.THROTTLED:
+            self.gate, audit_it = LG.throttled(self.gate, now)
+            if audit_it:
+                detail = f"over {LG.REFUSALS_PER_WINDOW} refused logins a minute"
+                await self.record(LG.ANONYMOUS, "login", "throttled", detail)
+            return self.login_page(THROTTLED, 429, {"Retry-After": str(int(LG.WINDOW))})
+        agent = request.headers.get("user-agent", "")
+        redeemed = self.sessions.redeem(code, agent) if verdict is LG.Verdict.TRY else None
         if redeemed is None:
-            await record(PAGE_ACTOR, "login", "refused", "unknown, used or expired login code")
-            return login_page(CODE_REFUSED)
+            self.gate = LG.refused(self.gate, now)
+            if verdict is LG.Verdict.TRY:  # a malformed code is refused, never audited
+                await self.record(LG.ANONYMOUS, "login", "refused", "unknown, used or expired login code")
+            return self.login_page(CODE_REFUSED)
         value, session = redeemed
-        await record(PAGE_ACTOR, "login", "done")
+        await self.record(session.actor, "login", "done", session.agent)
         response = RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
         response.set_cookie(
             cookie_name(request.url.port),
@@ -354,37 +425,8 @@ def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRou
         )
         return response
 
-    def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        async def run(request: Request) -> Response:
-            try:
-                actor = authenticate(request, engine, auth)
-                result = await handler(request, actor)
-            except Problem as problem:
-                return problem_response(problem)
-            return result if isinstance(result, Response) else json_response(result)
-
-        run.__name__ = handler.__name__
-        return run
-
-    async def login_codes(request: Request, actor: str) -> Any:
-        only_fields(await read_body(request), set())
-        code, ttl = sessions.new_code()
-        await record(actor, "login_code", "issued", f"valid {int(ttl)}s, once")
-        base = f"http://{request.headers.get('host', '127.0.0.1')}"
-        return {"code": code, "url": f"{base}/login?code={code}", "expires_in": ttl}
-
-    async def logout(request: Request, actor: str) -> Any:
-        name = cookie_name(request.url.port)
-        value = request.cookies.get(name)
-        if value is not None:
-            sessions.end(value)
-        await record(actor, "logout", "done")
-        response = json_response({"logged_out": True})
-        response.delete_cookie(name, path="/", httponly=True, samesite="strict")
-        return response
-
-    async def static(request: Request) -> Response:
-        asset = assets.get(request.path_params["path"])
+    async def static(self, request: Request) -> Response:
+        asset = self.assets.get(request.path_params["path"])
         if asset is None:
             return Response(b"not found\n", 404, media_type="text/plain", headers={"X-Content-Type-Options": "nosniff"})
         headers = {"ETag": asset.etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
@@ -392,10 +434,61 @@ def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRou
             return Response(status_code=304, headers=headers)
         return Response(asset.body, media_type=asset.content_type, headers=headers)
 
-    return [
-        Route("/", index, methods=["GET"]),
-        Route("/login", login, methods=["GET"]),
-        Route("/logout", api(logout), methods=["POST"]),
-        Route("/static/{path:path}", static, methods=["GET"]),
-        Route("/api/login-codes", api(login_codes), methods=["POST"]),
-    ]
+    # --- owner routes of the page (through the owner API's wrapper) -------------------------------
+
+    async def login_codes(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
+        code, ttl = self.sessions.new_code()
+        await self.record(actor, "login_code", "issued", f"valid {int(ttl)}s, once")
+        base = f"http://{request.headers.get('host', '127.0.0.1')}"
+        return {"code": code, "url": f"{base}/login?code={code}", "expires_in": ttl}
+
+    async def logout(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
+        name = cookie_name(request.url.port)
+        value = request.cookies.get(name)
+        if value is not None:
+            self.sessions.end(value)
+        await self.record(actor, "logout", "done")
+        response = json_response({"logged_out": True})
+        response.delete_cookie(name, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def list_sessions(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        current = self.sessions.from_request(request)
+        return [s.view(current is not None and s.id == current.id) for s in self.sessions.live()]
+
+    async def end_session(self, request: Request, actor: str) -> Any:
+        await parse_body(request, Empty)
+        session_id = request.path_params["session_id"]
+        if not SESSION_ID_RE.fullmatch(session_id):
+            raise Problem(400, "bad_session_id", f"a page session id is 8 hex digits, not {session_id[:64]!r}")
+        ended = self.sessions.end_id(session_id)
+        if ended is None:
+            raise Problem(404, "unknown_page_session", f"no live page session {session_id}")
+        await self.record(actor, "page_session_end", "done", f"ended {ended.actor}")
+        return {"ended": ended.view()}
+
+    def routes(self) -> list[BaseRoute]:
+        def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+            return owner_endpoint(self.engine, self.auth, handler)
+
+        return [
+            Route("/", self.index, methods=["GET"]),
+            Route("/login", self.login, methods=["GET"]),  # Starlette answers HEAD too: never redeems
+            Route("/logout", api(self.logout), methods=["POST"]),
+            Route("/static/{path:path}", self.static, methods=["GET"]),
+            Route("/api/login-codes", api(self.login_codes), methods=["POST"]),
+            Route("/api/page-sessions", api(self.list_sessions), methods=["GET"]),
+            Route("/api/page-sessions/{session_id}/end", api(self.end_session), methods=["POST"]),
+        ]
+
+
+def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
+    """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
+
+    Attaches the page sessions to ``auth`` so :func:`connectd.http.owner_auth.authenticate` accepts
+    the session cookie (with its CSRF token) on every owner API route.
+    """
+    return OwnerPage(engine, auth, data_dir).routes()

@@ -554,13 +554,18 @@ class Store:
         """Audit records with id > ``after_id``, oldest first (page on: pass the last row's id).
 
         ``pane`` matches a target that is the pane (``%3``), one of its incarnations (``%3@...``) or an
-        actor named by it (``agent:claude:pane:%3:...``); ``since`` <= at < ``until``.
+        actor named by it (``agent:claude:pane:%3:...``); ``actor`` matches that actor exactly, or,
+        ending in ``:*``, every actor under it (``owner:page:*``: every page session); ``since`` <= at < ``until``.
         """
         where: list[str] = ["id > ?"]
         args: list[Any] = [after_id]
         if actor is not None:
-            where.append("actor = ?")
-            args.append(actor)
+            if actor.endswith(":*"):
+                where.append("substr(actor, 1, length(?)) = ?")
+                args += [actor[:-1], actor[:-1]]
+            else:
+                where.append("actor = ?")
+                args.append(actor)
         if pane is not None:
             where.append("(target = ? OR substr(target, 1, length(?) + 1) = ? || '@' OR instr(target, ':pane:' || ? || ':') > 0)")
             args += [pane, pane, pane, pane]

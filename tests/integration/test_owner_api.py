@@ -543,6 +543,9 @@ def test_each_bad_request_gets_a_400_naming_the_problem_and_changes_nothing(
                 answer = resp.json()
                 assert answer["error"] == error, (method, path, payload, answer)
                 assert answer["message"], (method, path)
+                if error in {"wrong_type", "unknown_field", "empty_field", "bad_field", "unknown_preset"}:
+                    field = answer.get("field", "")  # the pydantic models name the field
+                    assert field and field.split("[")[0] in answer["message"], (method, path, answer)
             form = await r.client.post(
                 "/api/grants",
                 content="harness=claude",
@@ -887,5 +890,28 @@ def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
         assert len(data) == EVENT_BUFFER and json.loads(data[-1][6:])["n"] == EVENT_BUFFER - 1
         assert bodies[-1].startswith("event: overflow") and sent[-1]["more_body"] is False
         assert FakeEngine.subscribers.owner == set()
+
+    run(body)
+
+
+# --- issue 11, item 6: deeply nested JSON -----------------------------------------------------------
+
+
+def test_deeply_nested_json_is_a_400_on_every_owner_route_not_a_500(tmp_path: Path, tmux: TmuxServer) -> None:
+    """Attack: 30,000 nested arrays (Python's decoder recurses) on the owner API, and on /mcp for comparison."""
+
+    async def body() -> None:
+        async with rig(tmp_path, tmux, serve=True) as r:
+            deep = "[" * 30_000 + "]" * 30_000
+            nested_object = '{"env":' * 40 + "{}" + "}" * 40
+            for path, payload in [
+                ("/api/grants", deep),
+                ("/api/disconnect-all", deep),
+                ("/api/launch", nested_object),
+            ]:
+                resp = await r.client.post(path, content=payload, headers={**r.owner, "Content-Type": "application/json"})
+                assert resp.status_code == 400, (path, resp.status_code, resp.text[:200])
+                assert resp.json()["error"] == "bad_json" and "deeper" in resp.json()["message"]
+            assert r.audit_rows() == []  # nothing happened
 
     run(body)

@@ -243,8 +243,13 @@ def test_login_code_is_single_use_and_gives_a_strict_httponly_cookie_whose_posts
         assert out.status_code == 200
         with httpx2.Client(base_url=daemon.base_url, timeout=10, cookies={cookie_name(daemon.port): value}) as ended:
             assert ended.get("/api/agents").status_code == 401
-    rows = daemon.api("GET", "/api/audit?actor=owner:page&limit=1000")
-    assert {("login", "done"), ("login", "refused"), ("logout", "done")} <= {(r["action"], r["outcome"]) for r in rows}
+    rows = daemon.api("GET", "/api/audit?actor=owner:page:*&limit=1000")
+    assert {("login", "done"), ("logout", "done")} <= {(r["action"], r["outcome"]) for r in rows}
+    assert len({r["actor"] for r in rows if r["action"] == "login"}) >= 1
+    # the reused code is refused and audited, but never as the owner: whoever sent it is not known
+    refused = daemon.api("GET", "/api/audit?actor=anonymous&limit=1000")
+    assert ("login", "refused") in {(r["action"], r["outcome"]) for r in refused}
+    assert all(r["outcome"] != "refused" for r in rows)
 
 
 def test_codes_and_sessions_expire_and_sessions_survive_a_new_process(tmp_path: Path) -> None:
@@ -407,7 +412,7 @@ def test_observe_then_off_from_the_fleet(page: Page, daemon: DaemonProcess) -> N
     assert daemon.agent_view(c.pane)["connect"] == "off"
     err, text = agent_call(daemon, c, "whoami")
     assert err and "not connected" in str(text)
-    rows = daemon.api("GET", "/api/audit?actor=owner:page&limit=1000")
+    rows = daemon.api("GET", "/api/audit?actor=owner:page:*&limit=1000")
     mine = [(r["action"], r["detail"]) for r in rows if r["target"] == actor]
     assert ("grant", "history,read") in mine and ("revoke", "") in mine  # the page's toggles, audited as owner:page
 
@@ -572,6 +577,47 @@ def test_cross_site_posts_are_refused(browser: Any, page: Page, daemon: DaemonPr
     assert daemon.agent_view(a.pane)["connect"] == "collaborate"
     err, _ = agent_call(daemon, a, "whoami")
     assert not err
+
+
+@needs_browser
+def test_the_page_lists_logged_in_browsers_and_ends_one(page: Page, daemon: DaemonProcess) -> None:
+    """Issue 11, item 1: the person sees every page session and ends one they do not recognise."""
+    with httpx2.Client(base_url=daemon.base_url, timeout=10, headers={"User-Agent": "someone-elses-browser"}) as other:
+        assert other.get("/login", params={"code": login_code(daemon)}).status_code == 303
+        mine = page.page.locator("#page-sessions > li", has_text="this browser")
+        page.page.reload()
+        page.wait_live()
+        mine.wait_for()
+        theirs = page.page.locator("#page-sessions > li", has_text="someone-elses-browser")
+        theirs.wait_for()
+        session_id = theirs.get_attribute("data-session")
+        theirs.get_by_role("button", name="End").click()
+        page.page.locator("dialog#confirm").get_by_role("button", name="End session").click()
+        theirs.wait_for(state="detached")
+        assert other.get("/api/agents").status_code == 401  # logged out at once
+        rows = daemon.api("GET", "/api/audit?actor=owner:page:*&limit=1000")
+        ended = [r for r in rows if r["action"] == "page_session_end" and session_id in (r["detail"] or "")]
+        assert ended and ended[-1]["actor"].startswith("owner:page:") and ended[-1]["actor"] != f"owner:page:{session_id}"
+    assert page.page.evaluate("fetch('/api/agents').then(r => r.status)") == 200  # this page is still in
+
+
+@needs_browser
+def test_disconnect_all_can_log_out_every_browser_too(browser: Any, daemon: DaemonProcess) -> None:
+    """Issue 11, item 1: disconnect-all offers to end the page sessions as well."""
+    (agent,) = fleet(daemon, "all-sessions")
+    first, second = Page(browser, daemon), Page(browser, daemon)
+    try:
+        second.agent(agent.pane).wait_for()
+        second.page.click("#disconnect-all")
+        dialog = second.page.locator("dialog#confirm")
+        dialog.get_by_label("Also log out every browser (this one too)").check()
+        dialog.get_by_role("button", name="Disconnect all").click()
+        wait_for(lambda: daemon.api("GET", "/api/page-sessions") == [], 10, "every page session ended")
+        for p in (first, second):
+            assert p.page.evaluate("fetch('/api/agents').then(r => r.status)") == 401
+    finally:
+        first.close()
+        second.close()
 
 
 @needs_browser

@@ -111,11 +111,14 @@
     toast.timer = setTimeout(() => { t.hidden = true; }, 4500);
   }
 
-  function confirmDialog({ title, body, ok }) {
+  function confirmDialog({ title, body, ok, check }) {
     const dialog = $("confirm");
     $("confirm-title").textContent = title;
     $("confirm-body").textContent = body;
     $("confirm-ok").textContent = ok;
+    $("confirm-extra").hidden = !check;
+    $("confirm-check").checked = false;
+    $("confirm-check-label").textContent = check || "";
     dialog.returnValue = "";
     dialog.showModal();
     return new Promise((resolve) => {
@@ -535,15 +538,57 @@
       title: "Disconnect all agents?",
       body: `Connect turns off at once for ${n === 1 ? "the one connected agent" : `all ${n} connected agents`}: their next call fails with “not connected”, and their open cards and queued messages are cancelled.`,
       ok: "Disconnect all",
+      check: "Also log out every browser (this one too)",
     });
     if (!ok) return;
+    const endSessions = $("confirm-check").checked;
     try {
-      const result = await api("POST", "/api/disconnect-all", {});
+      const result = await api("POST", "/api/disconnect-all", { end_page_sessions: endSessions });
       toast(`Disconnected ${result.disconnected} agent${result.disconnected === 1 ? "" : "s"}.`);
+      if (endSessions) {
+        showLoggedOut(`Every browser was logged out (${result.page_sessions_ended}).`);
+        return;
+      }
     } catch (err) {
       toast(`Disconnect all failed: ${err.message}`);
     }
     await Promise.all([loadAgents(), loadCards()]).catch(() => {});
+  }
+
+  // --- logged-in browsers (page sessions) -----------------------------------------------------------
+
+  async function loadSessions() {
+    const rows = await api("GET", "/api/page-sessions");
+    const list = $("page-sessions");
+    list.replaceChildren(
+      ...rows.map((s) => {
+        const end = h("button", { attrs: { type: "button" }, class: "btn quiet", text: s.current ? "Log out" : "End", on: { click: () => endSession(s) } });
+        return h(
+          "li",
+          { data: { session: s.id } },
+          h("code", { text: s.id }),
+          h("span", { class: "muted", text: ` since ${fmtTime(s.created)}${s.current ? " · this browser" : ""} ` }),
+          h("span", { class: "agent", text: s.agent || "unknown browser" }),
+          end,
+        );
+      }),
+    );
+  }
+
+  async function endSession(s) {
+    const ok = await confirmDialog({
+      title: s.current ? "Log out this browser?" : `End session ${s.id}?`,
+      body: `The browser ${s.agent || ""} is logged out at once; it needs a new login link from \`connectd token\`.`,
+      ok: s.current ? "Log out" : "End session",
+    });
+    if (!ok) return;
+    try {
+      await api("POST", `/api/page-sessions/${encodeURIComponent(s.id)}/end`, {});
+      toast(`Session ${s.id} ended.`);
+    } catch (err) {
+      toast(`Ending the session failed: ${err.message}`);
+    }
+    await loadSessions().catch(() => {});
   }
 
   // --- Activity: messages -------------------------------------------------------------------------
@@ -898,6 +943,7 @@
       }
       showLoggedOut("You logged out.");
     });
+    loadSessions().catch(reportError);
     setInterval(tick, 1000);
     setLive("connecting");
     openEvents();

@@ -1,0 +1,254 @@
+"""The owner API's routes under ``/api/``: the person's reads and decisions.
+
+Every route runs through :func:`connectd.http.owner_auth.owner_endpoint` (who is asking), takes its
+body as a pydantic model from :mod:`connectd.http.bodies` (nothing is called before the whole request
+passed) and sits behind :class:`connectd.http.loopback.LoopbackGuard`, like every other route.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Match, Route
+
+from connectcore import grants
+from connectcore._machine import ConnectError
+from connectcore.consent import Decision
+from connectcore.delivery import Message
+from connectcore.effects import Audit
+from connectcore.grants import Preset
+from connectd.engine import Engine, EngineError
+from connectd.http import bodies as B
+from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
+from connectd.http.errors import Problem, owner_message_view, refusal
+from connectd.http.events import KEEPALIVE_SECONDS, AsResponse, EventStream
+from connectd.http.owner_auth import Handler, OwnerAuth, owner_endpoint
+
+
+def _call_with_by(fn: Callable[..., Awaitable[Any]], *args: Any, by: str) -> Awaitable[Any]:
+    """Pass ``by=`` (the audit actor) when the engine method takes it."""
+    try:
+        takes_by = "by" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_by = False
+    return fn(*args, by=by) if takes_by else fn(*args)
+
+
+class OwnerApi:
+    """The handlers, each ``(request, actor) -> JSON-able``; :meth:`routes` mounts them."""
+
+    def __init__(self, engine: Engine, auth: OwnerAuth, history: object | None, keepalive: float) -> None:
+        self.engine = engine
+        self.auth = auth
+        self.history = history
+        self.keepalive = keepalive
+
+    async def record(self, actor: str, action: str, outcome: str, target: str | None = None, detail: str = "") -> None:
+        engine = self.engine
+        await engine.audit(Audit(actor=actor, action=action, outcome=outcome, target=target, detail=detail, at=engine.clock()))
+
+    # --- reads --------------------------------------------------------------------------------
+
+    async def agents(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        return self.engine.agents()
+
+    async def cards(self, request: Request, actor: str) -> Any:
+        query = Query(request, {"all"})
+        return self.engine.cards(include_closed=query.flag("all"))
+
+    async def launchers(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        return [
+            {
+                "name": launcher.name,
+                "harness": launcher.harness,
+                "opaque": launcher.opaque is not None,
+                "connectable": launcher.connectable,
+                "reason": launcher.unconnectable_reason,
+                "restartable": launcher.restartable,
+                "restart_refusal": launcher.restart_refusal,
+            }
+            for launcher in sorted(self.engine.launchers.values(), key=lambda item: item.name)
+        ]
+
+    async def messages(self, request: Request, actor: str) -> Any:
+        query = Query(request, {"pane", "principal", "limit"})
+        pane = query.text("pane")
+        pane = parse_pane(pane) if pane is not None else None
+        principal, limit = query.text("principal"), query.limit()
+        store = self.engine.store
+        rows = await anyio.to_thread.run_sync(lambda: store.messages(pane=pane, principal=principal, limit=limit))
+        return [owner_message_view(m) if isinstance(m, Message) else m for m in rows]
+
+    async def audit(self, request: Request, actor: str) -> Any:
+        query = Query(request, {"actor", "pane", "outcome", "since", "until", "after", "limit"})
+        pane = query.text("pane")
+        filters = {
+            "actor": query.text("actor"),
+            "pane": parse_pane(pane) if pane is not None else None,
+            "outcome": query.text("outcome"),
+            "since": query.number("since"),
+            "until": query.number("until"),
+            "after_id": query.integer("after", default=0),
+            "limit": query.limit(),
+        }
+        store = self.engine.store
+        return await anyio.to_thread.run_sync(lambda: store.audit(**filters))
+
+    async def events(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        return AsResponse(EventStream(self.engine, self.keepalive))
+
+    async def session_dirs(self, request: Request, actor: str) -> Any:
+        query = Query(request, {"limit"})
+        limit = query.integer("limit", default=20, low=1, high=MAX_LIMIT)
+        recent = getattr(self.history, "recent_dirs", None)
+        if recent is None:
+            return []
+        try:
+            return await anyio.to_thread.run_sync(lambda: recent(limit))
+        except ConnectError as exc:  # the history index's own refusals
+            raise bad("history", str(exc)) from None
+
+    # --- the person's decisions ---------------------------------------------------------------
+
+    async def approve(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.Approve)
+        decision = Decision.APPROVE_PAIR if body.pair else Decision.APPROVE_ONCE
+        return await self.engine.decide(request.path_params["card_id"], decision, by=actor)
+
+    async def decline(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await self.engine.decide(request.path_params["card_id"], Decision.DECLINE, by=actor)
+
+    async def set_grant(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.SetGrant)
+        preset = Preset(body.preset)
+        await self.engine.set_grant((body.harness, body.session_id), preset, by=actor)
+        return {"session": {"harness": body.harness, "session_id": body.session_id}, "connect": preset.value}
+
+    async def pane_connect(self, request: Request, actor: str) -> Any:
+        pane = parse_pane(request.path_params["pane"], "the pane in the path")
+        body = await parse_body(request, B.PanePreset)
+        return await self.engine.set_pane_preset(pane, Preset(body.preset), by=actor)
+
+    async def revoke(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.Revoke)
+        engine = self.engine
+        if body.pane is not None:
+            record = engine.directory.panes.get(body.pane)
+            if record is None:
+                raise Problem(404, "unknown_target", f"no live pane {body.pane}")
+            principal = grants.principal_at(engine.hub.book, record.token)
+            if principal is None:
+                raise Problem(409, "not_connected", f"{body.pane} holds no connected agent")
+            principal_id = principal.id
+        else:
+            principal_id = str(body.principal)
+            if principal_id not in engine.hub.book.principals:
+                raise Problem(404, "unknown_principal", f"no principal {principal_id[:128]!r}")
+        await engine.revoke_principals([principal_id], by=actor)
+        root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
+        return {"revoked": grants.actor_name(root), "principal": root.id}
+
+    async def disconnect_all(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.DisconnectAll)
+        result: dict[str, Any] = {"disconnected": await self.engine.disconnect_all(by=actor)}
+        if body.end_page_sessions:
+            sessions = self.auth.sessions
+            ended = sessions.end_all() if sessions is not None else []
+            for session in ended:
+                await self.record(actor, "page_session_end", "done", getattr(session, "actor", None), "disconnect-all")
+            result["page_sessions_ended"] = len(ended)
+        return result
+
+    async def rotate_owner_token(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        self.auth.rotate_owner_token()
+        await self.record(actor, "owner_token_rotate", "done")
+        return {"rotated": True, "file": "owner_token"}
+
+    async def launch(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.Launch)
+        if not os.path.isabs(body.cwd) or not os.path.isdir(body.cwd):
+            raise bad("bad_cwd", f"cwd must be an existing absolute directory, not {body.cwd[:256]!r}", field="cwd")
+        preset = Preset(body.connect)
+        try:
+            result = await self.engine.launch(
+                body.launcher, preset=preset, cwd=body.cwd, session=body.session, extra_env=dict(body.env)
+            )
+        except (EngineError, ConnectError) as exc:
+            problem = refusal(exc)
+            await self.record(actor, "launch", "refused", body.launcher[:128], problem.error)
+            raise problem from None
+        detail = f"launcher={body.launcher} connect={result.get('connect')}"
+        await self.record(actor, "launch", "done", result.get("pane"), detail)
+        return result
+
+    async def restart(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.Restart)
+        preset = Preset(body.preset)
+        restart_to_connect = getattr(self.engine, "restart_to_connect", None)
+        if restart_to_connect is None:
+            raise Problem(501, "not_implemented", "restart-to-connect is not available in this daemon")
+        result = await _call_with_by(restart_to_connect, body.pane, preset, by=actor)
+        return result if result is not None else {"pane": body.pane, "connect": preset.value, "restarting": True}
+
+    # --- the table ----------------------------------------------------------------------------
+
+    def routes(self) -> list[BaseRoute]:
+        get, post = ["GET"], ["POST"]
+        table: list[tuple[str, Handler, list[str]]] = [
+            ("/api/agents", self.agents, get),
+            ("/api/cards", self.cards, get),
+            ("/api/cards/{card_id}/approve", self.approve, post),
+            ("/api/cards/{card_id}/decline", self.decline, post),
+            ("/api/grants", self.set_grant, post),
+            ("/api/panes/{pane}/connect", self.pane_connect, post),
+            ("/api/revoke", self.revoke, post),
+            ("/api/disconnect-all", self.disconnect_all, post),
+            ("/api/owner-token/rotate", self.rotate_owner_token, post),
+            ("/api/launch", self.launch, post),
+            ("/api/launchers", self.launchers, get),
+            ("/api/restart", self.restart, post),
+            ("/api/messages", self.messages, get),
+            ("/api/audit", self.audit, get),
+            ("/api/events", self.events, get),
+            ("/api/sessions/dirs", self.session_dirs, get),
+        ]
+        routes = [Route(path, owner_endpoint(self.engine, self.auth, fn), methods=methods) for path, fn, methods in table]
+
+        async def not_found(request: Request, actor: str) -> Any:
+            allowed = sorted(
+                {m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL for m in route.methods or ()}
+            )
+            if allowed:
+                raise Problem(
+                    405, "method_not_allowed", f"{request.url.path} takes {' or '.join(allowed)}, not {request.method}"
+                )
+            raise Problem(404, "not_found", f"no owner API route {request.method} {request.url.path}")
+
+        catch_all = Route(
+            "/api/{rest:path}",
+            owner_endpoint(self.engine, self.auth, not_found),
+            methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        )
+        return [*routes, catch_all]
+
+
+def owner_routes(
+    engine: Engine,
+    auth: OwnerAuth,
+    history: object | None = None,
+    *,
+    keepalive: float = KEEPALIVE_SECONDS,
+    api: OwnerApi | None = None,
+) -> list[BaseRoute]:
+    """The owner API's routes (mount them before ``/mcp``; wrap the whole app in ``LoopbackGuard``)."""
+    return (api or OwnerApi(engine, auth, history, keepalive)).routes()
