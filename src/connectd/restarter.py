@@ -57,6 +57,8 @@ class Restarts:
         """Plan the restart (refusing what cannot be restarted, with the reason) and start it."""
         engine = self.engine
         scopes = PRESET_SCOPES[preset]
+        if not scopes:
+            raise EngineError("bad_preset", "restart-to-connect needs observe or collaborate")
         record = engine.watcher.directory.panes.get(pane_id)
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
