@@ -3,7 +3,7 @@
 Every step of the core, for every caller (agent calls, the person's calls, the watcher, delivery,
 restarts), returns its effects to :class:`connectd.runner.CoreRunner`, which commits ``Persist`` and
 ``Audit`` under the core lock and hands every effect to :meth:`Interpreter.run`. Each effect type has
-exactly one handler here (``functools.singledispatchmethod``); an effect with no handler is a loud
+exactly one handler here (the table built in ``Interpreter.__init__``); an effect with no handler is a loud
 ``TypeError``, never ignored.
 
 Failure policy, per effect: an I/O error while executing an effect (tmux, the filesystem) ends that
@@ -21,7 +21,7 @@ restart step the restart driver takes under the same lock. The interpreter never
 from __future__ import annotations
 
 import logging
-from functools import singledispatchmethod
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from connectcore import restart as R
@@ -71,6 +71,25 @@ def subject(effect: Effect) -> tuple[Any, ...]:
 class Interpreter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._handlers: dict[type[Effect], Callable[[Any], Awaitable[None]]] = {
+            Persist: self._persist,
+            Audit: self._audit,
+            Notify: self._notify,
+            EndSubscriptions: self._end,
+            CheckGuard: self._check_guard,
+            TypeText: self._type_text,
+            PressEnter: self._press_enter,
+            ConfirmTyping: self._confirm,
+            SetPaneOption: self._set_option,
+            ExitAgent: self._exit_agent,
+            Respawn: self._respawn,
+            R.ObservePane: self._answered_by_driver,
+            R.InspectPane: self._answered_by_driver,
+        }
+
+    def handled(self) -> frozenset[type[Effect]]:
+        """The effect types this interpreter executes (a test checks it is every type the core emits)."""
+        return frozenset(self._handlers)
 
     async def run(self, effects: tuple[Effect, ...]) -> None:
         failed: set[tuple[Any, ...]] = set()
@@ -88,31 +107,30 @@ class Interpreter:
         """An audit record reached the store: tell the owner's stream."""
         self.engine.subscribers.publish({"topic": "audit", "actor": record.actor, "action": record.action})
 
-    # --- execution: one handler per effect type ---------------------------------------------------
+    # --- execution: one handler per effect type, as a table ----------------------------------------
+    # (a table, not decorators: the dispatch is data a test can read, and mutation testing reaches
+    # every handler's body)
 
-    @singledispatchmethod
     async def execute(self, effect: Effect) -> None:
-        raise TypeError(f"the interpreter has no handler for {type(effect).__name__}: {effect!r}")
+        handler = self._handlers.get(type(effect))
+        if handler is None:
+            raise TypeError(f"the interpreter has no handler for {type(effect).__name__}: {effect!r}")
+        await handler(effect)
 
-    @execute.register
     async def _persist(self, effect: Persist) -> None:
         """Committed by the runner under the core lock before any effect runs; nothing more to do."""
 
-    @execute.register
     async def _audit(self, effect: Audit) -> None:
         self.published(effect)  # committed by the runner; the owner's stream hears of it
 
-    @execute.register
     async def _notify(self, effect: Notify) -> None:
         subscribers = self.engine.subscribers
         subscribers.wake(effect.principal)
         subscribers.publish({"topic": effect.topic, "key": list(effect.key), **dict(effect.payload)})
 
-    @execute.register
     async def _end(self, effect: EndSubscriptions) -> None:
         self.engine.subscribers.end(effect.principal)
 
-    @execute.register
     async def _check_guard(self, effect: CheckGuard) -> None:
         delivery = self.engine.delivery
         self.engine.supervisor.spawn(
@@ -123,51 +141,36 @@ class Interpreter:
             on_error=lambda exc: delivery.guard_failed(effect, exc),
         )
 
-    @execute.register
     async def _type_text(self, effect: TypeText) -> None:
         await self.engine.tmux.paste_text(effect.pane_id, effect.text)
 
-    @execute.register
     async def _press_enter(self, effect: PressEnter) -> None:
         await self.engine.delivery.press_enter(effect)
 
-    @execute.register
     async def _confirm(self, effect: ConfirmTyping) -> None:
         await self.engine.delivery.confirm(effect)
 
-    @execute.register
     async def _set_option(self, effect: SetPaneOption) -> None:
         await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
 
-    @execute.register
     async def _exit_agent(self, effect: ExitAgent) -> None:
         await self.engine.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.engine.timing.settle)
 
-    @execute.register
     async def _respawn(self, effect: Respawn) -> None:
         await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
         await self.engine.restarts.respawned(effect)
 
-    @execute.register
-    async def _observe(self, effect: R.ObservePane) -> None:
-        """A question the restart driver that stepped it answers (it reads the step's effects)."""
-
-    @execute.register
-    async def _inspect(self, effect: R.InspectPane) -> None:
+    async def _answered_by_driver(self, effect: R.ObservePane | R.InspectPane) -> None:
         """A question the restart driver that stepped it answers (it reads the step's effects)."""
 
     # --- failures: turned into the core's events ---------------------------------------------------
 
-    @singledispatchmethod
     async def failed(self, effect: Effect, exc: Exception) -> None:
-        log.warning("effect %s failed: %s", type(effect).__name__, exc)
-
-    @failed.register
-    async def _typing_failed(self, effect: TypeText | PressEnter | ConfirmTyping, exc: Exception) -> None:
-        assert effect.message is not None
-        what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
-        await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}")
-
-    @failed.register
-    async def _restart_failed(self, effect: SetPaneOption | ExitAgent | Respawn, exc: Exception) -> None:
-        raise RestartEffectFailed(effect, exc) from exc
+        if isinstance(effect, TypeText | PressEnter | ConfirmTyping):
+            assert effect.message is not None
+            what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
+            await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}")
+        elif isinstance(effect, SetPaneOption | ExitAgent | Respawn):
+            raise RestartEffectFailed(effect, exc) from exc
+        else:
+            log.warning("effect %s failed: %s", type(effect).__name__, exc)
