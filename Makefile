@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean
+.PHONY: run test lint unit model integration live harnesses mutation mutation-shell bench eval-screens diagrams clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ live: harnesses
 
 mutation: $(STAMP)
 	$(PY) scripts/mutation_score.py
+
+# The daemon's decision-bearing modules (runner, interpreter, guard, supervisor, reconciliation).
+mutation-shell: $(STAMP)
+	$(PY) scripts/mutation_score.py --shell
 
 bench: $(STAMP)
 	$(PY) scripts/bench.py

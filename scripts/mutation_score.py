@@ -1,8 +1,15 @@
-"""Run mutmut on src/connectcore and print the score, overall and per module.
+"""Run mutmut and print the score, overall and per module.
 
-Score = (killed + timeout) / (total - skipped). ``make mutation`` mutates the whole core; pass module
-names to limit the run (``python scripts/mutation_score.py hub grants consent delivery``). The model
-tests run with fewer examples per mutant (CONNECT_MODEL_EXAMPLES, default 25 here).
+Score = (killed + timeout) / (total - skipped).
+
+- ``make mutation`` mutates the whole core (``src/connectcore``) against tests/unit and tests/model;
+  pass module names to limit the run (``python scripts/mutation_score.py hub grants consent delivery``).
+  The model tests run with fewer examples per mutant (CONNECT_MODEL_EXAMPLES, default 25 here).
+- ``make mutation-shell`` (``--shell``) mutates the daemon's decision-bearing modules (SHELL_MODULES:
+  the runner, the interpreter, the delivery guard, the supervisor, startup reconciliation in the
+  watcher) against SHELL_TESTS: the shell's unit tests and a bounded simulation of the whole daemon.
+  It runs in a copy of the tree (``mutmut`` takes one ``[tool.mutmut]`` section, the core's), with the
+  copy's section rewritten to mutate ``src/connectd``.
 """
 
 from __future__ import annotations
@@ -12,25 +19,61 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-LINE = re.compile(r"^\s*(connectcore\.[\w.]+?)\.(x_|x[ǁ]|\w+__mutmut_)\S*:\s*(\w+)")
+SHELL_MODULES = ["runner", "interpreter", "delivery_io", "supervisor", "watcher"]
+SHELL_TESTS = [
+    "tests/unit/test_runner.py",
+    "tests/unit/test_interpreter.py",
+    "tests/unit/test_supervisor.py",
+    "tests/simulation",
+]
+SIMULATION_SEEDS_PER_MUTANT = "40"
+
+
+def shell_copy() -> Path:
+    """A copy of the tree whose mutmut section mutates src/connectd against SHELL_TESTS."""
+    copy = Path(tempfile.mkdtemp(prefix="connect-mutation-shell-"))
+    ignore = shutil.ignore_patterns(".venv", "mutants", ".cache", ".git", "__pycache__", "*.pyc")
+    shutil.copytree(ROOT, copy, dirs_exist_ok=True, ignore=ignore)
+    pyproject = copy / "pyproject.toml"
+    text = pyproject.read_text()
+    text = text.replace('source_paths = ["src/connectcore/"]', 'source_paths = ["src/connectd/"]')
+    text = text.replace('also_copy = ["src/connectd/",', 'also_copy = ["src/connectcore/",')
+    text = re.sub(r"do_not_mutate = \[[^\]]*\]", "do_not_mutate = []", text)
+    present = [t for t in SHELL_TESTS if (ROOT / t).exists()]
+    for missing in sorted(set(SHELL_TESTS) - set(present)):
+        print(f"note: {missing} is not in this tree; the shell's mutants run without it", file=sys.stderr)
+    tests = ", ".join(f'"{t}"' for t in present)
+    text = re.sub(r"pytest_add_cli_args_test_selection = \[[^\]]*\]", f"pytest_add_cli_args_test_selection = [{tests}]", text)
+    if 'source_paths = ["src/connectd/"]' not in text:
+        raise SystemExit("pyproject.toml's [tool.mutmut] section changed shape: update scripts/mutation_score.py")
+    pyproject.write_text(text)
+    return copy
 
 
 def main(argv: list[str]) -> int:
-    modules = [a for a in argv if not a.startswith("-")]
-    extra = [a for a in argv if a.startswith("-")]
-    env = {**os.environ, "CONNECT_MODEL_EXAMPLES": os.environ.get("CONNECT_MODEL_EXAMPLES", "25")}
-    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
-    names = [f"connectcore.{m}.*" for m in modules]
-    subprocess.run([str(BIN / "mutmut"), "run", *extra, *names], cwd=ROOT, env=env, check=False)
-    out = subprocess.run([str(BIN / "mutmut"), "results", "--all", "true"], cwd=ROOT, env=env, capture_output=True, text=True)
+    shell = "--shell" in argv
+    modules = [a for a in argv if not a.startswith("-")] or (SHELL_MODULES if shell else [])
+    extra = [a for a in argv if a.startswith("-") and a != "--shell"]
+    package = "connectd" if shell else "connectcore"
+    env = {
+        **os.environ,
+        "CONNECT_MODEL_EXAMPLES": os.environ.get("CONNECT_MODEL_EXAMPLES", "25"),
+        "CONNECT_SIM_SEEDS": os.environ.get("CONNECT_SIM_SEEDS", SIMULATION_SEEDS_PER_MUTANT),
+    }
+    where = shell_copy() if shell else ROOT
+    shutil.rmtree(where / "mutants", ignore_errors=True)
+    names = [f"{package}.{m}.*" for m in modules]
+    subprocess.run([str(BIN / "mutmut"), "run", *extra, *names], cwd=where, env=env, check=False)
+    out = subprocess.run([str(BIN / "mutmut"), "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True)
     per: dict[str, Counter[str]] = defaultdict(Counter)
     for line in out.stdout.splitlines():
-        match = re.match(r"^\s*(connectcore\.[A-Za-z_]+)\.\S+:\s*(\w[\w ]*)$", line)
+        match = re.match(rf"^\s*({package}\.[A-Za-z_]+)\.\S+:\s*(\w[\w ]*)$", line)
         if match:
             per[match.group(1)][match.group(2).strip()] += 1
     if modules:
@@ -51,6 +94,8 @@ def main(argv: list[str]) -> int:
             f"| {module} | {sum(counts.values())} | {counts['killed']} | {counts['timeout']} | {counts['survived']} "
             f"| {counts['no tests']} | {score:.1f}% |"
         )
+    if shell:
+        print(f"(mutants and survivors are in {where}/mutants; `mutmut show NAME` there shows one)")
     return 0
 
 
