@@ -419,7 +419,7 @@ def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
             "same_incarnation", f"restart {record.restart_id}: {ev.incarnation} is the incarnation it replaces"
         )
     session = _restart_session(state)
-    scopes = grants.session_scopes(hub.book, session) & grants.PRESET_SCOPES[hub.book.cap]
+    scopes = grants.session_scopes(hub.book, session)  # within the cap
     why = record.connect_withdrawn or ("" if scopes else "the session's grant is off")
     if why:
         return hub, (

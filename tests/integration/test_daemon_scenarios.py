@@ -312,3 +312,24 @@ def test_an_agent_that_died_while_the_daemon_was_down_is_ended_at_start(daemon: 
     assert daemon.cards() == []
     err, payload = run(_whoami, daemon, a.token)  # the live agent is untouched
     assert not err, payload
+
+
+def test_a_cap_lowered_in_policy_binds_existing_grants_after_a_restart(daemon: DaemonProcess) -> None:
+    a, b = agents(daemon, "a", "b")
+    daemon.stop()
+    (daemon.data_dir / "policy.toml").write_text('cap = "observe"\n')
+    daemon.start()
+
+    async def as_a() -> tuple[tuple[bool, object], tuple[bool, object]]:
+        async with mcp_agent(daemon.mcp_url, a.token or "") as client:
+            sent = await call(client, "send_message", to=b.address, text="hi", message_id="m-capped")
+            listed = await call(client, "list_agents")
+            return sent, listed
+
+    (sent_err, sent), (list_err, listed) = run(as_a)
+    assert sent_err and "scope_denied" in str(sent) and "lacks the 'message' scope" in str(sent)
+    assert not list_err, listed
+    shown = {x["pane"]: x for x in listed["data"]}  # type: ignore[index]
+    assert shown[b.pane]["scopes"] == ["history", "read"] and shown[b.pane]["connect"] == "observe"
+    assert shown[b.pane]["reachable"] is False
+    assert daemon.cards() == [] and b.prompts() == []
