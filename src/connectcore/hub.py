@@ -558,6 +558,37 @@ def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:
     return None
 
 
+# --- counters, pair approvals and hop state, by merge group ------------------------------------------
+# They are keyed by the principal that was current when they were written; a later merge (a resumed
+# agent's token bound to its session, :func:`connectcore.grants.bind_session`) makes two principals
+# one agent, and records written under the old id after the merge (a card approved, a message typed)
+# still name it. So every read goes through the merge group: a merge resets nothing.
+
+
+def sent_within(hub: Hub, principal_id: str, now: float) -> tuple[float, ...]:
+    """When the agent (any principal of its merge group) sent, within the rate window."""
+    times = (t for m in grants.group(hub.book, principal_id) for t in hub.sent.get(m, ()))
+    return delivery.within_window(tuple(sorted(times)), now, hub.limits.rate_window)
+
+
+def pair_sent_within(hub: Hub, principal_id: str, incarnation: str, now: float) -> tuple[float, ...]:
+    """When the agent sent to this recipient incarnation, within the rate window."""
+    members = grants.group(hub.book, principal_id)
+    times = (t for m in members for t in hub.pair_sent.get((m, incarnation), ()))
+    return delivery.within_window(tuple(sorted(times)), now, hub.limits.rate_window)
+
+
+def pair_approved(hub: Hub, principal_id: str, incarnation: str) -> bool:
+    """The person approved this agent (any principal of its merge group) to message this incarnation."""
+    return any((m, incarnation) in hub.pairs for m in grants.group(hub.book, principal_id))
+
+
+def last_received(hub: Hub, principal_id: str) -> tuple[str, int, float] | None:
+    """The agent's latest received message (conversation, hop, when), for the hop of its next one."""
+    found = [hub.last_received[m] for m in grants.group(hub.book, principal_id) if m in hub.last_received]
+    return max(found, key=lambda r: r[2]) if found else None
+
+
 def panes_to_lock(hub: Hub, principal_ids: Iterable[str]) -> tuple[str, ...]:
     """Every pane whose send lock a revocation of these principals must hold: their own panes and
     the recipients of anything they sent or may receive that has not reached its outcome."""
@@ -836,10 +867,10 @@ def _submit(hub: Hub, ev: Submit) -> Step:
                 "id_cap",
                 f"{live_ids} message ids are reserved (at most {limits.live_ids_per_principal} per hour)",
             )
-        sent = delivery.within_window(hub.sent.get(sender.id, ()), ev.now, limits.rate_window)
+        sent = sent_within(hub, sender.id, ev.now)
         delivery.check_rate(len(sent), limits.sender_per_window, "sender", limits.rate_window)
         pair: PairKey = (sender.id, ev.recipient.incarnation)
-        pair_sent = delivery.within_window(hub.pair_sent.get(pair, ()), ev.now, limits.rate_window)
+        pair_sent = pair_sent_within(hub, sender.id, ev.recipient.incarnation, ev.now)
         delivery.check_rate(len(pair_sent), limits.pair_per_window, "pair", limits.rate_window)
         size = len(typed.encode("utf-8"))
         if _queued_bytes(hub, ev.recipient.incarnation) + size > limits.queued_bytes_per_recipient:
@@ -855,7 +886,7 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         raise _refuse(actor, ev, exc.reason, str(exc)) from exc
 
     conversation, hop = delivery.assign_hop(
-        hub.last_received.get(sender.id), ref=ev.ref, now=ev.now, limits=limits
+        last_received(hub, sender.id), ref=ev.ref, now=ev.now, limits=limits
     )
     message = Message(
         sender=sender.id,
@@ -876,14 +907,19 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         expires_at=ev.now + limits.id_ttl,
         state=MessageState.AWAITING_CONSENT,
     )
+    window = limits.rate_window  # each key keeps only its own times (the group is summed on reading)
     hub = replace(
         hub,
         refs={**hub.refs, ev.ref: message.key},
-        sent={**hub.sent, sender.id: (*sent, ev.now)},
-        pair_sent={**hub.pair_sent, pair: (*pair_sent, ev.now)},
+        sent={**hub.sent, sender.id: (*delivery.within_window(hub.sent.get(sender.id, ()), ev.now, window), ev.now)},
+        pair_sent={
+            **hub.pair_sent,
+            pair: (*delivery.within_window(hub.pair_sent.get(pair, ()), ev.now, window), ev.now),
+        },
     )
     effects: list[Effect] = []
-    if consent.needs_card(pair_approved=pair in hub.pairs, hop=hop, hop_limit=limits.hop_limit):
+    approved = pair_approved(hub, sender.id, ev.recipient.incarnation)
+    if consent.needs_card(pair_approved=approved, hop=hop, hop_limit=limits.hop_limit):
         message = replace(message, card=ev.card_id)
         hub = _store(hub, message)
         hub, more = _open_card(
@@ -1288,9 +1324,13 @@ __all__ = [
     "UnknownItem",
     "authorize",
     "dead_incarnations",
+    "last_received",
     "message_for",
+    "pair_approved",
+    "pair_sent_within",
     "panes_to_lock",
     "restart_of_pane",
     "restore",
+    "sent_within",
     "step",
 ]

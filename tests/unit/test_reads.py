@@ -57,3 +57,105 @@ def test_a_cap_of_off_disconnects_every_ordinary_agent_but_not_control() -> None
     capped(w, Preset.OFF)
     assert grants.authenticate_or_none(w.hub.book, a.token) is None
     assert grants.scopes_of(w.hub.book, grants.authenticate(w.hub.book, c.token).id) == grants.CONTROL_SCOPES
+
+
+# --- merging two principals carries counters, pair approvals and hop state ---------------------------
+
+
+def merged_pair(w: World) -> tuple[object, object, object]:
+    """``a`` holds session s1; ``again`` (the same agent resumed by hand, session unknown at launch)
+    gets its own principal until its binding merges it into a's; ``b`` is a recipient."""
+    a = w.launch("a", harness="codex", session=("codex", "s1"))
+    again = w.launch("again", harness="codex")
+    b = w.launch("b")
+    return a, again, b
+
+
+def sent(w: World, key: tuple[str, str]) -> H.Message:
+    """The message by its sender's id, whichever principal of the merge group it is stored under."""
+    found = H.message_for(w.hub, key[0], key[1])
+    assert found is not None
+    return found
+
+
+def merge(w: World, again: object) -> None:
+    w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # type: ignore[attr-defined]
+
+
+def test_a_merge_keeps_the_sender_rate_limited() -> None:
+    w = World.with_limits(sender_per_window=2)
+    a, again, b = merged_pair(w)
+    w.send(again, b, message_id="m1")
+    w.send(again, b, message_id="m2")
+    merge(w, again)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(again, b, message_id="m3")
+    assert err.value.reason == "rate_limited"
+    with pytest.raises(H.CallRefused) as err:  # the merged agent's other token too: one agent, one budget
+        w.send(a, b, message_id="m4")
+    assert err.value.reason == "rate_limited"
+
+
+def test_a_merge_keeps_the_pair_rate_limited() -> None:
+    w = World.with_limits(pair_per_window=1)
+    _a, again, b = merged_pair(w)
+    w.send(again, b, message_id="m1")
+    merge(w, again)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(again, b, message_id="m2")
+    assert err.value.reason == "rate_limited" and "pair" in str(err.value)
+
+
+def test_a_merge_keeps_the_pair_approved() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    w.decide(w.send(again, b, message_id="m1"))
+    merge(w, again)
+    key = w.send(again, b, message_id="m2")
+    assert sent(w, key).card is None and sent(w, key).state.value == "ready"
+
+
+def test_a_card_opened_before_a_merge_and_approved_after_it_approves_the_merged_agent() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    first = w.send(again, b, message_id="m1")
+    merge(w, again)
+    w.decide(first)
+    key = w.send(again, b, message_id="m2")
+    assert sent(w, key).card is None
+
+
+def test_a_merge_keeps_the_hop_count() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    received = w.send(b, again, message_id="q1")
+    w.decide(received)
+    w.deliver(received, again)
+    merge(w, again)
+    key = w.send(again, b, message_id="answer")
+    assert sent(w, key).hop == 2
+    assert sent(w, key).conversation == w.message(received).conversation
+
+
+def test_a_message_received_by_the_old_principal_after_the_merge_still_counts_for_the_hop() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    received = w.send(b, again, message_id="q1")
+    w.decide(received)
+    merge(w, again)
+    w.deliver(received, again)  # addressed to again's old principal, delivered after the merge
+    key = w.send(again, b, message_id="answer")
+    assert sent(w, key).hop == 2
+
+
+def test_a_resume_through_a_launch_with_the_session_keeps_every_counter() -> None:
+    w = World.with_limits(sender_per_window=1)
+    a = w.launch("a", session=("claude", "s1"))
+    b = w.launch("b")
+    w.decide(w.send(a, b, message_id="m1"))
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))
+    resumed = w.launch("a2", session=("claude", "s1"), pane=a.pane)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(resumed, b, message_id="m2")
+    assert err.value.reason == "rate_limited"
+    assert H.pair_approved(w.hub, resumed.principal, b.incarnation)
