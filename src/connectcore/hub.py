@@ -508,9 +508,12 @@ class CallRefused(ConnectError):
 
 
 def authorize(
-    hub: Hub, *, token_hash: str, scope: Scope, action: str, now: float, target: str = ""
+    hub: Hub, *, token_hash: str, scope: Scope | None, action: str, now: float, target: str = ""
 ) -> tuple[Principal, Audit]:
-    """The gate every agent call passes: a live token and the scope, audited either way."""
+    """The gate every agent call passes: a live token and the scope (``None``: a connected token is
+    enough), audited either way. A refusal names the agent a known token belongs to (revoked or
+    ended: its calls are still its own), else ``agent:unknown``."""
+    scope_name = scope.value if scope is not None else None
     try:
         principal = grants.authenticate(hub.book, token_hash)
     except grants.NotConnected as exc:
@@ -518,10 +521,10 @@ def authorize(
             exc.reason,
             str(exc),
             Audit(
-                actor="agent:unknown",
+                actor=_token_actor(hub.book, token_hash),
                 action=action,
                 outcome="refused",
-                scope=scope.value,
+                scope=scope_name,
                 target=target,
                 detail=exc.reason,
                 at=now,
@@ -529,7 +532,8 @@ def authorize(
         ) from exc
     actor = grants.actor_name(principal)
     try:
-        grants.require(hub.book, principal, scope)
+        if scope is not None:
+            grants.require(hub.book, principal, scope)
     except grants.ScopeDenied as exc:
         raise CallRefused(
             exc.reason,
@@ -538,15 +542,23 @@ def authorize(
                 actor=actor,
                 action=action,
                 outcome="refused",
-                scope=scope.value,
+                scope=scope_name,
                 target=target,
                 detail=exc.reason,
                 at=now,
             ),
         ) from exc
     return principal, Audit(
-        actor=actor, action=action, outcome="allowed", scope=scope.value, target=target, at=now
+        actor=actor, action=action, outcome="allowed", scope=scope_name, target=target, at=now
     )
+
+
+def _token_actor(book: GrantBook, token_hash: str) -> str:
+    """The audit actor of a token the daemon issued, whatever its state (the agent it joined)."""
+    record = book.tokens.get(token_hash)
+    if record is None:
+        return "agent:unknown"
+    return grants.actor_name(book.principals[grants.canonical(book, record.principal)])
 
 
 def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:

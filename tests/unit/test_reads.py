@@ -159,3 +159,233 @@ def test_a_resume_through_a_launch_with_the_session_keeps_every_counter() -> Non
         w.send(resumed, b, message_id="m2")
     assert err.value.reason == "rate_limited"
     assert H.pair_approved(w.hub, resumed.principal, b.incarnation)
+
+
+# --- the gate: first on every call, one rule for the scope and the refusal's actor --------------------
+
+from connectcore import directory as D  # noqa: E402
+from connectcore import history as HI  # noqa: E402
+from connectcore import reads as R  # noqa: E402
+from connectcore._machine import ConnectError  # noqa: E402
+from connectcore.effects import Audit  # noqa: E402
+
+
+def test_a_refusal_of_a_revoked_token_names_its_agent_in_the_audit() -> None:
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    w.step(H.Revoke(w.now, a.principal))
+    with pytest.raises(H.CallRefused) as err:
+        H.authorize(w.hub, token_hash=a.token, scope=Scope.READ, action="list_agents", now=w.now)
+    assert err.value.reason == "not_connected" and err.value.audit.actor == "agent:claude:s1"
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))  # an ended token too
+    with pytest.raises(H.CallRefused) as err:
+        H.authorize(w.hub, token_hash=a.token, scope=Scope.READ, action="list_agents", now=w.now)
+    assert err.value.audit.actor == "agent:claude:s1"
+
+
+def test_a_refusal_of_a_merged_principal_s_token_names_the_agent_it_joined() -> None:
+    w = World()
+    _a, again, _b = merged_pair(w)
+    merge(w, again)
+    w.step(H.Revoke(w.now, again.principal))  # type: ignore[attr-defined]
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=again.token, action="whoami", now=w.now)  # type: ignore[attr-defined]
+    assert err.value.audit.actor == "agent:codex:s1"
+
+
+def test_every_tool_has_its_scope() -> None:
+    assert R.CALL_SCOPES == {
+        "whoami": None,
+        "list_agents": Scope.READ,
+        "get_agent": Scope.READ,
+        "find_sessions": Scope.HISTORY,
+        "get_session": Scope.HISTORY,
+        "send_message": Scope.MESSAGE,
+        "get_message": Scope.MESSAGE,
+        "list_messages": Scope.MESSAGE,
+    }
+
+
+def test_the_gate_allows_with_one_record_written_when_the_call_ends() -> None:
+    w = World()
+    a = w.launch("a", Preset.OBSERVE, session=("claude", "s1"))
+    admitted = R.gate(w.hub, token_hash=a.token, action="get_agent", now=5.0, target="pr:1")
+    assert admitted.principal.id == a.principal
+    assert admitted.allowed() == Audit("agent:claude:s1", "get_agent", "allowed", "read", "pr:1", at=5.0)
+    assert admitted.refused("no_pane") == Audit(
+        "agent:claude:s1", "get_agent", "refused", "read", "pr:1", detail="no_pane", at=5.0
+    )
+
+
+def test_whoami_needs_a_connected_token_and_no_scope() -> None:
+    w = World()
+    a = w.launch("a", scopes=frozenset({Scope.HISTORY}), session=("claude", "s1"))
+    assert R.gate(w.hub, token_hash=a.token, action="whoami", now=1.0).allowed() == Audit(
+        "agent:claude:s1", "whoami", "allowed", None, "", at=1.0
+    )
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash="nope", action="whoami", now=1.0)
+    assert err.value.reason == "not_connected" and err.value.audit.actor == "agent:unknown"
+
+
+def test_send_message_s_record_is_its_step_s() -> None:
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    admitted = R.gate(w.hub, token_hash=a.token, action="send_message", now=1.0, target="%2@x", message_id="m1")
+    assert admitted.allowed() is None  # the Submit step writes queued, an outcome or its refusal
+    assert admitted.refused("unknown_target") == Audit(
+        "agent:claude:s1", "send_message", "refused", "message", "%2@x", "m1", "unknown_target", 1.0
+    )
+
+
+def test_list_messages_needs_message_or_for_a_receive_only_agent_reachable() -> None:
+    w = World()
+    sender = w.launch("sender")
+    receiver = w.launch("receiver", scopes=frozenset({Scope.REACHABLE}))
+    reader = w.launch("reader", Preset.OBSERVE)
+    assert R.gate(w.hub, token_hash=sender.token, action="list_messages", now=1.0).record.scope == "message"
+    assert R.gate(w.hub, token_hash=receiver.token, action="list_messages", now=1.0).record.scope == "reachable"
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=reader.token, action="list_messages", now=1.0)
+    assert err.value.reason == "scope_denied" and err.value.audit.scope == "message"
+
+
+def test_an_unknown_call_is_refused_by_name_and_changes_nothing() -> None:
+    w = World()
+    a = w.launch("a")
+    before = w.hub
+    with pytest.raises(ConnectError, match="unknown call 'read_files'"):
+        R.gate(w.hub, token_hash=a.token, action="read_files", now=1.0)
+    assert w.hub is before
+
+
+def test_the_gate_is_checked_again_after_a_wait() -> None:
+    """A long poll re-passes the gate when it wakes: revoked meanwhile, it is refused with its actor."""
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    R.gate(w.hub, token_hash=a.token, action="get_message", now=1.0)
+    w.step(H.Revoke(w.now, a.principal))
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=a.token, action="get_message", now=2.0, target="m1")
+    assert (err.value.audit.actor, err.value.audit.outcome, err.value.audit.detail) == (
+        "agent:claude:s1",
+        "refused",
+        "not_connected",
+    )
+
+
+# --- read rules: the inbox, replies, the wait, the caller's pane and repo, the handle ----------------
+
+
+def delivered_to(w: World, sender: object, to: object, message_id: str) -> tuple[str, str]:
+    key = w.send(sender, to, message_id=message_id)  # type: ignore[arg-type]
+    if w.message(key).card is not None:
+        w.decide(key)
+    w.deliver(key, to)  # type: ignore[arg-type]
+    return key
+
+
+def test_the_inbox_holds_what_was_typed_into_the_caller_within_the_reply_window() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = delivered_to(w, a, b, "q1")
+    assert [m.key for m in R.inbox(w.hub, b.principal, w.now)] == [key]
+    assert R.inbox(w.hub, a.principal, w.now) == ()
+    later = w.now + w.hub.limits.reply_window + 1
+    assert R.inbox(w.hub, b.principal, later) == ()
+
+
+def test_a_message_being_typed_is_in_the_inbox_already() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, message_id="q1")
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    assert w.message(key).state.value == "typing"
+    assert [m.key for m in R.inbox(w.hub, b.principal, w.now)] == [key]
+
+
+def test_the_inbox_follows_the_merge_group() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    key = delivered_to(w, b, again, "q1")
+    merge(w, again)
+    root = grants.canonical(w.hub.book, again.principal)  # type: ignore[attr-defined]
+    assert [m.key for m in R.inbox(w.hub, root, w.now)] == [key]
+
+
+def test_replies_are_the_messages_sent_in_reply_to_a_ref() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    question = delivered_to(w, a, b, "q1")
+    ref = w.message(question).ref
+    answer = w.send(b, a, message_id="a1", in_reply_to=ref)
+    assert [m.key for m in R.replies(w.hub, ref)] == [answer]
+    assert R.replies(w.hub, "r-none") == ()
+
+
+def test_a_wait_ends_on_a_final_outcome_the_deadline_or_an_inbox_after_a_wake() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, message_id="q1")
+    open_message = w.message(key)
+    inbox = R.inbox(w.hub, a.principal, w.now)
+    assert not R.wait_over(open_message, inbox, timed_out=False, woken=False)
+    assert R.wait_over(open_message, inbox, timed_out=True, woken=False)
+    received = delivered_to(w, b, a, "back")
+    inbox = R.inbox(w.hub, a.principal, w.now)
+    assert inbox and not R.wait_over(open_message, inbox, timed_out=False, woken=False)
+    assert R.wait_over(open_message, inbox, timed_out=False, woken=True)
+    assert not R.wait_over(open_message, (), timed_out=False, woken=True)
+    w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
+    assert R.wait_over(w.message(key), (), timed_out=False, woken=False)
+    assert received
+
+
+def observation(pane: str, pid: int, cwd: str) -> D.PaneObservation:
+    incarnation = D.Incarnation(server_pid=1, server_start=1, pane_id=pane, pane_pid=pid, process_start=pid)
+    return D.PaneObservation(incarnation, harness="claude", cwd=cwd)
+
+
+def test_the_caller_s_pane_is_the_one_its_live_token_is_bound_to() -> None:
+    directory = D.observe(D.Directory(), [observation("%1", 11, "/w/one"), observation("%2", 22, "/w/two")])
+    w = World()
+    two = directory.panes["%2"]
+    a = w.launch("a", pane="%2")
+    w.hub = replace(
+        w.hub,
+        book=replace(
+            w.hub.book,
+            tokens={k: replace(t, incarnation=two.token) for k, t in w.hub.book.tokens.items()},
+        ),
+    )
+    principal = grants.authenticate(w.hub.book, a.token)
+    record = R.own_record(directory, w.hub.book, principal)
+    assert record is not None and record.pane_id == "%2" and record.cwd == "/w/two"
+    w.step(H.PaneGone(w.now, "%2", two.token))
+    assert R.own_record(directory, w.hub.book, principal) is None
+
+
+def test_history_reads_are_limited_to_the_caller_s_own_repository() -> None:
+    assert HI.caller_repos("/repos/connect") == frozenset({"/repos/connect"})
+    assert HI.caller_repos(None) == frozenset()  # no pane, no repository: nothing to read
+    assert HI.caller_repos("") == frozenset()
+
+
+def test_a_target_is_a_handle_or_an_address() -> None:
+    assert D.handle_of("%5@0123456789abcdef") is None
+    assert D.handle_of(" pr:123 ") == "pr:123"
+    assert D.handle_of("title:  fix login") == "title:fix login"
+    assert D.handle_of("control") == "control"
+    for bad in ("%5", "", "window:2"):
+        with pytest.raises(D.TargetError) as err:
+            D.handle_of(bad)
+        assert err.value.reason == "bad_target"
+
+
+def test_a_refusal_after_the_gate_is_audited_with_its_reason_code() -> None:
+    assert R.refusal_reason(D.TargetError(D.TargetRefusal.NO_PANE, "no live pane matches pr:1")) == "no_pane"
+    assert R.refusal_reason(HI.OutOfScope("repo '/x'")) == "out_of_scope"
+    assert R.refusal_reason(HI.SessionNotFound("claude", "s")) == "session_not_found"
+    assert R.refusal_reason(ValueError("boom")) == "value_error"
