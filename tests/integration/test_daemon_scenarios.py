@@ -196,6 +196,13 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
         assert set(found["data"][0]) <= {"harness", "session_id", "repo", "title", "cwd", "branches", "prs", "last_active", "matched_terms", "liveness", "pane"}  # type: ignore[index]
         assert got_err and "outside the repositories this caller may read" in str(got)
         assert not mine_err
+        actor = d.agent_view(a.pane)["actor"]
+        rows = [(r["action"], r["outcome"], r["detail"]) for r in d.api("GET", f"/api/audit?actor={actor}&limit=100")]
+        assert [r for r in rows if r[0] in ("find_sessions", "get_session")] == [
+            ("find_sessions", "allowed", ""),
+            ("get_session", "refused", "out_of_scope"),  # before: audited allowed
+            ("get_session", "allowed", ""),
+        ]
 
 
 def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess) -> None:
