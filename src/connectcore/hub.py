@@ -653,7 +653,8 @@ def _finalize(hub: Hub, message: Message, event: str, now: float, reason: str) -
         attempts = dict(hub.attempts)
         del attempts[done.recipient_pane]
         hub = replace(hub, attempts=attempts)
-    effects.append(Notify("message", done.key, principal=done.sender, payload={"outcome": done.outcome}))
+    waiter = grants.canonical(hub.book, done.sender)  # long polls wait under the agent's current principal
+    effects.append(Notify("message", done.key, principal=waiter, payload={"outcome": done.outcome}))
     return hub, tuple(effects)
 
 

@@ -389,3 +389,15 @@ def test_a_refusal_after_the_gate_is_audited_with_its_reason_code() -> None:
     assert R.refusal_reason(HI.OutOfScope("repo '/x'")) == "out_of_scope"
     assert R.refusal_reason(HI.SessionNotFound("claude", "s")) == "session_not_found"
     assert R.refusal_reason(ValueError("boom")) == "value_error"
+
+
+def test_an_outcome_wakes_the_agent_a_merged_sender_joined() -> None:
+    """A long poll waits under the caller's canonical principal; a message sent before the merge
+    names the old one as its sender, so the outcome's wake-up names the agent it joined."""
+    w = World()
+    _a, again, b = merged_pair(w)
+    key = w.send(again, b, message_id="m1")
+    merge(w, again)
+    effects = w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
+    woken = [e.principal for e in effects if isinstance(e, H.Notify) and e.topic == "message"]
+    assert woken == [grants.canonical(w.hub.book, again.principal)]  # type: ignore[attr-defined]
