@@ -182,14 +182,16 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
         a, b = agents(d, "a", "b")
         url, token = d.mcp_url, a.token or ""
 
-        async def search() -> tuple[object, object, object]:
+        async def search() -> tuple[object, object, object, object]:
             async with mcp_agent(url, token) as client:
                 found = await call(client, "find_sessions", query="login")
                 got = await call(client, "get_session", harness="claude", session_id="22222222-2222-4222-8222-222222222222")
                 mine = await call(client, "get_session", harness="claude", session_id="11111111-1111-4111-8111-111111111111")
-                return found, got, mine
+                theirs = await call(client, "find_sessions", query="login", repo=str(other))
+                return found, got, mine, theirs
 
-        (err, found), (got_err, got), (mine_err, mine) = run(search)  # type: ignore[misc]
+        (err, found), (got_err, got), (mine_err, mine), (theirs_err, theirs) = run(search)  # type: ignore[misc]
+        assert theirs_err and "refused (out_of_scope)" in str(theirs), theirs
         assert not err, found
         ids = [s["session_id"] for s in found["data"]]  # type: ignore[index]
         assert ids == ["11111111-1111-4111-8111-111111111111"]  # the other repo's session is out of scope
@@ -202,6 +204,7 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
             ("find_sessions", "allowed", ""),
             ("get_session", "refused", "out_of_scope"),  # before: audited allowed
             ("get_session", "allowed", ""),
+            ("find_sessions", "refused", "out_of_scope"),
         ]
 
 
