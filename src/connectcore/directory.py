@@ -465,6 +465,13 @@ def parse_target(text: str) -> Target:
     return _handle(HandleKind(kind), value)
 
 
+def handle_of(text: str) -> str | None:
+    """The handle ``text`` names, in its wire form, or ``None`` for an address; a message sent to a
+    handle keeps it, so the guard can check the handle still names the same pane (bad: ``bad_target``)."""
+    parsed = parse_target(text)
+    return str(parsed) if isinstance(parsed, Handle) else None
+
+
 def _handle(kind: HandleKind, value: str) -> Handle:
     value = value.strip()
     if kind is HandleKind.CONTROL:

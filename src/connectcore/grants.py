@@ -198,14 +198,20 @@ def _grant_key(principal: Principal) -> tuple[str, ...]:
 
 
 def scopes_of(book: GrantBook, principal_id: str) -> frozenset[Scope]:
+    """What the principal may do now: its stored grant within the policy cap (control: everything).
+
+    Every scope check reads this, so a cap lowered after a grant was given (policy.toml, read at
+    daemon start) binds that grant at once; the stored grant itself is kept unchanged.
+    """
     principal = book.principals[canonical(book, principal_id)]
     if principal.control:
         return CONTROL_SCOPES
-    return book.grants.get(_grant_key(principal), frozenset())
+    return book.grants.get(_grant_key(principal), frozenset()) & PRESET_SCOPES[book.cap]
 
 
 def session_scopes(book: GrantBook, session: SessionKey) -> frozenset[Scope]:
-    return book.grants.get(("session", session[0], session[1]), frozenset())
+    """The session's stored grant within the policy cap (what a launch or restart may give it)."""
+    return book.grants.get(("session", session[0], session[1]), frozenset()) & PRESET_SCOPES[book.cap]
 
 
 def authenticate(book: GrantBook, token_hash: str) -> Principal:

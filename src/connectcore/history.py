@@ -351,6 +351,12 @@ def scope_for(
     return SearchScope(repos=repos, include_headless=include_headless, include_subagents=include_subagents)
 
 
+def caller_repos(own_repo: str | None) -> frozenset[str]:
+    """The repositories an agent's history reads may see: its own (the repository of its pane's
+    directory, as the daemon names it), and none when it has no pane or directory (no grant widens it)."""
+    return frozenset({own_repo}) if own_repo else frozenset()
+
+
 def check_readable(entry: SessionEntry, allowed_repos: frozenset[str] | None) -> None:
     """``get_session`` checks the entry's repo against the caller's scope itself."""
     if allowed_repos is not None and entry.repo not in allowed_repos:

@@ -419,7 +419,7 @@ def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
             "same_incarnation", f"restart {record.restart_id}: {ev.incarnation} is the incarnation it replaces"
         )
     session = _restart_session(state)
-    scopes = grants.session_scopes(hub.book, session) & grants.PRESET_SCOPES[hub.book.cap]
+    scopes = grants.session_scopes(hub.book, session)  # within the cap
     why = record.connect_withdrawn or ("" if scopes else "the session's grant is off")
     if why:
         return hub, (
@@ -508,9 +508,12 @@ class CallRefused(ConnectError):
 
 
 def authorize(
-    hub: Hub, *, token_hash: str, scope: Scope, action: str, now: float, target: str = ""
+    hub: Hub, *, token_hash: str, scope: Scope | None, action: str, now: float, target: str = ""
 ) -> tuple[Principal, Audit]:
-    """The gate every agent call passes: a live token and the scope, audited either way."""
+    """The gate every agent call passes: a live token and the scope (``None``: a connected token is
+    enough), audited either way. A refusal names the agent a known token belongs to (revoked or
+    ended: its calls are still its own), else ``agent:unknown``."""
+    scope_name = scope.value if scope is not None else None
     try:
         principal = grants.authenticate(hub.book, token_hash)
     except grants.NotConnected as exc:
@@ -518,10 +521,10 @@ def authorize(
             exc.reason,
             str(exc),
             Audit(
-                actor="agent:unknown",
+                actor=_token_actor(hub.book, token_hash),
                 action=action,
                 outcome="refused",
-                scope=scope.value,
+                scope=scope_name,
                 target=target,
                 detail=exc.reason,
                 at=now,
@@ -529,7 +532,8 @@ def authorize(
         ) from exc
     actor = grants.actor_name(principal)
     try:
-        grants.require(hub.book, principal, scope)
+        if scope is not None:
+            grants.require(hub.book, principal, scope)
     except grants.ScopeDenied as exc:
         raise CallRefused(
             exc.reason,
@@ -538,15 +542,23 @@ def authorize(
                 actor=actor,
                 action=action,
                 outcome="refused",
-                scope=scope.value,
+                scope=scope_name,
                 target=target,
                 detail=exc.reason,
                 at=now,
             ),
         ) from exc
     return principal, Audit(
-        actor=actor, action=action, outcome="allowed", scope=scope.value, target=target, at=now
+        actor=actor, action=action, outcome="allowed", scope=scope_name, target=target, at=now
     )
+
+
+def _token_actor(book: GrantBook, token_hash: str) -> str:
+    """The audit actor of a token the daemon issued, whatever its state (the agent it joined)."""
+    record = book.tokens.get(token_hash)
+    if record is None:
+        return "agent:unknown"
+    return grants.actor_name(book.principals[grants.canonical(book, record.principal)])
 
 
 def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:
@@ -556,6 +568,37 @@ def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:
         if found is not None:
             return found
     return None
+
+
+# --- counters, pair approvals and hop state, by merge group ------------------------------------------
+# They are keyed by the principal that was current when they were written; a later merge (a resumed
+# agent's token bound to its session, :func:`connectcore.grants.bind_session`) makes two principals
+# one agent, and records written under the old id after the merge (a card approved, a message typed)
+# still name it. So every read goes through the merge group: a merge resets nothing.
+
+
+def sent_within(hub: Hub, principal_id: str, now: float) -> tuple[float, ...]:
+    """When the agent (any principal of its merge group) sent, within the rate window."""
+    times = (t for m in grants.group(hub.book, principal_id) for t in hub.sent.get(m, ()))
+    return delivery.within_window(tuple(sorted(times)), now, hub.limits.rate_window)
+
+
+def pair_sent_within(hub: Hub, principal_id: str, incarnation: str, now: float) -> tuple[float, ...]:
+    """When the agent sent to this recipient incarnation, within the rate window."""
+    members = grants.group(hub.book, principal_id)
+    times = (t for m in members for t in hub.pair_sent.get((m, incarnation), ()))
+    return delivery.within_window(tuple(sorted(times)), now, hub.limits.rate_window)
+
+
+def pair_approved(hub: Hub, principal_id: str, incarnation: str) -> bool:
+    """The person approved this agent (any principal of its merge group) to message this incarnation."""
+    return any((m, incarnation) in hub.pairs for m in grants.group(hub.book, principal_id))
+
+
+def last_received(hub: Hub, principal_id: str) -> tuple[str, int, float] | None:
+    """The agent's latest received message (conversation, hop, when), for the hop of its next one."""
+    found = [hub.last_received[m] for m in grants.group(hub.book, principal_id) if m in hub.last_received]
+    return max(found, key=lambda r: r[2]) if found else None
 
 
 def panes_to_lock(hub: Hub, principal_ids: Iterable[str]) -> tuple[str, ...]:
@@ -610,7 +653,8 @@ def _finalize(hub: Hub, message: Message, event: str, now: float, reason: str) -
         attempts = dict(hub.attempts)
         del attempts[done.recipient_pane]
         hub = replace(hub, attempts=attempts)
-    effects.append(Notify("message", done.key, principal=done.sender, payload={"outcome": done.outcome}))
+    waiter = grants.canonical(hub.book, done.sender)  # long polls wait under the agent's current principal
+    effects.append(Notify("message", done.key, principal=waiter, payload={"outcome": done.outcome}))
     return hub, tuple(effects)
 
 
@@ -836,10 +880,10 @@ def _submit(hub: Hub, ev: Submit) -> Step:
                 "id_cap",
                 f"{live_ids} message ids are reserved (at most {limits.live_ids_per_principal} per hour)",
             )
-        sent = delivery.within_window(hub.sent.get(sender.id, ()), ev.now, limits.rate_window)
+        sent = sent_within(hub, sender.id, ev.now)
         delivery.check_rate(len(sent), limits.sender_per_window, "sender", limits.rate_window)
         pair: PairKey = (sender.id, ev.recipient.incarnation)
-        pair_sent = delivery.within_window(hub.pair_sent.get(pair, ()), ev.now, limits.rate_window)
+        pair_sent = pair_sent_within(hub, sender.id, ev.recipient.incarnation, ev.now)
         delivery.check_rate(len(pair_sent), limits.pair_per_window, "pair", limits.rate_window)
         size = len(typed.encode("utf-8"))
         if _queued_bytes(hub, ev.recipient.incarnation) + size > limits.queued_bytes_per_recipient:
@@ -855,7 +899,7 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         raise _refuse(actor, ev, exc.reason, str(exc)) from exc
 
     conversation, hop = delivery.assign_hop(
-        hub.last_received.get(sender.id), ref=ev.ref, now=ev.now, limits=limits
+        last_received(hub, sender.id), ref=ev.ref, now=ev.now, limits=limits
     )
     message = Message(
         sender=sender.id,
@@ -876,14 +920,19 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         expires_at=ev.now + limits.id_ttl,
         state=MessageState.AWAITING_CONSENT,
     )
+    window = limits.rate_window  # each key keeps only its own times (the group is summed on reading)
     hub = replace(
         hub,
         refs={**hub.refs, ev.ref: message.key},
-        sent={**hub.sent, sender.id: (*sent, ev.now)},
-        pair_sent={**hub.pair_sent, pair: (*pair_sent, ev.now)},
+        sent={**hub.sent, sender.id: (*delivery.within_window(hub.sent.get(sender.id, ()), ev.now, window), ev.now)},
+        pair_sent={
+            **hub.pair_sent,
+            pair: (*delivery.within_window(hub.pair_sent.get(pair, ()), ev.now, window), ev.now),
+        },
     )
     effects: list[Effect] = []
-    if consent.needs_card(pair_approved=pair in hub.pairs, hop=hop, hop_limit=limits.hop_limit):
+    approved = pair_approved(hub, sender.id, ev.recipient.incarnation)
+    if consent.needs_card(pair_approved=approved, hop=hop, hop_limit=limits.hop_limit):
         message = replace(message, card=ev.card_id)
         hub = _store(hub, message)
         hub, more = _open_card(
@@ -1288,9 +1337,13 @@ __all__ = [
     "UnknownItem",
     "authorize",
     "dead_incarnations",
+    "last_received",
     "message_for",
+    "pair_approved",
+    "pair_sent_within",
     "panes_to_lock",
     "restart_of_pane",
     "restore",
+    "sent_within",
     "step",
 ]

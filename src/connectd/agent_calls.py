@@ -1,21 +1,26 @@
-"""The agent calls the MCP endpoint makes: who am I, the fleet, messages.
+"""The agent calls the MCP endpoint makes: who am I, the fleet, history, messages.
 
-Every call passes the core's gate (``hub.authorize``: a live token and the scope, audited either way)
-before anything else is looked at; the results mark other agents' text as data with its source named.
+Every call passes the core's gate first (:func:`connectcore.reads.gate`: a live token and the call's
+scope) before anything is looked up, and gets one audit record when its outcome is known
+(:meth:`AgentCalls.call`). The rules of what a read shows are the core's (:mod:`connectcore.reads`);
+this module looks things up and shapes the answers, which mark other agents' text as data with its
+source named.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from connectcore import directory as D
 from connectcore import grants, redact
+from connectcore import history as HI
 from connectcore import hub as H
-from connectcore.delivery import Message, MessageState
-from connectcore.effects import Audit
+from connectcore import reads as R
+from connectcore.delivery import Message
 from connectcore.grants import Scope
 from connectd.ids import EngineError, hash_token
 
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     from connectd.engine import Engine
 
 SCREEN_TAIL_LINES = 40
+MAX_WAIT = 60.0
 
 
 class AgentCalls:
@@ -30,22 +36,62 @@ class AgentCalls:
         self.engine = engine
 
     def principal_for(self, token: str) -> grants.Principal | None:
-        """The principal a bearer token names, even a revoked one (so its calls say "not connected")."""
+        """The principal a bearer token names, even a revoked one (the transport lets it in, so its
+        calls are told "not connected")."""
         record = self.engine.hub.book.tokens.get(hash_token(token))
         if record is None:
             return None
         return self.engine.hub.book.principals[grants.canonical(self.engine.hub.book, record.principal)]
 
-    async def authorize(self, token: str, scope: Scope, action: str, target: str = "") -> grants.Principal:
+    async def gate(self, token: str, action: str, target: str = "", message_id: str | None = None) -> R.Admitted:
+        """The core's gate; a refusal is audited (with the actor the core names) and raised."""
+        engine = self.engine
         try:
-            principal, audit = H.authorize(self.engine.hub, token_hash=hash_token(token), scope=scope, action=action, now=self.engine.clock(), target=target)
+            return R.gate(
+                engine.hub, token_hash=hash_token(token), action=action, now=engine.clock(), target=target, message_id=message_id
+            )
         except H.CallRefused as refused:
-            known = self.principal_for(token)
-            audit = replace(refused.audit, actor=grants.actor_name(known)) if known else refused.audit
-            await self.engine.audit(audit)
+            await engine.audit(refused.audit)
             raise
-        await self.engine.audit(audit)
-        return principal
+
+    @asynccontextmanager
+    async def call(self, token: str, action: str, target: str = "", message_id: str | None = None) -> AsyncIterator[R.Admitted]:
+        """Pass the gate, run the call's body, write the call's one audit record: ``allowed``, or
+        ``refused`` with the reason the body raised (a refusal already audited passes through)."""
+        admitted = await self.gate(token, action, target[:200], message_id)
+        try:
+            yield admitted
+        except H.CallRefused:
+            raise  # audited where it was refused: the gate again, or the runner for a step
+        except Exception as exc:
+            await self.engine.audit(admitted.refused(R.refusal_reason(exc)))
+            raise
+        allowed = admitted.allowed()
+        if allowed is not None:
+            await self.engine.audit(allowed)
+
+    # --- the directory ------------------------------------------------------------------------------
+
+    async def whoami(self, token: str) -> dict[str, Any]:
+        async with self.call(token, "whoami") as admitted:
+            principal, book = admitted.principal, self.engine.hub.book
+            record = R.own_record(self.engine.directory, book, principal)
+            return {
+                "actor": grants.actor_name(principal),
+                "harness": principal.harness,
+                "session": list(principal.session) if principal.session else None,
+                "pane": record.pane_id if record else principal.pane_id,
+                "address": str(record.address) if record else None,
+                "scopes": sorted(s.value for s in grants.scopes_of(book, principal.id)),
+            }
+
+    async def list_agents(self, token: str) -> list[dict[str, Any]]:
+        async with self.call(token, "list_agents"):
+            return self.agents()
+
+    async def get_agent(self, token: str, target: str) -> dict[str, Any]:
+        async with self.call(token, "get_agent", target) as admitted:
+            return self.agent_detail(target, admitted.principal)
 
     def agents(self) -> list[dict[str, Any]]:
         """The fleet directory as agents and the owner see it."""
@@ -113,105 +159,100 @@ class AgentCalls:
         }
         return entry
 
+    # --- history ----------------------------------------------------------------------------------
+
+    async def find_sessions(self, token: str, history: Any | None, query: str, repo: str | None, limit: int) -> list[dict[str, Any]]:
+        async with self.call(token, "find_sessions", query) as admitted:
+            service = _service(history)
+            allowed = await self._history_scope(admitted.principal, service)
+            found: list[dict[str, Any]] = await self.engine.run_sync(
+                lambda: service.find_sessions(query, repo=repo, limit=limit, allowed_repos=allowed)
+            )
+            return found
+
+    async def get_session(self, token: str, history: Any | None, harness: str, session_id: str) -> dict[str, Any]:
+        async with self.call(token, "get_session", f"{harness}:{session_id}") as admitted:
+            service = _service(history)
+            allowed = await self._history_scope(admitted.principal, service)
+            found: dict[str, Any] = await self.engine.run_sync(
+                lambda: service.get_session(harness, session_id, allowed_repos=allowed)
+            )
+            return found
+
+    async def _history_scope(self, principal: grants.Principal, service: Any) -> frozenset[str]:
+        """The repositories the caller may read (the core's rule), from its own pane's directory."""
+        record = R.own_record(self.engine.directory, self.engine.hub.book, principal)
+        cwd = record.cwd if record is not None else ""
+        own: str | None = await self.engine.run_sync(service.repo_of, cwd) if cwd else None
+        return HI.caller_repos(own)
+
+    # --- messages -----------------------------------------------------------------------------------
+
     async def send_message(
         self, token: str, *, to: str, text: str, message_id: str, in_reply_to: str | None = None
     ) -> dict[str, Any]:
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
-        principal = self.principal_for(token)
-        actor = grants.actor_name(principal) if principal else "agent:unknown"
-        try:
-            record = D.resolve(self.engine.directory, to)
-        except D.TargetError as exc:
-            await self.engine.audit(
-                Audit(actor, "send_message", "refused", "message", str(to)[:200], message_id, str(exc.reason), self.engine.clock())
+        engine = self.engine
+        async with self.call(token, "send_message", str(to), message_id) as admitted:
+            record = D.resolve(engine.directory, to)
+            state = engine.panes.get(record.pane_id)
+            kind = state.reading.harness.value if state and state.reading else record.harness
+            recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))
+            submit = H.Submit(
+                engine.clock(), hash_token(token), message_id, text, recipient,
+                engine.ids.new_id("msg"), engine.ids.new_id("card"), in_reply_to,
             )
-            raise EngineError(str(exc.reason), str(exc)) from exc
-        state = self.engine.panes.get(record.pane_id)
-        kind = state.reading.harness.value if state and state.reading else record.harness
-        handle = None if to.strip().startswith("%") else to.strip()
-        ref = self.engine.ids.new_id("msg")
-        await self.engine.step(
-            H.Submit(
-                self.engine.clock(),
-                hash_token(token),
-                message_id,
-                text,
-                H.Recipient(record.pane_id, record.token, kind, handle),
-                ref,
-                self.engine.ids.new_id("card"),
-                in_reply_to,
-            )
-        )
-        assert principal is not None
-        message = H.message_for(self.engine.hub, principal.id, message_id)
-        assert message is not None
-        return message_view(message)
+            await engine.step(submit)
+            message = H.message_for(engine.hub, admitted.principal.id, message_id)
+            assert message is not None
+            return message_view(message)
 
     async def get_message(self, token: str, message_id: str, wait: float = 0.0) -> dict[str, Any]:
-        """The message's current outcome; with ``wait``, return early when it is final or a message
-        arrives for the caller."""
-        principal = await self.authorize(token, Scope.MESSAGE, "get_message", message_id)
-        deadline = anyio.current_time() + max(0.0, min(wait, 60.0))
+        """The message's current outcome; with ``wait``, wait for it to be final, returning early when
+        a message arrives for the caller (:func:`connectcore.reads.wait_over`)."""
+        async with self.call(token, "get_message", message_id) as admitted:
+            return await self._await_outcome(token, admitted.principal.id, message_id, wait)
+
+    async def _await_outcome(self, token: str, principal_id: str, message_id: str, wait: float) -> dict[str, Any]:
+        engine = self.engine
+        deadline = anyio.current_time() + max(0.0, min(wait, MAX_WAIT))
+        woken = False
         while True:
-            message = H.message_for(self.engine.hub, principal.id, message_id)
+            message = H.message_for(engine.hub, principal_id, message_id)
             if message is None:
-                stored = await self.engine.run_sync(self.engine.store.message, principal.id, message_id)
-                if stored is None:
-                    return {"message_id": message_id, "outcome": "unknown", "note": "no such message id for this agent; treat it as unconfirmed"}
-                return message_view(stored)
-            if message.is_final or anyio.current_time() >= deadline:
-                return message_view(message) | {"inbox": self._inbox(principal.id), "replies": self._replies(message.ref)}
+                return await self._stored(principal_id, message_id)
+            inbox = R.inbox(engine.hub, principal_id, engine.clock())
+            if R.wait_over(message, inbox, timed_out=anyio.current_time() >= deadline, woken=woken):
+                return message_view(message) | {
+                    "inbox": [{"ref": m.ref, "from": m.sender_actor, "in_reply_to": m.in_reply_to} for m in inbox],
+                    "replies": [
+                        {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome} for m in R.replies(engine.hub, message.ref)
+                    ],
+                }
             event = anyio.Event()
-            self.engine.subscribers.waits.setdefault(principal.id, set()).add(event)
+            engine.subscribers.waits.setdefault(principal_id, set()).add(event)
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await event.wait()
-            if grants.authenticate_or_none(self.engine.hub.book, hash_token(token)) is None:
-                raise H.CallRefused("not_connected", "not connected", Audit(grants.actor_name(principal), "get_message", "refused"))
-            if self._inbox(principal.id):
-                current = H.message_for(self.engine.hub, principal.id, message_id)
-                assert current is not None
-                return message_view(current) | {"inbox": self._inbox(principal.id), "replies": self._replies(current.ref)}
+            woken = True
+            await self.gate(token, "get_message", message_id)  # revoked meanwhile: refused, audited
 
-    def _replies(self, ref: str) -> list[dict[str, Any]]:
-        """The correlated answers: messages sent with ``in_reply_to`` naming this one."""
-        return [
-            {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome}
-            for m in self.engine.hub.messages.values()
-            if m.in_reply_to == ref
-        ]
-
-    def _inbox(self, principal_id: str) -> list[dict[str, Any]]:
-        """Messages typed into this agent's pane in the reply window (so a wait can break on them).
-
-        A message being typed counts: the recipient can read and act on it before the confirming
-        re-read marks it delivered (a real Claude Code agent called get_message about a reply while
-        connectd was still confirming it, and was told of no reply).
-        """
-        now = self.engine.clock()
-        members = grants.group(self.engine.hub.book, principal_id)
-        return [
-            {"ref": m.ref, "from": m.sender_actor, "in_reply_to": m.in_reply_to}
-            for m in self.engine.hub.messages.values()
-            if m.recipient_principal in members
-            and (
-                m.state is MessageState.TYPING
-                or (
-                    m.outcome == "delivered"
-                    and m.final_at is not None
-                    and now - m.final_at <= self.engine.hub.limits.reply_window
-                )
-            )
-        ]
+    async def _stored(self, principal_id: str, message_id: str) -> dict[str, Any]:
+        stored = await self.engine.run_sync(self.engine.store.message, principal_id, message_id)
+        if stored is None:
+            return {"message_id": message_id, "outcome": "unknown", "note": "no such message id for this agent; treat it as unconfirmed"}
+        return message_view(stored)
 
     async def list_messages(self, token: str) -> list[dict[str, Any]]:
-        principal = grants.authenticate_or_none(self.engine.hub.book, hash_token(token))
-        scope = Scope.MESSAGE
-        if principal is not None and Scope.MESSAGE not in grants.scopes_of(self.engine.hub.book, principal.id):
-            scope = Scope.REACHABLE
-        principal = await self.authorize(token, scope, "list_messages")
-        members = grants.group(self.engine.hub.book, principal.id)
-        rows = await self.engine.run_sync(lambda: self.engine.store.messages(principal=members, limit=200))
-        return [message_view(m) for m in rows]
+        async with self.call(token, "list_messages") as admitted:
+            members = grants.group(self.engine.hub.book, admitted.principal.id)
+            rows = await self.engine.run_sync(lambda: self.engine.store.messages(principal=members, limit=200))
+            return [message_view(m) for m in rows]
+
+
+def _service(history: Any | None) -> Any:
+    if history is None:
+        raise EngineError("history_unavailable", "the session history index is not available on this daemon")
+    return history
 
 
 def message_view(message: Message) -> dict[str, Any]:

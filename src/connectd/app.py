@@ -121,7 +121,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
 
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.pane_pids)
     engine.history = config.history or None
-    mcp = build_mcp(engine, config.history)
+    mcp = build_mcp(engine, engine.history)  # None when the daemon serves no history (--no-history)
     mcp_app = capped_mcp_app(mcp, engine)
 
     @asynccontextmanager

@@ -30,7 +30,7 @@ from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
-from connectcore.grants import Preset, Scope
+from connectcore.grants import Preset
 from connectd.agent_calls import AgentCalls, message_view
 from connectd.delivery_io import Delivery
 from connectd.ids import EngineError, Ids, hash_token
@@ -229,20 +229,5 @@ class Engine:
     def principal_for(self, token: str) -> grants.Principal | None:
         return self.calls.principal_for(token)
 
-    async def authorize(self, token: str, scope: Scope, action: str, target: str = "") -> grants.Principal:
-        return await self.calls.authorize(token, scope, action, target)
-
     def agents(self) -> list[dict[str, Any]]:
         return self.calls.agents()
-
-    def agent_detail(self, target: str, caller: grants.Principal | None = None) -> dict[str, Any]:
-        return self.calls.agent_detail(target, caller)
-
-    async def send_message(self, token: str, **kw: Any) -> dict[str, Any]:
-        return await self.calls.send_message(token, **kw)
-
-    async def get_message(self, token: str, message_id: str, wait: float = 0.0) -> dict[str, Any]:
-        return await self.calls.get_message(token, message_id, wait)
-
-    async def list_messages(self, token: str) -> list[dict[str, Any]]:
-        return await self.calls.list_messages(token)

@@ -182,20 +182,30 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
         a, b = agents(d, "a", "b")
         url, token = d.mcp_url, a.token or ""
 
-        async def search() -> tuple[object, object, object]:
+        async def search() -> tuple[object, object, object, object]:
             async with mcp_agent(url, token) as client:
                 found = await call(client, "find_sessions", query="login")
                 got = await call(client, "get_session", harness="claude", session_id="22222222-2222-4222-8222-222222222222")
                 mine = await call(client, "get_session", harness="claude", session_id="11111111-1111-4111-8111-111111111111")
-                return found, got, mine
+                theirs = await call(client, "find_sessions", query="login", repo=str(other))
+                return found, got, mine, theirs
 
-        (err, found), (got_err, got), (mine_err, mine) = run(search)  # type: ignore[misc]
+        (err, found), (got_err, got), (mine_err, mine), (theirs_err, theirs) = run(search)  # type: ignore[misc]
+        assert theirs_err and "refused (out_of_scope)" in str(theirs), theirs
         assert not err, found
         ids = [s["session_id"] for s in found["data"]]  # type: ignore[index]
         assert ids == ["11111111-1111-4111-8111-111111111111"]  # the other repo's session is out of scope
         assert set(found["data"][0]) <= {"harness", "session_id", "repo", "title", "cwd", "branches", "prs", "last_active", "matched_terms", "liveness", "pane"}  # type: ignore[index]
         assert got_err and "outside the repositories this caller may read" in str(got)
         assert not mine_err
+        actor = d.agent_view(a.pane)["actor"]
+        rows = [(r["action"], r["outcome"], r["detail"]) for r in d.api("GET", f"/api/audit?actor={actor}&limit=100")]
+        assert [r for r in rows if r[0] in ("find_sessions", "get_session")] == [
+            ("find_sessions", "allowed", ""),
+            ("get_session", "refused", "out_of_scope"),  # before: audited allowed
+            ("get_session", "allowed", ""),
+            ("find_sessions", "refused", "out_of_scope"),
+        ]
 
 
 def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess) -> None:
@@ -312,3 +322,24 @@ def test_an_agent_that_died_while_the_daemon_was_down_is_ended_at_start(daemon: 
     assert daemon.cards() == []
     err, payload = run(_whoami, daemon, a.token)  # the live agent is untouched
     assert not err, payload
+
+
+def test_a_cap_lowered_in_policy_binds_existing_grants_after_a_restart(daemon: DaemonProcess) -> None:
+    a, b = agents(daemon, "a", "b")
+    daemon.stop()
+    (daemon.data_dir / "policy.toml").write_text('cap = "observe"\n')
+    daemon.start()
+
+    async def as_a() -> tuple[tuple[bool, object], tuple[bool, object]]:
+        async with mcp_agent(daemon.mcp_url, a.token or "") as client:
+            sent = await call(client, "send_message", to=b.address, text="hi", message_id="m-capped")
+            listed = await call(client, "list_agents")
+            return sent, listed
+
+    (sent_err, sent), (list_err, listed) = run(as_a)
+    assert sent_err and "scope_denied" in str(sent) and "lacks the 'message' scope" in str(sent)
+    assert not list_err, listed
+    shown = {x["pane"]: x for x in listed["data"]}  # type: ignore[index]
+    assert shown[b.pane]["scopes"] == ["history", "read"] and shown[b.pane]["connect"] == "observe"
+    assert shown[b.pane]["reachable"] is False
+    assert daemon.cards() == [] and b.prompts() == []

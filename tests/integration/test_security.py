@@ -410,3 +410,104 @@ def test_every_new_route_keeps_the_loopback_guard(daemon: DaemonProcess) -> None
                 cross = curl.request(method, path, headers={**owner, "Origin": "http://evil.example"}, json={})
                 assert cross.status_code == 403 and cross.json()["error"] == "foreign_origin", (path, cross.text)
     assert daemon.owner_token == before  # nothing rotated
+
+
+# --- issue 10: auth first on every call; refusals audited as refused ----------------------------------
+
+
+def audit_of(daemon: DaemonProcess, actor: str, action: str) -> list[tuple[str, str]]:
+    rows = daemon.api("GET", f"/api/audit?actor={actor}&limit=1000")
+    return [(r["outcome"], r["detail"]) for r in rows if r["action"] == action]
+
+
+def test_a_revoked_agent_learns_nothing_about_the_directory(daemon: DaemonProcess) -> None:
+    """Attack: a revoked agent probes addresses and handles through send_message and the reads (before:
+    send_message resolved the target first, answering unknown_target, stale_incarnation and candidate
+    counts to a caller that is not connected)."""
+    prober, other = ready(daemon, "prober"), ready(daemon, "probed")
+    actor = daemon.agent_view(prober.pane)["actor"]
+    live_pane = other.address.split("@")[0]
+    daemon.api("POST", "/api/revoke", {"pane": prober.pane})
+
+    async def probe() -> list[tuple[str, bool, Any]]:
+        assert prober.token
+        async with mcp_agent(daemon.mcp_url, prober.token) as client:  # its one session as a revoked token
+            calls: list[tuple[str, dict[str, Any]]] = [
+                ("send_message", {"to": "%999@0123456789abcdef", "text": "hi", "message_id": "p-1"}),
+                ("send_message", {"to": f"{live_pane}@0123456789abcdef", "text": "hi", "message_id": "p-2"}),
+                ("send_message", {"to": "title:nobody-has-this-title", "text": "hi", "message_id": "p-3"}),
+                ("send_message", {"to": "%5", "text": "hi", "message_id": "p-4"}),
+                ("send_message", {"to": other.address, "text": "hi", "message_id": "p-5"}),
+                ("whoami", {}),
+                ("list_agents", {}),
+                ("get_agent", {"target": "title:nobody-has-this-title"}),
+                ("find_sessions", {"query": "login"}),
+                ("get_session", {"harness": "claude", "session_id": "s"}),
+                ("get_message", {"message_id": "p-1"}),
+                ("list_messages", {}),
+            ]
+            return [(tool, *(await call(client, tool, **args))) for tool, args in calls]
+
+    for tool, err, text in anyio.run(probe):
+        assert err and "not connected" in str(text), (tool, text)
+        for leak in ("unknown_target", "stale_incarnation", "no_pane", "bad_target", "ambiguous", "no live pane"):
+            assert leak not in str(text), (tool, text)
+    assert audit_of(daemon, actor, "send_message") == [("refused", "not_connected")] * 5
+    for tool in ("whoami", "list_agents", "get_agent", "find_sessions", "get_session", "get_message", "list_messages"):
+        assert audit_of(daemon, actor, tool) == [("refused", "not_connected")], tool
+    assert other.prompts() == [] and daemon.cards() == []
+
+
+def test_a_read_refused_after_the_gate_is_audited_as_refused(daemon: DaemonProcess) -> None:
+    """Before: get_agent on a target that names no pane, and the history tools on a daemon without an
+    index, answered an error but were audited ``allowed``."""
+    reader = ready(daemon, "late-reader", "observe")
+    actor = daemon.agent_view(reader.pane)["actor"]
+
+    async def reads() -> list[tuple[bool, Any]]:
+        assert reader.token
+        async with mcp_agent(daemon.mcp_url, reader.token) as client:
+            return [
+                await call(client, "get_agent", target="title:nobody-has-this-title"),
+                await call(client, "get_agent", target="%5"),
+                await call(client, "find_sessions", query="login"),
+                await call(client, "get_session", harness="claude", session_id="s"),
+                await call(client, "list_agents"),
+            ]
+
+    (e1, t1), (e2, t2), (e3, t3), (e4, t4), (e5, _listed) = anyio.run(reads)
+    assert e1 and "no_pane" in str(t1) and e2 and "bad_target" in str(t2)
+    assert e3 and "not available" in str(t3) and e4 and "not available" in str(t4)
+    assert not e5
+    assert audit_of(daemon, actor, "get_agent") == [("refused", "no_pane"), ("refused", "bad_target")]
+    assert audit_of(daemon, actor, "find_sessions") == [("refused", "history_unavailable")]
+    assert audit_of(daemon, actor, "get_session") == [("refused", "history_unavailable")]
+    assert audit_of(daemon, actor, "list_agents") == [("allowed", "")]
+
+
+def test_a_long_poll_ended_by_revocation_is_audited(daemon: DaemonProcess) -> None:
+    """Before: a get_message wait ended by Off answered "not connected" and left no record of it."""
+    waiter, peer = ready(daemon, "waiter"), ready(daemon, "peer")
+    actor = daemon.agent_view(waiter.pane)["actor"]
+    card_before = {c["id"] for c in daemon.cards()}
+
+    async def wait_then_revoke() -> tuple[bool, Any]:
+        assert waiter.token
+        async with mcp_agent(daemon.mcp_url, waiter.token) as client:
+            err, sent = await call(client, "send_message", to=peer.address, text="hello", message_id="w-1")
+            assert not err, sent
+            result: list[tuple[bool, Any]] = []
+
+            async def poll() -> None:
+                result.append(await call(client, "get_message", message_id="w-1", wait=30))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.sleep(1.0)
+                await anyio.to_thread.run_sync(lambda: daemon.api("POST", "/api/revoke", {"pane": waiter.pane}))
+            return result[0]
+
+    err, text = anyio.run(wait_then_revoke)
+    assert err and "not connected" in str(text), text
+    assert ("refused", "not_connected") in audit_of(daemon, actor, "get_message")
+    assert {c["id"] for c in daemon.cards()} <= card_before  # its card was cancelled with it

@@ -1,0 +1,165 @@
+"""The agent calls' rules: the gate in front of every call, and what a read shows. One place each.
+
+Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 10):
+
+- **Auth first.** Every MCP tool passes :func:`gate` before anything is looked up: a live token and
+  the tool's scope (:data:`CALL_SCOPES`). A caller that is not connected learns nothing else: not
+  whether a target exists, not how many panes a handle matches.
+- ``list_messages`` needs ``message``; an agent that may only receive (``reachable`` without
+  ``message``) lists the messages it received with ``reachable``.
+- **One audit record per call**, written when its outcome is known: ``allowed``, or ``refused`` with
+  the reason, whether the gate refused it or a lookup after the gate did (a target that names no pane,
+  a repository out of scope). ``send_message``'s record is its step's (queued, a final outcome, or a
+  refusal before admission); only a refusal before its step (a bad target) comes from here.
+  A refused call's actor is the agent a known token belongs to (:func:`connectcore.hub.authorize`).
+- A long poll re-passes the gate when it wakes; revoked meanwhile, it ends refused (``not_connected``).
+- **The inbox** (:func:`inbox`): messages being typed into the caller, or delivered to it within the
+  reply window, for any principal of its merge group. A ``get_message`` wait ends (:func:`wait_over`)
+  on the message's final outcome, at its deadline, or, once woken, when the caller has an inbox.
+- The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
+  its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from connectcore import directory as D
+from connectcore import grants
+from connectcore import hub as H
+from connectcore._machine import ConnectError
+from connectcore.delivery import Message, MessageState
+from connectcore.effects import Audit
+from connectcore.grants import GrantBook, Principal, Scope
+
+#: The scope each agent call needs (``None``: a connected token is enough).
+CALL_SCOPES: Mapping[str, Scope | None] = MappingProxyType(
+    {
+        "whoami": None,
+        "list_agents": Scope.READ,
+        "get_agent": Scope.READ,
+        "find_sessions": Scope.HISTORY,
+        "get_session": Scope.HISTORY,
+        "send_message": Scope.MESSAGE,
+        "get_message": Scope.MESSAGE,
+        "list_messages": Scope.MESSAGE,
+    }
+)
+
+#: Calls whose record is written by the step they run (the gate writes only a refusal before it).
+AUDITED_BY_STEP: frozenset[str] = frozenset({"send_message"})
+
+
+class UnknownCall(ConnectError):
+    """A call name no rule covers (a bug in the shell): refused, nothing looked up."""
+
+    reason = "unknown_call"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A call the gate let through: who makes it, and its audit record once the outcome is known."""
+
+    principal: Principal
+    record: Audit  # outcome "allowed"
+
+    def allowed(self) -> Audit | None:
+        """The record of a call that succeeded (``None`` where its step writes the record)."""
+        return None if self.record.action in AUDITED_BY_STEP else self.record
+
+    def refused(self, reason: str) -> Audit:
+        """The record of a call refused after the gate (the one record it gets)."""
+        return replace(self.record, outcome="refused", detail=reason)
+
+
+def refusal_reason(exc: BaseException) -> str:
+    """The reason a call refused after the gate is audited with: the error's ``reason`` code, else
+    its kind in snake case (``OutOfScope`` -> ``out_of_scope``)."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, str) and reason:
+        return str(reason)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
+
+
+def call_scope(hub: H.Hub, token_hash: str, action: str) -> Scope | None:
+    """The scope ``action`` needs from this caller."""
+    if action not in CALL_SCOPES:
+        raise UnknownCall(f"unknown call {action!r}: no rule names its scope")
+    scope = CALL_SCOPES[action]
+    if action == "list_messages":
+        principal = grants.authenticate_or_none(hub.book, token_hash)
+        if principal is not None:
+            held = grants.scopes_of(hub.book, principal.id)
+            if Scope.MESSAGE not in held and Scope.REACHABLE in held:
+                return Scope.REACHABLE
+    return scope
+
+
+def gate(
+    hub: H.Hub, *, token_hash: str, action: str, now: float, target: str = "", message_id: str | None = None
+) -> Admitted:
+    """Pass the gate or raise :class:`connectcore.hub.CallRefused` (its ``audit`` is the record)."""
+    scope = call_scope(hub, token_hash, action)
+    principal, record = H.authorize(hub, token_hash=token_hash, scope=scope, action=action, now=now, target=target)
+    return Admitted(principal, replace(record, message_id=message_id))
+
+
+# --- what the reads show ----------------------------------------------------------------------------
+
+
+def inbox(hub: H.Hub, principal_id: str, now: float) -> tuple[Message, ...]:
+    """Messages typed into this agent's pane in the reply window (so a wait can break on them).
+
+    A message being typed counts: the recipient can read and act on it before the confirming re-read
+    marks it delivered (a real Claude Code agent asked about a reply while connectd was still
+    confirming it, and was told of no reply).
+    """
+    members = grants.group(hub.book, principal_id)
+    return tuple(
+        m
+        for m in hub.messages.values()
+        if m.recipient_principal in members
+        and (
+            m.state is MessageState.TYPING
+            or (m.outcome == "delivered" and m.final_at is not None and now - m.final_at <= hub.limits.reply_window)
+        )
+    )
+
+
+def replies(hub: H.Hub, ref: str) -> tuple[Message, ...]:
+    """The correlated answers: messages sent with ``in_reply_to`` naming this one."""
+    return tuple(m for m in hub.messages.values() if m.in_reply_to == ref)
+
+
+def wait_over(message: Message, caller_inbox: tuple[Message, ...], *, timed_out: bool, woken: bool) -> bool:
+    """Whether a ``get_message`` wait answers now: the message is final, the wait ran out, or the
+    caller was woken and has something in its inbox."""
+    return message.is_final or timed_out or (woken and bool(caller_inbox))
+
+
+def own_record(directory: D.Directory, book: GrantBook, principal: Principal) -> D.PaneRecord | None:
+    """The caller's own pane: the live record whose incarnation holds a live token of its agent."""
+    root = grants.canonical(book, principal.id)
+    for record in directory.records():
+        holder = grants.principal_at(book, record.token)
+        if holder is not None and holder.id == root:
+            return record
+    return None
+
+
+__all__ = [
+    "AUDITED_BY_STEP",
+    "CALL_SCOPES",
+    "Admitted",
+    "UnknownCall",
+    "call_scope",
+    "gate",
+    "inbox",
+    "own_record",
+    "refusal_reason",
+    "replies",
+    "wait_over",
+]

@@ -1,0 +1,403 @@
+"""Issue 10, the reads and grants part: merges carry counters, the cap binds every scope check, the
+gate comes first, and the read rules live in the core (``connectcore.reads``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from connectcore import consent, grants
+from connectcore import hub as H
+from connectcore.grants import PRESET_SCOPES, Preset, Scope
+from tests.unit.hubkit import World
+
+# --- the policy cap binds existing grants -----------------------------------------------------------
+
+
+def capped(w: World, cap: Preset) -> None:
+    """The daemon restarted with a lower cap in policy.toml (the stored grants are unchanged)."""
+    w.hub = replace(w.hub, book=grants.with_cap(w.hub.book, cap))
+
+
+def test_a_lowered_cap_binds_a_collaborate_grant_in_every_scope_check() -> None:
+    w = World()
+    a, b = w.launch("a", session=("claude", "sa")), w.launch("b", session=("claude", "sb"))
+    capped(w, Preset.OBSERVE)
+    assert grants.scopes_of(w.hub.book, a.principal) == PRESET_SCOPES[Preset.OBSERVE]
+    with pytest.raises(grants.ScopeDenied):
+        grants.require(w.hub.book, w.hub.book.principals[a.principal], Scope.MESSAGE)
+    with pytest.raises(H.CallRefused) as err:
+        H.authorize(w.hub, token_hash=a.token, scope=Scope.MESSAGE, action="send_message", now=w.now)
+    assert err.value.reason == "scope_denied" and err.value.audit.outcome == "refused"
+    with pytest.raises(H.CallRefused) as err:
+        w.send(a, b, message_id="m1")
+    assert err.value.reason == "scope_denied"
+    assert not w.hub.messages
+    # the stored grant is untouched: raising the cap again gives it back
+    assert w.hub.book.grants[("session", "claude", "sa")] == PRESET_SCOPES[Preset.COLLABORATE]
+    capped(w, Preset.COLLABORATE)
+    assert grants.scopes_of(w.hub.book, a.principal) == PRESET_SCOPES[Preset.COLLABORATE]
+
+
+def test_a_lowered_cap_makes_a_recipient_unreachable() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, message_id="before")
+    w.decide(key)
+    capped(w, Preset.OBSERVE)
+    _principal, scopes = H._recipient_scopes(w.hub, b.incarnation)
+    assert consent.may_receive(recipient_kind="claude", recipient_scopes=scopes, sender_scopes=frozenset({"message"})) is not None
+
+
+def test_a_cap_of_off_disconnects_every_ordinary_agent_but_not_control() -> None:
+    w = World()
+    a = w.launch("a")
+    c = w.launch("c", control=True, scopes=frozenset())
+    capped(w, Preset.OFF)
+    assert grants.authenticate_or_none(w.hub.book, a.token) is None
+    assert grants.scopes_of(w.hub.book, grants.authenticate(w.hub.book, c.token).id) == grants.CONTROL_SCOPES
+
+
+# --- merging two principals carries counters, pair approvals and hop state ---------------------------
+
+
+def merged_pair(w: World) -> tuple[object, object, object]:
+    """``a`` holds session s1; ``again`` (the same agent resumed by hand, session unknown at launch)
+    gets its own principal until its binding merges it into a's; ``b`` is a recipient."""
+    a = w.launch("a", harness="codex", session=("codex", "s1"))
+    again = w.launch("again", harness="codex")
+    b = w.launch("b")
+    return a, again, b
+
+
+def sent(w: World, key: tuple[str, str]) -> H.Message:
+    """The message by its sender's id, whichever principal of the merge group it is stored under."""
+    found = H.message_for(w.hub, key[0], key[1])
+    assert found is not None
+    return found
+
+
+def merge(w: World, again: object) -> None:
+    w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # type: ignore[attr-defined]
+
+
+def test_a_merge_keeps_the_sender_rate_limited() -> None:
+    w = World.with_limits(sender_per_window=2)
+    a, again, b = merged_pair(w)
+    w.send(again, b, message_id="m1")
+    w.send(again, b, message_id="m2")
+    merge(w, again)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(again, b, message_id="m3")
+    assert err.value.reason == "rate_limited"
+    with pytest.raises(H.CallRefused) as err:  # the merged agent's other token too: one agent, one budget
+        w.send(a, b, message_id="m4")
+    assert err.value.reason == "rate_limited"
+
+
+def test_a_merge_keeps_the_pair_rate_limited() -> None:
+    w = World.with_limits(pair_per_window=1)
+    _a, again, b = merged_pair(w)
+    w.send(again, b, message_id="m1")
+    merge(w, again)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(again, b, message_id="m2")
+    assert err.value.reason == "rate_limited" and "pair" in str(err.value)
+
+
+def test_a_merge_keeps_the_pair_approved() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    w.decide(w.send(again, b, message_id="m1"))
+    merge(w, again)
+    key = w.send(again, b, message_id="m2")
+    assert sent(w, key).card is None and sent(w, key).state.value == "ready"
+
+
+def test_a_card_opened_before_a_merge_and_approved_after_it_approves_the_merged_agent() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    first = w.send(again, b, message_id="m1")
+    merge(w, again)
+    w.decide(first)
+    key = w.send(again, b, message_id="m2")
+    assert sent(w, key).card is None
+
+
+def test_a_merge_keeps_the_hop_count() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    received = w.send(b, again, message_id="q1")
+    w.decide(received)
+    w.deliver(received, again)
+    merge(w, again)
+    key = w.send(again, b, message_id="answer")
+    assert sent(w, key).hop == 2
+    assert sent(w, key).conversation == w.message(received).conversation
+
+
+def test_a_message_received_by_the_old_principal_after_the_merge_still_counts_for_the_hop() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    received = w.send(b, again, message_id="q1")
+    w.decide(received)
+    merge(w, again)
+    w.deliver(received, again)  # addressed to again's old principal, delivered after the merge
+    key = w.send(again, b, message_id="answer")
+    assert sent(w, key).hop == 2
+
+
+def test_a_resume_through_a_launch_with_the_session_keeps_every_counter() -> None:
+    w = World.with_limits(sender_per_window=1)
+    a = w.launch("a", session=("claude", "s1"))
+    b = w.launch("b")
+    w.decide(w.send(a, b, message_id="m1"))
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))
+    resumed = w.launch("a2", session=("claude", "s1"), pane=a.pane)
+    with pytest.raises(H.CallRefused) as err:
+        w.send(resumed, b, message_id="m2")
+    assert err.value.reason == "rate_limited"
+    assert H.pair_approved(w.hub, resumed.principal, b.incarnation)
+
+
+# --- the gate: first on every call, one rule for the scope and the refusal's actor --------------------
+
+from connectcore import directory as D  # noqa: E402
+from connectcore import history as HI  # noqa: E402
+from connectcore import reads as R  # noqa: E402
+from connectcore._machine import ConnectError  # noqa: E402
+from connectcore.effects import Audit  # noqa: E402
+
+
+def test_a_refusal_of_a_revoked_token_names_its_agent_in_the_audit() -> None:
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    w.step(H.Revoke(w.now, a.principal))
+    with pytest.raises(H.CallRefused) as err:
+        H.authorize(w.hub, token_hash=a.token, scope=Scope.READ, action="list_agents", now=w.now)
+    assert err.value.reason == "not_connected" and err.value.audit.actor == "agent:claude:s1"
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))  # an ended token too
+    with pytest.raises(H.CallRefused) as err:
+        H.authorize(w.hub, token_hash=a.token, scope=Scope.READ, action="list_agents", now=w.now)
+    assert err.value.audit.actor == "agent:claude:s1"
+
+
+def test_a_refusal_of_a_merged_principal_s_token_names_the_agent_it_joined() -> None:
+    w = World()
+    _a, again, _b = merged_pair(w)
+    merge(w, again)
+    w.step(H.Revoke(w.now, again.principal))  # type: ignore[attr-defined]
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=again.token, action="whoami", now=w.now)  # type: ignore[attr-defined]
+    assert err.value.audit.actor == "agent:codex:s1"
+
+
+def test_every_tool_has_its_scope() -> None:
+    assert R.CALL_SCOPES == {
+        "whoami": None,
+        "list_agents": Scope.READ,
+        "get_agent": Scope.READ,
+        "find_sessions": Scope.HISTORY,
+        "get_session": Scope.HISTORY,
+        "send_message": Scope.MESSAGE,
+        "get_message": Scope.MESSAGE,
+        "list_messages": Scope.MESSAGE,
+    }
+
+
+def test_the_gate_allows_with_one_record_written_when_the_call_ends() -> None:
+    w = World()
+    a = w.launch("a", Preset.OBSERVE, session=("claude", "s1"))
+    admitted = R.gate(w.hub, token_hash=a.token, action="get_agent", now=5.0, target="pr:1")
+    assert admitted.principal.id == a.principal
+    assert admitted.allowed() == Audit("agent:claude:s1", "get_agent", "allowed", "read", "pr:1", at=5.0)
+    assert admitted.refused("no_pane") == Audit(
+        "agent:claude:s1", "get_agent", "refused", "read", "pr:1", detail="no_pane", at=5.0
+    )
+
+
+def test_whoami_needs_a_connected_token_and_no_scope() -> None:
+    w = World()
+    a = w.launch("a", scopes=frozenset({Scope.HISTORY}), session=("claude", "s1"))
+    assert R.gate(w.hub, token_hash=a.token, action="whoami", now=1.0).allowed() == Audit(
+        "agent:claude:s1", "whoami", "allowed", None, "", at=1.0
+    )
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash="nope", action="whoami", now=1.0)
+    assert err.value.reason == "not_connected" and err.value.audit.actor == "agent:unknown"
+
+
+def test_send_message_s_record_is_its_step_s() -> None:
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    admitted = R.gate(w.hub, token_hash=a.token, action="send_message", now=1.0, target="%2@x", message_id="m1")
+    assert admitted.allowed() is None  # the Submit step writes queued, an outcome or its refusal
+    assert admitted.refused("unknown_target") == Audit(
+        "agent:claude:s1", "send_message", "refused", "message", "%2@x", "m1", "unknown_target", 1.0
+    )
+
+
+def test_list_messages_needs_message_or_for_a_receive_only_agent_reachable() -> None:
+    w = World()
+    sender = w.launch("sender")
+    receiver = w.launch("receiver", scopes=frozenset({Scope.REACHABLE}))
+    reader = w.launch("reader", Preset.OBSERVE)
+    assert R.gate(w.hub, token_hash=sender.token, action="list_messages", now=1.0).record.scope == "message"
+    assert R.gate(w.hub, token_hash=receiver.token, action="list_messages", now=1.0).record.scope == "reachable"
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=reader.token, action="list_messages", now=1.0)
+    assert err.value.reason == "scope_denied" and err.value.audit.scope == "message"
+
+
+def test_an_unknown_call_is_refused_by_name_and_changes_nothing() -> None:
+    w = World()
+    a = w.launch("a")
+    before = w.hub
+    with pytest.raises(ConnectError, match="unknown call 'read_files'"):
+        R.gate(w.hub, token_hash=a.token, action="read_files", now=1.0)
+    assert w.hub is before
+
+
+def test_the_gate_is_checked_again_after_a_wait() -> None:
+    """A long poll re-passes the gate when it wakes: revoked meanwhile, it is refused with its actor."""
+    w = World()
+    a = w.launch("a", session=("claude", "s1"))
+    R.gate(w.hub, token_hash=a.token, action="get_message", now=1.0)
+    w.step(H.Revoke(w.now, a.principal))
+    with pytest.raises(H.CallRefused) as err:
+        R.gate(w.hub, token_hash=a.token, action="get_message", now=2.0, target="m1")
+    assert (err.value.audit.actor, err.value.audit.outcome, err.value.audit.detail) == (
+        "agent:claude:s1",
+        "refused",
+        "not_connected",
+    )
+
+
+# --- read rules: the inbox, replies, the wait, the caller's pane and repo, the handle ----------------
+
+
+def delivered_to(w: World, sender: object, to: object, message_id: str) -> tuple[str, str]:
+    key = w.send(sender, to, message_id=message_id)  # type: ignore[arg-type]
+    if w.message(key).card is not None:
+        w.decide(key)
+    w.deliver(key, to)  # type: ignore[arg-type]
+    return key
+
+
+def test_the_inbox_holds_what_was_typed_into_the_caller_within_the_reply_window() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = delivered_to(w, a, b, "q1")
+    assert [m.key for m in R.inbox(w.hub, b.principal, w.now)] == [key]
+    assert R.inbox(w.hub, a.principal, w.now) == ()
+    later = w.now + w.hub.limits.reply_window + 1
+    assert R.inbox(w.hub, b.principal, later) == ()
+
+
+def test_a_message_being_typed_is_in_the_inbox_already() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, message_id="q1")
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    assert w.message(key).state.value == "typing"
+    assert [m.key for m in R.inbox(w.hub, b.principal, w.now)] == [key]
+
+
+def test_the_inbox_follows_the_merge_group() -> None:
+    w = World()
+    _a, again, b = merged_pair(w)
+    key = delivered_to(w, b, again, "q1")
+    merge(w, again)
+    root = grants.canonical(w.hub.book, again.principal)  # type: ignore[attr-defined]
+    assert [m.key for m in R.inbox(w.hub, root, w.now)] == [key]
+
+
+def test_replies_are_the_messages_sent_in_reply_to_a_ref() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    question = delivered_to(w, a, b, "q1")
+    ref = w.message(question).ref
+    answer = w.send(b, a, message_id="a1", in_reply_to=ref)
+    assert [m.key for m in R.replies(w.hub, ref)] == [answer]
+    assert R.replies(w.hub, "r-none") == ()
+
+
+def test_a_wait_ends_on_a_final_outcome_the_deadline_or_an_inbox_after_a_wake() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, message_id="q1")
+    open_message = w.message(key)
+    inbox = R.inbox(w.hub, a.principal, w.now)
+    assert not R.wait_over(open_message, inbox, timed_out=False, woken=False)
+    assert R.wait_over(open_message, inbox, timed_out=True, woken=False)
+    received = delivered_to(w, b, a, "back")
+    inbox = R.inbox(w.hub, a.principal, w.now)
+    assert inbox and not R.wait_over(open_message, inbox, timed_out=False, woken=False)
+    assert R.wait_over(open_message, inbox, timed_out=False, woken=True)
+    assert not R.wait_over(open_message, (), timed_out=False, woken=True)
+    w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
+    assert R.wait_over(w.message(key), (), timed_out=False, woken=False)
+    assert received
+
+
+def observation(pane: str, pid: int, cwd: str) -> D.PaneObservation:
+    incarnation = D.Incarnation(server_pid=1, server_start=1, pane_id=pane, pane_pid=pid, process_start=pid)
+    return D.PaneObservation(incarnation, harness="claude", cwd=cwd)
+
+
+def test_the_caller_s_pane_is_the_one_its_live_token_is_bound_to() -> None:
+    directory = D.observe(D.Directory(), [observation("%1", 11, "/w/one"), observation("%2", 22, "/w/two")])
+    w = World()
+    two = directory.panes["%2"]
+    a = w.launch("a", pane="%2")
+    w.hub = replace(
+        w.hub,
+        book=replace(
+            w.hub.book,
+            tokens={k: replace(t, incarnation=two.token) for k, t in w.hub.book.tokens.items()},
+        ),
+    )
+    principal = grants.authenticate(w.hub.book, a.token)
+    record = R.own_record(directory, w.hub.book, principal)
+    assert record is not None and record.pane_id == "%2" and record.cwd == "/w/two"
+    w.step(H.PaneGone(w.now, "%2", two.token))
+    assert R.own_record(directory, w.hub.book, principal) is None
+
+
+def test_history_reads_are_limited_to_the_caller_s_own_repository() -> None:
+    assert HI.caller_repos("/repos/connect") == frozenset({"/repos/connect"})
+    assert HI.caller_repos(None) == frozenset()  # no pane, no repository: nothing to read
+    assert HI.caller_repos("") == frozenset()
+
+
+def test_a_target_is_a_handle_or_an_address() -> None:
+    assert D.handle_of("%5@0123456789abcdef") is None
+    assert D.handle_of(" pr:123 ") == "pr:123"
+    assert D.handle_of("title:  fix login") == "title:fix login"
+    assert D.handle_of("control") == "control"
+    for bad in ("%5", "", "window:2"):
+        with pytest.raises(D.TargetError) as err:
+            D.handle_of(bad)
+        assert err.value.reason == "bad_target"
+
+
+def test_a_refusal_after_the_gate_is_audited_with_its_reason_code() -> None:
+    assert R.refusal_reason(D.TargetError(D.TargetRefusal.NO_PANE, "no live pane matches pr:1")) == "no_pane"
+    assert R.refusal_reason(HI.OutOfScope("repo '/x'")) == "out_of_scope"
+    assert R.refusal_reason(HI.SessionNotFound("claude", "s")) == "session_not_found"
+    assert R.refusal_reason(ValueError("boom")) == "value_error"
+
+
+def test_an_outcome_wakes_the_agent_a_merged_sender_joined() -> None:
+    """A long poll waits under the caller's canonical principal; a message sent before the merge
+    names the old one as its sender, so the outcome's wake-up names the agent it joined."""
+    w = World()
+    _a, again, b = merged_pair(w)
+    key = w.send(again, b, message_id="m1")
+    merge(w, again)
+    effects = w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
+    woken = [e.principal for e in effects if isinstance(e, H.Notify) and e.topic == "message"]
+    assert woken == [grants.canonical(w.hub.book, again.principal)]  # type: ignore[attr-defined]
