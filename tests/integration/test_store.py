@@ -25,7 +25,7 @@ from connectcore.delivery import MessageState
 from connectcore.effects import Audit, Notify, Persist, TypeText
 from connectcore.grants import Preset, Principal, Scope, TokenRecord, scopes_of
 from connectd import store as store_mod
-from connectd.store import AuditRow, BindingRow, LaunchRow, Store, StoreError, hash_token
+from connectd.store import AuditRow, BindingRow, LaunchRow, Store, StoreError, hash_token, message_cursor
 from tests.unit.hubkit import World
 
 REPO = Path(__file__).resolve().parents[2]
@@ -419,6 +419,14 @@ def test_audit_pages_by_id_and_filters(store: Store) -> None:
     window = store.audit(since=105.0, until=110.0, limit=100)
     assert [r.at for r in window] == [105.0, 106.0, 107.0, 108.0, 109.0]
     assert isinstance(window[0], AuditRow)
+    newest = store.audit(limit=12, newest_first=True)
+    older = store.audit(before_id=newest[-1].id, limit=12, newest_first=True)
+    oldest = store.audit(before_id=older[-1].id, limit=12, newest_first=True)
+    assert [len(newest), len(older), len(oldest)] == [12, 12, 6]
+    assert [r.at for r in newest + older + oldest] == [e.at for e in reversed(effects)]
+    assert store.audit(before_id=oldest[-1].id, newest_first=True) == []
+    between = store.audit(after_id=page1[2].id, before_id=page1[6].id, newest_first=True)
+    assert [r.id for r in between] == [page1[5].id, page1[4].id, page1[3].id]
 
 
 def test_history_outlives_the_id_hour_but_is_not_loaded(store: Store) -> None:
@@ -444,6 +452,12 @@ def test_history_outlives_the_id_hour_but_is_not_loaded(store: Store) -> None:
     assert [m.text for m in store.messages(pane=a.pane)] == ["new", "old"]  # sent from the pane
     assert store.messages(pane="%99") == []
     assert len(store.messages(limit=1)) == 1
+    (first,) = store.messages(limit=1)
+    assert first.text == "new"
+    assert [m.text for m in store.messages(before=message_cursor(first))] == ["old"]
+    assert [m.text for m in store.messages(after=message_cursor(history[1]))] == ["new"]
+    assert [m.text for m in store.messages(newest_first=False)] == ["old", "new"]
+    assert store.messages(before=message_cursor(history[1])) == []
     assert store.message(a.principal, "never-sent") is None
     assert [c.state for c in store.cards()] == [CardState.APPROVED_PAIR]  # the pair covered "new"
     assert store.cards(state=CardState.PENDING) == []

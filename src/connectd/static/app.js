@@ -661,7 +661,7 @@
   }
 
   // --- Activity: audit log ------------------------------------------------------------------------
-  // The API pages forward (records with id > after, oldest first); the page shows newest first. The
+  // The page asks the API for records with id > after, oldest first; it shows them newest first. The
   // newest page, and each older page, is found by a short search over `after` (ids only grow).
 
   function auditFilters() {
@@ -679,6 +679,7 @@
   async function fetchAudit(filters, after, limit) {
     const p = new URLSearchParams(filters);
     p.set("after", String(after));
+    p.set("order", "oldest"); // the API lists newest first unless asked; this search walks forward
     p.set("limit", String(limit));
     return api("GET", `/api/audit?${p}`);
   }
