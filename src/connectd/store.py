@@ -189,7 +189,15 @@ CREATE TABLE bindings (
 ) STRICT;
 """
 
-MIGRATIONS: list[str] = [_V1]
+_V2 = """
+CREATE TABLE export_cursors (
+    name TEXT PRIMARY KEY,                 -- one per destination, e.g. 'otlp:http://127.0.0.1:4318/v1/logs'
+    audit_id INTEGER NOT NULL,             -- every audit record with id <= this one was accepted there
+    updated_at REAL NOT NULL
+) STRICT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -269,7 +277,7 @@ class Store:
             "pairs": self._put_pairs,
             "restart": self._put_restart,
         }
-        #: Called with each committed Audit, after the commit (the OTLP exporter listens here).
+        #: Called with each committed Audit, after the commit.
         self.audit_listeners: list[Callable[[Audit], None]] = []
 
     @classmethod
@@ -509,7 +517,22 @@ class Store:
                 (pane_id, harness, session_id, cwd, updated_at),
             )
 
+    def set_export_cursor(self, name: str, audit_id: int, *, updated_at: float) -> None:
+        """Every audit record with id <= ``audit_id`` reached the destination ``name`` (never moves back)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO export_cursors (name, audit_id, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET audit_id = max(audit_id, excluded.audit_id),"
+                " updated_at = excluded.updated_at",
+                (name, audit_id, updated_at),
+            )
+
     # -- reads -----------------------------------------------------------------------------------
+
+    def export_cursor(self, name: str) -> int:
+        """The last audit id the destination ``name`` accepted (0: none yet)."""
+        rows = self._rows("SELECT audit_id FROM export_cursors WHERE name = ?", (name,))
+        return int(rows[0][0]) if rows else 0
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

@@ -350,7 +350,7 @@ def test_a_newer_database_is_refused_and_left_unchanged(data_dir: Path) -> None:
     with pytest.raises(StoreError) as caught:
         Store.open(data_dir)
     assert str(caught.value) == (
-        "database schema version 7 is newer than this connectd (1); "
+        f"database schema version 7 is newer than this connectd ({len(store_mod.MIGRATIONS)}); "
         "refusing to run: a downgrade would destroy data"
     )
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
@@ -358,33 +358,43 @@ def test_a_newer_database_is_refused_and_left_unchanged(data_dir: Path) -> None:
 
 
 def test_a_new_migration_is_applied_once_and_keeps_the_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = len(store_mod.MIGRATIONS)
     with Store.open(data_dir) as store:
         store.apply([GOOD])
-        assert store.schema_version == 1
+        assert store.schema_version == shipped
     monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, "ALTER TABLE bindings ADD COLUMN note TEXT;"])
     with Store.open(data_dir) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == shipped + 1
         columns = [row[1] for row in store._db.execute("PRAGMA table_info(bindings)")]
         assert list(store.load_hub(0.0).book.principals) == ["p1"]
     assert "note" in columns
-    assert _user_version(data_dir / "connect.db") == 2
-    Store.open(data_dir).close()  # at version 2 already: nothing to apply (a second ALTER would fail)
+    assert _user_version(data_dir / "connect.db") == shipped + 1
+    Store.open(data_dir).close()  # at the new version already: nothing to apply (a second ALTER would fail)
     monkeypatch.undo()
-    with pytest.raises(StoreError, match="schema version 2 is newer than this connectd \\(1\\)"):
+    with pytest.raises(StoreError, match=f"schema version {shipped + 1} is newer than this connectd \\({shipped}\\)"):
         Store.open(data_dir)
 
 
 def test_a_failing_migration_changes_nothing(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = len(store_mod.MIGRATIONS)
     Store.open(data_dir).close()
     broken = "CREATE TABLE half_done (x INTEGER);\nCREATE TABLE principals (x INTEGER);"
     monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, broken])
-    with pytest.raises(StoreError, match="migration 2 failed, database left at version 1"):
+    with pytest.raises(StoreError, match=f"migration {shipped + 1} failed, database left at version {shipped}"):
         Store.open(data_dir)
     monkeypatch.undo()
     with Store.open(data_dir) as store:
         tables = {row[0] for row in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "half_done" not in tables
-    assert _user_version(data_dir / "connect.db") == 1
+    assert _user_version(data_dir / "connect.db") == shipped
+
+
+def test_the_export_cursor_is_kept_per_destination_and_never_moves_back(store: Store) -> None:
+    assert store.export_cursor("otlp:a") == 0
+    store.set_export_cursor("otlp:a", 40, updated_at=1.0)
+    store.set_export_cursor("otlp:a", 12, updated_at=2.0)  # a late, older acknowledgement
+    store.set_export_cursor("otlp:b", 7, updated_at=2.0)
+    assert (store.export_cursor("otlp:a"), store.export_cursor("otlp:b")) == (40, 7)
 
 
 # --- queries ----------------------------------------------------------------------------------------
