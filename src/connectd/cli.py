@@ -226,13 +226,34 @@ def _print(args: argparse.Namespace, payload: Any, lines: list[str]) -> None:
         print("\n".join(lines) if lines else "(none)")
 
 
+def _table(columns: list[str], rows: list[list[str]]) -> None:
+    """A table on stdout (``rich``): boxed on a terminal; plain, unwrapped columns in a pipe."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True) if sys.stdout.isatty() else Console(
+        width=10_000, no_color=True, highlight=False, soft_wrap=True
+    )
+    table = Table(*columns, box=box.SIMPLE_HEAD if console.is_terminal else None, header_style="bold",
+                  show_edge=False, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table, crop=False)
+
+
 def cmd_agents(args: argparse.Namespace) -> int:
     agents = _client(args).call("GET", "/api/agents")
-    _print(
-        args,
-        agents,
-        [f"{a['address']:<26} {a['harness']:<8} {a['activity']:<8} {a['connect']:<12} {a.get('title') or ''} {a.get('cwd') or ''}" for a in agents],
-    )
+    if args.json:
+        print(json.dumps(agents, indent=2))
+    elif not agents:
+        print("(none)")
+    else:
+        _table(
+            ["ADDRESS", "HARNESS", "READING", "CONNECT", "TITLE", "CWD"],
+            [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), a.get("title") or "",
+              a.get("cwd") or ""] for a in agents],
+        )
     return 0
 
 
@@ -510,11 +531,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         _print(args, result, [f"ended page session {result['ended']['id']} ({result['ended']['actor']})"])
         return 0
     rows = client.call("GET", "/api/page-sessions")
-    _print(
-        args,
-        rows,
-        [f"{r['id']}  since {_ago(r['created'])}  until {_ago(r['expires'])}  {r['agent'][:60]}" for r in rows],
-    )
+    if args.json or not rows:
+        _print(args, rows, [])
+    else:
+        _table(["ID", "SINCE", "UNTIL", "BROWSER"],
+               [[str(r["id"]), _ago(r["created"]), _ago(r["expires"]), str(r["agent"])[:60]] for r in rows])
     return 0
 
 

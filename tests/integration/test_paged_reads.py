@@ -125,3 +125,14 @@ def test_the_owner_api_names_the_next_page_in_its_headers(daemon: DaemonProcess)
     assert link.startswith("</api/audit?") and f"before={rows[-1]['id']}" in link and "actor=agent" in link
     following = daemon.http().get(link[1 : link.index(">")]).json()
     assert following[0]["id"] < rows[-1]["id"] and following[0]["actor"] == "agent:claude:s0"
+
+
+def test_agents_text_is_a_table_and_json_is_unchanged(daemon: DaemonProcess) -> None:
+    listed = json.loads(ok(daemon, "agents", "--json").stdout)
+    assert isinstance(listed, list) and listed and {"address", "harness", "activity", "connect"} <= set(listed[0])
+    lines = ok(daemon, "agents").stdout.splitlines()
+    assert lines[0].split()[:4] == ["ADDRESS", "HARNESS", "READING", "CONNECT"]
+    body = [line for line in lines[1:] if line.strip()]
+    assert len(body) == len(listed)
+    for agent, line in zip(listed, body, strict=True):
+        assert line.split()[:4] == [agent["address"], agent["harness"], agent["activity"], agent["connect"]]
