@@ -555,6 +555,31 @@ def cmd_rotate_owner_token(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- running it as a service, and is this machine ready ---------------------------------------------
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from connectd import service
+
+    data_dir = Path(args.data_dir).expanduser().absolute()
+    if args.action == "install":
+        status, lines = service.install(data_dir, args.port, start=not args.no_start)
+    elif args.action == "uninstall":
+        status, lines = service.uninstall()
+    else:
+        status, lines = service.status(data_dir, args.port)
+    print("\n".join(lines))
+    return status
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from connectd import doctor
+
+    status, text = doctor.report(doctor.run_checks(Path(args.data_dir), args.port), args.json)
+    print(text)
+    return status
+
+
 # --- parser -------------------------------------------------------------------------------------------
 
 
@@ -638,6 +663,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sessions)
     p = sub.add_parser("rotate-owner-token", parents=[common], help="replace the owner token (the old one stops working)")
     p.set_defaults(func=cmd_rotate_owner_token)
+
+    p = sub.add_parser("service", parents=[common], help="run the daemon as a systemd user service (Restart=on-failure)")
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--no-start", action="store_true", help="with install: enable the unit but do not start it now")
+    p.set_defaults(func=cmd_service)
+    p = sub.add_parser("doctor", parents=[common, reads], help="is this machine ready? tmux, harness releases, port, data directory, daemon")
+    p.set_defaults(func=cmd_doctor)
 
     history_cli.register(sub)
     return parser
