@@ -136,3 +136,22 @@ def test_agents_text_is_a_table_and_json_is_unchanged(daemon: DaemonProcess) -> 
     assert len(body) == len(listed)
     for agent, line in zip(listed, body, strict=True):
         assert line.split()[:4] == [agent["address"], agent["harness"], agent["activity"], agent["connect"]]
+
+
+def test_audit_follow_prints_the_newest_then_each_new_record_oldest_first(daemon: DaemonProcess) -> None:
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "connectd.cli", "audit", "--follow", "--json", "--limit", "3", "--data-dir", str(daemon.data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert follow.stdout is not None
+        first = [json.loads(follow.stdout.readline()) for _ in range(3)]
+        ids = [row["id"] for row in first]
+        assert ids == sorted(ids) and ids[-1] == max(every_audit_id(daemon))  # the newest three, oldest first
+        daemon.api("POST", "/api/launch", {"launcher": "no-such", "connect": "off", "cwd": str(daemon.workdir)}, expect=404)
+        new = json.loads(follow.stdout.readline())
+        assert new["id"] > ids[-1] and (new["action"], new["outcome"]) == ("launch", "refused")
+    finally:
+        follow.kill()
+        follow.wait(10)
