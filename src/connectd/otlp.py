@@ -84,19 +84,16 @@ class OtlpExporter:
     async def run(self) -> None:
         """Ship every audit record, forever: a full batch is followed at once, an error backs off."""
         delay = self.interval
-        try:
-            while True:
-                await anyio.sleep(delay)
-                try:
-                    shipped = await anyio.to_thread.run_sync(self.export_once)
-                except Exception as exc:  # nothing a collector does ends the daemon: log, back off, retry
-                    self.failures += 1
-                    delay = min(self.max_backoff, max(delay, self.interval) * 2)
-                    log.warning("OTLP export to %s failed (retrying in %.0fs): %s", self.url, delay, exc)
-                    continue
-                delay = 0.0 if shipped == BATCH else self.interval
-        finally:
-            self.exporter.shutdown()
+        while True:  # the exporter stays usable: the supervisor may call run() again after a crash
+            await anyio.sleep(delay)
+            try:
+                shipped = await anyio.to_thread.run_sync(self.export_once)
+            except Exception as exc:  # nothing a collector does ends the daemon: log, back off, retry
+                self.failures += 1
+                delay = min(self.max_backoff, max(delay, self.interval) * 2)
+                log.warning("OTLP export to %s failed (retrying in %.0fs): %s", self.url, delay, exc)
+                continue
+            delay = 0.0 if shipped == BATCH else self.interval
 
     def export_once(self) -> int:
         """Send the next batch after the cursor and move the cursor past it; how many were sent."""
