@@ -34,3 +34,17 @@ def test_the_built_wheel_holds_the_static_page_and_the_entry_point(tmp_path: Pat
     assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli.py", "connectcore/hub.py"} <= names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "connectd = connectd.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+    # What an installed copy sees: unpacked alone on the path, it finds its page and runs its CLI.
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import connectd, connectd.page as p; print(connectd.__file__); print((p.STATIC_DIR / 'index.html').is_file())"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )
+    assert probe.returncode == 0, probe.stderr
+    where, found = probe.stdout.split()
+    assert where.startswith(str(site)) and found == "True"
+    help_text = subprocess.run([sys.executable, "-m", "connectd.cli", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert help_text.returncode == 0 and "doctor" in help_text.stdout and "service" in help_text.stdout
