@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live harnesses mutation mutation-shell bench eval-screens diagrams clean
+.PHONY: run test lint unit model integration live harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,12 @@ lint: $(STAMP)
 harnesses: $(STAMP)
 	$(PY) -m tests.support.live install
 
-test: lint harnesses
+# tmux and chromium (the browser tests): installed with apt when run as root, else make stops here with
+# the command to run. Nothing is skipped for want of them.
+system-deps:
+	$(PYTHON) scripts/system_deps.py
+
+test: system-deps lint harnesses
 	$(BIN)/pytest -q -rs tests/unit tests/model tests/integration
 
 unit: $(STAMP)

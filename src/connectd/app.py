@@ -156,8 +156,7 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             if daemon.config.otlp_endpoint:
                 from connectd.otlp import OtlpExporter
 
-                exporter = OtlpExporter(daemon.config.otlp_endpoint)
-                daemon.store.audit_listeners.append(exporter.submit)
+                exporter = OtlpExporter(daemon.config.otlp_endpoint, daemon.store)
                 daemon.engine.spawn_service(Kind.EXPORT, exporter.run, "OTLP exporter")
             http_done = anyio.Event()
             tg.start_soon(_serve_http, server, daemon.sock, http_done)

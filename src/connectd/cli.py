@@ -10,11 +10,13 @@ recorded port belongs to our user and is held by the recorded daemon process
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,10 @@ class Client:
         self._verified = True
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.exchange(method, path, body)[0]
+
+    def exchange(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[Any, dict[str, str]]:
+        """The answer's JSON and its headers (the paging headers of a list read)."""
         self.verify()
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
@@ -164,7 +170,7 @@ class Client:
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
+                return json.loads(response.read() or b"null"), dict(response.headers.items())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")
             try:
@@ -220,13 +226,34 @@ def _print(args: argparse.Namespace, payload: Any, lines: list[str]) -> None:
         print("\n".join(lines) if lines else "(none)")
 
 
+def _table(columns: list[str], rows: list[list[str]]) -> None:
+    """A table on stdout (``rich``): boxed on a terminal; plain, unwrapped columns in a pipe."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True) if sys.stdout.isatty() else Console(
+        width=10_000, no_color=True, highlight=False, soft_wrap=True
+    )
+    table = Table(*columns, box=box.SIMPLE_HEAD if console.is_terminal else None, header_style="bold",
+                  show_edge=False, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table, crop=False)
+
+
 def cmd_agents(args: argparse.Namespace) -> int:
     agents = _client(args).call("GET", "/api/agents")
-    _print(
-        args,
-        agents,
-        [f"{a['address']:<26} {a['harness']:<8} {a['activity']:<8} {a['connect']:<12} {a.get('title') or ''} {a.get('cwd') or ''}" for a in agents],
-    )
+    if args.json:
+        print(json.dumps(agents, indent=2))
+    elif not agents:
+        print("(none)")
+    else:
+        _table(
+            ["ADDRESS", "HARNESS", "READING", "CONNECT", "TITLE", "CWD"],
+            [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), a.get("title") or "",
+              a.get("cwd") or ""] for a in agents],
+        )
     return 0
 
 
@@ -299,9 +326,78 @@ def cmd_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- paged reads ----------------------------------------------------------------------------------
+
+
+def _limit(value: str) -> int:
+    from connectd.http.bodies import MAX_LIMIT
+
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"--limit must be a whole number from 1 to {MAX_LIMIT}, not {value!r}")
+    return int(value)
+
+
+def _audit_id(value: str) -> str:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"an audit cursor is a record id (a whole number from 0), not {value!r}")
+    return value
+
+
+def _add_paging(p: argparse.ArgumentParser, cursor: Any = str) -> None:
+    p.add_argument("--limit", type=_limit, default=100, help="at most this many rows (1 to 1000; default 100)")
+    p.add_argument("--before", type=cursor, metavar="CURSOR", help="only rows older than this cursor (a listing's `next`)")
+    p.add_argument("--after", type=cursor, metavar="CURSOR", help="only rows newer than this cursor")
+    p.add_argument("--oldest-first", action="store_true", help="list oldest first (default: newest first)")
+    p.add_argument("--all", action="store_true", help="follow the cursors to the end of the window: every row")
+
+
+@dataclasses.dataclass
+class Page:
+    items: list[Any]
+    more: bool
+    next: dict[str, str] | None  # the cursor flags that continue the listing (--before/--after)
+
+
+def _read_pages(client: Client, path: str, params: dict[str, str], args: argparse.Namespace) -> Page:
+    """Read one page (or, with ``--all``, every page) of a paged owner API list."""
+    query = dict(params, limit=str(args.limit), order="oldest" if args.oldest_first else "newest")
+    if args.before is not None:
+        query["before"] = str(args.before)
+    if args.after is not None:
+        query["after"] = str(args.after)
+    items: list[Any] = []
+    while True:
+        rows, headers = client.exchange("GET", f"{path}?{urllib.parse.urlencode(query)}")
+        items.extend(rows)
+        headers = {key.lower(): value for key, value in headers.items()}
+        more = headers.get("x-more") == "true"
+        nxt = {name: headers[f"x-next-{name}"] for name in ("before", "after") if f"x-next-{name}" in headers}
+        if not more or not nxt:
+            return Page(items, False, None)
+        if not args.all:
+            return Page(items, True, {**{k: query[k] for k in ("before", "after") if k in query}, **nxt})
+        query.update(nxt)
+
+
+def _print_page(args: argparse.Namespace, page: Page, lines: list[str]) -> None:
+    """``--json``: {"items", "more", "next"}; text: the lines, and on stderr how to read on."""
+    if args.json:
+        print(json.dumps({"items": page.items, "more": page.more, "next": page.next}, indent=2))
+        return
+    print("\n".join(lines) if lines else "(none)")
+    if page.more and page.next:
+        flags = " ".join(f"--{key} {value}" for key, value in page.next.items())
+        print(
+            f"connectd: showing the first {len(page.items)}; more remain: add {flags} for the next page, "
+            "or --all for every one",
+            file=sys.stderr,
+        )
+
+
 def cmd_messages(args: argparse.Namespace) -> int:
-    rows = _client(args).call("GET", "/api/messages")
-    _print(args, rows, [f"{m['from']} -> {m['to']} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in rows])
+    params = {"pane": args.pane} if args.pane else {}
+    page = _read_pages(_client(args), "/api/messages", params, args)
+    _print_page(args, page, [f"{m['from']} -> {m['to']} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in page.items])
     return 0
 
 
@@ -316,14 +412,23 @@ def _audit_line(row: dict[str, Any]) -> str:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     client = _client(args)
-    after = 0
+    params = {key: value for key in ("actor", "pane", "outcome") if (value := getattr(args, key))}
+    if not args.follow:
+        page = _read_pages(client, "/api/audit", params, args)
+        _print_page(args, page, [_audit_line(row) for row in page.items])
+        return 0
+    # --follow: the newest --limit records (or those after --after), then every new one, oldest first,
+    # one per line (JSON lines with --json).
+    if args.after is not None:
+        after = int(args.after)
+    else:
+        newest = client.call("GET", "/api/audit?" + urllib.parse.urlencode(dict(params, limit=str(args.limit))))
+        after = max(0, min((int(row["id"]) for row in newest), default=0) - 1)
     while True:
-        rows = client.call("GET", f"/api/audit?after={after}&limit=500")
-        for row in rows:
+        query = dict(params, after=str(after), order="oldest", limit="1000")
+        for row in client.call("GET", f"/api/audit?{urllib.parse.urlencode(query)}"):
             after = max(after, int(row.get("id", 0)))
             print(json.dumps(row) if args.json else _audit_line(row), flush=True)
-        if not args.follow:
-            return 0
         time.sleep(1.0)
 
 
@@ -426,11 +531,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         _print(args, result, [f"ended page session {result['ended']['id']} ({result['ended']['actor']})"])
         return 0
     rows = client.call("GET", "/api/page-sessions")
-    _print(
-        args,
-        rows,
-        [f"{r['id']}  since {_ago(r['created'])}  until {_ago(r['expires'])}  {r['agent'][:60]}" for r in rows],
-    )
+    if args.json or not rows:
+        _print(args, rows, [])
+    else:
+        _table(["ID", "SINCE", "UNTIL", "BROWSER"],
+               [[str(r["id"]), _ago(r["created"]), _ago(r["expires"]), str(r["agent"])[:60]] for r in rows])
     return 0
 
 
@@ -448,6 +553,31 @@ def cmd_rotate_owner_token(args: argparse.Namespace) -> int:
     write_secret(data_dir / OWNER_TOKEN_FILE, new_owner_token())
     print("owner token rotated in the owner_token file (no daemon is running; it reads it at start)")
     return 0
+
+
+# --- running it as a service, and is this machine ready ---------------------------------------------
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from connectd import service
+
+    data_dir = Path(args.data_dir).expanduser().absolute()
+    if args.action == "install":
+        status, lines = service.install(data_dir, args.port, start=not args.no_start)
+    elif args.action == "uninstall":
+        status, lines = service.uninstall()
+    else:
+        status, lines = service.status(data_dir, args.port)
+    print("\n".join(lines))
+    return status
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from connectd import doctor
+
+    status, text = doctor.report(doctor.run_checks(Path(args.data_dir), args.port), args.json)
+    print(text)
+    return status
 
 
 # --- parser -------------------------------------------------------------------------------------------
@@ -507,10 +637,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pane")
     p.add_argument("preset", choices=PRESETS[1:])
     p.set_defaults(func=cmd_restart)
-    p = sub.add_parser("messages", parents=[common, reads], help="messages and their outcomes")
+    p = sub.add_parser("messages", parents=[common, reads], help="messages and their outcomes (paged, newest first)")
+    p.add_argument("--pane", help="only messages sent from or addressed to this pane (%%N)")
+    _add_paging(p)
     p.set_defaults(func=cmd_messages)
-    p = sub.add_parser("audit", parents=[common, reads], help="the audit log")
-    p.add_argument("--follow", action="store_true", help="keep printing new records")
+    p = sub.add_parser("audit", parents=[common, reads], help="the audit log (paged, newest first)")
+    p.add_argument("--actor", help="only this actor (ending in :* for every actor under it)")
+    p.add_argument("--pane", help="only records about this pane (%%N)")
+    p.add_argument("--outcome", help="only this outcome")
+    _add_paging(p, cursor=_audit_id)
+    p.add_argument("--follow", action="store_true", help="print the newest --limit records, then each new one, oldest first")
     p.set_defaults(func=cmd_audit)
     p = sub.add_parser("restore", parents=[common, reads], help="relaunch the sessions a lost tmux server held")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -527,6 +663,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sessions)
     p = sub.add_parser("rotate-owner-token", parents=[common], help="replace the owner token (the old one stops working)")
     p.set_defaults(func=cmd_rotate_owner_token)
+
+    p = sub.add_parser("service", parents=[common], help="run the daemon as a systemd user service (Restart=on-failure)")
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--no-start", action="store_true", help="with install: enable the unit but do not start it now")
+    p.set_defaults(func=cmd_service)
+    p = sub.add_parser("doctor", parents=[common, reads], help="is this machine ready? tmux, harness releases, port, data directory, daemon")
+    p.set_defaults(func=cmd_doctor)
 
     history_cli.register(sub)
     return parser

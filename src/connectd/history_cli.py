@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
 from connectcore.history import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
@@ -117,28 +120,35 @@ def _service(args: argparse.Namespace) -> HistoryService:
 
 
 class ProgressBar:
-    """A one-line bar on stderr, for long first builds."""
-
-    WIDTH = 30
+    """A progress bar on stderr (``rich``), for long first builds: shown on a terminal (or with
+    ``--progress``) once a build visits at least :data:`PROGRESS_MIN_FILES` transcripts."""
 
     def __init__(self, stream: TextIO, *, force: bool = False) -> None:
         self.stream = stream
         self.enabled = force or stream.isatty()
         self.shown = False
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled or total < PROGRESS_MIN_FILES:
             return
-        filled = self.WIDTH * done // max(total, 1)
-        bar = "#" * filled + "-" * (self.WIDTH - filled)
-        self.stream.write(f"\rindexing [{bar}] {done}/{total} transcripts")
-        self.stream.flush()
-        self.shown = True
+        if self._progress is None:
+            console = Console(file=self.stream, force_terminal=True if self.enabled else None)
+            self._progress = Progress(
+                TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TextColumn("transcripts"),
+                TimeElapsedColumn(), console=console, refresh_per_second=8,
+            )
+            self._task = self._progress.add_task("indexing", total=total)
+            self._progress.start()
+            self.shown = True
+        assert self._task is not None
+        self._progress.update(self._task, completed=done, total=total)
 
     def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._progress is not None:
+            self._progress.stop()  # draws the final state and ends the line
+            self._progress = None
 
 
 # ---------------------------------------------------------------------------------------------------

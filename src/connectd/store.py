@@ -189,7 +189,15 @@ CREATE TABLE bindings (
 ) STRICT;
 """
 
-MIGRATIONS: list[str] = [_V1]
+_V2 = """
+CREATE TABLE export_cursors (
+    name TEXT PRIMARY KEY,                 -- one per destination, e.g. 'otlp:http://127.0.0.1:4318/v1/logs'
+    audit_id INTEGER NOT NULL,             -- every audit record with id <= this one was accepted there
+    updated_at REAL NOT NULL
+) STRICT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -216,6 +224,14 @@ class AuditRow:
     target: str | None
     message_id: str | None
     detail: str
+
+
+MessageCursor = tuple[float, str]
+"""A message's place in the list: (created_at, ref)."""
+
+
+def message_cursor(message: Message) -> MessageCursor:
+    return (message.created_at, message.ref)
 
 
 @dataclass(frozen=True)
@@ -261,7 +277,7 @@ class Store:
             "pairs": self._put_pairs,
             "restart": self._put_restart,
         }
-        #: Called with each committed Audit, after the commit (the OTLP exporter listens here).
+        #: Called with each committed Audit, after the commit.
         self.audit_listeners: list[Callable[[Audit], None]] = []
 
     @classmethod
@@ -501,7 +517,22 @@ class Store:
                 (pane_id, harness, session_id, cwd, updated_at),
             )
 
+    def set_export_cursor(self, name: str, audit_id: int, *, updated_at: float) -> None:
+        """Every audit record with id <= ``audit_id`` reached the destination ``name`` (never moves back)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO export_cursors (name, audit_id, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET audit_id = max(audit_id, excluded.audit_id),"
+                " updated_at = excluded.updated_at",
+                (name, audit_id, updated_at),
+            )
+
     # -- reads -----------------------------------------------------------------------------------
+
+    def export_cursor(self, name: str) -> int:
+        """The last audit id the destination ``name`` accepted (0: none yet)."""
+        rows = self._rows("SELECT audit_id FROM export_cursors WHERE name = ?", (name,))
+        return int(rows[0][0]) if rows else 0
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -549,9 +580,12 @@ class Store:
 
     def audit(
         self, *, actor: str | None = None, pane: str | None = None, outcome: str | None = None,
-        since: float | None = None, until: float | None = None, after_id: int = 0, limit: int = 100,
+        since: float | None = None, until: float | None = None, after_id: int = 0,
+        before_id: int | None = None, limit: int = 100, newest_first: bool = False,
     ) -> list[AuditRow]:
-        """Audit records with id > ``after_id``, oldest first (page on: pass the last row's id).
+        """Audit records with ``after_id`` < id < ``before_id``: the oldest ``limit`` of them, oldest
+        first (page on: ``after_id`` = the last row's id), or with ``newest_first`` the newest ``limit``,
+        newest first (page on: ``before_id`` = the last row's id).
 
         ``pane`` matches a target that is the pane (``%3``), one of its incarnations (``%3@...``) or an
         actor named by it (``agent:claude:pane:%3:...``); ``actor`` matches that actor exactly, or,
@@ -559,6 +593,9 @@ class Store:
         """
         where: list[str] = ["id > ?"]
         args: list[Any] = [after_id]
+        if before_id is not None:
+            where.append("id < ?")
+            args.append(before_id)
         if actor is not None:
             if actor.endswith(":*"):
                 where.append("substr(actor, 1, length(?)) = ?")
@@ -580,20 +617,29 @@ class Store:
             args.append(until)
         sql = (
             "SELECT id, at, actor, action, outcome, scope, target, message_id, detail FROM audit"
-            f" WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+            f" WHERE {' AND '.join(where)} ORDER BY id {'DESC' if newest_first else 'ASC'} LIMIT ?"
         )
         return [AuditRow(*row) for row in self._rows(sql, (*args, max(0, limit)))]
 
     def messages(
-        self, *, principal: str | Collection[str] | None = None, pane: str | None = None, limit: int = 200
+        self, *, principal: str | Collection[str] | None = None, pane: str | None = None, limit: int = 200,
+        before: MessageCursor | None = None, after: MessageCursor | None = None, newest_first: bool = True,
     ) -> list[Message]:
-        """Messages sent or received, newest first, history included.
+        """Messages sent or received, newest first (``newest_first=False``: oldest first), history included.
 
         ``principal``: one id or a merge group (``grants.group``), as sender or recipient. ``pane``: sent
-        from (a principal launched in it) or addressed to that pane.
+        from (a principal launched in it) or addressed to that pane. ``before``/``after``: only messages
+        ordered before/after that position (:func:`message_cursor` of a listed message); the order is
+        (created_at, ref), which never changes for a message.
         """
         where: list[str] = []
         args: list[Any] = []
+        if before is not None:
+            where.append("(created_at, ref) < (?, ?)")
+            args += [before[0], before[1]]
+        if after is not None:
+            where.append("(created_at, ref) > (?, ?)")
+            args += [after[0], after[1]]
         if principal is not None:
             ids = (principal,) if isinstance(principal, str) else tuple(principal)
             marks = ", ".join("?" for _ in ids)
@@ -603,7 +649,8 @@ class Store:
             where.append("(recipient_pane = ? OR sender IN (SELECT id FROM principals WHERE pane_id = ?))")
             args += [pane, pane]
         sql = "SELECT body FROM messages" + (f" WHERE {' AND '.join(where)}" if where else "")
-        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        direction = "DESC" if newest_first else "ASC"
+        sql += f" ORDER BY created_at {direction}, ref {direction} LIMIT ?"
         return [codec.loads(Message, b) for (b,) in self._rows(sql, (*args, max(0, limit)))]
 
     def message(self, sender: str, message_id: str) -> Message | None:

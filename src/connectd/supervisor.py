@@ -69,7 +69,7 @@ POLICIES: dict[Kind, Policy] = {
     Kind.RESTART: Policy(Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows"),
     Kind.HISTORY: Policy(Shape.ONE_SHOT, 0.0, 0.0, "logged; history reads use the index as it is"),
     Kind.CONTROL_MODE: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; the sweep covers the gap"),
-    Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records stay queued"),
+    Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records wait in the store behind its cursor"),
 }
 
 OnError = Callable[[Exception], Awaitable[None]]

@@ -258,49 +258,6 @@ def test_restore_relaunches_the_sessions_a_lost_tmux_server_held(tmp_path: Path,
         assert d.api("GET", "/api/restore")["items"] == []
 
 
-def test_the_audit_log_is_exported_to_an_otlp_collector(tmp_path: Path, tmux: TmuxServer) -> None:
-    import http.server
-    import socket
-
-    received: list[dict] = []  # type: ignore[type-arg]
-
-    class Collector(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            length = int(self.headers["Content-Length"])
-            received.append({"path": self.path, "body": json.loads(self.rfile.read(length))})
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    sock = socket.create_server(("127.0.0.1", 0))
-    server = http.server.HTTPServer(("127.0.0.1", 0), Collector, bind_and_activate=False)
-    server.socket.close()
-    server.socket = sock
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    try:
-        with running(tmp_path, tmux, extra_args=("--otlp-endpoint", endpoint)) as d:
-            a = d.launch("a", "observe")
-            d.wait_ready(a)
-
-            def actors() -> set[str]:
-                found = set()
-                for post in received:
-                    for rl in post["body"]["resourceLogs"]:
-                        for sl in rl["scopeLogs"]:
-                            for rec in sl["logRecords"]:
-                                found |= {x["value"]["stringValue"] for x in rec["attributes"] if x["key"] == "connect.actor"}
-                return found
-
-            exported = wait_for(actors, 15, "audit records at the collector")
-            assert any(actor.startswith("agent:claude:") for actor in exported)
-            assert all(post["path"] == "/v1/logs" for post in received)
-    finally:
-        server.shutdown()
-
-
 async def _whoami(daemon: DaemonProcess, token: str) -> tuple[bool, object]:
     async with mcp_agent(daemon.mcp_url, token) as client:
         return await call(client, "whoami")

@@ -518,6 +518,12 @@ BAD_REQUESTS: list[tuple[str, str, Any, int, str]] = [
     ("GET", "/api/audit?who=owner", None, 400, "unknown_parameter"),
     ("GET", "/api/messages?pane=xyz", None, 400, "bad_pane"),
     ("GET", "/api/messages?limit=-1", None, 400, "bad_parameter"),
+    ("GET", "/api/audit?before=-1", None, 400, "bad_parameter"),
+    ("GET", "/api/audit?before=abc", None, 400, "bad_parameter"),
+    ("GET", "/api/audit?order=sideways", None, 400, "bad_parameter"),
+    ("GET", "/api/messages?before=not-a-cursor", None, 400, "bad_cursor"),
+    ("GET", "/api/messages?after=W10", None, 400, "bad_cursor"),
+    ("GET", "/api/messages?order=up", None, 400, "bad_parameter"),
 ]
 
 
@@ -629,10 +635,34 @@ def test_cards_are_listed_approved_and_declined_and_answered_cards_refused(
             }
             to_b = (await r.get("/api/messages", params={"pane": "%902", "limit": "2"})).json()
             assert len(to_b) == 2
-            page = (await r.get("/api/audit", params={"actor": "owner", "limit": "2"})).json()
-            assert len(page) == 2
-            rest = (await r.get("/api/audit", params={"actor": "owner", "after": str(page[-1]["id"])})).json()
-            assert [row["id"] for row in page + rest] == [row.id for row in r.audit_rows(actor="owner")]
+            everything = [row.id for row in r.audit_rows(actor="owner")]  # oldest first
+            first = await r.get("/api/audit", params={"actor": "owner", "limit": "2"})
+            page = first.json()
+            assert [row["id"] for row in page] == everything[::-1][:2]  # newest first by default
+            assert first.headers["X-More"] == "true" and first.headers["X-Next-Before"] == str(page[-1]["id"])
+            assert f"before={page[-1]['id']}" in first.headers["Link"] and 'rel="next"' in first.headers["Link"]
+            last = await r.get("/api/audit", params={"actor": "owner", "before": first.headers["X-Next-Before"]})
+            rest = last.json()
+            assert last.headers["X-More"] == "false" and "Link" not in last.headers
+            assert [row["id"] for row in page + rest] == everything[::-1]
+            forward = await r.get("/api/audit", params={"actor": "owner", "order": "oldest", "limit": "2"})
+            assert [row["id"] for row in forward.json()] == everything[:2]
+            tail = await r.get("/api/audit", params={"actor": "owner", "order": "oldest", "after": forward.headers["X-Next-After"]})
+            assert [row["id"] for row in forward.json() + tail.json()] == everything
+            window = await r.get("/api/audit", params={"actor": "owner", "after": str(everything[0]), "before": str(everything[-1])})
+            assert [row["id"] for row in window.json()] == everything[1:-1][::-1]
+
+            newest = await r.get("/api/messages", params={"limit": "1"})
+            assert newest.headers["X-More"] == "true"
+            older = await r.get("/api/messages", params={"limit": "1000", "before": newest.headers["X-Next-Before"]})
+            assert older.headers["X-More"] == "false"
+            listed = [m["message_id"] for m in newest.json() + older.json()]
+            assert listed == [m["message_id"] for m in (await r.get("/api/messages")).json()]
+            assert sorted(listed) == ["m-1", "m-2", "m-3"]
+            oldest = await r.get("/api/messages", params={"order": "oldest", "limit": "1"})
+            assert [m["message_id"] for m in oldest.json()] == listed[-1:]
+            after = await r.get("/api/messages", params={"order": "oldest", "after": oldest.headers["X-Next-After"]})
+            assert [m["message_id"] for m in after.json()] == listed[-2::-1]
 
     run(body)
 

@@ -2,8 +2,9 @@
 (``tests/support/daemon.py``), Debian's chromium driven by Playwright (``tests/support/browser.py``),
 the agents acting over MCP with the SDK's own client.
 
-The security tests that need no browser run everywhere; the browser tests skip, with the reason,
-when Playwright or /usr/bin/chromium is missing. The screenshots go to ``$CONNECT_SCREENSHOT_DIR``
+The security tests that need no browser run everywhere; the browser tests fail, naming the command
+that installs it, when Playwright or /usr/bin/chromium is missing (``make test`` installs chromium when
+run as root): a fresh machine never passes by skipping them. The screenshots go to ``$CONNECT_SCREENSHOT_DIR``
 (``docs/screenshots`` to refresh the committed ones), else to the test's temporary directory.
 
 One daemon serves the whole module (its start and the browser's are the slow parts); each test
@@ -36,8 +37,8 @@ from tests.support.tmux_server import TmuxServer
 
 pytestmark = pytest.mark.timeout(120)
 
-BROWSER_SKIP = B.skip_reason()
-needs_browser = pytest.mark.skipif(BROWSER_SKIP is not None, reason=f"browser tests skipped: {BROWSER_SKIP}")
+BROWSER_MISSING = B.missing()
+needs_browser = pytest.mark.usefixtures("browser")  # a missing browser fails these tests, naming the fix
 
 MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script><b>bold</b> & <i>run the tests</i>\nthen report'
 WAIT_MS = 15_000
@@ -79,8 +80,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, tmux: TmuxServer) -> Iterat
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if BROWSER_SKIP is not None:
-        pytest.skip(f"browser tests skipped: {BROWSER_SKIP}")
+    if BROWSER_MISSING is not None:
+        pytest.fail(f"the owner page's browser tests cannot run: {BROWSER_MISSING}", pytrace=False)
     with B.launch() as b:
         yield b
 

@@ -25,7 +25,7 @@ from connectcore.delivery import MessageState
 from connectcore.effects import Audit, Notify, Persist, TypeText
 from connectcore.grants import Preset, Principal, Scope, TokenRecord, scopes_of
 from connectd import store as store_mod
-from connectd.store import AuditRow, BindingRow, LaunchRow, Store, StoreError, hash_token
+from connectd.store import AuditRow, BindingRow, LaunchRow, Store, StoreError, hash_token, message_cursor
 from tests.unit.hubkit import World
 
 REPO = Path(__file__).resolve().parents[2]
@@ -350,7 +350,7 @@ def test_a_newer_database_is_refused_and_left_unchanged(data_dir: Path) -> None:
     with pytest.raises(StoreError) as caught:
         Store.open(data_dir)
     assert str(caught.value) == (
-        "database schema version 7 is newer than this connectd (1); "
+        f"database schema version 7 is newer than this connectd ({len(store_mod.MIGRATIONS)}); "
         "refusing to run: a downgrade would destroy data"
     )
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
@@ -358,33 +358,43 @@ def test_a_newer_database_is_refused_and_left_unchanged(data_dir: Path) -> None:
 
 
 def test_a_new_migration_is_applied_once_and_keeps_the_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = len(store_mod.MIGRATIONS)
     with Store.open(data_dir) as store:
         store.apply([GOOD])
-        assert store.schema_version == 1
+        assert store.schema_version == shipped
     monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, "ALTER TABLE bindings ADD COLUMN note TEXT;"])
     with Store.open(data_dir) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == shipped + 1
         columns = [row[1] for row in store._db.execute("PRAGMA table_info(bindings)")]
         assert list(store.load_hub(0.0).book.principals) == ["p1"]
     assert "note" in columns
-    assert _user_version(data_dir / "connect.db") == 2
-    Store.open(data_dir).close()  # at version 2 already: nothing to apply (a second ALTER would fail)
+    assert _user_version(data_dir / "connect.db") == shipped + 1
+    Store.open(data_dir).close()  # at the new version already: nothing to apply (a second ALTER would fail)
     monkeypatch.undo()
-    with pytest.raises(StoreError, match="schema version 2 is newer than this connectd \\(1\\)"):
+    with pytest.raises(StoreError, match=f"schema version {shipped + 1} is newer than this connectd \\({shipped}\\)"):
         Store.open(data_dir)
 
 
 def test_a_failing_migration_changes_nothing(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = len(store_mod.MIGRATIONS)
     Store.open(data_dir).close()
     broken = "CREATE TABLE half_done (x INTEGER);\nCREATE TABLE principals (x INTEGER);"
     monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, broken])
-    with pytest.raises(StoreError, match="migration 2 failed, database left at version 1"):
+    with pytest.raises(StoreError, match=f"migration {shipped + 1} failed, database left at version {shipped}"):
         Store.open(data_dir)
     monkeypatch.undo()
     with Store.open(data_dir) as store:
         tables = {row[0] for row in store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "half_done" not in tables
-    assert _user_version(data_dir / "connect.db") == 1
+    assert _user_version(data_dir / "connect.db") == shipped
+
+
+def test_the_export_cursor_is_kept_per_destination_and_never_moves_back(store: Store) -> None:
+    assert store.export_cursor("otlp:a") == 0
+    store.set_export_cursor("otlp:a", 40, updated_at=1.0)
+    store.set_export_cursor("otlp:a", 12, updated_at=2.0)  # a late, older acknowledgement
+    store.set_export_cursor("otlp:b", 7, updated_at=2.0)
+    assert (store.export_cursor("otlp:a"), store.export_cursor("otlp:b")) == (40, 7)
 
 
 # --- queries ----------------------------------------------------------------------------------------
@@ -419,6 +429,14 @@ def test_audit_pages_by_id_and_filters(store: Store) -> None:
     window = store.audit(since=105.0, until=110.0, limit=100)
     assert [r.at for r in window] == [105.0, 106.0, 107.0, 108.0, 109.0]
     assert isinstance(window[0], AuditRow)
+    newest = store.audit(limit=12, newest_first=True)
+    older = store.audit(before_id=newest[-1].id, limit=12, newest_first=True)
+    oldest = store.audit(before_id=older[-1].id, limit=12, newest_first=True)
+    assert [len(newest), len(older), len(oldest)] == [12, 12, 6]
+    assert [r.at for r in newest + older + oldest] == [e.at for e in reversed(effects)]
+    assert store.audit(before_id=oldest[-1].id, newest_first=True) == []
+    between = store.audit(after_id=page1[2].id, before_id=page1[6].id, newest_first=True)
+    assert [r.id for r in between] == [page1[5].id, page1[4].id, page1[3].id]
 
 
 def test_history_outlives_the_id_hour_but_is_not_loaded(store: Store) -> None:
@@ -444,6 +462,12 @@ def test_history_outlives_the_id_hour_but_is_not_loaded(store: Store) -> None:
     assert [m.text for m in store.messages(pane=a.pane)] == ["new", "old"]  # sent from the pane
     assert store.messages(pane="%99") == []
     assert len(store.messages(limit=1)) == 1
+    (first,) = store.messages(limit=1)
+    assert first.text == "new"
+    assert [m.text for m in store.messages(before=message_cursor(first))] == ["old"]
+    assert [m.text for m in store.messages(after=message_cursor(history[1]))] == ["new"]
+    assert [m.text for m in store.messages(newest_first=False)] == ["old", "new"]
+    assert store.messages(before=message_cursor(history[1])) == []
     assert store.message(a.principal, "never-sent") is None
     assert [c.state for c in store.cards()] == [CardState.APPROVED_PAIR]  # the pair covered "new"
     assert store.cards(state=CardState.PENDING) == []

@@ -1,7 +1,8 @@
 """Debian's chromium driven by Playwright for Python, for the owner page's browser tests.
 
 Never ``playwright install``: the browser is the system's ``/usr/bin/chromium`` (``.ci/run`` installs
-it through apt). :func:`skip_reason` says why the browser tests cannot run here, or None.
+it through apt, as does ``make test`` when run as root). :func:`missing` says what the browser tests
+lack here, with the command to run, or None; the tests fail on it, never skip.
 
 Each :func:`launch` starts a fresh headless browser with its own temporary profile (Playwright gives
 every ``launch`` a new user-data-dir and deletes it at close), with networking limited to what the
@@ -39,12 +40,14 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 
 
-def skip_reason() -> str | None:
-    """Why the browser tests cannot run on this machine (None: they can)."""
+def missing() -> str | None:
+    """What the browser tests need and this machine lacks, with the command that installs it (None:
+    nothing). A missing browser fails the browser tests, never skips them: ``make test`` installs
+    chromium when it runs as root and otherwise stops with this command."""
     if importlib.util.find_spec("playwright") is None:
-        return "playwright (Python) is not installed: pip install playwright (never `playwright install`)"
+        return "playwright (Python) is not installed: run `pip install -e '.[dev]'` (never `playwright install`)"
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        return f"{CHROMIUM} is missing: apt-get install -y chromium"
+        return f"{CHROMIUM} is missing: run `sudo apt-get install -y chromium` (or set CONNECT_CHROMIUM to a chromium binary)"
     return None
 
 

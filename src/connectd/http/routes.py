@@ -28,6 +28,13 @@ from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
 from connectd.http.errors import Problem, owner_message_view, refusal
 from connectd.http.events import KEEPALIVE_SECONDS, AsResponse, EventStream
 from connectd.http.owner_auth import Handler, OwnerAuth, owner_endpoint
+from connectd.http.paging import (
+    audit_cursor,
+    encode_message_cursor,
+    message_cursor,
+    newest_first,
+    page_response,
+)
 
 
 def _call_with_by(fn: Callable[..., Awaitable[Any]], *args: Any, by: str) -> Awaitable[Any]:
@@ -78,28 +85,41 @@ class OwnerApi:
         ]
 
     async def messages(self, request: Request, actor: str) -> Any:
-        query = Query(request, {"pane", "principal", "limit"})
+        query = Query(request, {"pane", "principal", "limit", "before", "after", "order"})
         pane = query.text("pane")
         pane = parse_pane(pane) if pane is not None else None
-        principal, limit = query.text("principal"), query.limit()
+        principal, limit, newest = query.text("principal"), query.limit(), newest_first(query)
+        before, after = message_cursor(query, "before"), message_cursor(query, "after")
         store = self.engine.store
-        rows = await anyio.to_thread.run_sync(lambda: store.messages(pane=pane, principal=principal, limit=limit))
-        return [owner_message_view(m) if isinstance(m, Message) else m for m in rows]
+        rows = await anyio.to_thread.run_sync(
+            lambda: store.messages(
+                pane=pane, principal=principal, limit=limit + 1, before=before, after=after, newest_first=newest
+            )
+        )
+        return page_response(
+            request, rows, limit, newest=newest,
+            cursor=lambda m: encode_message_cursor(m.created_at, m.ref),
+            view=lambda m: owner_message_view(m) if isinstance(m, Message) else m,
+        )
 
     async def audit(self, request: Request, actor: str) -> Any:
-        query = Query(request, {"actor", "pane", "outcome", "since", "until", "after", "limit"})
+        query = Query(request, {"actor", "pane", "outcome", "since", "until", "after", "before", "order", "limit"})
         pane = query.text("pane")
+        limit, newest = query.limit(), newest_first(query)
         filters = {
             "actor": query.text("actor"),
             "pane": parse_pane(pane) if pane is not None else None,
             "outcome": query.text("outcome"),
             "since": query.number("since"),
             "until": query.number("until"),
-            "after_id": query.integer("after", default=0),
-            "limit": query.limit(),
+            "after_id": audit_cursor(query, "after") or 0,
+            "before_id": audit_cursor(query, "before"),
+            "limit": limit + 1,
+            "newest_first": newest,
         }
         store = self.engine.store
-        return await anyio.to_thread.run_sync(lambda: store.audit(**filters))
+        rows = await anyio.to_thread.run_sync(lambda: store.audit(**filters))
+        return page_response(request, rows, limit, newest=newest, cursor=lambda row: str(row.id))
 
     async def events(self, request: Request, actor: str) -> Any:
         Query(request, set())

@@ -661,8 +661,9 @@
   }
 
   // --- Activity: audit log ------------------------------------------------------------------------
-  // The API pages forward (records with id > after, oldest first); the page shows newest first. The
-  // newest page, and each older page, is found by a short search over `after` (ids only grow).
+  // The API lists newest first: the newest page is `limit=N`, each older one `before=<oldest id shown>`;
+  // "newer" asks for the records after the newest shown, oldest first (order=oldest). The page shows
+  // newest first.
 
   function auditFilters() {
     const p = new URLSearchParams();
@@ -679,41 +680,17 @@
   async function fetchAudit(filters, after, limit) {
     const p = new URLSearchParams(filters);
     p.set("after", String(after));
+    p.set("order", "oldest");
     p.set("limit", String(limit));
     return api("GET", `/api/audit?${p}`);
   }
   // The newest AUDIT_PAGE records with id < bound (Infinity: the newest of all), oldest first.
   async function auditBefore(filters, bound) {
-    const L = AUDIT_PAGE;
-    const full = async (x) => {
-      const rows = await fetchAudit(filters, x, L);
-      return rows.length === L && rows[L - 1].id < bound ? rows : null;
-    };
-    let lo = 0;
-    let loRows = await full(0);
-    if (!loRows) return (await fetchAudit(filters, 0, L)).filter((r) => r.id < bound);
-    let hi;
-    if (bound === Infinity) {
-      for (let step = L; ; step *= 2) {
-        const rows = await full(lo + step);
-        if (!rows) { hi = lo + step; break; }
-        lo += step;
-        loRows = rows;
-      }
-    } else {
-      hi = bound - 1; // nothing with id >= bound can be in a window below it
-      for (let step = L; bound - 1 - step > lo; step *= 2) {
-        const rows = await full(bound - 1 - step);
-        if (rows) { lo = bound - 1 - step; loRows = rows; break; }
-        hi = bound - 1 - step;
-      }
-    }
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2);
-      const rows = await full(mid);
-      if (rows) { lo = mid; loRows = rows; } else hi = mid;
-    }
-    return loRows;
+    const p = new URLSearchParams(filters);
+    if (bound !== Infinity) p.set("before", String(bound));
+    p.set("limit", String(AUDIT_PAGE));
+    const rows = await api("GET", `/api/audit?${p}`);
+    return rows.reverse();
   }
 
   let auditSeq = 0;

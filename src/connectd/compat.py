@@ -1,0 +1,40 @@
+"""The harness releases and the tmux version connect is verified on (docs/compatibility.md).
+
+``connectd doctor`` compares what is installed against these; the test suite's pins
+(``tests/support/harnesses.py``) must be among them (a unit test checks it).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Harness -> (its npm package, the releases the live acceptance passed on, newest last).
+VERIFIED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "claude": ("@anthropic-ai/claude-code", ("2.1.332",)),
+    "codex": ("@openai/codex", ("0.171.0",)),
+}
+
+#: The oldest tmux connectd supports (control-mode client flags such as ``ignore-size``) and the one
+#: every test ran on.
+TMUX_MINIMUM = (3, 2)
+TMUX_TESTED = "3.3a"
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?([a-z]?)")
+
+
+def parse_version(text: str) -> str | None:
+    """The first dotted version in a ``--version`` banner (``2.1.332 (Claude Code)``, ``codex-cli 0.171.0``,
+    ``tmux 3.3a``, ``tmux next-3.6``)."""
+    match = _VERSION.search(text)
+    return match.group(0) if match else None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    match = _VERSION.search(version)
+    if not match:
+        return ()
+    return tuple(int(part) for part in match.groups()[:3] if part is not None)
+
+
+def is_verified(harness: str, version: str) -> bool:
+    return harness in VERIFIED and version in VERIFIED[harness][1]

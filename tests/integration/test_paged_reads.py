@@ -1,0 +1,157 @@
+"""Issue 14, item 6: every list read pages (``--limit``, ``--before``/``--after``, newest first) and says
+when it stopped short, on a real ``connectd serve`` driven through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from connectcore.effects import Audit
+from connectd.store import Store
+from tests.integration.test_store import HashedWorld
+from tests.support.daemon import ROOT, DaemonProcess
+from tests.support.tmux_server import TmuxServer
+
+RECORDS = 250
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    tmp = tmp_path_factory.mktemp("paged")
+    with Store.open(tmp / "data") as store:  # history from before this daemon: more than one page
+        store.apply([Audit(actor=f"agent:claude:s{i % 3}", action="probe", outcome="allowed", at=1000.0 + i) for i in range(RECORDS)])
+        w = HashedWorld()
+        a, b = w.launch("a"), w.launch("b")
+        for n in range(3):
+            w.send(a, b, f"message {n}", message_id=f"m-{n}")
+            w.now += 1
+        store.apply(w.effects)
+    with TmuxServer("connect-paged") as tmux:
+        tmux.new_session("main", width=120, height=30)
+        d = DaemonProcess(tmp, tmux).start()
+        try:
+            yield d
+        finally:
+            d.stop()
+
+
+def cli(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+
+
+def ok(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    out = cli(daemon, *args)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def every_audit_id(daemon: DaemonProcess) -> list[int]:
+    with Store.open(daemon.data_dir) as store:
+        return [row.id for row in store.audit(limit=100_000)]
+
+
+def test_audit_json_pages_newest_first_and_says_where_to_go_on(daemon: DaemonProcess) -> None:
+    first = json.loads(ok(daemon, "audit", "--json").stdout)
+    ids = [row["id"] for row in first["items"]]
+    assert len(ids) == 100 and ids == sorted(ids, reverse=True)
+    assert first["more"] is True and first["next"] == {"before": str(ids[-1])}
+    second = json.loads(ok(daemon, "audit", "--json", "--before", first["next"]["before"]).stdout)
+    assert [row["id"] for row in second["items"]][0] == ids[-1] - 1
+
+    everything = json.loads(ok(daemon, "audit", "--json", "--all").stdout)
+    assert everything["more"] is False and everything["next"] is None
+    listed = [row["id"] for row in everything["items"]]
+    assert len(listed) > RECORDS  # nothing silently cut at 500 or 100
+    assert listed == sorted(listed, reverse=True) and listed[-1] == 1 and len(listed) == listed[0]  # every id once
+    assert set(listed) <= set(every_audit_id(daemon))
+
+    oldest = json.loads(ok(daemon, "audit", "--json", "--oldest-first", "--limit", "5").stdout)
+    assert [row["id"] for row in oldest["items"]] == [1, 2, 3, 4, 5]
+    assert oldest["next"] == {"after": "5"}
+    window = json.loads(ok(daemon, "audit", "--json", "--after", "10", "--before", "14").stdout)
+    assert [row["id"] for row in window["items"]] == [13, 12, 11] and window["more"] is False
+
+
+def test_audit_text_says_on_stderr_when_it_stopped_short(daemon: DaemonProcess) -> None:
+    out = ok(daemon, "audit", "--limit", "10", "--actor", "agent:claude:s1")
+    assert len(out.stdout.splitlines()) == 10 and "agent:claude:s1" in out.stdout
+    assert "more remain" in out.stderr and "--before" in out.stderr
+    whole = ok(daemon, "audit", "--all", "--actor", "agent:claude:s1")
+    assert len(whole.stdout.splitlines()) == RECORDS // 3 and whole.stderr == ""
+
+
+def test_messages_page_with_opaque_cursors(daemon: DaemonProcess) -> None:
+    first = json.loads(ok(daemon, "messages", "--json", "--limit", "1").stdout)
+    assert [m["message_id"] for m in first["items"]] == ["m-2"] and first["more"] is True
+    rest = json.loads(ok(daemon, "messages", "--json", "--before", first["next"]["before"]).stdout)
+    assert [m["message_id"] for m in rest["items"]] == ["m-1", "m-0"] and rest["more"] is False
+    every = json.loads(ok(daemon, "messages", "--json", "--all", "--limit", "1", "--oldest-first").stdout)
+    assert [m["message_id"] for m in every["items"]] == ["m-0", "m-1", "m-2"]
+    text = ok(daemon, "messages", "--limit", "2")
+    assert len(text.stdout.splitlines()) == 2 and "more remain" in text.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("audit", "--limit", "-1"), "--limit must be a whole number from 1 to 1000, not '-1'"),
+        (("audit", "--limit", "0"), "--limit must be a whole number"),
+        (("messages", "--limit", "5000"), "--limit must be a whole number"),
+        (("audit", "--before", "abc"), "an audit cursor is a record id"),
+        (("messages", "--before", "not-a-cursor"), "'before' is not a message cursor"),
+        (("messages", "--after", "W10"), "'after' is not a message cursor"),
+    ],
+)
+def test_bad_paging_input_is_an_error_naming_the_problem(daemon: DaemonProcess, args: tuple[str, ...], needle: str) -> None:
+    out = cli(daemon, *args)
+    assert out.returncode != 0 and needle in out.stderr, out.stderr
+    assert out.stdout == ""
+
+
+def test_the_owner_api_names_the_next_page_in_its_headers(daemon: DaemonProcess) -> None:
+    response = daemon.http().get("/api/audit", params={"limit": "3", "actor": "agent:claude:s0"})
+    rows = response.json()
+    assert len(rows) == 3 and response.headers["X-More"] == "true"
+    assert response.headers["X-Next-Before"] == str(rows[-1]["id"])
+    link = response.headers["Link"]
+    assert link.startswith("</api/audit?") and f"before={rows[-1]['id']}" in link and "actor=agent" in link
+    following = daemon.http().get(link[1 : link.index(">")]).json()
+    assert following[0]["id"] < rows[-1]["id"] and following[0]["actor"] == "agent:claude:s0"
+
+
+def test_agents_text_is_a_table_and_json_is_unchanged(daemon: DaemonProcess) -> None:
+    listed = json.loads(ok(daemon, "agents", "--json").stdout)
+    assert isinstance(listed, list) and listed and {"address", "harness", "activity", "connect"} <= set(listed[0])
+    lines = ok(daemon, "agents").stdout.splitlines()
+    assert lines[0].split()[:4] == ["ADDRESS", "HARNESS", "READING", "CONNECT"]
+    body = [line for line in lines[1:] if line.strip()]
+    assert len(body) == len(listed)
+    for agent, line in zip(listed, body, strict=True):
+        assert line.split()[:4] == [agent["address"], agent["harness"], agent["activity"], agent["connect"]]
+
+
+def test_audit_follow_prints_the_newest_then_each_new_record_oldest_first(daemon: DaemonProcess) -> None:
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "connectd.cli", "audit", "--follow", "--json", "--limit", "3", "--data-dir", str(daemon.data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert follow.stdout is not None
+        first = [json.loads(follow.stdout.readline()) for _ in range(3)]
+        ids = [row["id"] for row in first]
+        assert ids == sorted(ids) and ids[-1] == max(every_audit_id(daemon))  # the newest three, oldest first
+        daemon.api("POST", "/api/launch", {"launcher": "no-such", "connect": "off", "cwd": str(daemon.workdir)}, expect=404)
+        new = json.loads(follow.stdout.readline())
+        assert new["id"] > ids[-1] and (new["action"], new["outcome"]) == ("launch", "refused")
+    finally:
+        follow.kill()
+        follow.wait(10)
