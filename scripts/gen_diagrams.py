@@ -14,7 +14,7 @@ from connectcore._machine import Table, mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "diagrams"
-MODULES = ["connectcore.delivery", "connectcore.consent", "connectcore.grants", "connectcore.restart"]
+MODULES = ["connectcore.delivery", "connectcore.consent", "connectcore.grants", "connectcore.restart", "connectcore.arming"]
 
 
 def tables() -> list[tuple[str, Table]]:  # type: ignore[type-arg]

@@ -166,7 +166,7 @@ class Interpreter:
     async def _typing_failed(self, effect: TypeText | PressEnter | ConfirmTyping, exc: Exception) -> None:
         assert effect.message is not None
         what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
-        await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}")
+        await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}", effect.pane_id)
 
     @failed.register
     async def _restart_failed(self, effect: SetPaneOption | ExitAgent | Respawn, exc: Exception) -> None:
