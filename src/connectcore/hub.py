@@ -83,6 +83,11 @@ class LeftDraft:
     at: float
     why: str
 
+    @property
+    def summary(self) -> str:
+        """What the person is told."""
+        return f"connect left an unsent message in {self.pane_id}'s composer"
+
 
 @dataclass(frozen=True)
 class Hub:

@@ -13,6 +13,10 @@ the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, whi
 ``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
 already decided.
 
+Stops: ``TypeText`` and ``PressEnter`` are shielded from cancellation, so a daemon stopped between
+the paste and the Enter still submits what it pasted (only a hard kill can leave a draft; the core
+then shows it to the person). ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
+
 Locks: ``TypeText``, ``PressEnter`` and ``ConfirmTyping`` come out of the step that the delivery guard
 takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
 restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
@@ -23,6 +27,8 @@ from __future__ import annotations
 import logging
 from functools import singledispatchmethod
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from connectcore import restart as R
 from connectcore.effects import (
@@ -79,7 +85,14 @@ class Interpreter:
             if key in failed:
                 continue
             try:
-                await self.execute(effect)
+                if isinstance(effect, TypeText | PressEnter):
+                    # Paste and Enter run to their end even when the daemon is stopped between them
+                    # (no checkpoint lies between the two shields): a stop in that window would leave
+                    # connect's own text as a draft in the recipient's composer.
+                    with anyio.CancelScope(shield=True):
+                        await self.execute(effect)
+                else:
+                    await self.execute(effect)
             except IO_ERRORS as exc:
                 failed.add(key)
                 await self.failed(effect, exc)

@@ -12,6 +12,7 @@ import anyio
 from connectcore import hub as H
 from connectcore.effects import ConfirmTyping
 from connectd.delivery_io import Delivery
+from connectd.person import PersonCalls
 from connectd.tmux import Capture
 from tests.unit.hubkit import World
 
@@ -88,3 +89,49 @@ def test_a_draft_still_in_the_composer_is_unconfirmed_and_shown_to_the_person() 
     anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
     assert engine.hub.messages[key].reason == "the text is still in the composer"
     assert engine.hub.drafts[pane].message == key
+    items = PersonCalls(engine).needs_you()  # type: ignore[arg-type]
+    assert items == [
+        {
+            "kind": "left_draft",
+            "id": f"draft:{pane}",
+            "pane": pane,
+            "summary": f"connect left an unsent message in {pane}'s composer",
+            "why": "typing was not confirmed; a draft is in the composer",
+            "message_id": key[1],
+            "ref": engine.hub.messages[key].ref,
+            "sender": engine.hub.messages[key].sender_actor,
+            "at": engine.now,
+        }
+    ]
+
+
+@dataclass
+class _Keys:
+    calls: list[str] = field(default_factory=list)
+    pasted: anyio.Event = field(default_factory=anyio.Event)
+
+    async def paste_text(self, pane_id: str, text: str) -> None:
+        self.calls.append("paste")
+        self.pasted.set()
+
+    async def press_enter(self, pane_id: str) -> None:
+        self.calls.append("enter")
+
+
+def test_a_stop_between_the_paste_and_the_enter_still_submits() -> None:
+    from connectcore.effects import PressEnter, TypeText
+    from connectd.interpreter import Interpreter
+
+    keys = _Keys()
+    engine = SimpleNamespace(tmux=keys, timing=SimpleNamespace(settle=0.3))
+    engine.delivery = Delivery(engine)  # type: ignore[arg-type]
+    effects = (TypeText("%2", "inc", "hello", ("p", "m")), PressEnter("%2", "inc", ("p", "m")))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Interpreter(engine).run, effects)  # type: ignore[arg-type]
+            await keys.pasted.wait()
+            tg.cancel_scope.cancel()  # the daemon stops during the settle before Enter
+
+    anyio.run(main)
+    assert keys.calls == ["paste", "enter"]
