@@ -19,7 +19,8 @@ Rules (specification: shared/seeds/000, "Delivery", "Loops and runaways"; durabi
   transition. Under the recipient's send lock the guard rechecks the incarnation, the same idle
   screen, that a handle still resolves to this pane, and both ends' scopes. A changed screen is
   transient; a changed incarnation is permanent (cancelled); a handle that resolves elsewhere is a
-  new recipient and moves only once that pair is approved.
+  new recipient and moves only once that pair is approved; a handle that names no pane or several
+  is transient too: the message waits, never typed into the old pane, never guessed.
 - Typing started but not confirmed is ``unconfirmed`` and its id stays used: never typed twice.
 - Landed (:func:`landed`): after typing, the daemon re-reads the pane and reports each reading. The
   message is delivered only when a reading shows the text landed: the marker (the start of its

@@ -1057,16 +1057,15 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
         return _finalize(hub, message, "refuse", now, f"recipient can no longer receive ({why})")
     seen = Seen(ev.ready, ev.fingerprint, ev.read_at)
     view = hub.panes.get(pane)
-    if message.handle is not None:
-        target = ev.handle
-        if not isinstance(target, Recipient):
-            # Never guessed: the message waits until its handle names exactly one pane again.
-            reason = f"handle {message.handle} names no single pane ({target.reason if target else 'unresolved'})"
-            return _guard_waits(hub, message, attempts, seen, now, reason, arming.guard_hold)
-        if (target.pane_id, target.incarnation) != (pane, message.recipient_incarnation):
-            return _reroute(replace(hub, attempts=attempts), message, ev, target)
+    target = ev.handle if message.handle is not None else None
+    if isinstance(target, Recipient) and (target.pane_id, target.incarnation) != (pane, message.recipient_incarnation):
+        return _reroute(replace(hub, attempts=attempts), message, ev, target)
     if not arming.guard_passes(view, ev.incarnation, seen):
         return _guard_waits(hub, message, attempts, seen, now, "screen changed before typing", arming.guard_wait)
+    if message.handle is not None and not isinstance(target, Recipient):
+        # Never guessed: the message waits until its handle names exactly one pane again.
+        reason = f"handle {message.handle} names no single pane ({target.reason if target else 'unresolved'})"
+        return _guard_waits(hub, message, attempts, seen, now, reason, arming.guard_hold)
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")
     hub = _store(hub, typing)
     assert view is not None
@@ -1251,7 +1250,7 @@ def _recover(hub: Hub, ev: Recover) -> Step:
 
 def dead_incarnations(hub: Hub, live: frozenset[str]) -> tuple[tuple[str, str], ...]:
     """(pane, incarnation) of everything the hub holds for an incarnation not in ``live``: live
-    tokens, and messages or cards not final that are addressed to it."""
+    tokens, messages or cards not final that are addressed to it, and drafts it may hold."""
     held: dict[str, str] = {}
     for token in hub.book.tokens.values():
         if token.state is grants.TokenState.LIVE:
@@ -1262,6 +1261,8 @@ def dead_incarnations(hub: Hub, live: frozenset[str]) -> tuple[tuple[str, str], 
     for card in hub.cards.values():
         if consent.is_open(card):
             held.setdefault(card.recipient_incarnation, card.recipient_pane)
+    for left in hub.drafts.values():
+        held.setdefault(left.incarnation, left.pane_id)
     return tuple(sorted((pane, inc) for inc, pane in held.items() if inc not in live))
 
 

@@ -195,3 +195,39 @@ def test_a_landed_message_or_a_gone_pane_leaves_no_item() -> None:
     effects = w.step(H.PaneGone(w.now, b.pane, b.incarnation))
     assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the pane's process ended"}) in effects
     assert w.hub.drafts == {}
+
+
+def test_a_draft_in_a_pane_that_died_while_the_daemon_was_down_is_closed_at_startup() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    w.step(H.Recover(w.now))  # typing interrupted by a restart: the person is told
+    assert w.hub.drafts[b.pane].why == "the daemon restarted while typing"
+    w.step(H.PaneGone(w.now, b.pane, b.incarnation))  # ends b's token; the draft goes with the pane
+    assert w.hub.drafts == {}
+    w2 = World()
+    a2, b2 = w2.launch("a"), w2.launch("b")
+    k2 = w2.send(a2, b2)
+    w2.decide(k2)
+    w2.idle(b2)
+    w2.guard(k2, b2)
+    w2.typed(k2, draft=True)
+    w2.step(H.Revoke(w2.now, b2.principal))  # nothing else holds b2's incarnation now
+    assert H.dead_incarnations(w2.hub, frozenset({a2.incarnation})) == ((b2.pane, b2.incarnation),)
+    w2.step(H.Reconcile(w2.now, frozenset({a2.incarnation})))
+    assert w2.hub.drafts == {}
+
+
+def test_a_guard_that_could_not_read_the_pane_waits_for_the_screen_even_with_a_handle() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, handle="title:reviewer")
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b, "", ready=False)  # the daemon's guard failed: no reading, no resolution
+    assert w.message(key).reason == "screen changed before typing"
+    assert w.hub.panes[b.pane].arming is Arming.BUSY
+    assert _guards(w.idle(b)) == [key]  # the watcher's next reading arms it again at once
