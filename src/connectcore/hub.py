@@ -14,8 +14,8 @@ The guard protocol with the daemon (the recipient pane's send lock is the linear
    ``guarding`` with a :class:`CheckGuard`.
 2. The daemon takes the pane's send lock, reads the pane afresh, resolves the message's handle again
    and answers ``GuardObserved`` while holding it. If every check passes the message moves to
-   ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText``, ``PressEnter`` and
-   ``ConfirmTyping``.
+   ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText`` (paste and submit, one
+   operation) and ``ConfirmTyping``.
 3. The daemon re-reads the pane and answers ``TypingObserved`` with its last reading (still under
    the lock); :func:`connectcore.delivery.landed` decides delivered or unconfirmed.
 
@@ -53,7 +53,6 @@ from connectcore.effects import (
     Effect,
     Notify,
     Persist,
-    PressEnter,
     TypeText,
 )
 from connectcore.grants import GrantBook, Principal, Scope, SessionKey
@@ -1073,8 +1072,7 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     inc = message.recipient_incarnation
     return hub, (
         Persist("message", typing.key, typing),
-        TypeText(pane, inc, typing.typed, typing.key),
-        PressEnter(pane, inc, typing.key),
+        TypeText(pane, inc, typing.typed, typing.key, submit=True),
         ConfirmTyping(pane, inc, typing.key),
     )
 

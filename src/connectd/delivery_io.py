@@ -4,9 +4,10 @@ The core decides whether a message may be typed (``GuardObserved``) and whether 
 (``TypingObserved``, :func:`connectcore.delivery.landed`); this module only takes the recipient's
 send lock, reads the pane afresh, resolves the message's handle again and reports what it saw, each
 reading with when it was read. The effects of the guard's step (``Persist`` typing started,
-``TypeText``, ``PressEnter``, ``ConfirmTyping``) are executed by the interpreter inside that step, so
+``TypeText`` with its Enter, ``ConfirmTyping``) are executed by the interpreter inside that step, so
 they run while the lock is held: the send lock is the linearization point of delivery, revocation
-and restarts.
+and restarts. The paste and its Enter are one tmux call (the server presses Enter after the settle),
+so a daemon that dies after the paste still submits it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from connectcore import delivery as M
 from connectcore import directory as D
 from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
-from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter
+from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter, TypeText
 from connectcore.screen import Reading, read_screen
 from connectd.tmux import TmuxError
 
@@ -87,6 +88,14 @@ class Delivery:
         except D.TargetError as exc:
             return H.Unresolved(exc.reason.value)
         return H.Recipient(record.pane_id, record.token, record.harness, handle)
+
+    async def type_text(self, effect: TypeText) -> None:
+        """Paste, and with ``submit`` have tmux press Enter once the paste has settled, in the same
+        tmux call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
+        settle = self.engine.timing.settle
+        await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=settle if effect.submit else None)
+        if effect.submit:
+            await anyio.sleep(settle)
 
     async def press_enter(self, effect: PressEnter) -> None:
         """Enter, once the paste has settled (agent TUIs read a Return inside a paste as a newline)."""

@@ -13,11 +13,12 @@ the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, whi
 ``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
 already decided.
 
-Stops: ``TypeText`` and ``PressEnter`` are shielded from cancellation, so a daemon stopped between
-the paste and the Enter still submits what it pasted (only a hard kill can leave a draft; the core
-then shows it to the person). ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
+Stops: a message's ``TypeText`` pastes and submits in one tmux call (the server presses Enter after
+the settle), and ``TypeText`` / ``PressEnter`` are shielded from cancellation, so a daemon stopped
+or killed after the paste still submits it; if a draft is left anyway, the core shows it to the
+person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
 
-Locks: ``TypeText``, ``PressEnter`` and ``ConfirmTyping`` come out of the step that the delivery guard
+Locks: ``TypeText`` and ``ConfirmTyping`` come out of the step that the delivery guard
 takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
 restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
 """
@@ -86,9 +87,8 @@ class Interpreter:
                 continue
             try:
                 if isinstance(effect, TypeText | PressEnter):
-                    # Paste and Enter run to their end even when the daemon is stopped between them
-                    # (no checkpoint lies between the two shields): a stop in that window would leave
-                    # connect's own text as a draft in the recipient's composer.
+                    # Paste and Enter run to their end even when the daemon is stopped meanwhile: a
+                    # stop in that window would leave connect's own text as a draft in a composer.
                     with anyio.CancelScope(shield=True):
                         await self.execute(effect)
                 else:
@@ -138,7 +138,7 @@ class Interpreter:
 
     @execute.register
     async def _type_text(self, effect: TypeText) -> None:
-        await self.engine.tmux.paste_text(effect.pane_id, effect.text)
+        await self.engine.delivery.type_text(effect)
 
     @execute.register
     async def _press_enter(self, effect: PressEnter) -> None:

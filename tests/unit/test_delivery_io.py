@@ -107,31 +107,34 @@ def test_a_draft_still_in_the_composer_is_unconfirmed_and_shown_to_the_person() 
 
 @dataclass
 class _Keys:
-    calls: list[str] = field(default_factory=list)
+    calls: list[tuple[str, float | None]] = field(default_factory=list)
     pasted: anyio.Event = field(default_factory=anyio.Event)
 
-    async def paste_text(self, pane_id: str, text: str) -> None:
-        self.calls.append("paste")
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        self.calls.append(("paste", submit_after))
         self.pasted.set()
-
-    async def press_enter(self, pane_id: str) -> None:
-        self.calls.append("enter")
+        await anyio.sleep(0.05)  # the tmux call is still running when the daemon is stopped
 
 
-def test_a_stop_between_the_paste_and_the_enter_still_submits() -> None:
-    from connectcore.effects import PressEnter, TypeText
+def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
+    from connectcore.effects import TypeText
     from connectd.interpreter import Interpreter
 
     keys = _Keys()
     engine = SimpleNamespace(tmux=keys, timing=SimpleNamespace(settle=0.3))
     engine.delivery = Delivery(engine)  # type: ignore[arg-type]
-    effects = (TypeText("%2", "inc", "hello", ("p", "m")), PressEnter("%2", "inc", ("p", "m")))
+    finished: list[bool] = []
+
+    async def typed() -> None:
+        await Interpreter(engine).run((TypeText("%2", "inc", "hello", ("p", "m"), submit=True),))  # type: ignore[arg-type]
+        finished.append(True)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(Interpreter(engine).run, effects)  # type: ignore[arg-type]
+            tg.start_soon(typed)
             await keys.pasted.wait()
-            tg.cancel_scope.cancel()  # the daemon stops during the settle before Enter
+            tg.cancel_scope.cancel()  # the daemon stops while the paste call runs
 
     anyio.run(main)
-    assert keys.calls == ["paste", "enter"]
+    assert keys.calls == [("paste", 0.3)]  # the Enter is part of the paste call, due after the settle
+    assert finished == [True]  # the stop waited for the paste and its settle (shielded)

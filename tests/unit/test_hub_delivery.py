@@ -40,7 +40,7 @@ def test_approve_pair_then_delivery_types_provenance_and_text_once(w: World) -> 
     effects = w.idle(b)
     assert [type(e) for e in effects] == [CheckGuard]
     effects = w.guard(key, b)
-    assert kinds(effects) == ["Persist", "TypeText", "PressEnter", "ConfirmTyping"]
+    assert kinds(effects) == ["Persist", "TypeText", "ConfirmTyping"]
     persisted = effects[0]
     assert isinstance(persisted, Persist) and persisted.record.state is MessageState.TYPING
     typed = effects[1]

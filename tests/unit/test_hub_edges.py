@@ -19,7 +19,6 @@ from connectcore.effects import (
     EndSubscriptions,
     Notify,
     Persist,
-    PressEnter,
     TypeText,
 )
 from connectcore.grants import PRESET_SCOPES, Preset, Scope, TokenState
@@ -402,7 +401,7 @@ def test_guard_for_a_message_no_longer_guarding_changes_nothing(w: World) -> Non
     assert hub is before and effects == ()
 
 
-def test_guard_pass_persists_typing_then_types_enters_and_confirms(w: World) -> None:
+def test_guard_pass_persists_typing_then_types_and_submits_in_one_effect_and_confirms(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.now += 2
@@ -411,8 +410,7 @@ def test_guard_pass_persists_typing_then_types_enters_and_confirms(w: World) -> 
     assert typing.state is MessageState.TYPING and typing.reason == "typing started" and typing.final_at is None
     assert effects == (
         Persist("message", key, typing),
-        TypeText(b.pane, b.incarnation, typing.typed, key),
-        PressEnter(b.pane, b.incarnation, key),
+        TypeText(b.pane, b.incarnation, typing.typed, key, submit=True),
         ConfirmTyping(b.pane, b.incarnation, key),
     )
     assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.TYPING, Seen(True, "fp-idle", w.now), w.now, ("fp-idle",))
@@ -483,7 +481,7 @@ def test_control_s_message_passes_the_guard_into_a_pane_that_is_not_reachable(w:
     control = w.launch("ctl", Preset.OFF, control=True)
     b = w.launch("b", Preset.OBSERVE)
     key = guarding(w, control, b)
-    assert [type(e) for e in w.guard(key, b)] == [Persist, TypeText, PressEnter, ConfirmTyping]
+    assert [type(e) for e in w.guard(key, b)] == [Persist, TypeText, ConfirmTyping]
 
 
 @pytest.mark.parametrize(
