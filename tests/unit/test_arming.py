@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from connectcore import arming as AR
 from connectcore import hub as H
 from connectcore.arming import Arming
 from connectcore.consent import Decision
@@ -231,3 +234,44 @@ def test_a_guard_that_could_not_read_the_pane_waits_for_the_screen_even_with_a_h
     assert w.message(key).reason == "screen changed before typing"
     assert w.hub.panes[b.pane].arming is Arming.BUSY
     assert _guards(w.idle(b)) == [key]  # the watcher's next reading arms it again at once
+
+
+# --- the arming machine alone, under any order of readings --------------------------------------
+
+_reading = st.builds(AR.Seen, st.booleans(), st.sampled_from(["f1", "f2", "f3"]), st.floats(0, 100))
+_op = st.one_of(
+    st.tuples(st.just("observe"), _reading),
+    st.tuples(st.just("guard"), _reading),
+    st.tuples(st.just("typed"), st.one_of(st.none(), _reading)),
+    st.tuples(st.just("quiet"), st.floats(0, 100)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=_reading, ops=st.lists(_op, max_size=30))
+def test_no_reading_is_overwritten_by_an_older_one_and_a_ready_pane_is_never_left_unarmed(
+    first: AR.Seen, ops: list[tuple[str, object]]
+) -> None:
+    view = AR.first("inc", first, 0.0)
+    for now, (kind, arg) in enumerate(ops, start=1):
+        before = view.seen.read_at
+        if kind == "observe":
+            assert isinstance(arg, AR.Seen)
+            view = AR.observe(view, arg, now)
+        elif kind == "guard" and view.arming is not AR.Arming.TYPING:
+            assert isinstance(arg, AR.Seen)
+            if AR.guard_passes(view, "inc", arg):
+                view = AR.typing(view, arg, now)
+            else:
+                view = (AR.guard_wait if arg.ready else AR.guard_hold)(view, arg, now)
+        elif kind == "typed" and view.arming is AR.Arming.TYPING:
+            assert arg is None or isinstance(arg, AR.Seen)
+            view = AR.typed(view, arg, now)
+        elif kind == "quiet":
+            assert isinstance(arg, float)
+            view = AR.quiet(view, now + arg, 10.0) or view
+        assert view.seen.read_at >= before  # an older reading never overwrote a newer one
+        assert view.arming is not AR.Arming.UNSEEN
+        if view.seen.ready and view.arming not in (AR.Arming.ARMED, AR.Arming.TYPING):
+            rearmed = AR.quiet(view, view.since + 10.0, 10.0)
+            assert rearmed is not None and rearmed.arming is AR.Arming.ARMED  # never stuck unarmed
