@@ -28,7 +28,8 @@ Rules (specification: shared/seeds/000, "Delivery", "Loops and runaways"; durabi
   agent is busy with the turn or asks a question). Busy without the marker (a turn someone else
   started, a lost paste), or the text still in the composer when the daemon stops looking, is
   unconfirmed. A draft in the composer at that point is, the guard having seen it empty, most likely
-  the daemon's own text: the person is told (:attr:`AfterTyping.left_draft`).
+  the daemon's own text: the person is told (:attr:`AfterTyping.left_draft`; after a failed send, only
+  when the marker shows in it).
 - The daemon assigns conversation and hop: a message from an agent that received one within the
   reply window is a reply to it (hop + 1). Past the hop limit a card is needed even for an approved
   pair.

@@ -1156,8 +1156,12 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
             )
     else:
         hub, effects = _finalize(hub, message, "not_confirmed", ev.now, why)
-        if reading is not None and reading.left_draft:
-            hub, more = _open_draft(hub, message, reading.read_at, "typing was not confirmed; a draft is in the composer")
+        # A draft after the confirmation gave up is, the guard having seen the composer empty, most
+        # likely connect's own (a collapsed paste shows no marker); after a failed send, only if the
+        # marker shows it is.
+        if reading is not None and reading.left_draft and (not ev.failure or reading.marker_seen):
+            why = "typing was not confirmed; a draft is in the composer"
+            hub, more = _open_draft(hub, message, reading.read_at, why)
             effects += more
     view = hub.panes.get(message.recipient_pane)
     if view is not None and view.incarnation == message.recipient_incarnation and view.arming is arming.Arming.TYPING:

@@ -275,3 +275,17 @@ def test_no_reading_is_overwritten_by_an_older_one_and_a_ready_pane_is_never_lef
         if view.seen.ready and view.arming not in (AR.Arming.ARMED, AR.Arming.TYPING):
             rearmed = AR.quiet(view, view.since + 10.0, 10.0)
             assert rearmed is not None and rearmed.arming is AR.Arming.ARMED  # never stuck unarmed
+
+
+def test_after_a_failed_send_a_draft_is_connect_s_only_when_its_marker_shows() -> None:
+    for marker, opened in ((False, False), (True, True)):
+        w = World()
+        a, b = w.launch("a"), w.launch("b")
+        key = w.send(a, b)
+        w.decide(key)
+        w.idle(b)
+        w.guard(key, b)
+        reading = AfterTyping(marker, Activity.IDLE, Composer.DRAFT, False, "fp-draft", w.now)
+        w.step(H.TypingObserved(w.now, key, reading, failure="send failed partway: pane gone"))
+        assert w.message(key).reason == "send failed partway: pane gone"
+        assert (b.pane in w.hub.drafts) is opened
