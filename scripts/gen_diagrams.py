@@ -14,7 +14,14 @@ from connectcore._machine import Table, mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "diagrams"
-MODULES = ["connectcore.delivery", "connectcore.consent", "connectcore.grants", "connectcore.restart", "connectcore.control"]
+MODULES = [
+    "connectcore.delivery",
+    "connectcore.consent",
+    "connectcore.grants",
+    "connectcore.restart",
+    "connectcore.arming",
+    "connectcore.control",
+]
 
 
 def tables() -> list[tuple[str, Table]]:  # type: ignore[type-arg]

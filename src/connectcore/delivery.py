@@ -19,8 +19,17 @@ Rules (specification: shared/seeds/000, "Delivery", "Loops and runaways"; durabi
   transition. Under the recipient's send lock the guard rechecks the incarnation, the same idle
   screen, that a handle still resolves to this pane, and both ends' scopes. A changed screen is
   transient; a changed incarnation is permanent (cancelled); a handle that resolves elsewhere is a
-  new recipient and moves only once that pair is approved.
+  new recipient and moves only once that pair is approved; a handle that names no pane or several
+  is transient too: the message waits, never typed into the old pane, never guessed.
 - Typing started but not confirmed is ``unconfirmed`` and its id stays used: never typed twice.
+- Landed (:func:`landed`): after typing, the daemon re-reads the pane and reports each reading. The
+  message is delivered only when a reading shows the text landed: the marker (the start of its
+  provenance line) seen on the screen, and the composer not holding it (empty, or gone because the
+  agent is busy with the turn or asks a question). Busy without the marker (a turn someone else
+  started, a lost paste), or the text still in the composer when the daemon stops looking, is
+  unconfirmed. A draft in the composer at that point is, the guard having seen it empty, most likely
+  the daemon's own text: the person is told (:attr:`AfterTyping.left_draft`; after a failed send, only
+  when the marker shows in it).
 - The daemon assigns conversation and hop: a message from an agent that received one within the
   reply window is a reply to it (hop + 1). Past the hop limit a card is needed even for an approved
   pair.
@@ -39,6 +48,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError, Table
+from connectcore.screen import Activity, Composer
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,65 @@ def advance(message: Message, event: str, *, now: float, reason: str = "") -> Me
         reason=reason or message.reason,
         final_at=now if state in FINAL else message.final_at,
     )
+
+
+# --- after typing: did the text land? --------------------------------------------------------------
+
+MARKER_CHARS = 60  # the marker is this many characters of the provenance line's start
+
+
+def marker(typed: str) -> str:
+    """What the re-read looks for: the start of the typed text's provenance line."""
+    return typed.split("\n", 1)[0][:MARKER_CHARS]
+
+
+def marker_seen(typed: str, capture: str) -> bool:
+    """The marker appears in a pane's captured text, however the pane wrapped or indented it
+    (whitespace is ignored on both sides)."""
+    return "".join(marker(typed).split()) in "".join(capture.split())
+
+
+@dataclass(frozen=True)
+class AfterTyping:
+    """One re-read of the recipient after typing, as the daemon saw it."""
+
+    marker_seen: bool  # :func:`marker` appears in the capture (lines unwrapped)
+    activity: Activity
+    composer: Composer
+    ready: bool  # an agent pane, idle, composer empty
+    fingerprint: str
+    read_at: float
+
+    @property
+    def left_draft(self) -> bool:
+        """The composer holds a draft: text the daemon typed and did not submit, most likely."""
+        return self.composer is Composer.DRAFT
+
+
+class Landing(StrEnum):
+    LOOKING = "looking"  # read again (until the deadline)
+    DELIVERED = "delivered"
+    UNCONFIRMED = "unconfirmed"
+
+
+def landed(reading: AfterTyping | None, *, last: bool) -> tuple[Landing, str]:
+    """Whether the text landed, from one re-read after typing (``last``: the daemon stops looking).
+
+    Delivered only when the marker was seen and the composer does not hold the text; otherwise keep
+    looking, and at the last reading unconfirmed, with the reason."""
+    if reading is None:
+        why = "no reading after typing"
+    elif reading.composer is Composer.DRAFT:
+        why = "the text is still in the composer"
+    elif reading.marker_seen and (
+        reading.composer is Composer.EMPTY or reading.activity in (Activity.BUSY, Activity.DIALOG)
+    ):
+        return Landing.DELIVERED, "typed and submitted"
+    elif reading.activity is Activity.BUSY:
+        why = "the pane is busy but the typed text never showed"
+    else:
+        why = "the typed text is not visible"
+    return (Landing.UNCONFIRMED if last else Landing.LOOKING), why
 
 
 # --- pre-admission checks --------------------------------------------------------------------------

@@ -72,17 +72,21 @@ class CheckGuard(Effect):
 
 @dataclass(frozen=True)
 class TypeText(Effect):
-    """Paste ``text`` literally into the pane (bracketed paste; newlines stay inside the turn)."""
+    """Paste ``text`` literally into the pane (bracketed paste; newlines stay inside the turn).
+
+    With ``submit``, Enter follows once the paste has settled, as part of the same operation: nothing
+    between the paste and the Enter can fail or be interrupted (a message is typed this way)."""
 
     pane_id: str
     incarnation: str
     text: str
     message: tuple[str, str] | None = None
+    submit: bool = False
 
 
 @dataclass(frozen=True)
 class PressEnter(Effect):
-    """A separate Enter after the paste has settled, to submit."""
+    """A separate Enter (delivery does not use it: its ``TypeText`` submits in the same operation)."""
 
     pane_id: str
     incarnation: str

@@ -8,12 +8,16 @@ only sequences them.
 
 The guard protocol with the daemon (the recipient pane's send lock is the linearization point):
 
-1. ``PaneObserved`` reports each reading of a pane. An idle transition with an empty composer arms
-   the pane; the first consented message for it moves to ``guarding`` with a :class:`CheckGuard`.
-2. The daemon takes the pane's send lock, reads the pane afresh and answers ``GuardObserved`` while
-   holding it. If every check passes the message moves to ``typing`` with, in this order,
-   ``Persist`` (typing started), ``TypeText``, ``PressEnter`` and ``ConfirmTyping``.
-3. The daemon answers ``TypingObserved`` (still under the lock): delivered or unconfirmed.
+1. ``PaneObserved`` reports each reading of a pane, with when it was read. The pane's arming
+   (:mod:`connectcore.arming`: seen busy, armed by an idle transition, typing, awaiting the turn,
+   quiet re-arm) moves on it; an armed pane takes the first consented message for it, which moves to
+   ``guarding`` with a :class:`CheckGuard`.
+2. The daemon takes the pane's send lock, reads the pane afresh, resolves the message's handle again
+   and answers ``GuardObserved`` while holding it. If every check passes the message moves to
+   ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText`` (paste and submit, one
+   operation) and ``ConfirmTyping``.
+3. The daemon re-reads the pane and answers ``TypingObserved`` with its last reading (still under
+   the lock); :func:`connectcore.delivery.landed` decides delivered or unconfirmed.
 
 Revocation takes the affected panes' send locks (:func:`panes_to_lock`) before it is stepped, so a
 delivery either finished before it or sees the revoked scope.
@@ -24,14 +28,24 @@ revocation or a new grant withdraws their connect, and a pane being restarted is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from connectcore import consent, delivery, grants
+from connectcore import arming, consent, delivery, grants
 from connectcore import restart as restart_
 from connectcore._machine import ConnectError
+from connectcore.arming import PaneView, Seen
 from connectcore.consent import Card, CardState, Decision, PairKey
-from connectcore.delivery import DEFAULT_LIMITS, Limits, Message, MessageKey, MessageState, Refused
+from connectcore.delivery import (
+    DEFAULT_LIMITS,
+    AfterTyping,
+    Landing,
+    Limits,
+    Message,
+    MessageKey,
+    MessageState,
+    Refused,
+)
 from connectcore.effects import (
     Audit,
     CheckGuard,
@@ -39,7 +53,6 @@ from connectcore.effects import (
     Effect,
     Notify,
     Persist,
-    PressEnter,
     TypeText,
 )
 from connectcore.grants import GrantBook, Principal, Scope, SessionKey
@@ -57,19 +70,22 @@ class UnknownItem(ConnectError):
 
 
 @dataclass(frozen=True)
-class PaneView:
-    """What the hub last heard of a pane: the idle screen it saw, and whether an idle transition is
-    waiting to be used (``armed``)."""
+class LeftDraft:
+    """Needs you: connect may have left an unsent message in this pane's composer (typing that was
+    not confirmed with a draft in the composer, or that a daemon restart interrupted). It closes
+    when the pane is next read with an empty composer, or goes."""
 
+    pane_id: str
     incarnation: str
-    ready: bool
-    fingerprint: str
-    armed: bool
-    # After typing: the next idle counts only once the pane was seen not ready, or showed an idle screen
-    # other than the one it had when the typing was confirmed (a turn too quick to be seen busy).
-    need_busy: bool = False
-    stale: tuple[str, ...] = ()  # idle screens that do not count as the next idle (before, while typing)
-    typed_at: float = 0.0  # when the last typing into this pane started
+    message: MessageKey
+    ref: str
+    at: float
+    why: str
+
+    @property
+    def summary(self) -> str:
+        """What the person is told."""
+        return f"connect left an unsent message in {self.pane_id}'s composer"
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ class Hub:
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
     restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
+    drafts: dict[str, LeftDraft] = field(default_factory=dict)  # pane id -> what connect may have left
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -170,6 +187,7 @@ class PaneObserved:
     incarnation: str
     ready: bool  # agent pane, idle, composer empty
     fingerprint: str
+    read_at: float  # when the pane was read (an older reading never overwrites a newer one)
 
 
 @dataclass(frozen=True)
@@ -177,6 +195,16 @@ class PaneGone:
     now: float
     pane_id: str
     incarnation: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """The message's handle names no live pane now (``no_pane``), or several (``ambiguous``)."""
+
+    reason: str
+
+
+HandleResolution = Recipient | Unresolved
 
 
 @dataclass(frozen=True)
@@ -188,18 +216,21 @@ class GuardObserved:
     incarnation: str | None  # the pane's incarnation now (None: the pane is gone)
     ready: bool
     fingerprint: str
-    handle_target: Recipient | None = None  # where the message's handle resolves now, if it has one
+    read_at: float
+    # Where the message's handle resolves now (None: the message has no handle, or it was not resolved).
+    handle: HandleResolution | None = None
     card_id: str = ""  # fresh, used only if the message moves to a new recipient
 
 
 @dataclass(frozen=True)
 class TypingObserved:
+    """The daemon's last re-read after typing (None: typing failed before any reading), or why the
+    typing failed partway (``failure``: unconfirmed whatever the reading)."""
+
     now: float
     message: MessageKey
-    landed: bool
-    detail: str = ""
-    fingerprint: str = ""  # the confirming reading's screen ("" when there was none)
-    saw_busy: bool = False  # the confirming reading showed the agent busy with the turn it started
+    reading: AfterTyping | None
+    failure: str = ""
 
 
 @dataclass(frozen=True)
@@ -701,7 +732,7 @@ def _pane_actor(hub: Hub, incarnation: str, pane_id: str) -> str:
 def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
     """Start the guard for the oldest consented message to this pane, if the pane is armed."""
     view = hub.panes.get(pane_id)
-    if view is None or not (view.ready and view.armed) or pane_id in hub.attempts:
+    if view is None or view.arming is not arming.Arming.ARMED or pane_id in hub.attempts:
         return hub, ()
     if restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
         return hub, ()
@@ -988,16 +1019,34 @@ def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
     if old is not None and old.incarnation != ev.incarnation:
         hub, effects = _pane_gone(hub, PaneGone(ev.now, ev.pane_id, old.incarnation))
         old = None
-    need_busy = old is not None and old.need_busy and ev.ready and ev.fingerprint in old.stale
-    released = old is not None and old.need_busy and not need_busy and ev.ready
-    transition = ev.ready and (old is None or not old.ready or released) and not need_busy
-    armed = ev.ready and (transition or (old is not None and old.armed))
-    stale = old.stale if old is not None and need_busy else ()
-    typed_at = old.typed_at if old is not None else 0.0
-    view = PaneView(ev.incarnation, ev.ready, ev.fingerprint, armed, need_busy, stale, typed_at)
+    seen = Seen(ev.ready, ev.fingerprint, ev.read_at)
+    view = arming.first(ev.incarnation, seen, ev.now) if old is None else arming.observe(old, seen, ev.now)
     hub = replace(hub, panes={**hub.panes, ev.pane_id: view})
+    hub, more = _draft_cleared(hub, ev)
+    effects += more
     hub, more = _maybe_attempt(hub, ev.pane_id, ev.now)
     return hub, effects + more
+
+
+def _draft_cleared(hub: Hub, ev: PaneObserved) -> Step:
+    """A reading with an empty composer, read after connect left a draft there, closes the item."""
+    left = hub.drafts.get(ev.pane_id)
+    if left is None or left.incarnation != ev.incarnation or not ev.ready or ev.read_at < left.at:
+        return hub, ()
+    return _close_draft(hub, ev.pane_id, "the composer is empty again")
+
+
+def _open_draft(hub: Hub, message: Message, now: float, why: str) -> Step:
+    left = LeftDraft(message.recipient_pane, message.recipient_incarnation, message.key, message.ref, now, why)
+    hub = replace(hub, drafts={**hub.drafts, left.pane_id: left})
+    return hub, (Notify("needs", (left.pane_id,), payload={"state": "open", "ref": left.ref}),)
+
+
+def _close_draft(hub: Hub, pane_id: str, why: str) -> Step:
+    if pane_id not in hub.drafts:
+        return hub, ()
+    hub = replace(hub, drafts={k: v for k, v in hub.drafts.items() if k != pane_id})
+    return hub, (Notify("needs", (pane_id,), payload={"state": "closed", "why": why}),)
 
 
 def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
@@ -1018,7 +1067,12 @@ def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
     if pairs != hub.pairs:
         effects += (Persist("pairs", (), tuple(sorted(pairs))),)
     panes = {k: v for k, v in hub.panes.items() if not (k == ev.pane_id and v.incarnation == ev.incarnation)}
-    return replace(hub, book=book, pairs=pairs, panes=panes), effects
+    hub = replace(hub, book=book, pairs=pairs, panes=panes)
+    left = hub.drafts.get(ev.pane_id)
+    if left is not None and left.incarnation == ev.incarnation:
+        hub, more = _close_draft(hub, ev.pane_id, "the pane's process ended")
+        effects += more
+    return hub, effects
 
 
 def _guard(hub: Hub, ev: GuardObserved) -> Step:
@@ -1049,44 +1103,49 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
     )
     if why is not None:
         return _finalize(hub, message, "refuse", now, f"recipient can no longer receive ({why})")
-    if (
-        message.handle is not None
-        and ev.handle_target is not None
-        and (
-            ev.handle_target.pane_id,
-            ev.handle_target.incarnation,
-        )
-        != (pane, message.recipient_incarnation)
-    ):
-        return _reroute(replace(hub, attempts=attempts), message, ev)
+    seen = Seen(ev.ready, ev.fingerprint, ev.read_at)
     view = hub.panes.get(pane)
-    same_screen = (
-        view is not None and view.incarnation == ev.incarnation and view.fingerprint == ev.fingerprint
-    )
-    if not (ev.ready and same_screen):
-        waiting = delivery.advance(message, "guard_wait", now=now, reason="screen changed before typing")
-        hub = _store(replace(hub, attempts=attempts), waiting)
-        if view is not None:
-            hub = replace(hub, panes={**hub.panes, pane: replace(view, ready=False, armed=False)})
-        return hub, ()
+    target = ev.handle if message.handle is not None else None
+    if isinstance(target, Recipient) and (target.pane_id, target.incarnation) != (pane, message.recipient_incarnation):
+        return _reroute(replace(hub, attempts=attempts), message, ev, target)
+    if not arming.guard_passes(view, ev.incarnation, seen):
+        return _guard_waits(hub, message, attempts, seen, now, "screen changed before typing", arming.guard_wait)
+    if message.handle is not None and not isinstance(target, Recipient):
+        # Never guessed: the message waits until its handle names exactly one pane again.
+        reason = f"handle {message.handle} names no single pane ({target.reason if target else 'unresolved'})"
+        return _guard_waits(hub, message, attempts, seen, now, reason, arming.guard_hold)
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")
     hub = _store(hub, typing)
     assert view is not None
-    typing_view = replace(view, ready=False, armed=False, need_busy=True, stale=(view.fingerprint,), typed_at=now)
-    hub = replace(hub, panes={**hub.panes, pane: typing_view})
+    hub = replace(hub, panes={**hub.panes, pane: arming.typing(view, seen, now)})
     inc = message.recipient_incarnation
     return hub, (
         Persist("message", typing.key, typing),
-        TypeText(pane, inc, typing.typed, typing.key),
-        PressEnter(pane, inc, typing.key),
+        TypeText(pane, inc, typing.typed, typing.key, submit=True),
         ConfirmTyping(pane, inc, typing.key),
     )
 
 
-def _reroute(hub: Hub, message: Message, ev: GuardObserved) -> Step:
+def _guard_waits(
+    hub: Hub,
+    message: Message,
+    attempts: dict[str, MessageKey],
+    seen: Seen,
+    now: float,
+    reason: str,
+    disarm: Callable[[PaneView, Seen, float], PaneView],
+) -> Step:
+    """Transient: the message waits for the pane's next idle; the guard's reading moves the pane's arming."""
+    waiting = delivery.advance(message, "guard_wait", now=now, reason=reason)
+    hub = _store(replace(hub, attempts=attempts), waiting)
+    view = hub.panes.get(message.recipient_pane)
+    if view is not None and view.incarnation == message.recipient_incarnation and view.arming is not arming.Arming.TYPING:
+        hub = replace(hub, panes={**hub.panes, message.recipient_pane: disarm(view, seen, now)})
+    return hub, ()
+
+
+def _reroute(hub: Hub, message: Message, ev: GuardObserved, target: Recipient) -> Step:
     """A handle that now resolves to another pane: a new recipient, which consent must cover."""
-    target = ev.handle_target
-    assert target is not None
     principal, scopes = _recipient_scopes(hub, target.incarnation)
     sender_scopes = frozenset(s.value for s in grants.scopes_of(hub.book, message.sender))
     why = consent.may_receive(
@@ -1125,8 +1184,12 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
     message = hub.messages.get(ev.message)
     if message is None:
         raise UnknownItem("unknown_message", f"no message {ev.message}")
-    if ev.landed:
-        hub, effects = _finalize(hub, message, "confirmed", ev.now, ev.detail or "typed and submitted")
+    reading = ev.reading
+    verdict, why = delivery.landed(reading, last=True)
+    if ev.failure:
+        verdict, why = Landing.UNCONFIRMED, ev.failure
+    if verdict is Landing.DELIVERED:
+        hub, effects = _finalize(hub, message, "confirmed", ev.now, why)
         if message.recipient_principal is not None:
             hub = replace(
                 hub,
@@ -1141,25 +1204,30 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
                 ),
             )
     else:
-        hub, effects = _finalize(hub, message, "not_confirmed", ev.now, ev.detail or "typing not confirmed")
+        hub, effects = _finalize(hub, message, "not_confirmed", ev.now, why)
+        # A draft after the confirmation gave up is, the guard having seen the composer empty, most
+        # likely connect's own (a collapsed paste shows no marker); after a failed send, only if the
+        # marker shows it is.
+        if reading is not None and reading.left_draft and (not ev.failure or reading.marker_seen):
+            why = "typing was not confirmed; a draft is in the composer"
+            hub, more = _open_draft(hub, message, reading.read_at, why)
+            effects += more
     view = hub.panes.get(message.recipient_pane)
-    if view is not None:
-        if ev.saw_busy:  # the turn the message started was seen: the next idle reading is the next idle
-            after = replace(view, ready=False, armed=False, need_busy=False, stale=())
-        else:
-            stale = (*view.stale, ev.fingerprint) if view.need_busy and ev.fingerprint else view.stale
-            after = replace(view, armed=False, stale=stale)
-        hub = replace(hub, panes={**hub.panes, message.recipient_pane: after})
+    if view is not None and view.incarnation == message.recipient_incarnation and view.arming is arming.Arming.TYPING:
+        confirming = Seen(reading.ready, reading.fingerprint, reading.read_at) if reading is not None else None
+        hub = replace(hub, panes={**hub.panes, message.recipient_pane: arming.typed(view, confirming, ev.now)})
+        hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
+        effects += more
     return hub, effects
 
 
 def _rearm_quiet_panes(hub: Hub, now: float) -> Step:
-    """A pane still waiting to be seen busy after typing, but idle on one screen for ``rearm_after``
-    seconds, counts as waiting for input again (its turn was too quick to be seen)."""
+    """A pane that sits ready but unarmed for ``rearm_after`` seconds is armed by the clock
+    (:func:`connectcore.arming.quiet`): its turn was too quick to be seen, or its reading went unheard."""
     effects: tuple[Effect, ...] = ()
     for pane_id, view in list(hub.panes.items()):
-        if view.need_busy and view.ready and now - view.typed_at >= hub.limits.rearm_after:
-            rearmed = replace(view, need_busy=False, stale=(), armed=True)
+        rearmed = arming.quiet(view, now, hub.limits.rearm_after)
+        if rearmed is not None:
             hub = replace(hub, panes={**hub.panes, pane_id: rearmed})
             hub, more = _maybe_attempt(hub, pane_id, now)
             effects += more
@@ -1218,6 +1286,8 @@ def _recover(hub: Hub, ev: Recover) -> Step:
         if message.state is MessageState.TYPING:
             hub, more = _finalize(hub, message, "not_confirmed", ev.now, "daemon restarted while typing")
             effects += more
+            hub, more = _open_draft(hub, message, ev.now, "the daemon restarted while typing")
+            effects += more
         elif message.state is MessageState.GUARDING:
             waiting = delivery.advance(
                 message, "guard_wait", now=ev.now, reason="daemon restarted before typing"
@@ -1231,7 +1301,7 @@ def _recover(hub: Hub, ev: Recover) -> Step:
 
 def dead_incarnations(hub: Hub, live: frozenset[str]) -> tuple[tuple[str, str], ...]:
     """(pane, incarnation) of everything the hub holds for an incarnation not in ``live``: live
-    tokens, and messages or cards not final that are addressed to it."""
+    tokens, messages or cards not final that are addressed to it, and drafts it may hold."""
     held: dict[str, str] = {}
     for token in hub.book.tokens.values():
         if token.state is grants.TokenState.LIVE:
@@ -1242,6 +1312,8 @@ def dead_incarnations(hub: Hub, live: frozenset[str]) -> tuple[tuple[str, str], 
     for card in hub.cards.values():
         if consent.is_open(card):
             held.setdefault(card.recipient_incarnation, card.recipient_pane)
+    for left in hub.drafts.values():
+        held.setdefault(left.incarnation, left.pane_id)
     return tuple(sorted((pane, inc) for inc, pane in held.items() if inc not in live))
 
 
@@ -1316,8 +1388,10 @@ __all__ = [
     "DisconnectAll",
     "Event",
     "GuardObserved",
+    "HandleResolution",
     "Hub",
     "Launch",
+    "LeftDraft",
     "PaneGone",
     "PaneObserved",
     "PaneView",
@@ -1335,6 +1409,7 @@ __all__ = [
     "Tick",
     "TypingObserved",
     "UnknownItem",
+    "Unresolved",
     "authorize",
     "dead_incarnations",
     "last_received",

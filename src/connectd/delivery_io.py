@@ -1,10 +1,13 @@
 """Delivery I/O: the guard, the typing and its confirmation, on real panes.
 
 The core decides whether a message may be typed (``GuardObserved``) and whether it landed
-(``TypingObserved``); this module only takes the recipient's send lock, reads the pane afresh and
-reports what it saw. The effects of the guard's step (``Persist`` typing started, ``TypeText``,
-``PressEnter``, ``ConfirmTyping``) are executed by the interpreter inside that step, so they run while
-the lock is held: the send lock is the linearization point of delivery, revocation and restarts.
+(``TypingObserved``, :func:`connectcore.delivery.landed`); this module only takes the recipient's
+send lock, reads the pane afresh, resolves the message's handle again and reports what it saw, each
+reading with when it was read. The effects of the guard's step (``Persist`` typing started,
+``TypeText`` with its Enter, ``ConfirmTyping``) are executed by the interpreter inside that step, so
+they run while the lock is held: the send lock is the linearization point of delivery, revocation
+and restarts. The paste and its Enter are one tmux call (the server presses Enter after the settle),
+so a daemon that dies after the paste still submits it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from connectcore import delivery as M
 from connectcore import directory as D
 from connectcore import hub as H
-from connectcore.delivery import MessageKey, MessageState
-from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter
-from connectcore.screen import Activity, Composer, Reading, read_screen
+from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
+from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter, TypeText
+from connectcore.screen import Reading, read_screen
+from connectd.tmux import TmuxError
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -38,29 +43,28 @@ class Delivery:
         engine = self.engine
         async with engine.tmux.pane_lock(check.pane_id):
             info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id)
-            ready, fingerprint = False, ""
+            read_at = engine.clock()
             reading: Reading | None = None
             if info is not None:
                 capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
                 reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
-                ready, fingerprint = reading.ready_for_message, reading.fingerprint
+            ready, fingerprint = (reading.ready_for_message, reading.fingerprint) if reading else (False, "")
             message = engine.hub.messages.get(check.message)
-            handle_target = self._handle_target(message.handle) if message is not None else None
-            effects = await engine.step(
-                H.GuardObserved(
-                    engine.clock(), check.message, incarnation, ready, fingerprint, handle_target,
-                    card_id=engine.ids.new_id("card"),
-                )
+            handle = self.resolve(message.handle) if message is not None else None
+            guard = H.GuardObserved(
+                engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
+                card_id=engine.ids.new_id("card"),
             )
+            effects = await engine.step(guard)
         if any(isinstance(e, ConfirmTyping) for e in effects):
             return
         after = engine.hub.messages.get(check.message)
         if after is not None and after.state is MessageState.READY and reading is not None and incarnation:
-            # The screen changed under the guard: its fresh reading is the pane's next observation.
-            # Report it (paced like the watcher), or a pane that then stays still would never re-arm.
+            # The guard's fresh reading is the pane's next observation. Report it (paced like the
+            # watcher): a pane whose screen changed under the guard and then stays still re-arms.
             await anyio.sleep(engine.timing.capture)
             engine.watcher.remember_reading(check.pane_id, incarnation, reading)
-            await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint))
+            await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
 
     async def guard_failed(self, check: CheckGuard, exc: Exception) -> None:
         """The guard could not read the pane (it exited between two tmux calls, tmux failed): the core
@@ -69,19 +73,29 @@ class Delivery:
         engine = self.engine
         message = engine.hub.messages.get(check.message)
         if message is not None and message.state is MessageState.TYPING:
-            await self.unconfirmed(check.message, f"typing failed: {exc}")
+            await self.unconfirmed(check.message, f"typing failed: {exc}", check.pane_id)
             return
-        await engine.step(H.GuardObserved(engine.clock(), check.message, check.incarnation, False, ""))
+        now = engine.clock()
+        await engine.step(H.GuardObserved(now, check.message, check.incarnation, False, "", now))
         engine.watcher.look_again(check.pane_id)  # its next reading is news to the core, even if unchanged
 
-    def _handle_target(self, handle: str | None) -> H.Recipient | None:
+    def resolve(self, handle: str | None) -> H.HandleResolution | None:
+        """Where the message's handle names now: one pane, or why not (no pane, several)."""
         if handle is None:
             return None
         try:
             record = D.resolve(self.engine.watcher.directory, handle)
-        except D.TargetError:
-            return None
+        except D.TargetError as exc:
+            return H.Unresolved(exc.reason.value)
         return H.Recipient(record.pane_id, record.token, record.harness, handle)
+
+    async def type_text(self, effect: TypeText) -> None:
+        """Paste, and with ``submit`` have tmux press Enter once the paste has settled, in the same
+        tmux call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
+        settle = self.engine.timing.settle
+        await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=settle if effect.submit else None)
+        if effect.submit:
+            await anyio.sleep(settle)
 
     async def press_enter(self, effect: PressEnter) -> None:
         """Enter, once the paste has settled (agent TUIs read a Return inside a paste as a newline)."""
@@ -89,31 +103,42 @@ class Delivery:
         await self.engine.tmux.press_enter(effect.pane_id)
 
     async def confirm(self, effect: ConfirmTyping) -> None:
-        """Re-read the pane until the text shows submitted or the deadline passes; report it."""
+        """Re-read the pane until the core says the text landed, or the deadline passes; report the
+        last reading (the core decides delivered or unconfirmed from it)."""
         engine = self.engine
         typed = engine.hub.messages[effect.message].typed
-        marker = typed.split("\n", 1)[0][:60]
         deadline = anyio.current_time() + engine.timing.confirm
-        last = "no reading after typing"
-        while anyio.current_time() < deadline:
+        while True:
             await anyio.sleep(CONFIRM_EVERY)
-            capture = await engine.tmux.capture(effect.pane_id, SCROLLBACK_LINES)
-            reading = read_screen(capture.text, engine.watcher.command_of(effect.pane_id), capture.cursor, height=capture.height)
-            seen = marker in _unwrap(capture.text)
-            if reading.composer is Composer.DRAFT:
-                last = "the text is still in the composer"
-                continue
-            if reading.activity is Activity.BUSY or (seen and reading.composer is Composer.EMPTY):
-                busy = reading.activity is Activity.BUSY
-                await engine.step(H.TypingObserved(engine.clock(), effect.message, True, "typed and submitted", reading.fingerprint, busy))
-                return
-            last = "the typed text is not visible"
-        await self.unconfirmed(effect.message, last)
+            reading = await self.read_after_typing(effect.pane_id, typed)
+            verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
+            if verdict is not Landing.LOOKING:
+                break
+        await engine.step(H.TypingObserved(engine.clock(), effect.message, reading))
 
-    async def unconfirmed(self, key: MessageKey, detail: str) -> None:
+    async def read_after_typing(self, pane_id: str, typed: str) -> AfterTyping:
         engine = self.engine
-        await engine.step(H.TypingObserved(engine.clock(), key, False, detail))
+        read_at = engine.clock()
+        capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
+        reading = read_screen(capture.text, engine.watcher.command_of(pane_id), capture.cursor, height=capture.height)
+        return AfterTyping(
+            M.marker_seen(typed, capture.text),
+            reading.activity,
+            reading.composer,
+            reading.ready_for_message,
+            reading.fingerprint,
+            read_at,
+        )
 
-
-def _unwrap(text: str) -> str:
-    return " ".join(line.strip() for line in text.split("\n"))
+    async def unconfirmed(self, key: MessageKey, detail: str, pane_id: str | None = None) -> None:
+        """Typing failed partway: unconfirmed, with one last look at the pane if it can still be read
+        (so the core sees a draft the daemon may have left in the composer)."""
+        engine = self.engine
+        message = engine.hub.messages.get(key)
+        reading: AfterTyping | None = None
+        if pane_id is not None and message is not None:
+            try:
+                reading = await self.read_after_typing(pane_id, message.typed)
+            except (TmuxError, OSError) as exc:
+                log.info("no reading of %s after a failed typing: %s", pane_id, exc)
+        await engine.step(H.TypingObserved(engine.clock(), key, reading, failure=detail))

@@ -209,6 +209,9 @@ class Engine:
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
         return self.person.cards(include_closed)
 
+    def needs_you(self) -> list[dict[str, Any]]:
+        return self.person.needs_you()
+
     async def decide(self, card_id: str, decision: Any, by: str = "owner") -> dict[str, Any]:
         return await self.person.decide(card_id, decision, by)
 

@@ -13,7 +13,12 @@ the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, whi
 ``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
 already decided.
 
-Locks: ``TypeText``, ``PressEnter`` and ``ConfirmTyping`` come out of the step that the delivery guard
+Stops: a message's ``TypeText`` pastes and submits in one tmux call (the server presses Enter after
+the settle), and ``TypeText`` / ``PressEnter`` are shielded from cancellation, so a daemon stopped
+or killed after the paste still submits it; if a draft is left anyway, the core shows it to the
+person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
+
+Locks: ``TypeText`` and ``ConfirmTyping`` come out of the step that the delivery guard
 takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
 restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
 """
@@ -23,6 +28,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from connectcore import restart as R
 from connectcore.effects import (
@@ -98,7 +105,13 @@ class Interpreter:
             if key in failed:
                 continue
             try:
-                await self.execute(effect)
+                if isinstance(effect, TypeText | PressEnter):
+                    # Paste and Enter run to their end even when the daemon is stopped meanwhile: a
+                    # stop in that window would leave connect's own text as a draft in a composer.
+                    with anyio.CancelScope(shield=True):
+                        await self.execute(effect)
+                else:
+                    await self.execute(effect)
             except IO_ERRORS as exc:
                 failed.add(key)
                 await self.failed(effect, exc)
@@ -142,7 +155,7 @@ class Interpreter:
         )
 
     async def _type_text(self, effect: TypeText) -> None:
-        await self.engine.tmux.paste_text(effect.pane_id, effect.text)
+        await self.engine.delivery.type_text(effect)
 
     async def _press_enter(self, effect: PressEnter) -> None:
         await self.engine.delivery.press_enter(effect)
@@ -169,7 +182,7 @@ class Interpreter:
         if isinstance(effect, TypeText | PressEnter | ConfirmTyping):
             assert effect.message is not None
             what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
-            await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}")
+            await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}", effect.pane_id)
         elif isinstance(effect, SetPaneOption | ExitAgent | Respawn):
             raise RestartEffectFailed(effect, exc) from exc
         else:

@@ -27,6 +27,29 @@ class PersonCalls:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    def needs_you(self) -> list[dict[str, Any]]:
+        """What needs the person besides cards: drafts connect may have left in a composer (the core
+        opens and closes them, ``hub.drafts``), newest first."""
+        hub = self.engine.hub
+        drafts = sorted(hub.drafts.values(), key=lambda d: d.at, reverse=True)
+        items = []
+        for d in drafts:
+            message = hub.messages.get(d.message)
+            items.append(
+                {
+                    "kind": "left_draft",
+                    "id": f"draft:{d.pane_id}",
+                    "pane": d.pane_id,
+                    "summary": d.summary,
+                    "why": d.why,
+                    "message_id": d.message[1],
+                    "ref": d.ref,
+                    "sender": message.sender_actor if message is not None else None,
+                    "at": d.at,
+                }
+            )
+        return items
+
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
         now = self.engine.clock()
         cards = sorted(self.engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)

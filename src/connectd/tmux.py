@@ -261,9 +261,18 @@ class SyncTmux:
 
     # --- input ------------------------------------------------------------------------------------
 
-    def paste_text(self, pane_id: str, text: str) -> None:
-        """Paste `text` literally (bracketed if the app enabled it); each newline arrives as Enter."""
+    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        """Paste `text` literally (bracketed if the app enabled it); each newline arrives as Enter.
+
+        With `submit_after`, the same tmux call also has the server press Enter that many seconds
+        after the paste (`run-shell -b -C -d`, tmux >= 3.2): once tmux has the call, the Enter follows
+        even if this process dies, so connect never leaves its own text unsent in a composer."""
         check_pane_id(pane_id)
+        submit: list[str] = []
+        if submit_after is not None:
+            if not 0 <= submit_after <= 10:
+                raise TmuxInputError(f"submit_after must be between 0 and 10 seconds, got {submit_after}")
+            submit = [";", "run-shell", "-b", "-C", "-d", f"{submit_after:.3f}", f"send-keys -t {pane_id} Enter"]
         if not isinstance(text, str) or not text:
             raise TmuxInputError("paste text must be a non-empty string")
         if "\x00" in text:
@@ -283,6 +292,7 @@ class SyncTmux:
                 buffer,
                 "-t",
                 pane_id,
+                *submit,
                 stdin=text.encode("utf-8"),
             )
         except TmuxError:
@@ -516,8 +526,8 @@ class TmuxAdapter:
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
         return await self._call(partial(self.sync.capture, pane_id, scrollback_lines))
 
-    async def paste_text(self, pane_id: str, text: str) -> None:
-        await self._call(partial(self.sync.paste_text, pane_id, text))
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        await self._call(partial(self.sync.paste_text, pane_id, text, submit_after=submit_after))
 
     async def press_enter(self, pane_id: str) -> None:
         await self._call(partial(self.sync.press_enter, pane_id))

@@ -228,6 +228,7 @@ class Watcher:
         state = self.panes.get(pane_id)
         if state is None:
             return None
+        read_at = engine.clock()  # when it was read: the core never lets an older reading overwrite it
         try:
             capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
         except TmuxError:
@@ -247,7 +248,9 @@ class Watcher:
             state.record = self.directory.panes[pane_id]
         if changed:
             await engine.step(
-                H.PaneObserved(engine.clock(), pane_id, state.record.token, reading.ready_for_message, reading.fingerprint)
+                H.PaneObserved(
+                    engine.clock(), pane_id, state.record.token, reading.ready_for_message, reading.fingerprint, read_at
+                )
             )
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading

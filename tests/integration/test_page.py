@@ -655,3 +655,35 @@ def test_the_page_survives_a_daemon_restart(page: Page, daemon: DaemonProcess) -
     card.get_by_role("button", name="Approve once").click()
     card.wait_for(state="detached")
     wait_for(lambda: any("sent after the restart" in x for x in b.prompts()), 20, "delivery")
+
+
+@needs_browser
+def test_a_draft_connect_left_is_a_needs_you_note_counted_in_the_top_bar(page: Page, daemon: DaemonProcess) -> None:
+    """The page renders what ``GET /api/needs`` lists (the core opens and closes the items; see
+    tests/unit/test_arming.py); here the daemon's answer is stood in for, the rest is the real page."""
+    assert page.page.evaluate("fetch('/api/needs').then((r) => r.json())") == []
+    item = {
+        "kind": "left_draft",
+        "id": "draft:%7",
+        "pane": "%7",
+        "summary": "connect left an unsent message in %7's composer",
+        "why": "typing was not confirmed; a draft is in the composer",
+        "message_id": "m-<b>draft</b>",
+        "ref": "r1",
+        "sender": "agent:claude:pane:%1:4000",
+        "at": time.time(),
+    }
+    page.page.route("**/api/needs", lambda route: route.fulfill(json=[item]))
+    page.page.reload()
+    page.wait_live()
+    note = page.page.locator("#needs-notes > li[data-testid=left-draft]")
+    note.wait_for()
+    assert note.locator(".summary").text_content() == "connect left an unsent message in %7's composer"
+    assert "m-<b>draft</b>" in note.inner_text() and note.locator("b").count() == 0  # text, never markup
+    assert page.page.locator("#needs-count").text_content() == "1"
+    assert page.page.locator("#cards-empty").is_hidden()
+    page.page.route("**/api/needs", lambda route: route.fulfill(json=[]))
+    page.page.reload()
+    page.wait_live()
+    page.page.locator("#needs-notes > li").first.wait_for(state="detached")
+    assert page.page.locator("#needs-count").text_content() == "0"

@@ -326,6 +326,31 @@ def test_paste_arrives_literally_then_enter(
     assert not [b for b in server.tmux("list-buffers", "-F", "#{buffer_name}").split() if "connect" in b]
 
 
+def test_paste_with_submit_after_is_one_call_whose_enter_the_server_presses_after_the_settle(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "received"
+    pane_id = server.new_session(unique("psubmit"), [PY, str(scripts / "recorder.py"), str(out)])
+    server.wait_for(lambda: "ready" in server.capture(pane_id), what="recorder")
+    calls: list[tuple[str, ...]] = []
+    real_run = tmux.run
+
+    def counted(*args: str, stdin: bytes | None = None) -> str:
+        calls.append(args)
+        return real_run(*args, stdin=stdin)
+
+    tmux.run = counted  # type: ignore[method-assign]
+    started = time.monotonic()
+    tmux.paste_text(pane_id, "one\ntwo", submit_after=0.3)
+    returned = time.monotonic() - started
+    tmux.run = real_run  # type: ignore[method-assign]
+    received = wait_file(out).read_bytes()
+    assert received == b"\x1b[200~one\rtwo\x1b[201~\r"  # the paste, then the server's Enter
+    assert len(calls) == 1 and returned < 0.3  # one tmux call, which does not wait for the Enter
+    with pytest.raises(TmuxInputError, match="submit_after"):
+        tmux.paste_text(pane_id, "x", submit_after=-1)
+
+
 def test_paste_refuses_empty_and_nul(tmux: SyncTmux, server: TmuxServer) -> None:
     pane_id = server.new_session(unique("pnul"), ["cat"])
     with pytest.raises(TmuxInputError, match="non-empty"):

@@ -17,6 +17,7 @@ from connectcore.consent import Decision
 from connectcore.delivery import FINAL, Limits, MessageState
 from connectcore.effects import CheckGuard, ConfirmTyping, Persist, TypeText
 from connectcore.grants import PRESET_SCOPES, Preset
+from tests.unit.hubkit import confirming
 
 NAMES = ("a", "b", "c")
 TEXTS = st.sampled_from(["hello", "two\nlines", "bad\x1bescape", "", "x" * 400, "ünïcödé"])
@@ -110,7 +111,7 @@ class HubModel(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), ready=st.booleans(), fp=st.sampled_from(["f1", "f2"]))
     def observe(self, name: str, ready: bool, fp: str) -> None:
         a = self.agents[name]
-        self.apply(H.PaneObserved(self.now, a["pane"], a["inc"], ready, fp))
+        self.apply(H.PaneObserved(self.now, a["pane"], a["inc"], ready, fp, self.now))
 
     @precondition(lambda self: self.pending_guards)
     @rule(same=st.booleans(), ready=st.booleans())
@@ -119,13 +120,13 @@ class HubModel(RuleBasedStateMachine):
         live = {a["pane"]: a["inc"] for a in self.agents.values()}
         view = self.hub.panes.get(guard.pane_id)
         fp = view.fingerprint if (view is not None and same) else "changed"
-        self.apply(H.GuardObserved(self.now, guard.message, live.get(guard.pane_id), ready, fp, card_id=self.fresh("card")))
+        self.apply(H.GuardObserved(self.now, guard.message, live.get(guard.pane_id), ready, fp, self.now, card_id=self.fresh("card")))
 
     @precondition(lambda self: self.pending_typing)
     @rule(landed=st.booleans())
     def answer_typing(self, landed: bool) -> None:
         confirm = self.pending_typing.pop(0)
-        self.apply(H.TypingObserved(self.now, confirm.message, landed))
+        self.apply(H.TypingObserved(self.now, confirm.message, confirming(landed, read_at=self.now)))
 
     @rule(seconds=st.sampled_from([1.0, 30.0, 400.0, 1000.0, 3700.0]))
     def tick(self, seconds: float) -> None:

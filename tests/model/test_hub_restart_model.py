@@ -33,6 +33,7 @@ from connectcore.effects import (
     TypeText,
 )
 from connectcore.grants import PRESET_SCOPES, Preset
+from tests.unit.hubkit import confirming
 
 S = R.RestartStep
 LIMITS = R.RestartLimits(idle_wait=60.0, step=5.0, exit=10.0, respawn=10.0, recoveries=3)
@@ -371,15 +372,15 @@ class HubRestartModel(RuleBasedStateMachine):
         for card in sorted(c.id for c in self.hub.cards.values() if c.state.value == "pending"):
             self.apply(H.Decide(self.now, card, decision))
         if not pane.dead and not pane.busy:  # the recipient finishes a turn: read busy, then idle
-            self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, False, "f-busy"))
-            self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, True, self.fresh("f")))
+            self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, False, "f-busy", self.now))
+            self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, True, self.fresh("f"), self.now))
 
     @rule(name=st.sampled_from(TARGETS), fp=st.sampled_from(["f1", "f2"]))
     def pane_read(self, name: str, fp: str) -> None:
         pane = self.panes[name]
         if pane.dead:
             return
-        self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, not pane.busy, fp))
+        self.apply(H.PaneObserved(self.now, pane.pane_id, pane.incarnation, not pane.busy, fp, self.now))
 
     @precondition(lambda self: self.pending_guards)
     @rule()
@@ -388,13 +389,13 @@ class HubRestartModel(RuleBasedStateMachine):
         pane = self.panes[self.name_of_pane(guard.pane_id)]
         view = self.hub.panes.get(guard.pane_id)
         fp = view.fingerprint if view is not None else "none"
-        self.apply(H.GuardObserved(self.now, guard.message, None if pane.dead else pane.incarnation, not pane.busy, fp, card_id=self.fresh("card")))
+        self.apply(H.GuardObserved(self.now, guard.message, None if pane.dead else pane.incarnation, not pane.busy, fp, self.now, card_id=self.fresh("card")))
 
     @precondition(lambda self: self.pending_typing)
     @rule(landed=st.booleans())
     def answer_typing(self, landed: bool) -> None:
         confirm = self.pending_typing.pop(0)
-        self.apply(H.TypingObserved(self.now, confirm.message, landed))
+        self.apply(H.TypingObserved(self.now, confirm.message, confirming(landed, read_at=self.now)))
 
     @rule(seconds=st.sampled_from([1.0, 20.0, 400.0]))
     def tick(self, seconds: float) -> None:

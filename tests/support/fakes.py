@@ -41,8 +41,10 @@ class FakePanes:
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> str:
         return self.pane(pane_id).text
 
-    async def paste_text(self, pane_id: str, text: str) -> None:
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
         self.pane(pane_id).text += text
+        if submit_after is not None:
+            await self.press_enter(pane_id)
 
     async def press_enter(self, pane_id: str) -> None:
         pane = self.pane(pane_id)

@@ -7,9 +7,25 @@ from dataclasses import dataclass, field
 
 from connectcore import hub as H
 from connectcore.consent import Decision
-from connectcore.delivery import Limits
+from connectcore.delivery import AfterTyping, Limits
 from connectcore.effects import Effect
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
+from connectcore.screen import Activity, Composer
+
+
+def confirming(
+    landed: bool = True,
+    *,
+    read_at: float,
+    fingerprint: str = "",
+    busy: bool = False,
+    draft: bool = False,
+) -> AfterTyping:
+    """A confirming re-read after typing: the marker seen (``landed``), busy or idle, a draft or not."""
+    composer = Composer.DRAFT if draft else Composer.EMPTY
+    activity = Activity.BUSY if busy else Activity.IDLE
+    ready = not busy and not draft
+    return AfterTyping(landed, activity, composer, ready, fingerprint, read_at)
 
 
 @dataclass
@@ -102,15 +118,30 @@ class World:
     def decide(self, key: tuple[str, str], decision: Decision = Decision.APPROVE_PAIR) -> tuple[Effect, ...]:
         return self.step(H.Decide(self.now, self.card_of(key), decision))
 
-    def idle(self, agent: Agent, fingerprint: str = "fp-idle", ready: bool = True) -> tuple[Effect, ...]:
-        return self.step(H.PaneObserved(self.now, agent.pane, agent.incarnation, ready, fingerprint))
+    def idle(
+        self, agent: Agent, fingerprint: str = "fp-idle", ready: bool = True, read_at: float | None = None
+    ) -> tuple[Effect, ...]:
+        at = self.now if read_at is None else read_at
+        return self.step(H.PaneObserved(self.now, agent.pane, agent.incarnation, ready, fingerprint, at))
 
     def guard(self, key: tuple[str, str], agent: Agent, fingerprint: str = "fp-idle", ready: bool = True, **kw: object) -> tuple[Effect, ...]:
         incarnation = kw.pop("incarnation", agent.incarnation)
-        return self.step(H.GuardObserved(self.now, key, incarnation, ready, fingerprint, card_id=self.fresh("card"), **kw))  # type: ignore[arg-type]
+        read_at = kw.pop("read_at", self.now)
+        return self.step(H.GuardObserved(self.now, key, incarnation, ready, fingerprint, read_at, card_id=self.fresh("card"), **kw))  # type: ignore[arg-type]
 
-    def typed(self, key: tuple[str, str], landed: bool = True, fingerprint: str = "") -> tuple[Effect, ...]:
-        return self.step(H.TypingObserved(self.now, key, landed, fingerprint=fingerprint))
+    def typed(
+        self,
+        key: tuple[str, str],
+        landed: bool = True,
+        fingerprint: str = "",
+        *,
+        busy: bool = False,
+        draft: bool = False,
+        read_at: float | None = None,
+    ) -> tuple[Effect, ...]:
+        at = self.now if read_at is None else read_at
+        reading = confirming(landed, read_at=at, fingerprint=fingerprint, busy=busy, draft=draft)
+        return self.step(H.TypingObserved(self.now, key, reading))
 
     def deliver(self, key: tuple[str, str], to: Agent) -> tuple[Effect, ...]:
         """Drive an approved message through idle, guard and typing."""

@@ -40,7 +40,7 @@ def test_approve_pair_then_delivery_types_provenance_and_text_once(w: World) -> 
     effects = w.idle(b)
     assert [type(e) for e in effects] == [CheckGuard]
     effects = w.guard(key, b)
-    assert kinds(effects) == ["Persist", "TypeText", "PressEnter", "ConfirmTyping"]
+    assert kinds(effects) == ["Persist", "TypeText", "ConfirmTyping"]
     persisted = effects[0]
     assert isinstance(persisted, Persist) and persisted.record.state is MessageState.TYPING
     typed = effects[1]
@@ -143,7 +143,7 @@ def test_respawned_pane_observed_with_new_incarnation_cancels(w: World) -> None:
     key = w.send(a, b)
     w.decide(key)
     w.idle(b, ready=False)
-    w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp"))
+    w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp", w.now))
     assert w.message(key).state is MessageState.CANCELLED
 
 
@@ -492,12 +492,12 @@ def test_handle_that_moved_needs_consent_for_the_new_pane(w: World) -> None:
     key = w.send(a, b, handle="title:review")
     w.decide(key)
     w.idle(b)
-    w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude", "title:review"))
+    w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude", "title:review"))
     message = w.message(key)
     assert message.state is MessageState.AWAITING_CONSENT and message.recipient_pane == c.pane
     w.decide(key)
     w.idle(c)
-    w.guard(key, c)
+    w.guard(key, c, handle=H.Recipient(c.pane, c.incarnation, "claude", "title:review"))
     w.typed(key)
     assert w.message(key).state is MessageState.DELIVERED
 
@@ -510,8 +510,8 @@ def test_handle_moved_to_an_approved_pair_needs_no_new_card(w: World) -> None:
     key = w.send(a, b, handle="pr:12")
     w.decide(key)
     w.idle(b)
-    w.step(H.PaneObserved(w.now, c.pane, c.incarnation, False, "busy"))
-    w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude", "pr:12"))
+    w.step(H.PaneObserved(w.now, c.pane, c.incarnation, False, "busy", w.now))
+    w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude", "pr:12"))
     assert w.message(key).state is MessageState.READY and w.message(key).recipient_pane == c.pane
 
 
@@ -577,7 +577,7 @@ def test_a_turn_seen_busy_by_the_confirmation_ends_the_wait_for_busy(w: World) -
     w.decide(k2, Decision.APPROVE_ONCE)
     w.idle(b)
     w.guard(k1, b)
-    w.step(H.TypingObserved(w.now, k1, True, fingerprint="fp-busy", saw_busy=True))
+    w.typed(k1, fingerprint="fp-busy", busy=True)
     assert [e.message for e in w.idle(b, "fp-idle") if isinstance(e, CheckGuard)] == [k2]
 
 

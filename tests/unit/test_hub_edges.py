@@ -9,6 +9,7 @@ import pytest
 
 from connectcore import hub as H
 from connectcore._machine import ConnectError
+from connectcore.arming import Arming, Seen
 from connectcore.consent import Card, CardState, Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import (
@@ -18,10 +19,10 @@ from connectcore.effects import (
     EndSubscriptions,
     Notify,
     Persist,
-    PressEnter,
     TypeText,
 )
 from connectcore.grants import PRESET_SCOPES, Preset, Scope, TokenState
+from connectcore.screen import Activity, Composer
 from tests.unit.hubkit import Agent, World
 
 
@@ -388,7 +389,7 @@ def test_decide_refusals_carry_reasons(w: World) -> None:
 
 def test_guard_for_an_unknown_message_is_refused_by_reason(w: World) -> None:
     with pytest.raises(H.UnknownItem) as err:
-        w.step(H.GuardObserved(w.now, ("p", "m"), "inc", True, "fp"))
+        w.step(H.GuardObserved(w.now, ("p", "m"), "inc", True, "fp", w.now))
     assert err.value.reason == "unknown_message" and str(err.value) == "no message ('p', 'm')"
 
 
@@ -396,11 +397,11 @@ def test_guard_for_a_message_no_longer_guarding_changes_nothing(w: World) -> Non
     a, b = w.launch("a"), w.launch("b")
     key = w.send(a, b)
     before = w.hub
-    hub, effects = H.step(w.hub, H.GuardObserved(w.now, key, b.incarnation, True, "fp-idle"))
+    hub, effects = H.step(w.hub, H.GuardObserved(w.now, key, b.incarnation, True, "fp-idle", w.now))
     assert hub is before and effects == ()
 
 
-def test_guard_pass_persists_typing_then_types_enters_and_confirms(w: World) -> None:
+def test_guard_pass_persists_typing_then_types_and_submits_in_one_effect_and_confirms(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.now += 2
@@ -409,11 +410,10 @@ def test_guard_pass_persists_typing_then_types_enters_and_confirms(w: World) -> 
     assert typing.state is MessageState.TYPING and typing.reason == "typing started" and typing.final_at is None
     assert effects == (
         Persist("message", key, typing),
-        TypeText(b.pane, b.incarnation, typing.typed, key),
-        PressEnter(b.pane, b.incarnation, key),
+        TypeText(b.pane, b.incarnation, typing.typed, key, submit=True),
         ConfirmTyping(b.pane, b.incarnation, key),
     )
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, True, ("fp-idle",), w.now)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.TYPING, Seen(True, "fp-idle", w.now), w.now, ("fp-idle",))
     assert w.hub.attempts == {b.pane: key}  # the slot stays taken until the typing is observed
 
 
@@ -424,8 +424,10 @@ def test_guard_wait_returns_to_ready_disarms_and_frees_the_slot(w: World) -> Non
     waiting = w.message(key)
     assert effects == ()
     assert waiting.state is MessageState.READY and waiting.reason == "screen changed before typing"
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.BUSY, Seen(True, "fp-other", w.now), w.now)
     assert w.hub.attempts == {}
+    # The daemon reports the guard's reading as the pane's next one: an idle transition.
+    assert [e.message for e in w.idle(b, "fp-other") if isinstance(e, CheckGuard)] == [key]
 
 
 def test_guard_with_no_view_of_the_pane_waits(w: World) -> None:
@@ -479,14 +481,15 @@ def test_control_s_message_passes_the_guard_into_a_pane_that_is_not_reachable(w:
     control = w.launch("ctl", Preset.OFF, control=True)
     b = w.launch("b", Preset.OBSERVE)
     key = guarding(w, control, b)
-    assert [type(e) for e in w.guard(key, b)] == [Persist, TypeText, PressEnter, ConfirmTyping]
+    assert [type(e) for e in w.guard(key, b)] == [Persist, TypeText, ConfirmTyping]
 
 
 @pytest.mark.parametrize(
     ("handle", "target", "moves"),
     [
         (None, "other", False),  # no handle: the target is the pane itself
-        ("h", None, False),  # the daemon could not resolve the handle: stay
+        ("h", None, False),  # the daemon could not resolve the handle: never typed, it waits
+        ("h", "ambiguous", False),  # several panes match: never guessed, it waits
         ("h", "same", False),  # still resolves here
         ("h", "same-pane-new-inc", True),
         ("h", "other-pane-same-inc", True),
@@ -500,16 +503,21 @@ def test_guard_moves_a_handle_only_when_it_resolves_elsewhere(
     key = guarding(w, a, b, Decision.APPROVE_ONCE, handle=handle)
     where = {
         None: None,
+        "ambiguous": H.Unresolved("ambiguous"),
         "same": H.Recipient(b.pane, b.incarnation, "claude"),
         "same-pane-new-inc": H.Recipient(b.pane, c.incarnation, "claude"),
         "other-pane-same-inc": H.Recipient(c.pane, b.incarnation, "claude"),
         "other": H.Recipient(c.pane, c.incarnation, "claude"),
     }[target]
-    w.guard(key, b, handle_target=where)
+    w.guard(key, b, handle=where)
     message = w.message(key)
     if moves:
         assert message.state is MessageState.AWAITING_CONSENT and message.reason == "handle moved; needs consent"
         assert w.hub.attempts == {}
+    elif handle is not None and not isinstance(where, H.Recipient):
+        assert message.state is MessageState.READY and message.recipient_pane == b.pane
+        assert message.reason == f"handle h names no single pane ({'ambiguous' if where else 'unresolved'})"
+        assert w.hub.panes[b.pane].arming is Arming.USED and w.hub.attempts == {}
     else:
         assert message.state is MessageState.TYPING and message.recipient_pane == b.pane
 
@@ -519,7 +527,7 @@ def test_reroute_to_a_new_recipient_opens_a_card_for_it(w: World) -> None:
     key = guarding(w, a, b, handle="title:x")
     w.now += 10
     effects = w.step(
-        H.GuardObserved(w.now, key, b.incarnation, True, "fp-idle", H.Recipient(c.pane, c.incarnation, "codex"), "card-new")
+        H.GuardObserved(w.now, key, b.incarnation, True, "fp-idle", w.now, H.Recipient(c.pane, c.incarnation, "codex"), "card-new")
     )
     moved = w.message(key)
     assert moved.recipient_pane == c.pane and moved.recipient_incarnation == c.incarnation
@@ -541,7 +549,7 @@ def test_a_card_never_outlives_its_message_s_hour(w: World) -> None:
     key = guarding(w, a, b, handle="h")
     created = w.message(key).created_at
     w.now += 3000
-    w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude"))
+    w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude"))
     assert w.hub.cards[w.card_of(key)].expires_at == created + 3600
 
 
@@ -553,7 +561,7 @@ def test_reroute_to_an_approved_pair_is_ready_and_guards_an_armed_pane(w: World)
     w.idle(c, "busy", ready=False)
     key = guarding(w, a, b, handle="h")
     w.idle(c, "fp-c")
-    effects = w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude"))
+    effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude"))
     persisted = effects[0]
     assert isinstance(persisted, Persist) and persisted.key == key
     assert persisted.record.state is MessageState.READY and persisted.record.reason == "handle moved; pair approved"
@@ -572,16 +580,16 @@ def test_reroute_past_the_hop_limit_needs_a_card_even_for_an_approved_pair() -> 
     assert w.message(k).hop == 2
     w.decide(k)
     w.idle(a)
-    w.step(H.PaneObserved(w.now, b.pane, b.incarnation, False, "x"))
+    w.step(H.PaneObserved(w.now, b.pane, b.incarnation, False, "x", w.now))
     assert (c.principal, b.incarnation) in w.hub.pairs
-    w.guard(k, a, handle_target=H.Recipient(b.pane, b.incarnation, "claude"))
+    w.guard(k, a, handle=H.Recipient(b.pane, b.incarnation, "claude"))
     assert w.message(k).state is MessageState.AWAITING_CONSENT
 
 
 def test_reroute_to_a_pane_that_cannot_receive_is_refused_with_why(w: World) -> None:
     a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
     key = guarding(w, a, b, handle="h")
-    effects = w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "shell"))
+    effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "shell"))
     assert effects == final_effects(w, key, "refused", "handle moved to a pane that cannot receive (shell_pane)")
     assert w.hub.attempts == {}
 
@@ -590,7 +598,7 @@ def test_control_reroute_to_a_pane_with_no_principal_has_no_recipient_principal(
     control = w.launch("ctl", Preset.OFF, control=True)
     b = w.launch("b")
     key = guarding(w, control, b, handle="h")
-    w.guard(key, b, handle_target=H.Recipient("%9", "inc-pure", "claude"))
+    w.guard(key, b, handle=H.Recipient("%9", "inc-pure", "claude"))
     moved = w.message(key)
     assert moved.recipient_principal is None and moved.recipient_pane == "%9"
     assert w.hub.cards[w.card_of(key)].recipient_actor == "pane:%9"
@@ -604,7 +612,7 @@ def test_typing_landed_is_delivered_wakes_the_recipient_s_inbox_and_records_the_
     key = guarding(w, a, b)
     w.guard(key, b)
     w.now += 3
-    effects = w.step(H.TypingObserved(w.now, key, True, fingerprint="fp-done"))
+    effects = w.typed(key, fingerprint="fp-done")
     message = w.message(key)
     assert effects == (
         *final_effects(w, key, "delivered", "typed and submitted"),
@@ -612,32 +620,39 @@ def test_typing_landed_is_delivered_wakes_the_recipient_s_inbox_and_records_the_
     )
     assert w.hub.last_received == {b.principal: (message.conversation, 1, w.now)}
     assert w.hub.panes[b.pane] == H.PaneView(
-        b.incarnation, False, "fp-idle", False, True, ("fp-idle", "fp-done"), typed_at=w.now - 3
+        b.incarnation, Arming.AWAITING_TURN, Seen(True, "fp-done", w.now), w.now, ("fp-idle", "fp-done")
     )
     assert w.hub.attempts == {}
 
 
-def test_typing_detail_becomes_the_reason(w: World) -> None:
+def test_a_typing_failure_becomes_the_reason_whatever_the_reading(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.guard(key, b)
-    w.step(H.TypingObserved(w.now, key, True, detail="seen in transcript"))
-    assert w.message(key).reason == "seen in transcript"
-    assert w.hub.panes[b.pane].stale == ("fp-idle",)  # no confirming screen: nothing added
+    reading = H.delivery.AfterTyping(True, Activity.BUSY, Composer.EMPTY, False, "fp-busy", w.now)
+    w.step(H.TypingObserved(w.now, key, reading, failure="paste failed"))
+    assert w.message(key).outcome == "unconfirmed" and w.message(key).reason == "paste failed"
+    w2 = World()
+    a2, b2 = w2.launch("a"), w2.launch("b")
+    k2 = guarding(w2, a2, b2)
+    w2.guard(k2, b2)
+    w2.step(H.TypingObserved(w2.now, k2, None))
+    assert w2.message(k2).reason == "no reading after typing"
+    assert w2.hub.panes[b2.pane].stale == ("fp-idle",)  # no confirming screen: nothing added
 
 
 def test_typing_not_landed_is_unconfirmed_and_wakes_no_inbox(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.guard(key, b)
-    effects = w.step(H.TypingObserved(w.now, key, False, fingerprint="fp-x"))
-    assert effects == final_effects(w, key, "unconfirmed", "typing not confirmed")
+    effects = w.typed(key, False, fingerprint="fp-x")
+    assert effects == final_effects(w, key, "unconfirmed", "the typed text is not visible")
     assert w.hub.last_received == {}
     w2 = World()
     a2, b2 = w2.launch("a"), w2.launch("b")
     k2 = guarding(w2, a2, b2)
     w2.guard(k2, b2)
-    w2.step(H.TypingObserved(w2.now, k2, False, detail="paste lost"))
+    w2.step(H.TypingObserved(w2.now, k2, None, failure="paste lost"))
     assert w2.message(k2).reason == "paste lost"
 
 
@@ -645,10 +660,11 @@ def test_typing_after_the_busy_screen_was_seen_adds_no_stale_screen(w: World) ->
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.guard(key, b)
-    w.idle(b, "busy", ready=False)
-    assert w.hub.panes[b.pane].need_busy is False
-    w.typed(key, fingerprint="fp-late")
-    assert w.hub.panes[b.pane].stale == () and w.hub.panes[b.pane].armed is False
+    w.now += 1
+    w.idle(b, "busy", ready=False)  # read after the confirmation below: the turn
+    assert w.hub.panes[b.pane].arming is Arming.TYPING
+    w.typed(key, fingerprint="fp-late", read_at=w.now - 0.5)
+    assert w.hub.panes[b.pane].stale == () and w.hub.panes[b.pane].arming is Arming.BUSY
 
 
 def test_typing_into_a_pane_with_no_principal_records_no_inbox(w: World) -> None:
@@ -658,16 +674,16 @@ def test_typing_into_a_pane_with_no_principal_records_no_inbox(w: World) -> None
         "m",
     )
     w.decide(key)
-    w.step(H.PaneObserved(w.now, "%9", "inc-p", True, "fp"))
-    w.step(H.GuardObserved(w.now, key, "inc-p", True, "fp"))
-    effects = w.step(H.TypingObserved(w.now, key, True))
+    w.step(H.PaneObserved(w.now, "%9", "inc-p", True, "fp", w.now))
+    w.step(H.GuardObserved(w.now, key, "inc-p", True, "fp", w.now))
+    effects = w.typed(key)
     assert not [e for e in effects if isinstance(e, Notify) and e.topic == "inbox"]
     assert w.hub.last_received == {}
 
 
 def test_typing_observed_for_an_unknown_message_names_the_reason(w: World) -> None:
     with pytest.raises(H.UnknownItem) as err:
-        w.step(H.TypingObserved(w.now, ("p", "m"), True))
+        w.typed(("p", "m"))
     assert err.value.reason == "unknown_message" and str(err.value) == "no message ('p', 'm')"
 
 
@@ -726,23 +742,27 @@ def test_a_new_incarnation_in_a_watched_pane_ends_the_old_one_first(w: World) ->
     a, b = w.launch("a"), w.launch("b")
     key = w.send(a, b)
     w.idle(b)
-    effects = w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp"))
+    effects = w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp", w.now))
     assert effects[:3] == (
         Persist("message", key, w.message(key)),
         final_effects(w, key, "cancelled", "recipient incarnation ended")[1],
         Persist("card", (w.card_of(key),), w.hub.cards[w.card_of(key)]),
     )
-    assert w.hub.panes[b.pane] == H.PaneView("inc-new", True, "fp", True)
+    assert w.hub.panes[b.pane] == H.PaneView("inc-new", Arming.ARMED, Seen(True, "fp", w.now), w.now)
 
 
 def test_pane_views_track_readiness_and_arming(w: World) -> None:
     b = w.launch("b")
     w.idle(b, "f1", ready=False)
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "f1", False)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.BUSY, Seen(False, "f1", w.now), w.now)
+    w.now += 1
     w.idle(b, "f2")
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "f2", True)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.ARMED, Seen(True, "f2", w.now), w.now)
+    w.now += 1
     w.idle(b, "f3")  # still ready: stays armed
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "f3", True)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.ARMED, Seen(True, "f3", w.now), w.now - 1)
+    w.idle(b, "f0", ready=False, read_at=w.now - 2)  # read before the newest reading: changes nothing
+    assert w.hub.panes[b.pane].seen == Seen(True, "f3", w.now)
 
 
 # --- revoke / grants / disconnect ---------------------------------------------------------------------
@@ -951,9 +971,11 @@ def test_recover_types_nothing_again_and_puts_guards_back_to_wait(w: World) -> N
     assert waiting.state is MessageState.READY and waiting.reason == "daemon restarted before typing"
     assert effects == (
         *final_effects(w, k1, "unconfirmed", "daemon restarted while typing"),
+        Notify("needs", (b.pane,), payload={"state": "open", "ref": w.message(k1).ref}),
         Persist("message", k2, waiting),
     )
     assert w.hub.attempts == {} and w.hub.panes == {}
+    assert w.hub.drafts == {b.pane: H.LeftDraft(b.pane, b.incarnation, k1, w.message(k1).ref, w.now, "the daemon restarted while typing")}
 
 
 def test_recover_also_runs_the_clock(w: World) -> None:
@@ -1019,9 +1041,11 @@ def test_an_idle_screen_seen_while_typing_is_used_up_by_the_typing(w: World) -> 
     w.idle(b)
     w.guard(k1, b)
     assert w.idle(b, "fp-answered") == ()  # the slot is taken by k1's typing
-    assert w.hub.panes[b.pane].armed is True
+    assert w.hub.panes[b.pane].arming is Arming.TYPING
     w.typed(k1, fingerprint="fp-answered")
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-answered", False, typed_at=w.now)
+    assert w.hub.panes[b.pane] == H.PaneView(
+        b.incarnation, Arming.AWAITING_TURN, Seen(True, "fp-answered", w.now), w.now, ("fp-idle", "fp-answered")
+    )
     assert w.idle(b, "fp-answered") == ()
     assert w.message(k2).state is MessageState.READY
     w.idle(b, "busy", ready=False)
@@ -1037,7 +1061,9 @@ def test_recover_records_every_typing_message(w: World) -> None:
     effects = w.step(H.Recover(w.now))
     assert effects == (
         *final_effects(w, k1, "unconfirmed", "daemon restarted while typing"),
+        Notify("needs", (b.pane,), payload={"state": "open", "ref": w.message(k1).ref}),
         *final_effects(w, k2, "unconfirmed", "daemon restarted while typing"),
+        Notify("needs", (c.pane,), payload={"state": "open", "ref": w.message(k2).ref}),
     )
 
 
@@ -1046,7 +1072,7 @@ def test_reroute_to_an_approved_pair_persists_the_moved_message(w: World) -> Non
     pre = w.send(a, c)
     w.decide(pre)
     key = guarding(w, a, b, handle="h")
-    effects = w.guard(key, b, handle_target=H.Recipient(c.pane, c.incarnation, "claude"))
+    effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude"))
     assert effects == (Persist("message", key, w.message(key)),)
     assert w.message(key).state is MessageState.READY
 
@@ -1161,10 +1187,9 @@ def test_a_confirmation_that_saw_the_turn_resets_the_view_to_wait_for_the_next_i
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.guard(key, b)
-    typed_at = w.now
     w.now += 1
-    w.step(H.TypingObserved(w.now, key, True, fingerprint="fp-busy", saw_busy=True))
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, False, "fp-idle", False, False, (), typed_at)
+    w.typed(key, fingerprint="fp-busy", busy=True)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.BUSY, Seen(False, "fp-busy", w.now), w.now)
 
 
 def test_a_quiet_pane_rearms_exactly_rearm_after_seconds_after_the_typing() -> None:
@@ -1179,10 +1204,10 @@ def test_a_quiet_pane_rearms_exactly_rearm_after_seconds_after_the_typing() -> N
     w.typed(k1, fingerprint="fp-idle")
     w.idle(b, "fp-idle")  # the same idle screen: not yet the next idle
     assert w.tick(9.5) == ()
-    assert w.hub.panes[b.pane].need_busy is True
+    assert w.hub.panes[b.pane].arming is Arming.AWAITING_TURN
     effects = w.tick(0.5)
     assert effects == (CheckGuard(b.pane, b.incarnation, k2),)
-    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, True, "fp-idle", True, False, (), typed_at)
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.ARMED, Seen(True, "fp-idle", typed_at), w.now)
 
 
 def test_a_busy_or_settled_pane_is_not_rearmed_by_the_clock(w: World) -> None:
@@ -1199,11 +1224,11 @@ def test_a_seen_turn_disarms_a_pane_that_looked_idle_during_the_typing(w: World)
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
     w.guard(key, b)
-    w.idle(b, "fp-answered")  # seen idle during the typing: ready and armed
-    assert (w.hub.panes[b.pane].ready, w.hub.panes[b.pane].armed) == (True, True)
-    w.step(H.TypingObserved(w.now, key, True, fingerprint="fp-busy", saw_busy=True))
+    w.idle(b, "fp-answered", read_at=w.now - 0.1)  # seen idle during the typing, before the confirmation
+    assert (w.hub.panes[b.pane].ready, w.hub.panes[b.pane].arming) == (True, Arming.TYPING)
+    w.typed(key, fingerprint="fp-busy", busy=True)
     view = w.hub.panes[b.pane]
-    assert (view.ready, view.armed, view.need_busy, view.stale) == (False, False, False, ())
+    assert (view.ready, view.arming, view.stale) == (False, Arming.BUSY, ())
 
 
 def test_every_quiet_pane_rearms_in_one_tick() -> None:

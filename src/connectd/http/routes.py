@@ -69,6 +69,10 @@ class OwnerApi:
         query = Query(request, {"all"})
         return self.engine.cards(include_closed=query.flag("all"))
 
+    async def needs(self, request: Request, actor: str) -> Any:
+        Query(request, set())
+        return self.engine.needs_you()
+
     async def launchers(self, request: Request, actor: str) -> Any:
         Query(request, set())
         return [
@@ -227,6 +231,7 @@ class OwnerApi:
         table: list[tuple[str, Handler, list[str]]] = [
             ("/api/agents", self.agents, get),
             ("/api/cards", self.cards, get),
+            ("/api/needs", self.needs, get),
             ("/api/cards/{card_id}/approve", self.approve, post),
             ("/api/cards/{card_id}/decline", self.decline, post),
             ("/api/grants", self.set_grant, post),

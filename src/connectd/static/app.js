@@ -18,6 +18,7 @@
     agents: [],
     launchers: new Map(),
     cards: [],
+    needs: [], // drafts connect may have left in a composer (GET /api/needs)
     restarts: new Map(), // pane -> {id, step, outcome, detail, preset, at}
     errors: new Map(), // pane -> text of the last refused toggle
     pending: new Set(), // panes with a toggle request in flight
@@ -240,11 +241,36 @@
       const el = list.querySelector(`[data-key="${CSS.escape(c.id)}"] [data-deadline]`);
       if (el) el.dataset.deadline = String(c.deadline);
     }
-    $("cards-empty").hidden = state.cards.length > 0;
-    const count = $("needs-count");
-    count.textContent = String(state.cards.length);
-    count.dataset.n = String(state.cards.length);
+    renderNeedsCount();
     tick();
+  }
+
+  function renderNeedsCount() {
+    const n = state.cards.length + (state.needs || []).length;
+    $("cards-empty").hidden = n > 0;
+    const count = $("needs-count");
+    count.textContent = String(n);
+    count.dataset.n = String(n);
+  }
+
+  // Drafts connect may have left in a composer: the person clears or sends them; the item goes
+  // by itself once the pane is read with an empty composer.
+  async function loadNeeds() {
+    state.needs = await api("GET", "/api/needs");
+    reconcile(
+      $("needs-notes"),
+      state.needs,
+      (n) => n.id,
+      (n) => JSON.stringify([n.summary, n.why, n.message_id, n.sender, n.at]),
+      (n) =>
+        h(
+          "li",
+          { class: "card note", attrs: { role: "status" }, data: { testid: "left-draft" } },
+          h("p", { class: "summary", text: n.summary }),
+          h("p", { class: "meta", text: `${n.why}. Message ${n.message_id}${n.sender ? ` from ${describeActor(n.sender).name}` : ""}, ${fmtTime(n.at)}: clear the composer or send it yourself.` }),
+        ),
+    );
+    renderNeedsCount();
   }
 
   function buildCard(c) {
@@ -773,6 +799,7 @@
   const loaders = {
     agents: loadAgents,
     cards: loadCards,
+    needs: loadNeeds,
     messages: loadMessages,
     audit: () => (state.audit.newest ? loadAudit("newest") : Promise.resolve()),
   };
@@ -875,6 +902,9 @@
       case "inbox":
         schedule("messages", 200);
         schedule("cards", 100);
+        break;
+      case "needs":
+        schedule("needs", 30);
         break;
       case "grant":
         schedule("agents", 80);

@@ -1,0 +1,225 @@
+"""Pane arming: when a pane may take the next message (specification 000, "Delivery").
+
+A message goes in "only when the recipient appears to be waiting for input", at "the next idle
+transition". The hub keeps one :class:`PaneView` per watched pane and moves it along :data:`TABLE`.
+
+Rules:
+
+- A *reading* is one look at the pane: ``ready`` (an agent pane, idle, composer empty), the screen's
+  fingerprint, and ``read_at``, when it was read. Every reading that reaches the hub (the watcher's,
+  the guard's, the confirmation's) carries its ``read_at``; a reading older than the newest one the
+  view holds changes nothing: an older reading never overwrites a newer one.
+- Not ready (a turn, a draft, a menu) is ``busy``. A ready reading after a busy one, or the first
+  reading of a pane, is an idle transition: the pane is ``armed``. A ready pane stays armed while
+  its screen changes; the guard decides whether the screen is still the one it saw.
+- The guard uses the armed idle. Its fresh reading passes only when the view is armed on that same
+  screen: the pane is ``typing``. A changed screen disarms it (``busy``: the next ready reading arms
+  it again; the daemon reports the guard's reading as the pane's next one). A guard that may not type
+  for another reason (the message's handle no longer resolves to this pane) leaves the idle ``used``:
+  a busy reading, or the quiet rule, arms it again; an unchanged screen does not.
+- While ``typing``, readings are kept (the newest wins) but arm nothing: the screen may show the
+  daemon's own paste.
+- When the typing is observed (delivered or unconfirmed), the newest reading decides, be it the
+  confirming one or a watcher's read after it: not ready is ``busy`` (the turn, or a draft); ready on
+  a screen other than the one typed into and the confirming one, or ready after a confirming reading
+  that was not, is the next idle (``armed``); otherwise ``awaiting_turn``: the screen typed into and
+  the confirming screen are stale, they are not the next idle (a turn too quick to be seen). In
+  ``awaiting_turn`` a busy reading is the turn, and a ready reading on a screen that is not stale is
+  the next idle.
+- Quiet: a pane whose newest reading is ready and that has not been armed for ``rearm_after``
+  seconds since its view last changed phase (``awaiting_turn``, ``used``, or ``busy`` after a guard
+  whose reading was not reported) is armed by the clock; the guard still rechecks it. So a pane that
+  sits ready is never left unarmed for good.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from connectcore._machine import Table
+
+
+class Arming(StrEnum):
+    UNSEEN = "unseen"  # no reading yet
+    BUSY = "busy"  # not waiting for input (a turn, a draft, a menu), or disarmed by a changed screen
+    ARMED = "armed"  # an idle transition waits to be used by the next message
+    USED = "used"  # still idle, but its idle transition was used by a guard that did not type
+    TYPING = "typing"  # a message is being typed and confirmed
+    AWAITING_TURN = "awaiting_turn"  # typed; the turn it started has not been seen yet
+
+
+_A = Arming
+TABLE: Table[Arming] = Table(
+    name="arming",
+    initial=_A.UNSEEN,
+    finals=frozenset(),
+    edges=(
+        (_A.UNSEEN, "busy", _A.BUSY),
+        (_A.UNSEEN, "idle", _A.ARMED),
+        (_A.BUSY, "busy", _A.BUSY),
+        (_A.BUSY, "idle", _A.ARMED),
+        (_A.BUSY, "quiet", _A.ARMED),
+        (_A.BUSY, "guard_wait", _A.BUSY),
+        (_A.BUSY, "guard_hold", _A.BUSY),
+        (_A.ARMED, "busy", _A.BUSY),
+        (_A.ARMED, "idle", _A.ARMED),
+        (_A.ARMED, "guard_pass", _A.TYPING),
+        (_A.ARMED, "guard_wait", _A.BUSY),
+        (_A.ARMED, "guard_hold", _A.USED),
+        (_A.USED, "busy", _A.BUSY),
+        (_A.USED, "idle", _A.USED),
+        (_A.USED, "quiet", _A.ARMED),
+        (_A.USED, "guard_wait", _A.BUSY),
+        (_A.USED, "guard_hold", _A.USED),
+        (_A.TYPING, "busy", _A.TYPING),
+        (_A.TYPING, "idle", _A.TYPING),
+        (_A.TYPING, "stale_idle", _A.TYPING),
+        (_A.TYPING, "typed", _A.AWAITING_TURN),
+        (_A.TYPING, "typed_busy", _A.BUSY),
+        (_A.TYPING, "typed_idle", _A.ARMED),
+        (_A.AWAITING_TURN, "busy", _A.BUSY),
+        (_A.AWAITING_TURN, "idle", _A.ARMED),
+        (_A.AWAITING_TURN, "stale_idle", _A.AWAITING_TURN),
+        (_A.AWAITING_TURN, "quiet", _A.ARMED),
+        (_A.AWAITING_TURN, "guard_wait", _A.BUSY),
+        (_A.AWAITING_TURN, "guard_hold", _A.AWAITING_TURN),
+    ),
+)
+
+QUIET = frozenset({_A.BUSY, _A.USED, _A.AWAITING_TURN})  # where the clock may arm a ready pane
+_KEEPS_STALE = frozenset({_A.TYPING, _A.AWAITING_TURN})
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One reading of a pane."""
+
+    ready: bool  # an agent pane, idle, composer empty
+    fingerprint: str
+    read_at: float  # when it was read (the daemon's clock, before the step)
+
+
+@dataclass(frozen=True)
+class PaneView:
+    """What the hub holds of a pane: its arming, and the newest reading it heard."""
+
+    incarnation: str
+    arming: Arming
+    seen: Seen
+    since: float  # when ``arming`` last changed
+    stale: tuple[str, ...] = ()  # screens that are not the next idle (typing, awaiting the turn)
+
+    @property
+    def armed(self) -> bool:
+        return self.arming is Arming.ARMED
+
+    @property
+    def ready(self) -> bool:
+        return self.seen.ready
+
+    @property
+    def fingerprint(self) -> str:
+        return self.seen.fingerprint
+
+
+def _move(view: PaneView, event: str, seen: Seen, now: float, stale: tuple[str, ...] | None = None) -> PaneView:
+    arming = TABLE.next(view.arming, event)
+    newest = seen if seen.read_at >= view.seen.read_at else view.seen
+    kept = view.stale if stale is None else stale
+    return replace(
+        view,
+        arming=arming,
+        seen=newest,
+        since=now if arming is not view.arming else view.since,
+        stale=kept if arming in _KEEPS_STALE else (),
+    )
+
+
+def _reading_event(view: PaneView, seen: Seen) -> str:
+    if not seen.ready:
+        return "busy"
+    return "stale_idle" if seen.fingerprint in view.stale else "idle"
+
+
+def first(incarnation: str, seen: Seen, now: float) -> PaneView:
+    """The view of a pane at its first reading."""
+    unseen = PaneView(incarnation, Arming.UNSEEN, Seen(False, "", float("-inf")), now)
+    return observe(unseen, seen, now)
+
+
+def observe(view: PaneView, seen: Seen, now: float) -> PaneView:
+    """A reading of the pane (the watcher's, or the guard's once reported)."""
+    if seen.read_at < view.seen.read_at:
+        return view  # read before the newest reading: it arrived late and says nothing new
+    return _move(view, _reading_event(view, seen), seen, now)
+
+
+def guard_passes(view: PaneView | None, incarnation: str | None, seen: Seen) -> bool:
+    """The guard's fresh reading shows the armed idle screen, of the same incarnation."""
+    return (
+        view is not None
+        and view.arming is Arming.ARMED
+        and view.incarnation == incarnation
+        and seen.ready
+        and seen.fingerprint == view.seen.fingerprint
+    )
+
+
+def typing(view: PaneView, seen: Seen, now: float) -> PaneView:
+    """The guard passed: typing starts on the screen it saw."""
+    return _move(view, "guard_pass", seen, now, stale=(view.seen.fingerprint,))
+
+
+def guard_wait(view: PaneView, seen: Seen, now: float) -> PaneView:
+    """The guard saw the screen change: disarmed until the next ready reading."""
+    return _move(view, "guard_wait", seen, now)
+
+
+def guard_hold(view: PaneView, seen: Seen, now: float) -> PaneView:
+    """The guard may not type for a reason other than the screen: this idle is used."""
+    return _move(view, "guard_hold", seen, now)
+
+
+def typed(view: PaneView, confirming: Seen | None, now: float) -> PaneView:
+    """The typing was observed (delivered or unconfirmed); ``confirming`` is its last reading."""
+    stale = view.stale
+    newest = view.seen
+    confirmation_newest = confirming is not None and confirming.read_at >= view.seen.read_at
+    if confirming is not None:
+        if confirming.ready:
+            stale = (*stale, confirming.fingerprint)
+        if confirmation_newest:
+            newest = confirming
+    if not newest.ready:
+        event = "typed_busy"
+    elif confirming is not None and not confirming.ready:
+        event = "typed_idle"  # the confirmation saw the pane not ready, and a ready reading came after
+    elif newest.fingerprint not in stale:
+        event = "typed_idle"
+    else:
+        event = "typed"
+    return _move(view, event, newest, now, stale=stale)
+
+
+def quiet(view: PaneView, now: float, rearm_after: float) -> PaneView | None:
+    """The view armed by the clock, or None when the quiet rule does not apply."""
+    if view.arming in QUIET and view.seen.ready and now - view.since >= rearm_after:
+        return _move(view, "quiet", view.seen, now)
+    return None
+
+
+__all__ = [
+    "TABLE",
+    "Arming",
+    "PaneView",
+    "Seen",
+    "first",
+    "guard_hold",
+    "guard_passes",
+    "guard_wait",
+    "observe",
+    "quiet",
+    "typed",
+    "typing",
+]

@@ -1,0 +1,291 @@
+"""Pane arming (connectcore.arming) through the hub: every reading ordered by when it was read."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connectcore import arming as AR
+from connectcore import hub as H
+from connectcore.arming import Arming
+from connectcore.consent import Decision
+from connectcore.delivery import AfterTyping, Landing, MessageState, landed, marker_seen
+from connectcore.effects import CheckGuard, Notify, TypeText
+from connectcore.screen import Activity, Composer
+from tests.unit.hubkit import World
+
+
+def _two_for_b(w: World) -> tuple[H.Hub, tuple[str, str], tuple[str, str]]:
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2, Decision.APPROVE_ONCE)
+    w.idle(b)
+    w.guard(k1, b)
+    return w.hub, k1, k2
+
+
+def _guards(effects: tuple[object, ...]) -> list[tuple[str, str]]:
+    return [e.message for e in effects if isinstance(e, CheckGuard)]
+
+
+def test_an_idle_read_after_the_confirmation_is_not_overwritten_by_it() -> None:
+    """The defect: the watcher's post-turn idle is stepped before the older confirming reading."""
+    w = World.with_limits(rearm_after=10.0)
+    _hub, k1, k2 = _two_for_b(w)
+    b = w.agents["b"]
+    w.now += 1
+    confirm_read_at = w.now  # the confirmation saw the turn busy here ...
+    w.now += 1
+    effects = w.idle(b, "fp-answered")  # ... the watcher saw the next idle later, and was stepped first
+    effects += w.typed(k1, fingerprint="fp-busy", busy=True, read_at=confirm_read_at)
+    effects += w.tick(60)
+    assert confirm_read_at < w.now
+    assert _guards(effects) == [k2]
+
+
+def test_an_idle_seen_during_typing_and_by_the_confirmation_rearms_when_quiet() -> None:
+    w = World.with_limits(rearm_after=10.0)
+    _hub, k1, k2 = _two_for_b(w)
+    b = w.agents["b"]
+    w.idle(b, "fp-answered")
+    effects = w.typed(k1, fingerprint="fp-answered")
+    assert _guards(effects) == [] and _guards(w.tick(9)) == []
+    assert _guards(w.tick(1)) == [k2]
+
+
+def test_a_handle_that_no_longer_resolves_is_never_typed() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, handle="title:reviewer")
+    w.decide(key)
+    w.idle(b)
+    effects = w.guard(key, b, handle=H.Unresolved("ambiguous"))
+    assert not [e for e in effects if isinstance(e, TypeText)]
+    assert w.message(key).state is MessageState.READY
+
+
+def test_a_guard_s_reading_that_was_never_reported_is_armed_by_the_clock() -> None:
+    w = World.with_limits(rearm_after=10.0)
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b, "fp-other")  # the screen changed under the guard: disarmed
+    assert w.hub.panes[b.pane].arming is Arming.BUSY
+    assert _guards(w.tick(9)) == []
+    assert _guards(w.tick(1)) == [key]
+
+
+def test_a_handle_that_stops_resolving_uses_the_idle_until_a_turn_or_the_clock() -> None:
+    w = World.with_limits(rearm_after=10.0)
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, handle="title:reviewer")
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b, handle=H.Unresolved("no_pane"))
+    assert w.message(key).reason == "handle title:reviewer names no single pane (no_pane)"
+    assert w.hub.panes[b.pane].arming is Arming.USED
+    assert _guards(w.idle(b)) == []  # the same idle: no new attempt (no busy loop)
+    assert _guards(w.tick(10)) == [key]
+    here = H.Recipient(b.pane, b.incarnation, "claude", "title:reviewer")
+    assert [type(e).__name__ for e in w.guard(key, b, handle=here)][1] == "TypeText"
+
+
+def test_an_older_watcher_reading_never_overwrites_the_confirmation() -> None:
+    w = World()
+    _hub, k1, k2 = _two_for_b(w)
+    b = w.agents["b"]
+    w.now += 2
+    w.typed(k1, fingerprint="fp-busy", busy=True)  # read now
+    w.idle(b, "fp-answered-early", read_at=w.now - 1)  # read before it, stepped after: ignored
+    assert w.hub.panes[b.pane].arming is Arming.BUSY and w.message(k2).state is MessageState.READY
+    assert _guards(w.idle(b, "fp-answered")) == [k2]
+
+
+def test_the_arming_table_reaches_every_state_and_can_always_arm_again() -> None:
+    from connectcore.arming import TABLE
+
+    targets = {dst for _s, _e, dst in TABLE.edges}
+    assert set(Arming) - targets == {Arming.UNSEEN}
+    for state in Arming:
+        if state is not Arming.UNSEEN:
+            assert any(src == state for src, _e, _d in TABLE.edges)
+
+
+# --- landed: the core decides from the readings after typing -------------------------------------
+
+
+def _after(marker: bool, activity: Activity, composer: Composer) -> AfterTyping:
+    ready = activity is Activity.IDLE and composer is Composer.EMPTY
+    return AfterTyping(marker, activity, composer, ready, "fp", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("marker", "activity", "composer", "looking", "last"),
+    [
+        (True, Activity.BUSY, Composer.EMPTY, Landing.DELIVERED, Landing.DELIVERED),
+        (True, Activity.IDLE, Composer.EMPTY, Landing.DELIVERED, Landing.DELIVERED),  # a turn too quick to see
+        (True, Activity.DIALOG, Composer.ABSENT, Landing.DELIVERED, Landing.DELIVERED),  # it asks at once
+        (False, Activity.BUSY, Composer.EMPTY, Landing.LOOKING, Landing.UNCONFIRMED),  # someone else's turn
+        (False, Activity.IDLE, Composer.EMPTY, Landing.LOOKING, Landing.UNCONFIRMED),  # a lost paste
+        (True, Activity.IDLE, Composer.DRAFT, Landing.LOOKING, Landing.UNCONFIRMED),  # still in the composer
+        (False, Activity.IDLE, Composer.DRAFT, Landing.LOOKING, Landing.UNCONFIRMED),  # collapsed paste
+        (True, Activity.UNKNOWN, Composer.ABSENT, Landing.LOOKING, Landing.UNCONFIRMED),  # cannot say
+    ],
+)
+def test_landed_needs_the_marker_and_a_composer_not_holding_it(
+    marker: bool, activity: Activity, composer: Composer, looking: Landing, last: Landing
+) -> None:
+    reading = _after(marker, activity, composer)
+    assert landed(reading, last=False)[0] is looking
+    assert landed(reading, last=True)[0] is last
+
+
+def test_busy_without_the_marker_is_unconfirmed_with_its_reason() -> None:
+    assert landed(_after(False, Activity.BUSY, Composer.EMPTY), last=True) == (
+        Landing.UNCONFIRMED,
+        "the pane is busy but the typed text never showed",
+    )
+    assert landed(None, last=True) == (Landing.UNCONFIRMED, "no reading after typing")
+    assert landed(None, last=False) == (Landing.LOOKING, "no reading after typing")
+
+
+def test_the_marker_is_found_however_the_pane_wrapped_it() -> None:
+    typed = "[connect] message r1 from agent:claude:pane:%1:4000 (pane %1). Peer text\nhello"
+    wrapped = "  [connect] message r1 from agent:cla\n  ude:pane:%1:4000 (pane %1). Pe\n"
+    assert marker_seen(typed, wrapped)
+    assert not marker_seen(typed, "[connect] message r2 from agent:claude:pane:%1:4000 (pane %1)")
+
+
+def test_a_draft_left_unconfirmed_needs_the_person_until_the_composer_is_empty() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    effects = w.typed(key, fingerprint="fp-draft", draft=True)
+    message = w.message(key)
+    assert message.outcome == "unconfirmed" and message.reason == "the text is still in the composer"
+    assert Notify("needs", (b.pane,), payload={"state": "open", "ref": message.ref}) in effects
+    assert w.hub.drafts[b.pane].message == key
+    assert w.hub.panes[b.pane].arming is Arming.BUSY  # a draft: nothing more is typed there
+    w.idle(b, "fp-draft", ready=False)
+    assert b.pane in w.hub.drafts
+    w.idle(b, "fp-idle-2", read_at=w.now - 1)  # read before the draft was seen: says nothing
+    assert b.pane in w.hub.drafts
+    effects = w.idle(b, "fp-cleared")
+    assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the composer is empty again"}) in effects
+    assert w.hub.drafts == {}
+
+
+def test_a_landed_message_or_a_gone_pane_leaves_no_item() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.deliver(key, b)
+    assert w.hub.drafts == {}
+    k2 = w.send(a, b)
+    w.now += 20
+    w.idle(b, "busy", ready=False)
+    w.idle(b, "fp-2")
+    w.guard(k2, b, "fp-2")
+    w.typed(k2, draft=True)
+    assert b.pane in w.hub.drafts
+    effects = w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+    assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the pane's process ended"}) in effects
+    assert w.hub.drafts == {}
+
+
+def test_a_draft_in_a_pane_that_died_while_the_daemon_was_down_is_closed_at_startup() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    w.step(H.Recover(w.now))  # typing interrupted by a restart: the person is told
+    assert w.hub.drafts[b.pane].why == "the daemon restarted while typing"
+    w.step(H.PaneGone(w.now, b.pane, b.incarnation))  # ends b's token; the draft goes with the pane
+    assert w.hub.drafts == {}
+    w2 = World()
+    a2, b2 = w2.launch("a"), w2.launch("b")
+    k2 = w2.send(a2, b2)
+    w2.decide(k2)
+    w2.idle(b2)
+    w2.guard(k2, b2)
+    w2.typed(k2, draft=True)
+    w2.step(H.Revoke(w2.now, b2.principal))  # nothing else holds b2's incarnation now
+    assert H.dead_incarnations(w2.hub, frozenset({a2.incarnation})) == ((b2.pane, b2.incarnation),)
+    w2.step(H.Reconcile(w2.now, frozenset({a2.incarnation})))
+    assert w2.hub.drafts == {}
+
+
+def test_a_guard_that_could_not_read_the_pane_waits_for_the_screen_even_with_a_handle() -> None:
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, handle="title:reviewer")
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b, "", ready=False)  # the daemon's guard failed: no reading, no resolution
+    assert w.message(key).reason == "screen changed before typing"
+    assert w.hub.panes[b.pane].arming is Arming.BUSY
+    assert _guards(w.idle(b)) == [key]  # the watcher's next reading arms it again at once
+
+
+# --- the arming machine alone, under any order of readings --------------------------------------
+
+_reading = st.builds(AR.Seen, st.booleans(), st.sampled_from(["f1", "f2", "f3"]), st.floats(0, 100))
+_op = st.one_of(
+    st.tuples(st.just("observe"), _reading),
+    st.tuples(st.just("guard"), _reading),
+    st.tuples(st.just("typed"), st.one_of(st.none(), _reading)),
+    st.tuples(st.just("quiet"), st.floats(0, 100)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=_reading, ops=st.lists(_op, max_size=30))
+def test_no_reading_is_overwritten_by_an_older_one_and_a_ready_pane_is_never_left_unarmed(
+    first: AR.Seen, ops: list[tuple[str, object]]
+) -> None:
+    view = AR.first("inc", first, 0.0)
+    for now, (kind, arg) in enumerate(ops, start=1):
+        before = view.seen.read_at
+        if kind == "observe":
+            assert isinstance(arg, AR.Seen)
+            view = AR.observe(view, arg, now)
+        elif kind == "guard" and view.arming is not AR.Arming.TYPING:
+            assert isinstance(arg, AR.Seen)
+            if AR.guard_passes(view, "inc", arg):
+                view = AR.typing(view, arg, now)
+            else:
+                view = (AR.guard_wait if arg.ready else AR.guard_hold)(view, arg, now)
+        elif kind == "typed" and view.arming is AR.Arming.TYPING:
+            assert arg is None or isinstance(arg, AR.Seen)
+            view = AR.typed(view, arg, now)
+        elif kind == "quiet":
+            assert isinstance(arg, float)
+            view = AR.quiet(view, now + arg, 10.0) or view
+        assert view.seen.read_at >= before  # an older reading never overwrote a newer one
+        assert view.arming is not AR.Arming.UNSEEN
+        if view.seen.ready and view.arming not in (AR.Arming.ARMED, AR.Arming.TYPING):
+            rearmed = AR.quiet(view, view.since + 10.0, 10.0)
+            assert rearmed is not None and rearmed.arming is AR.Arming.ARMED  # never stuck unarmed
+
+
+def test_after_a_failed_send_a_draft_is_connect_s_only_when_its_marker_shows() -> None:
+    for marker, opened in ((False, False), (True, True)):
+        w = World()
+        a, b = w.launch("a"), w.launch("b")
+        key = w.send(a, b)
+        w.decide(key)
+        w.idle(b)
+        w.guard(key, b)
+        reading = AfterTyping(marker, Activity.IDLE, Composer.DRAFT, False, "fp-draft", w.now)
+        w.step(H.TypingObserved(w.now, key, reading, failure="send failed partway: pane gone"))
+        assert w.message(key).reason == "send failed partway: pane gone"
+        assert (b.pane in w.hub.drafts) is opened

@@ -1,0 +1,140 @@
+"""The shell's confirmation reports readings; the core decides whether the text landed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+
+from connectcore import hub as H
+from connectcore.effects import ConfirmTyping
+from connectd.delivery_io import Delivery
+from connectd.person import PersonCalls
+from connectd.tmux import Capture
+from tests.unit.hubkit import World
+
+SCREENS = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / "claude" / "2.1.332"
+
+
+@dataclass
+class _Tmux:
+    screens: list[str]
+    captured: int = 0
+
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
+        text = self.screens[min(self.captured, len(self.screens) - 1)]
+        self.captured += 1
+        lines = text.split("\n")
+        return Capture(text, (2, len(lines) - 3), 80, len(lines))
+
+
+@dataclass
+class _Engine:
+    hub: H.Hub
+    tmux: _Tmux
+    stepped: list[Any] = field(default_factory=list)
+    timing: Any = field(default_factory=lambda: SimpleNamespace(confirm=1.0, settle=0.0, capture=0.0))
+    watcher: Any = field(default_factory=lambda: SimpleNamespace(command_of=lambda pane: "claude"))
+    now: float = 2000.0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def step(self, event: Any) -> tuple[Any, ...]:
+        self.stepped.append(event)
+        self.hub, effects = H.step(self.hub, event)
+        return effects
+
+
+def _typing(w: World) -> tuple[tuple[str, str], str]:
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.idle(b)
+    w.guard(key, b)
+    return key, b.pane
+
+
+def test_a_busy_screen_without_the_marker_is_unconfirmed() -> None:
+    """A turn someone else started (the paste was lost): busy, but the text never showed."""
+    w = World()
+    key, pane = _typing(w)
+    busy = (SCREENS / "09_busy_waiting_80.txt").read_text()
+    engine = _Engine(w.hub, _Tmux([busy]))
+    anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
+    assert engine.hub.messages[key].state.value == "unconfirmed"
+
+
+def test_a_busy_screen_showing_the_marker_is_delivered() -> None:
+    w = World()
+    key, pane = _typing(w)
+    first_line = w.message(key).typed.split("\n", 1)[0]
+    busy = (SCREENS / "09_busy_waiting_80.txt").read_text()
+    shown = busy.replace("❯ explain the project layout", f"❯ {first_line[:40]}\n  {first_line[40:]}")
+    engine = _Engine(w.hub, _Tmux([shown]))
+    anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
+    assert engine.hub.messages[key].state.value == "delivered"
+    (observed,) = engine.stepped
+    assert observed.reading.marker_seen and observed.reading.read_at == engine.now
+
+
+def test_a_draft_still_in_the_composer_is_unconfirmed_and_shown_to_the_person() -> None:
+    w = World()
+    key, pane = _typing(w)
+    draft = (SCREENS / "07_draft_pasted_80.txt").read_text()
+    engine = _Engine(w.hub, _Tmux([draft]))
+    anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
+    assert engine.hub.messages[key].reason == "the text is still in the composer"
+    assert engine.hub.drafts[pane].message == key
+    items = PersonCalls(engine).needs_you()  # type: ignore[arg-type]
+    assert items == [
+        {
+            "kind": "left_draft",
+            "id": f"draft:{pane}",
+            "pane": pane,
+            "summary": f"connect left an unsent message in {pane}'s composer",
+            "why": "typing was not confirmed; a draft is in the composer",
+            "message_id": key[1],
+            "ref": engine.hub.messages[key].ref,
+            "sender": engine.hub.messages[key].sender_actor,
+            "at": engine.now,
+        }
+    ]
+
+
+@dataclass
+class _Keys:
+    calls: list[tuple[str, float | None]] = field(default_factory=list)
+    pasted: anyio.Event = field(default_factory=anyio.Event)
+
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        self.calls.append(("paste", submit_after))
+        self.pasted.set()
+        await anyio.sleep(0.05)  # the tmux call is still running when the daemon is stopped
+
+
+def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
+    from connectcore.effects import TypeText
+    from connectd.interpreter import Interpreter
+
+    keys = _Keys()
+    engine = SimpleNamespace(tmux=keys, timing=SimpleNamespace(settle=0.3))
+    engine.delivery = Delivery(engine)  # type: ignore[arg-type]
+    finished: list[bool] = []
+
+    async def typed() -> None:
+        await Interpreter(engine).run((TypeText("%2", "inc", "hello", ("p", "m"), submit=True),))  # type: ignore[arg-type]
+        finished.append(True)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(typed)
+            await keys.pasted.wait()
+            tg.cancel_scope.cancel()  # the daemon stops while the paste call runs
+
+    anyio.run(main)
+    assert keys.calls == [("paste", 0.3)]  # the Enter is part of the paste call, due after the settle
+    assert finished == [True]  # the stop waited for the paste and its settle (shielded)
