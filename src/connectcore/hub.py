@@ -1162,9 +1162,10 @@ def _reroute(hub: Hub, message: Message, ev: GuardObserved, target: Recipient) -
         recipient_principal=principal.id if principal is not None else None,
         recipient_kind=target.kind,
     )
-    pair = (message.sender, target.incarnation)
     if not consent.needs_card(
-        pair_approved=pair in hub.pairs, hop=message.hop, hop_limit=hub.limits.hop_limit
+        pair_approved=pair_approved(hub, message.sender, target.incarnation),
+        hop=message.hop,
+        hop_limit=hub.limits.hop_limit,
     ):
         moved = delivery.advance(moved, "reroute_approved", now=ev.now, reason="handle moved; pair approved")
         hub = _store(hub, moved)
@@ -1200,7 +1201,10 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
             )
             effects += (
                 Notify(
-                    "inbox", message.key, principal=message.recipient_principal, payload={"ref": message.ref}
+                    "inbox",
+                    message.key,
+                    principal=grants.canonical(hub.book, message.recipient_principal),
+                    payload={"ref": message.ref},
                 ),
             )
     else:

@@ -9,6 +9,8 @@ import pytest
 
 from connectcore import consent, grants
 from connectcore import hub as H
+from connectcore.consent import Decision
+from connectcore.effects import Notify
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from tests.unit.hubkit import World
 
@@ -401,3 +403,32 @@ def test_an_outcome_wakes_the_agent_a_merged_sender_joined() -> None:
     effects = w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
     woken = [e.principal for e in effects if isinstance(e, H.Notify) and e.topic == "message"]
     assert woken == [grants.canonical(w.hub.book, again.principal)]  # type: ignore[attr-defined]
+
+
+def test_a_message_rerouted_after_a_merge_finds_the_pair_the_merged_agent_approved() -> None:
+    """Claim: a handle that moves to a pane the merged agent's pair covers needs no new card."""
+    w = World()
+    a, again, b = merged_pair(w)
+    c = w.launch("c")
+    w.decide(w.send(a, c, message_id="x"))  # the person approved a -> c as a pair
+    key = w.send(again, b, message_id="m1", handle="title:reviewer")
+    w.decide(key, Decision.APPROVE_ONCE)
+    merge(w, again)
+    w.idle(b)
+    effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude", "title:reviewer"))  # type: ignore[attr-defined]
+    moved = sent(w, key)
+    assert moved.recipient_pane == c.pane  # type: ignore[attr-defined]
+    assert not [e for e in effects if isinstance(e, Notify) and e.topic == "card"]
+    assert moved.state.value in {"ready", "guarding"}
+
+
+def test_a_delivery_to_a_merged_away_principal_wakes_the_merged_agent() -> None:
+    """Claim: the inbox notice names the recipient's canonical principal, whose long polls wait on it."""
+    w = World()
+    a, again, b = merged_pair(w)
+    key = w.send(b, again, message_id="q1")
+    w.decide(key)
+    merge(w, again)
+    effects = w.deliver(key, again)  # type: ignore[arg-type]
+    inbox = [e for e in effects if isinstance(e, Notify) and e.topic == "inbox"]
+    assert [e.principal for e in inbox] == [a.principal]  # type: ignore[attr-defined]
