@@ -129,12 +129,33 @@ class HubModel(RuleBasedStateMachine):
         if sender == to:
             return
         self.send(sender, to, mid, "hello", False)
-        key = (self.agents[sender]["principal"], mid)
+        self._approve((self.agents[sender]["principal"], mid), decision)
+        if look:
+            self.observe(to, True, self.fresh("screen"))
+
+    def _approve(self, key: tuple[str, str], decision: Decision) -> None:
         message = self.hub.messages.get(key)
         if message is not None and message.card is not None and self.hub.cards[message.card].state.value == "pending":
             self.apply(H.Decide(self.now, message.card, decision))
-        if look:
-            self.observe(to, True, self.fresh("screen"))
+
+    @precondition(lambda self: self.hub.last_received)
+    @rule(
+        pick=st.integers(0, 2),
+        to=st.sampled_from(NAMES),
+        mid=st.sampled_from(["m1", "m2", "m3"]),
+        threaded=st.booleans(),
+        decision=st.sampled_from([Decision.APPROVE_ONCE, Decision.APPROVE_PAIR, Decision.DECLINE]),
+    )
+    def pass_on(self, pick: int, to: str, mid: str, threaded: bool, decision: Decision) -> None:
+        """An agent that received a message sends one on (in reply or not), so that the hop count is exercised."""
+        receivers = sorted(n for n, a in self.agents.items() if a["principal"] in self.hub.last_received)
+        if not receivers:
+            return
+        sender = receivers[pick % len(receivers)]
+        if sender == to:
+            return
+        self.send(sender, to, mid, "hello", threaded)
+        self._approve((self.agents[sender]["principal"], mid), decision)
 
     @rule(decision=st.sampled_from(list(Decision)), pick=st.integers(0, 5))
     def decide(self, decision: Decision, pick: int) -> None:
