@@ -2,8 +2,10 @@
 
 The core never calls these (it returns effects as data); they describe, in the core's own terms, what
 the daemon's adapters must offer to carry the effects out, so a reader can hold ``connectd`` against
-the design and tests can put in-memory fakes in their place (``tests/support/fakes.py``).
-``connectd.tmux.TmuxAdapter`` implements :class:`Panes`; the daemon's clock is ``time.time``.
+the design. ``connectd.tmux.TmuxAdapter`` implements :class:`Panes` (its ``capture`` returns a
+``connectd.tmux.Capture``, a :class:`PaneText`); the daemon's clock is ``time.time``.
+``tests/unit/test_ports.py`` holds each implementation against these declarations, method by method
+(``isinstance`` against a runtime-checkable Protocol only looks for names: ``print`` is a ``Clock``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,22 @@ class Clock(Protocol):
 
 
 @runtime_checkable
+class PaneText(Protocol):
+    """One capture of a pane, as ``screen.read_screen`` takes it: text (scrollback, then the visible
+    screen), the cursor within the visible screen, and the screen's size."""
+
+    text: str
+    cursor: tuple[int, int]
+    width: int
+    height: int
+
+
+@runtime_checkable
 class Panes(Protocol):
     """The pane operations behind ``TypeText``, ``PressEnter``, ``SetPaneOption``, ``ExitAgent`` and
     ``Respawn``, plus the capture that feeds the screen reader. Pane ids only (``%N``)."""
 
-    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> object: ...
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> PaneText: ...
 
     async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None: ...
 

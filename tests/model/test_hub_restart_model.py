@@ -10,6 +10,7 @@ feeds ``restart.Cancel`` itself (only the hub does, on revocation).
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field, replace
 
@@ -247,13 +248,13 @@ class HubRestartModel(RuleBasedStateMachine):
             ),
             LIMITS,
         )
-        before = self.hub
+        before = copy.deepcopy(self.hub)
         try:
             self.open[rid] = Open(rid, name, self.now, pane.option)
             self.apply(H.RestartPlanned(self.now, state, self.session(name), PRESET_SCOPES[preset]))
         except H.RestartRefused as refused:
             del self.open[rid]
-            assert refused.reason == "restart_running" and self.hub is before and self.restart_of(name) is not None
+            assert refused.reason == "restart_running" and self.hub == before and self.restart_of(name) is not None
 
     @precondition(lambda self: self.pending_guards or self.pending_typing)
     @rule(preset=st.sampled_from([Preset.OBSERVE, Preset.COLLABORATE]))

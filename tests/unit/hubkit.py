@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 
@@ -54,9 +55,19 @@ class World:
         return f"{prefix}{next(self.counter)}"
 
     def step(self, event: H.Event) -> tuple[Effect, ...]:
-        self.hub, effects = H.step(self.hub, event)
+        """Step the hub; whether the step returns or raises, the hub it was given is left unchanged."""
+        given, kept = self.hub, copy.deepcopy(self.hub)
+        try:
+            self.hub, effects = H.step(given, event)
+        finally:
+            assert given == kept, f"stepping {type(event).__name__} changed the hub it was given"
         self.effects.extend(effects)
         return effects
+
+    def snapshot(self) -> H.Hub:
+        """A deep copy of the hub: after a refused step ``w.hub`` is still the very object ``before = w.hub``
+        names, so only a copy can show that nothing was stored."""
+        return copy.deepcopy(self.hub)
 
     def launch(
         self,

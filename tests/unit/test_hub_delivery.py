@@ -196,7 +196,7 @@ def test_ids_are_scoped_to_the_sender(w: World) -> None:
 )
 def test_text_refusals_name_the_problem_and_store_nothing(w: World, text: str, reason: str, needle: str) -> None:
     a, b = w.launch("a"), w.launch("b")
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(H.CallRefused) as err:
         w.send(a, b, text, message_id="m-x")
     assert err.value.reason == reason and needle in str(err.value)

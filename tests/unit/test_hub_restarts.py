@@ -147,7 +147,7 @@ def test_a_second_restart_of_the_same_pane_is_refused() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(H.RestartRefused) as refused:
         begin(w, b, rid="r-2")
     assert refused.value.reason == "restart_running"
@@ -158,7 +158,7 @@ def test_a_restart_id_already_open_is_refused() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     other = replace(b, pane="%7")
     with pytest.raises(H.RestartRefused) as refused:
         begin(w, other)
@@ -169,7 +169,7 @@ def test_a_restart_id_already_open_is_refused() -> None:
 def test_a_restart_over_the_cap_is_refused() -> None:
     w = World(hub=H.Hub(book=grants.with_cap(grants.GrantBook(), Preset.OBSERVE)))
     b = unconnected_agent(w)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(grants.GrantError) as refused:
         begin(w, b, COLLABORATE)
     assert refused.value.reason == "over_cap"
@@ -232,7 +232,7 @@ def test_an_event_the_restart_table_does_not_allow_changes_nothing() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(TransitionNotAllowed):
         feed(w, R.StepDone(now=w.now, step=S.WAITING_IDLE))
     assert w.hub == before
@@ -436,7 +436,7 @@ def test_a_second_restart_of_the_same_session_is_refused() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(H.RestartRefused) as refused:
         w.step(H.RestartPlanned(w.now, plan(replace(b, pane="%7"), "r-2"), ("claude", "sess-b"), OBSERVE))
     assert refused.value.reason == "restart_running"
@@ -447,7 +447,7 @@ def test_a_respawn_reported_before_the_restart_respawns_is_refused() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(H.RestartRefused) as refused:
         respawned(w, b)
     assert refused.value.reason == "not_respawning"
@@ -459,7 +459,7 @@ def test_a_respawn_reported_with_the_old_incarnation_is_refused() -> None:
     b = unconnected_agent(w)
     begin(w, b)
     to_process_ended(w, b)
-    before = w.hub
+    before = w.snapshot()
     with pytest.raises(H.RestartRefused) as refused:
         w.step(H.RestartRespawned(w.now, "r-1", "tok-new", "p-new", 1, b.incarnation))
     assert refused.value.reason == "same_incarnation"
@@ -470,7 +470,7 @@ def test_a_record_for_a_pane_already_restarting_is_not_recovered() -> None:
     w = World()
     b = unconnected_agent(w)
     begin(w, b)
-    before = w.hub
+    before = w.snapshot()
     record = replace(plan(b, "r-2").record, step=S.EXIT_SENT)
     with pytest.raises(H.RestartRefused) as refused:
         w.step(H.RestartRecovered(w.now, record))

@@ -1,34 +1,117 @@
-"""The daemon's adapters and the tests' fakes both satisfy the core's ports."""
+"""The daemon's adapters (and the tests' fake clock) conform to the core's ports, member by member,
+and the check names each way a wrong implementation differs."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 
-import anyio
+import pytest
 
-from connectcore.ports import Clock, Panes
-from connectd.tmux import TmuxAdapter
-from tests.support.fakes import FakeClock, FakePanes
-
-
-def test_the_real_adapter_and_clock_satisfy_the_ports() -> None:
-    assert isinstance(TmuxAdapter(socket_name="connect-ports-never-started"), Panes)
-    assert isinstance(time.time, Clock)
+from connectcore.ports import Clock, Panes, PaneText
+from connectd.tmux import Capture, TmuxAdapter
+from tests.support.conformance import port_mismatches
+from tests.support.fakes import FakeClock
 
 
-def test_the_fakes_satisfy_the_ports_and_record_what_happened() -> None:
-    clock, panes = FakeClock(), FakePanes()
-    assert isinstance(clock, Clock) and isinstance(panes, Panes)
-    assert clock.advance(5) == clock() == 1_005.0
+def test_isinstance_against_a_port_proves_nothing() -> None:
+    """A runtime-checkable Protocol only checks names: why the tests below do not use isinstance."""
+    assert isinstance(print, Clock)
+    assert port_mismatches(Clock, print) != []
 
-    async def drive() -> None:
-        await panes.paste_text("%1", "hello\nworld")
-        await panes.press_enter("%1")
-        await panes.set_pane_option("%1", "remain-on-exit", "on")
-        await panes.set_pane_option("%1", "remain-on-exit", None)
-        await panes.send_exit_command("%1", "/exit")
-        await panes.respawn("%1", ["claude", "--resume", "s"], "/tmp", {})
 
-    anyio.run(drive)
-    pane = panes.pane("%1")
-    assert pane.typed == ["hello\nworld"] and pane.options == {} and pane.alive and pane.argv[-1] == "s"
+def test_the_real_adapter_conforms_to_panes() -> None:
+    """TmuxAdapter has every Panes method, async, with the port's parameters and return types."""
+    assert port_mismatches(Panes, TmuxAdapter(socket_name="connect-ports-never-started")) == []
+    assert port_mismatches(PaneText, Capture("", (0, 0), 80, 24)) == []  # no methods: vacuous by design
+    assert isinstance(Capture("x", (0, 0), 80, 24), PaneText)
+
+
+def test_the_daemon_clock_and_the_fake_clock_conform_and_agree() -> None:
+    """time.time and FakeClock both give float seconds that never go back; the fake moves only when told."""
+    fake = FakeClock()
+    assert port_mismatches(Clock, time.time) == [] and port_mismatches(Clock, fake) == []
+    first, second = time.time(), time.time()
+    assert type(first) is float and second >= first and abs(first - time.time()) < 60
+    before = fake()
+    assert type(before) is float and fake() == before
+    assert fake.advance(5) == fake() == before + 5
+
+
+# --- deliberately wrong implementations: each differs from the port in one way --------------------
+
+
+class ReturnsInt:
+    def __call__(self) -> int:
+        return 1
+
+
+class SyncPaste(TmuxAdapter):
+    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:  # type: ignore[override]
+        pass
+
+
+class RenamedParameter(TmuxAdapter):
+    async def press_enter(self, pane: str) -> None:
+        pass
+
+
+class PositionalSettle(TmuxAdapter):
+    async def send_exit_command(self, pane_id: str, command: str, settle: float = 0.4) -> None:
+        pass
+
+
+class OtherDefault(TmuxAdapter):
+    async def capture(self, pane_id: str, scrollback_lines: int = 100) -> Capture:
+        raise AssertionError
+
+
+class CapturesText(TmuxAdapter):
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> str:  # type: ignore[override]
+        return ""
+
+
+class OptionAlwaysSet(TmuxAdapter):
+    async def get_pane_option(self, pane_id: str, name: str) -> str:
+        return ""
+
+
+class NoRespawn(TmuxAdapter):
+    respawn = None  # type: ignore[assignment]
+
+
+class LooseRespawn(TmuxAdapter):
+    async def respawn(
+        self, pane_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str], kill: bool = False
+    ) -> None:
+        pass
+
+
+def _adapter(cls: type[TmuxAdapter]) -> TmuxAdapter:
+    return cls(socket_name="connect-ports-never-started")
+
+
+WRONG: list[tuple[type, object, str]] = [
+    (Clock, print, "Clock.__call__: takes (*args"),
+    (Clock, lambda: 1.0, "Clock.__call__: return type not declared"),
+    (Clock, ReturnsInt(), "Clock.__call__: returns <class 'int'>"),
+    (Clock, time.monotonic_ns, "Clock.__call__: returned"),  # a builtin: called, and it gives an int
+    (Panes, _adapter(SyncPaste), "Panes.paste_text: async in the port"),
+    (Panes, _adapter(RenamedParameter), "Panes.press_enter: takes (self, pane: 'str')"),
+    (Panes, _adapter(PositionalSettle), "Panes.send_exit_command: takes"),
+    (Panes, _adapter(OtherDefault), "scrollback_lines: 'int' = 100"),
+    (Panes, _adapter(CapturesText), "Panes.capture: str lacks cursor"),
+    (Panes, _adapter(OptionAlwaysSet), "Panes.get_pane_option: returns <class 'str'>"),
+    (Panes, _adapter(NoRespawn), "Panes.respawn: missing"),
+    (Panes, _adapter(LooseRespawn), "Panes.respawn: takes"),
+    (Panes, object(), "Panes.capture: missing"),
+]
+
+
+@pytest.mark.parametrize(("port", "impl", "expected"), WRONG, ids=[str(i) for i in range(len(WRONG))])
+def test_a_wrong_implementation_is_named(port: type, impl: object, expected: str) -> None:
+    """Each deliberately wrong implementation fails the check, with the member and the difference named."""
+    problems = port_mismatches(port, impl)
+    assert any(expected in p for p in problems), problems
+    if isinstance(impl, TmuxAdapter):
+        assert len(problems) == 1, problems  # only the one member it changed
