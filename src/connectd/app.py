@@ -194,5 +194,5 @@ async def _watch_control_mode(daemon: Daemon) -> None:
         from connectd.control_mode import ControlModeWatcher
     except ImportError:  # pragma: no cover - the watcher is optional; the sweep still sees everything
         return
-    watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.mark_output)
+    watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.mark_output, on_structure=daemon.engine.mark_structure)
     await watcher.run()

@@ -53,9 +53,11 @@ log = logging.getLogger("connectd.engine")
 class Timing:
     """How often the daemon looks; all in seconds."""
 
-    poll: float = 1.0  # list-panes -a: the source of truth
-    capture: float = 0.25  # capture panes that produced output
-    sweep: float = 5.0  # capture every agent pane even without output (lost notifications)
+    # list-panes -a, the source of truth for which incarnations live: at once (within ``capture``) when
+    # control mode reports a structure change, and every ``poll`` seconds in case a notice was lost
+    poll: float = 5.0
+    capture: float = 0.25  # capture panes that produced output (control mode's %output, window_activity)
+    sweep: float = 60.0  # capture every pane even without output: the last safety net
     tick: float = 1.0  # expiry of cards and ids
     settle: float = 0.4  # between the paste and the Enter
     confirm: float = 4.0  # how long to look for the typed text to land
@@ -189,6 +191,9 @@ class Engine:
 
     def mark_output(self, pane_id: str) -> None:
         self.watcher.mark_output(pane_id)
+
+    def mark_structure(self) -> None:
+        self.watcher.mark_structure()
 
     def pane_pids(self) -> dict[int, str]:
         return self.watcher.pane_pids()

@@ -67,6 +67,7 @@ PANE_FIELDS: tuple[tuple[str, str], ...] = (
     ("title", "pane_title"),
     ("current_command", "pane_current_command"),
     ("current_path", "pane_current_path"),
+    ("activity", "window_activity"),
 )
 TEXT_FIELDS = frozenset({"session_name", "title", "current_command", "current_path"})
 _SANITIZE = "s/[\x01-\x1f\x7f]/\ufffd/:"
@@ -115,6 +116,7 @@ class PaneInfo:
     current_command: str
     current_path: str
     process_start_time: int | None  # field 22 of /proc/<pane_pid>/stat; None when dead or gone
+    activity: int = 0  # the window's last output (tmux's window_activity, whole seconds)
 
     @property
     def incarnation_key(self) -> tuple[int, int, str, int | None, int | None]:
@@ -470,6 +472,7 @@ def _pane_info(line: str) -> PaneInfo:
         current_command=values["current_command"],
         current_path=values["current_path"],
         process_start_time=start,
+        activity=_int_or_none(values["activity"]) or 0,
     )
 
 

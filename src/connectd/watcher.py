@@ -5,7 +5,10 @@
   first poll is followed by :meth:`Watcher.reconcile`: every token, queued message and open card of an
   incarnation that no longer exists is ended, exactly as if the daemon had seen the pane go.
 - The control-mode reader marks panes that produced output (:meth:`mark_output`); they are captured
-  within ``timing.capture``, and a slow sweep recaptures every pane in case a notification was lost.
+  within ``timing.capture``. Its structure notices (:meth:`mark_structure`) make the next round poll.
+  In case a notice was lost, each poll marks the panes whose window drew since the previous poll
+  (tmux's ``window_activity``), and a slow sweep recaptures every pane. A pane that drew nothing costs
+  nothing but its line in ``list-panes``.
   Each reading whose screen or readiness changed is stepped into the core as ``PaneObserved``.
 - Session bindings: the directory binds a pane to its agent session from the launch record, or (Codex)
   from the rollout file its process holds open; a bound principal gets its session alias.
@@ -69,6 +72,8 @@ class Watcher:
         self.directory = D.Directory()
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
+        self._structure = False  # a structure notice came: list-panes at the next capture round
+        self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
 
@@ -77,6 +82,10 @@ class Watcher:
     def mark_output(self, pane_id: str) -> None:
         """The control-mode reader saw output from this pane: capture it at the next round."""
         self._dirty.add(pane_id)
+
+    def mark_structure(self) -> None:
+        """The control-mode reader saw panes, windows or sessions come, go or move: poll at the next round."""
+        self._structure = True
 
     def pane_pids(self) -> dict[int, str]:
         """{pane process pid: pane id} of the watched tmux server, for history liveness."""
@@ -109,6 +118,7 @@ class Watcher:
     async def poll(self) -> None:
         engine = self.engine
         tmux = engine.tmux
+        since, self._polled_at = self._polled_at, engine.clock()
         infos: list[PaneInfo] = []
         if await tmux.server_running():
             await tmux.reap()
@@ -157,6 +167,8 @@ class Watcher:
                 self.panes[info.pane_id] = PaneState(info, record)
                 self._dirty.add(info.pane_id)
             else:
+                if info.activity >= int(since):  # its window drew since the last poll (whole seconds):
+                    self._dirty.add(info.pane_id)  # a lost %output costs one poll period, not a sweep
                 state.info, state.record = info, record
         await self._bind_sessions()
         tmux.forget_pane_locks(set(self.panes))
@@ -212,10 +224,15 @@ class Watcher:
     # --- captures ---------------------------------------------------------------------------------
 
     async def capture_dirty(self) -> None:
+        """Capture the panes that drew; then, if a structure notice came, poll (its new panes are read
+        at the next round)."""
         dirty, self._dirty = self._dirty, set()
         for pane_id in sorted(dirty):
             if pane_id in self.panes:
                 await self.observe_pane(pane_id)
+        if self._structure:
+            self._structure = False
+            await self.poll()
 
     async def sweep(self) -> None:
         for pane_id in sorted(self.panes):
