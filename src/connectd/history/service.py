@@ -198,10 +198,11 @@ class HistoryService:
         if catch_up:
             self.catch_up()
         stats = self.index.stats(terms)
-        candidates = self.index.candidates(terms, scope)
-        ranked = rank(
-            candidates, terms, stats, scope=scope, now=self.clock() if now is None else now, limit=limit
-        )
+        now = self.clock() if now is None else now
+        # The index returns the few candidates that can make the top ``limit`` (scored in SQL); the
+        # reference ranking orders them exactly.
+        candidates = self.index.top_candidates(terms, scope, stats, now=now, limit=limit)
+        ranked = rank(candidates, terms, stats, scope=scope, now=now, limit=limit)
         if not ranked:
             return []
         found = [
