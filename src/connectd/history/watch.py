@@ -38,7 +38,7 @@ RunSync = Callable[..., Awaitable[Any]]
 
 #: Changes are grouped for at most this long once one is seen (ms); a quiet ``STEP_MS`` ends a group.
 DEBOUNCE_MS = 50
-STEP_MS = 10
+STEP_MS = 20
 #: How often a missing root is looked for (s).
 RECHECK_S = 5.0
 
