@@ -1068,7 +1068,8 @@ class _Postings:
     def flush(self) -> None:
         if not self.pending:
             return
-        self.db.execute(_FLUSH)
+        for statement in _FLUSH:
+            self.db.execute(statement)
         self.db.execute("DELETE FROM temp.stage")
         self.pending = 0
 
@@ -1077,17 +1078,17 @@ _OTHER_FIELDS = tuple(f for f in Field if f is not Field.PROMPTS)
 _STAGE = (
     "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
 )
-#: The staged documents' postings, merged per (term, doc) and inserted in key order.
-_FLUSH = f"""
-INSERT OR REPLACE INTO postings(term, doc, {", ".join(_TFS)})
-SELECT term, doc, {", ".join(f"sum({c})" for c in _TFS)} FROM (
-  SELECT j.key AS term, s.doc AS doc, {", ".join(f"0 AS {c}" for c in _TFS[:-1])}, j.value AS {_TFS[-1]}
-    FROM temp.stage AS s, json_each(s.prompts) AS j
-  UNION ALL
-  SELECT j.key, s.doc, {", ".join(f"j.value ->> {i}" for i in range(len(_OTHER_FIELDS)))}, 0
-    FROM temp.stage AS s, json_each(s.others) AS j
-) GROUP BY term, doc ORDER BY term, doc
-"""
+#: The staged documents' postings in key order: the prompts' words (most rows), then the other fields'
+#: words merged into them.
+_FLUSH = (
+    f"INSERT OR REPLACE INTO postings(term, doc, {', '.join(_TFS)})"
+    f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
+    " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
+    f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
+    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(_OTHER_FIELDS)))}, 0"
+    " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
+    f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
+)
 
 
 def _marks(n: int) -> str:
