@@ -1,17 +1,21 @@
-"""The history index: a SQLite + FTS5 file (``history.db``) in the data directory.
+"""The history index: a SQLite file (``history.db``) in the data directory, with its own inverted index.
 
 It is derived data: every row comes from a transcript and ``update(full=True)`` rebuilds it (entries
 whose transcript is gone are then dropped). Updates are incremental: a transcript whose size, mtime and
 inode are unchanged is not opened; one that grew (same inode, same first bytes) is read from the byte
 offset where the last pass stopped, with the parser's state restored from the ``files`` table; any
 other change reparses the file. A transcript that disappears keeps its entry, marked
-``source_missing`` (and without a resume command).
+``source_missing`` (and without a resume command). ``update(paths=...)`` reads only the transcripts a
+watcher saw change, without scanning the roots; large passes read in worker processes
+(:mod:`connectd.history.reader`).
 
 Tables: ``entries`` (one row per session, keyed by harness and session id, with the searchable text in
-``f_*`` columns and their lengths in words in ``n_*``), ``entries_fts`` (an external-content FTS5 index
-over the ``f_*`` columns, kept in step by triggers), two ``fts5vocab`` views the ranking reads term
-statistics from, ``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles``
-(Codex's ``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode.
+``f_*`` columns and their lengths in words in ``n_*``; ``entries_rank`` covers what ranking reads),
+``postings`` (one row per word and entry with the word's count per field, keyed by word: a word's
+document frequency is the length of its run), ``totals`` (N and words per field, kept by triggers),
+``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles`` (Codex's
+``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode. Searches score
+every admitted candidate in SQL and hand the few that can make the top to ``connectcore.history.rank``.
 """
 
 from __future__ import annotations
