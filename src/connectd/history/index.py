@@ -704,19 +704,23 @@ class HistoryIndex:
         ]
         values += [lengths[f] for f in Field]
         values += [stored[f] for f in Field]
-        old = db.execute(
-            f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
-            (entry.harness.value, entry.session_id),
-        ).fetchone()
+        old = None
+        if not post.empty_at_start or entry.key in post.written:
+            old = db.execute(
+                f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
+                (entry.harness.value, entry.session_id),
+            ).fetchone()
+        post.written.add(entry.key)
         cols = [*(c.strip() for c in _ENTRY_COLUMNS.split(",")), *_LENGTHS.values(), *_COLUMNS.values()]
         updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
         cur = db.execute(
             f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates}",
+            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates} RETURNING id",
             values,
         )
+        doc = int(cur.fetchone()[0])
         if old is None:
-            post.add(int(cur.lastrowid or 0), prompt_terms[1], others)
+            post.add(doc, prompt_terms[1], others)
         elif tuple(old[1:]) != tuple(stored[f] for f in Field):
             post.drop(old[0], old[1:])
             post.add(old[0], prompt_terms[1], others)
@@ -1033,7 +1037,7 @@ def _terms_of(texts: Sequence[str]) -> list[str]:
 
 
 class _Postings:
-    """Changes to the inverted index, staged and written by SQLite from JSON in one sorted statement.
+    """Changes to the inverted index, staged and written by SQLite from JSON in a few sorted statements.
 
     A large pass stages many documents before writing them (each write is a pass over the postings
     B-tree, so fewer, larger writes are much cheaper); the threshold grows with the index. Searches
@@ -1045,10 +1049,14 @@ class _Postings:
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
-        self.pending = 0
-        db.execute(_STAGE)
-        db.execute("CREATE INDEX IF NOT EXISTS temp.stage_doc ON stage(doc)")
-        db.execute("DELETE FROM temp.stage")
+        self.staged: dict[int, tuple[bytes, bytes]] = {}
+        # An index with no entry when the pass starts: an entry not written in this pass does not exist.
+        self.empty_at_start = db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0] == 0
+        self.written: set[Key] = set()
+
+    @property
+    def pending(self) -> int:
+        return len(self.staged)
 
     def drop(self, doc: int, old_texts: Sequence[str]) -> None:
         """Delete document ``doc``'s postings, found from the text it was indexed with."""
@@ -1056,12 +1064,10 @@ class _Postings:
             "DELETE FROM postings WHERE doc=? AND term IN (SELECT value FROM json_each(?))",
             (doc, orjson.dumps(_terms_of(old_texts))),
         )
-        self.db.execute("DELETE FROM temp.stage WHERE doc=?", (doc,))
+        self.staged.pop(doc, None)
 
     def add(self, doc: int, prompts: bytes, others: bytes) -> None:
-        self.db.execute("DELETE FROM temp.stage WHERE doc=?", (doc,))
-        self.db.execute("INSERT INTO temp.stage(doc, prompts, others) VALUES (?,?,?)", (doc, prompts, others))
-        self.pending += 1
+        self.staged[doc] = (prompts, others)
 
     def due(self) -> bool:
         if self.pending < self.FLUSH_MIN_DOCS:
@@ -1070,12 +1076,19 @@ class _Postings:
         return self.pending >= max(self.FLUSH_MIN_DOCS, int(total) // 2)
 
     def flush(self) -> None:
-        if not self.pending:
+        if not self.staged:
             return
+        db = self.db
+        db.execute(_STAGE)
+        db.execute("DELETE FROM temp.stage")
+        db.executemany(
+            "INSERT INTO temp.stage(doc, prompts, others) VALUES (?,?,?)",
+            [(doc, p, o) for doc, (p, o) in self.staged.items()],
+        )
         for statement in _FLUSH:
-            self.db.execute(statement)
-        self.db.execute("DELETE FROM temp.stage")
-        self.pending = 0
+            db.execute(statement)
+        db.execute("DELETE FROM temp.stage")
+        self.staged = {}
 
 
 _OTHER_FIELDS = tuple(f for f in Field if f is not Field.PROMPTS)
