@@ -54,7 +54,11 @@ mutation: $(STAMP)
 mutation-shell: $(STAMP)
 	$(PY) scripts/mutation_score.py --shell
 
+# Installs what the benchmarks need that pip can give (ripgrep, as a wheel); bench.py names what is
+# still missing (tmux, rg) and writes every section, a section that could not run saying why.
 bench: $(STAMP)
+	@$(PY) -m pip install -q --only-binary=ripgrep -e '.[bench]' || \
+		echo "make bench: could not install ripgrep from a wheel; install it yourself (apt-get install -y ripgrep, brew install ripgrep)"
 	$(PY) scripts/bench.py
 
 eval-screens: $(STAMP)

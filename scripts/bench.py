@@ -37,6 +37,22 @@ from benchlib import delivery, mcp_rate, memory, watch  # noqa: E402
 from benchlib.common import REPO, Fleet, log, machine_info, pct, rss_mb  # noqa: E402
 
 SECTIONS = ("watch", "delivery", "mcp", "flood", "history")
+#: Each section's heading in the report and the results it renders from.
+TITLES = {
+    "watch": "Watch cost (idle agent panes)",
+    "delivery": "Confirmed delivery to an idle pane",
+    "mcp": "MCP read tool: `list_agents`",
+    "flood": "Flood: limits hold, every admitted message ends once",
+    "history": "Session history",
+}
+KEYS = {
+    "watch": ("watch", "watch_points", "memory"),
+    "delivery": ("delivery",),
+    "mcp": ("mcp", "mcp_agents"),
+    "flood": ("flood",),
+    "history": ("history",),
+}
+
 
 
 def ms(x: float) -> str:
@@ -113,8 +129,10 @@ def run_history(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
     argv = [sys.executable, str(REPO / "scripts" / "bench_history.py"), "--out", str(out)]
     if quick:
         argv += ["--sessions", "300", "--repeat", "2"]
+    else:
+        argv += ["--large", "100000"]
     log("running " + " ".join(argv[1:]))
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=5400)
     if proc.returncode != 0 or not out.exists():
         results["history"] = f"scripts/bench_history.py failed ({proc.returncode}):\n\n```\n{proc.stderr[-3000:]}\n```\n"
         return
@@ -337,6 +355,64 @@ def _answers(counter: dict[str, int]) -> str:
     return ", ".join(f"{k.removeprefix('refused:')} {v:,}" for k, v in sorted(counter.items(), key=lambda kv: -kv[1])) or "none"
 
 
+def missing_tools() -> list[str]:
+    """What the benchmarks need that is not installed, each with how to get it (they ask, not fail)."""
+    import shutil
+
+    need = []
+    if shutil.which("tmux") is None:
+        need.append("tmux (the daemon sections): apt-get install -y tmux")
+    if shutil.which("rg") is None and not (Path(sys.executable).parent / "rg").exists():
+        need.append(
+            "ripgrep (the history section's baseline): pip install ripgrep==14.1.0, or apt-get install -y ripgrep"
+        )
+    return need
+
+
+def guarded(section: str, results: dict[str, Any], fn: Any, *args: Any) -> None:
+    """Run one section; if it fails, the report says so in its place and the others still run."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        import traceback
+
+        log(f"section {section} failed: {type(exc).__name__}: {exc}")
+        results.setdefault("failed", {})[section] = f"{type(exc).__name__}: {exc}"
+        results.setdefault("tracebacks", {})[section] = traceback.format_exc(limit=6)
+
+
+def render(
+    results: dict[str, Any], info: dict[str, str], started: float, quick: bool, sections: set[str]
+) -> str:
+    """The report, every asked-for section in it: one whose numbers are missing or do not render says why."""
+    failed: dict[str, str] = results.setdefault("failed", {})
+    for name in SECTIONS:
+        if name in sections and name not in failed and not any(k in results for k in KEYS[name]):
+            failed[name] = "it produced no results"
+    try:
+        text = report(results, info, started, quick)
+    except Exception:
+        # Find the section that does not render, report it as failed, render the rest.
+        for name in SECTIONS:
+            alone = {k: v for k, v in results.items() if k not in {k2 for n in SECTIONS for k2 in KEYS[n]}}
+            alone.update({k: results[k] for k in KEYS[name] if k in results})
+            try:
+                report(alone, info, started, quick)
+            except Exception as exc:
+                failed[name] = f"its report did not render: {type(exc).__name__}: {exc}"
+                for k in KEYS[name]:
+                    results.pop(k, None)
+        text = report(results, info, started, quick)
+    tail = []
+    for name in SECTIONS:
+        if name in failed and name in sections:
+            tb = results.get("tracebacks", {}).get(name, "")
+            tail += [f"## {TITLES[name]}", "", f"Not measured in this run: {failed[name]}", ""]
+            if tb:
+                tail += ["```", tb.rstrip(), "```", ""]
+    return text.rstrip() + "\n\n" + "\n".join(tail).rstrip() + "\n" if tail else text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smoke run with small numbers")
@@ -350,20 +426,26 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown section(s): {', '.join(sorted(unknown))} (known: {', '.join(SECTIONS)})")
     out = args.out or (None if args.quick else REPO / "docs" / "benchmarks.md")
     started = time.time()
+    for need in missing_tools():
+        log(f"missing: {need}")
     info = machine_info()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="connect-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if "watch" in sections:
-            run_watch(tmp, args.quick, results)
+            guarded("watch", results, run_watch, tmp, args.quick, results)
         if sections & {"delivery", "mcp"}:
-            run_delivery_and_mcp(tmp, args.quick, sections, results)
+            first = "delivery" if "delivery" in sections else "mcp"
+            guarded(first, results, run_delivery_and_mcp, tmp, args.quick, sections, results)
+            if first in results.get("failed", {}):
+                for name in sections & {"delivery", "mcp"}:
+                    results["failed"].setdefault(name, results["failed"][first])
         if "flood" in sections:
-            run_flood(tmp, args.quick, results)
+            guarded("flood", results, run_flood, tmp, args.quick, results)
         if "history" in sections:
-            run_history(tmp, args.quick, results)
+            guarded("history", results, run_history, tmp, args.quick, results)
     results["load_end"] = " ".join(f"{x:.2f}" for x in __import__("os").getloadavg())
-    text = report(results, info, started, args.quick)
+    text = render(results, info, started, args.quick, sections)
     print(text)
     if out is not None:
         out.write_text(text)

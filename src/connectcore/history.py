@@ -8,7 +8,7 @@ that does not include prompts.
 Everything here is pure. Time comes in as ``now`` (seconds since the epoch), the repository identity
 of a directory comes in as a value (``connectd`` resolves worktrees from ``.git`` files), and the
 corpus statistics the ranking needs come in as :class:`CorpusStats` (``connectd`` reads them from its
-SQLite FTS5 index). The layout follows h11's ``_state.py``: rules and tables first, then functions.
+SQLite index). The layout follows h11's ``_state.py``: rules and tables first, then functions.
 
 Ranking is BM25F: per-field term frequencies are length-normalised, weighted by field and summed
 before the saturation, so a term in the title counts for more than the same term in a prompt. A

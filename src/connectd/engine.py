@@ -144,7 +144,10 @@ class Engine:
             spawn(Kind.WATCH, watcher.sweep, every=timing.sweep, name="sweep")
             spawn(Kind.TICK, self._tick, every=timing.tick, name="tick")
             if self.history is not None:
-                spawn(Kind.HISTORY, self._build_history, name="history catch-up")
+                # The watcher scans once its watches are in place, then follows the transcripts' changes.
+                from connectd.history.watch import HistoryWatcher
+
+                spawn(Kind.HISTORY_WATCH, HistoryWatcher(self.history, run_sync=self.run_sync).run, name="history watcher")
             task_status.started()
             try:
                 await anyio.sleep_forever()
@@ -157,11 +160,6 @@ class Engine:
 
     async def _tick(self) -> None:
         await self.step(H.Tick(self.clock()))
-
-    async def _build_history(self) -> None:
-        """Bring the session index up to date once at start, off the event loop."""
-        report = await self.run_sync(self.history.update)  # type: ignore[union-attr]
-        log.info("history index: %s", report)
 
     # --- the core ---------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ class Kind(StrEnum):
     GUARD = "guard"  # one delivery attempt under the recipient's send lock: one-shot
     RESTART = "restart"  # one restart-to-connect driver: one-shot
     HISTORY = "history"  # the session index's catch-up: one-shot
+    HISTORY_WATCH = "history_watch"  # the transcript directories' watcher: a service
     CONTROL_MODE = "control_mode"  # the control-mode reader: a service
     EXPORT = "export"  # the OTLP audit exporter: a service
 
@@ -68,6 +69,9 @@ POLICIES: dict[Kind, Policy] = {
     Kind.GUARD: Policy(Shape.ONE_SHOT, 0.0, 0.0, "a guard wait, or typing unconfirmed, stepped into the core"),
     Kind.RESTART: Policy(Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows"),
     Kind.HISTORY: Policy(Shape.ONE_SHOT, 0.0, 0.0, "logged; history reads use the index as it is"),
+    Kind.HISTORY_WATCH: Policy(
+        Shape.SERVICE, 1.0, 60.0, "started again after the backoff (with a scan); searches scan meanwhile"
+    ),
     Kind.CONTROL_MODE: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; the sweep covers the gap"),
     Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records wait in the store behind its cursor"),
 }

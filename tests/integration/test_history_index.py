@@ -372,3 +372,40 @@ def test_core_tokens_match_the_fts5_tokenizer(text):
     db.execute("INSERT INTO t(rowid, x) VALUES (1, ?)", (text,))
     fts = sorted(r[0] for r in db.execute("SELECT term FROM v"))
     assert sorted(tokens(text)) == fts
+
+
+def test_top_candidates_rank_like_every_candidate(tmp_path, index):
+    """The few candidates scored in SQL rank exactly as ranking every candidate (and as the reference)."""
+    import random
+
+    from connectcore.history import rank, scope_for, search
+
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    rng = random.Random(3)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "zeta"]
+    for i in range(240):
+        sid = f"3e0c2b7a-0000-4000-8000-{i:012d}"
+        s = Claude(sid, f"/w/repo{i % 3}", branch=rng.choice(["main", "feat/alpha", "fix/omega"]))
+        for _ in range(rng.randint(1, 4)):
+            s.prompt(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))))
+        if i % 7 == 0:
+            s.title("ai-title", " ".join(rng.sample(words, 2)))
+        s.write(claude)
+    index.update(claude, codex)
+    entries = [index.get(e.harness, e.session_id, with_prompts=True) for e in index.entries()]
+    now = 1.77e9
+    pruned = 0
+    for query in ["alpha", "omega beta", "gamma delta kappa", "zeta feat", "repo1 sigma"]:
+        terms = query_terms(query)
+        for repo in (None, "/w/repo1"):
+            scope = scope_for(repo, None, include_headless=False, include_subagents=False)
+            stats = index.stats(terms)
+            for limit in (1, 3, 10, 100):
+                every = rank(index.candidates(terms, scope), terms, stats, scope=scope, now=now, limit=limit)
+                top = index.top_candidates(terms, scope, stats, now=now, limit=limit)
+                few = rank(top, terms, stats, scope=scope, now=now, limit=limit)
+                pruned += len(top) < len(index.candidates(terms, scope))
+                assert [(r.entry.key, r.score) for r in few] == [(r.entry.key, r.score) for r in every]
+                ref = search(entries, query, scope=scope, now=now, limit=limit)
+                assert [r.entry.key for r in few] == [r.entry.key for r in ref]
+    assert pruned  # the SQL scoring did leave candidates out

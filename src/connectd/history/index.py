@@ -1,36 +1,46 @@
-"""The history index: a SQLite + FTS5 file (``history.db``) in the data directory.
+"""The history index: a SQLite file (``history.db``) in the data directory, with its own inverted index.
 
 It is derived data: every row comes from a transcript and ``update(full=True)`` rebuilds it (entries
 whose transcript is gone are then dropped). Updates are incremental: a transcript whose size, mtime and
 inode are unchanged is not opened; one that grew (same inode, same first bytes) is read from the byte
 offset where the last pass stopped, with the parser's state restored from the ``files`` table; any
 other change reparses the file. A transcript that disappears keeps its entry, marked
-``source_missing`` (and without a resume command).
+``source_missing`` (and without a resume command). ``update(paths=...)`` reads only the transcripts a
+watcher saw change, without scanning the roots; large passes read in worker processes
+(:mod:`connectd.history.reader`).
 
 Tables: ``entries`` (one row per session, keyed by harness and session id, with the searchable text in
-``f_*`` columns and their lengths in words in ``n_*``), ``entries_fts`` (an external-content FTS5 index
-over the ``f_*`` columns, kept in step by triggers), two ``fts5vocab`` views the ranking reads term
-statistics from, ``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles``
-(Codex's ``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode.
+``f_*`` columns and their lengths in words in ``n_*``; ``entries_rank`` covers what ranking reads),
+``postings`` (one row per word and entry with the word's count per field, keyed by word: a word's
+document frequency is the length of its run), ``totals`` (N and words per field, kept by triggers),
+``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles`` (Codex's
+``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode. Searches score
+every admitted candidate in SQL and hand the few that can make the top to ``connectcore.history.rank``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
+
 from connectcore.history import (
+    BM25_K1,
+    FIELD_B,
+    FIELD_WEIGHTS,
+    RECENCY_FLOOR,
+    RECENCY_HALF_LIFE_S,
+    TERM_MAX_CHARS,
     TITLE_RANK,
     Candidate,
     CorpusStats,
@@ -41,28 +51,28 @@ from connectcore.history import (
     SessionEntry,
     TranscriptFacts,
     build_entry,
-    field_lengths,
     field_texts,
+    idf,
+    tokens,
 )
 from connectd.history.parsers import (
     MAX_LINE_BYTES,
     Skip,
     SkipReason,
     accumulator_for,
-    parse_file,
     read_codex_titles,
 )
+from connectd.history.reader import FileResult, Job, Prior, Readers, prompt_term_counts, unpack_state
 from connectd.history.repos import RepoResolver
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 DB_NAME = "history.db"
-_HEAD_BYTES = 4096
 _BATCH_FILES = 500
 _PROMPT_SEP = "\n\x1e\n"
 
 _COLUMNS = {f: f"f_{f.value}" for f in Field}
 _LENGTHS = {f: f"n_{f.value}" for f in Field}
-_COLUMN_FIELD = {v: k for k, v in _COLUMNS.items()}
+_TFS = tuple(f"t_{f.value}" for f in Field)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -89,26 +99,32 @@ CREATE TABLE IF NOT EXISTS entries(
 CREATE INDEX IF NOT EXISTS entries_scope ON entries(repo, entrypoint);
 CREATE INDEX IF NOT EXISTS entries_recent ON entries(last_active);
 CREATE INDEX IF NOT EXISTS entries_parent ON entries(harness, parent_session_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
-  {", ".join(_COLUMNS.values())},
-  content='entries', content_rowid='id', tokenize='unicode61 remove_diacritics 0'
+-- What ranking reads per candidate, without touching the wide rows.
+CREATE INDEX IF NOT EXISTS entries_rank ON entries(
+  id, entrypoint, repo, last_active, {", ".join(_LENGTHS.values())}
 );
+-- The inverted index: one row per (term, entry) with the term's frequency in each field, in Field order.
+-- A term's document frequency is the length of its run of rows (counted when a query needs it).
+CREATE TABLE IF NOT EXISTS postings(
+  term TEXT NOT NULL, doc INTEGER NOT NULL,
+  {", ".join(f"{c} INTEGER NOT NULL" for c in _TFS)},
+  PRIMARY KEY(term, doc)
+) WITHOUT ROWID;
+-- Corpus totals (entries, words per field), kept by triggers: BM25's N and average field lengths.
+CREATE TABLE IF NOT EXISTS totals(
+  id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL,
+  {", ".join(f"s_{f.value} INTEGER NOT NULL" for f in Field)}
+);
+INSERT OR IGNORE INTO totals VALUES (1, 0, {", ".join("0" for _ in Field)});
 CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
-  INSERT INTO entries_fts(rowid, {", ".join(_COLUMNS.values())})
-  VALUES (new.id, {", ".join("new." + c for c in _COLUMNS.values())});
+  UPDATE totals SET n = n + 1, {", ".join(f"s_{f.value} = s_{f.value} + new.n_{f.value}" for f in Field)};
 END;
 CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
-  INSERT INTO entries_fts(entries_fts, rowid, {", ".join(_COLUMNS.values())})
-  VALUES ('delete', old.id, {", ".join("old." + c for c in _COLUMNS.values())});
+  UPDATE totals SET n = n - 1, {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value}" for f in Field)};
 END;
 CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE ON entries BEGIN
-  INSERT INTO entries_fts(entries_fts, rowid, {", ".join(_COLUMNS.values())})
-  VALUES ('delete', old.id, {", ".join("old." + c for c in _COLUMNS.values())});
-  INSERT INTO entries_fts(rowid, {", ".join(_COLUMNS.values())})
-  VALUES (new.id, {", ".join("new." + c for c in _COLUMNS.values())});
+  UPDATE totals SET {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value} + new.n_{f.value}" for f in Field)};
 END;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_row USING fts5vocab(entries_fts, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_inst USING fts5vocab(entries_fts, 'instance');
 CREATE TABLE IF NOT EXISTS files(
   path TEXT PRIMARY KEY,
   harness TEXT NOT NULL,
@@ -133,6 +149,7 @@ CREATE TABLE IF NOT EXISTS codex_titles(
 _DROP = """
 DROP TRIGGER IF EXISTS entries_ai; DROP TRIGGER IF EXISTS entries_ad; DROP TRIGGER IF EXISTS entries_au;
 DROP TABLE IF EXISTS fts_row; DROP TABLE IF EXISTS fts_inst; DROP TABLE IF EXISTS entries_fts;
+DROP TABLE IF EXISTS postings; DROP TABLE IF EXISTS terms; DROP TABLE IF EXISTS totals;
 DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS codex_titles;
 DROP TABLE IF EXISTS meta;
 """
@@ -243,11 +260,6 @@ class FileRow(NamedTuple):
     missing: int
 
 
-def _head_hash(path: str, length: int) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha1(f.read(length)).hexdigest()
-
-
 # ---------------------------------------------------------------------------------------------------
 # The store
 # ---------------------------------------------------------------------------------------------------
@@ -286,6 +298,7 @@ class HistoryIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.execute("PRAGMA cache_size=-65536")  # 64 MiB: a build rewrites postings pages
         self._init_schema()
 
     def close(self) -> None:
@@ -338,8 +351,15 @@ class HistoryIndex:
         *,
         full: bool = False,
         progress: Progress | None = None,
+        paths: Iterable[tuple[Harness, str]] | None = None,
+        workers: int | None = None,
     ) -> IndexReport:
-        """Bring the index up to date with the transcripts under the two roots."""
+        """Bring the index up to date with the transcripts under the two roots.
+
+        ``paths``: only these transcripts changed (the watcher's events): they are read (or marked
+        missing) without a scan of the roots; Codex's ``session_index.jsonl`` is checked too.
+        ``workers``: reader processes for a large pass (default: one per core).
+        """
         t0 = time.monotonic()
         report = IndexReport()
         resolver = RepoResolver()
@@ -350,38 +370,70 @@ class HistoryIndex:
                 with self._tx() as db:
                     _create_schema(db, reset=True)
             with self._lock:
-                known = {row.path: row for row in self._file_rows()}
-            found = list(discover(Path(claude_root), Path(codex_root)))
+                if paths is None:
+                    known = {row.path: row for row in self._file_rows()}
+                else:
+                    wanted = list(dict.fromkeys(paths))
+                    known = {}
+                    for _, p in wanted:
+                        known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
+            gone: list[FileRow] = []
+            todo: list[tuple[int, Harness, str]] = []
+            if paths is None:
+                found = list(discover(Path(claude_root), Path(codex_root)))
+                seen: set[str] = set()
+                for done, (harness, path) in enumerate(found, 1):
+                    seen.add(path)
+                    row = known.get(path)
+                    if row is not None and not row.missing:
+                        try:
+                            st = os.stat(path)
+                        except OSError:
+                            st = None
+                        if st is not None and (row.size, row.mtime_ns, row.inode) == (
+                            st.st_size,
+                            st.st_mtime_ns,
+                            st.st_ino,
+                        ):
+                            continue  # unchanged: not opened
+                    todo.append((done, harness, path))
+                gone = [row for p, row in known.items() if p not in seen and not row.missing]
+            else:
+                found = wanted
+                for done, (harness, path) in enumerate(wanted, 1):
+                    if os.path.lexists(path):
+                        todo.append((done, harness, path))
+                    elif (row := known.get(path)) is not None and not row.missing:
+                        gone.append(row)
             report.files_seen = len(found)
             total = len(found)
-            seen: set[str] = set()
+            jobs = [
+                Job(
+                    harness,
+                    path,
+                    _prior(known.get(path)),
+                    self._state(path) if path in known else None,
+                    self.max_line_bytes,
+                )
+                for _, harness, path in todo
+            ]
+            done_at = [done for done, _, _ in todo]
             dirty: set[Key] = set()
-            batch: list[tuple[Harness, str]] = []
-            for done, (harness, path) in enumerate(found, 1):
-                seen.add(path)
-                row = known.get(path)
-                if row is not None and not row.missing:
-                    try:
-                        st = os.stat(path)
-                    except OSError:
-                        st = None
-                    if st is not None and (row.size, row.mtime_ns, row.inode) == (
-                        st.st_size,
-                        st.st_mtime_ns,
-                        st.st_ino,
-                    ):
-                        continue  # unchanged: not opened
-                batch.append((harness, path))
+            batch: list[FileResult] = []
+            with self._lock:
+                post = _Postings(self._db)
+            for i, result in enumerate(Readers(workers).read(jobs)):
+                batch.append(result)
                 if len(batch) >= _BATCH_FILES:
-                    self._update_batch(batch, known, dirty, report, resolver)
+                    self._update_batch(batch, known, dirty, report, resolver, post)
                     batch = []
                     if progress is not None:
-                        progress(done, total)
-            gone = [row for p, row in known.items() if p not in seen and not row.missing]
+                        progress(done_at[i], total)
             if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
                 with self._tx() as db:
+                    fresh: dict[str, FileResult] = {}
                     if batch:
-                        self._read_files(db, batch, known, dirty, report)
+                        self._apply(db, batch, known, dirty, report, fresh)
                     for row in gone:
                         db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
                         report.files_missing += 1
@@ -389,7 +441,11 @@ class HistoryIndex:
                         if row.session_id:
                             dirty.add((Harness(row.harness), row.session_id))
                     dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                    self._rebuild(db, dirty, report, resolver)
+                    self._rebuild(db, dirty, report, resolver, post, fresh)
+                    post.flush()
+            if post.pending:
+                with self._tx():
+                    post.flush()
             if full:
                 # A full build leaves a WAL as large as the index; give the space back.
                 with self._lock:
@@ -401,80 +457,56 @@ class HistoryIndex:
 
     def _update_batch(
         self,
-        batch: list[tuple[Harness, str]],
+        batch: list[FileResult],
         known: dict[str, FileRow],
         dirty: set[Key],
         report: IndexReport,
         resolver: RepoResolver,
+        post: _Postings,
     ) -> None:
         with self._tx() as db:
             keys: set[Key] = set()
-            self._read_files(db, batch, known, keys, report)
-            self._rebuild(db, keys, report, resolver)
+            fresh: dict[str, FileResult] = {}
+            self._apply(db, batch, known, keys, report, fresh)
+            self._rebuild(db, keys, report, resolver, post, fresh)
             dirty -= keys
+            if post.due():
+                post.flush()
 
-    def _read_files(
+    def _apply(
         self,
         db: sqlite3.Connection,
-        batch: Iterable[tuple[Harness, str]],
+        results: Iterable[FileResult],
         known: dict[str, FileRow],
         dirty: set[Key],
         report: IndexReport,
+        fresh: dict[str, FileResult],
     ) -> None:
-        for harness, path in batch:
+        """Write what the readers found into ``files``; note the sessions whose entries must change."""
+        for r in results:
+            path, harness = r.path, r.harness
             row = known.get(path)
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                report.skips.append(Skip(path, SkipReason.VANISHED))
+            if r.status == "unchanged":
                 continue
-            except OSError:
-                report.skips.append(Skip(path, SkipReason.UNREADABLE))
-                continue
-            if (
-                row is not None
-                and not row.missing
-                and row.size == st.st_size
-                and row.mtime_ns == st.st_mtime_ns
-                and row.inode == st.st_ino
-            ):
-                continue
-            acc = accumulator_for(harness, path)
-            offset = 0
-            head_len = min(st.st_size, _HEAD_BYTES)
-            try:
-                if (
-                    row is not None
-                    and row.inode == st.st_ino
-                    and st.st_size >= row.offset
-                    and row.offset > 0
-                    and _head_hash(path, row.head_len) == row.head
-                ):
-                    acc.load_state(self._state(path))
-                    offset = row.offset
-                    report.files_resumed += 1
-                result = parse_file(path, acc, offset, max_line_bytes=self.max_line_bytes)
-                head = _head_hash(path, head_len)
-            except FileNotFoundError:
-                report.skips.append(Skip(path, SkipReason.VANISHED))
+            report.skips.extend(r.skips)
+            if r.status == "gone":
                 if row is not None:
                     db.execute("UPDATE files SET missing=1 WHERE path=?", (path,))
                     if row.session_id:
                         dirty.add((Harness(row.harness), row.session_id))
                 continue
-            except OSError:
-                report.skips.append(Skip(path, SkipReason.UNREADABLE))
+            if r.status != "read":
                 continue
             report.files_read += 1
-            report.bytes_read += result.bytes_read
-            report.skips.extend(result.skips)
-            facts = acc.facts()
-            session_id = facts.session_id if facts is not None else None
+            report.files_resumed += int(r.resumed)
+            report.bytes_read += r.bytes_read
+            session_id = r.session_id
             if row is not None and row.session_id and row.session_id != session_id:
                 dirty.add((Harness(row.harness), row.session_id))
-            if session_id:
+            if session_id and r.facts is not None:
                 dirty.add((harness, session_id))
-            last_skip = result.skips[-1].reason if result.skips else None
+                fresh[path] = r
+            last_skip = r.skips[-1].reason if r.skips else None
             db.execute(
                 "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len,"
                 " state, missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
@@ -488,30 +520,21 @@ class HistoryIndex:
                     path,
                     harness.value,
                     session_id,
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ino,
-                    result.offset,
-                    head,
-                    head_len,
-                    _pack_state(acc.to_state()),
-                    len(result.skips),
+                    r.size,
+                    r.mtime_ns,
+                    r.inode,
+                    r.offset,
+                    r.head,
+                    r.head_len,
+                    r.state,
+                    len(r.skips),
                     last_skip,
-                    offset > 0,
-                    offset > 0,
+                    r.resumed,
+                    r.resumed,
                 ),
             )
             known[path] = FileRow(
-                path,
-                harness,
-                session_id,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ino,
-                result.offset,
-                head,
-                head_len,
-                False,
+                path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False
             )
 
     def _codex_index_stale(self, codex_root: Path) -> bool:
@@ -581,27 +604,37 @@ class HistoryIndex:
         return changed
 
     def _rebuild(
-        self, db: sqlite3.Connection, keys: Iterable[Key], report: IndexReport, resolver: RepoResolver
+        self,
+        db: sqlite3.Connection,
+        keys: Iterable[Key],
+        report: IndexReport,
+        resolver: RepoResolver,
+        post: _Postings,
+        fresh: Mapping[str, FileResult] | None = None,
     ) -> None:
+        fresh = fresh or {}
         for harness, session_id in keys:
             rows = db.execute(
-                "SELECT path, state, missing FROM files WHERE harness=? AND session_id=?",
+                "SELECT path, missing FROM files WHERE harness=? AND session_id=?",
                 (harness.value, session_id),
             ).fetchall()
             facts: list[TranscriptFacts] = []
             missing = True
-            for path, state, is_missing in rows:
-                acc = accumulator_for(harness, path)
-                acc.load_state(_unpack_state(state))
-                f = acc.facts()
+            read_now: FileResult | None = None
+            for path, is_missing in rows:
+                r = fresh.get(path)
+                f = r.facts if r is not None else None
+                if r is not None and len(rows) == 1:
+                    read_now = r
+                if r is None:
+                    acc = accumulator_for(harness, path)
+                    acc.load_state(self._state_in(db, path))
+                    f = acc.facts()
                 if f is not None and f.session_id == session_id:
                     facts.append(f)
                     missing = missing and bool(is_missing)
             if not facts:
-                cur = db.execute(
-                    "DELETE FROM entries WHERE harness=? AND session_id=?", (harness.value, session_id)
-                )
-                report.entries_removed += cur.rowcount
+                report.entries_removed += self._delete_entry(db, harness, session_id, post)
                 continue
             title_override = None
             if harness is Harness.CODEX:
@@ -616,13 +649,43 @@ class HistoryIndex:
                 ).fetchone()
                 repo = prev[0] if prev is not None and prev[0] else cwd
             entry = build_entry(facts, repo, source_missing=missing, title_override=title_override)
-            self._write_entry(db, entry)
+            prompt_terms = None
+            if (
+                read_now is not None
+                and read_now.facts is not None
+                and read_now.facts.prompts == entry.prompts
+            ):
+                prompt_terms = (read_now.prompt_words, read_now.prompt_terms)  # counted by the reader
+            self._write_entry(db, entry, post, prompt_terms)
             report.entries_written += 1
 
-    def _write_entry(self, db: sqlite3.Connection, entry: SessionEntry) -> None:
+    def _delete_entry(
+        self, db: sqlite3.Connection, harness: Harness, session_id: str, post: _Postings
+    ) -> int:
+        old = db.execute(
+            f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
+            (harness.value, session_id),
+        ).fetchone()
+        if old is None:
+            return 0
+        db.execute("DELETE FROM entries WHERE id=?", (old[0],))
+        post.drop(old[0], old[1:])
+        return 1
+
+    def _write_entry(
+        self,
+        db: sqlite3.Connection,
+        entry: SessionEntry,
+        post: _Postings,
+        prompt_terms: tuple[int, bytes] | None = None,
+    ) -> None:
         texts = field_texts(entry)
-        texts[Field.PROMPTS] = _encode_prompts(entry.prompts)
-        lengths = field_lengths(entry)
+        if prompt_terms is None:
+            prompt_terms = prompt_term_counts(texts[Field.PROMPTS])
+        lengths, others = _other_fields(texts)
+        lengths[Field.PROMPTS] = prompt_terms[0]
+        stored = dict(texts)
+        stored[Field.PROMPTS] = _encode_prompts(entry.prompts)
         values: list[Any] = [
             entry.harness.value,
             entry.session_id,
@@ -639,15 +702,28 @@ class HistoryIndex:
             entry.source_path,
             int(entry.source_missing),
         ]
-        values += [texts[f] for f in Field]
         values += [lengths[f] for f in Field]
-        cols = [*(c.strip() for c in _ENTRY_COLUMNS.split(",")), *_COLUMNS.values(), *_LENGTHS.values()]
+        values += [stored[f] for f in Field]
+        old = None
+        if not post.empty_at_start or entry.key in post.written:
+            old = db.execute(
+                f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
+                (entry.harness.value, entry.session_id),
+            ).fetchone()
+        post.written.add(entry.key)
+        cols = [*(c.strip() for c in _ENTRY_COLUMNS.split(",")), *_LENGTHS.values(), *_COLUMNS.values()]
         updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
-        db.execute(
+        cur = db.execute(
             f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates}",
+            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates} RETURNING id",
             values,
         )
+        doc = int(cur.fetchone()[0])
+        if old is None:
+            post.add(doc, prompt_terms[1], others)
+        elif tuple(old[1:]) != tuple(stored[f] for f in Field):
+            post.drop(old[0], old[1:])
+            post.add(old[0], prompt_terms[1], others)
 
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
         # ``harness`` stays the stored string (a StrEnum value compares and hashes equal to it).
@@ -658,10 +734,15 @@ class HistoryIndex:
         ).fetchall()
         return [FileRow._make(r) for r in rows]
 
-    def _state(self, path: str) -> dict[str, Any]:
+    def _state(self, path: str) -> bytes | None:
         with self._lock:
             row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
-        return _unpack_state(row[0]) if row is not None else {}
+        return bytes(row[0]) if row is not None else None
+
+    @staticmethod
+    def _state_in(db: sqlite3.Connection, path: str) -> dict[str, Any]:
+        row = db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
+        return unpack_state(row[0]) if row is not None else {}
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -705,16 +786,44 @@ class HistoryIndex:
     def stats(self, terms: Sequence[str]) -> CorpusStats:
         """Corpus statistics over the whole index (BM25's N, average field lengths, term df)."""
         with self._lock:
-            n, *avgs = self._db.execute(
-                f"SELECT count(*), {', '.join(f'avg({c})' for c in _LENGTHS.values())} FROM entries"
+            n, *sums = self._db.execute(
+                f"SELECT n, {', '.join(f's_{f.value}' for f in Field)} FROM totals WHERE id=1"
             ).fetchone()
-            marks = ",".join("?" * len(terms))
-            df = dict(self._db.execute(f"SELECT term, doc FROM fts_row WHERE term IN ({marks})", list(terms)))
+            df = (
+                dict(
+                    self._db.execute(
+                        f"SELECT term, count(*) FROM postings WHERE term IN ({_marks(len(terms))}) GROUP BY term",
+                        list(terms),
+                    )
+                )
+                if terms
+                else {}
+            )
         return CorpusStats(
             documents=int(n),
-            average_length={f: float(a or 0.0) for f, a in zip(Field, avgs, strict=True)},
+            average_length={f: (s / n if n else 0.0) for f, s in zip(Field, sums, strict=True)},
             document_frequency={str(k): int(v) for k, v in df.items()},
         )
+
+    def _scope_sql(self, scope: SearchScope) -> tuple[list[str], list[Any]] | None:
+        eps = scope.entrypoints()
+        where = [f"e.entrypoint IN ({_marks(len(eps))})"]
+        args: list[Any] = [e.value for e in eps]
+        if scope.repos is not None:
+            if not scope.repos:
+                return None
+            where.append(f"e.repo IN ({_marks(len(scope.repos))})")
+            args += sorted(scope.repos)
+        return where, args
+
+    def _present(self, terms: Sequence[str]) -> dict[str, str]:
+        """The query terms some entry holds (as a mapping term -> term, what postings rows carry)."""
+        return {
+            str(r[0]): str(r[0])
+            for r in self._db.execute(
+                f"SELECT DISTINCT term FROM postings WHERE term IN ({_marks(len(terms))})", list(terms)
+            )
+        }
 
     def candidates(self, terms: Sequence[str], scope: SearchScope) -> list[Candidate]:
         """Every entry the scope admits that holds a query term, with per-field term frequencies.
@@ -725,52 +834,116 @@ class HistoryIndex:
         """
         if not terms:
             return []
-        where = [f"i.term IN ({_marks(len(terms))})"]
-        args: list[Any] = list(terms)
-        eps = scope.entrypoints()
-        where.append(f"e.entrypoint IN ({_marks(len(eps))})")
-        args += [e.value for e in eps]
-        if scope.repos is not None:
-            if not scope.repos:
-                return []
-            where.append(f"e.repo IN ({_marks(len(scope.repos))})")
-            args += sorted(scope.repos)
+        sql = self._scope_sql(scope)
+        if sql is None:
+            return []
+        where, args = sql
         with self._lock:
-            rows = self._db.execute(
-                "SELECT i.doc, i.col, i.term, count(*) FROM fts_inst AS i JOIN entries AS e ON e.id = i.doc"
-                f" WHERE {' AND '.join(where)} GROUP BY i.doc, i.col, i.term",
-                args,
-            ).fetchall()
-            tf: dict[int, dict[tuple[Field, str], int]] = {}
-            for doc, col, term, count in rows:
-                tf.setdefault(doc, {})[(_COLUMN_FIELD[col], term)] = count
-            if not tf:
+            ids = self._present(terms)
+            if not ids:
                 return []
-            # Thin entries: what ranking needs (identity, scope fields, last active); the caller
-            # fetches the few it returns in full.
-            entries: dict[int, tuple[SessionEntry, dict[Field, int]]] = {}
-            ids = list(tf)
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
+            docs = [
+                r[0]
                 for r in self._db.execute(
-                    "SELECT id, harness, session_id, repo, cwd, last_active, entrypoint,"
-                    f" {', '.join(_LENGTHS.values())} FROM entries WHERE id IN ({_marks(len(chunk))})",
-                    chunk,
-                ):
-                    entry = SessionEntry(
-                        harness=Harness(r[1]),
-                        session_id=r[2],
-                        repo=r[3],
-                        cwd=r[4],
-                        last_active=r[5],
-                        entrypoint=Entrypoint(r[6]),
-                    )
-                    entries[r[0]] = (entry, {f: r[7 + i] for i, f in enumerate(Field)})
+                    f"SELECT DISTINCT p.doc FROM postings AS p JOIN entries AS e ON e.id = p.doc"
+                    f" WHERE p.term IN ({_marks(len(ids))}) AND {' AND '.join(where)}",
+                    [*ids, *args],
+                )
+            ]
+            return self._thin_candidates(ids, docs)
+
+    def _thin_candidates(self, ids: Mapping[str, str], docs: Sequence[int]) -> list[Candidate]:
+        """Candidates for ``docs``: thin entries (what ranking needs) and the query terms' frequencies."""
+        tf: dict[int, dict[tuple[Field, str], int]] = {}
+        entries: dict[int, tuple[SessionEntry, dict[Field, int]]] = {}
+        for start in range(0, len(docs), 500):
+            chunk = list(docs[start : start + 500])
+            for doc, term, *counts in self._db.execute(
+                f"SELECT doc, term, {', '.join(_TFS)} FROM postings"
+                f" WHERE term IN ({_marks(len(ids))}) AND doc IN ({_marks(len(chunk))})",
+                [*ids, *chunk],
+            ):
+                freq = tf.setdefault(doc, {})
+                for f, c in zip(Field, counts, strict=True):
+                    if c:
+                        freq[(f, ids[term])] = c
+            for r in self._db.execute(
+                "SELECT id, harness, session_id, repo, cwd, last_active, entrypoint,"
+                f" {', '.join(_LENGTHS.values())} FROM entries WHERE id IN ({_marks(len(chunk))})",
+                chunk,
+            ):
+                entry = SessionEntry(
+                    harness=Harness(r[1]),
+                    session_id=r[2],
+                    repo=r[3],
+                    cwd=r[4],
+                    last_active=r[5],
+                    entrypoint=Entrypoint(r[6]),
+                )
+                entries[r[0]] = (entry, {f: r[7 + i] for i, f in enumerate(Field)})
         return [
             Candidate(entry=entries[doc][0], term_frequency=tf[doc], field_length=entries[doc][1])
-            for doc in ids
-            if doc in entries
+            for doc in docs
+            if doc in entries and doc in tf
         ]
+
+    def top_candidates(
+        self, terms: Sequence[str], scope: SearchScope, stats: CorpusStats, *, now: float, limit: int
+    ) -> list[Candidate]:
+        """The candidates that can be among the best ``limit``: a superset of the true top.
+
+        SQLite scores every admitted candidate with the same BM25F x recency formula as
+        ``connectcore.history.rank`` and sorts them; the rows whose score is within a rounding margin of
+        the ``limit``-th come back as candidates, and ``rank`` orders those exactly. A document outside
+        them scores below the ``limit``-th by far more than floating-point noise, so the ranking is the
+        same as ranking every candidate.
+        """
+        if not terms:
+            return []
+        sql = self._scope_sql(scope)
+        if sql is None:
+            return []
+        where, args = sql
+        with self._lock:
+            ids = self._present(terms)
+            if not ids:
+                return []
+            values = []
+            qargs: list[Any] = []
+            for tid, term in ids.items():
+                df = max(stats.document_frequency.get(term, 1), 1)
+                values.append("(?, ?)")
+                qargs += [tid, idf(max(stats.documents, df), df)]
+            parts = []
+            for i, f in enumerate(Field):
+                avg = stats.average_length.get(f, 0.0) or 1.0
+                b = FIELD_B[f]
+                parts.append(
+                    f"{FIELD_WEIGHTS[f]!r} * p.{_TFS[i]} / max({1.0 - b!r} + {b!r} * e.{_LENGTHS[f]} / {avg!r}, 1e-9)"
+                )
+            weighted = " + ".join(parts)
+            recency = (
+                f"CASE WHEN e.last_active IS NULL THEN {RECENCY_FLOOR!r} ELSE {RECENCY_FLOOR!r} + "
+                f"{1.0 - RECENCY_FLOOR!r} * pow(0.5, max(0.0, ? - e.last_active) / {RECENCY_HALF_LIFE_S!r}) END"
+            )
+            query = (
+                f"WITH q(tid, idf) AS (VALUES {', '.join(values)}) "
+                f"SELECT doc, sum(idf * w / ({BM25_K1!r} + w)) * rec AS s FROM ("
+                f" SELECT p.doc AS doc, q.idf AS idf, ({weighted}) AS w, {recency} AS rec"
+                " FROM q JOIN postings AS p ON p.term = q.tid"
+                " JOIN entries AS e INDEXED BY entries_rank ON e.id = p.doc"
+                f" WHERE {' AND '.join(where)}"
+                ") GROUP BY doc ORDER BY s DESC"
+            )
+            docs: list[int] = []
+            bar = None
+            for doc, score in self._db.execute(query, [*qargs, now, *args]):
+                if bar is not None and score < bar:
+                    break
+                docs.append(doc)
+                if len(docs) == limit:
+                    bar = score * (1.0 - 1e-9)
+            return self._thin_candidates(ids, docs)
 
     def recent_dirs(self) -> list[tuple[str, str, float | None]]:
         """(cwd, repo, last active) of every top-level session's directory, most recent first."""
@@ -815,15 +988,15 @@ class HistoryIndex:
         """Delete entries and their file rows (expunge). Returns the number of entries removed."""
         removed = 0
         with self._update_lock, self._tx() as db:
+            post = _Postings(db)
             for sid in session_ids:
-                removed += db.execute(
-                    "DELETE FROM entries WHERE harness=? AND session_id=?", (harness.value, sid)
-                ).rowcount
+                removed += self._delete_entry(db, harness, sid, post)
                 db.execute("DELETE FROM files WHERE harness=? AND session_id=?", (harness.value, sid))
                 if harness is Harness.CODEX:
                     db.execute("DELETE FROM codex_titles WHERE session_id=?", (sid,))
             for p in paths:
                 db.execute("DELETE FROM files WHERE path=?", (p,))
+            post.flush()
         return removed
 
     def skipped_files(self) -> list[tuple[str, int, str | None]]:
@@ -834,16 +1007,105 @@ class HistoryIndex:
             ]
 
 
-def _pack_state(state: dict[str, Any]) -> bytes:
-    """A parser's state as stored: compact JSON, zlib-compressed (it holds the file's prompts)."""
-    return zlib.compress(json.dumps(state, separators=(",", ":")).encode("utf-8"), 6)
+def _prior(row: FileRow | None) -> Prior | None:
+    if row is None:
+        return None
+    return Prior(
+        row.size, row.mtime_ns, row.inode, row.offset, row.head, row.head_len, row.missing, row.session_id
+    )
 
 
-def _unpack_state(blob: bytes) -> dict[str, Any]:
-    state = json.loads(zlib.decompress(blob).decode("utf-8"))
-    if not isinstance(state, dict):
-        raise ValueError("stored parser state is not an object")
-    return state
+def _other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
+    """Lengths of the fields before prompts, and their words' counts per field (JSON arrays)."""
+    lengths: dict[Field, int] = {}
+    tf: dict[str, list[int]] = {}
+    for i, f in enumerate(_OTHER_FIELDS):
+        words = tokens(texts[f])
+        lengths[f] = len(words)
+        for w, c in Counter(words).items():
+            if len(w) > TERM_MAX_CHARS:
+                continue
+            v = tf.get(w)
+            if v is None:
+                v = tf[w] = [0] * len(_OTHER_FIELDS)
+            v[i] = c
+    return lengths, orjson.dumps(tf)
+
+
+def _terms_of(texts: Sequence[str]) -> list[str]:
+    return sorted({w for text in texts for w in tokens(text) if len(w) <= TERM_MAX_CHARS})
+
+
+class _Postings:
+    """Changes to the inverted index, staged and written by SQLite from JSON in a few sorted statements.
+
+    A large pass stages many documents before writing them (each write is a pass over the postings
+    B-tree, so fewer, larger writes are much cheaper); the threshold grows with the index. Searches
+    see a document's entry at once and its postings when they are written (at the latest when the
+    pass ends). Methods run inside the caller's transaction, under the connection lock.
+    """
+
+    FLUSH_MIN_DOCS = 2000
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.staged: dict[int, tuple[bytes, bytes]] = {}
+        # An index with no entry when the pass starts: an entry not written in this pass does not exist.
+        self.empty_at_start = db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0] == 0
+        self.written: set[Key] = set()
+
+    @property
+    def pending(self) -> int:
+        return len(self.staged)
+
+    def drop(self, doc: int, old_texts: Sequence[str]) -> None:
+        """Delete document ``doc``'s postings, found from the text it was indexed with."""
+        self.db.execute(
+            "DELETE FROM postings WHERE doc=? AND term IN (SELECT value FROM json_each(?))",
+            (doc, orjson.dumps(_terms_of(old_texts))),
+        )
+        self.staged.pop(doc, None)
+
+    def add(self, doc: int, prompts: bytes, others: bytes) -> None:
+        self.staged[doc] = (prompts, others)
+
+    def due(self) -> bool:
+        if self.pending < self.FLUSH_MIN_DOCS:
+            return False
+        total = self.db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0]
+        return self.pending >= max(self.FLUSH_MIN_DOCS, int(total) // 2)
+
+    def flush(self) -> None:
+        if not self.staged:
+            return
+        db = self.db
+        db.execute(_STAGE)
+        db.execute("DELETE FROM temp.stage")
+        db.executemany(
+            "INSERT INTO temp.stage(doc, prompts, others) VALUES (?,?,?)",
+            [(doc, p, o) for doc, (p, o) in self.staged.items()],
+        )
+        for statement in _FLUSH:
+            db.execute(statement)
+        db.execute("DELETE FROM temp.stage")
+        self.staged = {}
+
+
+_OTHER_FIELDS = tuple(f for f in Field if f is not Field.PROMPTS)
+_STAGE = (
+    "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
+)
+#: The staged documents' postings in key order: the prompts' words (most rows), then the other fields'
+#: words merged into them.
+_FLUSH = (
+    f"INSERT OR REPLACE INTO postings(term, doc, {', '.join(_TFS)})"
+    f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
+    " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
+    f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
+    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(_OTHER_FIELDS)))}, 0"
+    " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
+    f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
+)
 
 
 def _marks(n: int) -> str:

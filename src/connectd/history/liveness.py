@@ -72,6 +72,22 @@ class ProcFS:
             return None
         return None
 
+    def comm(self, pid: int) -> str | None:
+        """The process's name (``comm``): one small read of ``/proc/<pid>/comm``, else from its stat."""
+        try:
+            fd = os.open(f"{self.root}/{pid}/comm", os.O_RDONLY)
+        except FileNotFoundError:
+            st = self.stat(pid)
+            return st.comm if st is not None else None
+        except OSError:
+            return None
+        try:
+            return os.read(fd, 64).decode("utf-8", "surrogateescape").rstrip("\n")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
     def pids(self) -> list[int]:
         try:
             return [int(n) for n in os.listdir(self.root) if n.isdigit()]
@@ -207,8 +223,8 @@ class LivenessProbe:
     def _codex(self, snap: LivenessSnapshot) -> None:
         sessions_root = os.path.realpath(self.codex_root)
         for pid in self.proc.pids():
-            st = self.proc.stat(pid)
-            if st is None or not st.comm.startswith("codex"):
+            comm = self.proc.comm(pid)  # every process is looked at: the cheapest read that names it
+            if comm is None or not comm.startswith("codex"):
                 continue
             try:
                 targets = list(self.proc.fd_targets(pid))

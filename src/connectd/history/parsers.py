@@ -29,12 +29,15 @@ than the cap is skipped while it is read, chunk by chunk, so it is never held in
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
+
+import orjson
 
 from connectcore.history import (
     TITLE_RANK,
@@ -54,6 +57,7 @@ _CHUNK = 1 << 20
 #: A top-level (or nested object) "timestamp" key. Inside a JSON string every quote is escaped, so a
 #: quote right after "{" or "," always starts a real key, never text.
 _TIMESTAMP = re.compile(rb'[{,]"timestamp":"([0-9T:.+Zz-]{10,40})"')
+_TIMESTAMP_KEY = b'"timestamp":"'
 _UUIDISH = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -77,12 +81,15 @@ class Skip:
     offset: int = 0
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):
     start: int
     end: int
     data: bytes | None  # None: over the cap, skipped unread
     complete: bool  # False: the last line of the file has no newline yet
+
+
+#: A rest of file up to this size is read in one call and split in memory (most transcripts).
+_WHOLE_BYTES = 16 * 1024 * 1024
 
 
 def iter_lines(f: BinaryIO, offset: int, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
@@ -92,6 +99,13 @@ def iter_lines(f: BinaryIO, offset: int, max_line_bytes: int = MAX_LINE_BYTES) -
     read past in chunks and never held whole.
     """
     f.seek(offset)
+    try:
+        rest = os.fstat(f.fileno()).st_size - offset
+    except (OSError, ValueError):
+        rest = -1
+    if 0 <= rest <= _WHOLE_BYTES:
+        yield from _split_lines(f.read(), offset, max_line_bytes)
+        return
     pos = offset
     while True:
         start = pos
@@ -117,6 +131,19 @@ def iter_lines(f: BinaryIO, offset: int, max_line_bytes: int = MAX_LINE_BYTES) -
         yield Line(start, pos, None, complete)
         if not complete:
             return
+
+
+def _split_lines(data: bytes, offset: int, max_line_bytes: int) -> Iterator[Line]:
+    """What the chunked reader yields, for a rest of file already in memory."""
+    pos, n = 0, len(data)
+    find = data.find
+    while pos < n:
+        nl = find(b"\n", pos)
+        if nl == -1:
+            yield Line(offset + pos, offset + n, data[pos:] if n - pos <= max_line_bytes else None, False)
+            return
+        yield Line(offset + pos, offset + nl + 1, data[pos:nl] if nl - pos <= max_line_bytes else None, True)
+        pos = nl + 1
 
 
 def parse_timestamp(value: object) -> float | None:
@@ -220,9 +247,15 @@ class Accumulator:
         return False
 
     def _quick_time(self, data: bytes) -> None:
-        m = _TIMESTAMP.search(data)
-        if m is not None:
-            self._time(m.group(1).decode("ascii"))
+        # The first match of ``_TIMESTAMP``, found with ``bytes.find`` (memchr-fast) instead of a regex
+        # scan from every byte of a large tool-output line.
+        pos = data.find(_TIMESTAMP_KEY, 1)
+        while pos != -1:
+            m = _TIMESTAMP.match(data, pos - 1)
+            if m is not None:
+                self._time(m.group(1).decode("ascii"))
+                return
+            pos = data.find(_TIMESTAMP_KEY, pos + 1)
 
     def facts(self) -> TranscriptFacts | None:
         """The facts so far, or None if the file has shown no session yet (metadata-only files)."""
@@ -493,6 +526,16 @@ def decode_line(path: str, line: Line) -> tuple[dict[str, Any] | None, Skip | No
     raw = line.data
     if not raw or raw.isspace():
         return None, None
+    try:
+        # Fast path: orjson accepts a subset of what json does (valid UTF-8, no NaN, no lone
+        # surrogates); anything it refuses goes through the reference path below, which decides.
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if isinstance(obj, dict):
+            return obj, None
+        return None, Skip(path, SkipReason.NOT_OBJECT, line.start)
     try:
         text = raw.decode("utf-8")  # transcripts are UTF-8; json.loads(bytes) would guess UTF-16 too
     except UnicodeDecodeError:

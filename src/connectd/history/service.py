@@ -124,6 +124,9 @@ class HistoryService:
         self._pane_pids = pane_pids
         self._catch_up = _CatchUp()
         self.catch_up_interval = catch_up_interval
+        #: True while a :class:`~connectd.history.watch.HistoryWatcher` keeps the index current: searches
+        #: then do not catch up by scanning the transcript roots.
+        self.watching = False
 
     def close(self) -> None:
         self.index.close()
@@ -145,10 +148,19 @@ class HistoryService:
             return report
 
     def catch_up(self) -> IndexReport | None:
-        """An incremental update, unless one ran within ``catch_up_interval`` seconds."""
-        if time.monotonic() - self._catch_up.last < self.catch_up_interval:
+        """An incremental update, unless one ran within ``catch_up_interval`` seconds or a watcher
+        keeps the index current."""
+        if self.watching or time.monotonic() - self._catch_up.last < self.catch_up_interval:
             return None
         return self.update()
+
+    def apply_changes(self, paths: Iterable[tuple[Harness, str]], *, rescan: bool = False) -> IndexReport:
+        """Update the index from transcripts known to have changed (the watcher's events), without a
+        scan of the roots; ``rescan``: a directory went away, so scan them after all."""
+        if rescan:
+            return self.update()
+        with self._catch_up.lock:
+            return self.index.update(self.claude_root, self.codex_root, paths=list(paths))
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -198,10 +210,11 @@ class HistoryService:
         if catch_up:
             self.catch_up()
         stats = self.index.stats(terms)
-        candidates = self.index.candidates(terms, scope)
-        ranked = rank(
-            candidates, terms, stats, scope=scope, now=self.clock() if now is None else now, limit=limit
-        )
+        now = self.clock() if now is None else now
+        # The index returns the few candidates that can make the top ``limit`` (scored in SQL); the
+        # reference ranking orders them exactly.
+        candidates = self.index.top_candidates(terms, scope, stats, now=now, limit=limit)
+        ranked = rank(candidates, terms, stats, scope=scope, now=now, limit=limit)
         if not ranked:
             return []
         found = [
