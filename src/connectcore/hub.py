@@ -741,6 +741,7 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
             message.state is MessageState.READY
             and message.recipient_pane == pane_id
             and message.recipient_incarnation == view.incarnation
+            and now < message.expires_at  # past its hour it is never typed: the next tick expires it
         ):
             guarded = delivery.advance(message, "attempt", now=now)
             hub = _store(hub, guarded)

@@ -11,7 +11,7 @@ from connectcore import hub as H
 from connectcore.arming import Arming
 from connectcore.consent import Decision
 from connectcore.delivery import AfterTyping, Landing, MessageState, landed, marker_seen
-from connectcore.effects import CheckGuard, Notify, TypeText
+from connectcore.effects import Audit, CheckGuard, Notify, TypeText
 from connectcore.screen import Activity, Composer
 from tests.unit.hubkit import World
 
@@ -289,3 +289,17 @@ def test_after_a_failed_send_a_draft_is_connect_s_only_when_its_marker_shows() -
         w.step(H.TypingObserved(w.now, key, reading, failure="send failed partway: pane gone"))
         assert w.message(key).reason == "send failed partway: pane gone"
         assert (b.pane in w.hub.drafts) is opened
+
+
+def test_a_message_past_its_hour_is_never_guarded() -> None:
+    """Claim: an idle transition after a message's hour has passed (before the tick that expires it)
+    starts no guard for it; the tick then records it expired (found by the hub model)."""
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.now = w.message(key).expires_at + 1.0
+    effects = w.idle(b)
+    assert not [e for e in effects if isinstance(e, CheckGuard)]
+    ticked = w.step(H.Tick(w.now))
+    assert [e.outcome for e in ticked if isinstance(e, Audit) and e.message_id == key[1]] == ["expired"]
