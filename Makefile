@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean
+.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean simulate
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,14 @@ harnesses: $(STAMP)
 	$(PY) -m tests.support.live install
 
 test: lint harnesses
-	$(BIN)/pytest -q -rs tests/unit tests/model tests/integration
+	$(BIN)/pytest -q -rs tests/unit tests/model tests/integration tests/simulation
+
+# The deterministic simulation of the whole daemon (docs/simulation.md): SEEDS seeds from FIRST, or
+# the one SEED (replays it exactly; a failing seed prints its SEED=k).
+SEEDS ?= 1000
+FIRST ?= 1
+simulate: $(STAMP)
+	SIM_SEEDS=$(SEEDS) SIM_FIRST=$(FIRST) $(if $(SEED),SEED=$(SEED)) $(BIN)/pytest -q -x tests/simulation/test_simulation.py -k test_seed
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

@@ -1,0 +1,42 @@
+"""The deterministic simulation of the whole daemon: a bounded number of seeds, replay, and defects.
+
+``make test`` runs seeds 1..SIM_SEEDS (default 60); ``make simulate SEEDS=N [SEED=k]`` runs more, or
+one. A failing seed prints ``SEED=k`` and its last trace lines; ``make simulate SEED=k`` replays it
+exactly (the same trace, the same violation). How it works: docs/simulation.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.simulation.driver import check, run_seed
+
+FIRST = int(os.environ.get("SIM_FIRST", "1"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "60"))
+ONE = os.environ.get("SEED")
+
+# Seeds of the bounded run that still find a defect of issue 10 on this branch (strict: once the
+# defect is fixed the seed passes, the xfail turns into a failure, and the entry is removed).
+STUCK = "issue 10: a recipient that sits idle stops receiving (a consented message stays ready on an armed idle pane)"
+KNOWN: dict[int, str] = {8: STUCK, 23: STUCK, 55: STUCK, 58: STUCK}
+
+
+def _seeds() -> list[object]:
+    seeds = [int(ONE)] if ONE else list(range(FIRST, FIRST + SEEDS))
+    return [
+        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN[s])) if s in KNOWN and not ONE else s
+        for s in seeds
+    ]
+
+
+@pytest.mark.parametrize("seed", _seeds())
+def test_seed(seed: int) -> None:
+    check(run_seed(seed))
+
+
+def test_a_seed_replays_exactly() -> None:
+    first, again = run_seed(3), run_seed(3)
+    assert first.trace == again.trace
+    assert first.steps == again.steps and first.io_calls == again.io_calls
