@@ -199,6 +199,8 @@ class Sim:
         self.kills = 0
         self.starts = 0
         self.checker = invariants.Checker(self)
+        self.server.on_output = self._output
+        self.server.later = self._later
         self.hooks: dict[str, Callable[..., Any]] = {}  # scenarios inject behaviour here
 
     # --- time and the record ----------------------------------------------------------------------
@@ -268,6 +270,18 @@ class Sim:
             if self._scope is scope:
                 self._calls = None
             ended.set()
+
+    def _output(self, pane_id: str) -> None:
+        if self.engine is not None:
+            self.engine.mark_output(pane_id)
+
+    def _later(self, at: float, fn: Callable[[], None]) -> None:
+        async def timer() -> None:
+            await trio.sleep_until(at - BASE_TIME)
+            fn()
+
+        if self._nursery is not None:
+            self._nursery.start_soon(timer)
 
     def kill(self, where: str) -> None:
         """Kill the daemon at this point (as SIGKILL would): its view and store go dead at once."""

@@ -149,7 +149,8 @@ class Checker:
 
     def restarts_closed_clean(self, engine: Engine) -> None:
         """Every restart closes, and leaves no pane dead or with the temporary remain-on-exit."""
-        for restart_id in engine.hub.restarts:
+        for restart_id, state in engine.hub.restarts.items():
+            self.sim.log(f"  open restart: {state.record}; deadline {state.deadline}; pane {self.sim.server.panes.get(state.record.pane_id)}")
             self.sim.violate(f"restart {restart_id} still open after quiescence")
         if engine.hub.restarts:
             return

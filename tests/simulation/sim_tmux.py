@@ -131,6 +131,10 @@ class SimServer:
         self.ops = 0  # tmux calls made, for steps/s
         self.generation = 0  # the daemon generation whose view is live
         self.on_paste: Callable[[Paste], None] = lambda paste: None
+        # The control-mode reader's %output notification (the driver forwards it to the live daemon),
+        # and a timer for what an agent draws later (the end of its turn).
+        self.on_output: Callable[[str], None] = lambda pane_id: None
+        self.later: Callable[[float, Callable[[], None]], None] = lambda at, fn: None
 
     # --- the world (the driver and the person act through these) ----------------------------------
 
@@ -149,6 +153,7 @@ class SimServer:
 
     def changed(self, pane: Pane) -> None:
         pane.version += 1
+        self.on_output(pane.pane_id)
 
     def agent_exits(self, pane_id: str, status: int = 0) -> None:
         """The pane's process ends: the pane goes, or stays dead under remain-on-exit."""
@@ -228,6 +233,13 @@ class SimServer:
             return
         agent.busy_until = now + (turn if turn is not None else self.turn_length())
         agent.pending_reply = f"⏺ Received {len(prompt)} characters."
+        self.later(agent.busy_until, lambda: self._turn_ended(pane.pane_id, agent))
+
+    def _turn_ended(self, pane_id: str, agent: Agent) -> None:
+        pane = self.panes.get(pane_id)
+        if pane is not None and pane.agent is agent:
+            agent.advance(self.now())
+            self.changed(pane)
 
     # --- what tmux reports ----------------------------------------------------------------------
 

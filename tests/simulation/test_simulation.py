@@ -1,6 +1,6 @@
 """The deterministic simulation of the whole daemon: a bounded number of seeds, replay, and defects.
 
-``make test`` runs seeds 1..SIM_SEEDS (default 60); ``make simulate SEEDS=N [SEED=k]`` runs more, or
+``make test`` runs seeds 1..SIM_SEEDS (default 40); ``make simulate SEEDS=N [SEED=k]`` runs more, or
 one. A failing seed prints ``SEED=k`` and its last trace lines; ``make simulate SEED=k`` replays it
 exactly (the same trace, the same violation). How it works: docs/simulation.md.
 """
@@ -14,13 +14,15 @@ import pytest
 from tests.simulation.driver import check, run_seed
 
 FIRST = int(os.environ.get("SIM_FIRST", "1"))
-SEEDS = int(os.environ.get("SIM_SEEDS", "60"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "40"))
 ONE = os.environ.get("SEED")
 
 # Seeds of the bounded run that still find a defect of issue 10 on this branch (strict: once the
 # defect is fixed the seed passes, the xfail turns into a failure, and the entry is removed).
 STUCK = "issue 10: a recipient that sits idle stops receiving (a consented message stays ready on an armed idle pane)"
-KNOWN: dict[int, str] = {8: STUCK, 23: STUCK, 55: STUCK, 58: STUCK}
+STOPPED = ("issue 10 (supervision): a store error inside a restart step stops its driver; the restart stays "
+           "open and the pane dead under remain-on-exit until the next daemon start")
+KNOWN: dict[int, str] = {8: STUCK, 17: STUCK, 51: STUCK, 53: STOPPED}
 
 
 def _seeds() -> list[object]:
