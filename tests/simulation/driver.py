@@ -40,7 +40,7 @@ from connectcore.consent import Decision
 from connectcore.delivery import Limits
 from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
-from connectd.ids import EngineError, Ids
+from connectd.ids import EngineError, Ids, hash_token
 from connectd.store import Store
 from connectd.tmux import TmuxError
 from tests.simulation import invariants
@@ -180,6 +180,7 @@ class Sim:
         self.data_dir = data_dir
         self.server = SimServer(self.now)
         self.server.turn_length = lambda: round(self.rng.uniform(0.3, 15.0), 2)  # type: ignore[method-assign]
+        self.server.exit_delay = lambda: round(self.rng.uniform(0.2, 8.0), 2)  # type: ignore[method-assign]
         self.faults = SimFaults(self)
         self.server.faults = self.faults
         self.engine: Engine | None = None
@@ -244,8 +245,9 @@ class Sim:
         await self._nursery.start(self._life, engine)
         if self.started:
             self.checker.after_start(engine)
-        else:
+        elif self.server.generation == generation:  # failed to start (not killed): started again later
             self.engine = None
+            self._nursery.start_soon(self._restart_after_kill, None)
 
     async def _life(self, engine: Engine, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         scope = trio.CancelScope()
@@ -264,12 +266,12 @@ class Sim:
                 self.violate(f"the daemon ended: {type(exc).__name__}: {exc!r}"[:400])
             else:
                 self.log(f"daemon failed to start: {exc!r}"[:200])
-            if not started:
-                task_status.started()
         finally:
             if self._scope is scope:
                 self._calls = None
             ended.set()
+            if not started:  # failed or killed while starting
+                task_status.started()
 
     def _output(self, pane_id: str) -> None:
         if self.engine is not None:
@@ -302,8 +304,6 @@ class Sim:
             self.store.close()
         await trio.sleep(round(self.rng.uniform(0.1, 5.0), 2))
         await self.start_daemon()
-        if self.engine is None or self._calls is None:  # failed to start: try again
-            self._nursery.start_soon(self._restart_after_kill, None)  # type: ignore[union-attr]
 
     def call(self, name: str, fn: Callable[[Engine], Awaitable[Any]], then: Callable[[Any], None] | None = None) -> None:
         """An agent's or the person's call to the live daemon, as a request handler of it."""
@@ -429,8 +429,15 @@ class Sim:
         elif action == "wait":
             await trio.sleep(round(rng.uniform(1.0, 30.0), 2))
 
+    def _in_flight(self, engine: Engine, members: set[str], everyone: bool) -> frozenset[str]:
+        """The token hashes the restarts open on these principals' panes would hand their new process."""
+        panes = {engine.hub.book.principals[m].pane_id for m in members if m in engine.hub.book.principals}
+        return frozenset(hash_token(engine.restarts.tokens[rid]) for rid, state in engine.hub.restarts.items()
+                         if (everyone or state.record.pane_id in panes) and rid in engine.restarts.tokens)
+
     async def _revoke(self, engine: Engine, principal_ids: list[str], *, everyone: bool = False) -> None:
         members = {m for p in principal_ids for m in grants.group(engine.hub.book, p)}
+        self.checker.note_withdrawn(self._in_flight(engine, members, everyone))
         if everyone:
             await engine.disconnect_all()
         else:
@@ -440,6 +447,8 @@ class Sim:
 
     async def _grant(self, engine: Engine, session: tuple[str, str], preset: Preset) -> None:
         members = {m for p in grants.principals_of_session(engine.hub.book, session) for m in grants.group(engine.hub.book, p)}
+        if preset is Preset.OFF:
+            self.checker.note_withdrawn(self._in_flight(engine, members, False))
         await engine.set_grant(session, preset)
         if preset is Preset.OFF:
             self.log(f"revocation returned: {sorted(members)}")

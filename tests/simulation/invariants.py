@@ -32,6 +32,7 @@ class Checker:
         self.finals: dict[str, str] = {}  # message ref -> its final outcome
         self.races = 0  # pastes into a pane that changed after the daemon's last look (unseeable)
         self.revocations: list[tuple[frozenset[str], float]] = []  # (principals, clock when it returned)
+        self.withdrawn: set[str] = set()  # token hashes of restarts in flight when their connect was withdrawn
         sim.server.on_paste = self.on_paste
 
     # --- at every paste ---------------------------------------------------------------------------
@@ -86,12 +87,23 @@ class Checker:
 
     # --- after every step -------------------------------------------------------------------------
 
+    def note_withdrawn(self, token_hashes: frozenset[str]) -> None:
+        self.withdrawn |= token_hashes
+
     def after_step(self) -> None:
         engine = self.sim.engine
         if engine is None:
             return
+        self.revocation_not_undone(engine)
         for message in list(engine.hub.messages.values()):
             self.one_final_outcome(message)
+
+    def revocation_not_undone(self, engine: Engine) -> None:
+        """A restart in flight when its agent's connect was withdrawn never brings it back connected."""
+        for token_hash in sorted(self.withdrawn):
+            if grants.authenticate_or_none(engine.hub.book, token_hash) is not None:
+                self.withdrawn.discard(token_hash)
+                self.sim.violate("a revocation was undone: the restart in flight gave the respawned agent a live token")
 
     def one_final_outcome(self, message: Message) -> None:
         """A message's final outcome, once reached, never changes (across daemon restarts too)."""

@@ -207,6 +207,7 @@ class SimServer:
             self.changed(self.panes[pane_id])
 
     turn_length: Callable[[], float] = staticmethod(lambda: 3.0)  # type: ignore[assignment]
+    exit_delay: Callable[[], float] = staticmethod(lambda: 1.0)  # type: ignore[assignment]
 
     def _agent(self, pane_id: str) -> Agent | None:
         pane = self.panes.get(pane_id)
@@ -228,12 +229,18 @@ class SimServer:
         agent.prompts.append((now, prompt))
         agent.transcript += ["> " + line for line in prompt.split("\n")] + [""]
         self.changed(pane)
-        if prompt.strip() == "/exit":
-            self.agent_exits(pane.pane_id)
+        if prompt.strip() == "/exit":  # the agent saves its session and exits a moment later
+            agent.busy_until = now + self.exit_delay()
+            self.later(agent.busy_until, lambda: self._exited(pane.pane_id, agent))
             return
         agent.busy_until = now + (turn if turn is not None else self.turn_length())
         agent.pending_reply = f"⏺ Received {len(prompt)} characters."
         self.later(agent.busy_until, lambda: self._turn_ended(pane.pane_id, agent))
+
+    def _exited(self, pane_id: str, agent: Agent) -> None:
+        pane = self.panes.get(pane_id)
+        if pane is not None and pane.agent is agent:
+            self.agent_exits(pane_id)
 
     def _turn_ended(self, pane_id: str, agent: Agent) -> None:
         pane = self.panes.get(pane_id)

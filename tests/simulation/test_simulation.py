@@ -1,6 +1,6 @@
 """The deterministic simulation of the whole daemon: a bounded number of seeds, replay, and defects.
 
-``make test`` runs seeds 1..SIM_SEEDS (default 40); ``make simulate SEEDS=N [SEED=k]`` runs more, or
+``make test`` runs seeds 1..SIM_SEEDS (default 30); ``make simulate SEEDS=N [SEED=k]`` runs more, or
 one. A failing seed prints ``SEED=k`` and its last trace lines; ``make simulate SEED=k`` replays it
 exactly (the same trace, the same violation). How it works: docs/simulation.md.
 """
@@ -14,7 +14,7 @@ import pytest
 from tests.simulation.driver import check, run_seed
 
 FIRST = int(os.environ.get("SIM_FIRST", "1"))
-SEEDS = int(os.environ.get("SIM_SEEDS", "40"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "30"))
 ONE = os.environ.get("SEED")
 
 # Seeds of the bounded run that still find a defect of issue 10 on this branch (strict: once the
@@ -22,7 +22,7 @@ ONE = os.environ.get("SEED")
 STUCK = "issue 10: a recipient that sits idle stops receiving (a consented message stays ready on an armed idle pane)"
 STOPPED = ("issue 10 (supervision): a store error inside a restart step stops its driver; the restart stays "
            "open and the pane dead under remain-on-exit until the next daemon start")
-KNOWN: dict[int, str] = {8: STUCK, 17: STUCK, 51: STUCK, 53: STOPPED}
+KNOWN: dict[int, str] = {8: STUCK, 12: STUCK, 13: STUCK, 17: STUCK, 51: STUCK, 52: STUCK, 56: STOPPED, 58: STUCK}
 
 
 def _seeds() -> list[object]:
@@ -42,3 +42,33 @@ def test_a_seed_replays_exactly() -> None:
     first, again = run_seed(3), run_seed(3)
     assert first.trace == again.trace
     assert first.steps == again.steps and first.io_calls == again.io_calls
+
+
+def test_a_reintroduced_defect_is_found_within_the_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put back issue 10's first defect (an in-flight restart undoes a revocation: the respawn is granted
+    the scopes of when the restart began, and a revocation never withdraws the restart); the random
+    simulation must find it within 60 seeds."""
+    from dataclasses import replace
+
+    from connectcore import grants
+    from connectcore import hub as H
+    from tests.simulation.driver import Config
+
+    original = H._restart_respawned
+
+    def respawned_with_the_old_grant(hub: H.Hub, ev: H.RestartRespawned) -> H.Step:
+        state = hub.restarts[ev.restart_id]
+        key = ("session", state.record.harness, state.record.session_id)
+        book = replace(hub.book, grants={**hub.book.grants, key: grants.PRESET_SCOPES[grants.Preset.COLLABORATE]})
+        state = replace(state, record=replace(state.record, connect_withdrawn=""))
+        return original(replace(hub, book=book, restarts={**hub.restarts, ev.restart_id: state}), ev)
+
+    monkeypatch.setattr(H, "_restart_respawned", respawned_with_the_old_grant)
+    monkeypatch.setattr(H, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))
+    config = Config(weights={**Config().weights, "restart": 4, "revoke": 2})
+    for seed in range(1, 61):
+        sim = run_seed(seed, config)
+        if any("revocation was undone" in v for v in sim.violations):
+            print(f"the reintroduced defect was found at SEED={seed}")
+            return
+    pytest.fail("the reintroduced defect was not found within 60 seeds")
