@@ -26,6 +26,7 @@ import random
 import re
 import sqlite3
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ from tests.simulation.sim_tmux import Faults, SimServer, SimTmux
 
 BASE_TIME = 1_800_000_000.0
 BODY = re.compile(r"simmsg-\d+")
+STATS = {"seeds": 0, "steps": 0, "io": 0, "kills": 0, "seconds": 0.0}  # this process's runs, for the summary
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (EngineError, ConnectError, TmuxError, sqlite3.Error)
 
 
@@ -524,9 +526,15 @@ def run_seed(seed: int, cfg: Config | None = None, hooks: dict[str, Callable[...
         level, quiet.level = quiet.level, logging.CRITICAL
         handler = invariants.FailureLog(sim)
         logging.getLogger("connectd.supervisor").addHandler(handler)
+        began = time.perf_counter()
         try:
             trio.run(sim.main, clock=trio.testing.MockClock(autojump_threshold=0))
         finally:
+            STATS["seeds"] += 1
+            STATS["steps"] += sim.steps
+            STATS["io"] += sim.io_calls
+            STATS["kills"] += sim.kills
+            STATS["seconds"] += time.perf_counter() - began
             trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved
             quiet.level = level
             logging.getLogger("connectd.supervisor").removeHandler(handler)

@@ -1,6 +1,6 @@
 """The deterministic simulation of the whole daemon: a bounded number of seeds, replay, and defects.
 
-``make test`` runs seeds 1..SIM_SEEDS (default 30); ``make simulate SEEDS=N [SEED=k]`` runs more, or
+``make test`` runs seeds 1..SIM_SEEDS (default 20); ``make simulate SEEDS=N [SEED=k]`` runs more, or
 one. A failing seed prints ``SEED=k`` and its last trace lines; ``make simulate SEED=k`` replays it
 exactly (the same trace, the same violation). How it works: docs/simulation.md.
 """
@@ -14,7 +14,7 @@ import pytest
 from tests.simulation.driver import check, run_seed
 
 FIRST = int(os.environ.get("SIM_FIRST", "1"))
-SEEDS = int(os.environ.get("SIM_SEEDS", "30"))
+SEEDS = int(os.environ.get("SIM_SEEDS", "20"))
 ONE = os.environ.get("SEED")
 
 # Seeds of the bounded run that still find a defect of issue 10 on this branch (strict: once the
