@@ -174,6 +174,30 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
     assert answers and answers[0] != "queued", answers
 
 
+@pytest.mark.xfail(strict=True, reason="found by the simulation: a guard that ends a message without typing leaves "
+                   "the next consented message waiting on an armed idle pane")
+def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
+    """Seeds 8, 12, 13, 17, 51 and 58 end with a message ready for a pane the hub holds armed and idle,
+    and no attempt: the guard cancelled the oldest message (its sender had gone) and nothing tried
+    the next one; the screen never changes again, so nothing ever will."""
+
+    async def script(sim: Sim) -> None:
+        a, b, c = await launch(sim), await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        sim.server.person_submits(b, "a long turn", 20.0)
+        await trio.sleep(2)
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await send(sim, c, sim.address_of(b), "simmsg-2")
+        await approve_all(sim)
+        sim.server.agent_exits(a)  # the first sender goes while its message waits
+        await trio.sleep(60)
+        assert outcome(sim, "simmsg-1") == "cancelled"
+        assert outcome(sim, "simmsg-2") == "delivered", sim.engine and sim.engine.hub.panes.get(b)
+
+    check(scenario(script))
+
+
 # --- fixed defects that must stay fixed -------------------------------------------------------------
 
 
