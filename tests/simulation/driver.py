@@ -154,6 +154,10 @@ class SimStore:
                 self._store.apply(effects)
             sim.kill("store apply")
             raise StoreFault("the daemon was killed")
+        if sim.fail_next_applies:  # a scenario's fault
+            sim.fail_next_applies -= 1
+            sim.log("fault: store apply fails (scripted)")
+            raise StoreFault("disk I/O error (simulated)")
         if sim.faults.on and sim.frng.random() < sim.cfg.store_fail:
             sim.log("fault: store apply fails")
             raise StoreFault("disk I/O error (simulated)")
@@ -195,6 +199,7 @@ class Sim:
         self.violations: list[str] = []
         self.sent: dict[str, Sent] = {}
         self.addresses: dict[str, str] = {}
+        self.fail_next_applies = 0  # scenarios: the next N non-empty store writes raise
         self.started = False  # the last start reached serving
         self.seq = 0  # logical time: bumped at every recorded event
         self.steps = 0

@@ -198,6 +198,25 @@ def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
     check(scenario(script))
 
 
+@pytest.mark.xfail(strict=True, reason="found by the simulation: a store error inside a restart step stops its "
+                   "driver; the restart stays open (remain-on-exit on) until the next daemon start")
+def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
+    """Seed 56: the store fails once as the restart's driver steps; the restart must still close
+    (done or failed, its option restored) while the daemon keeps running."""
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        sim.fail_next_applies = 1
+        await trio.sleep(120)
+        assert sim.engine is not None and sim.starts == 1
+        assert not sim.engine.hub.restarts, list(sim.engine.hub.restarts.values())
+
+    check(scenario(script))
+
+
 # --- fixed defects that must stay fixed -------------------------------------------------------------
 
 
