@@ -28,7 +28,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class Config:
     quiet: float = 240.0  # liveness: virtual seconds of quiescence after which everything is final
     limits: Limits = field(default_factory=lambda: Limits(card_ttl=120.0, id_ttl=900.0))
     cap: Preset = Preset.COLLABORATE
+    swarm: bool = True  # swarm testing: each seed turns some actions off and scales the faults
     weights: dict[str, float] = field(default_factory=lambda: {
         "send": 10, "get": 2, "decide": 6, "revoke": 0.5, "disconnect_all": 0.1, "grant": 0.7, "restart": 1.2,
         "launch": 1.0, "draft": 2, "clear": 2, "prompt": 2, "menu": 1, "answer": 1, "title": 1, "exit": 0.4,
@@ -179,7 +180,7 @@ class Sent:
 class Sim:
     def __init__(self, seed: int, data_dir: Path, cfg: Config | None = None) -> None:
         self.seed = seed
-        self.cfg = cfg or Config()
+        self.cfg = replace(cfg) if cfg is not None else Config()
         self.rng = random.Random(seed)  # the schedule
         self.frng = random.Random(seed * 7919 + 1)  # the faults
         self.ids = SeededIds(random.Random(seed * 104729 + 2))
@@ -210,6 +211,20 @@ class Sim:
         self.server.on_output = self._output
         self.server.later = self._later
         self.hooks: dict[str, Callable[..., Any]] = {}  # scenarios inject behaviour here
+        if self.cfg.swarm and seed:
+            self.swarm(random.Random(seed * 31 + 3))
+
+    def swarm(self, rng: random.Random) -> None:
+        """Swarm testing (Groce et al., 2012): a seed's own mix of actions and fault rates, so that some
+        seeds hammer one thing (many restarts, no kills, ...) instead of every seed averaging all."""
+        cfg = self.cfg
+        always = {"send", "decide", "wait"}
+        cfg.weights = {k: (0.0 if k not in always and rng.random() < 0.25 else w * rng.choice([0.5, 1.0, 2.0]))
+                       for k, w in cfg.weights.items()}
+        scale = {k: rng.choice([0.0, 0.5, 1.0, 2.0]) for k in ("tmux_fail", "pane_exit", "lost_paste", "store_fail", "kills")}
+        for name, factor in scale.items():
+            setattr(cfg, name, getattr(cfg, name) * factor)
+        self.trace.append(f"swarm: weights {cfg.weights}; faults x{scale}")
 
     # --- time and the record ----------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ GUARD = ("found by the simulation: a guard that ends a message without typing le
          "ready on an armed idle pane (test_scenarios.test_a_guard_that_cancels_a_message_lets_the_next_one_through)")
 STOPPED = ("issue 10 (supervision): a store error inside a restart step stops its driver; the restart stays "
            "open and the pane dead under remain-on-exit until the next daemon start")
-KNOWN: dict[int, str] = {8: GUARD, 12: GUARD, 13: GUARD, 17: GUARD, 51: GUARD, 52: STUCK, 56: STOPPED, 58: GUARD}
+KNOWN: dict[int, str] = {10: STUCK, 31: GUARD, 34: GUARD, 53: GUARD, 60: STOPPED}
 
 
 def _seeds() -> list[object]:
