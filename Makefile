@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean simulate
+.PHONY: run test lint unit model integration live harnesses mutation bench eval-screens diagrams clean simulate simulate-mutants
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ SEEDS ?= 1000
 FIRST ?= 1
 simulate: $(STAMP)
 	SIM_SEEDS=$(SEEDS) SIM_FIRST=$(FIRST) $(if $(SEED),SEED=$(SEED)) $(BIN)/pytest -q -x tests/simulation/test_simulation.py -k test_seed
+
+# Every reintroduced defect of tests/simulation/test_mutants.py must be found within its seeds.
+simulate-mutants: $(STAMP)
+	SIM_MUTANTS=1 $(BIN)/pytest -q -s tests/simulation/test_mutants.py
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

@@ -81,6 +81,7 @@ class Config:
     pane_exit: float = 0.002  # the pane exits just before a call on it
     lost_paste: float = 0.02
     store_fail: float = 0.005  # Store.apply raises
+    person_race: float = 0.15  # "buggify": the person acts on a pane just as the daemon takes its send lock
     kills: float = 0.03  # per action: the daemon will be killed at one of the next I/O calls
     quiet: float = 240.0  # liveness: virtual seconds of quiescence after which everything is final
     limits: Limits = field(default_factory=lambda: Limits(card_ttl=120.0, id_ttl=900.0))
@@ -118,6 +119,20 @@ class SimFaults(Faults):
         if op != "server_running" and rng.random() < cfg.tmux_fail:
             sim.log(f"fault: tmux {op} {pane_id} fails")
             raise TmuxError(f"simulated failure of {op}")
+
+    def on_lock(self, pane_id: str) -> None:
+        """"Buggify": the person acts on a pane just as the daemon takes its send lock."""
+        sim = self.sim
+        if not self.on or sim.frng.random() >= sim.cfg.person_race:
+            return
+        what = sim.frng.choice(["draft", "menu", "prompt"])
+        sim.log(f"fault: the person acts ({what}) on {pane_id} just as the daemon takes its send lock")
+        if what == "draft":
+            sim.server.person_types(pane_id, "wip")
+        elif what == "menu":
+            sim.server.open_menu(pane_id)
+        else:
+            sim.server.person_submits(pane_id, "person's own prompt", round(sim.frng.uniform(0.5, 10.0), 2))
 
     def countdown(self) -> bool:
         """One more I/O call: True when the daemon is to be killed at this one."""
@@ -221,7 +236,8 @@ class Sim:
         always = {"send", "decide", "wait"}
         cfg.weights = {k: (0.0 if k not in always and rng.random() < 0.25 else w * rng.choice([0.5, 1.0, 2.0]))
                        for k, w in cfg.weights.items()}
-        scale = {k: rng.choice([0.0, 0.5, 1.0, 2.0]) for k in ("tmux_fail", "pane_exit", "lost_paste", "store_fail", "kills")}
+        scale = {k: rng.choice([0.0, 0.5, 1.0, 2.0]) for k in ("tmux_fail", "pane_exit", "lost_paste", "store_fail", "kills",
+                                                                "person_race")}
         for name, factor in scale.items():
             setattr(cfg, name, getattr(cfg, name) * factor)
         self.trace.append(f"swarm: weights {cfg.weights}; faults x{scale}")

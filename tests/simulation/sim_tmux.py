@@ -116,6 +116,9 @@ class Faults:
     def lost_paste(self, pane_id: str) -> bool:
         return False
 
+    def on_lock(self, pane_id: str) -> None:
+        """Called as the daemon asks for a pane's send lock (the moment before its guard reads the pane)."""
+
 
 class SimServer:
     def __init__(self, now: Callable[[], float]) -> None:
@@ -309,6 +312,8 @@ class SimTmux:
 
     def pane_lock(self, pane_id: str) -> anyio.Lock:
         check_pane_id(pane_id)
+        if self.server.generation == self.generation:
+            self.server.faults.on_lock(pane_id)
         return self._locks.setdefault(pane_id, anyio.Lock())
 
     def forget_pane_locks(self, live_pane_ids: set[str]) -> None:
