@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.simulation.driver import STATS
+from tests.simulation.invariants import KNOWN_DEFECTS
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -14,3 +15,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"simulation: {STATS['seeds']} runs, {STATS['steps']} steps, {STATS['io']} I/O calls, "
             f"{STATS['kills']} daemon kills, {rate:.0f} steps/s"
         )
+    for kind, seeds in sorted(STATS["known"].items()):
+        terminalreporter.write_line(f"known defect {kind} ({KNOWN_DEFECTS[kind]}): {len(seeds)} seeds, e.g. {seeds[:5]}")

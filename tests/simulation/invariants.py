@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from tests.simulation.driver import Sim
     from tests.simulation.sim_tmux import Paste
 
+# Violations that are defects of issue 10 (or found by this simulation) not yet fixed on this branch:
+# `make simulate ALLOW_KNOWN=1` counts them and fails only on anything else.
+KNOWN_DEFECTS = {
+    "delivered_unseen": "issue 10: \"delivered\" on a busy reading without the marker",
+    "handle_moved": "issue 10: a handle that stops resolving is still typed into the old pane",
+    "idle_stall": "issue 10: a recipient that sits idle stops receiving for good",
+    "guard_stall": "found: a guard that ends a message without typing leaves the next one on an armed idle pane",
+    "restart_stranded": "found: a store error inside a restart step strands the restart until the next start",
+}
+
 # What a supervised task may fail with (an injected fault); anything else is a bug that ends a task.
 EXPECTED_TASK_ERRORS = frozenset({"TmuxError", "TmuxNoServer", "StoreFault", "RestartEffectFailed", "Cancelled"})
 
@@ -83,7 +93,8 @@ class Checker:
         title = message.handle.split(":", 1)[1]
         named = [p for p, pane in self.sim.server.panes.items() if pane.agent is not None and pane.title == title]
         if named != [paste.pane_id]:
-            self.sim.violate(f"{body} for {message.handle} typed into {paste.pane_id}; the handle names {named}")
+            self.sim.violate(f"{body} for {message.handle} typed into {paste.pane_id}; the handle names {named}",
+                             kind="handle_moved")
 
     # --- after every step -------------------------------------------------------------------------
 
@@ -124,7 +135,8 @@ class Checker:
         marker = "> " + message.typed.split("\n", 1)[0][:60]
         captures = self.sim.server.captures.get(message.recipient_pane, [])
         if not any(marker in text for _, _, text in captures):
-            self.sim.violate(f"{message.ref} ({_body(message.typed)}) delivered, but its marker never showed")
+            self.sim.violate(f"{message.ref} ({_body(message.typed)}) delivered, but its marker never showed",
+                            kind="delivered_unseen")
 
     def after_start(self, engine: Engine) -> None:
         """After recovery, no live token belongs to an incarnation the daemon's first look did not find."""
@@ -157,13 +169,15 @@ class Checker:
                 view = engine.hub.panes.get(message.recipient_pane)
                 agent = self.sim.server.panes.get(message.recipient_pane)
                 self.sim.log(f"  hub's view of {message.recipient_pane}: {view}; the pane: {agent}; attempts: {engine.hub.attempts}; restarts: {list(engine.hub.restarts)}; message: {message}")
-                self.sim.violate(f"{message.ref} ({_body(message.typed)}) still {message.state} after quiescence")
+                stalled = "guard_stall" if view is not None and view.ready and view.armed and not engine.hub.attempts else "idle_stall"
+                self.sim.violate(f"{message.ref} ({_body(message.typed)}) still {message.state} after quiescence",
+                                 kind=stalled if message.state is MessageState.READY else "not_final")
 
     def restarts_closed_clean(self, engine: Engine) -> None:
         """Every restart closes, and leaves no pane dead or with the temporary remain-on-exit."""
         for restart_id, state in engine.hub.restarts.items():
             self.sim.log(f"  open restart: {state.record}; deadline {state.deadline}; pane {self.sim.server.panes.get(state.record.pane_id)}")
-            self.sim.violate(f"restart {restart_id} still open after quiescence")
+            self.sim.violate(f"restart {restart_id} still open after quiescence", kind="restart_stranded")
         if engine.hub.restarts:
             return
         for pane_id, pane in self.sim.server.panes.items():
