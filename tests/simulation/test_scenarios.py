@@ -177,7 +177,7 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: a guard that ends a message without typing leaves "
                    "the next consented message waiting on an armed idle pane")
 def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
-    """Seeds 31, 34 and 53 (of the first 60) end with a message ready for a pane the hub holds armed and idle,
+    """Seeds 13, 31, 38, 50 and 54 (of the first 60) end with a message ready for a pane the hub holds armed and idle,
     and no attempt: the guard cancelled the oldest message (its sender had gone) and nothing tried
     the next one; the screen never changes again, so nothing ever will."""
 
@@ -201,7 +201,7 @@ def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: a store error inside a restart step stops its "
                    "driver; the restart stays open (remain-on-exit on) until the next daemon start")
 def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
-    """Seed 60: the store fails once as the restart's driver steps; the restart must still close
+    """Seeds 23, 33 and 46: the store fails once as the restart's driver steps; the restart must still close
     (done or failed, its option restored) while the daemon keeps running."""
 
     async def script(sim: Sim) -> None:
