@@ -177,9 +177,9 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: a guard that ends a message without typing leaves "
                    "the next consented message waiting on an armed idle pane")
 def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
-    """Seeds 13, 31, 38, 50 and 54 (of the first 60) end with a message ready for a pane the hub holds armed and idle,
-    and no attempt: the guard cancelled the oldest message (its sender had gone) and nothing tried
-    the next one; the screen never changes again, so nothing ever will."""
+    """Seeds 13, 31, 38, 50 and 54 (of the first 60) end with a message ready for a pane the hub
+    holds armed and idle, and no attempt: the guard cancelled the oldest message (its sender had
+    gone) and nothing tried the next one; the screen never changes again, so nothing ever will."""
 
     async def script(sim: Sim) -> None:
         a, b, c = await launch(sim), await launch(sim), await launch(sim)
