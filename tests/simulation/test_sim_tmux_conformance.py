@@ -1,5 +1,5 @@
 """SimTmux against the real adapter: the same port (signatures), and the same behaviour on a private
-tmux server for what both share (a missing pane, options, a respawn, a new window, a paste)."""
+tmux server for what both share (a missing pane, a paste, options, a respawn, a new window, the lock)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ async def _shared_behaviour(tmux: Any, pane: str) -> list[object]:
         await tmux.capture("%999")
     except TmuxError:
         seen.append("capture of a missing pane: TmuxError")
+    await tmux.paste_text(pane, "hello-sim")
+    await anyio.sleep(0.5)
+    seen.append(("a paste shows in the capture", "hello-sim" in (await tmux.capture(pane, 10)).text))
     seen.append(await tmux.get_pane_option(pane, "remain-on-exit"))
     await tmux.set_pane_option(pane, "remain-on-exit", "on")
     seen.append(await tmux.get_pane_option(pane, "remain-on-exit"))
@@ -65,7 +68,7 @@ def real() -> Iterator[tuple[TmuxAdapter, str]]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     with TmuxServer("connect-simconf") as server:
-        pane = server.new_session("main", ["sleep", "300"])
+        pane = server.new_session("main", ["cat"])
         yield TmuxAdapter(socket_name=server.socket_name), pane
 
 
@@ -75,7 +78,7 @@ def test_simtmux_behaves_as_real_tmux_where_the_daemon_relies_on_it(real: tuple[
 
     async def on_sim() -> list[object]:
         server = SimServer(lambda: 0.0)
-        sim_pane = server.open_pane(["sleep", "300"])
+        sim_pane = server.open_pane(["claude"])
         return await _shared_behaviour(server.view(), sim_pane)
 
     assert anyio.run(on_sim, backend="trio") == on_real
