@@ -29,6 +29,7 @@ KNOWN_DEFECTS = {
     "idle_stall": "issue 10: a recipient that sits idle stops receiving for good",
     "guard_stall": "found: a guard that ends a message without typing leaves the next one on an armed idle pane",
     "restart_stranded": "found: a store error inside a restart step strands the restart until the next start",
+    "token_outlives_pane": "found: a store error while stepping PaneGone loses it; the token stays live",
 }
 
 # What a supervised task may fail with (an injected fault); anything else is a bug that ends a task.
@@ -195,7 +196,8 @@ class Checker:
             if token.state is TokenState.LIVE and token.incarnation not in live:
                 principal = grants.authenticate_or_none(engine.hub.book, token.token_hash)
                 if principal is not None:
-                    self.sim.violate(f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}")
+                    self.sim.violate(f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}",
+                                     kind="token_outlives_pane")
 
 
 class FailureLog(logging.Handler):
