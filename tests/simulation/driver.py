@@ -302,10 +302,10 @@ class Sim:
                     started = self.started = True
                     task_status.started()
         except Exception as exc:  # the daemon ended: a violation unless a fault killed its start
-            if started or not self.faults.on:
+            if started:
                 self.violate(f"the daemon ended: {type(exc).__name__}: {exc!r}"[:400])
-            else:
-                self.log(f"daemon failed to start: {exc!r}"[:200])
+            else:  # during startup (Recover, the first poll, reconcile, restarts)
+                self.violate(f"the daemon failed to start: {exc!r}"[:300], kind="start_fails")
         finally:
             if self._scope is scope:
                 self._calls = None

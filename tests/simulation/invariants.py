@@ -30,6 +30,7 @@ KNOWN_DEFECTS = {
     "guard_stall": "found: a guard that ends a message without typing leaves the next one on an armed idle pane",
     "restart_stranded": "found: a store error inside a restart step strands the restart until the next start",
     "token_outlives_pane": "found: a store error while stepping PaneGone loses it; the token stays live",
+    "start_fails": "found: one tmux or store error during startup (first poll, reconcile) ends the daemon's start",
 }
 
 # What a supervised task may fail with (an injected fault); anything else is a bug that ends a task.

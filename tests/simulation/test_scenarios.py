@@ -238,6 +238,32 @@ def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
     check(scenario(script))
 
 
+@pytest.mark.xfail(strict=True, reason="found by the simulation: one tmux error during startup (the first poll) "
+                   "ends the daemon's start")
+def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
+    """Seeds 16, 33 and 44: the daemon is restarted and tmux fails once in its first poll; the start is
+    not supervised, so the whole daemon ends (the simulation then starts it again)."""
+
+    async def script(sim: Sim) -> None:
+        await launch(sim)
+        await trio.sleep(2)
+        before = sim.faults.before
+        failed: list[str] = []
+
+        def fail_first_reap(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "reap" and not failed and sim.kills == 1:
+                failed.append(op)
+                raise TmuxError("server exited unexpectedly (simulated)")
+            before(view, op, pane_id)
+
+        sim.faults.before = fail_first_reap  # type: ignore[method-assign]
+        sim.kill("the person restarts the daemon")
+        await trio.sleep(20)
+        assert failed
+
+    check(scenario(script))
+
+
 # --- fixed defects that must stay fixed -------------------------------------------------------------
 
 

@@ -26,8 +26,11 @@ GUARD = ("found by the simulation: a guard that ends a message without typing le
          "ready on an armed idle pane (test_scenarios.test_a_guard_that_cancels_a_message_lets_the_next_one_through)")
 STOPPED = ("issue 10 (supervision): a store error inside a restart step stops its driver; the restart stays "
            "open and the pane dead under remain-on-exit until the next daemon start")
+START = ("found by the simulation: one tmux or store error during startup (the first poll, reconciliation) ends "
+         "the daemon's start (test_scenarios.test_a_tmux_error_during_startup_does_not_stop_the_daemon)")
 KNOWN: dict[int, str] = {
-    13: GUARD, 23: STOPPED, 31: GUARD, 33: STOPPED, 35: STUCK, 38: GUARD, 46: STOPPED, 50: GUARD, 54: GUARD,
+    13: GUARD, 16: START, 23: STOPPED, 31: GUARD, 33: STOPPED, 35: STUCK, 38: GUARD, 44: START, 46: STOPPED,
+    50: GUARD, 54: GUARD,
 }
 
 
