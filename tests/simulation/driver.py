@@ -22,6 +22,7 @@ One :class:`Sim` is one run of one seed (after FoundationDB's simulation and Tig
 from __future__ import annotations
 
 import logging
+import os
 import random
 import re
 import sqlite3
@@ -591,5 +592,11 @@ def check(sim: Sim, *, allow_known: bool = False) -> None:
             return
     if sim.violations:
         tail = "\n".join(sim.trace[-40:])
-        raise Violation(f"SEED={sim.seed}: {len(sim.violations)} violation(s), first: {sim.violations[0]}\n"
-                        f"replay: make simulate SEEDS=1 SEED={sim.seed}\n--- last trace lines ---\n{tail}")
+        saved = ""
+        if directory := os.environ.get("SIM_TRACE_DIR"):
+            path = Path(directory) / f"seed-{sim.seed}.trace"
+            path.write_text("\n".join(sim.trace) + "\n")
+            saved = f"the whole trace: {path}\n"
+        raise Violation(f"SEED={sim.seed}: {len(sim.violations)} violation(s), first ({sim.kinds[0]}): "
+                        f"{sim.violations[0]}\nreplay: make simulate SEED={sim.seed}\n{saved}"
+                        f"--- last trace lines ---\n{tail}")
