@@ -279,6 +279,8 @@ class Sim:
         store = SimStore(self, self.store, generation)
         engine = Engine(store, view, endpoint_url="http://127.0.0.1:9/mcp", limits=self.cfg.limits, cap=self.cfg.cap,
                         timing=Timing(), clock=self.now, ids=self.ids, run_sync=self.run_sync_of(generation))
+        if os.environ.get("SIM_VERBOSE") == "1":
+            self._trace_steps(engine)
         self.engine = engine
         self.starts += 1
         self.log(f"daemon start #{self.starts}")
@@ -289,6 +291,23 @@ class Sim:
         elif self.server.generation == generation:  # failed to start (not killed): started again later
             self.engine = None
             self._nursery.start_soon(self._restart_after_kill, None)
+
+    def _trace_steps(self, engine: Engine) -> None:
+        """SIM_VERBOSE=1: every core step in the trace (event, then the effects' types, or what it raised)."""
+        step = engine.runner.step
+
+        async def traced(event: Any) -> Any:
+            name = type(event).__name__
+            try:
+                effects = await step(event)
+            except Exception as exc:
+                self.log(f"  step {name} raised {exc!r}"[:300])
+                raise
+            if name != "Tick" or effects:
+                self.log(f"  step {event!r}"[:300] + f" -> {[type(e).__name__ for e in effects]}")
+            return effects
+
+        engine.runner.step = traced  # type: ignore[method-assign]
 
     async def _life(self, engine: Engine, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         scope = trio.CancelScope()
