@@ -327,3 +327,35 @@ def test_agents_that_died_while_the_daemon_was_down_are_ended_at_start() -> None
         assert outcome(sim, "simmsg-1") == "cancelled"
 
     check(scenario(script))
+
+
+def test_a_kill_between_paste_and_enter_is_unconfirmed_and_never_retyped() -> None:
+    """The daemon is killed at the Enter of a typing: its text stays in the recipient's composer (issue
+    10 asks for the person to be told), the message ends unconfirmed and is never typed again, and
+    once the person clears the composer the next message goes through."""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        before = sim.faults.before
+
+        def kill_at_enter(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "press_enter" and pane_id == b and not sim.kills:
+                sim.kill("the Enter of the typing")
+                return
+            before(view, op, pane_id)
+
+        sim.faults.before = kill_at_enter  # type: ignore[method-assign]
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(15)
+        agent = sim.server.panes[b].agent
+        assert sim.kills == 1 and agent is not None and "simmsg-1" in agent.composer
+        assert outcome(sim, "simmsg-1") == "unconfirmed"
+        sim.server.person_clears(b)
+        await send(sim, a, sim.address_of(b), "simmsg-2")
+        await trio.sleep(15)
+        assert outcome(sim, "simmsg-2") == "delivered"
+        assert sim.checker.typed == {"simmsg-1": 1, "simmsg-2": 1}
+
+    check(scenario(script))
