@@ -91,7 +91,7 @@ class Config:
     weights: dict[str, float] = field(default_factory=lambda: {
         "send": 10, "get": 2, "decide": 6, "revoke": 0.5, "disconnect_all": 0.1, "grant": 0.7, "restart": 1.2,
         "launch": 1.0, "draft": 2, "clear": 2, "prompt": 2, "menu": 1, "answer": 1, "title": 1, "exit": 0.4,
-        "replace": 0.3, "kill": 0, "wait": 3,
+        "replace": 0.3, "kill": 0, "wait": 3, "list": 1, "detail": 0.5, "preset": 0.5,
     })
 
 
@@ -434,6 +434,14 @@ class Sim:
             sent = self.sent[rng.choice(sorted(self.sent))]
             wait = rng.choice([0.0, 0.0, 5.0])
             self.call(f"get {sent.body}", lambda e, s=sent, w=wait: e.get_message(s.token, s.message_id, w))
+        elif action == "list" and pane is not None and (token := self.token_of(pane)):
+            self.call(f"list_agents and list_messages by {pane}", lambda e, t=token: self._list(e, t))
+        elif action == "detail" and pane is not None and self.engine is not None:
+            caller = self.engine.principal_for(self.token_of(rng.choice(panes)) or "")
+            self.call(f"get_agent {pane}", lambda e, p=pane, c=caller: self._detail(e, p, c))
+        elif action == "preset" and pane is not None:
+            preset = rng.choice([Preset.COLLABORATE, Preset.OBSERVE, Preset.OFF])
+            self.call(f"the pane toggle of {pane}: {preset}", lambda e, p=pane, pr=preset: e.set_pane_preset(p, pr))
         elif action == "decide" and self.engine is not None:
             cards = self.engine.cards()
             if cards:
@@ -494,6 +502,14 @@ class Sim:
         panes = {engine.hub.book.principals[m].pane_id for m in members if m in engine.hub.book.principals}
         return frozenset(hash_token(engine.restarts.tokens[rid]) for rid, state in engine.hub.restarts.items()
                          if (everyone or state.record.pane_id in panes) and rid in engine.restarts.tokens)
+
+    async def _list(self, engine: Engine, token: str) -> None:
+        engine.agents()
+        await engine.list_messages(token)
+
+    async def _detail(self, engine: Engine, pane_id: str, caller: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        engine.agent_detail(self.address_of(pane_id), caller)
 
     async def _revoke(self, engine: Engine, principal_ids: list[str], *, everyone: bool = False) -> None:
         members = {m for p in principal_ids for m in grants.group(engine.hub.book, p)}

@@ -177,9 +177,9 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: a guard that ends a message without typing leaves "
                    "the next consented message waiting on an armed idle pane")
 def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
-    """Seeds 13, 31, 38, 50 and 54 (of the first 60) end with a message ready for a pane the hub
-    holds armed and idle, and no attempt: the guard cancelled the oldest message (its sender had
-    gone) and nothing tried the next one; the screen never changes again, so nothing ever will."""
+    """Random seeds (kind ``guard_stall``) end with a message ready for a pane the hub holds armed
+    and idle, and no attempt: the guard cancelled the oldest message (its sender had gone) and
+    nothing tried the next one; the screen never changes again, so nothing ever will."""
 
     async def script(sim: Sim) -> None:
         a, b, c = await launch(sim), await launch(sim), await launch(sim)
@@ -201,8 +201,9 @@ def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: a store error inside a restart step stops its "
                    "driver; the restart stays open (remain-on-exit on) until the next daemon start")
 def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
-    """Seeds 23, 33 and 46: the store fails once as the restart's driver steps; the restart must still close
-    (done or failed, its option restored) while the daemon keeps running."""
+    """Random seeds (kind ``restart_stranded``): the store fails once as the restart's driver steps;
+    the restart must still close (done or failed, its option restored) while the daemon keeps
+    running."""
 
     async def script(sim: Sim) -> None:
         b = await launch(sim)
@@ -241,8 +242,8 @@ def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
 @pytest.mark.xfail(strict=True, reason="found by the simulation: one tmux error during startup (the first poll) "
                    "ends the daemon's start")
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
-    """Seeds 16, 33 and 44: the daemon is restarted and tmux fails once in its first poll; the start is
-    not supervised, so the whole daemon ends (the simulation then starts it again)."""
+    """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
+    poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
 
     async def script(sim: Sim) -> None:
         await launch(sim)

@@ -28,9 +28,10 @@ STOPPED = ("issue 10 (supervision): a store error inside a restart step stops it
            "open and the pane dead under remain-on-exit until the next daemon start")
 START = ("found by the simulation: one tmux or store error during startup (the first poll, reconciliation) ends "
          "the daemon's start (test_scenarios.test_a_tmux_error_during_startup_does_not_stop_the_daemon)")
+HANDLE = "issue 10: a handle that stops resolving is still typed into the old pane"
 KNOWN: dict[int, str] = {
-    13: GUARD, 16: START, 23: STOPPED, 31: GUARD, 33: STOPPED, 35: STUCK, 38: GUARD, 44: START, 46: STOPPED,
-    50: GUARD, 54: GUARD,
+    8: GUARD, 10: GUARD, 12: GUARD, 27: STOPPED, 29: GUARD, 34: HANDLE, 50: GUARD, 55: GUARD, 58: STOPPED,
+    59: STOPPED,
 }
 
 
