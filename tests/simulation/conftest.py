@@ -16,4 +16,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"{STATS['kills']} daemon kills, {rate:.0f} steps/s"
         )
     for kind, seeds in sorted(STATS["known"].items()):
-        terminalreporter.write_line(f"known defect {kind} ({KNOWN_DEFECTS[kind]}): {len(seeds)} seeds, e.g. {seeds[:5]}")
+        terminalreporter.write_line(
+            f"known defect {kind} ({KNOWN_DEFECTS[kind]}): {len(seeds)} seeds, e.g. {seeds[:5]}"
+        )

@@ -50,7 +50,14 @@ from tests.simulation.sim_tmux import Faults, SimServer, SimTmux
 
 BASE_TIME = 1_800_000_000.0
 BODY = re.compile(r"simmsg-\d+")
-STATS: dict[str, Any] = {"seeds": 0, "steps": 0, "io": 0, "kills": 0, "seconds": 0.0, "known": {}}  # for the summary
+STATS: dict[str, Any] = {
+    "seeds": 0,
+    "steps": 0,
+    "io": 0,
+    "kills": 0,
+    "seconds": 0.0,
+    "known": {},
+}  # for the summary
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (EngineError, ConnectError, TmuxError, sqlite3.Error)
 
 
@@ -88,11 +95,31 @@ class Config:
     limits: Limits = field(default_factory=lambda: Limits(card_ttl=120.0, id_ttl=900.0))
     cap: Preset = Preset.COLLABORATE
     swarm: bool = True  # swarm testing: each seed turns some actions off and scales the faults
-    weights: dict[str, float] = field(default_factory=lambda: {
-        "send": 10, "get": 2, "decide": 6, "revoke": 0.5, "disconnect_all": 0.1, "grant": 0.7, "restart": 1.2,
-        "launch": 1.0, "draft": 2, "clear": 2, "prompt": 2, "menu": 1, "answer": 1, "title": 1, "exit": 0.4,
-        "replace": 0.3, "kill": 0, "wait": 3, "list": 1, "detail": 0.5, "preset": 0.5,
-    })
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "send": 10,
+            "get": 2,
+            "decide": 6,
+            "revoke": 0.5,
+            "disconnect_all": 0.1,
+            "grant": 0.7,
+            "restart": 1.2,
+            "launch": 1.0,
+            "draft": 2,
+            "clear": 2,
+            "prompt": 2,
+            "menu": 1,
+            "answer": 1,
+            "title": 1,
+            "exit": 0.4,
+            "replace": 0.3,
+            "kill": 0,
+            "wait": 3,
+            "list": 1,
+            "detail": 0.5,
+            "preset": 0.5,
+        }
+    )
 
 
 class Violation(AssertionError):
@@ -122,7 +149,7 @@ class SimFaults(Faults):
             raise TmuxError(f"simulated failure of {op}")
 
     def on_lock(self, pane_id: str) -> None:
-        """"Buggify": the person acts on a pane just as the daemon takes its send lock."""
+        """ "Buggify": the person acts on a pane just as the daemon takes its send lock."""
         sim = self.sim
         if not self.on or sim.frng.random() >= sim.cfg.person_race:
             return
@@ -214,7 +241,9 @@ class Sim:
         self._nursery: trio.Nursery | None = None
         self.trace: list[str] = []
         self.violations: list[str] = []
-        self.kinds: list[str] = []  # the kind of each violation (invariants.KNOWN_DEFECTS names the known ones)
+        self.kinds: list[
+            str
+        ] = []  # the kind of each violation (invariants.KNOWN_DEFECTS names the known ones)
         self.sent: dict[str, Sent] = {}
         self.addresses: dict[str, str] = {}
         self.fail_next_applies = 0  # scenarios: the next N non-empty store writes raise
@@ -236,10 +265,14 @@ class Sim:
         seeds hammer one thing (many restarts, no kills, ...) instead of every seed averaging all."""
         cfg = self.cfg
         always = {"send", "decide", "wait"}
-        cfg.weights = {k: (0.0 if k not in always and rng.random() < 0.25 else w * rng.choice([0.5, 1.0, 2.0]))
-                       for k, w in cfg.weights.items()}
-        scale = {k: rng.choice([0.0, 0.5, 1.0, 2.0]) for k in ("tmux_fail", "pane_exit", "lost_paste", "store_fail", "kills",
-                                                                "person_race")}
+        cfg.weights = {
+            k: (0.0 if k not in always and rng.random() < 0.25 else w * rng.choice([0.5, 1.0, 2.0]))
+            for k, w in cfg.weights.items()
+        }
+        scale = {
+            k: rng.choice([0.0, 0.5, 1.0, 2.0])
+            for k in ("tmux_fail", "pane_exit", "lost_paste", "store_fail", "kills", "person_race")
+        }
         for name, factor in scale.items():
             setattr(cfg, name, getattr(cfg, name) * factor)
         self.trace.append(f"swarm: weights {cfg.weights}; faults x{scale}")
@@ -277,8 +310,17 @@ class Sim:
         generation = self.server.generation
         self.store = Store.open(self.data_dir)
         store = SimStore(self, self.store, generation)
-        engine = Engine(store, view, endpoint_url="http://127.0.0.1:9/mcp", limits=self.cfg.limits, cap=self.cfg.cap,
-                        timing=Timing(), clock=self.now, ids=self.ids, run_sync=self.run_sync_of(generation))
+        engine = Engine(
+            store,
+            view,
+            endpoint_url="http://127.0.0.1:9/mcp",
+            limits=self.cfg.limits,
+            cap=self.cfg.cap,
+            timing=Timing(),
+            clock=self.now,
+            ids=self.ids,
+            run_sync=self.run_sync_of(generation),
+        )
         if os.environ.get("SIM_VERBOSE") == "1":
             self._trace_steps(engine)
         self.engine = engine
@@ -365,7 +407,9 @@ class Sim:
         await trio.sleep(round(self.rng.uniform(0.1, 5.0), 2))
         await self.start_daemon()
 
-    def call(self, name: str, fn: Callable[[Engine], Awaitable[Any]], then: Callable[[Any], None] | None = None) -> None:
+    def call(
+        self, name: str, fn: Callable[[Engine], Awaitable[Any]], then: Callable[[Any], None] | None = None
+    ) -> None:
         """An agent's or the person's call to the live daemon, as a request handler of it."""
         engine, calls = self.engine, self._calls
         if engine is None or calls is None:
@@ -390,7 +434,9 @@ class Sim:
     # --- the world's parties ----------------------------------------------------------------------
 
     def live_panes(self) -> list[str]:
-        return sorted((p for p, pane in self.server.panes.items() if pane.agent is not None), key=lambda p: int(p[1:]))
+        return sorted(
+            (p for p, pane in self.server.panes.items() if pane.agent is not None), key=lambda p: int(p[1:])
+        )
 
     def address_of(self, pane_id: str) -> str:
         """The pane's address as the agents last listed it (possibly stale)."""
@@ -420,7 +466,11 @@ class Sim:
                 others = [p for p in panes if p != sender]
                 pane = rng.choice(others) if others and rng.random() < 0.95 else pane
                 body = f"simmsg-{len(self.sent) + 1}"
-                to = self.address_of(pane) if rng.random() < 0.8 else f"title:{rng.choice(['reviewer', 'builder'])}"
+                to = (
+                    self.address_of(pane)
+                    if rng.random() < 0.8
+                    else f"title:{rng.choice(['reviewer', 'builder'])}"
+                )
                 sent = Sent(body, self.token_of(sender) or "", f"m{len(self.sent) + 1}", to)
                 self.sent[body] = sent
                 self.log(f"send {sender} -> {to} {body}")
@@ -428,8 +478,13 @@ class Sim:
                 def answered(result: Any, sent: Sent = sent) -> None:
                     sent.answer = result
 
-                self.call(f"send {body}", lambda e, s=sent: e.send_message(s.token, to=s.to, text=f"please read {s.body}",
-                                                                           message_id=s.message_id), answered)
+                self.call(
+                    f"send {body}",
+                    lambda e, s=sent: e.send_message(
+                        s.token, to=s.to, text=f"please read {s.body}", message_id=s.message_id
+                    ),
+                    answered,
+                )
         elif action == "get" and self.sent:
             sent = self.sent[rng.choice(sorted(self.sent))]
             wait = rng.choice([0.0, 0.0, 5.0])
@@ -441,13 +496,17 @@ class Sim:
             self.call(f"get_agent {pane}", lambda e, p=pane, c=caller: self._detail(e, p, c))
         elif action == "preset" and pane is not None:
             preset = rng.choice([Preset.COLLABORATE, Preset.OBSERVE, Preset.OFF])
-            self.call(f"the pane toggle of {pane}: {preset}", lambda e, p=pane, pr=preset: e.set_pane_preset(p, pr))
+            self.call(
+                f"the pane toggle of {pane}: {preset}", lambda e, p=pane, pr=preset: e.set_pane_preset(p, pr)
+            )
         elif action == "decide" and self.engine is not None:
             cards = self.engine.cards()
             if cards:
                 card = rng.choice(cards)
                 decision = rng.choice([Decision.APPROVE_ONCE, Decision.APPROVE_PAIR, Decision.DECLINE])
-                self.call(f"decide {card['id']} {decision}", lambda e, c=card["id"], d=decision: e.decide(c, d))
+                self.call(
+                    f"decide {card['id']} {decision}", lambda e, c=card["id"], d=decision: e.decide(c, d)
+                )
         elif action == "revoke" and self.principals():
             principal = rng.choice(self.principals())
             self.call(f"revoke {principal}", lambda e, p=principal: self._revoke(e, [p]))
@@ -500,8 +559,11 @@ class Sim:
     def _in_flight(self, engine: Engine, members: set[str], everyone: bool) -> frozenset[str]:
         """The token hashes the restarts open on these principals' panes would hand their new process."""
         panes = {engine.hub.book.principals[m].pane_id for m in members if m in engine.hub.book.principals}
-        return frozenset(hash_token(engine.restarts.tokens[rid]) for rid, state in engine.hub.restarts.items()
-                         if (everyone or state.record.pane_id in panes) and rid in engine.restarts.tokens)
+        return frozenset(
+            hash_token(engine.restarts.tokens[rid])
+            for rid, state in engine.hub.restarts.items()
+            if (everyone or state.record.pane_id in panes) and rid in engine.restarts.tokens
+        )
 
     async def _list(self, engine: Engine, token: str) -> None:
         engine.agents()
@@ -522,7 +584,11 @@ class Sim:
         self.checker.note_revocation(frozenset(members))
 
     async def _grant(self, engine: Engine, session: tuple[str, str], preset: Preset) -> None:
-        members = {m for p in grants.principals_of_session(engine.hub.book, session) for m in grants.group(engine.hub.book, p)}
+        members = {
+            m
+            for p in grants.principals_of_session(engine.hub.book, session)
+            for m in grants.group(engine.hub.book, p)
+        }
         if preset is Preset.OFF:
             self.checker.note_withdrawn(self._in_flight(engine, members, False))
         await engine.set_grant(session, preset)
@@ -578,15 +644,21 @@ class Sim:
                     self.server.person_clears(pane_id)
             if self.engine is not None:
                 for card in self.engine.cards():
-                    self.call(f"approve {card['id']}", lambda e, c=card["id"]: e.decide(c, Decision.APPROVE_ONCE))
+                    self.call(
+                        f"approve {card['id']}", lambda e, c=card["id"]: e.decide(c, Decision.APPROVE_ONCE)
+                    )
             await trio.sleep(5.0)
             self.checker.after_step()
             if self.engine is not None and self.checker.settled():
                 break
 
 
-def run_seed(seed: int, cfg: Config | None = None, hooks: dict[str, Callable[..., Any]] | None = None,
-             data_dir: Path | None = None) -> Sim:
+def run_seed(
+    seed: int,
+    cfg: Config | None = None,
+    hooks: dict[str, Callable[..., Any]] | None = None,
+    data_dir: Path | None = None,
+) -> Sim:
     """Run one seed to the end; the Sim holds the trace and the violations (raise with :func:`check`)."""
     import trio._core._run as trio_run
 
@@ -622,7 +694,9 @@ def check(sim: Sim, *, allow_known: bool = False) -> None:
     if allow_known:
         for kind in set(sim.kinds) & set(invariants.KNOWN_DEFECTS):
             STATS["known"].setdefault(kind, []).append(sim.seed)
-        unknown = [v for v, k in zip(sim.violations, sim.kinds, strict=True) if k not in invariants.KNOWN_DEFECTS]
+        unknown = [
+            v for v, k in zip(sim.violations, sim.kinds, strict=True) if k not in invariants.KNOWN_DEFECTS
+        ]
         if not unknown:
             return
     if sim.violations:
@@ -632,6 +706,8 @@ def check(sim: Sim, *, allow_known: bool = False) -> None:
             path = Path(directory) / f"seed-{sim.seed}.trace"
             path.write_text("\n".join(sim.trace) + "\n")
             saved = f"the whole trace: {path}\n"
-        raise Violation(f"SEED={sim.seed}: {len(sim.violations)} violation(s), first ({sim.kinds[0]}): "
-                        f"{sim.violations[0]}\nreplay: make simulate SEED={sim.seed}\n{saved}"
-                        f"--- last trace lines ---\n{tail}")
+        raise Violation(
+            f"SEED={sim.seed}: {len(sim.violations)} violation(s), first ({sim.kinds[0]}): "
+            f"{sim.violations[0]}\nreplay: make simulate SEED={sim.seed}\n{saved}"
+            f"--- last trace lines ---\n{tail}"
+        )

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # Violations that are defects of issue 10 (or found by this simulation) not yet fixed on this branch:
 # `make simulate ALLOW_KNOWN=1` counts them and fails only on anything else.
 KNOWN_DEFECTS = {
-    "delivered_unseen": "issue 10: \"delivered\" on a busy reading without the marker",
+    "delivered_unseen": 'issue 10: "delivered" on a busy reading without the marker',
     "handle_moved": "issue 10: a handle that stops resolving is still typed into the old pane",
     "idle_stall": "issue 10: a recipient that sits idle stops receiving for good",
     "guard_stall": "found: a guard that ends a message without typing leaves the next one on an armed idle pane",
@@ -34,7 +34,9 @@ KNOWN_DEFECTS = {
 }
 
 # What a supervised task may fail with (an injected fault); anything else is a bug that ends a task.
-EXPECTED_TASK_ERRORS = frozenset({"TmuxError", "TmuxNoServer", "StoreFault", "RestartEffectFailed", "Cancelled"})
+EXPECTED_TASK_ERRORS = frozenset(
+    {"TmuxError", "TmuxNoServer", "StoreFault", "RestartEffectFailed", "Cancelled"}
+)
 
 
 class Checker:
@@ -44,7 +46,9 @@ class Checker:
         self.finals: dict[str, str] = {}  # message ref -> its final outcome
         self.races = 0  # pastes into a pane that changed after the daemon's last look (unseeable)
         self.revocations: list[tuple[frozenset[str], float]] = []  # (principals, clock when it returned)
-        self.withdrawn: set[str] = set()  # token hashes of restarts in flight when their connect was withdrawn
+        self.withdrawn: set[str] = (
+            set()
+        )  # token hashes of restarts in flight when their connect was withdrawn
         sim.server.on_paste = self.on_paste
 
     # --- at every paste ---------------------------------------------------------------------------
@@ -70,7 +74,9 @@ class Checker:
         if not paste.seen_version:
             self.races += 1  # the screen changed after the daemon's last look: no reader could know
             return
-        self.sim.violate(f"typed into {paste.pane_id} while it was busy, held a draft or a menu: {paste.text[:60]!r}")
+        self.sim.violate(
+            f"typed into {paste.pane_id} while it was busy, held a draft or a menu: {paste.text[:60]!r}"
+        )
 
     def at_most_once(self, body: str) -> None:
         """At most one typing attempt per admitted message, across daemon restarts."""
@@ -93,10 +99,14 @@ class Checker:
         if not message.handle or not message.handle.startswith("title:"):
             return
         title = message.handle.split(":", 1)[1]
-        named = [p for p, pane in self.sim.server.panes.items() if pane.agent is not None and pane.title == title]
+        named = [
+            p for p, pane in self.sim.server.panes.items() if pane.agent is not None and pane.title == title
+        ]
         if named != [paste.pane_id]:
-            self.sim.violate(f"{body} for {message.handle} typed into {paste.pane_id}; the handle names {named}",
-                             kind="handle_moved")
+            self.sim.violate(
+                f"{body} for {message.handle} typed into {paste.pane_id}; the handle names {named}",
+                kind="handle_moved",
+            )
 
     # --- after every step -------------------------------------------------------------------------
 
@@ -116,14 +126,18 @@ class Checker:
         for token_hash in sorted(self.withdrawn):
             if grants.authenticate_or_none(engine.hub.book, token_hash) is not None:
                 self.withdrawn.discard(token_hash)
-                self.sim.violate("a revocation was undone: the restart in flight gave the respawned agent a live token")
+                self.sim.violate(
+                    "a revocation was undone: the restart in flight gave the respawned agent a live token"
+                )
 
     def one_final_outcome(self, message: Message) -> None:
         """A message's final outcome, once reached, never changes (across daemon restarts too)."""
         seen = self.finals.get(message.ref)
         if not message.is_final:
             if seen is not None:
-                self.sim.violate(f"{message.ref} ({_body(message.typed)}) was {seen}, now {message.state} again")
+                self.sim.violate(
+                    f"{message.ref} ({_body(message.typed)}) was {seen}, now {message.state} again"
+                )
             return
         if seen is None:
             self.finals[message.ref] = message.outcome
@@ -133,19 +147,23 @@ class Checker:
             self.sim.violate(f"{message.ref} ({_body(message.typed)}) was {seen}, now {message.outcome}")
 
     def delivered_only_when_seen(self, message: Message) -> None:
-        """"delivered" only where the provenance marker was seen submitted on the recipient's screen."""
+        """ "delivered" only where the provenance marker was seen submitted on the recipient's screen."""
         marker = "> " + message.typed.split("\n", 1)[0][:60]
         captures = self.sim.server.captures.get(message.recipient_pane, [])
         if not any(marker in text for _, _, text in captures):
-            self.sim.violate(f"{message.ref} ({_body(message.typed)}) delivered, but its marker never showed",
-                            kind="delivered_unseen")
+            self.sim.violate(
+                f"{message.ref} ({_body(message.typed)}) delivered, but its marker never showed",
+                kind="delivered_unseen",
+            )
 
     def after_start(self, engine: Engine) -> None:
         """After recovery, no live token belongs to an incarnation the daemon's first look did not find."""
         live = {record.token for record in engine.watcher.directory.panes.values()}
         for token in engine.hub.book.tokens.values():
             if token.state is TokenState.LIVE and token.incarnation not in live:
-                self.sim.violate(f"after recovery, a live token for the dead incarnation {token.pane_id}@{token.incarnation}")
+                self.sim.violate(
+                    f"after recovery, a live token for the dead incarnation {token.pane_id}@{token.incarnation}"
+                )
 
     # --- once quiet -------------------------------------------------------------------------------
 
@@ -170,15 +188,25 @@ class Checker:
             if not message.is_final:
                 view = engine.hub.panes.get(message.recipient_pane)
                 agent = self.sim.server.panes.get(message.recipient_pane)
-                self.sim.log(f"  hub's view of {message.recipient_pane}: {view}; the pane: {agent}; attempts: {engine.hub.attempts}; restarts: {list(engine.hub.restarts)}; message: {message}")
-                stalled = "guard_stall" if view is not None and view.ready and view.armed and not engine.hub.attempts else "idle_stall"
-                self.sim.violate(f"{message.ref} ({_body(message.typed)}) still {message.state} after quiescence",
-                                 kind=stalled if message.state is MessageState.READY else "not_final")
+                self.sim.log(
+                    f"  hub's view of {message.recipient_pane}: {view}; the pane: {agent}; "
+                    f"attempts: {engine.hub.attempts}; restarts: {list(engine.hub.restarts)}; message: {message}"
+                )
+                stalled = (
+                    "guard_stall"
+                    if view is not None and view.ready and view.armed and not engine.hub.attempts
+                    else "idle_stall"
+                )
+                self.sim.violate(
+                    f"{message.ref} ({_body(message.typed)}) still {message.state} after quiescence",
+                    kind=stalled if message.state is MessageState.READY else "not_final",
+                )
 
     def restarts_closed_clean(self, engine: Engine) -> None:
         """Every restart closes, and leaves no pane dead or with the temporary remain-on-exit."""
         for restart_id, state in engine.hub.restarts.items():
-            self.sim.log(f"  open restart: {state.record}; deadline {state.deadline}; pane {self.sim.server.panes.get(state.record.pane_id)}")
+            pane = self.sim.server.panes.get(state.record.pane_id)
+            self.sim.log(f"  open restart: {state.record}; deadline {state.deadline}; pane {pane}")
             self.sim.violate(f"restart {restart_id} still open after quiescence", kind="restart_stranded")
         if engine.hub.restarts:
             return
@@ -192,13 +220,17 @@ class Checker:
         """No live token for an incarnation that no longer runs."""
         from connectd.watcher import token_of
 
-        live = {token_of(self.sim.server.info(p)) for p in self.sim.server.panes.values() if p.agent is not None}
+        live = {
+            token_of(self.sim.server.info(p)) for p in self.sim.server.panes.values() if p.agent is not None
+        }
         for token in engine.hub.book.tokens.values():
             if token.state is TokenState.LIVE and token.incarnation not in live:
                 principal = grants.authenticate_or_none(engine.hub.book, token.token_hash)
                 if principal is not None:
-                    self.sim.violate(f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}",
-                                     kind="token_outlives_pane")
+                    self.sim.violate(
+                        f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}",
+                        kind="token_outlives_pane",
+                    )
 
 
 class FailureLog(logging.Handler):

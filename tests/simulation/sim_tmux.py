@@ -59,10 +59,19 @@ class Agent:
 
     def screen(self, now: float) -> tuple[list[str], tuple[int, int]]:
         self.advance(now)
-        head = [" ▐▛███▜▌   Sim agent (claude-like)", "▝▜█████▛▘  session sim", f"  ▘▘ ▝▝    {self.cwd}", ""]
+        head = [" ▐▛███▜▌   Sim agent (claude-like)", "▝▜█████▛▘  session sim", f"  ▘▘ ▝▝    {self.cwd}"]
+        head.append("")
         if self.dialog:
-            foot = [RULE * WIDTH, " Bash command: rm -rf build", "", " Do you want to proceed?", " ❯ 1. Yes",
-                    "   2. No", "", " Esc to cancel"]
+            foot = [
+                RULE * WIDTH,
+                " Bash command: rm -rf build",
+                "",
+                " Do you want to proceed?",
+                " ❯ 1. Yes",
+                "   2. No",
+                "",
+                " Esc to cancel",
+            ]
             return head + [""] * (HEIGHT - len(head) - len(foot)) + foot, (0, HEIGHT - 1)
         else:
             lines = self.composer.split("\n")
@@ -129,8 +138,12 @@ class SimServer:
         self._next_pid = 1000
         self.faults = Faults()
         self.pastes: list[Paste] = []
-        self.captures: dict[str, list[tuple[float, int, str]]] = {}  # pane -> (at, pid, text) given to a daemon
-        self.last_captured: dict[str, tuple[int, int]] = {}  # pane -> (pid, version) of the daemon's last capture
+        self.captures: dict[
+            str, list[tuple[float, int, str]]
+        ] = {}  # pane -> (at, pid, text) given to a daemon
+        self.last_captured: dict[
+            str, tuple[int, int]
+        ] = {}  # pane -> (pid, version) of the daemon's last capture
         self.ops = 0  # tmux calls made, for steps/s
         self.generation = 0  # the daemon generation whose view is live
         self.on_paste: Callable[[Paste], None] = lambda paste: None
@@ -143,12 +156,27 @@ class SimServer:
 
     def spawn_agent(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Agent:
         self._next_pid += 1
-        command = "claude" if argv and argv[0].endswith("claude") else (argv[0].rsplit("/", 1)[-1] if argv else "sh")
-        return Agent(pid=self._next_pid, start=int(self.now() * 100) + self._next_pid, argv=tuple(argv),
-                     env=dict(env), cwd=cwd, command=command)
+        command = (
+            "claude"
+            if argv and argv[0].endswith("claude")
+            else (argv[0].rsplit("/", 1)[-1] if argv else "sh")
+        )
+        return Agent(
+            pid=self._next_pid,
+            start=int(self.now() * 100) + self._next_pid,
+            argv=tuple(argv),
+            env=dict(env),
+            cwd=cwd,
+            command=command,
+        )
 
-    def open_pane(self, argv: Sequence[str], cwd: str = "/work", env: Mapping[str, str] | None = None,
-                  session: str = "main") -> str:
+    def open_pane(
+        self,
+        argv: Sequence[str],
+        cwd: str = "/work",
+        env: Mapping[str, str] | None = None,
+        session: str = "main",
+    ) -> str:
         self._next_pane += 1
         pane_id = f"%{self._next_pane}"
         self.panes[pane_id] = Pane(pane_id, session, self._next_pane, self.spawn_agent(argv, cwd, env or {}))
@@ -258,11 +286,23 @@ class SimServer:
         if agent is not None:
             agent.advance(self.now())
         return PaneInfo(
-            server_pid=SERVER_PID, server_start_time=SERVER_START, session_id="$0", window_id=f"@{pane.window_index}",
-            window_index=pane.window_index, pane_id=pane.pane_id, pane_pid=agent.pid if agent else None,
-            dead=agent is None, dead_status=pane.dead_status if agent is None else None, width=WIDTH, height=HEIGHT,
-            cursor_x=0, cursor_y=0, session_name=pane.session, title=pane.title,
-            current_command=agent.command if agent else "", current_path=agent.cwd if agent else "/",
+            server_pid=SERVER_PID,
+            server_start_time=SERVER_START,
+            session_id="$0",
+            window_id=f"@{pane.window_index}",
+            window_index=pane.window_index,
+            pane_id=pane.pane_id,
+            pane_pid=agent.pid if agent else None,
+            dead=agent is None,
+            dead_status=pane.dead_status if agent is None else None,
+            width=WIDTH,
+            height=HEIGHT,
+            cursor_x=0,
+            cursor_y=0,
+            session_name=pane.session,
+            title=pane.title,
+            current_command=agent.command if agent else "",
+            current_path=agent.cwd if agent else "/",
             process_start_time=agent.start if agent else None,
         )
 
@@ -399,8 +439,9 @@ class SimTmux:
 
     # --- processes --------------------------------------------------------------------------------
 
-    async def respawn(self, pane_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str], *,
-                      kill: bool = False) -> None:
+    async def respawn(
+        self, pane_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str], *, kill: bool = False
+    ) -> None:
         server = await self._call("respawn", check_pane_id(pane_id))
         pane = server.pane(pane_id)
         if pane.agent is not None and not kill:
@@ -429,6 +470,21 @@ def agent_of(server: SimServer, pane_id: str) -> Agent | None:
 
 def port_methods() -> tuple[str, ...]:
     """The adapter methods the engine uses, which SimTmux must share (the conformance test checks them)."""
-    return ("server_running", "list_sessions", "list_panes", "has_pane", "capture", "paste_text", "press_enter",
-            "send_exit_command", "get_pane_option", "set_pane_option", "respawn", "new_window", "kill_pane",
-            "reap", "pane_lock", "forget_pane_locks")
+    return (
+        "server_running",
+        "list_sessions",
+        "list_panes",
+        "has_pane",
+        "capture",
+        "paste_text",
+        "press_enter",
+        "send_exit_command",
+        "get_pane_option",
+        "set_pane_option",
+        "respawn",
+        "new_window",
+        "kill_pane",
+        "reap",
+        "pane_lock",
+        "forget_pane_locks",
+    )

@@ -29,7 +29,9 @@ def restart_undoes_revocation(mp: pytest.MonkeyPatch) -> None:
     def respawned(hub: H.Hub, ev: H.RestartRespawned) -> H.Step:
         state = hub.restarts[ev.restart_id]
         key = ("session", state.record.harness, state.record.session_id)
-        book = replace(hub.book, grants={**hub.book.grants, key: grants.PRESET_SCOPES[grants.Preset.COLLABORATE]})
+        book = replace(
+            hub.book, grants={**hub.book.grants, key: grants.PRESET_SCOPES[grants.Preset.COLLABORATE]}
+        )
         state = replace(state, record=replace(state.record, connect_withdrawn=""))
         return original(replace(hub, book=book, restarts={**hub.restarts, ev.restart_id: state}), ev)
 
@@ -47,8 +49,10 @@ def recovery_retypes(mp: pytest.MonkeyPatch) -> None:
     original = H._recover
 
     def recover(hub: H.Hub, ev: H.Recover) -> H.Step:
-        messages = {k: replace(m, state=MessageState.READY) if m.state is MessageState.TYPING else m
-                    for k, m in hub.messages.items()}
+        messages = {
+            k: replace(m, state=MessageState.READY) if m.state is MessageState.TYPING else m
+            for k, m in hub.messages.items()
+        }
         return original(replace(hub, messages=messages), ev)
 
     mp.setattr(H, "_recover", recover)
@@ -76,13 +80,22 @@ MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, fl
 ]
 
 
-@pytest.mark.parametrize(("mutant", "violation", "within", "weights"), [
-    pytest.param(*m, id=m[0].__name__,
-                 marks=() if i == 0 or ALL else pytest.mark.skip(reason="SIM_MUTANTS=1 runs every mutant"))
-    for i, m in enumerate(MUTANTS)
-])
+@pytest.mark.parametrize(
+    ("mutant", "violation", "within", "weights"),
+    [
+        pytest.param(
+            *m,
+            id=m[0].__name__,
+            marks=() if i == 0 or ALL else pytest.mark.skip(reason="SIM_MUTANTS=1 runs every mutant"),
+        )
+        for i, m in enumerate(MUTANTS)
+    ],
+)
 def test_a_reintroduced_defect_is_found_within_the_seeds(
-    monkeypatch: pytest.MonkeyPatch, mutant: Callable[[pytest.MonkeyPatch], None], violation: str, within: int,
+    monkeypatch: pytest.MonkeyPatch,
+    mutant: Callable[[pytest.MonkeyPatch], None],
+    violation: str,
+    within: int,
     weights: dict[str, float],
 ) -> None:
     mutant(monkeypatch)

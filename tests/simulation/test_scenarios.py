@@ -75,7 +75,7 @@ def principal_of(sim: Sim, pane: str) -> str:
 # --- the defects of issue 10 ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: \"delivered\" reported on a busy reading without the marker")
+@pytest.mark.xfail(strict=True, reason='issue 10: "delivered" reported on a busy reading without the marker')
 def test_delivered_needs_the_marker_on_screen() -> None:
     """The paste is lost and the person starts a turn of their own: the pane is busy, the marker never
     shows, so the outcome must be unconfirmed."""
@@ -99,7 +99,9 @@ def test_delivered_needs_the_marker_on_screen() -> None:
     check(sim)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: a handle that stops resolving is still typed into the old pane")
+@pytest.mark.xfail(
+    strict=True, reason="issue 10: a handle that stops resolving is still typed into the old pane"
+)
 def test_a_handle_that_became_ambiguous_is_not_typed() -> None:
     async def script(sim: Sim) -> None:
         a, b, c = await launch(sim), await launch(sim), await launch(sim)
@@ -131,7 +133,9 @@ def test_an_idle_recipient_keeps_receiving_after_quick_turns() -> None:
         stuck = [f"simmsg-{n}" for n in range(1, 9) if outcome(sim, f"simmsg-{n}") != "delivered"]
         assert sim.engine is not None
         view = sim.engine.hub.panes.get(b)
-        assert not stuck, f"not delivered 30 s later while the recipient sat idle: {stuck}; the hub's view: {view}"
+        assert not stuck, (
+            f"not delivered 30 s later while the recipient sat idle: {stuck}; the hub's view: {view}"
+        )
 
     check(scenario(script))
 
@@ -174,8 +178,11 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
     assert answers and answers[0] != "queued", answers
 
 
-@pytest.mark.xfail(strict=True, reason="found by the simulation: a guard that ends a message without typing leaves "
-                   "the next consented message waiting on an armed idle pane")
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a guard that ends a message without typing leaves "
+    "the next consented message waiting on an armed idle pane",
+)
 def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
     """Random seeds (kind ``guard_stall``) end with a message ready for a pane the hub holds armed
     and idle, and no attempt: the guard cancelled the oldest message (its sender had gone) and
@@ -198,8 +205,11 @@ def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
     check(scenario(script))
 
 
-@pytest.mark.xfail(strict=True, reason="found by the simulation: a store error inside a restart step stops its "
-                   "driver; the restart stays open (remain-on-exit on) until the next daemon start")
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a store error inside a restart step stops its "
+    "driver; the restart stays open (remain-on-exit on) until the next daemon start",
+)
 def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
     """Random seeds (kind ``restart_stranded``): the store fails once as the restart's driver steps;
     the restart must still close (done or failed, its option restored) while the daemon keeps
@@ -218,8 +228,11 @@ def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> No
     check(scenario(script))
 
 
-@pytest.mark.xfail(strict=True, reason="found by the simulation: a store error while stepping PaneGone loses it; "
-                   "the dead agent's token stays live until the next daemon start")
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a store error while stepping PaneGone loses it; "
+    "the dead agent's token stays live until the next daemon start",
+)
 def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
     """The watcher forgets the pane before the core has heard PaneGone; if that step fails, no later
     poll sees a difference, so the incarnation is never ended."""
@@ -239,8 +252,10 @@ def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
     check(scenario(script))
 
 
-@pytest.mark.xfail(strict=True, reason="found by the simulation: one tmux error during startup (the first poll) "
-                   "ends the daemon's start")
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: one tmux error during startup (the first poll) ends the daemon's start",
+)
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
     """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
     poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
@@ -298,7 +313,13 @@ def test_a_capture_failing_inside_a_guard_does_not_end_the_daemon() -> None:
         before = sim.faults.before
 
         def fail_once_in_guard(view: SimTmux, op: str, pane_id: str | None) -> None:
-            if op == "capture" and pane_id == b and sim.engine is not None and sim.engine.hub.attempts and not failed:
+            if (
+                op == "capture"
+                and pane_id == b
+                and sim.engine is not None
+                and sim.engine.hub.attempts
+                and not failed
+            ):
                 failed.append(op)
                 raise TmuxError("can't find pane (simulated, inside the guard)")
             before(view, op, pane_id)
