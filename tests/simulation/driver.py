@@ -229,8 +229,8 @@ class Sim:
         self.ids = SeededIds(random.Random(seed * 104729 + 2))
         self.data_dir = data_dir
         self.server = SimServer(self.now)
-        self.server.turn_length = lambda: round(self.rng.uniform(0.3, 15.0), 2)  # type: ignore[method-assign]
-        self.server.exit_delay = lambda: round(self.rng.uniform(0.2, 8.0), 2)  # type: ignore[method-assign]
+        self.server.turn_length = lambda: round(self.rng.uniform(0.3, 15.0), 2)
+        self.server.exit_delay = lambda: round(self.rng.uniform(0.2, 8.0), 2)
         self.faults = SimFaults(self)
         self.server.faults = self.faults
         self.engine: Engine | None = None

@@ -89,7 +89,7 @@ class Checker:
 
     def not_after_revocation(self, message: Message, body: str) -> None:
         """Nothing of a message admitted before the revocation of either end is typed after it returned."""
-        ends = {message.sender, message.recipient_principal}
+        ends = {message.sender} | ({message.recipient_principal} if message.recipient_principal else set())
         for principals, returned in self.revocations:
             if ends & principals and message.created_at < returned:
                 self.sim.violate(f"{body} typed after the revocation of {sorted(ends & principals)} returned")

@@ -147,6 +147,8 @@ class SimServer:
         self.ops = 0  # tmux calls made, for steps/s
         self.generation = 0  # the daemon generation whose view is live
         self.on_paste: Callable[[Paste], None] = lambda paste: None
+        self.turn_length: Callable[[], float] = lambda: 3.0  # an agent's turn after a submitted prompt
+        self.exit_delay: Callable[[], float] = lambda: 1.0  # from /exit to the process's end
         # The control-mode reader's %output notification (the driver forwards it to the live daemon),
         # and a timer for what an agent draws later (the end of its turn).
         self.on_output: Callable[[str], None] = lambda pane_id: None
@@ -236,9 +238,6 @@ class SimServer:
             agent.dialog = False
             agent.transcript += ["⏺ Allowed.", ""]
             self.changed(self.panes[pane_id])
-
-    turn_length: Callable[[], float] = staticmethod(lambda: 3.0)  # type: ignore[assignment]
-    exit_delay: Callable[[], float] = staticmethod(lambda: 1.0)  # type: ignore[assignment]
 
     def _agent(self, pane_id: str) -> Agent | None:
         pane = self.panes.get(pane_id)

@@ -122,7 +122,7 @@ def test_an_idle_recipient_keeps_receiving_after_quick_turns() -> None:
     every later message to that pane must still be typed while it sits idle."""
 
     async def script(sim: Sim) -> None:
-        sim.server.turn_length = lambda: 0.15  # type: ignore[method-assign]
+        sim.server.turn_length = lambda: 0.15
         a, b = await launch(sim), await launch(sim)
         await trio.sleep(3)
         for n in range(1, 9):
