@@ -61,6 +61,9 @@ STATS: dict[str, Any] = {
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (EngineError, ConnectError, TmuxError, sqlite3.Error)
 
 
+EFFECT_OPS = frozenset({"paste_text", "press_enter", "set_pane_option", "respawn", "new_window"})
+
+
 class StoreFault(sqlite3.OperationalError):
     """A simulated store failure (disk I/O error)."""
 
@@ -135,7 +138,9 @@ class SimFaults(Faults):
     def before(self, view: SimTmux, op: str, pane_id: str | None) -> None:
         sim = self.sim
         sim.io_calls += 1
-        if self.countdown():
+        at_effect = self.kill_in is not None and op in EFFECT_OPS and sim.frng.random() < 0.4
+        if self.countdown() or at_effect:  # a pending kill prefers an effect: a paste, an Enter, a respawn
+            self.kill_in = None
             sim.kill(f"tmux {op} {pane_id or ''}")
             return
         if not self.on:
@@ -147,6 +152,12 @@ class SimFaults(Faults):
         if op != "server_running" and rng.random() < cfg.tmux_fail:
             sim.log(f"fault: tmux {op} {pane_id} fails")
             raise TmuxError(f"simulated failure of {op}")
+
+    def after(self, view: SimTmux, op: str, pane_id: str | None) -> None:
+        """A pending kill may land just after a paste or an Enter reached the pane."""
+        if self.kill_in is not None and self.sim.frng.random() < 0.4:
+            self.kill_in = None
+            self.sim.kill(f"just after tmux {op} {pane_id}")
 
     def on_lock(self, pane_id: str) -> None:
         """ "Buggify": the person acts on a pane just as the daemon takes its send lock."""
@@ -551,7 +562,7 @@ class Sim:
             self.log(f"{pane} is respawned by someone else")
             server.replace_process(pane)
         elif action == "kill":
-            self.faults.kill_in = rng.randint(1, 40)
+            self.faults.kill_in = rng.randint(1, 150)
             self.log(f"the daemon will be killed at I/O call +{self.faults.kill_in}")
         elif action == "wait":
             await trio.sleep(round(rng.uniform(1.0, 30.0), 2))

@@ -125,6 +125,9 @@ class Faults:
     def lost_paste(self, pane_id: str) -> bool:
         return False
 
+    def after(self, view: SimTmux, op: str, pane_id: str | None) -> None:
+        """Called once a paste or an Enter reached the pane; may kill the daemon."""
+
     def on_lock(self, pane_id: str) -> None:
         """Called as the daemon asks for a pane's send lock (the moment before its guard reads the pane)."""
 
@@ -347,6 +350,12 @@ class SimTmux:
             await trio.sleep_forever()
         return server
 
+    async def _done(self, op: str, pane_id: str | None) -> None:
+        """After a call's effect reached the pane: the daemon may be killed right there."""
+        self.server.faults.after(self, op, pane_id)
+        if self.server.generation != self.generation:
+            await trio.sleep_forever()
+
     # --- locks, as the adapter ---------------------------------------------------------------------
 
     def pane_lock(self, pane_id: str) -> anyio.Lock:
@@ -403,10 +412,10 @@ class SimTmux:
         paste = Paste(server.now(), pane_id, agent.pid, text, clean, seen, self.generation)
         server.pastes.append(paste)
         server.on_paste(paste)
-        if server.faults.lost_paste(pane_id) or agent.dialog:
-            return
-        agent.composer += text
-        server.changed(pane)
+        if not server.faults.lost_paste(pane_id) and not agent.dialog:
+            agent.composer += text
+            server.changed(pane)
+        await self._done("paste_text", pane_id)
 
     async def press_enter(self, pane_id: str) -> None:
         server = await self._call("press_enter", check_pane_id(pane_id))
@@ -414,6 +423,7 @@ class SimTmux:
         if pane.agent is None:
             raise TmuxError(f"pane {pane_id} is dead")
         server._enter(pane)
+        await self._done("press_enter", pane_id)
 
     async def send_exit_command(self, pane_id: str, command: str, *, settle: float = 0.4) -> None:
         await self.paste_text(pane_id, command)
