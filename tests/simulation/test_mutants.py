@@ -1,0 +1,108 @@
+"""The invariants have teeth: put a defect back into the daemon and the random simulation finds it.
+
+Each mutant reintroduces one defect (issue 10's or a classic one) by patching the core, then runs
+seeds from 1 until a violation of the invariant that should catch it appears, within a bound. The
+first mutant runs in ``make test``; all of them with ``SIM_MUTANTS=1`` (``make simulate-mutants``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from connectcore import grants
+from connectcore import hub as H
+from connectcore.delivery import MessageState
+from tests.simulation.driver import Config, run_seed
+
+ALL = os.environ.get("SIM_MUTANTS") == "1"
+
+
+def restart_undoes_revocation(mp: pytest.MonkeyPatch) -> None:
+    """Issue 10's first defect: the respawn gets the grant of when the restart began, and a revocation
+    no longer withdraws the restart in flight."""
+    original = H._restart_respawned
+
+    def respawned(hub: H.Hub, ev: H.RestartRespawned) -> H.Step:
+        state = hub.restarts[ev.restart_id]
+        key = ("session", state.record.harness, state.record.session_id)
+        book = replace(
+            hub.book, grants={**hub.book.grants, key: grants.PRESET_SCOPES[grants.Preset.COLLABORATE]}
+        )
+        state = replace(state, record=replace(state.record, connect_withdrawn=""))
+        return original(replace(hub, book=book, restarts={**hub.restarts, ev.restart_id: state}), ev)
+
+    mp.setattr(H, "_restart_respawned", respawned)
+    mp.setattr(H, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))
+
+
+def reconcile_forgets(mp: pytest.MonkeyPatch) -> None:
+    """Issue 10: agents that died while the daemon was down stay connected."""
+    mp.setattr(H, "_reconcile", lambda hub, ev: (hub, ()))
+
+
+def recovery_retypes(mp: pytest.MonkeyPatch) -> None:
+    """A message caught typing by a crash is typed again after the restart (instead of unconfirmed)."""
+    original = H._recover
+
+    def recover(hub: H.Hub, ev: H.Recover) -> H.Step:
+        messages = {
+            k: replace(m, state=MessageState.READY) if m.state is MessageState.TYPING else m
+            for k, m in hub.messages.items()
+        }
+        return original(replace(hub, messages=messages), ev)
+
+    mp.setattr(H, "_recover", recover)
+
+
+def blind_guard(mp: pytest.MonkeyPatch) -> None:
+    """The guard trusts the hub's last view instead of the screen it reads under the send lock."""
+    original = H._guard
+
+    def guard(hub: H.Hub, ev: H.GuardObserved) -> H.Step:
+        message = hub.messages.get(ev.message)
+        view = hub.panes.get(message.recipient_pane) if message is not None else None
+        if view is not None:
+            ev = replace(ev, ready=True, fingerprint=view.fingerprint)
+        return original(hub, ev)
+
+    mp.setattr(H, "_guard", guard)
+
+
+MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, float]]] = [
+    (restart_undoes_revocation, "revocation was undone", 60, {"restart": 4, "revoke": 2}),
+    (reconcile_forgets, "live token for the dead incarnation", 60, {}),
+    (recovery_retypes, "typed 2 times", 80, {}),
+    (blind_guard, "while it was busy, held a draft or a menu", 60, {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutant", "violation", "within", "weights"),
+    [
+        pytest.param(
+            *m,
+            id=m[0].__name__,
+            marks=() if i == 0 or ALL else pytest.mark.skip(reason="SIM_MUTANTS=1 runs every mutant"),
+        )
+        for i, m in enumerate(MUTANTS)
+    ],
+)
+def test_a_reintroduced_defect_is_found_within_the_seeds(
+    monkeypatch: pytest.MonkeyPatch,
+    mutant: Callable[[pytest.MonkeyPatch], None],
+    violation: str,
+    within: int,
+    weights: dict[str, float],
+) -> None:
+    mutant(monkeypatch)
+    config = Config(weights={**Config().weights, **weights})
+    for seed in range(1, within + 1):
+        sim = run_seed(seed, config)
+        if any(violation in v for v in sim.violations):
+            print(f"{mutant.__name__}: found at SEED={seed}")
+            return
+    pytest.fail(f"{mutant.__name__} was not found within {within} seeds")

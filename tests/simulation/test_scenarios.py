@@ -1,0 +1,383 @@
+"""Scripted scenarios on the simulation: each defect of issue 10, and fixes that must stay fixed.
+
+Every scenario runs the real engine and store on the simulated tmux and virtual clock, like a seed,
+but with a script instead of the random schedule; the same invariants run throughout, then the
+schedule quiesces and the liveness checks run. A scenario for a defect still present on this branch
+is a strict xfail naming it: when the fix lands it XPASSes, and the mark is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from connectcore import grants
+from connectcore import hub as H
+from connectcore.consent import Decision
+from connectcore.grants import Preset
+from connectd.ids import EngineError, hash_token
+from connectd.tmux import TmuxError
+from tests.simulation.driver import Config, Sim, check, run_seed
+from tests.simulation.sim_tmux import SimTmux
+
+Script = Callable[[Sim], Awaitable[None]]
+
+
+def scenario(script: Script, **cfg: Any) -> Sim:
+    """Start the daemon with faults off, run the script, then quiesce and check as a seed does."""
+
+    async def setup(sim: Sim) -> None:
+        sim.faults.on = False
+        await sim.start_daemon()
+        await script(sim)
+
+    config = Config(steps=0, **cfg)
+    return run_seed(0, config, hooks={"setup": setup})
+
+
+async def launch(sim: Sim, preset: Preset = Preset.COLLABORATE) -> str:
+    assert sim.engine is not None
+    return str((await sim.engine.launch("claude", preset=preset, cwd="/work"))["pane"])
+
+
+async def send(sim: Sim, sender: str, to: str, body: str) -> dict[str, Any]:
+    assert sim.engine is not None
+    token = sim.token_of(sender)
+    assert token is not None
+    sim.log(f"send {sender} -> {to} {body}")
+    return await sim.engine.send_message(token, to=to, text=f"please read {body}", message_id=body)
+
+
+async def approve_all(sim: Sim, decision: Decision = Decision.APPROVE_PAIR) -> None:
+    assert sim.engine is not None
+    for card in sim.engine.cards():
+        await sim.engine.decide(card["id"], decision)
+
+
+def outcome(sim: Sim, body: str) -> str:
+    assert sim.engine is not None
+    found = [m.outcome for m in sim.engine.hub.messages.values() if m.id == body]
+    return found[0] if found else "absent"
+
+
+def principal_of(sim: Sim, pane: str) -> str:
+    assert sim.engine is not None
+    token = sim.token_of(pane)
+    assert token is not None
+    principal = grants.authenticate_or_none(sim.engine.hub.book, hash_token(token))
+    assert principal is not None
+    return principal.id
+
+
+# --- the defects of issue 10 ------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason='issue 10: "delivered" reported on a busy reading without the marker')
+def test_delivered_needs_the_marker_on_screen() -> None:
+    """The paste is lost and the person starts a turn of their own: the pane is busy, the marker never
+    shows, so the outcome must be unconfirmed."""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+
+        def lost(pane_id: str) -> bool:
+            if pane_id == b:
+                sim.server.person_submits(b, "the person's own prompt", 30.0)
+                return True
+            return False
+
+        sim.faults.lost_paste = lost  # type: ignore[method-assign]
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(40)
+
+    sim = scenario(script)
+    check(sim)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 10: a handle that stops resolving is still typed into the old pane"
+)
+def test_a_handle_that_became_ambiguous_is_not_typed() -> None:
+    async def script(sim: Sim) -> None:
+        a, b, c = await launch(sim), await launch(sim), await launch(sim)
+        sim.server.panes[b].title = "reviewer"
+        sim.server.person_submits(b, "a long turn", 20.0)
+        await trio.sleep(3)
+        await send(sim, a, "title:reviewer", "simmsg-1")
+        await approve_all(sim, Decision.APPROVE_ONCE)
+        sim.server.panes[c].title = "reviewer"  # now the handle names two panes
+        await trio.sleep(60)
+
+    check(scenario(script))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: a recipient that sits idle stops receiving for good")
+def test_an_idle_recipient_keeps_receiving_after_quick_turns() -> None:
+    """Short turns: the post-turn idle screen is observed while the typing is still being confirmed;
+    every later message to that pane must still be typed while it sits idle."""
+
+    async def script(sim: Sim) -> None:
+        sim.server.turn_length = lambda: 0.15
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        for n in range(1, 9):
+            await send(sim, a, sim.address_of(b), f"simmsg-{n}")
+            await approve_all(sim)
+            await trio.sleep(1.7)
+        await trio.sleep(30)
+        stuck = [f"simmsg-{n}" for n in range(1, 9) if outcome(sim, f"simmsg-{n}") != "delivered"]
+        assert sim.engine is not None
+        view = sim.engine.hub.panes.get(b)
+        assert not stuck, (
+            f"not delivered 30 s later while the recipient sat idle: {stuck}; the hub's view: {view}"
+        )
+
+    check(scenario(script))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: a revoked agent's send_message learns about the directory")
+def test_a_revoked_sender_learns_nothing_about_the_directory() -> None:
+    refusals: list[str] = []
+
+    async def script(sim: Sim) -> None:
+        a = await launch(sim)
+        await trio.sleep(2)
+        assert sim.engine is not None
+        await sim.engine.revoke_principals([principal_of(sim, a)])
+        for target in ("%99@0000000000000000", "title:nobody"):
+            try:
+                await send(sim, a, target, "simmsg-1")
+            except (EngineError, H.CallRefused) as exc:
+                refusals.append(str(exc.reason))
+
+    check(scenario(script))
+    assert refusals == ["not_connected", "not_connected"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: a lowered policy cap does not bind existing grants")
+def test_a_lowered_cap_binds_existing_grants() -> None:
+    answers: list[str] = []
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        sim.cfg.cap = Preset.OBSERVE  # the person lowers the cap and restarts the daemon
+        sim.kill("the person restarts the daemon")
+        await trio.sleep(10)
+        try:
+            answers.append(str((await send(sim, a, sim.address_of(b), "simmsg-1"))["outcome"]))
+        except (EngineError, H.CallRefused) as exc:
+            answers.append(str(exc.reason))
+
+    check(scenario(script))
+    assert answers and answers[0] != "queued", answers
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a guard that ends a message without typing leaves "
+    "the next consented message waiting on an armed idle pane",
+)
+def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
+    """Random seeds (kind ``guard_stall``) end with a message ready for a pane the hub holds armed
+    and idle, and no attempt: the guard cancelled the oldest message (its sender had gone) and
+    nothing tried the next one; the screen never changes again, so nothing ever will."""
+
+    async def script(sim: Sim) -> None:
+        a, b, c = await launch(sim), await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        sim.server.person_submits(b, "a long turn", 20.0)
+        await trio.sleep(2)
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await send(sim, c, sim.address_of(b), "simmsg-2")
+        await approve_all(sim)
+        sim.server.agent_exits(a)  # the first sender goes while its message waits
+        await trio.sleep(60)
+        assert outcome(sim, "simmsg-1") == "cancelled"
+        assert outcome(sim, "simmsg-2") == "delivered", sim.engine and sim.engine.hub.panes.get(b)
+
+    check(scenario(script))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a store error inside a restart step stops its "
+    "driver; the restart stays open (remain-on-exit on) until the next daemon start",
+)
+def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
+    """Random seeds (kind ``restart_stranded``): the store fails once as the restart's driver steps;
+    the restart must still close (done or failed, its option restored) while the daemon keeps
+    running."""
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        sim.fail_next_applies = 1
+        await trio.sleep(120)
+        assert sim.engine is not None and sim.starts == 1
+        assert not sim.engine.hub.restarts, list(sim.engine.hub.restarts.values())
+
+    check(scenario(script))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: a store error while stepping PaneGone loses it; "
+    "the dead agent's token stays live until the next daemon start",
+)
+def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
+    """The watcher forgets the pane before the core has heard PaneGone; if that step fails, no later
+    poll sees a difference, so the incarnation is never ended."""
+    state: dict[str, Any] = {}
+
+    async def script(sim: Sim) -> None:
+        await launch(sim)
+        b = await launch(sim)
+        await trio.sleep(2)
+        state["token"] = sim.token_of(b)
+        sim.fail_next_applies = 1
+        sim.server.agent_exits(b)
+        await trio.sleep(30)
+        assert sim.engine is not None and sim.starts == 1
+        assert grants.authenticate_or_none(sim.engine.hub.book, hash_token(state["token"])) is None
+
+    check(scenario(script))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the simulation: one tmux error during startup (the first poll) ends the daemon's start",
+)
+def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
+    """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
+    poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
+
+    async def script(sim: Sim) -> None:
+        await launch(sim)
+        await trio.sleep(2)
+        before = sim.faults.before
+        failed: list[str] = []
+
+        def fail_first_reap(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "reap" and not failed and sim.kills == 1:
+                failed.append(op)
+                raise TmuxError("server exited unexpectedly (simulated)")
+            before(view, op, pane_id)
+
+        sim.faults.before = fail_first_reap  # type: ignore[method-assign]
+        sim.kill("the person restarts the daemon")
+        await trio.sleep(20)
+        assert failed
+
+    check(scenario(script))
+
+
+# --- fixed defects that must stay fixed -------------------------------------------------------------
+
+
+def test_a_revocation_during_a_restart_waiting_for_idle_is_not_undone() -> None:
+    state: dict[str, Any] = {}
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        sim.server.person_submits(b, "a long turn", 60.0)
+        await trio.sleep(2)
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(5)
+        await sim.engine.revoke_principals([principal_of(sim, b)])
+        state["pane"] = b
+        await trio.sleep(120)
+
+    sim = scenario(script)
+    check(sim)
+    assert sim.engine is not None
+    token = sim.token_of(state["pane"])
+    assert token is None or grants.authenticate_or_none(sim.engine.hub.book, hash_token(token)) is None
+
+
+def test_a_capture_failing_inside_a_guard_does_not_end_the_daemon() -> None:
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        failed: list[str] = []
+        before = sim.faults.before
+
+        def fail_once_in_guard(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if (
+                op == "capture"
+                and pane_id == b
+                and sim.engine is not None
+                and sim.engine.hub.attempts
+                and not failed
+            ):
+                failed.append(op)
+                raise TmuxError("can't find pane (simulated, inside the guard)")
+            before(view, op, pane_id)
+
+        sim.faults.before = fail_once_in_guard  # type: ignore[method-assign]
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(30)
+        assert failed, "the fault was never injected"
+        assert sim.engine is not None and sim.starts == 1
+        assert outcome(sim, "simmsg-1") == "delivered"
+
+    check(scenario(script))
+
+
+def test_agents_that_died_while_the_daemon_was_down_are_ended_at_start() -> None:
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        await send(sim, a, sim.address_of(b), "simmsg-1")  # waits for a card
+        token = sim.token_of(b)
+        sim.kill("the person stops the daemon")
+        sim.server.agent_exits(b)  # dies while the daemon is down
+        await trio.sleep(10)
+        assert sim.engine is not None and token is not None
+        assert grants.authenticate_or_none(sim.engine.hub.book, hash_token(token)) is None
+        assert outcome(sim, "simmsg-1") == "cancelled"
+
+    check(scenario(script))
+
+
+def test_a_kill_between_paste_and_enter_is_unconfirmed_and_never_retyped() -> None:
+    """The daemon is killed at the Enter of a typing: its text stays in the recipient's composer (issue
+    10 asks for the person to be told), the message ends unconfirmed and is never typed again, and
+    once the person clears the composer the next message goes through."""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        before = sim.faults.before
+
+        def kill_at_enter(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "press_enter" and pane_id == b and not sim.kills:
+                sim.kill("the Enter of the typing")
+                return
+            before(view, op, pane_id)
+
+        sim.faults.before = kill_at_enter  # type: ignore[method-assign]
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(15)
+        agent = sim.server.panes[b].agent
+        assert sim.kills == 1 and agent is not None and "simmsg-1" in agent.composer
+        assert outcome(sim, "simmsg-1") == "unconfirmed"
+        sim.server.person_clears(b)
+        await send(sim, a, sim.address_of(b), "simmsg-2")
+        await trio.sleep(15)
+        assert outcome(sim, "simmsg-2") == "delivered"
+        assert sim.checker.typed == {"simmsg-1": 1, "simmsg-2": 1}
+
+    check(scenario(script))
