@@ -310,7 +310,7 @@ class Sim:
         async def run_sync(fn: Callable[..., Any], *args: Any) -> Any:
             await trio.lowlevel.checkpoint()
             if self.server.generation != generation:
-                await trio.sleep_forever()
+                await self.server.park()
             return fn(*args)
 
         return run_sync
@@ -411,8 +411,9 @@ class Sim:
         self._nursery.start_soon(self._restart_after_kill, self._ended)
 
     async def _restart_after_kill(self, ended: trio.Event | None) -> None:
-        if ended is not None:
-            await ended.wait()
+        if ended is not None:  # as after SIGKILL, the successor does not wait for a call the killed
+            with trio.move_on_after(1.0):  # daemon shields from cancellation (it is parked for good)
+                await ended.wait()
         if self.store is not None:
             self.store.close()
         await trio.sleep(round(self.rng.uniform(0.1, 5.0), 2))
@@ -491,7 +492,7 @@ class Sim:
 
                 self.call(
                     f"send {body}",
-                    lambda e, s=sent: e.send_message(
+                    lambda e, s=sent: e.calls.send_message(
                         s.token, to=s.to, text=f"please read {s.body}", message_id=s.message_id
                     ),
                     answered,
@@ -499,11 +500,11 @@ class Sim:
         elif action == "get" and self.sent:
             sent = self.sent[rng.choice(sorted(self.sent))]
             wait = rng.choice([0.0, 0.0, 5.0])
-            self.call(f"get {sent.body}", lambda e, s=sent, w=wait: e.get_message(s.token, s.message_id, w))
+            self.call(f"get {sent.body}", lambda e, s=sent, w=wait: e.calls.get_message(s.token, s.message_id, w))
         elif action == "list" and pane is not None and (token := self.token_of(pane)):
             self.call(f"list_agents and list_messages by {pane}", lambda e, t=token: self._list(e, t))
         elif action == "detail" and pane is not None and self.engine is not None:
-            caller = self.engine.principal_for(self.token_of(rng.choice(panes)) or "")
+            caller = self.engine.calls.principal_for(self.token_of(rng.choice(panes)) or "")
             self.call(f"get_agent {pane}", lambda e, p=pane, c=caller: self._detail(e, p, c))
         elif action == "preset" and pane is not None:
             preset = rng.choice([Preset.COLLABORATE, Preset.OBSERVE, Preset.OFF])
@@ -577,12 +578,12 @@ class Sim:
         )
 
     async def _list(self, engine: Engine, token: str) -> None:
-        engine.agents()
-        await engine.list_messages(token)
+        engine.calls.agents()
+        await engine.calls.list_messages(token)
 
     async def _detail(self, engine: Engine, pane_id: str, caller: Any) -> None:
         await trio.lowlevel.checkpoint()
-        engine.agent_detail(self.address_of(pane_id), caller)
+        engine.calls.agent_detail(self.address_of(pane_id), caller)
 
     async def _revoke(self, engine: Engine, principal_ids: list[str], *, everyone: bool = False) -> None:
         members = {m for p in principal_ids for m in grants.group(engine.hub.book, p)}
@@ -625,6 +626,7 @@ class Sim:
                 self.checker.after_step()
             await self.quiesce()
             self.checker.at_end()
+            self.server.over.set()
             nursery.cancel_scope.cancel()
 
     async def setup(self) -> None:

@@ -157,6 +157,15 @@ class SimServer:
         self.on_output: Callable[[str], None] = lambda pane_id: None
         self.later: Callable[[float, Callable[[], None]], None] = lambda at, fn: None
 
+        self.over = trio.Event()  # the run ended: calls parked by killed daemons are let go
+
+    async def park(self) -> None:
+        """Where a killed daemon's calls stop, as in a process that got SIGKILL: nothing of it runs
+        again. Cancellation ends the wait; a call the daemon shields from cancellation stays parked
+        until the run ends, and then fails (its daemon is long gone; nothing it does reaches anyone)."""
+        await self.over.wait()
+        raise TmuxError("the simulation ended (a killed daemon's call)")
+
     # --- the world (the driver and the person act through these) ----------------------------------
 
     def spawn_agent(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Agent:
@@ -270,6 +279,17 @@ class SimServer:
         agent.pending_reply = f"⏺ Received {len(prompt)} characters."
         self.later(agent.busy_until, lambda: self._turn_ended(pane.pane_id, agent))
 
+    def enter_later(self, pane_id: str, agent: Agent, delay: float) -> None:
+        """tmux's ``run-shell -b -C -d DELAY 'send-keys -t PANE Enter'``: pressed into the same pane
+        if it still holds that process (a pane that died or was respawned meanwhile gets nothing)."""
+
+        def press() -> None:
+            pane = self.panes.get(pane_id)
+            if pane is not None and pane.agent is agent:
+                self._enter(pane)
+
+        self.later(self.now() + delay, press)
+
     def _exited(self, pane_id: str, agent: Agent) -> None:
         pane = self.panes.get(pane_id)
         if pane is not None and pane.agent is agent:
@@ -340,21 +360,21 @@ class SimTmux:
         """Every call: a scheduling point, then the faults, then (if this daemon was killed) park."""
         server = self.server
         if server.generation != self.generation:
-            await trio.sleep_forever()  # a killed daemon: its cancellation lands here
+            await server.park()  # a killed daemon: its cancellation lands here
         await trio.lowlevel.checkpoint()
         if server.generation != self.generation:
-            await trio.sleep_forever()
+            await server.park()
         server.ops += 1
         server.faults.before(self, op, pane_id)
         if server.generation != self.generation:  # killed at this very call
-            await trio.sleep_forever()
+            await server.park()
         return server
 
     async def _done(self, op: str, pane_id: str | None) -> None:
         """After a call's effect reached the pane: the daemon may be killed right there."""
         self.server.faults.after(self, op, pane_id)
         if self.server.generation != self.generation:
-            await trio.sleep_forever()
+            await self.server.park()
 
     # --- locks, as the adapter ---------------------------------------------------------------------
 
@@ -399,7 +419,11 @@ class SimTmux:
 
     # --- input ------------------------------------------------------------------------------------
 
-    async def paste_text(self, pane_id: str, text: str) -> None:
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        """As tmux: the paste, and with ``submit_after`` the server's own Enter that many seconds later
+        (it follows even if the daemon is killed meanwhile: it is the server's timer, not the daemon's)."""
+        if submit_after is not None and not 0 <= submit_after <= 10:
+            raise TmuxInputError(f"submit_after must be between 0 and 10 seconds, got {submit_after}")
         if not isinstance(text, str) or not text:
             raise TmuxInputError("paste text must be a non-empty string")
         server = await self._call("paste_text", check_pane_id(pane_id))
@@ -415,6 +439,8 @@ class SimTmux:
         if not server.faults.lost_paste(pane_id) and not agent.dialog:
             agent.composer += text
             server.changed(pane)
+        if submit_after is not None:
+            server.enter_later(pane_id, agent, submit_after)
         await self._done("paste_text", pane_id)
 
     async def press_enter(self, pane_id: str) -> None:
