@@ -205,6 +205,7 @@ def test_every_tool_has_its_scope() -> None:
         "send_message": Scope.MESSAGE,
         "get_message": Scope.MESSAGE,
         "list_messages": Scope.MESSAGE,
+        **{tool: Scope.ACT for tool in ("send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane", "get_act")},
     }
 
 
