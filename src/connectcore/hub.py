@@ -805,6 +805,7 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
 
 
 def _launch(hub: Hub, ev: Launch) -> Step:
+    hub_acts.check_launch(hub.book, control=ev.control, session=ev.session)  # one control at a time
     book, _principal, effects = grants.issue_token(
         hub.book,
         now=ev.now,

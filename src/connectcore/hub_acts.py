@@ -299,3 +299,41 @@ def covers_handoff(hub: Hub, act_id: str, sender_members: frozenset[str], incarn
         and act.principal in sender_members
         and (not act.incarnation or act.incarnation == incarnation)
     )
+
+
+# --- the control role -------------------------------------------------------------------------------
+
+
+def live_controls(book: grants.GrantBook) -> frozenset[str]:
+    """The canonical control principals that hold a live token (at most one, by :func:`check_launch`)."""
+    return frozenset(
+        grants.canonical(book, t.principal)
+        for t in book.tokens.values()
+        if t.state is grants.TokenState.LIVE and book.principals[grants.canonical(book, t.principal)].control
+    )
+
+
+def launches_control(book: grants.GrantBook, *, control: bool, session: grants.SessionKey | None) -> str | None:
+    """The control principal a launch would run as: a new one (``control``), or the control whose
+    session it resumes (restart-to-connect and restore keep it control). ``""``: a new control."""
+    existing = book.aliases.get(session) if session is not None else None
+    if existing is not None and book.principals[grants.canonical(book, existing)].control:
+        return grants.canonical(book, existing)
+    return "" if control else None
+
+
+def check_launch(book: grants.GrantBook, *, control: bool, session: grants.SessionKey | None) -> None:
+    """At most one control at a time (:func:`connectcore.control.may_start_control`): a launch that
+    runs as control is refused while another control principal is live."""
+    runs_as = launches_control(book, control=control, session=session)
+    if runs_as is not None:
+        C.may_start_control(len(live_controls(book) - {runs_as}))
+
+
+def control_to_restore(book: grants.GrantBook, session: grants.SessionKey) -> bool:
+    """A lost control session is restored as control, unless the person stopped it (revoked)."""
+    runs_as = launches_control(book, control=False, session=session)
+    if not runs_as:
+        return False
+    tokens = sorted((t for t in book.tokens.values() if t.principal in grants.group(book, runs_as)), key=lambda t: t.issued_at)
+    return bool(tokens) and tokens[-1].state is not grants.TokenState.REVOKED

@@ -8,6 +8,7 @@ import pytest
 
 from connectcore import control as C
 from connectcore import hub as H
+from connectcore import hub_acts
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import (
@@ -231,3 +232,19 @@ def test_handoff_to_a_live_pane_sends_control_s_message_without_a_second_card() 
     other = w.launch("other", Preset.OFF)
     w.step(H.Submit(w.now, ctl.token, "h2", "x", H.Recipient(other.pane, other.incarnation, "claude"), "r-h2", "card-h2", act=act_id))
     assert w.message(key2).state is MessageState.AWAITING_CONSENT
+
+
+def test_at_most_one_control_and_a_resumed_control_stays_control() -> None:
+    w = World()
+    first = w.launch("ctl", Preset.OFF, control=True, session=("claude", "s-ctl"))
+    before = w.hub
+    with pytest.raises(C.ActRefused) as refused:
+        w.launch("ctl2", Preset.OFF, control=True)
+    assert refused.value.reason == "control_running" and w.hub is before
+    w.step(H.PaneGone(w.now, first.pane, first.incarnation))  # tmux lost: restored as control
+    assert hub_acts.control_to_restore(w.hub.book, ("claude", "s-ctl"))
+    again = w.launch("ctl-again", Preset.COLLABORATE, session=("claude", "s-ctl"))
+    assert w.hub.book.principals[again.principal].control and again.principal == first.principal
+    w.step(H.Revoke(w.now, again.principal))  # stopped by the person: not restored as control
+    assert not hub_acts.control_to_restore(w.hub.book, ("claude", "s-ctl"))
+    w.launch("ctl3", Preset.OFF, control=True)  # none live now: a new control may start
