@@ -150,7 +150,7 @@ def propose(hub: Hub, ev: ActProposed) -> Step:
             message_id=ev.act_id, detail=f"role=control tier={C.tier_of(ev.tool)} {exc.reason}", at=ev.now,
         )
         raise CallRefused(exc.reason, str(exc), record) from exc
-    question = ev.question[0] if ev.question else ""
+    question = f"{ev.question[0]} [{' / '.join(ev.question[1])}]" if ev.question else ""
     act = C.propose(
         act_id=ev.act_id, tool=ev.tool, principal=principal.id,
         pane_id=ev.target.pane_id if ev.target else "", incarnation=ev.target.incarnation if ev.target else "",
