@@ -206,3 +206,58 @@ def test_stopping_control_cancels_its_pending_acts_and_its_calls(daemon: DaemonP
     daemon.api("POST", "/api/control/stop", {}, expect=400)
     again = daemon.launch("ctl2", "off", control=True)  # none running now: a new control may start
     assert again.token
+
+
+def test_resume_session_reopens_a_past_session_in_its_own_cwd_with_its_resume_argv(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "5c1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "past-work")
+    Claude(session, str(work), branch="main").prompt("ship the release notes").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        d.wait_ready(ctl)
+        err, text = act_tool(d, ctl, "resume_session", harness="claude", session_id="no-such-session")
+        assert err, text
+        err, act = act_tool(d, ctl, "resume_session", harness="claude", session_id=session)
+        assert not err, act
+        assert act["tier"] == 2 and session in act["shown"] and str(work) in act["shown"]
+        outcome = approve_and_wait(d, ctl, act["act_id"])
+        assert outcome["state"] == "done", outcome
+        view = wait_for(
+            lambda: next((a for a in d.api("GET", "/api/agents") if (a["session"] or {}).get("session_id") == session), None),
+            20, "the resumed pane",
+        )
+        assert view["cwd"] == str(work) and view["connect"] == "off"
+        pid = tmux.tmux("display-message", "-p", "-t", view["pane"], "#{pane_pid}").strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[-3:-1] == [b"--resume", session.encode()]
+        rows = [r for r in audit(d) if r["action"] == "resume_session"]
+        assert rows and all(r["actor"].startswith("agent:claude:") and "role=control" in r["detail"] for r in rows)
+    finally:
+        d.stop()
+
+
+def test_restore_brings_a_lost_control_back_as_control(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "6d1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "ctl-work")
+    Claude(session, str(work), branch="main").prompt("orchestrate").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True, session=session)
+        d.wait_ready(ctl)
+        assert d.agent_view(ctl.pane)["control"]
+        tmux.kill()
+        tmux.new_session("main", width=160, height=40)
+        wait_for(lambda: d.api("GET", "/api/restore")["items"], 20, "the lost control listed")
+        [launched] = d.api("POST", "/api/restore", {})["launched"]
+        assert launched["control"] is True
+        view = wait_for(lambda: d.agent_view(launched["pane"]) if d.agent_view(launched["pane"])["address"] else None, 20, "restored")
+        assert view["control"] and "act" in view["scopes"]
+    finally:
+        d.stop()
