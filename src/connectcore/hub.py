@@ -500,6 +500,10 @@ def _restart_respawned(hub: Hub, ev: RestartRespawned) -> Step:
     session = _restart_session(state)
     scopes = grants.session_scopes(hub.book, session)  # within the cap
     why = record.connect_withdrawn or ("" if scopes else "the session's grant is off")
+    try:
+        hub_acts.check_launch(hub.book, control=False, session=session)  # a control session stays control
+    except control.ActRefused as exc:
+        why = why or str(exc)
     if why:
         return hub, (
             Audit(
