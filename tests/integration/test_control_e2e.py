@@ -261,3 +261,28 @@ def test_restore_brings_a_lost_control_back_as_control(tmp_path: Path, tmux: Tmu
         assert view["control"] and "act" in view["scopes"]
     finally:
         d.stop()
+
+
+def test_the_cli_lists_and_answers_acts_and_stops_control(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    import json
+    import os
+
+    ctl, pure = control_and_pure(daemon)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err, act
+    assert "tier 3" in cli("acts")
+    [listed] = json.loads(cli("acts", "--json"))
+    assert listed["act_id"] == act["act_id"] and listed["tier"] == 3
+    assert "declined" in cli("acts", "decline", act["act_id"])
+    assert "stopped control" in cli("control", "stop")
+    assert "act" not in daemon.agent_view(ctl.pane)["scopes"]
