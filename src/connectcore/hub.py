@@ -962,6 +962,7 @@ def _submit(hub: Hub, ev: Submit) -> Step:
             sender_actor=actor,
             sender_pane=sender_token.pane_id,
             sender_incarnation=sender_token.incarnation,
+            control=sender.control,
         )
         typed = delivery.compose(provenance, ev.text)
         delivery.check_size(typed, limits)

@@ -186,7 +186,8 @@ def test_control_messages_a_pure_agent_and_hands_off(daemon: DaemonProcess, tmux
     card = daemon.wait_card()
     daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
     wait_for(lambda: any("from control" in p for p in pure.prompts()), 20, "control's message typed")
-    assert any("control:" in p or "agent:" in p for p in pure.prompts())  # the provenance line names control
+    actor = daemon.agent_view(ctl.pane)["actor"]
+    assert any(f"from {actor} (control agent, pane {ctl.pane})" in p for p in pure.prompts())  # provenance names control
     err, act = act_tool(daemon, ctl, "handoff", text="please take over the release", to=pure.address)
     assert not err and act["tier"] == 2, act
     assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "done"

@@ -211,6 +211,7 @@ def test_control_reaches_a_pure_agent_but_no_ordinary_agent_does() -> None:
     key = w.send(ctl, pure, "from control")
     assert w.message(key).state is MessageState.AWAITING_CONSENT  # tier 1: a card
     assert w.message(key).sender_actor.startswith("control:")
+    assert "(control agent, pane" in w.message(key).typed.split("\n", 1)[0]
     with pytest.raises(H.CallRefused) as refused:
         w.send(collab, pure, "from a peer")
     assert refused.value.reason == "not_reachable"
