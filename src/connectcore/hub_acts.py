@@ -337,3 +337,14 @@ def control_to_restore(book: grants.GrantBook, session: grants.SessionKey) -> bo
         return False
     tokens = sorted((t for t in book.tokens.values() if t.principal in grants.group(book, runs_as)), key=lambda t: t.issued_at)
     return bool(tokens) and tokens[-1].state is not grants.TokenState.REVOKED
+
+
+def control_pane(book: grants.GrantBook) -> tuple[str, str] | None:
+    """(pane, incarnation) of the one running control's live token: where the ``control`` handle
+    points while the directory does not yet mark control's pane itself."""
+    live = live_controls(book)
+    if len(live) != 1:
+        return None
+    (root,) = live
+    tokens = grants.live_tokens(book, root)
+    return (tokens[-1].pane_id, tokens[-1].incarnation) if tokens else None

@@ -17,6 +17,7 @@ from connectcore import control as C
 from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
+from connectd import targets
 from connectd.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class ActCalls:
     def _target(self, to: str) -> tuple[H.Recipient, tuple[str, tuple[str, ...]] | None]:
         """The pane ``to`` names now, and the question it shows (if any)."""
         engine = self.engine
-        record = D.resolve(engine.directory, to)
+        record = targets.resolve(engine, to)
         state = engine.panes.get(record.pane_id)
         reading = state.reading if state is not None else None
         kind = reading.harness.value if reading is not None else record.harness

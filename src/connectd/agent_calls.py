@@ -22,6 +22,7 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore.delivery import Message
 from connectcore.grants import Scope
+from connectd import targets
 from connectd.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class AgentCalls:
         """One pane in detail; its screen tail only as :func:`connectcore.redact.tail_policy` allows
         for ``caller`` (None: a reader without control's act scope), always redacted."""
         book = self.engine.hub.book
-        record = D.resolve(self.engine.directory, target)
+        record = targets.resolve(self.engine, target)
         state = self.engine.panes.get(record.pane_id)
         entry = next(a for a in self.agents() if a["pane"] == record.pane_id)
         caller_scopes = grants.scopes_of(book, caller.id) if caller is not None else frozenset()
@@ -194,7 +195,7 @@ class AgentCalls:
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
         engine = self.engine
         async with self.call(token, "send_message", str(to), message_id) as admitted:
-            record = D.resolve(engine.directory, to)
+            record = targets.resolve(engine, to)
             state = engine.panes.get(record.pane_id)
             kind = state.reading.harness.value if state and state.reading else record.harness
             recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))

@@ -287,3 +287,30 @@ def test_the_cli_lists_and_answers_acts_and_stops_control(daemon: DaemonProcess,
     assert "declined" in cli("acts", "decline", act["act_id"])
     assert "stopped control" in cli("control", "stop")
     assert "act" not in daemon.agent_view(ctl.pane)["scopes"]
+
+
+def test_the_control_handle_names_the_running_control(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, _pure = control_and_pure(daemon)
+    peer = daemon.launch("peer", "collaborate")
+    daemon.wait_ready(peer)
+
+    async def ask() -> tuple[tuple[bool, Any], tuple[bool, Any]]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            found = await call(client, "get_agent", target="control")
+            sent = await call(client, "send_message", to="control", text="status report for control", message_id="to-ctl")
+            return found, sent
+
+    (err, found), (sent_err, sent) = anyio.run(ask)
+    assert not err and found["data"]["pane"] == ctl.pane, found
+    assert not sent_err and sent["to"] == ctl.address, sent
+    card = daemon.wait_card()
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
+    wait_for(lambda: any("status report for control" in p for p in ctl.prompts()), 20, "delivered to control")
+    daemon.api("POST", "/api/control/stop", {})
+
+    async def again() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            return await call(client, "get_agent", target="control")
+
+    err, text = anyio.run(again)
+    assert err and "no_pane" in text
