@@ -32,6 +32,7 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit
+from connectcore.grants import Scope
 from connectd.act_calls import ActCalls
 from connectd.agent_calls import AgentCalls
 from connectd.engine import Engine, EngineError, hash_token
@@ -88,16 +89,31 @@ async def _answer(call: Awaitable[T]) -> T:
         raise ToolError(f"refused ({R.refusal_reason(exc)}): {exc}") from exc
 
 
+class _ConnectServer(MCPServer):
+    """Lists control's act tools only to a caller that holds ``act`` (every call is gated anyway)."""
+
+    engine: Engine
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        access = get_access_token()
+        principal = grants.authenticate_or_none(self.engine.hub.book, hash_token(access.token)) if access else None
+        if principal is not None and Scope.ACT in grants.scopes_of(self.engine.hub.book, principal.id):
+            return tools
+        return [t for t in tools if R.CALL_SCOPES.get(t.name) is not Scope.ACT]
+
+
 def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
     """The MCP server: each tool is one :class:`connectd.agent_calls.AgentCalls` call, which passes
     the core's gate before it looks anything up."""
-    server = MCPServer(
+    server = _ConnectServer(
         name="connect",
         instructions=INSTRUCTIONS,
         token_verifier=_Verifier(engine),
         auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None, required_scopes=[]),
         log_level="WARNING",
     )
+    server.engine = engine
     _directory_tools(server, engine.calls)
     _history_tools(server, engine.calls, history)
     _message_tools(server, engine.calls)

@@ -117,6 +117,16 @@ def test_an_ordinary_agent_has_no_act_tool_and_act_is_never_grantable(daemon: Da
     ctl, pure = control_and_pure(daemon)
     peer = daemon.launch("peer", "collaborate")
     daemon.wait_ready(peer)
+    act_tools = {"send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane", "get_act"}
+
+    async def listed(agent: AgentHandle, era: str) -> set[str]:
+        async with mcp_agent(daemon.mcp_url, agent.token or "", era) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    for era in ("legacy", "2026-07-28"):  # the tool list is per caller in both protocol eras
+        assert act_tools <= anyio.run(listed, ctl, era)
+        peer_tools = anyio.run(listed, peer, era)
+        assert not act_tools & peer_tools and "send_message" in peer_tools
     for tool, args in [("send_keys", {"to": pure.address, "keys": ["1"]}), ("close_pane", {"to": pure.address}),
                        ("launch_agent", {"launcher": "demo", "cwd": str(daemon.workdir)}), ("get_act", {"act_id": "x"})]:
         err, text = act_tool(daemon, peer, tool, **args)
