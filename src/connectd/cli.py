@@ -337,7 +337,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if args.control:
         body["control"] = True
     result = _client(args).call("POST", "/api/launch", body)
-    _print(args, result, [f"launched {result['launcher']} in {result['address']} (connect: {result['connect']})"])
+    role = "control: act and collaborate, every act after your card" if result.get("control") else f"connect: {result['connect']}"
+    _print(args, result, [f"launched {result['launcher']} in {result['address']} ({role})"])
     return 0
 
 
