@@ -324,3 +324,27 @@ def test_the_control_handle_names_the_running_control(daemon: DaemonProcess, tmu
 
     err, text = anyio.run(again)
     assert err and "no_pane" in text
+
+
+def test_an_act_card_survives_a_daemon_restart_and_expires_like_a_message_card(tmp_path: Path, tmux: TmuxServer) -> None:
+    d = DaemonProcess(tmp_path, tmux, policy="cap = \"observe\"\n[limits]\ncard_ttl = 6.0\n").start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        pure = d.launch("pure", "off")
+        for agent in (ctl, pure):
+            d.wait_ready(agent)
+        err, text = act_tool(d, ctl, "launch_agent", launcher="demo", cwd=str(d.workdir), preset="collaborate")
+        assert err and "above_cap" in text  # the person's cap binds control's launches
+        err, act = act_tool(d, ctl, "close_pane", to=pure.address)
+        assert not err, act
+        d.stop()
+        d.start()  # the card is still there after a restart, and still answerable
+        assert [a["act_id"] for a in d.api("GET", "/api/acts")] == [act["act_id"]]
+        err, outcome = act_tool(d, ctl, "get_act", act_id=act["act_id"], wait=10)
+        assert not err and outcome["state"] == "expired", outcome
+        assert d.api("GET", "/api/acts") == []
+        assert pure.pane in {a["pane"] for a in d.api("GET", "/api/agents")}  # nothing ran
+        # too late: an expired card cannot be approved
+        assert d.http().post(f"/api/acts/{act['act_id']}/approve", json={}).status_code >= 400
+    finally:
+        d.stop()
