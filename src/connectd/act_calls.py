@@ -8,7 +8,7 @@ Each answers the act's id, its state and what its card shows; ``get_act`` reads 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from connectd.engine import Engine
 
 MAX_WAIT = 60.0
+Prepare = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def act_view(act: C.Act) -> dict[str, Any]:
@@ -56,10 +57,15 @@ class ActCalls:
         return H.Recipient(record.pane_id, record.token, kind, D.handle_of(to)), question
 
     async def _propose(
-        self, token: str, tool: C.Tool, to: str | None, args: Mapping[str, Any], where: str = ""
+        self, token: str, tool: C.Tool, to: str | None, args: Mapping[str, Any] | Prepare, where: str = ""
     ) -> dict[str, Any]:
+        """Past the gate (a refusal after it, e.g. an unknown launcher or session, is audited as the
+        call's outcome), look up what the core needs and step the proposal."""
         engine = self.engine
-        async with engine.calls.call(token, tool.value, where or str(to or "new window")):
+        role = f"role=control tier={C.tier_of(tool)}"  # a refusal after the gate names them too
+        async with engine.calls.call(token, tool.value, where or str(to or "new window"), detail=role):
+            if callable(args):
+                args = await args()
             target, question = self._target(to) if to else (None, None)
             act_id = engine.ids.new_id("act")
             await engine.step(H.ActProposed(engine.clock(), hash_token(token), act_id, tool, target, args, question))
@@ -75,15 +81,18 @@ class ActCalls:
         return await self._propose(token, C.Tool.CLOSE_PANE, to, {})
 
     async def launch_agent(self, token: str, launcher: str, cwd: str, preset: str = "off") -> dict[str, Any]:
-        if launcher not in self.engine.launchers:
-            await self.engine.calls.gate(token, C.Tool.LAUNCH_AGENT.value, launcher)  # not control: refused first
-            raise EngineError("unknown_launcher", f"no launcher named {launcher!r} (known: {', '.join(sorted(self.engine.launchers))})")
-        return await self._propose(token, C.Tool.LAUNCH_AGENT, None, {"launcher": launcher, "cwd": cwd, "preset": preset}, launcher)
+        async def args() -> dict[str, Any]:
+            if launcher not in self.engine.launchers:
+                known = ", ".join(sorted(self.engine.launchers))
+                raise EngineError("unknown_launcher", f"no launcher named {launcher!r} (known: {known})")
+            return {"launcher": launcher, "cwd": cwd, "preset": preset}
+
+        return await self._propose(token, C.Tool.LAUNCH_AGENT, None, args, launcher)
 
     async def resume_session(self, token: str, harness: str, session_id: str) -> dict[str, Any]:
-        await self.engine.calls.gate(token, C.Tool.RESUME_SESSION.value, f"{harness}:{session_id}")
-        cwd = await self._session_cwd(harness, session_id)
-        args = {"harness": harness, "session_id": session_id, "cwd": cwd}
+        async def args() -> dict[str, Any]:
+            return {"harness": harness, "session_id": session_id, "cwd": await self._session_cwd(harness, session_id)}
+
         return await self._propose(token, C.Tool.RESUME_SESSION, None, args, f"{harness}:{session_id}")
 
     async def handoff(self, token: str, text: str, to: str | None = None, session: str | None = None) -> dict[str, Any]:
@@ -95,9 +104,10 @@ class ActCalls:
             harness, _, session_id = session.partition(":")
             live = self._pane_holding(harness, session_id)
             if live is None:
-                await self.engine.calls.gate(token, C.Tool.HANDOFF.value, session)
-                cwd = await self._session_cwd(harness, session_id)
-                args = {"harness": harness, "session_id": session_id, "cwd": cwd, "text": text}
+                async def args() -> dict[str, Any]:
+                    cwd = await self._session_cwd(harness, session_id)
+                    return {"harness": harness, "session_id": session_id, "cwd": cwd, "text": text}
+
                 return await self._propose(token, C.Tool.HANDOFF, None, args, session)
             to = live
         return await self._propose(token, C.Tool.HANDOFF, to, {"text": text})

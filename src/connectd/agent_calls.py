@@ -56,7 +56,9 @@ class AgentCalls:
             raise
 
     @asynccontextmanager
-    async def call(self, token: str, action: str, target: str = "", message_id: str | None = None) -> AsyncIterator[R.Admitted]:
+    async def call(
+        self, token: str, action: str, target: str = "", message_id: str | None = None, detail: str = ""
+    ) -> AsyncIterator[R.Admitted]:
         """Pass the gate, run the call's body, write the call's one audit record: ``allowed``, or
         ``refused`` with the reason the body raised (a refusal already audited passes through)."""
         admitted = await self.gate(token, action, target[:200], message_id)
@@ -65,7 +67,8 @@ class AgentCalls:
         except H.CallRefused:
             raise  # audited where it was refused: the gate again, or the runner for a step
         except Exception as exc:
-            await self.engine.audit(admitted.refused(R.refusal_reason(exc)))
+            reason = R.refusal_reason(exc)
+            await self.engine.audit(admitted.refused(f"{detail} {reason}" if detail else reason))
             raise
         allowed = admitted.allowed()
         if allowed is not None:

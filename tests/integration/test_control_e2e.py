@@ -178,6 +178,7 @@ def test_launch_agent_and_close_pane(daemon: DaemonProcess, tmux: TmuxServer) ->
     wait_for(lambda: len({a["pane"] for a in daemon.api("GET", "/api/agents")} - before) == 1, 10, "the new window")
     err, text = act_tool(daemon, ctl, "launch_agent", launcher="nope", cwd=str(daemon.workdir))
     assert err and "unknown_launcher" in text
+    assert ("refused", "role=control tier=2 unknown_launcher") in {(r["outcome"], r["detail"]) for r in audit(daemon) if r["action"] == "launch_agent"}
     err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
     assert not err and act["tier"] == 3
     assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "done"
