@@ -92,10 +92,11 @@ class ActsIO:
         if not effect.message:
             return f"opened {address}"
         incarnation = address.split("@", 1)[1]
-        sent = await self._hand_off(effect.act, pane, incarnation, effect.message)
+        harness = self.engine.launchers[effect.launcher].harness  # not yet read: the launcher says what runs
+        sent = await self._hand_off(effect.act, pane, incarnation, effect.message, harness)
         return f"opened {address}; {sent}"
 
-    async def _hand_off(self, act_id: str, pane_id: str, incarnation: str, text: str) -> str:
+    async def _hand_off(self, act_id: str, pane_id: str, incarnation: str, text: str, harness: str = "") -> str:
         """Control's message to the pane, through the delivery machine (approved on the act's card)."""
         engine = self.engine
         act = engine.hub.acts[act_id]
@@ -107,9 +108,9 @@ class ActsIO:
             raise RuntimeError("control is no longer connected")
         state = engine.panes.get(pane_id)
         kind = state.reading.harness.value if state and state.reading else "unknown"
-        if kind == "unknown":
+        if kind == "unknown":  # not read yet: what the launch started, else the directory's record
             record = engine.directory.panes.get(pane_id)
-            kind = record.harness if record is not None and record.harness else kind
+            kind = harness or (record.harness if record is not None and record.harness else kind)
         message_id = f"handoff-{act_id}"
         await engine.step(
             H.Submit(

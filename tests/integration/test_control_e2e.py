@@ -349,3 +349,30 @@ def test_an_act_card_survives_a_daemon_restart_and_expires_like_a_message_card(t
         assert d.http().post(f"/api/acts/{act['act_id']}/approve", json={}).status_code >= 400
     finally:
         d.stop()
+
+
+def test_handoff_to_a_session_no_pane_holds_resumes_it_then_messages_it(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "7e1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "handoff-work")
+    Claude(session, str(work), branch="main").prompt("the flaky test").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        d.wait_ready(ctl)
+        err, act = act_tool(d, ctl, "handoff", session=f"claude:{session}", text="please finish the flaky test fix")
+        assert not err, act
+        assert act["target"] == "new window" and "please finish the flaky test fix" in act["shown"]
+        outcome = approve_and_wait(d, ctl, act["act_id"])
+        assert outcome["state"] == "done" and "queued" in outcome["detail"], outcome["detail"]
+        view = wait_for(
+            lambda: next((a for a in d.api("GET", "/api/agents") if (a["session"] or {}).get("session_id") == session), None),
+            20, "the resumed pane",
+        )
+        err, message = act_tool(d, ctl, "get_message", message_id=f"handoff-{act['act_id']}", wait=30)
+        assert not err and message["outcome"] == "delivered", message
+        assert message["to"].startswith(view["pane"] + "@")
+    finally:
+        d.stop()
