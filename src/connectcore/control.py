@@ -36,6 +36,7 @@ acts of tiers 2 and 3 are :class:`Act` values stepped through ``ACT_TABLE``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -187,6 +188,7 @@ class ActState(StrEnum):
     AWAITING_CONSENT = "awaiting_consent"
     APPROVED = "approved"  # the person tapped; waits for the guard under the pane's send lock
     GUARDING = "guarding"
+    EXECUTING = "executing"  # the guard passed: the daemon is pressing, typing or opening (once)
     DONE = "done"
     STALE = "stale"  # the guard saw another screen than the card showed: nothing was pressed or typed
     FAILED = "failed"  # executing it failed (tmux); what happened is in the detail
@@ -208,10 +210,14 @@ ACT_TABLE: Table[ActState] = Table(
         (ActState.AWAITING_CONSENT, "cancel", ActState.CANCELLED),
         (ActState.APPROVED, "attempt", ActState.GUARDING),
         (ActState.APPROVED, "cancel", ActState.CANCELLED),
-        (ActState.GUARDING, "guard_pass", ActState.DONE),
+        (ActState.GUARDING, "guard_pass", ActState.EXECUTING),
         (ActState.GUARDING, "guard_stale", ActState.STALE),
         (ActState.GUARDING, "guard_gone", ActState.CANCELLED),
+        (ActState.GUARDING, "cancel", ActState.CANCELLED),  # its guard's answer then runs nothing
         (ActState.GUARDING, "failed", ActState.FAILED),
+        (ActState.EXECUTING, "executed", ActState.DONE),
+        # executing failed, or the daemon stopped while executing: never run a second time
+        (ActState.EXECUTING, "failed", ActState.FAILED),
     ),
 )
 
@@ -275,3 +281,10 @@ def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None
     if act.tool is Tool.SEND_KEYS and question_fingerprint != act.question_fingerprint:
         return "guard_stale"
     return "guard_pass"
+
+
+def question_fingerprint(prompt: str, options: Sequence[str]) -> str:
+    """The fingerprint of a question as shown (prompt and options): what the card shows and the guard
+    compares, so a question that changed (or was answered and replaced) is never answered."""
+    text = "\n".join([prompt.strip(), *(o.strip() for o in options)])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -134,3 +134,71 @@ class EndSubscriptions(Effect):
     """Close every open long poll and subscription held by ``principal`` (revocation)."""
 
     principal: str
+
+
+# --- control's acts (connectcore.hub_acts) -----------------------------------------------------------
+# Each names its act; the daemon answers every one of them with ``ActExecuted`` (or, for the guard,
+# ``ActGuarded``). The pane effects come out of the guard's step, taken under the pane's send lock.
+
+
+@dataclass(frozen=True)
+class CheckActGuard(Effect):
+    """Take ``pane_id``'s send lock (none for an act that opens a window), read the pane afresh and
+    answer ``ActGuarded`` while holding it."""
+
+    act: str
+    pane_id: str
+    incarnation: str
+
+
+@dataclass(frozen=True)
+class PressKeys(Effect):
+    """Press these named keys (tmux key names, already checked by the core), in order."""
+
+    act: str
+    pane_id: str
+    incarnation: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TypeShellText(Effect):
+    """Type one command line literally into a shell pane and press Enter (it runs as a command)."""
+
+    act: str
+    pane_id: str
+    incarnation: str
+    text: str
+
+
+@dataclass(frozen=True)
+class OpenWindow(Effect):
+    """Open a new window running the structured ``launcher`` in ``cwd`` (with ``session``: resumed
+    onto that session with the launcher's resume argv), connected at ``preset``."""
+
+    act: str
+    launcher: str
+    cwd: str
+    preset: str
+    session: str | None = None
+    message: str = ""  # handoff: the text control sends the new pane once it runs
+
+
+@dataclass(frozen=True)
+class ClosePane(Effect):
+    """Kill the pane (and its process)."""
+
+    act: str
+    pane_id: str
+    incarnation: str
+
+
+@dataclass(frozen=True)
+class HandOff(Effect):
+    """Control's message to a live pane, approved on the act's card: the daemon submits it through
+    the delivery machine (``Submit`` with ``act`` set)."""
+
+    act: str
+    pane_id: str
+    incarnation: str
+    text: str

@@ -46,11 +46,21 @@ CALL_SCOPES: Mapping[str, Scope | None] = MappingProxyType(
         "send_message": Scope.MESSAGE,
         "get_message": Scope.MESSAGE,
         "list_messages": Scope.MESSAGE,
+        # control's acts (connectcore.hub_acts): only the control role holds act
+        "send_keys": Scope.ACT,
+        "launch_agent": Scope.ACT,
+        "resume_session": Scope.ACT,
+        "handoff": Scope.ACT,
+        "shell_text": Scope.ACT,
+        "close_pane": Scope.ACT,
+        "get_act": Scope.ACT,
     }
 )
 
 #: Calls whose record is written by the step they run (the gate writes only a refusal before it).
-AUDITED_BY_STEP: frozenset[str] = frozenset({"send_message"})
+AUDITED_BY_STEP: frozenset[str] = frozenset(
+    {"send_message", "send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane"}
+)
 
 
 class UnknownCall(ConnectError):

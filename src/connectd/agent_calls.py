@@ -22,6 +22,7 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore.delivery import Message
 from connectcore.grants import Scope
+from connectd import targets
 from connectd.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
@@ -55,7 +56,9 @@ class AgentCalls:
             raise
 
     @asynccontextmanager
-    async def call(self, token: str, action: str, target: str = "", message_id: str | None = None) -> AsyncIterator[R.Admitted]:
+    async def call(
+        self, token: str, action: str, target: str = "", message_id: str | None = None, detail: str = ""
+    ) -> AsyncIterator[R.Admitted]:
         """Pass the gate, run the call's body, write the call's one audit record: ``allowed``, or
         ``refused`` with the reason the body raised (a refusal already audited passes through)."""
         admitted = await self.gate(token, action, target[:200], message_id)
@@ -64,7 +67,8 @@ class AgentCalls:
         except H.CallRefused:
             raise  # audited where it was refused: the gate again, or the runner for a step
         except Exception as exc:
-            await self.engine.audit(admitted.refused(R.refusal_reason(exc)))
+            reason = R.refusal_reason(exc)
+            await self.engine.audit(admitted.refused(f"{detail} {reason}" if detail else reason))
             raise
         allowed = admitted.allowed()
         if allowed is not None:
@@ -131,7 +135,7 @@ class AgentCalls:
         """One pane in detail; its screen tail only as :func:`connectcore.redact.tail_policy` allows
         for ``caller`` (None: a reader without control's act scope), always redacted."""
         book = self.engine.hub.book
-        record = D.resolve(self.engine.directory, target)
+        record = targets.resolve(self.engine, target)
         state = self.engine.panes.get(record.pane_id)
         entry = next(a for a in self.agents() if a["pane"] == record.pane_id)
         caller_scopes = grants.scopes_of(book, caller.id) if caller is not None else frozenset()
@@ -194,7 +198,7 @@ class AgentCalls:
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
         engine = self.engine
         async with self.call(token, "send_message", str(to), message_id) as admitted:
-            record = D.resolve(engine.directory, to)
+            record = targets.resolve(engine, to)
             state = engine.panes.get(record.pane_id)
             kind = state.reading.harness.value if state and state.reading else record.harness
             recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))

@@ -305,6 +305,25 @@ def cmd_disconnect_all(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_control(args: argparse.Namespace) -> int:
+    result = _client(args).call("POST", "/api/control/stop", {})
+    _print(args, result, [f"stopped control: {', '.join(result['stopped'])}"])
+    return 0
+
+
+def cmd_acts(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.decision:
+        if not args.act_id:
+            raise SystemExit("connectd: acts approve|decline takes an act id")
+        result = client.call("POST", f"/api/acts/{args.act_id}/{args.decision}", {})
+        _print(args, result, [f"{result['act_id']}: {result['state']}"])
+        return 0
+    acts = client.call("GET", "/api/acts" + ("?all=1" if args.all else ""))
+    _print(args, acts, [f"{a['act_id']}  tier {a['tier']}  {a['state']}  {a['shown']}" for a in acts] or ["no acts"])
+    return 0
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     env: dict[str, str] = {}
     for item in args.env:
@@ -315,8 +334,11 @@ def cmd_launch(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"launcher": args.launcher, "connect": args.connect, "cwd": os.path.abspath(args.cwd), "env": env}
     if args.session:
         body["session"] = args.session
+    if args.control:
+        body["control"] = True
     result = _client(args).call("POST", "/api/launch", body)
-    _print(args, result, [f"launched {result['launcher']} in {result['address']} (connect: {result['connect']})"])
+    role = "control: act and collaborate, every act after your card" if result.get("control") else f"connect: {result['connect']}"
+    _print(args, result, [f"launched {result['launcher']} in {result['address']} ({role})"])
     return 0
 
 
@@ -610,7 +632,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", default=".")
     p.add_argument("--session", help="resume this session id")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    p.add_argument("--control", action="store_true", help="start it as the control agent (at most one runs)")
     p.set_defaults(func=cmd_launch)
+
+    p = sub.add_parser("control", parents=[common, reads], help="the control agent: stop it")
+    p.add_argument("action", choices=["stop"])
+    p.set_defaults(func=cmd_control)
+
+    p = sub.add_parser("acts", parents=[common, reads], help="control's acts waiting for you (approve or decline one)")
+    p.add_argument("decision", nargs="?", choices=["approve", "decline"])
+    p.add_argument("act_id", nargs="?")
+    p.add_argument("--all", action="store_true", help="also acts that reached their outcome")
+    p.set_defaults(func=cmd_acts)
 
     p = sub.add_parser("agents", parents=[common, reads], help="the fleet directory")
     p.set_defaults(func=cmd_agents)

@@ -23,6 +23,7 @@ from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
 from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter, TypeText
 from connectcore.screen import Reading, read_screen
+from connectd import targets
 from connectd.tmux import TmuxError
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Delivery:
         if handle is None:
             return None
         try:
-            record = D.resolve(self.engine.watcher.directory, handle)
+            record = targets.resolve(self.engine, handle)
         except D.TargetError as exc:
             return H.Unresolved(exc.reason.value)
         return H.Recipient(record.pane_id, record.token, record.harness, handle)

@@ -31,6 +31,7 @@ from connectcore import launchers as L
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
+from connectd.acts_io import ActsIO
 from connectd.agent_calls import AgentCalls, message_view
 from connectd.delivery_io import Delivery
 from connectd.ids import EngineError, Ids, hash_token
@@ -115,6 +116,7 @@ class Engine:
         self.subscribers = Subscribers()
         self.watcher = Watcher(self)
         self.delivery = Delivery(self)
+        self.acts_io = ActsIO(self)
         self.launches = Launches(self)
         self.restarts = Restarts(self)
         self.person = PersonCalls(self)

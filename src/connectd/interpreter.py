@@ -34,16 +34,22 @@ import anyio
 from connectcore import restart as R
 from connectcore.effects import (
     Audit,
+    CheckActGuard,
     CheckGuard,
+    ClosePane,
     ConfirmTyping,
     Effect,
     EndSubscriptions,
     ExitAgent,
+    HandOff,
     Notify,
+    OpenWindow,
     Persist,
     PressEnter,
+    PressKeys,
     Respawn,
     SetPaneOption,
+    TypeShellText,
     TypeText,
 )
 from connectd.supervisor import Kind
@@ -92,6 +98,12 @@ class Interpreter:
             Respawn: self._respawn,
             R.ObservePane: self._answered_by_driver,
             R.InspectPane: self._answered_by_driver,
+            CheckActGuard: self._check_act_guard,
+            PressKeys: self._act,
+            TypeShellText: self._act,
+            ClosePane: self._act,
+            OpenWindow: self._act,
+            HandOff: self._act,
         }
 
     def handled(self) -> frozenset[type[Effect]]:
@@ -172,6 +184,21 @@ class Interpreter:
     async def _respawn(self, effect: Respawn) -> None:
         await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
         await self.engine.restarts.respawned(effect)
+
+    async def _check_act_guard(self, effect: CheckActGuard) -> None:
+        acts = self.engine.acts_io
+        self.engine.supervisor.spawn(
+            Kind.GUARD,
+            acts.guard,
+            effect,
+            name=f"act guard {effect.act}",
+            on_error=lambda exc: acts.guard_failed(effect, exc),
+        )
+
+    async def _act(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
+        """Control's act, once (its outcome, done or failed, is reported by connectd.acts_io)."""
+        with anyio.CancelScope(shield=True):
+            await self.engine.acts_io.execute(effect)
 
     async def _answered_by_driver(self, effect: R.ObservePane | R.InspectPane) -> None:
         """A question the restart driver that stepped it answers (it reads the step's effects)."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from connectcore import grants
+from connectcore import grants, hub_acts
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore.grants import PRESET_SCOPES, Preset
@@ -71,6 +71,8 @@ class Launches:
             raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(engine.launchers))})")
         scopes = PRESET_SCOPES[preset]
         grants.check_grantable(scopes, engine.hub.book.cap)
+        if control:  # one control at a time: refused before any window opens
+            hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
         env = dict(extra_env or {})
         token: str | None = None
         if scopes or control:
@@ -133,6 +135,7 @@ class Launches:
             "address": f"{pane_id}@{incarnation}",
             "launcher": launcher_name,
             "connect": preset.value if token else "off",
+            "control": control,
             "session": list(session_key) if session_key else None,
             "actor": actor,
         }

@@ -32,6 +32,8 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit
+from connectcore.grants import Scope
+from connectd.act_calls import ActCalls
 from connectd.agent_calls import AgentCalls
 from connectd.engine import Engine, EngineError, hash_token
 from connectd.http.owner_auth import bearer_token
@@ -87,19 +89,35 @@ async def _answer(call: Awaitable[T]) -> T:
         raise ToolError(f"refused ({R.refusal_reason(exc)}): {exc}") from exc
 
 
+class _ConnectServer(MCPServer):
+    """Lists control's act tools only to a caller that holds ``act`` (every call is gated anyway)."""
+
+    engine: Engine
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        access = get_access_token()
+        principal = grants.authenticate_or_none(self.engine.hub.book, hash_token(access.token)) if access else None
+        if principal is not None and Scope.ACT in grants.scopes_of(self.engine.hub.book, principal.id):
+            return tools
+        return [t for t in tools if R.CALL_SCOPES.get(t.name) is not Scope.ACT]
+
+
 def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
     """The MCP server: each tool is one :class:`connectd.agent_calls.AgentCalls` call, which passes
     the core's gate before it looks anything up."""
-    server = MCPServer(
+    server = _ConnectServer(
         name="connect",
         instructions=INSTRUCTIONS,
         token_verifier=_Verifier(engine),
         auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None, required_scopes=[]),
         log_level="WARNING",
     )
+    server.engine = engine
     _directory_tools(server, engine.calls)
     _history_tools(server, engine.calls, history)
     _message_tools(server, engine.calls)
+    _act_tools(server, ActCalls(engine))
     return server
 
 
@@ -177,6 +195,69 @@ def _message_tools(server: MCPServer, calls: AgentCalls) -> None:
     )
     async def list_messages() -> dict[str, Any]:
         return _data(await _answer(calls.list_messages(_token())), "connectd message ledger")
+
+
+ACT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+CARD = (
+    " Control only (the act scope). Nothing happens until the person approves the act's card, which shows "
+    "exactly what will happen, on which pane, with its tier; it answers the act's id and state: read the "
+    "outcome with get_act."
+)
+
+
+def _act_tools(server: MCPServer, acts: ActCalls) -> None:
+    @server.tool(
+        name="send_keys", annotations=ACT,
+        description="Press named keys (Enter, Escape, Up, Down, Left, Right, Tab, Space, y, n, 1-9) in an agent "
+        "pane that shows a question or menu, to answer it. Tier 2; if the question changed before the press, "
+        "nothing is pressed (stale)." + CARD,
+    )
+    async def send_keys(to: str, keys: list[str]) -> dict[str, Any]:
+        return await _answer(acts.send_keys(_token(), to, keys))
+
+    @server.tool(
+        name="launch_agent", annotations=ACT,
+        description="Open a new tmux window running a structured launcher (claude, codex, ...) in cwd, connected "
+        "at preset (off, observe, collaborate; at most the person's cap). Tier 2." + CARD,
+    )
+    async def launch_agent(launcher: str, cwd: str, preset: str = "off") -> dict[str, Any]:
+        return await _answer(acts.launch_agent(_token(), launcher, cwd, preset))
+
+    @server.tool(
+        name="resume_session", annotations=ACT,
+        description="Reopen a past session (from find_sessions) in a new window, in its own directory, with its "
+        "harness's resume command. Tier 2." + CARD,
+    )
+    async def resume_session(harness: str, session_id: str) -> dict[str, Any]:
+        return await _answer(acts.resume_session(_token(), harness, session_id))
+
+    @server.tool(
+        name="handoff", annotations=ACT,
+        description="Hand work off: message the agent pane `to`, or the pane holding `session` (harness:session_id), "
+        "resuming that session in a new window first if no pane holds it. Tier 2." + CARD,
+    )
+    async def handoff(text: str, to: str | None = None, session: str | None = None) -> dict[str, Any]:
+        return await _answer(acts.handoff(_token(), text, to, session))
+
+    @server.tool(
+        name="shell_text", annotations=ACT,
+        description="Type one command line into a shell pane and press Enter: it runs as a command. Tier 3; the "
+        "card shows the exact text." + CARD,
+    )
+    async def shell_text(to: str, text: str) -> dict[str, Any]:
+        return await _answer(acts.shell_text(_token(), to, text))
+
+    @server.tool(name="close_pane", annotations=ACT, description="Close a pane; its process ends. Tier 3." + CARD)
+    async def close_pane(to: str) -> dict[str, Any]:
+        return await _answer(acts.close_pane(_token(), to))
+
+    @server.tool(
+        name="get_act", annotations=READ,
+        description="The state of an act you asked for (awaiting_consent, executing, done, stale, failed, declined, "
+        "expired, cancelled) and what happened. wait (seconds, at most 60) waits for its outcome.",
+    )
+    async def get_act(act_id: str, wait: float = 0.0) -> dict[str, Any]:
+        return await _answer(acts.get_act(_token(), act_id, wait))
 
 
 class SessionCaps:

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants
+from connectcore import grants, hub_acts
 from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
+from connectd.act_calls import act_view
 from connectd.ids import EngineError
 
 if TYPE_CHECKING:
@@ -74,6 +75,29 @@ class PersonCalls:
         await engine.step(H.Decide(engine.clock(), card_id, decision, by))
         card = engine.hub.cards[card_id]
         return {"id": card.id, "state": card.state.value}
+
+    def acts(self, include_closed: bool = False) -> list[dict[str, Any]]:
+        """Control's acts, newest first: open ones (a card waiting, or running), or all the hub keeps."""
+        acts = sorted(self.engine.hub.acts.values(), key=lambda a: a.created_at, reverse=True)
+        return [act_view(a) | {"actor": self._actor(a.principal)} for a in acts if include_closed or not a.is_final]
+
+    def _actor(self, principal_id: str) -> str:
+        book = self.engine.hub.book
+        principal = book.principals.get(grants.canonical(book, principal_id))
+        return grants.actor_name(principal) if principal is not None else principal_id
+
+    async def decide_act(self, act_id: str, approve: bool, by: str = "owner") -> dict[str, Any]:
+        engine = self.engine
+        await engine.step(H.ActDecided(engine.clock(), act_id, approve, by))
+        return act_view(engine.hub.acts[act_id])
+
+    async def stop_control(self, by: str = "owner") -> dict[str, Any]:
+        """Stop control: revoke it (its acts not yet executed are cancelled); its pane keeps running."""
+        controls = sorted(hub_acts.live_controls(self.engine.hub.book))
+        if not controls:
+            raise EngineError("no_control", "no control agent is running")
+        await self.revoke_principals(controls, by)
+        return {"stopped": [self._actor(p) for p in controls]}
 
     async def revoke_principals(self, principal_ids: Iterable[str], by: str = "owner") -> None:
         """Turn Connect off: take every affected pane's send lock, then step the revocation."""

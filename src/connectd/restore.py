@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from connectcore import directory as D
-from connectcore import grants
+from connectcore import grants, hub_acts
 from connectcore.effects import Audit
 from connectcore.grants import Preset
 
@@ -67,7 +67,10 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
     for item in plan["items"]:
         session = (item["harness"], item["session_id"])
         preset = grants.preset_of(grants.session_scopes(engine.hub.book, session)) or Preset.OFF
-        result = await engine.launch(item["harness"], preset=preset, cwd=item["cwd"], session=item["session_id"])
+        control = hub_acts.control_to_restore(engine.hub.book, session)  # a lost control comes back as control
+        result = await engine.launch(
+            item["harness"], preset=preset, cwd=item["cwd"], session=item["session_id"], control=control
+        )
         launched.append(result)
         await engine.audit(Audit(by, "restore", "launched", target=f"agent:{session[0]}:{session[1]}", at=engine.clock()))
     return {"launched": launched, "skipped": plan["skipped"]}

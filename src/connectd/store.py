@@ -43,6 +43,7 @@ from typing import Any
 
 from connectcore import grants, hub
 from connectcore.consent import Card, CardState
+from connectcore.control import ACT_TABLE, Act
 from connectcore.delivery import DEFAULT_LIMITS, FINAL, Limits, Message
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
@@ -197,7 +198,21 @@ CREATE TABLE export_cursors (
 ) STRICT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+_V3 = """
+CREATE TABLE acts (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,               -- control's principal
+    tool TEXT NOT NULL,
+    pane_id TEXT NOT NULL,                 -- '' for an act that opens a window
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    final_at REAL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE INDEX acts_state ON acts(state);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -276,6 +291,7 @@ class Store:
             "card": self._put_card,
             "pairs": self._put_pairs,
             "restart": self._put_restart,
+            "act": self._put_act,
         }
         #: Called with each committed Audit, after the commit.
         self.audit_listeners: list[Callable[[Audit], None]] = []
@@ -475,6 +491,24 @@ class Store:
             body=codec.dumps(r),
         )
 
+    def _put_act(self, p: Persist) -> None:
+        if p.record is None:
+            self._delete("acts", "id = ?", _key(p, 1))
+            return
+        a = _record(p, Act, (getattr(p.record, "id", None),))
+        self._upsert(
+            "acts", id=a.id, principal=a.principal, tool=a.tool.value, pane_id=a.pane_id, state=a.state.value,
+            created_at=a.created_at, final_at=a.final_at, body=codec.dumps(a),
+        )
+
+    def acts(self, *, limit: int = 200, open_only: bool = False) -> list[Act]:
+        """Control's acts, newest first (``open_only``: those not final)."""
+        finals = [s.value for s in ACT_TABLE.finals]
+        where = f"WHERE state NOT IN ({', '.join('?' for _ in finals)})" if open_only else ""
+        args = (*finals, limit) if open_only else (limit,)
+        rows = self._rows(f"SELECT body FROM acts {where} ORDER BY created_at DESC LIMIT ?", args)
+        return [codec.loads(Act, b) for (b,) in rows]
+
     def _upsert(self, table: str, **cols: Any) -> None:
         names = ", ".join(cols)
         marks = ", ".join("?" for _ in cols)
@@ -576,7 +610,7 @@ class Store:
                 pairs = [(s, i) for s, i in db.execute("SELECT sender, incarnation FROM pairs")]
             except (sqlite3.Error, codec.CodecError) as exc:
                 raise StoreError(f"{self.path}: cannot load the hub: {exc}") from exc
-        return hub.restore(book, messages, cards, pairs, limits)
+        return hub.restore(book, messages, cards, pairs, limits, self.acts(open_only=True))
 
     def audit(
         self, *, actor: str | None = None, pane: str | None = None, outcome: str | None = None,

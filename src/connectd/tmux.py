@@ -37,6 +37,7 @@ import anyio
 import anyio.to_thread
 import libtmux
 
+from connectcore.control import NAMED_KEYS
 from connectd import procfs
 
 PANE_ID = re.compile(r"%[0-9]+\Z")
@@ -308,6 +309,12 @@ class SyncTmux:
     def press_enter(self, pane_id: str) -> None:
         self.run("send-keys", "-t", check_pane_id(pane_id), "Enter")
 
+    def send_named_keys(self, pane_id: str, keys: Sequence[str]) -> None:
+        """Press tmux named keys in order (control's send_keys; the core allows only NAMED_KEYS)."""
+        if not keys or any(not isinstance(k, str) or k not in NAMED_KEYS for k in keys):
+            raise TmuxInputError(f"only named keys may be pressed, got {list(keys)!r}")
+        self.run("send-keys", "-t", check_pane_id(pane_id), *keys)
+
     # --- options ----------------------------------------------------------------------------------
 
     def get_pane_option(self, pane_id: str, name: str) -> str | None:
@@ -534,6 +541,9 @@ class TmuxAdapter:
 
     async def press_enter(self, pane_id: str) -> None:
         await self._call(partial(self.sync.press_enter, pane_id))
+
+    async def send_named_keys(self, pane_id: str, keys: Sequence[str]) -> None:
+        await self._call(partial(self.sync.send_named_keys, pane_id, tuple(keys)))
 
     async def send_exit_command(self, pane_id: str, command: str, *, settle: float = 0.4) -> None:
         """Type the harness's exit command, wait for the paste to settle, then press Enter."""

@@ -687,3 +687,24 @@ def test_a_draft_connect_left_is_a_needs_you_note_counted_in_the_top_bar(page: P
     page.wait_live()
     page.page.locator("#needs-notes > li").first.wait_for(state="detached")
     assert page.page.locator("#needs-count").text_content() == "0"
+
+
+@needs_browser
+def test_control_s_act_card_names_its_tier_and_control_has_its_icon_and_a_stop_switch(page: Page, daemon: DaemonProcess) -> None:
+    (ctl,) = fleet(daemon, "ctl", connect="off", control=True)
+    (pure,) = fleet(daemon, "pure", connect="off")
+    err, act = agent_call(daemon, ctl, "close_pane", to=pure.address)
+    assert not err, act
+    card = page.page.locator("#acts > li", has=page.page.get_by_text(pure.pane, exact=False))
+    card.wait_for()
+    assert "Tier 3" in card.inner_text() and "close_pane" in card.inner_text()
+    assert page.page.locator("#needs-count").text_content() != "0"
+    control_card = page.agent(ctl.pane)
+    control_card.locator('[data-icon="crown"]').first.wait_for()
+    assert page.agent(pure.pane).locator('[data-icon="crown"]').count() == 0
+    card.get_by_role("button", name="Approve").click()
+    card.wait_for(state="detached")
+    wait_for(lambda: pure.pane not in {a["pane"] for a in daemon.api("GET", "/api/agents")}, 15, "the pane closed")
+    control_card.get_by_role("button", name="Stop control").click()
+    wait_for(lambda: "act" not in daemon.agent_view(ctl.pane)["scopes"], 15, "control stopped")
+    assert not page.errors, page.errors

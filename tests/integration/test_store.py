@@ -553,3 +553,25 @@ def test_a_daemon_killed_mid_typing_never_types_twice(data_dir: Path) -> None:
     assert outcome["stale"] is not None and outcome["stale"].state is MessageState.EXPIRED
     assert recovered.messages[keys["queued"]].state is MessageState.READY  # resumes: delivered once
     assert set(again.messages) == {keys["queued"], keys["typing"]}  # the expired one stays history
+
+
+def test_acts_survive_a_restart_and_recover_never_runs_one_twice(tmp_path: Path) -> None:
+    """An act pending stays pending; one approved but not executed is cancelled; one executing fails."""
+    from connectcore import control as C
+    from tests.unit.test_hub_acts import QUESTION, approve, propose, world
+
+    w, ctl, pure, shell = world()
+    pending = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1", "Enter"])
+    approved = propose(w, ctl, C.Tool.SHELL_TEXT, shell, text="ls")
+    approve(w, approved)
+    with Store.open(tmp_path) as store:
+        store.apply(e for e in w.effects if isinstance(e, Persist) and e.kind == "act")
+        assert {a.id for a in store.acts(open_only=True)} == {pending, approved}
+        hub = store.load_hub(w.now)
+        assert hub.acts[pending].args["keys"] == ["1", "Enter"] and hub.acts[pending].tool is C.Tool.SEND_KEYS
+        hub, effects = H.step(replace(hub, book=w.hub.book), H.Recover(w.now + 1))
+        store.apply(e for e in effects if isinstance(e, Persist) and e.kind == "act")
+        assert hub.acts[approved].state is C.ActState.CANCELLED
+    with Store.open(tmp_path) as store:
+        states = {a.id: a.state for a in store.acts()}
+        assert states == {pending: C.ActState.AWAITING_CONSENT, approved: C.ActState.CANCELLED}

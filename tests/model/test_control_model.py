@@ -99,6 +99,8 @@ class ControlModel(RuleBasedStateMachine):
             self.executed[act_id] = self.screen[act.pane_id]
             self.ran_in[act_id] = self.incarnation[act.pane_id]
         self._step(act_id, event)
+        if event == "guard_pass":
+            self._step(act_id, "executed")
 
     @rule(seconds=st.floats(min_value=0, max_value=40))
     def time_passes(self, seconds: float) -> None:

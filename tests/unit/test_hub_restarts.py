@@ -562,3 +562,27 @@ def test_revoking_the_agent_holding_the_restarted_incarnation_cancels_its_restar
     begin(w, b)
     w.step(H.Revoke(w.now, b.principal))
     assert "r-1" not in w.hub.restarts
+
+
+def test_a_restarted_control_stays_control_and_a_second_control_is_not_connected() -> None:
+    from connectcore import hub_acts
+
+    w = World()
+    ctl = w.launch("ctl", Preset.OFF, control=True, session=("claude", "sess-b"))
+    begin(w, ctl)
+    to_process_ended(w, ctl)
+    respawned(w, ctl)
+    principal = grants.authenticate(w.hub.book, "tok-new")
+    assert principal.id == ctl.principal and principal.control
+    assert Scope.ACT in grants.scopes_of(w.hub.book, principal.id)
+    assert hub_acts.live_controls(w.hub.book) == {ctl.principal}
+    # another control running meanwhile: the respawned session comes back, but not connected
+    w2 = World()
+    ctl2 = w2.launch("ctl", Preset.OFF, control=True, session=("claude", "sess-b"))
+    begin(w2, ctl2)
+    to_process_ended(w2, ctl2)
+    w2.step(H.PaneGone(w2.now, ctl2.pane, ctl2.incarnation))
+    w2.launch("other", Preset.OFF, control=True)
+    effects = respawned(w2, ctl2)
+    assert audits(effects, "restart.respawn")[0].outcome == "unconnected"
+    assert "tok-new" not in w2.hub.book.tokens

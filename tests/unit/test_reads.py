@@ -196,7 +196,7 @@ def test_a_refusal_of_a_merged_principal_s_token_names_the_agent_it_joined() -> 
 
 
 def test_every_tool_has_its_scope() -> None:
-    assert R.CALL_SCOPES == {
+    assert {
         "whoami": None,
         "list_agents": Scope.READ,
         "get_agent": Scope.READ,
@@ -205,7 +205,8 @@ def test_every_tool_has_its_scope() -> None:
         "send_message": Scope.MESSAGE,
         "get_message": Scope.MESSAGE,
         "list_messages": Scope.MESSAGE,
-    }
+        **{tool: Scope.ACT for tool in ("send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane", "get_act")},
+    } == R.CALL_SCOPES
 
 
 def test_the_gate_allows_with_one_record_written_when_the_call_ends() -> None:

@@ -212,6 +212,7 @@ class Launch(Body):
     cwd: Text
     session: Text | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    control: bool = False  # start the control role (act + Collaborate under its charter, at most one)
 
 
 class Restart(Body):

@@ -205,15 +205,32 @@ class OwnerApi:
         preset = Preset(body.connect)
         try:
             result = await self.engine.launch(
-                body.launcher, preset=preset, cwd=body.cwd, session=body.session, extra_env=dict(body.env)
+                body.launcher, preset=preset, cwd=body.cwd, session=body.session, extra_env=dict(body.env),
+                control=body.control,
             )
         except (EngineError, ConnectError) as exc:
             problem = refusal(exc)
             await self.record(actor, "launch", "refused", body.launcher[:128], problem.error)
             raise problem from None
-        detail = f"launcher={body.launcher} connect={result.get('connect')}"
+        detail = f"launcher={body.launcher} connect={result.get('connect')}" + (" role=control" if body.control else "")
         await self.record(actor, "launch", "done", result.get("pane"), detail)
         return result
+
+    async def acts(self, request: Request, actor: str) -> Any:
+        query = Query(request, {"all"})
+        return self.engine.person.acts(include_closed=query.flag("all"))
+
+    async def approve_act(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await self.engine.person.decide_act(request.path_params["act_id"], True, by=actor)
+
+    async def decline_act(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await self.engine.person.decide_act(request.path_params["act_id"], False, by=actor)
+
+    async def stop_control(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await self.engine.person.stop_control(by=actor)
 
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
@@ -242,6 +259,10 @@ class OwnerApi:
             ("/api/launch", self.launch, post),
             ("/api/launchers", self.launchers, get),
             ("/api/restart", self.restart, post),
+            ("/api/acts", self.acts, get),
+            ("/api/acts/{act_id}/approve", self.approve_act, post),
+            ("/api/acts/{act_id}/decline", self.decline_act, post),
+            ("/api/control/stop", self.stop_control, post),
             ("/api/messages", self.messages, get),
             ("/api/audit", self.audit, get),
             ("/api/events", self.events, get),

@@ -19,6 +19,7 @@
     launchers: new Map(),
     cards: [],
     needs: [], // drafts connect may have left in a composer (GET /api/needs)
+    acts: [], // control's acts waiting on the person's card (GET /api/acts)
     restarts: new Map(), // pane -> {id, step, outcome, detail, preset, at}
     errors: new Map(), // pane -> text of the last refused toggle
     pending: new Set(), // panes with a toggle request in flight
@@ -184,6 +185,7 @@
 
   function paneLabel(a) {
     const bits = [a.pane, a.harness];
+    if (a.control) bits.push("control");
     return bits.join(" · ") + (a.title ? ` · ${a.title}` : "");
   }
   // {name, id}: a short name for a person and the full actor for the record
@@ -246,7 +248,7 @@
   }
 
   function renderNeedsCount() {
-    const n = state.cards.length + (state.needs || []).length;
+    const n = state.cards.length + (state.needs || []).length + (state.acts || []).length;
     $("cards-empty").hidden = n > 0;
     const count = $("needs-count");
     count.textContent = String(n);
@@ -271,6 +273,65 @@
         ),
     );
     renderNeedsCount();
+  }
+
+  // Control's acts: each card shows exactly what will happen, on which pane, with its tier.
+  const TIER_WORDS = { 2: "Tier 2: a card every time", 3: "Tier 3: runs as a command or ends a process" };
+  async function loadActs() {
+    const acts = await api("GET", "/api/acts");
+    const now = Date.now() / 1000;
+    state.acts = acts.filter((a) => a.state === "awaiting_consent").map((a) => ({ ...a, deadline: Date.now() + (a.expires_at - now) * 1000 }));
+    reconcile($("acts"), state.acts, (a) => a.act_id, (a) => JSON.stringify([a.shown, a.tier, a.target, a.actor]), buildActCard);
+    for (const a of state.acts) {
+      const el = $("acts").querySelector(`[data-key="${CSS.escape(a.act_id)}"] [data-deadline]`);
+      if (el) el.dataset.deadline = String(a.deadline);
+    }
+    renderNeedsCount();
+    tick();
+  }
+
+  function buildActCard(a) {
+    const error = h("p", { class: "error", attrs: { hidden: true, role: "alert" } });
+    const answer = (decision) => async (ev) => {
+      const card = ev.currentTarget.closest("li");
+      for (const b of card.querySelectorAll("button")) b.disabled = true;
+      try {
+        await api("POST", `/api/acts/${encodeURIComponent(a.act_id)}/${decision}`, {});
+        toast(decision === "approve" ? "Approved: control's act runs now." : "Declined.");
+        state.acts = state.acts.filter((x) => x.act_id !== a.act_id);
+        $("acts").querySelector(`[data-key="${CSS.escape(a.act_id)}"]`)?.remove();
+        renderNeedsCount();
+      } catch (err) {
+        error.textContent = err.message;
+        error.hidden = false;
+        for (const b of card.querySelectorAll("button")) b.disabled = false;
+      }
+    };
+    return h(
+      "li",
+      { class: "card act", data: { testid: "act-card", tier: a.tier }, attrs: { "aria-label": `Control asks: ${a.tool} on ${a.target}` } },
+      h("p", { class: "summary" }, icon("crown", "Control"), h("strong", { text: ` Control asks: ${a.tool}` }), " ", h("span", { class: "chip", data: { tier: a.tier }, text: TIER_WORDS[a.tier] || `Tier ${a.tier}` })),
+      h("pre", { class: "text", text: a.shown }),
+      h("p", { class: "meta" }, h("span", { text: `On ${a.target} · from ${describeActor(a.actor).name} · ` }), h("span", { data: { deadline: "0" } })),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { class: "btn primary", attrs: { type: "button" }, on: { click: answer("approve") } }, icon("check"), "Approve"),
+        h("button", { class: "btn", attrs: { type: "button" }, on: { click: answer("decline") } }, icon("x"), "Decline"),
+      ),
+      error,
+    );
+  }
+
+  async function stopControl() {
+    try {
+      const result = await api("POST", "/api/control/stop", {});
+      toast(`Stopped control: ${result.stopped.join(", ")}.`);
+      schedule("agents", 0);
+      schedule("acts", 0);
+    } catch (err) {
+      reportError(err);
+    }
   }
 
   function buildCard(c) {
@@ -422,7 +483,9 @@
     const running = restart && !restart.final;
     const pending = state.pending.has(a.pane);
     const connected = a.connect !== "off";
-    const badge = a.connect === "observe"
+    const badge = a.control
+      ? icon("crown", "Control: acts on the fleet after your card")
+      : a.connect === "observe"
       ? icon("eye", "Connected: Observe")
       : a.connect === "collaborate"
         ? icon("messages-square", "Connected: Collaborate")
@@ -489,6 +552,9 @@
         "div",
         { class: "agent-foot" },
         h("button", { class: "btn quiet", attrs: { type: "button" }, data: { focus: "activity" }, on: { click: () => showActivity(a.pane) } }, icon("scroll-text"), "Activity"),
+        a.control && a.scopes.includes("act")
+          ? h("button", { class: "btn", attrs: { type: "button" }, data: { testid: "stop-control" }, on: { click: stopControl } }, icon("power"), "Stop control")
+          : null,
       ),
     );
   }
@@ -800,6 +866,7 @@
     agents: loadAgents,
     cards: loadCards,
     needs: loadNeeds,
+    acts: loadActs,
     messages: loadMessages,
     audit: () => (state.audit.newest ? loadAudit("newest") : Promise.resolve()),
   };
@@ -905,6 +972,10 @@
         break;
       case "needs":
         schedule("needs", 30);
+        break;
+      case "act":
+        schedule("acts", 30);
+        schedule("audit", 700);
         break;
       case "grant":
         schedule("agents", 80);

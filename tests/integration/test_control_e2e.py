@@ -1,0 +1,378 @@
+"""The control role end to end: a real ``connectd serve``, a private tmux server, stand-in agents, the
+SDK's MCP client as control. Each act tool, each tier, each refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support.daemon import ROOT, AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.tmux_server import TmuxServer
+
+
+@pytest.fixture
+def tmux() -> Iterator[TmuxServer]:
+    with TmuxServer("connect-ctl") as server:
+        server.new_session("main", width=160, height=40)
+        yield server
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
+    d = DaemonProcess(tmp_path, tmux).start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def control_and_pure(daemon: DaemonProcess) -> tuple[AgentHandle, AgentHandle]:
+    ctl = daemon.launch("ctl", "off", control=True)
+    pure = daemon.launch("pure", "off")
+    for agent in (ctl, pure):
+        daemon.wait_ready(agent)
+    assert ctl.token
+    return ctl, pure
+
+
+def act_tool(daemon: DaemonProcess, agent: AgentHandle, tool: str, **args: Any) -> tuple[bool, Any]:
+    async def go() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, agent.token or "") as client:
+            return await call(client, tool, **args)
+
+    return anyio.run(go)
+
+
+def approve_and_wait(daemon: DaemonProcess, ctl: AgentHandle, act_id: str, decision: str = "approve") -> dict[str, Any]:
+    daemon.api("POST", f"/api/acts/{act_id}/{decision}", {})
+    err, outcome = act_tool(daemon, ctl, "get_act", act_id=act_id, wait=20)
+    assert not err, outcome
+    return outcome  # type: ignore[no-any-return]
+
+
+def show_dialog(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle) -> None:
+    tmux.tmux("send-keys", "-t", agent.pane, "-l", "/dialog")
+    tmux.tmux("send-keys", "-t", agent.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(agent.pane)["activity"] == "dialog", 10, "a dialog")
+
+
+def screen(tmux: TmuxServer, pane: str) -> str:
+    return tmux.tmux("capture-pane", "-p", "-t", pane)
+
+
+def audit(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    page = daemon.api("GET", "/api/audit?limit=200")
+    return page["items"] if isinstance(page, dict) else page  # type: ignore[no-any-return]
+
+
+def test_send_keys_answers_the_question_on_its_card_after_the_person_taps(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    show_dialog(daemon, tmux, pure)
+    err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert not err, act
+    assert act["state"] == "awaiting_consent" and act["tier"] == 2 and "Do you want to proceed?" in act["shown"]
+    assert "[Yes / No]" in act["shown"]
+    pending = daemon.api("GET", "/api/acts")
+    assert [a["act_id"] for a in pending] == [act["act_id"]] and pending[0]["tier"] == 2
+    assert "Allowed." not in screen(tmux, pure.pane)  # nothing before the tap
+    outcome = approve_and_wait(daemon, ctl, act["act_id"])
+    assert outcome["state"] == "done", outcome
+    wait_for(lambda: "Allowed." in screen(tmux, pure.pane), 10, "the answer on screen")
+    rows = [r for r in audit(daemon) if r["action"] == "send_keys"]
+    assert {r["outcome"] for r in rows} >= {"awaiting_consent", "done"}
+    assert all("role=control" in r["detail"] and "tier=2" in r["detail"] for r in rows)
+
+
+def test_a_question_answered_meanwhile_is_never_answered_again(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    show_dialog(daemon, tmux, pure)
+    err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert not err, act
+    tmux.tmux("send-keys", "-t", pure.pane, "2")  # the person answers by hand first
+    wait_for(lambda: "Denied." in screen(tmux, pure.pane), 10, "the hand answer")
+    outcome = approve_and_wait(daemon, ctl, act["act_id"])
+    assert outcome["state"] == "stale", outcome
+    assert "Allowed." not in screen(tmux, pure.pane)
+
+
+def test_send_keys_refusals(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    err, text = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert err and "no_question" in text
+    show_dialog(daemon, tmux, pure)
+    err, text = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["C-c"])
+    assert err and "bad_key" in text
+    err, text = act_tool(daemon, ctl, "send_keys", to=ctl.address, keys=["1"])
+    assert err and ("self" in text or "no_question" in text)
+    assert daemon.api("GET", "/api/acts") == []
+
+
+def test_an_ordinary_agent_has_no_act_tool_and_act_is_never_grantable(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    peer = daemon.launch("peer", "collaborate")
+    daemon.wait_ready(peer)
+    act_tools = {"send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane", "get_act"}
+
+    async def listed(agent: AgentHandle, era: str) -> set[str]:
+        async with mcp_agent(daemon.mcp_url, agent.token or "", era) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    for era in ("legacy", "2026-07-28"):  # the tool list is per caller in both protocol eras
+        assert act_tools <= anyio.run(listed, ctl, era)
+        peer_tools = anyio.run(listed, peer, era)
+        assert not act_tools & peer_tools and "send_message" in peer_tools
+    for tool, args in [("send_keys", {"to": pure.address, "keys": ["1"]}), ("close_pane", {"to": pure.address}),
+                       ("launch_agent", {"launcher": "demo", "cwd": str(daemon.workdir)}), ("get_act", {"act_id": "x"})]:
+        err, text = act_tool(daemon, peer, tool, **args)
+        assert err and "act" in text, (tool, text)
+    for path, body in [
+        ("/api/grants", {"harness": "claude", "session_id": "s", "preset": "act"}),
+        (f"/api/panes/{peer.pane}/connect", {"preset": "act"}),
+        ("/api/launch", {"launcher": "demo", "connect": "act", "cwd": str(daemon.workdir)}),
+        ("/api/restart", {"pane": peer.pane, "preset": "act"}),
+        ("/api/launch", {"launcher": "demo", "connect": "off", "cwd": str(daemon.workdir), "control": True}),
+    ]:
+        response = daemon.http().post(path, json=body)
+        assert 400 <= response.status_code < 500, (path, response.text)
+    assert "control_running" in daemon.http().post("/api/launch", json={"launcher": "demo", "connect": "off", "cwd": str(daemon.workdir), "control": True}).text
+    cli = subprocess.run(
+        [sys.executable, "-m", "connectd.cli", "launch", "demo", "--connect", "act", "--data-dir", str(daemon.data_dir)],
+        capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
+    assert cli.returncode == 2 and "invalid choice" in cli.stderr
+    agents = {a["pane"]: a for a in daemon.api("GET", "/api/agents")}
+    assert agents[ctl.pane]["control"] and not agents[peer.pane]["control"] and "act" not in agents[peer.pane]["scopes"]
+
+
+def test_shell_text_types_the_exact_command_after_its_card(daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
+    ctl, pure = control_and_pure(daemon)
+    shell = tmux.tmux("new-window", "-P", "-F", "#{pane_id}", "-t", "main", "bash --norc --noprofile").strip()
+    wait_for(lambda: any(a["pane"] == shell for a in daemon.api("GET", "/api/agents")), 10, "the shell pane")
+    address = next(a["address"] for a in daemon.api("GET", "/api/agents") if a["pane"] == shell)
+    err, text = act_tool(daemon, ctl, "shell_text", to=pure.address, text="ls")
+    assert err and "not_a_shell" in text
+    target = tmp_path / "from-control.txt"
+    err, act = act_tool(daemon, ctl, "shell_text", to=address, text=f"echo hello > {target}")
+    assert not err, act
+    assert act["tier"] == 3 and f"echo hello > {target}" in act["shown"]
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "done"
+    wait_for(target.exists, 10, "the command ran")
+    err, declined = act_tool(daemon, ctl, "shell_text", to=address, text=f"rm {target}")
+    assert approve_and_wait(daemon, ctl, declined["act_id"], "decline")["state"] == "declined"
+    assert target.exists()
+
+
+def test_launch_agent_and_close_pane(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    before = {a["pane"] for a in daemon.api("GET", "/api/agents")}
+    err, act = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=str(daemon.workdir), preset="off")
+    assert not err, act
+    outcome = approve_and_wait(daemon, ctl, act["act_id"])
+    assert outcome["state"] == "done" and "opened" in outcome["detail"], outcome
+    wait_for(lambda: len({a["pane"] for a in daemon.api("GET", "/api/agents")} - before) == 1, 10, "the new window")
+    err, text = act_tool(daemon, ctl, "launch_agent", launcher="nope", cwd=str(daemon.workdir))
+    assert err and "unknown_launcher" in text
+    assert ("refused", "role=control tier=2 unknown_launcher") in {(r["outcome"], r["detail"]) for r in audit(daemon) if r["action"] == "launch_agent"}
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err and act["tier"] == 3
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "done"
+    wait_for(lambda: pure.pane not in {a["pane"] for a in daemon.api("GET", "/api/agents")}, 10, "the pane closed")
+
+
+def test_control_messages_a_pure_agent_and_hands_off(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+
+    async def send() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, ctl.token or "") as client:
+            return await call(client, "send_message", to=pure.address, text="from control", message_id="c-1")
+
+    err, sent = anyio.run(send)
+    assert not err and sent["outcome"] == "queued", sent
+    card = daemon.wait_card()
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
+    wait_for(lambda: any("from control" in p for p in pure.prompts()), 20, "control's message typed")
+    actor = daemon.agent_view(ctl.pane)["actor"]
+    assert any(f"from {actor} (control agent, pane {ctl.pane})" in p for p in pure.prompts())  # provenance names control
+    err, act = act_tool(daemon, ctl, "handoff", text="please take over the release", to=pure.address)
+    assert not err and act["tier"] == 2, act
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "done"
+    wait_for(lambda: any("take over the release" in p for p in pure.prompts()), 20, "the handoff typed")
+
+
+def test_stopping_control_cancels_its_pending_acts_and_its_calls(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, pure = control_and_pure(daemon)
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err
+    stopped = daemon.api("POST", "/api/control/stop", {})
+    assert len(stopped["stopped"]) == 1
+    acts = {a["act_id"]: a for a in daemon.api("GET", "/api/acts?all=1")}
+    assert acts[act["act_id"]]["state"] == "cancelled"
+    err, text = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert err
+    daemon.api("POST", "/api/control/stop", {}, expect=400)
+    again = daemon.launch("ctl2", "off", control=True)  # none running now: a new control may start
+    assert again.token
+
+
+def test_resume_session_reopens_a_past_session_in_its_own_cwd_with_its_resume_argv(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "5c1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "past-work")
+    Claude(session, str(work), branch="main").prompt("ship the release notes").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        d.wait_ready(ctl)
+        err, text = act_tool(d, ctl, "resume_session", harness="claude", session_id="no-such-session")
+        assert err, text
+        err, act = act_tool(d, ctl, "resume_session", harness="claude", session_id=session)
+        assert not err, act
+        assert act["tier"] == 2 and session in act["shown"] and str(work) in act["shown"]
+        outcome = approve_and_wait(d, ctl, act["act_id"])
+        assert outcome["state"] == "done", outcome
+        view = wait_for(
+            lambda: next((a for a in d.api("GET", "/api/agents") if (a["session"] or {}).get("session_id") == session), None),
+            20, "the resumed pane",
+        )
+        assert view["cwd"] == str(work) and view["connect"] == "off"
+        pid = tmux.tmux("display-message", "-p", "-t", view["pane"], "#{pane_pid}").strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[-3:-1] == [b"--resume", session.encode()]
+        rows = [r for r in audit(d) if r["action"] == "resume_session"]
+        assert rows and all(r["actor"].startswith("agent:claude:") and "role=control" in r["detail"] for r in rows)
+    finally:
+        d.stop()
+
+
+def test_restore_brings_a_lost_control_back_as_control(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "6d1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "ctl-work")
+    Claude(session, str(work), branch="main").prompt("orchestrate").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True, session=session)
+        d.wait_ready(ctl)
+        assert d.agent_view(ctl.pane)["control"]
+        tmux.kill()
+        tmux.new_session("main", width=160, height=40)
+        wait_for(lambda: d.api("GET", "/api/restore")["items"], 20, "the lost control listed")
+        [launched] = d.api("POST", "/api/restore", {})["launched"]
+        assert launched["control"] is True
+        view = wait_for(lambda: d.agent_view(launched["pane"]) if d.agent_view(launched["pane"])["address"] else None, 20, "restored")
+        assert view["control"] and "act" in view["scopes"]
+    finally:
+        d.stop()
+
+
+def test_the_cli_lists_and_answers_acts_and_stops_control(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    import json
+    import os
+
+    ctl, pure = control_and_pure(daemon)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err, act
+    assert "tier 3" in cli("acts")
+    [listed] = json.loads(cli("acts", "--json"))
+    assert listed["act_id"] == act["act_id"] and listed["tier"] == 3
+    assert "declined" in cli("acts", "decline", act["act_id"])
+    assert "stopped control" in cli("control", "stop")
+    assert "act" not in daemon.agent_view(ctl.pane)["scopes"]
+
+
+def test_the_control_handle_names_the_running_control(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    ctl, _pure = control_and_pure(daemon)
+    peer = daemon.launch("peer", "collaborate")
+    daemon.wait_ready(peer)
+
+    async def ask() -> tuple[tuple[bool, Any], tuple[bool, Any]]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            found = await call(client, "get_agent", target="control")
+            sent = await call(client, "send_message", to="control", text="status report for control", message_id="to-ctl")
+            return found, sent
+
+    (err, found), (sent_err, sent) = anyio.run(ask)
+    assert not err and found["data"]["pane"] == ctl.pane, found
+    assert not sent_err and sent["to"] == ctl.address, sent
+    card = daemon.wait_card()
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
+    wait_for(lambda: any("status report for control" in p for p in ctl.prompts()), 20, "delivered to control")
+    daemon.api("POST", "/api/control/stop", {})
+
+    async def again() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            return await call(client, "get_agent", target="control")
+
+    err, text = anyio.run(again)
+    assert err and "no_pane" in text
+
+
+def test_an_act_card_survives_a_daemon_restart_and_expires_like_a_message_card(tmp_path: Path, tmux: TmuxServer) -> None:
+    d = DaemonProcess(tmp_path, tmux, policy="cap = \"observe\"\n[limits]\ncard_ttl = 6.0\n").start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        pure = d.launch("pure", "off")
+        for agent in (ctl, pure):
+            d.wait_ready(agent)
+        err, text = act_tool(d, ctl, "launch_agent", launcher="demo", cwd=str(d.workdir), preset="collaborate")
+        assert err and "above_cap" in text  # the person's cap binds control's launches
+        err, act = act_tool(d, ctl, "close_pane", to=pure.address)
+        assert not err, act
+        d.stop()
+        d.start()  # the card is still there after a restart, and still answerable
+        assert [a["act_id"] for a in d.api("GET", "/api/acts")] == [act["act_id"]]
+        err, outcome = act_tool(d, ctl, "get_act", act_id=act["act_id"], wait=10)
+        assert not err and outcome["state"] == "expired", outcome
+        assert d.api("GET", "/api/acts") == []
+        assert pure.pane in {a["pane"] for a in d.api("GET", "/api/agents")}  # nothing ran
+        # too late: an expired card cannot be approved
+        assert d.http().post(f"/api/acts/{act['act_id']}/approve", json={}).status_code >= 400
+    finally:
+        d.stop()
+
+
+def test_handoff_to_a_session_no_pane_holds_resumes_it_then_messages_it(tmp_path: Path, tmux: TmuxServer) -> None:
+    from tests.fixtures.history.transcripts import Claude, make_repo
+
+    session = "7e1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
+    work = make_repo(tmp_path / "handoff-work")
+    Claude(session, str(work), branch="main").prompt("the flaky test").write(claude_root)
+    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
+    try:
+        ctl = d.launch("ctl", "off", control=True)
+        d.wait_ready(ctl)
+        err, act = act_tool(d, ctl, "handoff", session=f"claude:{session}", text="please finish the flaky test fix")
+        assert not err, act
+        assert act["target"] == "new window" and "please finish the flaky test fix" in act["shown"]
+        outcome = approve_and_wait(d, ctl, act["act_id"])
+        assert outcome["state"] == "done" and "queued" in outcome["detail"], outcome["detail"]
+        view = wait_for(
+            lambda: next((a for a in d.api("GET", "/api/agents") if (a["session"] or {}).get("session_id") == session), None),
+            20, "the resumed pane",
+        )
+        err, message = act_tool(d, ctl, "get_message", message_id=f"handoff-{act['act_id']}", wait=30)
+        assert not err and message["outcome"] == "delivered", message
+        assert message["to"].startswith(view["pane"] + "@")
+    finally:
+        d.stop()
