@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectcore import directory as D
+from connectcore._machine import ConnectError
 from connectcore.history import tokens
 
 HEAD_REF_RE = re.compile(r"ref:\s*(\S+)")
@@ -42,6 +43,12 @@ WEIGHTS: Mapping[str, float] = {
     "history": 4.0,  # the session this pane holds ranks in the history search (scaled by its rank)
 }
 RESOLVE_LIMIT_MAX = 50
+
+
+class ResolveError(ConnectError):
+    """A malformed ``resolve`` request (reason ``bad_request``)."""
+
+    reason = "bad_request"
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ def rank_request(
     and is not listed again. Live panes with no match are left out.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RESOLVE_LIMIT_MAX:
-        raise ValueError(f"limit must be an integer from 1 to {RESOLVE_LIMIT_MAX}, got {limit!r}")
+        raise ResolveError(f"limit must be an integer from 1 to {RESOLVE_LIMIT_MAX}, got {limit!r}")
     held = {
         (r.binding.harness, r.binding.session_id): r.pane_id
         for r in records

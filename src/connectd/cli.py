@@ -254,6 +254,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
             [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), a.get("title") or "",
               a.get("cwd") or ""] for a in agents],
         )
+        for a in agents:
+            if a.get("note"):
+                print(f"{a['address']}: {a['note']}")
     return 0
 
 

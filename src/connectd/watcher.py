@@ -7,8 +7,12 @@
 - The control-mode reader marks panes that produced output (:meth:`mark_output`); they are captured
   within ``timing.capture``, and a slow sweep recaptures every pane in case a notification was lost.
   Each reading whose screen or readiness changed is stepped into the core as ``PaneObserved``.
-- Session bindings: the directory binds a pane to its agent session from the launch record, or (Codex)
-  from the rollout file its process holds open; a bound principal gets its session alias.
+- Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
+  session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
+  <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
+  file its process holds open; a bound principal gets its session alias.
+- Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
+  changed (:class:`connectd.routing_facts.FactsCache`).
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ import logging
 import re
 import socket
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.screen import Reading, read_screen
 from connectd import procfs
+from connectd.history.liveness import LivenessProbe
+from connectd.history.service import default_claude_root
+from connectd.routing_facts import FactsCache
 from connectd.tmux import Capture, PaneInfo, TmuxError
 
 if TYPE_CHECKING:
@@ -71,6 +78,8 @@ class Watcher:
         self._dirty: set[str] = set()
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
+        self.facts = FactsCache(retry=engine.timing.sweep)
+        self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
 
     # --- the control-mode reader and history liveness -------------------------------------------
 
@@ -120,17 +129,26 @@ class Watcher:
             harness = "unknown"
             if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
                 harness = old.reading.harness.value
-            launch = await engine.launches.record_for(info.pane_id, token_of(info))
+            token = token_of(info)
+            launch = await engine.launches.record_for(info.pane_id, token)
             if launch is not None:
                 launches[info.pane_id] = launch
+            title = _self_published_title(info)
+            facts = self.facts.cached(info.pane_id, token, title)
+            principal = grants.principal_at(engine.hub.book, token)
             observations.append(
                 D.PaneObservation(
                     incarnation=incarnation_of(info),
                     harness=harness,
                     foreground=info.current_command,
-                    title=_self_published_title(info),
+                    title=title,
+                    session_title=facts.session_title,
                     cwd=info.current_path,
+                    repo=facts.repo,
+                    branch=facts.branch,
+                    pr_links=facts.pr_links,
                     launcher=launch.launcher if launch else None,
+                    is_control=bool(principal and principal.control),
                 )
             )
         before = self.directory
@@ -144,6 +162,8 @@ class Watcher:
                     self.directory,
                     D.Evidence(info.pane_id, token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id),
                 )
+        await self._claude_evidence()
+        self.directory = await self.facts.refresh(engine, self.directory)
         for pane_id, record in before.panes.items():
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
@@ -184,6 +204,42 @@ class Watcher:
             self._codex_scanned.add(token)
             self.directory = D.note_evidence(
                 self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", ids.pop())
+            )
+
+    def _claude_root(self) -> Any:
+        history = self.engine.history
+        return history.claude_root if history is not None else default_claude_root()
+
+    async def _claude_evidence(self) -> None:
+        """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
+        registry: a record whose process start time matches /proc and whose process descends from the
+        pane's process. The registry is read when an unbound Claude pane appears, then at most once per
+        sweep interval while one stays unbound."""
+        engine = self.engine
+        unbound = frozenset(
+            r.token
+            for p, r in self.directory.panes.items()
+            if (s := self.panes.get(p)) is not None and s.reading is not None and s.reading.harness.value == "claude"
+            and not isinstance(r.binding, D.SessionBinding)
+        )
+        seen, at = self._claude_scan
+        now = engine.clock()
+        if not unbound or (unbound <= seen and now - at < engine.timing.sweep):
+            return
+        self._claude_scan = (unbound, now)
+        pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
+        probe = LivenessProbe(self._claude_root(), self._claude_root())
+        snap = await engine.run_sync(lambda: probe.snapshot(pane_pids, codex=False))
+        for session_id, running in sorted(snap.claude.items()):
+            pane_id = snap.ancestry.get(running.pid)
+            record = self.directory.panes.get(pane_id) if pane_id else None
+            if not running.trusted or record is None:
+                continue
+            start = await engine.run_sync(procfs.process_start_time, running.pid)
+            self.directory = D.note_evidence(
+                self.directory,
+                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", session_id,
+                           pid=running.pid, process_start=start),
             )
 
     async def _bind_sessions(self) -> None:

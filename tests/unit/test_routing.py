@@ -180,5 +180,5 @@ def test_resolve_ties_break_by_pane_order_and_limit_applies() -> None:
     found = RT.rank_request("app", d.records(), [], limit=2)
     assert [f["pane"] for f in found] == ["%1", "%2"]
     assert RT.rank_request("nothing matches", d.records(), []) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(RT.ResolveError):
         RT.rank_request("app", d.records(), [], limit=0)
