@@ -315,12 +315,24 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise SystemExit(f"connectd: --env takes KEY=VALUE, got {item!r}")
         env[key] = value
+    if args.here:
+        return _launch_here(args, env)
     body: dict[str, Any] = {"launcher": args.launcher, "connect": args.connect, "cwd": os.path.abspath(args.cwd), "env": env}
     if args.session:
         body["session"] = args.session
     result = _client(args).call("POST", "/api/launch", body)
     _print(args, result, [f"launched {result['launcher']} in {result['address']} (connect: {result['connect']})"])
     return 0
+
+
+def _launch_here(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``launch --here``: run the launcher in this pane under a connectd-owned supervisor (this process)."""
+    from connectd.here import run_here
+
+    client = _client(args)
+    status = run_here(client.call, launcher=args.launcher, connect=args.connect, cwd=os.path.abspath(args.cwd),
+                      session=args.session, env=env)
+    return status if status >= 0 else 128 - status
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
@@ -613,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", default=".")
     p.add_argument("--session", help="resume this session id")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    p.add_argument("--here", action="store_true", help="run it in this tmux pane, under a supervisor; the shell survives its exit")
     p.set_defaults(func=cmd_launch)
 
     p = sub.add_parser("agents", parents=[common, reads], help="the fleet directory")

@@ -80,6 +80,10 @@ class Watcher:
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
         self.facts = FactsCache(retry=engine.timing.sweep)
         self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
+        # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
+        # plans handed to supervisors that have not named their child yet.
+        self.here: dict[str, tuple[int, int, int]] = {}
+        self.here_pending: dict[tuple[str, int], Any] = {}
 
     # --- the control-mode reader and history liveness -------------------------------------------
 
@@ -110,8 +114,22 @@ class Watcher:
     async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
         for info in await self.engine.tmux.list_panes():
             if info.pane_id == pane_id and alive(info):
+                info = self._effective(info)
                 return info, token_of(info)
         return None, None
+
+    def _effective(self, info: PaneInfo) -> PaneInfo:
+        """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
+        process life (pid and start time), so the agent's exit ends it while the shell lives on."""
+        held = self.here.get(info.pane_id)
+        if held is None:
+            return info
+        supervisor, child, start = held
+        stat = procfs.read_stat(child)
+        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.state == "Z":
+            del self.here[info.pane_id]
+            return info
+        return replace(info, pane_pid=child, process_start_time=start)
 
     # --- list-panes: the source of truth ----------------------------------------------------------
 
@@ -121,7 +139,7 @@ class Watcher:
         infos: list[PaneInfo] = []
         if await tmux.server_running():
             await tmux.reap()
-            infos = [p for p in await tmux.list_panes() if alive(p)]
+            infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
         observations = []
         launches: dict[str, LaunchRecord] = {}
         for info in infos:

@@ -214,6 +214,21 @@ class Launch(Body):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+class LaunchHere(Launch):
+    """``connectd launch --here``: the supervisor in ``pane`` (its own pid) asks for the plan."""
+
+    pane: PaneId
+    pid: int
+
+
+class HereStarted(Body):
+    """The supervisor started the agent as its child (held before exec until the daemon answers)."""
+
+    pane: PaneId
+    pid: int
+    child: int
+
+
 class Restart(Body):
     pane: PaneId
     preset: PresetName
