@@ -22,9 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
+from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectd import procfs
 from connectd.ids import EngineError, hash_token
@@ -32,6 +35,9 @@ from connectd.launches import _off_session_preset
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
+
+#: How long a relaunch handover waits for the other side (the supervisor, or the restart's Respawn).
+RELAUNCH_WAIT = 20.0
 
 
 # --- connectd launch --here: the launcher in the person's own pane, under a supervisor -----------------
@@ -48,6 +54,8 @@ class HerePending:
     session_id: str | None
     cwd: str
     argv: tuple[str, ...]
+    relaunch: bool = False  # a restart-to-connect's respawn: the restarter records it and binds the token
+    extra_env: tuple[tuple[str, str], ...] = ()  # the launch's own --env, for a relaunch (never persisted)
 
 
 async def plan(
@@ -86,7 +94,8 @@ async def plan(
             plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
         env_all = dict(plan.env_add)
     engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
-        launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv)
+        launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
+        extra_env=tuple(sorted(env.items())),
     )
     return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
 
@@ -112,10 +121,14 @@ async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> 
     if stat is None or stat.ppid != supervisor:
         raise EngineError("not_in_pane", f"process {child} is not the supervisor's child")
     engine.watcher.here[pane_id] = (supervisor, child, stat.start_time)
+    engine.watcher.here_supervisors[pane_id] = supervisor
     info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
     if info is None or incarnation is None or info.pane_pid != child:
         engine.watcher.here.pop(pane_id, None)
         raise EngineError("launch_failed", f"the agent in {pane_id} exited at once")
+    if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn_here)
+        return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
+    engine.launches.env[(pane_id, incarnation)] = dict(pending.extra_env)
     await engine.launches.record(
         pane_id, incarnation, launcher=pending.launcher, harness=pending.harness, session_id=pending.session_id,
         cwd=pending.cwd, argv=list(pending.argv), started_at=engine.clock(),
@@ -136,6 +149,47 @@ async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> 
     }
 
 
+async def next_plan(engine: Engine, pane_id: str, supervisor: int, wait: float = RELAUNCH_WAIT) -> dict[str, Any]:
+    """The supervisor's agent exited: relaunch it in place when a restart-to-connect of this pane is
+    under way (its Respawn hands the plan over, :func:`respawn_here`), else let the supervisor end."""
+    await _check_inside(engine, pane_id, supervisor)
+    waited = 0.0
+    while H.restart_of_pane(engine.hub, pane_id) is not None and waited < wait:
+        handed = engine.watcher.here_relaunch.pop(pane_id, None)
+        if handed is not None:
+            pending, env = handed
+            engine.watcher.here_pending[(pane_id, supervisor)] = pending
+            return {"relaunch": True, "argv": list(pending.argv), "env": env, "cwd": pending.cwd}
+        await anyio.sleep(0.1)
+        waited += 0.1
+    engine.watcher.here_supervisors.pop(pane_id, None)
+    return {"relaunch": False}
+
+
+def is_here(engine: Engine, pane_id: str) -> bool:
+    """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
+    supervisor = engine.watcher.here_supervisors.get(pane_id)
+    return supervisor is not None and procfs.read_stat(supervisor) is not None
+
+
+def waiting(engine: Engine, pane_id: str) -> bool:
+    """The supervisor lives but its agent has exited: to a restart, the agent's process is dead."""
+    return is_here(engine, pane_id) and pane_id not in engine.watcher.here
+
+
+async def respawn_here(engine: Engine, effect: Respawn) -> None:
+    """A restart's Respawn of a ``--here`` pane: hand the plan to the supervisor and wait for the child
+    it starts (raises ``TimeoutError`` if none comes: the restart step fails and says so)."""
+    record = engine.hub.restarts[H.restart_of_pane(engine.hub, effect.pane_id) or ""].record
+    launcher = engine.launchers[record.launcher]
+    pending = HerePending(record.launcher, launcher.harness, frozenset(), None, record.session_id, effect.cwd,
+                          tuple(effect.argv), relaunch=True)
+    engine.watcher.here.pop(effect.pane_id, None)
+    engine.watcher.here_relaunch[effect.pane_id] = (pending, dict(effect.env))
+    with anyio.fail_after(RELAUNCH_WAIT):
+        while effect.pane_id not in engine.watcher.here:
+            await anyio.sleep(0.05)
+
 
 # --- the supervisor (runs in the person's pane, as the CLI) ----------------------------------------------
 
@@ -153,8 +207,17 @@ def run_here(call: Any, *, launcher: str, connect: str, cwd: str, session: str |
     if session:
         body["session"] = session
     got = call("POST", "/api/launch/here", body)
+    status = _run_child(call, pane, got)
+    while True:  # a restart-to-connect relaunches the agent in place, through this supervisor
+        nxt = call("POST", "/api/launch/here/next", {"pane": pane, "pid": os.getpid()})
+        if not nxt.get("relaunch"):
+            return status
+        status = _run_child(call, pane, nxt)
+
+
+def _run_child(call: Any, pane: str, plan: Mapping[str, Any]) -> int:
     release_r, release_w = os.pipe()
-    child = _spawn(got["argv"], {**os.environ, **got["env"]}, got["cwd"], release_r, release_w)
+    child = _spawn(list(plan["argv"]), {**os.environ, **plan["env"]}, str(plan["cwd"]), release_r, release_w)
     try:
         started = call("POST", "/api/launch/here/started", {"pane": pane, "pid": os.getpid(), "child": child})
     except BaseException:

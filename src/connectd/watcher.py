@@ -84,6 +84,8 @@ class Watcher:
         # plans handed to supervisors that have not named their child yet.
         self.here: dict[str, tuple[int, int, int]] = {}
         self.here_pending: dict[tuple[str, int], Any] = {}
+        self.here_supervisors: dict[str, int] = {}  # pane -> supervisor pid, between its agents too
+        self.here_relaunch: dict[str, Any] = {}  # pane -> a restart's plan handed to its supervisor
 
     # --- the control-mode reader and history liveness -------------------------------------------
 

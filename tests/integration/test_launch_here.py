@@ -92,3 +92,31 @@ def test_launch_here_runs_in_this_pane_connected_and_the_shell_survives(daemon: 
     assert tmux.tmux("display-message", "-p", "-t", pane, "#{pane_pid} #{pane_dead}").split() == [shell_pid, "0"]
     err, text = run(_whoami, daemon, token)
     assert err and "not connected" in str(text).lower() or "401" in str(text)
+
+
+def test_restart_to_connect_relaunches_a_here_agent_in_place_and_the_shell_survives(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    log = daemon.tmp / "here-off.jsonl"
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
+    shell_pid = tmux.tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
+    command = (
+        f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here demo "
+        f"--data-dir {daemon.data_dir} --env DEMO_AGENT_LOG={log} --env DEMO_AGENT_REVEAL_TOKEN=1"
+    )
+    tmux.tmux("send-keys", "-t", pane, "-l", command)
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    before = wait_for(
+        lambda: (v := daemon.agent_view(pane)).get("activity") == "idle" and v.get("launcher") == "demo" and v, 20, "idle, off"
+    )
+    assert before["connect"] == "off" and before["session"] is not None
+    daemon.api("POST", "/api/restart", {"pane": pane, "preset": "observe"})
+    try:
+        after = wait_for(
+            lambda: (v := daemon.agent_view(pane)).get("connect") == "observe" and v.get("activity") == "idle" and v, 45, "relaunched, connected"
+        )
+    except AssertionError:
+        raise AssertionError(tmux.tmux("capture-pane", "-p", "-t", pane)[-1500:] + repr(daemon.agent_view(pane)) + daemon.log_text()[-2000:]) from None
+    assert after["address"] != before["address"] and after["session"] == before["session"]
+    token = wait_for(lambda: next((r["token"] for r in _typed(log) if r.get("token")), None), 10, "the relaunched agent's token")
+    err, who = run(_whoami, daemon, token)
+    assert not err and who["pane"] == pane  # type: ignore[index]
+    assert tmux.tmux("display-message", "-p", "-t", pane, "#{pane_pid} #{pane_dead}").split() == [shell_pid, "0"]

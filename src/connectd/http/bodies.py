@@ -221,6 +221,13 @@ class LaunchHere(Launch):
     pid: int
 
 
+class HereNext(Body):
+    """The supervisor's agent exited: is a relaunch in place (restart-to-connect) under way?"""
+
+    pane: PaneId
+    pid: int
+
+
 class HereStarted(Body):
     """The supervisor started the agent as its child (held before exec until the daemon answers)."""
 

@@ -242,6 +242,13 @@ class OwnerApi:
         await self.record(actor, "launch", "done", body.pane, f"launcher={result['launcher']} connect={result['connect']} here")
         return result
 
+    async def here_next(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.HereNext)
+        try:
+            return await here.next_plan(self.engine, body.pane, body.pid)
+        except (EngineError, ConnectError) as exc:
+            raise refusal(exc) from None
+
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
         preset = Preset(body.preset)
@@ -269,6 +276,7 @@ class OwnerApi:
             ("/api/launch", self.launch, post),
             ("/api/launch/here", self.launch_here, post),
             ("/api/launch/here/started", self.here_started, post),
+            ("/api/launch/here/next", self.here_next, post),
             ("/api/launchers", self.launchers, get),
             ("/api/restart", self.restart, post),
             ("/api/messages", self.messages, get),
