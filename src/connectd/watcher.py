@@ -79,6 +79,7 @@ class Watcher:
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
         self.facts = FactsCache(retry=engine.timing.sweep)
+        self._codex_tried: dict[str, float] = {}
         self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
         # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
         # plans handed to supervisors that have not named their child yet.
@@ -145,32 +146,10 @@ class Watcher:
         observations = []
         launches: dict[str, LaunchRecord] = {}
         for info in infos:
-            old = self.panes.get(info.pane_id)
-            harness = "unknown"
-            if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
-                harness = old.reading.harness.value
-            token = token_of(info)
-            launch = await engine.launches.record_for(info.pane_id, token)
+            launch = await engine.launches.record_for(info.pane_id, token_of(info))
             if launch is not None:
                 launches[info.pane_id] = launch
-            title = _self_published_title(info)
-            facts = self.facts.cached(info.pane_id, token, title)
-            principal = grants.principal_at(engine.hub.book, token)
-            observations.append(
-                D.PaneObservation(
-                    incarnation=incarnation_of(info),
-                    harness=harness,
-                    foreground=info.current_command,
-                    title=title,
-                    session_title=facts.session_title,
-                    cwd=info.current_path,
-                    repo=facts.repo,
-                    branch=facts.branch,
-                    pr_links=facts.pr_links,
-                    launcher=launch.launcher if launch else None,
-                    is_control=bool(principal and principal.control),
-                )
-            )
+            observations.append(self._observation(info, launch))
         before = self.directory
         self.directory = D.observe(before, observations)
         for info in infos:
@@ -188,6 +167,7 @@ class Watcher:
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
                 self.panes.pop(pane_id, None)
+                self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
                 await engine.step(H.PaneGone(engine.clock(), pane_id, record.token))
         for info in infos:
@@ -200,6 +180,31 @@ class Watcher:
                 state.info, state.record = info, record
         await self._bind_sessions()
         tmux.forget_pane_locks(set(self.panes))
+
+    def _observation(self, info: PaneInfo, launch: LaunchRecord | None) -> D.PaneObservation:
+        """One pane of the poll, with what the daemon knows of it (its reading's harness, its launch,
+        its routing facts as last read, whether it is control)."""
+        old = self.panes.get(info.pane_id)
+        harness = "unknown"
+        if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
+            harness = old.reading.harness.value
+        token = token_of(info)
+        title = _self_published_title(info)
+        facts = self.facts.cached(info.pane_id, token, title)
+        principal = grants.principal_at(self.engine.hub.book, token)
+        return D.PaneObservation(
+            incarnation=incarnation_of(info),
+            harness=harness,
+            foreground=info.current_command,
+            title=title,
+            session_title=facts.session_title,
+            cwd=info.current_path,
+            repo=facts.repo,
+            branch=facts.branch,
+            pr_links=facts.pr_links,
+            launcher=launch.launcher if launch else None,
+            is_control=bool(principal and principal.control),
+        )
 
     async def reconcile(self) -> None:
         """Startup, after the first poll: end what belongs to incarnations that died while the daemon
@@ -218,6 +223,10 @@ class Watcher:
             return
         if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
             return
+        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per sweep interval
+        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.sweep:
+            return
+        self._codex_tried[token] = now
         files = await self.engine.run_sync(procfs.tree_open_files, info.pane_pid)
         ids = {m.group(1) for paths in files.values() for path in paths if (m := _ROLLOUT.search(path)) is not None}
         if len(ids) == 1:  # exactly one open session: unambiguous
