@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import os
 import time
 from collections.abc import Iterator
@@ -139,3 +140,18 @@ def _prompts(log: Path) -> list[str]:
     if not log.exists():
         return []
     return [json.loads(x).get("prompt", "") for x in log.read_text().splitlines() if x.strip().endswith("}")]
+
+
+CODEX_SESSION = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+
+
+def test_a_hand_started_codex_is_bound_from_the_rollout_file_it_holds_open(daemon: DaemonProcess, tmux: TmuxServer, roots: tuple[Path, Path]) -> None:
+    rollout = roots[1] / "sessions" / "2026" / "12" / "03" / f"rollout-2026-12-03T17-00-00-{CODEX_SESSION}.jsonl"
+    rollout.parent.mkdir(parents=True)
+    rollout.write_text("")
+    holder = f"import time; f = open({str(rollout)!r}, 'a'); print('codex stand-in'); time.sleep(600)"
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
+    tmux.tmux("send-keys", "-t", pane, "-l", f'bash -c "exec -a codex {sys.executable} -c \\"{holder}\\""')
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    view = wait_for(lambda: (v := daemon.agent_view(pane)).get("session") and v, 20, "the rollout binding")
+    assert view["session"] == {"harness": "codex", "session_id": CODEX_SESSION} and view["launcher"] is None
