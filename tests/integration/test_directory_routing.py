@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import json
-import sys
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
