@@ -179,7 +179,15 @@ class Watcher:
             else:
                 state.info, state.record = info, record
         await self._bind_sessions()
+        self._publish_changes(before)
         tmux.forget_pane_locks(set(self.panes))
+
+    def _publish_changes(self, before: D.Directory) -> None:
+        """Tell the page about a pane whose binding or routing facts changed without its screen changing."""
+        for pane_id, record in self.directory.panes.items():
+            old = before.panes.get(pane_id)
+            if old is not None and _shown(old) != _shown(record):
+                self.engine.subscribers.publish({"topic": "pane", "pane": pane_id})
 
     def _observation(self, info: PaneInfo, launch: LaunchRecord | None) -> D.PaneObservation:
         """One pane of the poll, with what the daemon knows of it (its reading's harness, its launch,
@@ -339,6 +347,10 @@ class Watcher:
             )
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
+
+
+def _shown(record: D.PaneRecord) -> tuple[object, ...]:
+    return (record.token, record.binding, record.repo, record.branch, record.session_title, record.pr_links)
 
 
 def _self_published_title(info: PaneInfo) -> str:
