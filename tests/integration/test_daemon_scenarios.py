@@ -199,7 +199,7 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
         assert got_err and "outside the repositories this caller may read" in str(got)
         assert not mine_err
         actor = d.agent_view(a.pane)["actor"]
-        rows = [(r["action"], r["outcome"], r["detail"]) for r in d.api("GET", f"/api/audit?actor={actor}&limit=100")]
+        rows = [(r["action"], r["outcome"], r["detail"]) for r in d.api("GET", f"/api/audit?actor={actor}&limit=100&order=oldest")]
         assert [r for r in rows if r[0] in ("find_sessions", "get_session")] == [
             ("find_sessions", "allowed", ""),
             ("get_session", "refused", "out_of_scope"),  # before: audited allowed

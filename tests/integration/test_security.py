@@ -416,7 +416,7 @@ def test_every_new_route_keeps_the_loopback_guard(daemon: DaemonProcess) -> None
 
 
 def audit_of(daemon: DaemonProcess, actor: str, action: str) -> list[tuple[str, str]]:
-    rows = daemon.api("GET", f"/api/audit?actor={actor}&limit=1000")
+    rows = daemon.api("GET", f"/api/audit?actor={actor}&limit=1000&order=oldest")
     return [(r["outcome"], r["detail"]) for r in rows if r["action"] == action]
 
 
