@@ -93,6 +93,8 @@ async def plan(
         if preset_id is not None:
             plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
         env_all = dict(plan.env_add)
+    for key in [k for k in engine.watcher.here_pending if procfs.read_stat(k[1]) is None]:
+        del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
     engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
         launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
         extra_env=tuple(sorted(env.items())),
