@@ -58,6 +58,7 @@ class HandleKind(StrEnum):
 
     PR = "pr"  # pr:<number> or pr:<URL>, from the session's PR links (or its branch's PR)
     TITLE = "title"  # title:<text>, the self-published pane title or the harness's session title
+    REPO = "repo"  # repo:<name>, the repository's name (last path component) or its whole path
     CONTROL = "control"  # the control role
 
 
@@ -406,6 +407,29 @@ def _binding(
     return SessionBinding(harness, session_id, tuple(sorted(c.source for c in claims)))
 
 
+def note_facts(
+    directory: Directory,
+    pane_id: str,
+    incarnation: str,
+    *,
+    repo: str | None,
+    branch: str | None,
+    session_title: str,
+    pr_links: Sequence[str],
+) -> Directory:
+    """The directory with one pane's routing facts (repo, branch, session title, PR links) replaced.
+
+    Facts for a pane that is gone or now holds another incarnation are a race with the poll: ignored.
+    """
+    record = directory.panes.get(pane_id)
+    if record is None or record.token != incarnation:
+        return directory
+    new = replace(record, repo=repo, branch=branch, session_title=session_title, pr_links=tuple(pr_links))
+    if new == record:
+        return directory
+    return replace(directory, panes={**directory.panes, pane_id: new})
+
+
 # --------------------------------------------------------------------------------------------------
 # Queries
 # --------------------------------------------------------------------------------------------------
@@ -432,7 +456,8 @@ def panes_holding(directory: Directory, harness: str, session_id: str) -> tuple[
 def parse_target(text: str) -> Target:
     """The address or handle ``text`` names, or :class:`TargetError` (``bad_target``) saying why not.
 
-    Forms: ``%5@<token>``, ``pr:123``, ``pr:#123``, ``pr:<PR URL>``, ``title:<text>``, ``control``.
+    Forms: ``%5@<token>``, ``pr:123``, ``pr:#123``, ``pr:<PR URL>``, ``title:<text>``, ``repo:<name>``,
+    ``control``.
     """
     if not isinstance(text, str):
         raise TargetError(TargetRefusal.BAD_TARGET, f"a target is a string, got {type(text).__name__}")
@@ -460,7 +485,7 @@ def parse_target(text: str) -> Target:
         raise TargetError(
             TargetRefusal.BAD_TARGET,
             f"unrecognised target {stripped[:80]!r}: expected %N@<token>, pr:<number or URL>, "
-            "title:<text> or control (window indices are never addresses)",
+            "title:<text>, repo:<name> or control (window indices are never addresses)",
         )
     return _handle(HandleKind(kind), value)
 
@@ -522,12 +547,24 @@ def _norm_title(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _repo_matches(wanted: str, repo: str | None) -> bool:
+    """``repo:<name>`` names a repository by its whole path or by its last path component."""
+    if not repo:
+        return False
+    wanted = wanted.rstrip("/") or wanted
+    if wanted.startswith("/"):
+        return wanted == repo.rstrip("/")
+    return wanted.casefold() == repo.rstrip("/").rsplit("/", 1)[-1].casefold()
+
+
 def _matches(handle: Handle, record: PaneRecord) -> bool:
     if handle.kind is HandleKind.CONTROL:
         return record.is_control
     if handle.kind is HandleKind.PR:
         wanted = _pr_key(handle.value)
         return wanted is not None and _pr_matches(wanted, record.pr_links)
+    if handle.kind is HandleKind.REPO:
+        return _repo_matches(handle.value, record.repo)
     wanted_title = _norm_title(handle.value)
     return any(t and _norm_title(t) == wanted_title for t in (record.title, record.session_title))
 

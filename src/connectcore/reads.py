@@ -41,6 +41,7 @@ CALL_SCOPES: Mapping[str, Scope | None] = MappingProxyType(
         "whoami": None,
         "list_agents": Scope.READ,
         "get_agent": Scope.READ,
+        "resolve": Scope.READ,
         "find_sessions": Scope.HISTORY,
         "get_session": Scope.HISTORY,
         "send_message": Scope.MESSAGE,

@@ -20,10 +20,12 @@ from connectcore import grants, redact
 from connectcore import history as HI
 from connectcore import hub as H
 from connectcore import reads as R
+from connectcore import routing as RT
 from connectcore.delivery import Message
 from connectcore.grants import Scope
 from connectd import targets
 from connectd.ids import EngineError, hash_token
+from connectd.person import RECEIVE_ONLY_NOTE
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -114,6 +116,9 @@ class AgentCalls:
                     "title": record.title or record.session_title,
                     "cwd": record.cwd,
                     "repo": record.repo,
+                    "branch": record.branch,
+                    "session_title": record.session_title,
+                    "pr_links": list(record.pr_links),
                     "activity": reading.activity.value if reading else "unknown",
                     "composer": reading.composer.value if reading else "absent",
                     "session": (
@@ -127,6 +132,11 @@ class AgentCalls:
                     "reachable": "reachable" in scopes,
                     "control": bool(principal and principal.control),
                     "launcher": record.launcher,
+                    "note": (
+                        RECEIVE_ONLY_NOTE
+                        if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
+                        else ""
+                    ),
                 }
             )
         return out
@@ -162,6 +172,19 @@ class AgentCalls:
             "withheld": redact.WITHHELD_WORDS.get(policy.reason),
         }
         return entry
+
+    async def resolve(self, token: str, history: Any | None, query: str, limit: int) -> list[dict[str, Any]]:
+        """Live panes and past sessions for a free-text request (:func:`connectcore.routing.rank_request`):
+        the caller's history search (its scope) joined with the live directory."""
+        async with self.call(token, "resolve", query) as admitted:
+            HI.query_terms(query)  # a request with no searchable words is refused
+            past: list[dict[str, Any]] = []
+            if history is not None:
+                allowed = await self._history_scope(admitted.principal, history)
+                past = await self.engine.run_sync(
+                    lambda: history.find_sessions(query, limit=RT.RESOLVE_LIMIT_MAX, allowed_repos=allowed)
+                )
+            return RT.rank_request(query, self.engine.directory.records(), past, limit=limit)
 
     # --- history ----------------------------------------------------------------------------------
 

@@ -254,6 +254,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
             [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), a.get("title") or "",
               a.get("cwd") or ""] for a in agents],
         )
+        for a in agents:
+            if a.get("note"):
+                print(f"{a['address']}: {a['note']}")
     return 0
 
 
@@ -331,6 +334,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise SystemExit(f"connectd: --env takes KEY=VALUE, got {item!r}")
         env[key] = value
+    if args.here:
+        return _launch_here(args, env)
     body: dict[str, Any] = {"launcher": args.launcher, "connect": args.connect, "cwd": os.path.abspath(args.cwd), "env": env}
     if args.session:
         body["session"] = args.session
@@ -340,6 +345,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
     role = "control: act and collaborate, every act after your card" if result.get("control") else f"connect: {result['connect']}"
     _print(args, result, [f"launched {result['launcher']} in {result['address']} ({role})"])
     return 0
+
+
+def _launch_here(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``launch --here``: run the launcher in this pane under a connectd-owned supervisor (this process)."""
+    from connectd.here import run_here
+
+    client = _client(args)
+    status = run_here(client.call, launcher=args.launcher, connect=args.connect, cwd=os.path.abspath(args.cwd),
+                      session=args.session, env=env)
+    return status if status >= 0 else 128 - status
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
@@ -633,6 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="resume this session id")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
     p.add_argument("--control", action="store_true", help="start it as the control agent (at most one runs)")
+    p.add_argument("--here", action="store_true", help="run it in this tmux pane, under a supervisor; the shell survives its exit")
     p.set_defaults(func=cmd_launch)
 
     p = sub.add_parser("control", parents=[common, reads], help="the control agent: stop it")

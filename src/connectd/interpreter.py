@@ -52,6 +52,7 @@ from connectcore.effects import (
     TypeShellText,
     TypeText,
 )
+from connectd import here
 from connectd.supervisor import Kind
 from connectd.tmux import TmuxError, TmuxInputError
 
@@ -182,7 +183,10 @@ class Interpreter:
         await self.engine.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.engine.timing.settle)
 
     async def _respawn(self, effect: Respawn) -> None:
-        await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
+        if here.is_here(self.engine, effect.pane_id):  # launched --here: its supervisor relaunches it
+            await here.respawn_here(self.engine, effect)
+        else:
+            await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
         await self.engine.restarts.respawned(effect)
 
     async def _check_act_guard(self, effect: CheckActGuard) -> None:

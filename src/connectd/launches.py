@@ -157,3 +157,4 @@ def _off_session_preset(launcher: L.Launcher, new_uuid: Callable[[], str]) -> st
     if L._session_picked(rule, launcher.argv):
         return None
     return new_uuid()
+

@@ -138,7 +138,7 @@ def _directory_tools(server: MCPServer, calls: AgentCalls) -> None:
     @server.tool(
         name="get_agent",
         annotations=READ,
-        description="One agent pane in detail: its reading (idle, busy, dialog, draft) and a bounded tail of its screen, marked untrusted. target: %N@token or a handle (pr:123, title:..., control). " + EVIDENCE,
+        description="One agent pane in detail: its reading (idle, busy, dialog, draft) and a bounded tail of its screen, marked untrusted. target: %N@token or a handle (pr:123, title:..., repo:<name>, control). " + EVIDENCE,
     )
     async def get_agent(target: str) -> dict[str, Any]:
         detail = await _answer(calls.get_agent(_token(), target))
@@ -146,6 +146,15 @@ def _directory_tools(server: MCPServer, calls: AgentCalls) -> None:
 
 
 def _history_tools(server: MCPServer, calls: AgentCalls, history: Any | None) -> None:
+    @server.tool(
+        name="resolve",
+        annotations=READ,
+        description="Who is working on this? Ranks live agent panes (by PR, title, repo, branch) and past sessions for a free-text request, e.g. 'who has PR 12'; each result says what matched. Lexical, no model. " + EVIDENCE,
+    )
+    async def resolve(query: str, limit: int = 10) -> dict[str, Any]:
+        found = await _answer(calls.resolve(_token(), history, query, limit))
+        return _data(found, "connectd fleet directory and history index (titles and branches were written by agents and people)")
+
     @server.tool(
         name="find_sessions",
         annotations=READ,

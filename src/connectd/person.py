@@ -18,15 +18,21 @@ from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectd.act_calls import act_view
-from connectd.ids import EngineError
+from connectd.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
 
 
+#: What the page and the CLI say of an agent connected in place (no endpoint in its process yet).
+RECEIVE_ONLY_NOTE = "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+
+
 class PersonCalls:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Incarnations connected in place: they receive, but their process holds no endpoint.
+        self.in_place: set[str] = set()
 
     def needs_you(self) -> list[dict[str, Any]]:
         """What needs the person besides cards: drafts connect may have left in a composer (the core
@@ -166,15 +172,41 @@ class PersonCalls:
                 f"{pane_id} holds no unambiguously bound agent session: connect it at launch instead",
             )
         await self.set_grant(session, preset, by)
-        tokens = grants.live_tokens(engine.hub.book, principal.id) if principal is not None else ()
-        live = bool(tokens) and grants.authenticate_or_none(engine.hub.book, tokens[0].token_hash) is not None
+        if principal is None:
+            await self._connect_in_place(record, session, preset)
+        in_place = record.token in self.in_place
         return {
             "pane": pane_id,
             "connect": preset.value,
             "session": list(session),
-            "needs_restart": not live,
-            "note": "" if live else "this agent has no endpoint yet: restart it to connect (restart-to-connect)",
+            "needs_restart": in_place,
+            "note": RECEIVE_ONLY_NOTE if in_place else "",
         }
+
+    async def _connect_in_place(self, record: D.PaneRecord, session: tuple[str, str], preset: Preset) -> None:
+        """A running agent connectd did not start connected (hand-started, or launched Off): give its
+        pane incarnation a principal under the grant, so it can receive at once under the same consent.
+        Its token is never revealed (the process has no endpoint); its tools arrive at its next launch
+        by connect."""
+        engine = self.engine
+        await engine.step(
+            H.Launch(
+                engine.clock(),
+                hash_token(engine.ids.new_token()),
+                engine.ids.new_id("principal"),
+                session[0],
+                record.pane_id,
+                record.incarnation.pane_pid,
+                record.token,
+                PRESET_SCOPES[preset],
+                session,
+            )
+        )
+        self.in_place.add(record.token)
+
+    def receive_only(self, incarnation: str, launched: bool) -> bool:
+        """Connected, but its process holds no endpoint: connected in place, or not launched by connect."""
+        return incarnation in self.in_place or not launched
 
     async def disconnect_all(self, by: str = "owner") -> int:
         engine = self.engine

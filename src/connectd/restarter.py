@@ -31,6 +31,7 @@ from connectcore import restart as R
 from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
+from connectd import here
 from connectd.ids import EngineError, hash_token
 from connectd.interpreter import RestartEffectFailed
 from connectd.supervisor import Kind
@@ -219,7 +220,8 @@ class Restarts:
         info = next((p for p in await engine.tmux.list_panes() if p.pane_id == record.pane_id), None)
         if info is None:
             return None
-        if info.dead or not info.pane_pid or not info.process_start_time:
+        info = engine.watcher._effective(info)  # a --here pane: its agent child's process life
+        if info.dead or not info.pane_pid or not info.process_start_time or here.waiting(engine, record.pane_id):
             return R.PaneObserved(now=engine.clock(), pane_id=record.pane_id, incarnation=record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
         capture = await engine.tmux.capture(record.pane_id)
         reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
@@ -237,7 +239,8 @@ class Restarts:
         info = next((p for p in await self.engine.tmux.list_panes() if p.pane_id == pane_id), None)
         if info is None:
             return R.PaneCondition.GONE
-        return R.PaneCondition.DEAD if info.dead or not info.pane_pid else R.PaneCondition.LIVE
+        dead = info.dead or not info.pane_pid or here.waiting(self.engine, pane_id)
+        return R.PaneCondition.DEAD if dead else R.PaneCondition.LIVE
 
     def _fresh_env(self, state: R.Restart) -> dict[str, str] | None:
         """After a crash the environment (and its token) was never persisted: a fresh one for a planned

@@ -10,8 +10,12 @@
   (tmux's ``window_activity``), and a slow sweep recaptures every pane. A pane that drew nothing costs
   nothing but its line in ``list-panes``.
   Each reading whose screen or readiness changed is stepped into the core as ``PaneObserved``.
-- Session bindings: the directory binds a pane to its agent session from the launch record, or (Codex)
-  from the rollout file its process holds open; a bound principal gets its session alias.
+- Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
+  session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
+  <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
+  file its process holds open; a bound principal gets its session alias.
+- Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
+  changed (:class:`connectd.routing_facts.FactsCache`).
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ import logging
 import re
 import socket
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.screen import Reading, read_screen
 from connectd import procfs
+from connectd.history.liveness import LivenessProbe
+from connectd.history.service import default_claude_root
+from connectd.routing_facts import FactsCache
 from connectd.tmux import Capture, PaneInfo, TmuxError
 
 if TYPE_CHECKING:
@@ -76,6 +83,15 @@ class Watcher:
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
+        self.facts = FactsCache(retry=engine.timing.sweep)
+        self._codex_tried: dict[str, float] = {}
+        self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
+        # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
+        # plans handed to supervisors that have not named their child yet.
+        self.here: dict[str, tuple[int, int, int]] = {}
+        self.here_pending: dict[tuple[str, int], Any] = {}
+        self.here_supervisors: dict[str, int] = {}  # pane -> supervisor pid, between its agents too
+        self.here_relaunch: dict[str, Any] = {}  # pane -> a restart's plan handed to its supervisor
 
     # --- the control-mode reader and history liveness -------------------------------------------
 
@@ -110,8 +126,22 @@ class Watcher:
     async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
         for info in await self.engine.tmux.list_panes():
             if info.pane_id == pane_id and alive(info):
+                info = self._effective(info)
                 return info, token_of(info)
         return None, None
+
+    def _effective(self, info: PaneInfo) -> PaneInfo:
+        """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
+        process life (pid and start time), so the agent's exit ends it while the shell lives on."""
+        held = self.here.get(info.pane_id)
+        if held is None:
+            return info
+        supervisor, child, start = held
+        stat = procfs.read_stat(child)
+        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.state == "Z":
+            del self.here[info.pane_id]
+            return info
+        return replace(info, pane_pid=child, process_start_time=start)
 
     # --- list-panes: the source of truth ----------------------------------------------------------
 
@@ -122,27 +152,14 @@ class Watcher:
         infos: list[PaneInfo] = []
         if await tmux.server_running():
             await tmux.reap()
-            infos = [p for p in await tmux.list_panes() if alive(p)]
+            infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
         observations = []
         launches: dict[str, LaunchRecord] = {}
         for info in infos:
-            old = self.panes.get(info.pane_id)
-            harness = "unknown"
-            if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
-                harness = old.reading.harness.value
             launch = await engine.launches.record_for(info.pane_id, token_of(info))
             if launch is not None:
                 launches[info.pane_id] = launch
-            observations.append(
-                D.PaneObservation(
-                    incarnation=incarnation_of(info),
-                    harness=harness,
-                    foreground=info.current_command,
-                    title=_self_published_title(info),
-                    cwd=info.current_path,
-                    launcher=launch.launcher if launch else None,
-                )
-            )
+            observations.append(self._observation(info, launch))
         before = self.directory
         self.directory = D.observe(before, observations)
         for info in infos:
@@ -154,10 +171,13 @@ class Watcher:
                     self.directory,
                     D.Evidence(info.pane_id, token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id),
                 )
+        await self._claude_evidence()
+        self.directory = await self.facts.refresh(engine, self.directory)
         for pane_id, record in before.panes.items():
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
                 self.panes.pop(pane_id, None)
+                self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
                 await engine.step(H.PaneGone(engine.clock(), pane_id, record.token))
         for info in infos:
@@ -171,7 +191,40 @@ class Watcher:
                     self._dirty.add(info.pane_id)  # a lost %output costs one poll period, not a sweep
                 state.info, state.record = info, record
         await self._bind_sessions()
+        self._publish_changes(before)
         tmux.forget_pane_locks(set(self.panes))
+
+    def _publish_changes(self, before: D.Directory) -> None:
+        """Tell the page about a pane whose binding or routing facts changed without its screen changing."""
+        for pane_id, record in self.directory.panes.items():
+            old = before.panes.get(pane_id)
+            if old is not None and _shown(old) != _shown(record):
+                self.engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+
+    def _observation(self, info: PaneInfo, launch: LaunchRecord | None) -> D.PaneObservation:
+        """One pane of the poll, with what the daemon knows of it (its reading's harness, its launch,
+        its routing facts as last read, whether it is control)."""
+        old = self.panes.get(info.pane_id)
+        harness = "unknown"
+        if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
+            harness = old.reading.harness.value
+        token = token_of(info)
+        title = _self_published_title(info)
+        facts = self.facts.cached(info.pane_id, token, title)
+        principal = grants.principal_at(self.engine.hub.book, token)
+        return D.PaneObservation(
+            incarnation=incarnation_of(info),
+            harness=harness,
+            foreground=info.current_command,
+            title=title,
+            session_title=facts.session_title,
+            cwd=info.current_path,
+            repo=facts.repo,
+            branch=facts.branch,
+            pr_links=facts.pr_links,
+            launcher=launch.launcher if launch else None,
+            is_control=bool(principal and principal.control),
+        )
 
     async def reconcile(self) -> None:
         """Startup, after the first poll: end what belongs to incarnations that died while the daemon
@@ -190,12 +243,52 @@ class Watcher:
             return
         if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
             return
+        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per sweep interval
+        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.sweep:
+            return
+        self._codex_tried[token] = now
         files = await self.engine.run_sync(procfs.tree_open_files, info.pane_pid)
         ids = {m.group(1) for paths in files.values() for path in paths if (m := _ROLLOUT.search(path)) is not None}
         if len(ids) == 1:  # exactly one open session: unambiguous
             self._codex_scanned.add(token)
             self.directory = D.note_evidence(
                 self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", ids.pop())
+            )
+
+    def _claude_root(self) -> Any:
+        history = self.engine.history
+        return history.claude_root if history is not None else default_claude_root()
+
+    async def _claude_evidence(self) -> None:
+        """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
+        registry: a record whose process start time matches /proc and whose process descends from the
+        pane's process. The registry is read when an unbound Claude pane appears, then at most once per
+        sweep interval while one stays unbound."""
+        engine = self.engine
+        unbound = frozenset(
+            r.token
+            for p, r in self.directory.panes.items()
+            if (s := self.panes.get(p)) is not None and s.reading is not None and s.reading.harness.value == "claude"
+            and not isinstance(r.binding, D.SessionBinding)
+        )
+        seen, at = self._claude_scan
+        now = engine.clock()
+        if not unbound or (unbound <= seen and now - at < engine.timing.sweep):
+            return
+        self._claude_scan = (unbound, now)
+        pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
+        probe = LivenessProbe(self._claude_root(), self._claude_root())
+        snap = await engine.run_sync(lambda: probe.snapshot(pane_pids, codex=False))
+        for session_id, running in sorted(snap.claude.items()):
+            pane_id = snap.ancestry.get(running.pid)
+            record = self.directory.panes.get(pane_id) if pane_id else None
+            if not running.trusted or record is None:
+                continue
+            start = await engine.run_sync(procfs.process_start_time, running.pid)
+            self.directory = D.note_evidence(
+                self.directory,
+                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", session_id,
+                           pid=running.pid, process_start=start),
             )
 
     async def _bind_sessions(self) -> None:
@@ -271,6 +364,10 @@ class Watcher:
             )
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
+
+
+def _shown(record: D.PaneRecord) -> tuple[object, ...]:
+    return (record.token, record.binding, record.repo, record.branch, record.session_title, record.pr_links)
 
 
 def _self_published_title(info: PaneInfo) -> str:

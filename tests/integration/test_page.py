@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import stat
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -708,3 +709,25 @@ def test_control_s_act_card_names_its_tier_and_control_has_its_icon_and_a_stop_s
     control_card.get_by_role("button", name="Stop control").click()
     wait_for(lambda: "act" not in daemon.agent_view(ctl.pane)["scopes"], 15, "control stopped")
     assert not page.errors, page.errors
+
+
+def test_a_hand_started_agent_is_connected_in_place_and_the_page_says_its_tools_come_at_relaunch(page: Page, daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    session = str(uuid.uuid4())
+    rollout = daemon.tmp / "codex-sessions" / f"rollout-2026-12-03T17-00-00-{session}.jsonl"
+    rollout.parent.mkdir(parents=True, exist_ok=True)
+    rollout.write_text("")
+    holder = f"import time; f = open({str(rollout)!r}, 'a'); print('codex stand-in'); time.sleep(600)"
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
+    tmux.tmux("send-keys", "-t", pane, "-l", f'bash -c "exec -a codex {sys.executable} -c \\"{holder}\\""')
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: (daemon.agent_view(pane).get("session") or {}).get("session_id") == session, 20, "the rollout binding")
+    try:
+        page.agent(pane).locator(".seg button:enabled").first.wait_for()
+    except Exception:
+        raise AssertionError(page.agent(pane).inner_text() + repr(daemon.agent_view(pane))) from None
+    page.preset_button(pane, "collaborate").click()
+    note = "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+    page.agent(pane).locator("dd", has_text=note).wait_for()
+    view = daemon.agent_view(pane)
+    assert view["connect"] == "collaborate" and view["reachable"] and view["note"] == note
+    tmux.tmux("kill-pane", "-t", pane)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import copyreg
 import itertools
+from types import MappingProxyType
 from dataclasses import dataclass, field
 
 from connectcore import hub as H
@@ -12,6 +14,10 @@ from connectcore.delivery import AfterTyping, Limits
 from connectcore.effects import Effect
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.screen import Activity, Composer
+
+# The core keeps read-only mappings (an act's arguments) in MappingProxyType; a snapshot copies them as
+# what they are, a read-only view of a copied dict.
+copyreg.pickle(MappingProxyType, lambda m: (MappingProxyType, (dict(m),)))
 
 
 def confirming(

@@ -200,6 +200,7 @@ def test_every_tool_has_its_scope() -> None:
         "whoami": None,
         "list_agents": Scope.READ,
         "get_agent": Scope.READ,
+        "resolve": Scope.READ,
         "find_sessions": Scope.HISTORY,
         "get_session": Scope.HISTORY,
         "send_message": Scope.MESSAGE,

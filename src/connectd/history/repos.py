@@ -74,3 +74,31 @@ class RepoResolver:
         if cwd not in self._cache:
             self._cache[cwd] = repo_of(cwd)
         return self._cache[cwd]
+
+
+def git_facts(cwd: str) -> tuple[str | None, str | None]:
+    """(repository, branch) of ``cwd``: the repository identity (:func:`repo_of`, None outside git)
+    and the branch of the worktree's own ``HEAD`` (None when detached). Reads files only, no ``git``."""
+    from connectcore.routing import parse_gitfile, parse_head
+
+    if not cwd or not os.path.isabs(cwd):
+        return None, None
+    try:
+        start = Path(os.path.realpath(cwd))
+    except OSError:
+        return None, None
+    for d in (start, *start.parents):
+        dotgit = d / ".git"
+        try:
+            if dotgit.is_dir():
+                gitdir: Path | None = dotgit
+            elif dotgit.is_file():
+                pointed = parse_gitfile(dotgit.read_text(encoding="utf-8", errors="replace"))
+                gitdir = (d / pointed) if pointed else None
+            else:
+                continue
+            head = (gitdir / "HEAD").read_text(encoding="utf-8", errors="replace") if gitdir else ""
+        except OSError:
+            head = ""
+        return repo_of(str(d)), parse_head(head)
+    return None, None

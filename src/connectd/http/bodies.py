@@ -215,6 +215,28 @@ class Launch(Body):
     control: bool = False  # start the control role (act + Collaborate under its charter, at most one)
 
 
+class LaunchHere(Launch):
+    """``connectd launch --here``: the supervisor in ``pane`` (its own pid) asks for the plan."""
+
+    pane: PaneId
+    pid: int
+
+
+class HereNext(Body):
+    """The supervisor's agent exited: is a relaunch in place (restart-to-connect) under way?"""
+
+    pane: PaneId
+    pid: int
+
+
+class HereStarted(Body):
+    """The supervisor started the agent as its child (held before exec until the daemon answers)."""
+
+    pane: PaneId
+    pid: int
+    child: int
+
+
 class Restart(Body):
     pane: PaneId
     preset: PresetName

@@ -22,6 +22,7 @@ from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
+from connectd import here
 from connectd.engine import Engine, EngineError
 from connectd.http import bodies as B
 from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
@@ -232,6 +233,39 @@ class OwnerApi:
         await parse_body(request, B.Empty)
         return await self.engine.person.stop_control(by=actor)
 
+    async def launch_here(self, request: Request, actor: str) -> Any:
+        """``connectd launch --here``: the plan (argv, environment with the token) for the supervisor."""
+        body = await parse_body(request, B.LaunchHere)
+        if not os.path.isabs(body.cwd) or not os.path.isdir(body.cwd):
+            raise bad("bad_cwd", f"cwd must be an existing absolute directory, not {body.cwd[:256]!r}", field="cwd")
+        try:
+            return await here.plan(self.engine,
+                body.launcher, Preset(body.connect), cwd=body.cwd, pane_id=body.pane, supervisor=body.pid,
+                session=body.session, extra_env=dict(body.env),
+            )
+        except (EngineError, ConnectError) as exc:
+            problem = refusal(exc)
+            await self.record(actor, "launch", "refused", body.launcher[:128], problem.error)
+            raise problem from None
+
+    async def here_started(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.HereStarted)
+        try:
+            result = await here.started(self.engine, body.pane, body.pid, body.child)
+        except (EngineError, ConnectError) as exc:
+            problem = refusal(exc)
+            await self.record(actor, "launch", "refused", body.pane, problem.error)
+            raise problem from None
+        await self.record(actor, "launch", "done", body.pane, f"launcher={result['launcher']} connect={result['connect']} here")
+        return result
+
+    async def here_next(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, B.HereNext)
+        try:
+            return await here.next_plan(self.engine, body.pane, body.pid)
+        except (EngineError, ConnectError) as exc:
+            raise refusal(exc) from None
+
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
         preset = Preset(body.preset)
@@ -257,6 +291,9 @@ class OwnerApi:
             ("/api/disconnect-all", self.disconnect_all, post),
             ("/api/owner-token/rotate", self.rotate_owner_token, post),
             ("/api/launch", self.launch, post),
+            ("/api/launch/here", self.launch_here, post),
+            ("/api/launch/here/started", self.here_started, post),
+            ("/api/launch/here/next", self.here_next, post),
             ("/api/launchers", self.launchers, get),
             ("/api/restart", self.restart, post),
             ("/api/acts", self.acts, get),

@@ -447,7 +447,8 @@
     if (a.connect !== "off") return { enabled: true, mode: "live" };
     if (a.harness === "shell") return { enabled: false, reason: "A shell, not an agent: there is nothing to connect." };
     if (!a.harness || a.harness === "unknown") return { enabled: false, reason: "connectd cannot tell which agent runs here, so it cannot offer Connect." };
-    if (!a.launcher) return { enabled: false, reason: "Not started by connectd, so it cannot be relaunched: connect it at its next launch (connectd launch … --connect observe)." };
+    if (!a.launcher && a.session) return { enabled: true, mode: "live" };
+    if (!a.launcher) return { enabled: false, reason: "Not started by connectd, and no agent session is bound to it yet: connect it at its next launch (connectd launch … --connect observe)." };
     const l = state.launchers.get(a.launcher);
     if (!l) return { enabled: false, reason: `Its launcher “${a.launcher}” is no longer configured.` };
     if (l.opaque) return { enabled: false, reason: l.reason || `Launcher “${l.name}” is an opaque shell command, which connectd never edits.` };
@@ -496,6 +497,9 @@
     const facts = [
       ["Where", a.cwd || "—", "mono"],
       a.repo ? ["Repo", a.repo, "mono"] : null,
+      a.branch ? ["Branch", a.branch, "mono"] : null,
+      a.pr_links && a.pr_links.length ? ["PRs", a.pr_links.join(" "), "mono"] : null,
+      a.note ? ["Note", a.note, ""] : null,
       a.harness === "shell" ? null : ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no agent session bound", a.session ? "mono" : ""],
       a.actor && a.actor !== sessionActor ? ["Actor", a.actor, "mono"] : null,
       a.launcher ? ["Launcher", a.launcher, ""] : null,

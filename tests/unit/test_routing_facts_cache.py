@@ -1,0 +1,76 @@
+"""The watcher's routing facts are read on a change of cwd or binding, never per poll."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+
+from connectcore.directory import (
+    Directory,
+    Evidence,
+    EvidenceSource,
+    Incarnation,
+    PaneObservation,
+    note_evidence,
+    observe,
+)
+from connectcore.history import Harness
+from connectd.routing_facts import FactsCache
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.entries: dict[tuple[Harness, str], Any] = {}
+
+    def get(self, harness: Harness, session_id: str) -> Any:
+        return self.entries.get((harness, session_id))
+
+
+def _engine(now: list[float], index: _Index) -> Any:
+    async def run_sync(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    return SimpleNamespace(run_sync=run_sync, clock=lambda: now[0], history=SimpleNamespace(index=index))
+
+
+def _dir(cwd: str, title: str = "") -> Directory:
+    inc = Incarnation(1, 2, "%1", 100, 5)
+    return observe(Directory(), [PaneObservation(incarnation=inc, harness="claude", cwd=cwd, title=title)])
+
+
+def _repo(path: Path, branch: str) -> Path:
+    (path / ".git").mkdir(parents=True)
+    (path / ".git" / "HEAD").write_text(f"ref: refs/heads/{branch}\n")
+    return path
+
+
+def test_facts_are_read_once_per_cwd_and_binding_and_the_title_is_joined_each_time(tmp_path: Path) -> None:
+    a, b = _repo(tmp_path / "a", "main"), _repo(tmp_path / "b", "feat")
+    now, index = [0.0], _Index()
+    engine, cache = _engine(now, index), FactsCache(retry=5.0)
+
+    async def go() -> None:
+        d = await cache.refresh(engine, _dir(str(a)))
+        assert (d.panes["%1"].repo, d.panes["%1"].branch) == (str(a), "main")
+        reads = cache.reads
+        for _ in range(5):  # polls with nothing changed read nothing
+            d = await cache.refresh(engine, _dir(str(a), title="PR #7 review"))
+        assert cache.reads == reads and d.panes["%1"].pr_links == ("#7",)
+        d = await cache.refresh(engine, _dir(str(b)))  # cwd changed: git read again
+        assert d.panes["%1"].branch == "feat" and cache.reads == reads + 1
+        bound = note_evidence(_dir(str(b)), Evidence("%1", d.panes["%1"].token, EvidenceSource.REGISTRY, "claude", "s1"))
+        d = await cache.refresh(engine, bound)  # binding changed: the index is asked; no entry yet
+        assert cache.reads == reads + 2 and d.panes["%1"].session_title == ""
+        await cache.refresh(engine, bound)
+        assert cache.reads == reads + 2  # the miss is retried only after `retry` seconds
+        index.entries[(Harness.CLAUDE, "s1")] = SimpleNamespace(title="Billing", prs=("https://github.com/o/r/pull/3",))
+        now[0] = 6.0
+        d = await cache.refresh(engine, bound)
+        assert (d.panes["%1"].session_title, d.panes["%1"].pr_links) == ("Billing", ("https://github.com/o/r/pull/3",))
+        await cache.refresh(engine, bound)
+        assert cache.reads == reads + 3
+
+    anyio.run(go)
