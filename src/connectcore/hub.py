@@ -1143,9 +1143,20 @@ def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
 
 
 def _guard(hub: Hub, ev: GuardObserved) -> Step:
+    """The guard's answer. One that ends the message, or moves it to another pane, without typing
+    leaves the pane's idle unused: the next consented message for the pane is tried at once."""
     message = hub.messages.get(ev.message)
     if message is None:
         raise UnknownItem("unknown_message", f"no message {ev.message}")
+    hub, effects = _guard_decides(hub, ev, message)
+    after = hub.messages.get(message.key)
+    if after is None or after.is_final or after.recipient_pane != message.recipient_pane:
+        hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
+        effects += more
+    return hub, effects
+
+
+def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
         return hub, ()

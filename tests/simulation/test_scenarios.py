@@ -172,11 +172,6 @@ def test_a_lowered_cap_binds_existing_grants() -> None:
     assert answers and answers[0] != "queued", answers
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the simulation: a guard that ends a message without typing leaves "
-    "the next consented message waiting on an armed idle pane",
-)
 def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
     """Random seeds (kind ``guard_stall``) end with a message ready for a pane the hub holds armed
     and idle, and no attempt: the guard cancelled the oldest message (its sender had gone) and

@@ -303,3 +303,19 @@ def test_a_message_past_its_hour_is_never_guarded() -> None:
     assert not [e for e in effects if isinstance(e, CheckGuard)]
     ticked = w.step(H.Tick(w.now))
     assert [e.outcome for e in ticked if isinstance(e, Audit) and e.message_id == key[1]] == ["expired"]
+
+
+def test_a_guard_that_ends_a_message_without_typing_tries_the_next_one() -> None:
+    """Claim: the pane's unused idle goes to the next consented message at once (found by the
+    simulation: the next message waited on an armed idle pane for good)."""
+    w = World()
+    a, c, b = w.launch("a"), w.launch("c"), w.launch("b")
+    first, second = w.send(a, b, message_id="m1"), w.send(c, b, message_id="m2")
+    w.decide(first)
+    w.decide(second)
+    checks = [e for e in w.idle(b) if isinstance(e, CheckGuard)]
+    assert [e.message for e in checks] == [first]
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))  # the sender's pane went: m1 can only be cancelled
+    effects = w.guard(first, b)
+    assert w.message(first).outcome == "cancelled"
+    assert [e.message for e in effects if isinstance(e, CheckGuard)] == [second]
