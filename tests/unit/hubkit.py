@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import copyreg
 import itertools
-from types import MappingProxyType
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from connectcore import hub as H
 from connectcore.consent import Decision
