@@ -135,11 +135,12 @@ class Engine:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The daemon's life: recover, look at the world, reconcile, then watch and tick until cancelled."""
         async with anyio.create_task_group() as tg:
-            self._supervisor = Supervisor(tg, audit=self.audit, clock=self.clock)
-            await self.step(H.Recover(self.clock()))
-            await self.watcher.poll()
-            await self.watcher.reconcile()
-            await self.restarts.recover_open()
+            self._supervisor = supervisor = Supervisor(tg, audit=self.audit, clock=self.clock)
+            start = supervisor.until_done
+            await start(Kind.START, self._recover, name="recover")
+            await start(Kind.START, self.watcher.poll, name="first look")
+            await start(Kind.START, self.watcher.reconcile, name="reconcile")
+            await start(Kind.START, self.restarts.recover_open, name="open restarts")
             timing, watcher, spawn = self.timing, self.watcher, self._supervisor.spawn
             spawn(Kind.WATCH, watcher.poll, every=timing.poll, name="poll")
             spawn(Kind.WATCH, watcher.capture_dirty, every=timing.capture, name="capture")
@@ -159,6 +160,9 @@ class Engine:
     def spawn_service(self, kind: Kind, fn: Callable[[], Awaitable[Any]], name: str) -> None:
         """A long-running part of the daemon (the control-mode reader, the exporter), supervised."""
         self.supervisor.spawn(kind, fn, name=name)
+
+    async def _recover(self) -> None:
+        await self.step(H.Recover(self.clock()))
 
     async def _tick(self) -> None:
         await self.step(H.Tick(self.clock()))

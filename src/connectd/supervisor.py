@@ -10,6 +10,9 @@ network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
   waits the backoff (doubling up to ``backoff_max``) instead of ``every``;
 - a **service** (the control-mode reader, the audit exporter) that returns or raises is started
   again after the backoff;
+- an **until-done** call (the daemon's start: Recover, the first look, reconciliation, open restarts)
+  is awaited by its caller and made again after the backoff until it succeeds; the daemon serves
+  only once its start is done (so it never serves a token of an incarnation that died meanwhile);
 - a **one-shot** task (a delivery guard, a restart, the history catch-up, an effect's follow-up) runs
   once; if it raises, its ``on_error`` turns the exception into the core's event (a guard that cannot
   read the pane -> a guard wait; typing that failed partway -> unconfirmed; a restart step that
@@ -47,12 +50,14 @@ class Kind(StrEnum):
     HISTORY_WATCH = "history_watch"  # the transcript directories' watcher: a service
     CONTROL_MODE = "control_mode"  # the control-mode reader: a service
     EXPORT = "export"  # the OTLP audit exporter: a service
+    START = "start"  # the daemon's start (Recover, the first look, reconciliation, open restarts): until done
 
 
 class Shape(StrEnum):
     LOOP = "loop"
     SERVICE = "service"
     ONE_SHOT = "one_shot"
+    UNTIL_DONE = "until_done"  # awaited by its caller, retried after the backoff until it succeeds
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,9 @@ POLICIES: dict[Kind, Policy] = {
     ),
     Kind.CONTROL_MODE: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; the sweep covers the gap"),
     Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records wait in the store behind its cursor"),
+    Kind.START: Policy(
+        Shape.UNTIL_DONE, 1.0, 30.0, "retried after the backoff; the daemon serves only once its start is done"
+    ),
 }
 
 OnError = Callable[[Exception], Awaitable[None]]
@@ -117,6 +125,24 @@ class Supervisor:
             self._tg.start_soon(self._service, kind, policy, fn, args, label, name=label)
         else:
             self._tg.start_soon(self._once, kind, fn, args, label, on_error, name=label)
+
+    async def until_done(self, kind: Kind, fn: Callable[..., Awaitable[Any]], *args: Any, name: str = "") -> Any:
+        """Await ``fn(*args)`` until it succeeds, under an UNTIL_DONE kind's policy: a failure is logged
+        and audited (once per streak) and the call is made again after the backoff."""
+        policy = POLICIES[kind]
+        if policy.shape is not Shape.UNTIL_DONE:
+            raise ValueError(f"{kind} is a {policy.shape}, not until_done")
+        label = name or getattr(fn, "__qualname__", repr(fn))
+        wait, streak = policy.backoff * self._scale, 0
+        while True:
+            try:
+                return await fn(*args)
+            except Exception as exc:
+                streak += 1
+                if streak == 1:
+                    await self._failed(kind, label, exc)
+            await anyio.sleep(wait)
+            wait = min(wait * 2, policy.backoff_max * self._scale)
 
     async def _loop(
         self, kind: Kind, policy: Policy, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], label: str, every: float

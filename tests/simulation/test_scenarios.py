@@ -241,10 +241,6 @@ def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
     check(scenario(script))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the simulation: one tmux error during startup (the first poll) ends the daemon's start",
-)
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
     """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
     poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""

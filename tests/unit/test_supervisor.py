@@ -132,3 +132,37 @@ def test_a_loop_needs_its_period() -> None:
                 Supervisor(tg).spawn(Kind.WATCH, anyio.sleep, 0)
 
     run(main)
+
+
+def test_the_start_is_retried_until_done_and_its_failure_audited_once() -> None:
+    """Claim: an I/O error during the daemon's start ends neither the start nor the daemon: the step is
+    made again after the backoff until it succeeds, and the streak is audited once."""
+    audited: list[Audit] = []
+    tries: list[int] = []
+
+    async def audit(record: Audit) -> None:
+        audited.append(record)
+
+    async def first_look() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise OSError("tmux is not answering yet")
+        return "looked"
+
+    async def main() -> str:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 7.0, backoff_scale=0.001)
+            return str(await sup.until_done(Kind.START, first_look, name="first look"))
+
+    assert anyio.run(main) == "looked" and len(tries) == 3
+    assert [(a.action, a.outcome) for a in audited] == [("task.start", "failed")]
+    assert "first look: OSError: tmux is not answering yet" in audited[0].detail
+
+
+def test_until_done_is_only_for_its_shape() -> None:
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ValueError, match="not until_done"):
+                await Supervisor(tg).until_done(Kind.GUARD, anyio.sleep, 0)
+
+    anyio.run(main)
