@@ -34,6 +34,7 @@ from connectcore.screen import Activity, Composer, read_screen
 from connectd import here
 from connectd.ids import EngineError, hash_token
 from connectd.interpreter import RestartEffectFailed
+from connectd.store import STORE_ERRORS
 from connectd.supervisor import Kind
 from connectd.tmux import TmuxError
 from connectd.watcher import token_of
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("connectd.restart")
 POLL = 0.25
+STORE_RETRY, STORE_RETRY_MAX = 0.5, 30.0  # a store that failed: the first wait, and where doubling stops
 
 
 class Restarts:
@@ -136,22 +138,34 @@ class Restarts:
     # --- driving ------------------------------------------------------------------------------------
 
     async def _drive(self, restart_id: str, recovering: bool = False) -> None:
-        """Answer the restart's current step until the hub closes it."""
+        """Answer the restart's current step until the hub closes it. A store that fails while an
+        answer is stepped leaves the restart as it was (the runner rolled the step back): the driver
+        answers again after a backoff, so the restart is never stranded with remain-on-exit on."""
         engine = self.engine
-        first = recovering
+        first, wait = recovering, STORE_RETRY
         while (state := engine.hub.restarts.get(restart_id)) is not None:
-            if first:  # a record found open at startup: recovery first, whatever its step
-                first = False
-                await self._answer(restart_id, state, await self._inspect(state))
-            elif state.step is R.RestartStep.RECOVERING:
-                await self._answer(restart_id, state, await self._inspect(state))
-            elif state.step in R.AWAITING_DONE:
-                await self._answer(restart_id, state, R.StepDone(now=engine.clock(), step=state.step))
-            elif state.step is R.RestartStep.RECHECKING_IDLE:
-                await self._recheck(restart_id, state)
-            else:
-                await self._answer(restart_id, state, await self._watch(restart_id, state))
+            try:
+                await self._drive_step(restart_id, state, first)
+            except STORE_ERRORS as exc:
+                log.warning("restart %s: the store failed (%s); answering again in %.1fs", restart_id, exc, wait)
+                await anyio.sleep(wait)
+                wait = min(wait * 2, STORE_RETRY_MAX)
+                continue
+            first, wait = False, STORE_RETRY
         self._forget(restart_id)
+
+    async def _drive_step(self, restart_id: str, state: R.Restart, first: bool) -> None:
+        """One answer to the restart's current step (``first``: a record found open at startup, whose
+        recovery comes first, whatever its step)."""
+        engine = self.engine
+        if first or state.step is R.RestartStep.RECOVERING:
+            await self._answer(restart_id, state, await self._inspect(state))
+        elif state.step in R.AWAITING_DONE:
+            await self._answer(restart_id, state, R.StepDone(now=engine.clock(), step=state.step))
+        elif state.step is R.RestartStep.RECHECKING_IDLE:
+            await self._recheck(restart_id, state)
+        else:
+            await self._answer(restart_id, state, await self._watch(restart_id, state))
 
     async def _answer(self, restart_id: str, state: R.Restart, event: R.RestartEvent | None) -> None:
         """Step the answer (an effect that fails becomes ``StepFailed`` for the step it belonged to)."""

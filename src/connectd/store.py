@@ -220,6 +220,10 @@ class StoreError(Exception):
     """The store refused (bad effect, newer schema, unusable file); nothing was written."""
 
 
+# What a write to the store can fail with (the runner then rolls the step back: it did not happen).
+STORE_ERRORS: tuple[type[Exception], ...] = (StoreError, sqlite3.Error, OSError)
+
+
 def hash_token(token: str) -> str:
     """The only form of a token the store keeps: SHA-256, 64 lowercase hex digits."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()

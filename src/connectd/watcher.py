@@ -80,6 +80,7 @@ class Watcher:
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
         self._structure = False  # a structure notice came: list-panes at the next capture round
+        self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
@@ -179,7 +180,8 @@ class Watcher:
                 self.panes.pop(pane_id, None)
                 self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
-                await engine.step(H.PaneGone(engine.clock(), pane_id, record.token))
+                self._gone.add((pane_id, record.token))
+        await self._step_gone()
         for info in infos:
             record = self.directory.panes[info.pane_id]
             state = self.panes.get(info.pane_id)
@@ -225,6 +227,14 @@ class Watcher:
             launcher=launch.launcher if launch else None,
             is_control=bool(principal and principal.control),
         )
+
+    async def _step_gone(self) -> None:
+        """Tell the core of every incarnation seen going. One whose step failed (the store) stays here
+        and is stepped again at the next poll: the directory has moved on, so no later diff finds it."""
+        engine = self.engine
+        for pane_id, token in sorted(self._gone):
+            await engine.step(H.PaneGone(engine.clock(), pane_id, token))
+            self._gone.discard((pane_id, token))
 
     async def reconcile(self) -> None:
         """Startup, after the first poll: end what belongs to incarnations that died while the daemon

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
 import trio
 
 from connectcore import grants
@@ -194,11 +193,6 @@ def test_a_guard_that_cancels_a_message_lets_the_next_one_through() -> None:
     check(scenario(script))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the simulation: a store error inside a restart step stops its "
-    "driver; the restart stays open (remain-on-exit on) until the next daemon start",
-)
 def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> None:
     """Random seeds (kind ``restart_stranded``): the store fails once as the restart's driver steps;
     the restart must still close (done or failed, its option restored) while the daemon keeps
@@ -217,11 +211,6 @@ def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> No
     check(scenario(script))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the simulation: a store error while stepping PaneGone loses it; "
-    "the dead agent's token stays live until the next daemon start",
-)
 def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
     """The watcher forgets the pane before the core has heard PaneGone; if that step fails, no later
     poll sees a difference, so the incarnation is never ended."""
