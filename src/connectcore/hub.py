@@ -1189,8 +1189,11 @@ def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     if not arming.guard_passes(view, ev.incarnation, seen):
         return _guard_waits(hub, message, attempts, seen, now, "screen changed before typing", arming.guard_wait)
     if message.handle is not None and not isinstance(target, Recipient):
-        # Never guessed: the message waits until its handle names exactly one pane again.
+        # Never guessed: the message waits until its handle names exactly one pane again, at the back
+        # of the pane's queue, so that it does not hold up the messages behind it (the next idle tries
+        # the next one; found by the simulation).
         reason = f"handle {message.handle} names no single pane ({target.reason if target else 'unresolved'})"
+        hub = replace(hub, messages={k: v for k, v in hub.messages.items() if k != message.key})
         return _guard_waits(hub, message, attempts, seen, now, reason, arming.guard_hold)
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")
     hub = _store(hub, typing)

@@ -319,3 +319,19 @@ def test_a_guard_that_ends_a_message_without_typing_tries_the_next_one() -> None
     effects = w.guard(first, b)
     assert w.message(first).outcome == "cancelled"
     assert [e.message for e in effects if isinstance(e, CheckGuard)] == [second]
+
+
+def test_a_message_held_for_its_handle_does_not_hold_up_the_ones_behind_it() -> None:
+    """Claim: after a guard holds a message whose handle names several panes, the pane's next idle
+    goes to the next message for it (found by the simulation: they waited behind it for good)."""
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    held = w.send(a, b, message_id="m1", handle="title:reviewer")
+    behind = w.send(a, b, message_id="m2")
+    w.decide(held)
+    w.decide(behind)
+    assert [e.message for e in w.idle(b) if isinstance(e, CheckGuard)] == [held]
+    w.guard(held, b, handle=H.Unresolved("ambiguous"))
+    w.now += w.hub.limits.rearm_after + 1
+    rearmed = w.step(H.Tick(w.now))
+    assert [e.message for e in rearmed if isinstance(e, CheckGuard)] == [behind]
