@@ -6,6 +6,9 @@ private tmux server (``tmux -L <unique> -f /dev/null``) that is killed at the en
 
 Pinned versions live in :data:`PINNED` and nowhere else. Installs go to
 ``<repo>/.cache/harnesses/<name>-<version>/`` (gitignored) and are skipped when already present.
+Another release is run by naming it in the environment (``CONNECT_CLAUDE_VERSION=2.1.300``,
+``CONNECT_CODEX_VERSION=0.160.0``): that is how ``make compat`` (scripts/compat.py) runs the live
+acceptance and the screen capture on each release of its matrix; unset, everything runs the pin.
 """
 
 from __future__ import annotations
@@ -33,37 +36,52 @@ PINNED: dict[str, tuple[str, str]] = {
 DUMMY_KEY = "sk-connect-test-0000000000000000000000000000"
 
 
-def version(name: str) -> str:
+def version_variable(name: str) -> str:
+    """The environment variable that selects another release of ``name`` (``CONNECT_CLAUDE_VERSION``)."""
+    return f"CONNECT_{name.upper()}_VERSION"
+
+
+def pinned(name: str) -> str:
     return PINNED[name][1]
 
 
-def install_dir(name: str) -> Path:
-    return CACHE / f"{name}-{version(name)}"
+def version(name: str) -> str:
+    """The release under test: the one named by :func:`version_variable` if set, else the pin."""
+    return os.environ.get(version_variable(name)) or PINNED[name][1]
 
 
-def binary(name: str) -> Path:
+def is_pinned(name: str) -> bool:
+    return version(name) == pinned(name)
+
+
+def install_dir(name: str, release: str | None = None) -> Path:
+    return CACHE / f"{name}-{release or version(name)}"
+
+
+def binary(name: str, release: str | None = None) -> Path:
     """Path of the installed program (``claude`` or ``codex``); see :func:`install`."""
-    return install_dir(name) / "node_modules" / ".bin" / name
+    return install_dir(name, release) / "node_modules" / ".bin" / name
 
 
-def install(name: str) -> Path:
-    """Install the pinned version with npm unless present; return the binary path."""
+def install(name: str, release: str | None = None) -> Path:
+    """Install the release under test (or ``release``) with npm unless present; return the binary path."""
     if name not in PINNED:
         raise ValueError(f"unknown harness {name!r}: expected one of {', '.join(PINNED)}")
-    path = binary(name)
+    release = release or version(name)
+    path = binary(name, release)
     if path.exists():
         return path
-    package, pinned = PINNED[name]
-    target = install_dir(name)
+    package = PINNED[name][0]
+    target = install_dir(name, release)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     subprocess.run(["npm", "install", "--prefix", str(partial), "--no-audit", "--no-fund",
-                    "--no-save", f"{package}@{pinned}"], check=True, capture_output=True, text=True,
+                    "--no-save", f"{package}@{release}"], check=True, capture_output=True, text=True,
                    timeout=600)
     partial.rename(target)
     if not path.exists():
-        raise RuntimeError(f"npm installed {package}@{pinned} but {path} is missing")
+        raise RuntimeError(f"npm installed {package}@{release} but {path} is missing")
     return path
 
 
