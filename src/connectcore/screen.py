@@ -206,7 +206,7 @@ class _Frame:
 
 
 def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None) -> Reading:
-    if _has_dialog_hints(rules, lines):
+    if _has_dialog_hints(rules, lines) or _has_dialog_body(rules, lines):
         return Reading(rules.harness, Activity.DIALOG, Composer.ABSENT, _question(rules, lines),
                        _fingerprint(lines, rules.volatile, None))
     frame = _find_composer(rules, lines)
@@ -340,6 +340,20 @@ def _has_dialog_hints(rules: ScreenRules, lines: list[str]) -> bool:
     end = _bottom(lines)
     tail = [line for line in lines[:end] if line.strip()][-rules.dialog_hint_lines:]
     return any(p.search(line) for p in rules.dialog_hints for line in tail)
+
+
+def _has_dialog_body(rules: ScreenRules, lines: list[str]) -> bool:
+    """A known dialog text below the last rule line and no composer under it: a dialog whose key
+    hints were pushed off a short pane."""
+    if not rules.dialog_bodies:
+        return False
+    end = _bottom(lines)
+    start = max(0, end - 40)
+    if rules.rule is not None:
+        start = max([start, *(i + 1 for i in range(start, end) if rules.rule.match(lines[i]))])
+    if not any(p.search(line) for p in rules.dialog_bodies for line in lines[start:end]):
+        return False
+    return _find_composer(rules, lines) is None
 
 
 def _question(rules: ScreenRules, lines: list[str]) -> Question | None:

@@ -5,7 +5,8 @@ new harness version that moves a marker or renames a hint is an edit to these ta
 the captured corpus (``make eval-screens``), not a change of logic. Patterns are matched against
 plain text (no SGR attributes) after no-break spaces became spaces and trailing blanks were removed.
 
-Verified against Claude Code 2.1.332 and Codex 0.171.0 (tests/fixtures/screens/).
+Verified against the releases in tests/fixtures/screens/ (the pins, Claude Code 2.1.332 and Codex
+0.171.0, and every release of docs/compatibility.md that draws differently).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class ScreenRules:
     option_selector: re.Pattern[str]
     # parts of the screen that change while nothing changes for the reader: (pattern, replacement)
     volatile: tuple[tuple[re.Pattern[str], str], ...]
+    # dialogs known by their text, for when a dialog taller than the pane pushes its key hints off
+    # the screen: one of these below the last rule (RULED) with no composer under it is a dialog
+    dialog_bodies: tuple[re.Pattern[str], ...] = ()
 
 
 CLAUDE = ScreenRules(
@@ -91,6 +95,7 @@ CLAUDE = ScreenRules(
         r"Do you want to use this API key\?",
         r"Claude Code'll be able to",
         r"Auto mode can't check actions",
+        r"We're changing auto mode to no longer charge",
     ),
     frame=Frame.RULED,
     prompt_glyphs=("❯", ">"),
@@ -139,6 +144,8 @@ CLAUDE = ScreenRules(
         (re.compile(r"retrying in \d+s · attempt \d+/\d+"), "retrying"),
         (re.compile(r"· done \d{1,2}:\d{2}( ?[AP]M)?"), "· done <clock>"),
     ),
+    # 2.1.300's auto-mode billing notice: 14 lines and more, its hints below an 80x24 pane's bottom
+    dialog_bodies=_rx(r"We're changing auto mode to no longer charge"),
 )
 
 CODEX = ScreenRules(
