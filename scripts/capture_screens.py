@@ -128,13 +128,18 @@ class Pane:
             time.sleep(0.15)
 
     def optional(self, state: str, pred: Pred, past: Pred, what: str, timeout: float = 30.0,
-                 settle: bool = True) -> H.Capture | None:
+                 settle: bool = True, hold: float = 0.0) -> H.Capture | None:
         """Wait for ``pred`` (the state) or ``past`` (the screen after it): the capture when the
-        release drew the state, None (recorded as not drawn) when it went straight past it."""
+        release drew the state, None (recorded as not drawn) when it went straight past it. With
+        ``hold``, ``past`` must last that long (a startup dialog can come after a first composer)."""
         drawn = self.wait(lambda cap: pred(cap) or past(cap), f"{what} (or the screen after it)",
                           timeout=timeout, settle=settle)
+        until = time.monotonic() + hold
+        while not pred(drawn) and time.monotonic() < until:
+            time.sleep(0.2)
+            drawn = self.cap()
         if pred(drawn):
-            return drawn
+            return self.wait(pred, what, timeout=timeout, settle=settle)
         reason = f"{what}: not drawn by {self.harness_dir} {self.version} (it went straight past)"
         self.rig.not_drawn.append({"state": state, "width": self.width, "reason": reason})
         print(f"  not drawn: {state} ({reason})", flush=True)
@@ -305,7 +310,8 @@ def capture_claude(rig: Rig, width: int) -> None:
 
     with step(f"claude {v} @{width}: API key dialog"):
         p, _, _ = claude_launch(rig, width, "apikey", approve_key=False)
-        if p.optional("startup_apikey", has("Do you want to use this API key?"), claude_idle, "API key dialog"):
+        if p.optional("startup_apikey", has("Do you want to use this API key?"), claude_idle, "API key dialog",
+                      hold=8):
             p.save(1, "startup_apikey", expect(c, "dialog", "absent", {
                 "prompt": "Do you want to use this API key?", "options": ["Yes", "No (recommended)"]}),
                 "fresh home without customApiKeyResponses: Claude asks whether to use ANTHROPIC_API_KEY")
@@ -313,7 +319,7 @@ def capture_claude(rig: Rig, width: int) -> None:
 
     with step(f"claude {v} @{width}: trust dialog"):
         p, _, _ = claude_launch(rig, width, "trust", trust=False)
-        if p.optional("startup_trust", has("Yes, I trust this folder"), claude_idle, "trust dialog"):
+        if p.optional("startup_trust", has("Yes, I trust this folder"), claude_idle, "trust dialog", hold=8):
             p.save(2, "startup_trust", expect(c, "dialog", "absent", {
                 "prompt": "Quick safety check: Is this a project you created or one you trust?",
                 "options": ["No, exit", "Yes, I trust this folder"]}),
@@ -474,8 +480,24 @@ CODEX = "codex"
 CODEX_PLACEHOLDER = "Ask Codex to do anything"
 
 
+# the placeholder hints an empty Codex composer shows (0.149.0 picks one at random)
+CODEX_HINTS = re.compile(r"^› (Ask Codex to do anything|Ask a follow-up question|Explain this codebase|"
+                         r"Summarize recent commits|Implement \{feature\}|Find and fix a bug in @filename|"
+                         r"Write tests for @filename|Improve documentation in @filename|"
+                         r"Run /review on my current changes|Use /skills to list available skills)?\s*$")
+
+
+CODEX_STATUS = re.compile(r"^  [\w.-]+ (default|minimal|low|medium|high|xhigh|max)\b.* · \S")
+
+
 def codex_composer_empty(cap: H.Capture) -> bool:
-    return "? for shortcuts" in "\n".join(cap.text.rstrip("\n").split("\n")[-3:])
+    """0.171.0 shows '? for shortcuts' under an empty composer; 0.149.0 its status line only, so
+    there the composer line itself must be empty or a placeholder."""
+    lines = [line for line in plain(cap).rstrip().split("\n") if line.strip()]
+    if "? for shortcuts" in "\n".join(lines[-3:]):
+        return True
+    return (len(lines) >= 2 and CODEX_HINTS.match(lines[-2]) is not None
+            and CODEX_STATUS.match(lines[-1]) is not None)
 
 
 def codex_idle(cap: H.Capture) -> bool:
@@ -496,7 +518,7 @@ def capture_codex(rig: Rig, width: int) -> None:
 
     with step(f"codex {v} @{width}: model-upgrade dialog"):
         p, _, _ = codex_launch(rig, width, "notice", notices_seen=False)
-        if p.optional("startup_model_notice", has("Try new model"), codex_idle, "model upgrade dialog"):
+        if p.optional("startup_model_notice", has("Try new model"), codex_idle, "model upgrade dialog", hold=8):
             p.save(1, "startup_model_notice", expect(c, "dialog", "absent", {
                 "prompt": "Meet GPT-6 Sol", "options": ["Try new model", "Use existing model"]}),
                 "first start with gpt-5.5: Codex offers its newer model")
@@ -504,7 +526,8 @@ def capture_codex(rig: Rig, width: int) -> None:
 
     with step(f"codex {v} @{width}: trust dialog"):
         p, _, _ = codex_launch(rig, width, "trust", git=True, trust=False)
-        if p.optional("startup_trust", has("Trust this folder?"), codex_idle, "trust dialog"):
+        trust = lambda cap: has("Trust this folder?")(cap) or has("Do you trust the contents of this directory?")(cap)  # noqa: E731
+        if p.optional("startup_trust", trust, codex_idle, "trust dialog", hold=8):
             p.save(2, "startup_trust", expect(c, "dialog", "absent", {
                 "prompt": "Trust this folder?", "options": ["Trust and continue", "Back to Agent Command Center"]}),
                 "untrusted git repository: the folder trust dialog")
@@ -559,8 +582,10 @@ def capture_codex(rig: Rig, width: int) -> None:
         p.save(10, "busy_with_draft", expect(c, "busy", "draft"), "typed (not submitted) while the turn runs")
         clear_composer(p, codex_composer_empty, "cleared composer while busy", settle=False)
         gate.release()
-        p.wait(both(codex_idle, has("Worked for")), "finished-turn stamp")
-        p.save(11, "finished_stamp", expect(c, "idle", "empty"), "turn done: 'Worked for Ns • HH:MM'")
+        # 0.149.0 ends a short turn without a "Worked for" stamp
+        if p.optional("finished_stamp", both(codex_idle, has("Worked for")),
+                      both(codex_idle, has("The project has a parser")), "finished-turn stamp", timeout=60):
+            p.save(11, "finished_stamp", expect(c, "idle", "empty"), "turn done: 'Worked for Ns • HH:MM'")
 
         srv.script("codex", [Turn.reply(STREAM_REPLY, chunk_delay=0.2, chunk_chars=6)])
         p.submit("write a short summary")

@@ -246,22 +246,26 @@ def _ruled_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | 
 
 
 def _gap_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
-    """Codex: '› text', continuation lines, one blank line, a status line, a few hint lines."""
+    """Codex: '› text', continuation lines, one blank line (at most ``gap_lines``), a status line,
+    a few hint lines."""
     for blank in range(end - 1, max(0, end - rules.max_footer_lines - 1) - 1, -1):
         if lines[blank].strip():
             continue
         footer = (blank + 1, end)
         if footer[0] >= end or not any(p.match(lines[footer[0]]) for p in rules.footer_first):
             continue
-        first = blank - 1
+        top = blank  # the gap's first blank line (0.166.0 leaves two)
+        while top > 0 and blank - top + 1 < rules.gap_lines and not lines[top - 1].strip():
+            top -= 1
+        first = top - 1
         while first >= 0 and lines[first].startswith(" " * rules.prompt_width) and lines[first].strip():
             first -= 1
         if first < 0 or not lines[first].strip():
             return None
-        texts = _strip_prompt(rules, lines[first:blank])
+        texts = _strip_prompt(rules, lines[first:top])
         if texts is None:
             return None
-        return _Frame(first, blank - 1, footer, texts)
+        return _Frame(first, top - 1, footer, texts)
     return None
 
 

@@ -82,6 +82,8 @@ class ScreenRules:
     # dialogs known by their text, for when a dialog taller than the pane pushes its key hints off
     # the screen: one of these below the last rule (RULED) with no composer under it is a dialog
     dialog_bodies: tuple[re.Pattern[str], ...] = ()
+    # GAP: how many blank lines may separate the composer from its footer
+    gap_lines: int = 1
 
 
 CLAUDE = ScreenRules(
@@ -160,6 +162,9 @@ CODEX = ScreenRules(
         r"Back to Agent Command Center",
         r"You approved codex to",
         r"tell Codex what to do differently",
+        # 0.160.0 to 0.166.0's folder trust dialog
+        r"Trust this folder\? Codex can read",
+        r"enter continue · esc quit",
     ),
     frame=Frame.GAP,
     prompt_glyphs=("›",),
@@ -170,6 +175,9 @@ CODEX = ScreenRules(
     footer_first=_rx(
         r"^  [\w.-]+ (default|minimal|low|medium|high|xhigh|max)\b.* · \S",
         r"^  (← for agents · )?\? for shortcuts",
+        # 0.149.0: the slash-command popup drawn under the composer, and the draft-while-busy hint
+        r"^  /[\w-]+\s{2,}\S",
+        r"^  tab to queue message\b",
     ),
     max_footer_lines=4,
     busy=_rx(
@@ -221,6 +229,7 @@ CODEX = ScreenRules(
         (re.compile(r"^[•◦] (Working|Reconnecting)\b.*$"), "<status>"),
         (re.compile(r"Worked for .* • \d{1,2}:\d{2}"), "Worked for <time>"),
     ),
+    gap_lines=2,  # 0.166.0 draws its first composer two blank lines above '? for shortcuts'
 )
 
 # OpenCode: no captured corpus yet. It is recognised by command, but its screen is never read as

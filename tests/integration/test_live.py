@@ -127,6 +127,16 @@ def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, pr
         time.sleep(1.0)
 
 
+def readings(fleet: LiveFleet) -> str:
+    """How connectd reads each agent's pane (for a timeout's message)."""
+    try:
+        views = fleet.api("GET", "/api/agents")
+    except Exception as exc:  # noqa: BLE001 - only a diagnostic
+        return f"(no readings: {exc})"
+    return "\n".join(f"{v.get('pane')}: harness={v.get('harness')} activity={v.get('activity')} "
+                     f"composer={v.get('composer')}" for v in views)
+
+
 def deferred(request: Request) -> bool:
     """Whether this Claude Code release defers connect's tools behind ToolSearch (2.1.332 does: the
     request names them only in a system message) or offers them up front (2.1.300 does: their schemas
@@ -153,7 +163,8 @@ def test_real_claude_and_codex_agents_connect_and_talk_through_the_endpoint() ->
             H.install(name)
     person = home_snapshot()
     fleet = LiveFleet()
-    steps.describe = lambda: fleet.screens() + "\n--- connectd log ---\n" + fleet.daemon_log(4000)
+    steps.describe = lambda: (fleet.screens() + "\n--- connectd's readings ---\n" + readings(fleet)
+                              + "\n--- connectd log ---\n" + fleet.daemon_log(4000))
     try:
         with steps.step("start the model server, a private tmux server and connectd", 30):
             fleet.start()
