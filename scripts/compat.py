@@ -169,6 +169,40 @@ def run_capture(name: str, release: str, widths: list[int], work: Path, log: Pat
     return result
 
 
+def evaluate(cases: list[Any]) -> dict[str, Any]:
+    wrong = {c.name.split("/")[-1]: misses(c, c.read()) for c in cases}
+    blind = [c.name.split("/")[-1] for c in cases
+             if c.read(with_cursor=False).ready_for_message and not c.expected_ready]
+    false_ready = [n for n, m in wrong.items() if any(x.startswith("FALSE READY") for x in m)] + blind
+    return {"screens": len(cases), "read_right": sum(not m for m in wrong.values()),
+            "false_ready": len(false_ready), "misses": {n: m for n, m in wrong.items() if m},
+            "false_ready_screens": sorted(set(false_ready))}
+
+
+def reevaluate(results: dict[str, Any]) -> None:
+    """Read the committed captures of each non-pinned release again with the reader as it is now
+    (after a reader change): update its evaluation and move it between the corpus and
+    screens-misread accordingly."""
+    for key, entry in results.items():
+        name, release = key.split(" ", 1)
+        cap = entry.get("capture")
+        if not cap or release == H.pinned(name):
+            continue
+        for root in (CORPUS, MISREAD):
+            folder = root / name / release
+            if not folder.is_dir():
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                shutil.copytree(folder, Path(tmp) / name / release)
+                cap.update(evaluate(load_corpus(Path(tmp))))
+            target = (MISREAD if cap["misses"] else CORPUS) / name / release
+            if target != folder:
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.move(str(folder), str(target))
+            cap["in_corpus"] = "misread" if cap["misses"] else True
+            break
+
+
 def verdict(entry: dict[str, Any]) -> bool:
     """A release is verified when the live acceptance passed, its capture completed and every screen
     was read without a false ready-for-message."""
@@ -254,11 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-capture", action="store_true")
     parser.add_argument("--corpus", action="store_true",
                         help="add the screens of a release that draws differently to tests/fixtures/screens")
-    parser.add_argument("--render", action="store_true", help="only rewrite the matrix from docs/compatibility.json")
+    parser.add_argument("--render", action="store_true",
+                        help="only re-read the committed captures with the current reader and rewrite the matrix")
     parser.add_argument("--logs", type=Path, default=REPO / ".cache" / "compat", help="run logs")
     args = parser.parse_args(argv)
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.render:
+        reevaluate(results)
+        RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         write_doc(results)
         return 0
     wanted = {"claude": releases(args.claude), "codex": releases(args.codex)}

@@ -203,6 +203,7 @@ class _Frame:
     last: int  # line index of its last line
     footer: tuple[int, int]  # [start, end) of the footer lines
     texts: tuple[str, ...]  # the composer's lines without prompt glyph and indentation
+    column: int | None = None  # where its text starts, when not at ``prompt_width`` (BOX)
 
 
 def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None) -> Reading:
@@ -227,7 +228,40 @@ def _find_composer(rules: ScreenRules, lines: list[str]) -> _Frame | None:
         return None
     if rules.frame is Frame.RULED:
         return _ruled_composer(rules, lines, end)
+    if rules.frame is Frame.BOX:
+        return _box_composer(rules, lines, end)
     return _gap_composer(rules, lines, end)
+
+
+def _box_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
+    """OpenCode: a box of rows behind a bar glyph ('┃'), closed by a bottom line ('╹▀▀▀'), then at
+    most a few footer lines. Inside: a padding row, the composer's rows, a padding row, the agent's
+    status row ('Build · <model> <provider>')."""
+    assert rules.rule is not None and rules.box_status is not None
+    glyph = rules.prompt_glyphs[0]
+    # the footer: at most max_footer_lines non-blank lines (OpenCode's start screen centres its
+    # box and keeps the folder and version on the last line)
+    bottom = end - 1
+    while bottom >= 0 and not rules.rule.match(lines[bottom]):
+        if sum(1 for line in lines[bottom:end] if line.strip()) > rules.max_footer_lines:
+            return None
+        bottom -= 1
+    if bottom < 0:
+        return None
+    top = bottom
+    while top > 0 and lines[top - 1].lstrip().startswith(glyph) and not lines[top - 1][:lines[top - 1].index(glyph)].strip():
+        top -= 1
+    if top == bottom:
+        return None
+    bar = lines[bottom - 1].index(glyph)
+    contents = {i: lines[i][lines[i].index(glyph) + 1:].strip() for i in range(top, bottom)}
+    status = [i for i in range(top, bottom) if rules.box_status.match(contents[i])]
+    if not status:
+        return None
+    first, last = top + 1, status[-1] - 2
+    if last < first or contents[top] or contents[last + 1]:
+        return None
+    return _Frame(first, last, (bottom + 1, end), tuple(contents[i] for i in range(first, last + 1)), column=bar + rules.prompt_width)
 
 
 def _ruled_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
@@ -284,7 +318,8 @@ def _strip_prompt(rules: ScreenRules, block: list[str]) -> tuple[str, ...] | Non
 def _composer(rules: ScreenRules, frame: _Frame, cursor: tuple[int, int] | None) -> Composer | None:
     """EMPTY, DRAFT, or None when the cursor is not in the composer at all."""
     texts = frame.texts
-    at_start = cursor is None or cursor == (rules.prompt_width, frame.first)
+    column = rules.prompt_width if frame.column is None else frame.column
+    at_start = cursor is None or cursor == (column, frame.first)
     if cursor is not None and not frame.first <= cursor[1] <= frame.last:
         return None
     if len(texts) == 1 and (not texts[0] or _is_placeholder(rules, texts[0])):

@@ -39,6 +39,7 @@ class Frame(StrEnum):
 
     RULED = "ruled"  # between two full-width rule lines (Claude Code)
     GAP = "gap"  # a prompt line, a blank line, then a status footer (Codex)
+    BOX = "box"  # rows behind a bar glyph, closed by a bottom line, the agent's status row last (OpenCode)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class ScreenRules:
     dialog_bodies: tuple[re.Pattern[str], ...] = ()
     # GAP: how many blank lines may separate the composer from its footer
     gap_lines: int = 1
+    # BOX: the agent's status row, the box's last row under the composer
+    box_status: re.Pattern[str] | None = None
 
 
 CLAUDE = ScreenRules(
@@ -158,7 +161,7 @@ CODEX = ScreenRules(
         r"Ask Codex to do anything",
         r"Worked for [^\n]* • \d{1,2}:\d{2}",
         r"^[•◦] (Working|Reconnecting)",
-        r"enter/esc confirm · \^c quit",
+        r"enter/esc confirm · (\^c|ctrl\+c) quit",
         r"Back to Agent Command Center",
         r"You approved codex to",
         r"tell Codex what to do differently",
@@ -232,30 +235,43 @@ CODEX = ScreenRules(
     gap_lines=2,  # 0.166.0 draws its first composer two blank lines above '? for shortcuts'
 )
 
-# OpenCode: no captured corpus yet. It is recognised by command, but its screen is never read as
-# idle (no composer frame is known), so nothing is ever typed into it on the reader's word.
+# OpenCode 1.18.33 (tests/fixtures/screens/opencode/): a full-screen TUI; the composer is a box of
+# rows behind '┃', closed by '╹▀▀▀', with the agent's status row ("Build · <model> <provider>") last;
+# the line under the box shows "esc interrupt" while a turn runs.
 OPENCODE = ScreenRules(
     harness=Harness.OPENCODE,
     commands=frozenset({"opencode", ".opencode"}),
-    identity=(),
-    frame=Frame.RULED,
-    prompt_glyphs=(),
-    prompt_width=2,
-    rule=None,
+    identity=_rx_text(
+        r"tab agents\s+ctrl\+p commands",
+        r"ctrl\+p commands$",
+        r"esc interrupt\s+tab agents",
+        r"△ Permission required",
+    ),
+    frame=Frame.BOX,
+    prompt_glyphs=("┃",),
+    prompt_width=3,  # the text starts three columns right of the bar
+    rule=re.compile(r"^\s*╹▀{10,}$"),
     footer_first=(),
-    max_footer_lines=0,
+    max_footer_lines=2,
     busy=_rx(r"esc (to )?interrupt"),
     status_lines=5,
     turn_end=(),
     session_banner=(),
     history_prompt=None,
     ignore_above_composer=(),
-    placeholders=(),
-    dialog_hints=(),
+    placeholders=_rx(
+        r'Ask anything…( ".*"?)?',
+    ),
+    dialog_hints=_rx(
+        r"Allow once\s+Allow always\s+Reject",
+        r"△ Permission required",
+        r"⇆ select\s+enter con",
+    ),
     dialog_hint_lines=3,
-    dialog_prompts=(),
+    dialog_prompts=_rx(r"Permission required"),
     option_selector=re.compile(r"(?!)"),
     volatile=(),
+    box_status=re.compile(r"^(Build|Plan|[A-Z]\w*) · \S"),
 )
 
 AGENTS: tuple[ScreenRules, ...] = (CLAUDE, CODEX, OPENCODE)

@@ -33,6 +33,13 @@ PINNED: dict[str, tuple[str, str]] = {
     "codex": ("@openai/codex", "0.171.0"),
 }
 
+# Harnesses whose screens are captured (scripts/capture_screens.py) but that the live acceptance does
+# not run yet: OpenCode (`npm view opencode-ai versions`; its session binding is a later step).
+CAPTURE_ONLY: dict[str, tuple[str, str]] = {
+    "opencode": ("opencode-ai", "1.18.33"),
+}
+PACKAGES = {**PINNED, **CAPTURE_ONLY}
+
 DUMMY_KEY = "sk-connect-test-0000000000000000000000000000"
 
 
@@ -42,12 +49,12 @@ def version_variable(name: str) -> str:
 
 
 def pinned(name: str) -> str:
-    return PINNED[name][1]
+    return PACKAGES[name][1]
 
 
 def version(name: str) -> str:
     """The release under test: the one named by :func:`version_variable` if set, else the pin."""
-    return os.environ.get(version_variable(name)) or PINNED[name][1]
+    return os.environ.get(version_variable(name)) or PACKAGES[name][1]
 
 
 def is_pinned(name: str) -> bool:
@@ -65,13 +72,13 @@ def binary(name: str, release: str | None = None) -> Path:
 
 def install(name: str, release: str | None = None) -> Path:
     """Install the release under test (or ``release``) with npm unless present; return the binary path."""
-    if name not in PINNED:
-        raise ValueError(f"unknown harness {name!r}: expected one of {', '.join(PINNED)}")
+    if name not in PACKAGES:
+        raise ValueError(f"unknown harness {name!r}: expected one of {', '.join(PACKAGES)}")
     release = release or version(name)
     path = binary(name, release)
     if path.exists():
         return path
-    package = PINNED[name][0]
+    package = PACKAGES[name][0]
     target = install_dir(name, release)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -193,6 +200,36 @@ def codex_home(home: Path, cwd: Path, base_url: str, *, api_key: str = DUMMY_KEY
     (codex / "config.toml").write_text("\n".join(parts))
     env = base_env(home)
     env.update({"CODEX_HOME": str(codex), "SCRIPTED_API_KEY": api_key})
+    return env
+
+
+def opencode_home(home: Path, cwd: Path, base_url: str, *, api_key: str = DUMMY_KEY,
+                  ask_bash: bool = True) -> dict[str, str]:
+    """Prepare ``home`` for OpenCode and return its environment: a config file named by
+    ``OPENCODE_CONFIG`` whose built-in ``anthropic`` provider points at ``base_url`` (the scripted
+    model server's Anthropic Messages API), autoupdate, sharing, LSP downloads and default plugins
+    off; ``ask_bash`` makes the bash tool ask (the permission dialog)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "tmp").mkdir(exist_ok=True)
+    config: dict[str, object] = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "anthropic/claude-sonnet-4-5",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {"anthropic": {"options": {"baseURL": base_url + "/v1", "apiKey": api_key}}},
+    }
+    if ask_bash:
+        config["permission"] = {"bash": "ask"}
+    path = home / "opencode.json"
+    path.write_text(json.dumps(config, indent=2))
+    env = base_env(home)
+    env.update({
+        "OPENCODE_CONFIG": str(path),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    })
     return env
 
 
