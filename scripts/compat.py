@@ -75,7 +75,16 @@ def env_for(name: str, release: str) -> dict[str, str]:
 
 
 def why(output: str) -> str:
-    """The reason a run failed, in one line: the step that timed out or the first assertion."""
+    """The reason a run failed, in one line: the step that timed out (with how connectd read the
+    agents that were not idle, when the run printed it) or the first assertion."""
+    reason = _why(output)
+    readings = re.findall(r"^E\s+(%\d+: harness=(?!shell)\w+ activity=(?!idle)\w+ composer=\w+)", output, re.M)
+    if reason.startswith("step ") and readings:
+        reason += "; connectd read " + ", ".join(readings)
+    return reason
+
+
+def _why(output: str) -> str:
     for pattern in (r"StepTimeout: (step '[^\n]*)", r"TimeoutError: (\[[^\n]*)", r"^E\s+(AssertionError: [^\n]*)",
                     r"^E\s+([A-Za-z]*Error: [^\n]*)", r"^(FAILED [^\n]*)", r"^(ERROR [^\n]*)"):
         found = re.search(pattern, output, re.M)
@@ -177,6 +186,16 @@ def evaluate(cases: list[Any]) -> dict[str, Any]:
     return {"screens": len(cases), "read_right": sum(not m for m in wrong.values()),
             "false_ready": len(false_ready), "misses": {n: m for n, m in wrong.items() if m},
             "false_ready_screens": sorted(set(false_ready))}
+
+
+def reexplain(results: dict[str, Any], logs: Path) -> None:
+    """Recompute a failed live run's reason from its kept log."""
+    for key, entry in results.items():
+        if not key.startswith("claude "):  # how Claude Code offers tools: only on a Claude row
+            entry.get("live", {}).pop("mcp_tools", None)
+        log = logs / f"{key.replace(' ', '-')}-live.log"
+        if entry.get("live") and not entry["live"].get("passed") and log.exists():
+            entry["live"]["reason"] = why(log.read_text())
 
 
 def reevaluate(results: dict[str, Any]) -> None:
@@ -294,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if args.render:
+        reexplain(results, args.logs)
         reevaluate(results)
         RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         write_doc(results)
