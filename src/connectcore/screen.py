@@ -254,7 +254,9 @@ def _box_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | No
     if top == bottom:
         return None
     bar = lines[bottom - 1].index(glyph)
-    contents = {i: lines[i][lines[i].index(glyph) + 1:].strip() for i in range(top, bottom)}
+    # the box ends where its bottom line ends (a wide pane draws a sidebar beside it)
+    right = len(lines[bottom].rstrip())
+    contents = {i: lines[i][lines[i].index(glyph) + 1:right].strip() for i in range(top, bottom)}
     status = [i for i in range(top, bottom) if rules.box_status.match(contents[i])]
     if not status:
         return None
