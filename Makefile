@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants
+.PHONY: run test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,16 @@ integration: $(STAMP)
 
 live: harnesses
 	$(BIN)/pytest -q -m live tests/integration
+
+# The compatibility matrix (docs/compatibility.md): the live acceptance and the screen capture +
+# evaluation on each named release and the pins, one release at a time, e.g.
+#   make compat CLAUDE=2.1.243,2.1.300 CODEX=0.149.0,0.160.0
+# COMPAT_FLAGS passes more (--width 80, --corpus to add releases that draw differently to the corpus).
+CLAUDE ?=
+CODEX ?=
+COMPAT_FLAGS ?= --corpus
+compat: harnesses
+	$(PY) scripts/compat.py --claude "$(CLAUDE)" --codex "$(CODEX)" $(COMPAT_FLAGS)
 
 mutation: $(STAMP)
 	$(PY) scripts/mutation_score.py

@@ -203,10 +203,11 @@ class _Frame:
     last: int  # line index of its last line
     footer: tuple[int, int]  # [start, end) of the footer lines
     texts: tuple[str, ...]  # the composer's lines without prompt glyph and indentation
+    column: int | None = None  # where its text starts, when not at ``prompt_width`` (BOX)
 
 
 def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None) -> Reading:
-    if _has_dialog_hints(rules, lines):
+    if _has_dialog_hints(rules, lines) or _has_dialog_body(rules, lines):
         return Reading(rules.harness, Activity.DIALOG, Composer.ABSENT, _question(rules, lines),
                        _fingerprint(lines, rules.volatile, None))
     frame = _find_composer(rules, lines)
@@ -227,7 +228,42 @@ def _find_composer(rules: ScreenRules, lines: list[str]) -> _Frame | None:
         return None
     if rules.frame is Frame.RULED:
         return _ruled_composer(rules, lines, end)
+    if rules.frame is Frame.BOX:
+        return _box_composer(rules, lines, end)
     return _gap_composer(rules, lines, end)
+
+
+def _box_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
+    """OpenCode: a box of rows behind a bar glyph ('┃'), closed by a bottom line ('╹▀▀▀'), then at
+    most a few footer lines. Inside: a padding row, the composer's rows, a padding row, the agent's
+    status row ('Build · <model> <provider>')."""
+    assert rules.rule is not None and rules.box_status is not None
+    glyph = rules.prompt_glyphs[0]
+    # the footer: at most max_footer_lines non-blank lines (OpenCode's start screen centres its
+    # box and keeps the folder and version on the last line)
+    bottom = end - 1
+    while bottom >= 0 and not rules.rule.match(lines[bottom]):
+        if sum(1 for line in lines[bottom:end] if line.strip()) > rules.max_footer_lines:
+            return None
+        bottom -= 1
+    if bottom < 0:
+        return None
+    top = bottom
+    while top > 0 and lines[top - 1].lstrip().startswith(glyph) and not lines[top - 1][:lines[top - 1].index(glyph)].strip():
+        top -= 1
+    if top == bottom:
+        return None
+    bar = lines[bottom - 1].index(glyph)
+    # the box ends where its bottom line ends (a wide pane draws a sidebar beside it)
+    right = len(lines[bottom].rstrip())
+    contents = {i: lines[i][lines[i].index(glyph) + 1:right].strip() for i in range(top, bottom)}
+    status = [i for i in range(top, bottom) if rules.box_status.match(contents[i])]
+    if not status:
+        return None
+    first, last = top + 1, status[-1] - 2
+    if last < first or contents[top] or contents[last + 1]:
+        return None
+    return _Frame(first, last, (bottom + 1, end), tuple(contents[i] for i in range(first, last + 1)), column=bar + rules.prompt_width)
 
 
 def _ruled_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
@@ -246,22 +282,26 @@ def _ruled_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | 
 
 
 def _gap_composer(rules: ScreenRules, lines: list[str], end: int) -> _Frame | None:
-    """Codex: '› text', continuation lines, one blank line, a status line, a few hint lines."""
+    """Codex: '› text', continuation lines, one blank line (at most ``gap_lines``), a status line,
+    a few hint lines."""
     for blank in range(end - 1, max(0, end - rules.max_footer_lines - 1) - 1, -1):
         if lines[blank].strip():
             continue
         footer = (blank + 1, end)
         if footer[0] >= end or not any(p.match(lines[footer[0]]) for p in rules.footer_first):
             continue
-        first = blank - 1
+        top = blank  # the gap's first blank line (0.166.0 leaves two)
+        while top > 0 and blank - top + 1 < rules.gap_lines and not lines[top - 1].strip():
+            top -= 1
+        first = top - 1
         while first >= 0 and lines[first].startswith(" " * rules.prompt_width) and lines[first].strip():
             first -= 1
         if first < 0 or not lines[first].strip():
             return None
-        texts = _strip_prompt(rules, lines[first:blank])
+        texts = _strip_prompt(rules, lines[first:top])
         if texts is None:
             return None
-        return _Frame(first, blank - 1, footer, texts)
+        return _Frame(first, top - 1, footer, texts)
     return None
 
 
@@ -280,7 +320,8 @@ def _strip_prompt(rules: ScreenRules, block: list[str]) -> tuple[str, ...] | Non
 def _composer(rules: ScreenRules, frame: _Frame, cursor: tuple[int, int] | None) -> Composer | None:
     """EMPTY, DRAFT, or None when the cursor is not in the composer at all."""
     texts = frame.texts
-    at_start = cursor is None or cursor == (rules.prompt_width, frame.first)
+    column = rules.prompt_width if frame.column is None else frame.column
+    at_start = cursor is None or cursor == (column, frame.first)
     if cursor is not None and not frame.first <= cursor[1] <= frame.last:
         return None
     if len(texts) == 1 and (not texts[0] or _is_placeholder(rules, texts[0])):
@@ -340,6 +381,20 @@ def _has_dialog_hints(rules: ScreenRules, lines: list[str]) -> bool:
     end = _bottom(lines)
     tail = [line for line in lines[:end] if line.strip()][-rules.dialog_hint_lines:]
     return any(p.search(line) for p in rules.dialog_hints for line in tail)
+
+
+def _has_dialog_body(rules: ScreenRules, lines: list[str]) -> bool:
+    """A known dialog text below the last rule line and no composer under it: a dialog whose key
+    hints were pushed off a short pane."""
+    if not rules.dialog_bodies:
+        return False
+    end = _bottom(lines)
+    start = max(0, end - 40)
+    if rules.rule is not None:
+        start = max([start, *(i + 1 for i in range(start, end) if rules.rule.match(lines[i]))])
+    if not any(p.search(line) for p in rules.dialog_bodies for line in lines[start:end]):
+        return False
+    return _find_composer(rules, lines) is None
 
 
 def _question(rules: ScreenRules, lines: list[str]) -> Question | None:

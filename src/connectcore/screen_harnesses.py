@@ -5,7 +5,8 @@ new harness version that moves a marker or renames a hint is an edit to these ta
 the captured corpus (``make eval-screens``), not a change of logic. Patterns are matched against
 plain text (no SGR attributes) after no-break spaces became spaces and trailing blanks were removed.
 
-Verified against Claude Code 2.1.332 and Codex 0.171.0 (tests/fixtures/screens/).
+Verified against the releases in tests/fixtures/screens/ (the pins, Claude Code 2.1.332 and Codex
+0.171.0, and every release of docs/compatibility.md that draws differently).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Frame(StrEnum):
 
     RULED = "ruled"  # between two full-width rule lines (Claude Code)
     GAP = "gap"  # a prompt line, a blank line, then a status footer (Codex)
+    BOX = "box"  # rows behind a bar glyph, closed by a bottom line, the agent's status row last (OpenCode)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,13 @@ class ScreenRules:
     option_selector: re.Pattern[str]
     # parts of the screen that change while nothing changes for the reader: (pattern, replacement)
     volatile: tuple[tuple[re.Pattern[str], str], ...]
+    # dialogs known by their text, for when a dialog taller than the pane pushes its key hints off
+    # the screen: one of these below the last rule (RULED) with no composer under it is a dialog
+    dialog_bodies: tuple[re.Pattern[str], ...] = ()
+    # GAP: how many blank lines may separate the composer from its footer
+    gap_lines: int = 1
+    # BOX: the agent's status row, the box's last row under the composer
+    box_status: re.Pattern[str] | None = None
 
 
 CLAUDE = ScreenRules(
@@ -91,6 +100,7 @@ CLAUDE = ScreenRules(
         r"Do you want to use this API key\?",
         r"Claude Code'll be able to",
         r"Auto mode can't check actions",
+        r"We're changing auto mode to no longer charge",
     ),
     frame=Frame.RULED,
     prompt_glyphs=("❯", ">"),
@@ -139,6 +149,8 @@ CLAUDE = ScreenRules(
         (re.compile(r"retrying in \d+s · attempt \d+/\d+"), "retrying"),
         (re.compile(r"· done \d{1,2}:\d{2}( ?[AP]M)?"), "· done <clock>"),
     ),
+    # 2.1.300's auto-mode billing notice: 14 lines and more, its hints below an 80x24 pane's bottom
+    dialog_bodies=_rx(r"We're changing auto mode to no longer charge"),
 )
 
 CODEX = ScreenRules(
@@ -149,10 +161,13 @@ CODEX = ScreenRules(
         r"Ask Codex to do anything",
         r"Worked for [^\n]* • \d{1,2}:\d{2}",
         r"^[•◦] (Working|Reconnecting)",
-        r"enter/esc confirm · \^c quit",
+        r"enter/esc confirm · (\^c|ctrl\+c) quit",
         r"Back to Agent Command Center",
         r"You approved codex to",
         r"tell Codex what to do differently",
+        # 0.160.0 to 0.166.0's folder trust dialog
+        r"Trust this folder\? Codex can read",
+        r"enter continue · esc quit",
     ),
     frame=Frame.GAP,
     prompt_glyphs=("›",),
@@ -163,6 +178,9 @@ CODEX = ScreenRules(
     footer_first=_rx(
         r"^  [\w.-]+ (default|minimal|low|medium|high|xhigh|max)\b.* · \S",
         r"^  (← for agents · )?\? for shortcuts",
+        # 0.149.0: the slash-command popup drawn under the composer, and the draft-while-busy hint
+        r"^  /[\w-]+\s{2,}\S",
+        r"^  tab to queue message\b",
     ),
     max_footer_lines=4,
     busy=_rx(
@@ -214,32 +232,46 @@ CODEX = ScreenRules(
         (re.compile(r"^[•◦] (Working|Reconnecting)\b.*$"), "<status>"),
         (re.compile(r"Worked for .* • \d{1,2}:\d{2}"), "Worked for <time>"),
     ),
+    gap_lines=2,  # 0.166.0 draws its first composer two blank lines above '? for shortcuts'
 )
 
-# OpenCode: no captured corpus yet. It is recognised by command, but its screen is never read as
-# idle (no composer frame is known), so nothing is ever typed into it on the reader's word.
+# OpenCode 1.18.33 (tests/fixtures/screens/opencode/): a full-screen TUI; the composer is a box of
+# rows behind '┃', closed by '╹▀▀▀', with the agent's status row ("Build · <model> <provider>") last;
+# the line under the box shows "esc interrupt" while a turn runs.
 OPENCODE = ScreenRules(
     harness=Harness.OPENCODE,
     commands=frozenset({"opencode", ".opencode"}),
-    identity=(),
-    frame=Frame.RULED,
-    prompt_glyphs=(),
-    prompt_width=2,
-    rule=None,
+    identity=_rx_text(
+        r"tab agents\s+ctrl\+p commands",
+        r"ctrl\+p commands$",
+        r"esc interrupt\s+tab agents",
+        r"△ Permission required",
+    ),
+    frame=Frame.BOX,
+    prompt_glyphs=("┃",),
+    prompt_width=3,  # the text starts three columns right of the bar
+    rule=re.compile(r"^\s*╹▀{10,}$"),
     footer_first=(),
-    max_footer_lines=0,
+    max_footer_lines=2,
     busy=_rx(r"esc (to )?interrupt"),
     status_lines=5,
     turn_end=(),
     session_banner=(),
     history_prompt=None,
     ignore_above_composer=(),
-    placeholders=(),
-    dialog_hints=(),
+    placeholders=_rx(
+        r'Ask anything…( ".*"?)?',
+    ),
+    dialog_hints=_rx(
+        r"Allow once\s+Allow always\s+Reject",
+        r"△ Permission required",
+        r"⇆ select\s+enter con",
+    ),
     dialog_hint_lines=3,
-    dialog_prompts=(),
+    dialog_prompts=_rx(r"Permission required"),
     option_selector=re.compile(r"(?!)"),
     volatile=(),
+    box_status=re.compile(r"^(Build|Plan|[A-Z]\w*) · \S"),
 )
 
 AGENTS: tuple[ScreenRules, ...] = (CLAUDE, CODEX, OPENCODE)

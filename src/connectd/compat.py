@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 
-#: Harness -> (its npm package, the releases the live acceptance passed on, newest last).
+#: Harness -> (its npm package, the releases verified by ``make compat``, newest last): the live
+#: acceptance passed and no captured screen was read ready-for-message falsely (docs/compatibility.md,
+#: run 2026-12-03). Codex 0.149.0 and 0.155.0 are not here: connectd never reads them idle.
 VERIFIED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "claude": ("@anthropic-ai/claude-code", ("2.1.332",)),
-    "codex": ("@openai/codex", ("0.171.0",)),
+    "claude": ("@anthropic-ai/claude-code", ("2.1.243", "2.1.277", "2.1.300", "2.1.321", "2.1.332")),
+    "codex": ("@openai/codex", ("0.160.0", "0.166.0", "0.171.0")),
 }
 
 #: The oldest tmux connectd supports (control-mode client flags such as ``ignore-size``) and the one

@@ -6,6 +6,9 @@ private tmux server (``tmux -L <unique> -f /dev/null``) that is killed at the en
 
 Pinned versions live in :data:`PINNED` and nowhere else. Installs go to
 ``<repo>/.cache/harnesses/<name>-<version>/`` (gitignored) and are skipped when already present.
+Another release is run by naming it in the environment (``CONNECT_CLAUDE_VERSION=2.1.300``,
+``CONNECT_CODEX_VERSION=0.160.0``): that is how ``make compat`` (scripts/compat.py) runs the live
+acceptance and the screen capture on each release of its matrix; unset, everything runs the pin.
 """
 
 from __future__ import annotations
@@ -30,40 +33,62 @@ PINNED: dict[str, tuple[str, str]] = {
     "codex": ("@openai/codex", "0.171.0"),
 }
 
+# Harnesses whose screens are captured (scripts/capture_screens.py) but that the live acceptance does
+# not run yet: OpenCode (`npm view opencode-ai versions`; its session binding is a later step).
+CAPTURE_ONLY: dict[str, tuple[str, str]] = {
+    "opencode": ("opencode-ai", "1.18.33"),
+}
+PACKAGES = {**PINNED, **CAPTURE_ONLY}
+
 DUMMY_KEY = "sk-connect-test-0000000000000000000000000000"
 
 
+def version_variable(name: str) -> str:
+    """The environment variable that selects another release of ``name`` (``CONNECT_CLAUDE_VERSION``)."""
+    return f"CONNECT_{name.upper()}_VERSION"
+
+
+def pinned(name: str) -> str:
+    return PACKAGES[name][1]
+
+
 def version(name: str) -> str:
-    return PINNED[name][1]
+    """The release under test: the one named by :func:`version_variable` if set, else the pin."""
+    return os.environ.get(version_variable(name)) or PACKAGES[name][1]
 
 
-def install_dir(name: str) -> Path:
-    return CACHE / f"{name}-{version(name)}"
+def is_pinned(name: str) -> bool:
+    return version(name) == pinned(name)
 
 
-def binary(name: str) -> Path:
+def install_dir(name: str, release: str | None = None) -> Path:
+    return CACHE / f"{name}-{release or version(name)}"
+
+
+def binary(name: str, release: str | None = None) -> Path:
     """Path of the installed program (``claude`` or ``codex``); see :func:`install`."""
-    return install_dir(name) / "node_modules" / ".bin" / name
+    return install_dir(name, release) / "node_modules" / ".bin" / name
 
 
-def install(name: str) -> Path:
-    """Install the pinned version with npm unless present; return the binary path."""
-    if name not in PINNED:
-        raise ValueError(f"unknown harness {name!r}: expected one of {', '.join(PINNED)}")
-    path = binary(name)
+def install(name: str, release: str | None = None) -> Path:
+    """Install the release under test (or ``release``) with npm unless present; return the binary path."""
+    if name not in PACKAGES:
+        raise ValueError(f"unknown harness {name!r}: expected one of {', '.join(PACKAGES)}")
+    release = release or version(name)
+    path = binary(name, release)
     if path.exists():
         return path
-    package, pinned = PINNED[name]
-    target = install_dir(name)
+    package = PACKAGES[name][0]
+    target = install_dir(name, release)
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     subprocess.run(["npm", "install", "--prefix", str(partial), "--no-audit", "--no-fund",
-                    "--no-save", f"{package}@{pinned}"], check=True, capture_output=True, text=True,
+                    "--no-save", f"{package}@{release}"], check=True, capture_output=True, text=True,
                    timeout=600)
     partial.rename(target)
     if not path.exists():
-        raise RuntimeError(f"npm installed {package}@{pinned} but {path} is missing")
+        raise RuntimeError(f"npm installed {package}@{release} but {path} is missing")
     return path
 
 
@@ -175,6 +200,36 @@ def codex_home(home: Path, cwd: Path, base_url: str, *, api_key: str = DUMMY_KEY
     (codex / "config.toml").write_text("\n".join(parts))
     env = base_env(home)
     env.update({"CODEX_HOME": str(codex), "SCRIPTED_API_KEY": api_key})
+    return env
+
+
+def opencode_home(home: Path, cwd: Path, base_url: str, *, api_key: str = DUMMY_KEY,
+                  ask_bash: bool = True) -> dict[str, str]:
+    """Prepare ``home`` for OpenCode and return its environment: a config file named by
+    ``OPENCODE_CONFIG`` whose built-in ``anthropic`` provider points at ``base_url`` (the scripted
+    model server's Anthropic Messages API), autoupdate, sharing, LSP downloads and default plugins
+    off; ``ask_bash`` makes the bash tool ask (the permission dialog)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "tmp").mkdir(exist_ok=True)
+    config: dict[str, object] = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "anthropic/claude-sonnet-4-5",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {"anthropic": {"options": {"baseURL": base_url + "/v1", "apiKey": api_key}}},
+    }
+    if ask_bash:
+        config["permission"] = {"bash": "ask"}
+    path = home / "opencode.json"
+    path.write_text(json.dumps(config, indent=2))
+    env = base_env(home)
+    env.update({
+        "OPENCODE_CONFIG": str(path),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    })
     return env
 
 

@@ -270,7 +270,7 @@ class LiveFleet:
         rows: list[dict[str, Any]] = []
         after = 0
         while True:
-            page = self.api("GET", f"/api/audit?after={after}&limit=500")
+            page = self.api("GET", f"/api/audit?after={after}&order=oldest&limit=500")
             if not page:
                 return rows
             rows += page
