@@ -18,36 +18,10 @@ SEEDS = int(os.environ.get("SIM_SEEDS", "20"))
 ONE = os.environ.get("SEED")
 ALLOW_KNOWN = os.environ.get("SIM_ALLOW_KNOWN") == "1"  # count known defects, fail only on new ones
 
-# Seeds of the bounded run that still find a defect of issue 10 on this branch (strict: once the
-# defect is fixed the seed passes, the xfail turns into a failure, and the entry is removed).
-STUCK = (
-    "issue 10: a recipient that sits idle stops receiving for good (the hub holds its pane not ready, "
-    "need_busy, while it sits idle)"
-)
-GUARD = (
-    "found by the simulation: a guard that ends a message without typing leaves the next consented message "
-    "ready on an armed idle pane (test_scenarios.test_a_guard_that_cancels_a_message_lets_the_next_one_through)"
-)
-STOPPED = (
-    "issue 10 (supervision): a store error inside a restart step stops its driver; the restart stays "
-    "open and the pane dead under remain-on-exit until the next daemon start"
-)
-START = (
-    "found by the simulation: one tmux or store error during startup (the first poll, reconciliation) ends "
-    "the daemon's start (test_scenarios.test_a_tmux_error_during_startup_does_not_stop_the_daemon)"
-)
-HANDLE = "issue 10: a handle that stops resolving is still typed into the old pane"
-TOKEN = (
-    "found by the simulation: a store error as a pane goes loses its PaneGone; the dead agent's token stays "
-    "live (test_scenarios.test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive)"
-)
-KNOWN: dict[int, str] = {
-    12: GUARD,
-    27: STOPPED,
-    45: f"{STUCK}; {TOKEN}",
-    50: STUCK,
-    58: STOPPED,
-}
+# Seeds of the bounded run that still find a known defect (strict: once the defect is fixed the seed
+# passes, the xfail turns into a failure, and the entry is removed). None today: every defect the
+# simulation found is fixed, each with its scenario in test_scenarios.py.
+KNOWN: dict[int, str] = {}
 
 
 def _seeds() -> list[object]:
