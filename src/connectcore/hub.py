@@ -381,6 +381,7 @@ class RestartRecovered:
 
 _RESPAWNING = frozenset({restart_.RestartStep.PROCESS_ENDED, restart_.RestartStep.RESPAWNED})
 _IDLE_WAITS = frozenset({restart_.RestartStep.WAITING_IDLE, restart_.RestartStep.RECHECKING_IDLE})
+_BEFORE_EXIT = frozenset({restart_.RestartStep.PLANNED, restart_.RestartStep.WAITING_IDLE})  # cancel touches nothing
 
 
 def _restart_session(state: restart_.Restart) -> SessionKey:
@@ -1116,8 +1117,15 @@ def _close_draft(hub: Hub, pane_id: str, why: str) -> Step:
 
 def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
     """The process a pane held is gone: messages addressed to it are cancelled at once, its tokens
-    end, pair approvals for that incarnation lapse."""
+    end, pair approvals for that incarnation lapse, and a restart of it that had not yet sent its exit
+    command (planned, waiting for idle) is cancelled: the agent it was to relaunch ended by itself."""
     effects: tuple[Effect, ...] = ()
+    for rid, state in list(hub.restarts.items()):
+        record = state.record
+        if (record.pane_id, record.incarnation) == (ev.pane_id, ev.incarnation) and state.step in _BEFORE_EXIT:
+            state, more = restart_.step(state, restart_.Cancel(now=ev.now, reason="the agent ended before its restart"))
+            hub, again = _closed(hub, rid, state, ev.now)
+            effects += more + again
     for message in list(hub.messages.values()):
         if (
             message.recipient_incarnation == ev.incarnation

@@ -586,3 +586,28 @@ def test_a_restarted_control_stays_control_and_a_second_control_is_not_connected
     effects = respawned(w2, ctl2)
     assert audits(effects, "restart.respawn")[0].outcome == "unconnected"
     assert "tok-new" not in w2.hub.book.tokens
+
+
+def test_an_agent_that_ends_by_itself_while_its_restart_waits_for_idle_ends_the_restart() -> None:
+    """Claim: a restart that has not sent its exit command is cancelled, touching nothing, when the
+    process it was to relaunch is gone (found by the simulation: it stayed open until its deadline)."""
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    assert step_of(w) is S.WAITING_IDLE
+    effects = w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+    assert w.hub.restarts == {}
+    assert audits(effects, "restart.cancel") or any(isinstance(e, Audit) and e.outcome == "cancelled" for e in effects)
+    assert not any(isinstance(e, Respawn) for e in effects)
+
+
+def test_the_old_process_ending_after_the_exit_command_does_not_cancel_the_restart() -> None:
+    """Claim: once the exit command is sent, the old incarnation going is the restart's own progress."""
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    restart_id = next(iter(w.hub.restarts))
+    state = w.hub.restarts[restart_id]
+    w.hub = replace(w.hub, restarts={restart_id: replace(state, record=replace(state.record, step=S.EXIT_SENT))})
+    w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+    assert restart_id in w.hub.restarts
