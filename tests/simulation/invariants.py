@@ -22,14 +22,9 @@ if TYPE_CHECKING:
     from tests.simulation.driver import Sim
     from tests.simulation.sim_tmux import Paste
 
-# Violations that are defects of issue 10 (or found by this simulation) not yet fixed on this branch:
-# `make simulate ALLOW_KNOWN=1` counts them and fails only on anything else.
-KNOWN_DEFECTS = {
-    "guard_stall": "found: a guard that ends a message without typing leaves the next one on an armed idle pane",
-    "restart_stranded": "found: a store error inside a restart step strands the restart until the next start",
-    "token_outlives_pane": "found: a store error while stepping PaneGone loses it; the token stays live",
-    "start_fails": "found: one tmux or store error during startup (first poll, reconcile) ends the daemon's start",
-}
+# Violation kinds that are known, unfixed defects: `make simulate ALLOW_KNOWN=1` counts them and fails
+# only on anything else.
+KNOWN_DEFECTS: dict[str, str] = {}  # every defect the simulation found is fixed (see test_scenarios.py)
 
 # What a supervised task may fail with (an injected fault); anything else is a bug that ends a task.
 EXPECTED_TASK_ERRORS = frozenset(
