@@ -43,6 +43,9 @@ class Delivery:
         """Recheck under the recipient's send lock and report; typing follows inside the same step."""
         engine = self.engine
         async with engine.tmux.pane_lock(check.pane_id):
+            message = engine.hub.messages.get(check.message)
+            if message is not None and message.handle is not None:
+                await engine.watcher.poll()  # the handle is checked against what tmux says now (titles)
             info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id)
             read_at = engine.clock()
             reading: Reading | None = None
@@ -50,7 +53,6 @@ class Delivery:
                 capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
                 reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
             ready, fingerprint = (reading.ready_for_message, reading.fingerprint) if reading else (False, "")
-            message = engine.hub.messages.get(check.message)
             handle = self.resolve(message.handle) if message is not None else None
             guard = H.GuardObserved(
                 engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,

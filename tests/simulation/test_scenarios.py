@@ -111,6 +111,27 @@ def test_a_handle_that_became_ambiguous_is_not_typed() -> None:
     check(scenario(script))
 
 
+def test_a_handle_is_checked_against_the_titles_tmux_shows_now() -> None:
+    """A title changes less than one list-panes period before the recipient goes idle: the guard must
+    judge the handle by what tmux shows at that moment, not by the directory's last poll (found by
+    the simulation, seeds 364 and 908: the message was typed into a pane that no longer bore the title)."""
+
+    async def script(sim: Sim) -> None:
+        a, b, c = await launch(sim), await launch(sim), await launch(sim)
+        sim.server.panes[b].title = "reviewer"
+        began = trio.current_time()
+        sim.server.person_submits(b, "a long turn", 22.5)  # it ends between two polls (every 5 s)
+        await trio.sleep(6)  # the title reaches the directory
+        await send(sim, a, "title:reviewer", "simmsg-1")
+        await approve_all(sim, Decision.APPROVE_ONCE)
+        await trio.sleep_until(began + 22.3)  # 0.2 s before b's turn ends, after the last poll
+        sim.server.panes[b].title = ""
+        sim.server.panes[c].title = "reviewer"
+        await trio.sleep(60)
+
+    check(scenario(script))
+
+
 def test_an_idle_recipient_never_stops_receiving_after_quick_turns() -> None:
     """Short turns: the post-turn idle screen is observed while the typing is still being confirmed,
     or the turn is too quick to be seen busy at all; every later message to that pane is still typed
