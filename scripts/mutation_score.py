@@ -32,7 +32,7 @@ SHELL_TESTS = [
     "tests/unit/test_supervisor.py",
     "tests/simulation",
 ]
-SIMULATION_SEEDS_PER_MUTANT = "40"
+SIMULATION_SEEDS_PER_MUTANT = "8"  # the bounded run per mutant (make test runs 20)
 
 
 def shell_copy() -> Path:
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     env = {
         **os.environ,
         "CONNECT_MODEL_EXAMPLES": os.environ.get("CONNECT_MODEL_EXAMPLES", "25"),
-        "CONNECT_SIM_SEEDS": os.environ.get("CONNECT_SIM_SEEDS", SIMULATION_SEEDS_PER_MUTANT),
+        "SIM_SEEDS": os.environ.get("SIM_SEEDS", SIMULATION_SEEDS_PER_MUTANT),
     }
     where = shell_copy() if shell else ROOT
     shutil.rmtree(where / "mutants", ignore_errors=True)

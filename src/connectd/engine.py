@@ -59,6 +59,7 @@ class Timing:
     poll: float = 5.0
     capture: float = 0.25  # capture panes that produced output (control mode's %output, window_activity)
     sweep: float = 60.0  # capture every pane even without output: the last safety net
+    bind: float = 5.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
     tick: float = 1.0  # expiry of cards and ids
     settle: float = 0.4  # between the paste and the Enter
     confirm: float = 4.0  # how long to look for the typed text to land

@@ -1,6 +1,7 @@
 """Where a target names, for every agent call and the delivery guard: the directory's rule
-(:func:`connectcore.directory.resolve`), and for the ``control`` handle the hub's running control when
-the directory does not mark control's pane itself (:func:`connectcore.hub_acts.control_pane`)."""
+(:func:`connectcore.directory.resolve`), and for the ``control`` handle the core's running control
+(:func:`connectcore.hub_acts.control_pane`: the one control's live token), read at the moment of the
+call, so a control that was stopped a moment ago is never named by a directory snapshot."""
 
 from __future__ import annotations
 
@@ -12,16 +13,15 @@ from connectcore import hub_acts
 if TYPE_CHECKING:
     from connectd.engine import Engine
 
+CONTROL = str(D.Handle(D.HandleKind.CONTROL))
+
 
 def resolve(engine: Engine, target: str) -> D.PaneRecord:
     """The one live pane ``target`` names, or :class:`connectcore.directory.TargetError`."""
-    try:
+    if D.handle_of(target) != CONTROL:
         return D.resolve(engine.directory, target)
-    except D.TargetError as exc:
-        if exc.reason is not D.TargetRefusal.NO_PANE or D.handle_of(target) != str(D.Handle(D.HandleKind.CONTROL)):
-            raise
-        found = hub_acts.control_pane(engine.hub.book)
-        record = engine.directory.panes.get(found[0]) if found else None
-        if found is None or record is None or record.token != found[1]:
-            raise
-        return record
+    found = hub_acts.control_pane(engine.hub.book)
+    record = engine.directory.panes.get(found[0]) if found else None
+    if found is None or record is None or record.token != found[1]:
+        raise D.TargetError(D.TargetRefusal.NO_PANE, "no control agent is running")
+    return record

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from connectcore import directory as D
-from connectcore import grants
+from connectcore import grants, hub_acts
 from connectcore import hub as H
 from connectcore.screen import Reading, read_screen
 from connectd import procfs
@@ -84,7 +84,7 @@ class Watcher:
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
-        self.facts = FactsCache(retry=engine.timing.sweep)
+        self.facts = FactsCache(retry=engine.timing.bind)
         self._codex_tried: dict[str, float] = {}
         self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
         # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
@@ -213,7 +213,7 @@ class Watcher:
         token = token_of(info)
         title = _self_published_title(info)
         facts = self.facts.cached(info.pane_id, token, title)
-        principal = grants.principal_at(self.engine.hub.book, token)
+        control = hub_acts.control_pane(self.engine.hub.book)  # the running control's live token, if any
         return D.PaneObservation(
             incarnation=incarnation_of(info),
             harness=harness,
@@ -225,7 +225,7 @@ class Watcher:
             branch=facts.branch,
             pr_links=facts.pr_links,
             launcher=launch.launcher if launch else None,
-            is_control=bool(principal and principal.control),
+            is_control=control == (info.pane_id, token),
         )
 
     async def _step_gone(self) -> None:
@@ -253,8 +253,8 @@ class Watcher:
             return
         if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
             return
-        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per sweep interval
-        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.sweep:
+        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per bind interval
+        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.bind:
             return
         self._codex_tried[token] = now
         files = await self.engine.run_sync(procfs.tree_open_files, info.pane_pid)
@@ -273,7 +273,7 @@ class Watcher:
         """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
         registry: a record whose process start time matches /proc and whose process descends from the
         pane's process. The registry is read when an unbound Claude pane appears, then at most once per
-        sweep interval while one stays unbound."""
+        bind interval while one stays unbound."""
         engine = self.engine
         unbound = frozenset(
             r.token
@@ -283,7 +283,7 @@ class Watcher:
         )
         seen, at = self._claude_scan
         now = engine.clock()
-        if not unbound or (unbound <= seen and now - at < engine.timing.sweep):
+        if not unbound or (unbound <= seen and now - at < engine.timing.bind):
             return
         self._claude_scan = (unbound, now)
         pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
