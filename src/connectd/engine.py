@@ -54,12 +54,12 @@ log = logging.getLogger("connectd.engine")
 class Timing:
     """How often the daemon looks; all in seconds."""
 
-    # list-panes -a, the source of truth for which incarnations live: at once (within ``capture``) when
-    # control mode reports a structure change, and every ``poll`` seconds in case a notice was lost
-    poll: float = 5.0
+    # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane):
+    # every ``poll`` seconds, and at once (within ``capture``) when control mode reports a structure change
+    poll: float = 1.0
     capture: float = 0.25  # capture panes that produced output (control mode's %output, window_activity)
     sweep: float = 60.0  # capture every pane even without output: the last safety net
-    bind: float = 5.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
+    bind: float = 1.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
     tick: float = 1.0  # expiry of cards and ids
     settle: float = 0.4  # between the paste and the Enter
     confirm: float = 4.0  # how long to look for the typed text to land

@@ -102,7 +102,7 @@ def test_a_handle_that_became_ambiguous_is_not_typed() -> None:
         a, b, c = await launch(sim), await launch(sim), await launch(sim)
         sim.server.panes[b].title = "reviewer"
         sim.server.person_submits(b, "a long turn", 20.0)
-        await trio.sleep(6)  # the title reaches the directory at the next list-panes (every 5 s)
+        await trio.sleep(6)  # the title reaches the directory at the next list-panes
         await send(sim, a, "title:reviewer", "simmsg-1")
         await approve_all(sim, Decision.APPROVE_ONCE)
         sim.server.panes[c].title = "reviewer"  # now the handle names two panes
@@ -120,7 +120,7 @@ def test_a_handle_is_checked_against_the_titles_tmux_shows_now() -> None:
         a, b, c = await launch(sim), await launch(sim), await launch(sim)
         sim.server.panes[b].title = "reviewer"
         began = trio.current_time()
-        sim.server.person_submits(b, "a long turn", 22.5)  # it ends between two polls (every 5 s)
+        sim.server.person_submits(b, "a long turn", 22.5)  # it ends between two polls
         await trio.sleep(6)  # the title reaches the directory
         await send(sim, a, "title:reviewer", "simmsg-1")
         await approve_all(sim, Decision.APPROVE_ONCE)
