@@ -587,11 +587,15 @@ class Sim:
 
     async def _revoke(self, engine: Engine, principal_ids: list[str], *, everyone: bool = False) -> None:
         members = {m for p in principal_ids for m in grants.group(engine.hub.book, p)}
-        self.checker.note_withdrawn(self._in_flight(engine, members, everyone))
+        in_flight = self._in_flight(engine, members, everyone)
         if everyone:
             await engine.disconnect_all()
         else:
             await engine.revoke_principals(principal_ids)
+        # Noted only once the revocation returned: one that failed (the store) withdrew nothing. The
+        # check is on state (a live token of a withdrawn restart), so a respawn that came in between is
+        # still caught.
+        self.checker.note_withdrawn(in_flight)
         self.log(f"revocation returned: {sorted(members)}")
         self.checker.note_revocation(frozenset(members))
 
@@ -601,10 +605,10 @@ class Sim:
             for p in grants.principals_of_session(engine.hub.book, session)
             for m in grants.group(engine.hub.book, p)
         }
-        if preset is Preset.OFF:
-            self.checker.note_withdrawn(self._in_flight(engine, members, False))
+        in_flight = self._in_flight(engine, members, False) if preset is Preset.OFF else frozenset()
         await engine.set_grant(session, preset)
         if preset is Preset.OFF:
+            self.checker.note_withdrawn(in_flight)
             self.log(f"revocation returned: {sorted(members)}")
             self.checker.note_revocation(frozenset(members))
 
