@@ -30,6 +30,7 @@ SHELL_TESTS = [
     "tests/unit/test_runner.py",
     "tests/unit/test_interpreter.py",
     "tests/unit/test_supervisor.py",
+    "tests/unit/test_delivery_io.py",
     "tests/simulation",
 ]
 SIMULATION_SEEDS_PER_MUTANT = "8"  # the bounded run per mutant (make test runs 20)
