@@ -153,7 +153,8 @@ def test_an_ordinary_agent_has_no_act_tool_and_act_is_never_grantable(daemon: Da
 def test_shell_text_types_the_exact_command_after_its_card(daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
     ctl, pure = control_and_pure(daemon)
     shell = tmux.tmux("new-window", "-P", "-F", "#{pane_id}", "-t", "main", "bash --norc --noprofile").strip()
-    wait_for(lambda: any(a["pane"] == shell for a in daemon.api("GET", "/api/agents")), 10, "the shell pane")
+    # shell_text is refused until the daemon has read the pane as a shell (its kind comes from the screen)
+    wait_for(lambda: any(a["pane"] == shell and a["harness"] == "shell" for a in daemon.api("GET", "/api/agents")), 10, "the shell pane read as a shell")
     address = next(a["address"] for a in daemon.api("GET", "/api/agents") if a["pane"] == shell)
     err, text = act_tool(daemon, ctl, "shell_text", to=pure.address, text="ls")
     assert err and "not_a_shell" in text
