@@ -36,22 +36,24 @@ SHELL_TESTS = [
 SIMULATION_SEEDS_PER_MUTANT = "8"  # the bounded run per mutant (make test runs 20)
 
 
-def shell_copy() -> Path:
-    """A copy of the tree whose mutmut section mutates src/connectd against SHELL_TESTS."""
+def shell_copy(modules: list[str]) -> Path:
+    """A copy of the tree whose mutmut section mutates these modules of src/connectd (only their files:
+    mutmut 3 generates mutants for everything in ``source_paths``) against SHELL_TESTS."""
     copy = Path(tempfile.mkdtemp(prefix="connect-mutation-shell-"))
     ignore = shutil.ignore_patterns(".venv", "mutants", ".cache", ".git", "__pycache__", "*.pyc")
     shutil.copytree(ROOT, copy, dirs_exist_ok=True, ignore=ignore)
     pyproject = copy / "pyproject.toml"
     text = pyproject.read_text()
-    text = text.replace('source_paths = ["src/connectcore/"]', 'source_paths = ["src/connectd/"]')
-    text = text.replace('also_copy = ["src/connectd/",', 'also_copy = ["src/connectcore/",')
+    files = ", ".join(f'"src/connectd/{m}.py"' for m in modules)
+    text = text.replace('source_paths = ["src/connectcore/"]', f"source_paths = [{files}]")
+    text = text.replace('also_copy = ["src/connectd/",', 'also_copy = ["src/connectcore/", "src/connectd/",')
     text = re.sub(r"do_not_mutate = \[[^\]]*\]", "do_not_mutate = []", text)
     present = [t for t in SHELL_TESTS if (ROOT / t).exists()]
     for missing in sorted(set(SHELL_TESTS) - set(present)):
         print(f"note: {missing} is not in this tree; the shell's mutants run without it", file=sys.stderr)
     tests = ", ".join(f'"{t}"' for t in present)
     text = re.sub(r"pytest_add_cli_args_test_selection = \[[^\]]*\]", f"pytest_add_cli_args_test_selection = [{tests}]", text)
-    if 'source_paths = ["src/connectd/"]' not in text:
+    if "source_paths = [\"src/connectd/" not in text:
         raise SystemExit("pyproject.toml's [tool.mutmut] section changed shape: update scripts/mutation_score.py")
     pyproject.write_text(text)
     return copy
@@ -67,7 +69,7 @@ def main(argv: list[str]) -> int:
         "CONNECT_MODEL_EXAMPLES": os.environ.get("CONNECT_MODEL_EXAMPLES", "25"),
         "SIM_SEEDS": os.environ.get("SIM_SEEDS", SIMULATION_SEEDS_PER_MUTANT),
     }
-    where = shell_copy() if shell else ROOT
+    where = shell_copy(modules) if shell else ROOT
     shutil.rmtree(where / "mutants", ignore_errors=True)
     names = [f"{package}.{m}.*" for m in modules]
     subprocess.run([str(BIN / "mutmut"), "run", *extra, *names], cwd=where, env=env, check=False)
