@@ -19,19 +19,18 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from connectcore import grants
 from connectcore import hub as H
-from connectcore import launchers as L
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectd import procfs
 from connectd.ids import EngineError, hash_token
-from connectd.launches import _off_session_preset
+from connectd.launches import launch_plan
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -73,31 +72,14 @@ async def plan(
     await _check_inside(engine, pane_id, supervisor)
     scopes = PRESET_SCOPES[preset]
     grants.check_grantable(scopes, engine.hub.book.cap)
-    env = dict(extra_env or {})
-    token: str | None = None
-    if scopes:
-        if not launcher.connectable:
-            raise EngineError("unconnectable", f"{launcher_name} cannot be connected: {launcher.unconnectable_reason}")
-        if session is not None:
-            plan = L.resume_plan(launcher, session, endpoint_url=engine.endpoint_url, extra_env=env)
-        else:
-            plan = L.inject(launcher, endpoint_url=engine.endpoint_url, session_id=engine.ids.new_uuid(), extra_env=env)
-        token = engine.ids.new_token()
-        assert plan.token_env is not None
-        env_all = {**plan.env_add, plan.token_env: token}
-    else:
-        plan = L.plain_plan(launcher, extra_env=env) if session is None else replace(
-            L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session
-        )
-        preset_id = _off_session_preset(launcher, engine.ids.new_uuid) if session is None else None
-        if preset_id is not None:
-            plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
-        env_all = dict(plan.env_add)
+    plan, token, env_all = launch_plan(
+        engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
+    )
     for key in [k for k in engine.watcher.here_pending if procfs.read_stat(k[1]) is None]:
         del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
     engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
         launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
-        extra_env=tuple(sorted(env.items())),
+        extra_env=tuple(sorted((extra_env or {}).items())),
     )
     return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
 

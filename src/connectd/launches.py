@@ -73,26 +73,9 @@ class Launches:
         grants.check_grantable(scopes, engine.hub.book.cap)
         if control:  # one control at a time: refused before any window opens
             hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
-        env = dict(extra_env or {})
-        token: str | None = None
-        if scopes or control:
-            if not launcher.connectable:
-                raise EngineError("unconnectable", f"{launcher_name} cannot be connected: {launcher.unconnectable_reason}")
-            if session is not None:
-                plan = L.resume_plan(launcher, session, endpoint_url=engine.endpoint_url, extra_env=env)
-            else:
-                plan = L.inject(launcher, endpoint_url=engine.endpoint_url, session_id=engine.ids.new_uuid(), extra_env=env)
-            token = engine.ids.new_token()
-            assert plan.token_env is not None
-            env_all = {**plan.env_add, plan.token_env: token}
-        else:
-            plan = L.plain_plan(launcher, extra_env=env) if session is None else replace(
-                L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session
-            )
-            preset_id = _off_session_preset(launcher, engine.ids.new_uuid) if session is None else None
-            if preset_id is not None:
-                plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
-            env_all = dict(plan.env_add)
+        plan, token, env_all = launch_plan(
+            engine, launcher, launcher_name, connect=bool(scopes or control), session=session, extra_env=extra_env
+        )
         target_session = tmux_session or await self._default_tmux_session()
         pane_id = await engine.tmux.new_window(target_session, plan.argv, cwd, env_all)
         info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
@@ -145,6 +128,33 @@ class Launches:
         if sessions:
             return sessions[0].name
         raise EngineError("no_tmux_session", "no tmux session to open a window in")
+
+
+def launch_plan(
+    engine: Engine, launcher: L.Launcher, launcher_name: str, *, connect: bool, session: str | None,
+    extra_env: Mapping[str, str] | None,
+) -> tuple[L.LaunchPlan, str | None, dict[str, str]]:
+    """The argv, the token (when connected) and the environment of a launch, in a new window or in
+    the person's own pane (``--here``): connected, the endpoint injected with a fresh token (resuming
+    ``session`` if given); Off, plain, with a preset session id where the harness takes one."""
+    env = dict(extra_env or {})
+    if connect:
+        if not launcher.connectable:
+            raise EngineError("unconnectable", f"{launcher_name} cannot be connected: {launcher.unconnectable_reason}")
+        if session is not None:
+            plan = L.resume_plan(launcher, session, endpoint_url=engine.endpoint_url, extra_env=env)
+        else:
+            plan = L.inject(launcher, endpoint_url=engine.endpoint_url, session_id=engine.ids.new_uuid(), extra_env=env)
+        token = engine.ids.new_token()
+        assert plan.token_env is not None
+        return plan, token, {**plan.env_add, plan.token_env: token}
+    plan = L.plain_plan(launcher, extra_env=env) if session is None else replace(
+        L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session
+    )
+    preset_id = _off_session_preset(launcher, engine.ids.new_uuid) if session is None else None
+    if preset_id is not None:
+        plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
+    return plan, None, dict(plan.env_add)
 
 
 def _off_session_preset(launcher: L.Launcher, new_uuid: Callable[[], str]) -> str | None:
