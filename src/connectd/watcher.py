@@ -359,7 +359,7 @@ class Watcher:
             reading.ready_for_message,
         )
         harness_changed = state.reading is None or state.reading.harness != reading.harness
-        state.reading, state.capture = reading, capture
+        told, state.reading, state.capture = state.reading, reading, capture
         if harness_changed:
             self.directory = replace(
                 self.directory,
@@ -367,11 +367,16 @@ class Watcher:
             )
             state.record = self.directory.panes[pane_id]
         if changed:
-            await engine.step(
-                H.PaneObserved(
-                    engine.clock(), pane_id, state.record.token, reading.ready_for_message, reading.fingerprint, read_at
+            try:
+                await engine.step(
+                    H.PaneObserved(
+                        engine.clock(), pane_id, state.record.token, reading.ready_for_message, reading.fingerprint,
+                        read_at,
+                    )
                 )
-            )
+            except BaseException:  # the core never heard it: the next read that sees it tells it again
+                state.reading = told
+                raise
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
 

@@ -19,7 +19,7 @@ from connectcore.consent import Decision
 from connectcore.grants import Preset
 from connectd.ids import EngineError, hash_token
 from connectd.tmux import TmuxError
-from tests.simulation.driver import Config, Sim, check, run_seed
+from tests.simulation.driver import Config, Sim, StoreFault, check, run_seed
 from tests.simulation.sim_tmux import SimTmux
 
 Script = Callable[[Sim], Awaitable[None]]
@@ -247,6 +247,38 @@ def test_a_store_error_as_a_pane_goes_does_not_keep_its_token_alive() -> None:
         await trio.sleep(30)
         assert sim.engine is not None and sim.starts == 1
         assert grants.authenticate_or_none(sim.engine.hub.book, hash_token(state["token"])) is None
+
+    check(scenario(script))
+
+
+def test_a_store_error_as_a_pane_is_read_does_not_hide_its_screen() -> None:
+    """Seed 1268 (kind ``idle_stall``): the store fails as the watcher reports a pane's new screen;
+    the watcher kept that screen as told, so while it stayed the same no later read reported it and
+    the core never learnt the recipient was idle: its messages waited forever."""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        sim.server.person_types(b, "half a thought")
+        await trio.sleep(2)
+        assert sim.engine is not None
+        step, failed = sim.engine.runner.step, []
+
+        async def failing_once(event: H.Event) -> Any:  # as when it is gathered on a batch that fails
+            if isinstance(event, H.PaneObserved) and event.pane_id == b and not failed:
+                failed.append(event)
+                raise StoreFault("disk I/O error (simulated)")
+            return await step(event)
+
+        sim.engine.runner.step = failing_once  # type: ignore[method-assign]
+        sim.server.person_clears(b)
+        await trio.sleep(3)
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        assert sim.engine is not None
+        await trio.sleep(sim.engine.hub.limits.rearm_after + 60)
+        assert sim.starts == 1 and failed
+        assert outcome(sim, "simmsg-1") == "delivered", sim.engine.hub.panes.get(b)
 
     check(scenario(script))
 
