@@ -258,16 +258,17 @@ class Restarts:
 
     def _fresh_env(self, state: R.Restart) -> dict[str, str] | None:
         """After a crash the environment (and its token) was never persisted: a fresh one for a planned
-        respawn. Whether that token is bound is the hub's decision (the stored grant, or none)."""
+        respawn. Whether that token is bound is the hub's decision (the stored grant, or none). An
+        answer the core never took (its commit failed) is made again with the same token."""
         record = state.record
-        if state.env is not None or record.restart_id in self.tokens:
+        if state.env is not None:
             return None
         launcher = self.engine.launchers.get(record.launcher)
         if launcher is None or not launcher.restartable:
             return None
         plan = L.resume_plan(launcher, record.session_id, endpoint_url=self.engine.endpoint_url)
         assert plan.token_env is not None
-        token = self.engine.ids.new_token()
+        token = self.tokens.get(record.restart_id) or self.engine.ids.new_token()
         self.tokens[record.restart_id] = token
         return {**plan.env_add, plan.token_env: token}
 

@@ -209,7 +209,7 @@ class SimStore:
                 self._store.apply(effects)
             sim.kill("store apply")
             raise StoreFault("the daemon was killed")
-        if sim.fail_next_applies:  # a scenario's fault
+        if sim.fail_next_applies and (sim.fail_applies_of is None or sim.fail_applies_of(effects)):  # scripted
             sim.fail_next_applies -= 1
             sim.log("fault: store apply fails (scripted)")
             raise StoreFault("disk I/O error (simulated)")
@@ -258,6 +258,7 @@ class Sim:
         self.sent: dict[str, Sent] = {}
         self.addresses: dict[str, str] = {}
         self.fail_next_applies = 0  # scenarios: the next N non-empty store writes raise
+        self.fail_applies_of: Callable[[tuple[Any, ...]], bool] | None = None  # ... only the writes it picks
         self.started = False  # the last start reached serving
         self.seq = 0  # logical time: bumped at every recorded event
         self.steps = 0

@@ -283,6 +283,36 @@ def test_a_store_error_as_a_pane_is_read_does_not_hide_its_screen() -> None:
     check(scenario(script))
 
 
+def test_a_store_error_as_a_recovered_restart_is_answered_does_not_strand_it() -> None:
+    """Seed 5659 (kind ``restart_stranded``): the daemon dies just after the exit command's Enter;
+    at the next start the store fails as the recovery is answered. The respawn environment was made
+    for the first answer only, so the second came without one, the core refused it loudly, and the
+    restart stayed open forever."""
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        after = sim.faults.after
+
+        def kill_after_exit(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "press_enter" and pane_id == b and not sim.kills:
+                sim.fail_next_applies = 1  # the first write of the restart's record at the next start
+                sim.fail_applies_of = lambda records: any(getattr(r, "kind", "") == "restart" for r in records)
+                sim.kill("just after the exit command's Enter")
+                sim.server.agent_exits(b)  # before the next start: the pane is dead when it recovers
+                return
+            after(view, op, pane_id)
+
+        sim.faults.after = kill_after_exit  # type: ignore[method-assign]
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(120)
+        assert sim.kills == 1 and sim.fail_next_applies == 0
+        assert sim.engine is not None and not sim.engine.hub.restarts, list(sim.engine.hub.restarts.values())
+
+    check(scenario(script))
+
+
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
     """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
     poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
