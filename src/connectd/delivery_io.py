@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.delivery")
 
 SCROLLBACK_LINES = 200
-CONFIRM_EVERY = 0.2  # between confirming re-reads
+CONFIRM_EVERY = 0.2  # the longest wait between confirming re-reads (each is taken as the pane draws)
 
 
 class Delivery:
@@ -106,13 +106,14 @@ class Delivery:
         await self.engine.tmux.press_enter(effect.pane_id)
 
     async def confirm(self, effect: ConfirmTyping) -> None:
-        """Re-read the pane until the core says the text landed, or the deadline passes; report the
-        last reading (the core decides delivered or unconfirmed from it)."""
+        """Re-read the pane each time it draws (at least every ``CONFIRM_EVERY``) until the core says
+        the text landed, or the deadline passes; report the last reading (the core decides delivered
+        or unconfirmed from it)."""
         engine = self.engine
         typed = engine.hub.messages[effect.message].typed
         deadline = anyio.current_time() + engine.timing.confirm
         while True:
-            await anyio.sleep(CONFIRM_EVERY)
+            await engine.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY)  # read as soon as it draws
             reading = await self.read_after_typing(effect.pane_id, typed)
             verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
             if verdict is not Landing.LOOKING:

@@ -26,6 +26,8 @@ import socket
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from connectcore import directory as D
 from connectcore import grants, hub_acts
 from connectcore import hub as H
@@ -79,6 +81,7 @@ class Watcher:
         self.directory = D.Directory()
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
+        self._drew: dict[str, anyio.Event] = {}  # pane -> set at its next %output (delivery waits on it)
         self._structure = False  # a structure notice came: list-panes at the next capture round
         self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
@@ -97,8 +100,18 @@ class Watcher:
     # --- the control-mode reader and history liveness -------------------------------------------
 
     def mark_output(self, pane_id: str) -> None:
-        """The control-mode reader saw output from this pane: capture it at the next round."""
+        """The control-mode reader saw output from this pane: capture it at the next round, and wake
+        whoever waits for it to draw."""
         self._dirty.add(pane_id)
+        if (drew := self._drew.pop(pane_id, None)) is not None:
+            drew.set()
+
+    async def drawn(self, pane_id: str, within: float) -> None:
+        """Return once this pane produces output, or after ``within`` seconds (a lost notice, or no
+        control mode: the caller reads anyway)."""
+        drew = self._drew.setdefault(pane_id, anyio.Event())
+        with anyio.move_on_after(within):
+            await drew.wait()
 
     def mark_structure(self) -> None:
         """The control-mode reader saw panes, windows or sessions come, go or move: poll at the next round."""

@@ -31,13 +31,18 @@ class _Tmux:
         return Capture(text, (2, len(lines) - 3), 80, len(lines))
 
 
+async def _no_output(pane_id: str, within: float) -> None:
+    """Control mode reports nothing: each confirming re-read waits its longest."""
+    await anyio.sleep(within)
+
+
 @dataclass
 class _Engine:
     hub: H.Hub
     tmux: _Tmux
     stepped: list[Any] = field(default_factory=list)
     timing: Any = field(default_factory=lambda: SimpleNamespace(confirm=1.0, settle=0.0, capture=0.0))
-    watcher: Any = field(default_factory=lambda: SimpleNamespace(command_of=lambda pane: "claude"))
+    watcher: Any = field(default_factory=lambda: SimpleNamespace(command_of=lambda pane: "claude", drawn=_no_output))
     now: float = 2000.0
 
     def clock(self) -> float:

@@ -1,0 +1,64 @@
+"""The watcher's ``drawn``: a confirmation re-reads the pane as soon as it draws, not after a fixed poll.
+
+Run on trio's MockClock with the clock stopped: a waiter that returns did so because of the output
+notice, never because time passed.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import trio
+import trio.testing
+
+from connectd.watcher import Watcher
+
+
+def _watcher() -> Watcher:
+    return Watcher(SimpleNamespace(timing=SimpleNamespace(bind=1.0)))  # type: ignore[arg-type]
+
+
+def test_a_waiter_wakes_at_the_panes_output_without_the_clock_moving() -> None:
+    """Claim: ``drawn`` returns at the pane's %output, before its bound, with no time passing."""
+    woke: list[str] = []
+
+    async def main() -> None:
+        watcher = _watcher()
+        async with trio.open_nursery() as nursery:
+
+            async def wait(pane: str) -> None:
+                await watcher.drawn(pane, within=60.0)
+                woke.append(pane)
+
+            nursery.start_soon(wait, "%1")
+            nursery.start_soon(wait, "%2")
+            await trio.testing.wait_all_tasks_blocked()
+            watcher.mark_output("%1")
+            await trio.testing.wait_all_tasks_blocked()
+            assert woke == ["%1"]  # only the pane that drew
+            assert trio.current_time() == 0.0
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock())
+
+
+def test_a_waiter_gives_up_at_its_bound_when_nothing_draws() -> None:
+    """Claim: with no output (a lost notice, no control mode), ``drawn`` returns after ``within``."""
+
+    async def main() -> float:
+        await _watcher().drawn("%1", within=0.2)
+        return trio.current_time()
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == 0.2
+
+
+def test_output_before_anyone_waits_does_not_wake_a_later_waiter() -> None:
+    """Claim: a notice is for the waiters already waiting; a later waiter waits for the next output."""
+
+    async def main() -> float:
+        watcher = _watcher()
+        watcher.mark_output("%1")
+        await watcher.drawn("%1", within=0.2)
+        return trio.current_time()
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == 0.2
