@@ -215,7 +215,7 @@ def _paged_audit(d: DaemonProcess, actor: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     after = 0
     while True:
-        page = d.api("GET", "/api/audit?" + urlencode({"actor": actor, "after": after, "limit": 1000}))
+        page = d.api("GET", "/api/audit?" + urlencode({"actor": actor, "after": after, "limit": 1000, "order": "oldest"}))
         rows += page
         if len(page) < 1000:
             return rows

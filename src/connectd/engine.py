@@ -57,7 +57,7 @@ class Timing:
     # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane):
     # every ``poll`` seconds, and at once (within ``capture``) when control mode reports a structure change
     poll: float = 1.0
-    capture: float = 0.25  # capture panes that produced output (control mode's %output, window_activity)
+    capture: float = 0.25  # capture a pane that produced output at once, then at most this often while it draws
     sweep: float = 60.0  # capture every pane even without output: the last safety net
     bind: float = 1.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
     tick: float = 1.0  # expiry of cards and ids
@@ -144,7 +144,7 @@ class Engine:
             await start(Kind.START, self.restarts.recover_open, name="open restarts")
             timing, watcher, spawn = self.timing, self.watcher, self._supervisor.spawn
             spawn(Kind.WATCH, watcher.poll, every=timing.poll, name="poll")
-            spawn(Kind.WATCH, watcher.capture_dirty, every=timing.capture, name="capture")
+            spawn(Kind.WATCH, watcher.capture_dirty, every=0, name="capture")  # each round waits for news
             spawn(Kind.WATCH, watcher.sweep, every=timing.sweep, name="sweep")
             spawn(Kind.TICK, self._tick, every=timing.tick, name="tick")
             if self.history is not None:

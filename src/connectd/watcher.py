@@ -82,6 +82,8 @@ class Watcher:
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
         self._drew: dict[str, anyio.Event] = {}  # pane -> set at its next %output (delivery waits on it)
+        self._news = anyio.Event()  # a pane drew that was not waiting to be captured, or the layout changed
+        self._read_at: dict[str, float] = {}  # pane -> when it was last captured (anyio's clock)
         self._structure = False  # a structure notice came: list-panes at the next capture round
         self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
@@ -102,7 +104,9 @@ class Watcher:
     def mark_output(self, pane_id: str) -> None:
         """The control-mode reader saw output from this pane: capture it at the next round, and wake
         whoever waits for it to draw."""
-        self._dirty.add(pane_id)
+        if pane_id not in self._dirty:
+            self._dirty.add(pane_id)
+            self._news.set()
         if (drew := self._drew.pop(pane_id, None)) is not None:
             drew.set()
 
@@ -116,6 +120,7 @@ class Watcher:
     def mark_structure(self) -> None:
         """The control-mode reader saw panes, windows or sessions come, go or move: poll at the next round."""
         self._structure = True
+        self._news.set()
 
     def pane_pids(self) -> dict[int, str]:
         """{pane process pid: pane id} of the watched tmux server, for history liveness."""
@@ -191,6 +196,7 @@ class Watcher:
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
                 self.panes.pop(pane_id, None)
+                self._read_at.pop(pane_id, None)
                 self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
                 self._gone.add((pane_id, record.token))
@@ -340,10 +346,21 @@ class Watcher:
     # --- captures ---------------------------------------------------------------------------------
 
     async def capture_dirty(self) -> None:
-        """Capture the panes that drew; then, if a structure notice came, poll (its new panes are read
-        at the next round)."""
-        dirty, self._dirty = self._dirty, set()
-        for pane_id in sorted(dirty):
+        """One round: capture the panes that drew, each at most once per ``timing.capture`` (a pane
+        that keeps drawing is read at that pace; the first output after a quiet spell is read at
+        once); then, if a structure notice came, poll (its new panes are read at the next round).
+        With nothing due, wait for news (a pane that drew, a structure notice) or for the next pane
+        to come due, at most ``timing.capture``."""
+        pace, now = self.engine.timing.capture, anyio.current_time()
+        due_at = {p: self._read_at.get(p, float("-inf")) + pace for p in self._dirty}
+        due = sorted(p for p, at in due_at.items() if at <= now)
+        if not due and not self._structure:
+            self._news = anyio.Event()
+            with anyio.move_on_after(min([*due_at.values(), now + pace]) - now):
+                await self._news.wait()
+            return
+        self._dirty.difference_update(due)
+        for pane_id in due:
             if pane_id in self.panes:
                 await self.observe_pane(pane_id)
         if self._structure:
@@ -362,6 +379,7 @@ class Watcher:
         if state is None:
             return None
         read_at = engine.clock()  # when it was read: the core never lets an older reading overwrite it
+        self._read_at[pane_id] = anyio.current_time()
         try:
             capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
         except TmuxError:

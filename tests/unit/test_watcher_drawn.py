@@ -62,3 +62,64 @@ def test_output_before_anyone_waits_does_not_wake_a_later_waiter() -> None:
         return trio.current_time()
 
     assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == 0.2
+
+
+def _pacing_watcher(reads: list[tuple[str, float]]) -> Watcher:
+    watcher = Watcher(SimpleNamespace(timing=SimpleNamespace(bind=1.0, capture=0.25)))  # type: ignore[arg-type]
+
+    async def observe(pane_id: str) -> None:  # stands for a capture: records what was read when
+        watcher._read_at[pane_id] = trio.current_time()
+        reads.append((pane_id, trio.current_time()))
+
+    watcher.observe_pane = observe  # type: ignore[method-assign,assignment]
+    watcher.panes = {"%1": None, "%2": None}  # type: ignore[dict-item]
+    return watcher
+
+
+def test_the_first_output_after_a_quiet_spell_is_read_at_once() -> None:
+    """Claim: a capture round waiting for news reads a pane the moment it draws, with no time passing."""
+    reads: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        watcher = _pacing_watcher(reads)
+        async with trio.open_nursery() as nursery:
+
+            async def rounds() -> None:
+                while True:
+                    await watcher.capture_dirty()
+                    await trio.sleep(0)
+
+            nursery.start_soon(rounds)
+            await trio.testing.wait_all_tasks_blocked()
+            watcher.mark_output("%2")
+            await trio.testing.wait_all_tasks_blocked()
+            assert reads == [("%2", 0.0)]
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock())
+
+
+def test_a_pane_that_keeps_drawing_is_read_at_most_once_per_capture_period() -> None:
+    """Claim: output every 10 ms for 1 s costs at most one capture per 0.25 s (plus the first)."""
+    reads: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        watcher = _pacing_watcher(reads)
+        async with trio.open_nursery() as nursery:
+
+            async def rounds() -> None:
+                while True:
+                    await watcher.capture_dirty()
+                    await trio.sleep(0)
+
+            nursery.start_soon(rounds)
+            for _ in range(100):
+                watcher.mark_output("%1")
+                await trio.sleep(0.01)
+            await trio.sleep(0.5)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    times = [t for _, t in reads]
+    assert times[0] == 0.0 and 4 <= len(times) <= 5, times
+    assert all(b - a >= 0.25 - 1e-9 for a, b in zip(times, times[1:], strict=False)), times
