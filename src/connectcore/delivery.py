@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from types import MappingProxyType
 
 from connectcore._machine import ConnectError, Table
 from connectcore.screen import Activity, Composer
@@ -73,6 +75,17 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+# Between the end of the bracketed paste and the Enter that submits it: what each harness needs for the
+# Enter to submit the turn rather than land inside the paste as a newline, with a margin (the experiment
+# and its figures: docs/delivery.md, "Paste to Enter"). A harness not measured gets the most cautious.
+SUBMIT_SETTLE: Mapping[str, float] = MappingProxyType({"claude": 0.4, "codex": 0.4})
+UNMEASURED_SETTLE = 0.4
+
+
+def submit_settle(harness: str) -> float:
+    """Seconds between the paste and its Enter for a recipient of this harness."""
+    return SUBMIT_SETTLE.get(harness, UNMEASURED_SETTLE)
 
 
 class MessageState(StrEnum):

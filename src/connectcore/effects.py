@@ -74,14 +74,16 @@ class CheckGuard(Effect):
 class TypeText(Effect):
     """Paste ``text`` literally into the pane (bracketed paste; newlines stay inside the turn).
 
-    With ``submit``, Enter follows once the paste has settled, as part of the same operation: nothing
-    between the paste and the Enter can fail or be interrupted (a message is typed this way)."""
+    With ``submit``, Enter follows ``settle`` seconds after the paste (what the recipient's harness
+    needs, :data:`connectcore.delivery.SUBMIT_SETTLE`), as part of the same operation: nothing between
+    the paste and the Enter can fail or be interrupted (a message is typed this way)."""
 
     pane_id: str
     incarnation: str
     text: str
     message: tuple[str, str] | None = None
     submit: bool = False
+    settle: float = 0.4
 
 
 @dataclass(frozen=True)

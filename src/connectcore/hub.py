@@ -1210,7 +1210,7 @@ def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     inc = message.recipient_incarnation
     return hub, (
         Persist("message", typing.key, typing),
-        TypeText(pane, inc, typing.typed, typing.key, submit=True),
+        TypeText(pane, inc, typing.typed, typing.key, submit=True, settle=delivery.submit_settle(typing.recipient_kind)),
         ConfirmTyping(pane, inc, typing.key),
     )
 

@@ -93,12 +93,12 @@ class Delivery:
         return H.Recipient(record.pane_id, record.token, record.harness, handle)
 
     async def type_text(self, effect: TypeText) -> None:
-        """Paste, and with ``submit`` have tmux press Enter once the paste has settled, in the same
-        tmux call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
-        settle = self.engine.timing.settle
-        await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=settle if effect.submit else None)
-        if effect.submit:
-            await anyio.sleep(settle)
+        """Paste, and with ``submit`` have tmux press Enter ``effect.settle`` later, in the same tmux
+        call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
+        submit_after = effect.settle if effect.submit else None
+        await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=submit_after)
+        if submit_after is not None:
+            await anyio.sleep(submit_after)
 
     async def press_enter(self, effect: PressEnter) -> None:
         """Enter, once the paste has settled (agent TUIs read a Return inside a paste as a newline)."""

@@ -126,12 +126,12 @@ def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut(
     from connectd.interpreter import Interpreter
 
     keys = _Keys()
-    engine = SimpleNamespace(tmux=keys, timing=SimpleNamespace(settle=0.3))
+    engine = SimpleNamespace(tmux=keys)
     engine.delivery = Delivery(engine)  # type: ignore[arg-type]
     finished: list[bool] = []
 
     async def typed() -> None:
-        await Interpreter(engine).run((TypeText("%2", "inc", "hello", ("p", "m"), submit=True),))  # type: ignore[arg-type]
+        await Interpreter(engine).run((TypeText("%2", "inc", "hello", ("p", "m"), submit=True, settle=0.3),))  # type: ignore[arg-type]
         finished.append(True)
 
     async def main() -> None:

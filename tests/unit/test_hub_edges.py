@@ -11,7 +11,7 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.arming import Arming, Seen
 from connectcore.consent import Card, CardState, Decision
-from connectcore.delivery import MessageState
+from connectcore.delivery import SUBMIT_SETTLE, MessageState
 from connectcore.effects import (
     Audit,
     CheckGuard,
@@ -410,7 +410,7 @@ def test_guard_pass_persists_typing_then_types_and_submits_in_one_effect_and_con
     assert typing.state is MessageState.TYPING and typing.reason == "typing started" and typing.final_at is None
     assert effects == (
         Persist("message", key, typing),
-        TypeText(b.pane, b.incarnation, typing.typed, key, submit=True),
+        TypeText(b.pane, b.incarnation, typing.typed, key, submit=True, settle=SUBMIT_SETTLE["claude"]),
         ConfirmTyping(b.pane, b.incarnation, key),
     )
     assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.TYPING, Seen(True, "fp-idle", w.now), w.now, ("fp-idle",))
