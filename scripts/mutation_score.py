@@ -14,6 +14,7 @@ Score = (killed + timeout) / (total - skipped).
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -26,6 +27,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SHELL_MODULES = ["runner", "interpreter", "delivery_io", "supervisor", "watcher"]
+# Of the watcher, the methods that decide what the core hears at startup and after (which incarnations
+# live, startup reconciliation, what a pane shows); its session-binding and routing-fact code is tested
+# by the integration tests, which a mutation run does not include.
+SHELL_METHODS = {
+    "watcher": (
+        "Watcher",
+        ["poll", "reconcile", "_step_gone", "observe_pane", "capture_dirty", "mark_output", "drawn",
+         "look_again", "remember_reading", "fresh_incarnation", "sweep"],
+    ),
+}
 SHELL_TESTS = [
     "tests/unit/test_runner.py",
     "tests/unit/test_interpreter.py",
@@ -71,14 +82,22 @@ def main(argv: list[str]) -> int:
     }
     where = shell_copy(modules) if shell else ROOT
     shutil.rmtree(where / "mutants", ignore_errors=True)
-    names = [f"{package}.{m}.*" for m in modules]
+    names = [
+        name
+        for m in modules
+        for name in (
+            [f"{package}.{m}.x\u01c1{SHELL_METHODS[m][0]}\u01c1{f}__mutmut_*" for f in SHELL_METHODS[m][1]]
+            if shell and m in SHELL_METHODS
+            else [f"{package}.{m}.*"]
+        )
+    ]
     subprocess.run([str(BIN / "mutmut"), "run", *extra, *names], cwd=where, env=env, check=False)
     out = subprocess.run([str(BIN / "mutmut"), "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True)
     per: dict[str, Counter[str]] = defaultdict(Counter)
     for line in out.stdout.splitlines():
-        match = re.match(rf"^\s*({package}\.[A-Za-z_]+)\.\S+:\s*(\w[\w ]*)$", line)
-        if match:
-            per[match.group(1)][match.group(2).strip()] += 1
+        match = re.match(rf"^\s*(({package}\.[A-Za-z_]+)\.\S+):\s*(\w[\w ]*)$", line)
+        if match and any(fnmatch.fnmatchcase(match.group(1), name) for name in names):
+            per[match.group(2)][match.group(3).strip()] += 1
     if modules:
         per = {k: v for k, v in per.items() if k.split(".")[1] in modules}
     rows = []
