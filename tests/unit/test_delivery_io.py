@@ -143,3 +143,54 @@ def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut(
     anyio.run(main)
     assert keys.calls == [("paste", 0.3)]  # the Enter is part of the paste call, due after the settle
     assert finished == [True]  # the stop waited for the paste and its settle (shielded)
+
+
+def _ready(w: World) -> tuple[tuple[str, str], Any]:
+    """A consented message waiting for its recipient's idle (nothing typed yet)."""
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    return key, b
+
+
+def test_a_guard_that_fails_while_typing_ends_the_message_unconfirmed_with_a_last_look() -> None:
+    """Claim: a guard task that fails once typing began ends the message unconfirmed, naming the
+    failure, with one last look at the pane (the core sees the draft it shows)."""
+    from connectcore.effects import CheckGuard
+    from connectd.tmux import TmuxError
+
+    w = World()
+    key, pane = _typing(w)
+    draft = (SCREENS / "07_draft_pasted_80.txt").read_text()
+    engine = _Engine(w.hub, _Tmux([draft]))
+    check = CheckGuard(pane, w.message(key).recipient_incarnation, key)
+    anyio.run(Delivery(engine).guard_failed, check, TmuxError("server exited"))  # type: ignore[arg-type]
+    message = engine.hub.messages[key]
+    assert message.state.value == "unconfirmed"
+    (observed,) = engine.stepped
+    assert isinstance(observed, H.TypingObserved) and observed.failure == "typing failed: server exited"
+    assert engine.tmux.captured == 1 and observed.reading is not None and observed.reading.left_draft
+
+
+def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_again() -> None:
+    """Claim: a guard that could not read the pane tells the core the pane is not ready (the message
+    keeps waiting, the pane's idle is not used), and the watcher reports the pane's next reading even
+    if its screen did not change."""
+    from connectcore.effects import CheckGuard
+    from connectd.tmux import TmuxError
+
+    w = World()
+    key, b = _ready(w)
+    w.idle(b)
+    looked: list[str] = []
+    engine = _Engine(w.hub, _Tmux([]))
+    engine.watcher = SimpleNamespace(look_again=looked.append)
+    check = CheckGuard(b.pane, b.incarnation, key)
+    anyio.run(Delivery(engine).guard_failed, check, TmuxError("can't find pane"))  # type: ignore[arg-type]
+    (observed,) = engine.stepped
+    assert isinstance(observed, H.GuardObserved)
+    assert (observed.message, observed.incarnation, observed.ready) == (key, b.incarnation, False)
+    assert engine.hub.messages[key].state.value == "ready"
+    view = engine.hub.panes[b.pane]
+    assert view.arming.value == "busy" and not view.ready  # never counted ready (the clock would re-arm it)
+    assert looked == [b.pane]
