@@ -42,6 +42,7 @@ SHELL_TESTS = [
     "tests/unit/test_interpreter.py",
     "tests/unit/test_supervisor.py",
     "tests/unit/test_delivery_io.py",
+    "tests/unit/test_watcher.py",
     "tests/simulation",
 ]
 SIMULATION_SEEDS_PER_MUTANT = "8"  # the bounded run per mutant (make test runs 20)

@@ -59,3 +59,83 @@ def test_notify_wakes_the_principal_and_tells_the_owner_stream() -> None:
 
     anyio.run(Interpreter(FakeEngine()).execute, Notify("message", ("p", "m1"), principal="p", payload={"outcome": "delivered"}))  # type: ignore[arg-type]
     assert seen == [("wake", "p"), ("publish", {"topic": "message", "key": ["p", "m1"], "outcome": "delivered"})]
+
+
+class _FailingTmux:
+    """Every tmux call fails, as when the server went away."""
+
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+        raise OSError("tmux: server exited")
+
+    async def set_pane_option(self, pane_id: str, option: str, value: str | None) -> None:
+        raise OSError("tmux: no such pane")
+
+
+class _Delivery:
+    def __init__(self, tmux: _FailingTmux) -> None:
+        self.tmux = tmux
+        self.unconfirmed_calls: list[tuple[Any, ...]] = []
+        self.confirmed: list[Any] = []
+
+    async def type_text(self, effect: Any) -> None:
+        await self.tmux.paste_text(effect.pane_id, effect.text, submit_after=effect.settle)
+
+    async def confirm(self, effect: Any) -> None:
+        self.confirmed.append(effect)
+
+    async def unconfirmed(self, key: Any, detail: str, pane_id: str | None = None) -> None:
+        self.unconfirmed_calls.append((key, detail, pane_id))
+
+
+def _failing_engine() -> Any:
+    from types import SimpleNamespace
+
+    tmux = _FailingTmux()
+    return SimpleNamespace(tmux=tmux, delivery=_Delivery(tmux))
+
+
+def test_typing_that_fails_ends_the_message_unconfirmed_and_skips_its_confirmation() -> None:
+    """Claim: a paste that fails makes the message unconfirmed (the reason names the failure and the
+    pane is looked at), and the rest of that message's effects do not run; another subject's do."""
+    from connectcore.effects import ConfirmTyping, TypeText
+
+    engine = _failing_engine()
+    key = ("p", "m1")
+    effects = (
+        TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),
+        ConfirmTyping("%2", "inc", key),
+        Notify("message", ("p", "m2"), principal="p", payload={}),
+    )
+    engine.subscribers = type("S", (), {"wake": lambda self, p: None, "publish": lambda self, i: None})()
+    anyio.run(Interpreter(engine).run, effects)
+    assert engine.delivery.unconfirmed_calls == [(key, "send failed partway: tmux: server exited", "%2")]
+    assert engine.delivery.confirmed == []
+
+
+def test_a_confirmation_that_fails_says_so() -> None:
+    """Claim: a confirming re-read that fails is unconfirmed with its own reason."""
+    from connectcore.effects import ConfirmTyping
+
+    engine = _failing_engine()
+    key = ("p", "m1")
+
+    async def confirm(effect: Any) -> None:
+        raise OSError("capture failed")
+
+    engine.delivery.confirm = confirm
+    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key),))
+    assert engine.delivery.unconfirmed_calls == [(key, "confirming re-read failed: capture failed", "%2")]
+
+
+def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and_cause() -> None:
+    """Claim: a restart's tmux effect that fails raises RestartEffectFailed (its driver steps
+    StepFailed) carrying the effect and the cause; nothing is swallowed."""
+    from connectcore.effects import SetPaneOption
+    from connectd.interpreter import RestartEffectFailed
+
+    engine = _failing_engine()
+    effect = SetPaneOption("%2", "remain-on-exit", "on")
+    with pytest.raises(RestartEffectFailed) as raised:
+        anyio.run(Interpreter(engine).run, (effect,))
+    assert raised.value.effect == effect and isinstance(raised.value.cause, OSError)
+    assert str(raised.value) == "SetPaneOption failed: tmux: no such pane"

@@ -166,3 +166,54 @@ def test_until_done_is_only_for_its_shape() -> None:
                 await Supervisor(tg).until_done(Kind.GUARD, anyio.sleep, 0)
 
     anyio.run(main)
+
+
+def test_a_failing_service_is_started_again_after_a_doubling_backoff_up_to_its_bound() -> None:
+    """Claim: a service that keeps failing restarts after 1, 2, 4 ... s (its policy's backoff,
+    doubling), never sooner and never waiting past backoff_max, and each failure is audited."""
+    import trio
+    import trio.testing
+
+    starts: list[float] = []
+    audited: list[Audit] = []
+
+    async def sink(record: Audit) -> None:
+        audited.append(record)
+
+    async def service() -> None:
+        starts.append(trio.current_time())
+        raise ConnectionError("collector away")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            sup = Supervisor(nursery, audit=sink, clock=trio.current_time)  # type: ignore[arg-type]
+            sup.spawn(Kind.EXPORT, service, name="exporter")
+            await trio.sleep(200)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    gaps = [round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)]
+    policy = POLICIES[Kind.EXPORT]
+    assert gaps[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0] and set(gaps[6:]) == {policy.backoff_max}
+    assert len(audited) == len(starts) and audited[0].action == "task.export" and audited[0].outcome == "failed"
+    assert audited[0].detail == "exporter: ConnectionError: collector away"
+
+
+def test_a_service_that_returns_is_started_again_after_its_backoff() -> None:
+    """Claim: a service that returns (not raising) is restarted after the backoff, not at once."""
+    import trio
+    import trio.testing
+
+    starts: list[float] = []
+
+    async def service() -> None:
+        starts.append(trio.current_time())
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            Supervisor(nursery).spawn(Kind.CONTROL_MODE, service)  # type: ignore[arg-type]
+            await trio.sleep(10)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert [round(t, 6) for t in starts] == [0.0, 1.0, 3.0, 7.0]

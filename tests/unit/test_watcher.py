@@ -1,6 +1,7 @@
-"""The watcher's ``drawn``: a confirmation re-reads the pane as soon as it draws, not after a fixed poll.
+"""The watcher's pacing and memory: it reads a pane as it draws (at most once per capture period while
+it keeps drawing), wakes whoever waits for a pane to draw, and keeps the readings it was told.
 
-Run on trio's MockClock with the clock stopped: a waiter that returns did so because of the output
+Run on trio's MockClock: with the clock stopped, a waiter that returns did so because of the output
 notice, never because time passed.
 """
 
@@ -123,3 +124,19 @@ def test_a_pane_that_keeps_drawing_is_read_at_most_once_per_capture_period() -> 
     times = [t for _, t in reads]
     assert times[0] == 0.0 and 4 <= len(times) <= 5, times
     assert all(b - a >= 0.25 - 1e-9 for a, b in zip(times, times[1:], strict=False)), times
+
+
+def test_the_guards_reading_is_kept_only_for_the_incarnation_it_was_read_from() -> None:
+    """Claim: the watcher keeps the guard's reading as the pane's last (so an unchanged screen is not
+    reported again), but never for a pane whose process was replaced meanwhile."""
+    from connectd.watcher import PaneState
+
+    watcher = _watcher()
+    record = SimpleNamespace(token="inc-1")
+    watcher.panes = {"%1": PaneState(info=None, record=record)}  # type: ignore[arg-type]
+    reading, other = object(), object()
+    watcher.remember_reading("%1", "inc-1", reading)  # type: ignore[arg-type]
+    assert watcher.panes["%1"].reading is reading
+    watcher.remember_reading("%1", "inc-0", other)  # type: ignore[arg-type]
+    watcher.remember_reading("%9", "inc-1", other)  # type: ignore[arg-type]
+    assert watcher.panes["%1"].reading is reading and set(watcher.panes) == {"%1"}
