@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -278,9 +279,17 @@ class LiveFleet:
 
     # --- agents -------------------------------------------------------------------------------------
 
-    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None) -> Agent:
-        """A private HOME for one agent and the environment it is launched with."""
-        home = self.root / f"home-{name}"
+    @property
+    def person_home(self) -> Path:
+        """The HOME connectd runs with. An agent the person starts by hand shares it, as a person's
+        own agents share theirs: connectd reads Claude Code's session registry from
+        ``<HOME>/.claude/sessions`` there."""
+        return self.root / "daemon-home"
+
+    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None,
+                home: Path | None = None) -> Agent:
+        """A private HOME for one agent (or ``home``) and the environment it is launched with."""
+        home = home or self.root / f"home-{name}"
         key = _key(name)
         if harness == "claude":
             env = H.claude_home(home, self.work, self.model.url, api_key=key)
@@ -303,6 +312,22 @@ class LiveFleet:
         agent.pane, agent.address = result["pane"], result["address"]
         agent.session = result["session"][1] if result.get("session") else None
         agent.actor = result.get("actor")
+        return agent
+
+    def start_by_hand(self, agent: Agent, *args: str) -> Agent:
+        """The person opens a shell in a new window and types the harness's name (and ``args``) there:
+        no ``connectd launch``, so connectd holds no launch record, token or session for it. The
+        agent's environment comes from a file the shell sources first (as a person's profile holds
+        it), with the release under test first on PATH under its own name."""
+        env = {**agent.env, "PATH": f"{H.binary(agent.harness).parent}{os.pathsep}{agent.env['PATH']}"}
+        profile = agent.home / f".profile-{agent.name}"
+        profile.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+        profile.chmod(0o600)
+        pane = self.tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(self.work)).strip()
+        agent.pane = pane
+        for line in (f". {shlex.quote(str(profile))}", shlex.join([agent.harness, *args])):
+            self.tmux.tmux("send-keys", "-t", pane, "-l", "--", line)
+            self.tmux.tmux("send-keys", "-t", pane, "Enter")
         return agent
 
     def screen(self, agent: Agent) -> str:
