@@ -11,6 +11,10 @@ With ``DEMO_AGENT_LOOK=codex`` (the ``codex`` wrapper of :func:`install_wrapper`
 shaped like Codex's instead (its session banner, a ``›`` composer with the placeholder, the status
 line under a blank line, "Worked for Ns" at a turn's end). ``DEMO_AGENT_HOLD`` names a file it keeps
 open while it runs, as Codex holds its rollout file open.
+
+Its banner names the release it stands in for (``Claude Code v2.1.332``, ``OpenAI Codex (v0.171.0)``,
+the pins whose screens it draws), so connectd reads it as that release; ``DEMO_AGENT_RELEASE`` names
+another (an unverified one), and an empty value leaves the release out of the banner (unknown).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 
 RULE = "─"
 BUSY_DEFAULT = float(os.environ.get("DEMO_BUSY_SECONDS", "1.5"))
+PINS = {"claude": "2.1.332", "codex": "0.171.0"}  # the releases whose screens this stand-in draws
 
 
 class Agent:
@@ -43,6 +48,7 @@ class Agent:
         self.pending_reply: str | None = None
         self.last_frame = ""
         self.look = os.environ.get("DEMO_AGENT_LOOK", "claude")
+        self.release = os.environ.get("DEMO_AGENT_RELEASE", PINS.get(self.look, ""))
 
     # --- screen ---------------------------------------------------------------------------------
 
@@ -51,8 +57,9 @@ class Agent:
             self.render_codex()
             return
         width, height = shutil.get_terminal_size((80, 24))
+        banner = f"Claude Code v{self.release} · " if self.release else ""
         head = [
-            f" ▐▛███▜▌   Demo agent (claude-like) · {self.name}",
+            f" ▐▛███▜▌   {banner}Demo agent (claude-like) · {self.name}",
             f"▝▜█████▛▘  session {self.session} · connect {'on' if self.connected else 'off'}",
             f"  ▘▘ ▝▝    {os.getcwd()}",
             "",
@@ -95,7 +102,7 @@ class Agent:
         width, height = shutil.get_terminal_size((80, 24))
         head = [
             "╭──────────────────────────────────────────╮",
-            "│ >_ OpenAI Codex (v0.171.0)               │",
+            f"│ >_ OpenAI Codex{f' (v{self.release})' if self.release else ''}".ljust(43) + " │",
             f"│ demo agent (codex-like) · {self.name[:14]:<14} │",
             "╰──────────────────────────────────────────╯",
             "",
