@@ -7,6 +7,7 @@ sessions, granted by the person, and receive a message a connect-launched Claude
   agents do.
 - Codex is bound from the rollout file its process holds open, which it opens at its first prompt:
   the person uses it once before granting it.
+- Each one's release is read from its banner (and its program's ``--version`` names the same).
 - Granted, each is reachable at once; its model never sees connect's tools (they arrive when connect
   relaunches it). The sender's message waits for the person's approval, then is typed into its
   composer after one provenance line, and its outcome is ``delivered``.
@@ -26,7 +27,9 @@ from typing import Any
 
 import pytest
 
+from connectcore import releases
 from connectd import procfs
+from connectd.release_probe import ReleaseProbe
 from tests.support import harnesses as H
 from tests.support.live import (
     Agent,
@@ -126,6 +129,11 @@ def run_hand_started(fleet: LiveFleet, steps: Steps, extra: list[Agent]) -> None
         view = fleet.view(agent)
         assert view and view["harness"] == agent.harness and view["launcher"] is None, view
         assert view["connect"] == "off" and not view["reachable"], view
+        # its release, read from its banner; its program's --version (the fallback) names the same one
+        assert view["release"] == H.version(agent.harness), view
+        status = "verified" if releases.is_verified(agent.harness, view["release"]) else "trusted"
+        assert view["release_status"] == status and (view["release_note"] == "") == (status == "verified"), view
+        assert ReleaseProbe().release(fleet.tmux.pane_pid(agent.pane), agent.harness) == H.version(agent.harness)
 
     # Claude Code writes its registry at startup: connectd binds the pane from it
     with steps.step("the hand-started Claude is bound from its session registry", 30):

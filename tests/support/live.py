@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import httpx2
 
+from connectcore import releases
 from tests.support import harnesses as H
 from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
@@ -170,7 +171,7 @@ class LiveFleet:
         log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, "--no-history"],
+             "--tmux-socket", self.tmux.socket_name, "--no-history", *self.trust_args()],
             stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
         )
         log.close()
@@ -185,6 +186,13 @@ class LiveFleet:
                         return self
             time.sleep(0.1)
         raise RuntimeError(f"connectd did not start:\n{self.daemon_log()}")
+
+    @staticmethod
+    def trust_args() -> list[str]:
+        """``--trust-release`` for each release under test that is not verified yet: connectd types no
+        message into an unverified release, and ``make compat`` runs this acceptance to verify one."""
+        return [arg for name in H.PINNED if not releases.is_verified(name, H.version(name))
+                for arg in ("--trust-release", f"{name}@{H.version(name)}")]
 
     @staticmethod
     def launchers_toml() -> str:
