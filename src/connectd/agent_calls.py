@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants, redact
+from connectcore import grants, redact, releases
 from connectcore import history as HI
 from connectcore import hub as H
 from connectcore import reads as R
@@ -132,6 +132,7 @@ class AgentCalls:
                     "reachable": "reachable" in scopes,
                     "control": bool(principal and principal.control),
                     "launcher": record.launcher,
+                    **self.release_view(record.pane_id, record.token, reading.harness.value if reading else record.harness),
                     "note": (
                         RECEIVE_ONLY_NOTE
                         if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
@@ -140,6 +141,18 @@ class AgentCalls:
                 }
             )
         return out
+
+    def release_view(self, pane_id: str, incarnation: str, harness: str) -> dict[str, Any]:
+        """The agent's release, whether connect is verified on it, and the mark when it is not
+        (:mod:`connectcore.releases`)."""
+        release = self.engine.watcher.release_of(pane_id, incarnation)
+        trusted = self.engine.trusted_releases
+        status = releases.status(harness, release, trusted)
+        return {
+            "release": release,
+            "release_status": status.value if status is not None else None,
+            "release_note": releases.note(harness, release, trusted),
+        }
 
     def agent_detail(self, target: str, caller: grants.Principal | None = None) -> dict[str, Any]:
         """One pane in detail; its screen tail only as :func:`connectcore.redact.tail_policy` allows

@@ -49,6 +49,7 @@ class Config:
     launchers: dict[str, Any] | None = None
     watch_control_mode: bool = True
     otlp_endpoint: str | None = None  # export the audit log to an OTLP/HTTP collector when set
+    trusted_releases: frozenset[tuple[str, str]] = frozenset()  # --trust-release (connectcore.releases)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -114,6 +115,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
         timing=config.timing,
         launchers=config.launchers,
         cap=config.cap,
+        trusted_releases=config.trusted_releases,
     )
     auth = OwnerAuth.load_or_create(config.data_dir)
     if config.history is True:

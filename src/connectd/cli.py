@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         history=not args.no_history,
         launchers=_launchers(data_dir),
         otlp_endpoint=args.otlp_endpoint,
+        trusted_releases=frozenset(args.trust_release or ()),
     )
     daemon = build_daemon(config)
 
@@ -88,6 +89,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         remove_daemon_info(data_dir)
     return 0
+
+
+def _trusted_release(spec: str) -> tuple[str, str]:
+    from connectcore.releases import parse_trusted
+
+    try:
+        return parse_trusted(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _launchers(data_dir: Path) -> dict[str, Any]:
@@ -242,6 +252,17 @@ def _table(columns: list[str], rows: list[list[str]]) -> None:
     console.print(table, crop=False)
 
 
+def _release(agent: dict[str, Any]) -> str:
+    """An agent's release as ``connectd agents`` shows it: ``2.1.332``, ``2.1.999 (unverified)``,
+    ``unknown``; ``-`` for a pane that is not an agent."""
+    status = agent.get("release_status")
+    if not status:
+        return "-"
+    if not agent.get("release"):
+        return "unknown"
+    return str(agent["release"]) + ("" if status == "verified" else f" ({status})")
+
+
 def cmd_agents(args: argparse.Namespace) -> int:
     agents = _client(args).call("GET", "/api/agents")
     if args.json:
@@ -250,13 +271,14 @@ def cmd_agents(args: argparse.Namespace) -> int:
         print("(none)")
     else:
         _table(
-            ["ADDRESS", "HARNESS", "READING", "CONNECT", "TITLE", "CWD"],
-            [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), a.get("title") or "",
-              a.get("cwd") or ""] for a in agents],
+            ["ADDRESS", "HARNESS", "READING", "CONNECT", "RELEASE", "TITLE", "CWD"],
+            [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), _release(a),
+              a.get("title") or "", a.get("cwd") or ""] for a in agents],
         )
         for a in agents:
-            if a.get("note"):
-                print(f"{a['address']}: {a['note']}")
+            for note in (a.get("note"), a.get("release_note")):
+                if note:
+                    print(f"{a['address']}: {note}")
     return 0
 
 
@@ -636,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", help="policy file (default: policy.toml in the data directory, if present)")
     p.add_argument("--no-history", action="store_true", help="serve without the session history index")
     p.add_argument("--otlp-endpoint", help="also export the audit log to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318)")
+    p.add_argument("--trust-release", action="append", type=_trusted_release, metavar="HARNESS@X.Y.Z",
+                   help="type messages into agents on this unverified release as on a verified one (make compat "
+                        "uses it to verify a release; marked as trusted, not verified); repeatable")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("run", parents=[common], help="serve against tmux, or an isolated demo fleet when no tmux server runs")

@@ -52,7 +52,9 @@ class Delivery:
             if info is not None:
                 capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
                 reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
-            ready, fingerprint = (reading.ready_for_message, reading.fingerprint) if reading else (False, "")
+            ready, fingerprint = (
+                (engine.watcher.ready(check.pane_id, incarnation, reading), reading.fingerprint) if reading else (False, "")
+            )
             handle = self.resolve(message.handle) if message is not None else None
             guard = H.GuardObserved(
                 engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,

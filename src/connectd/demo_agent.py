@@ -6,6 +6,15 @@ and appends every submitted prompt to ``$DEMO_AGENT_LOG`` as one JSON line, so a
 exactly what was typed and when. It is started through a wrapper named ``claude`` (``exec -a
 claude``), accepts and ignores Claude Code's flags, and understands three prompts of its own:
 ``/busy N`` (a turn of N seconds), ``/dialog`` (a permission question) and ``/exit``.
+
+With ``DEMO_AGENT_LOOK=codex`` (the ``codex`` wrapper of :func:`install_wrapper`) it draws a screen
+shaped like Codex's instead (its session banner, a ``›`` composer with the placeholder, the status
+line under a blank line, "Worked for Ns" at a turn's end). ``DEMO_AGENT_HOLD`` names a file it keeps
+open while it runs, as Codex holds its rollout file open.
+
+Its banner names the release it stands in for (``Claude Code v2.1.332``, ``OpenAI Codex (v0.171.0)``,
+the pins whose screens it draws), so connectd reads it as that release; ``DEMO_AGENT_RELEASE`` names
+another (an unverified one), and an empty value leaves the release out of the banner (unknown).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from pathlib import Path
 
 RULE = "─"
 BUSY_DEFAULT = float(os.environ.get("DEMO_BUSY_SECONDS", "1.5"))
+PINS = {"claude": "2.1.332", "codex": "0.171.0"}  # the releases whose screens this stand-in draws
 
 
 class Agent:
@@ -37,13 +47,19 @@ class Agent:
         self.dialog: str | None = None
         self.pending_reply: str | None = None
         self.last_frame = ""
+        self.look = os.environ.get("DEMO_AGENT_LOOK", "claude")
+        self.release = os.environ.get("DEMO_AGENT_RELEASE", PINS.get(self.look, ""))
 
     # --- screen ---------------------------------------------------------------------------------
 
     def render(self) -> None:
+        if self.look == "codex":
+            self.render_codex()
+            return
         width, height = shutil.get_terminal_size((80, 24))
+        banner = f"Claude Code v{self.release} · " if self.release else ""
         head = [
-            f" ▐▛███▜▌   Demo agent (claude-like) · {self.name}",
+            f" ▐▛███▜▌   {banner}Demo agent (claude-like) · {self.name}",
             f"▝▜█████▛▘  session {self.session} · connect {'on' if self.connected else 'off'}",
             f"  ▘▘ ▝▝    {os.getcwd()}",
             "",
@@ -78,6 +94,36 @@ class Agent:
             row = len(screen) - len(foot) + foot.index(composer[0]) + self.composer.count("\n")
             col = 2 + len(self.composer.split("\n")[-1])
             out += f"\x1b[{row + 1};{col + 1}H"
+        self.draw(out)
+
+    def render_codex(self) -> None:
+        """Codex's shape: the banner, the transcript, a ``›`` composer (the placeholder when empty), a
+        blank line and the status line; "• Working (Ns • esc to interrupt)" above it during a turn."""
+        width, height = shutil.get_terminal_size((80, 24))
+        head = [
+            "╭──────────────────────────────────────────╮",
+            f"│ >_ OpenAI Codex{f' (v{self.release})' if self.release else ''}".ljust(43) + " │",
+            f"│ demo agent (codex-like) · {self.name[:14]:<14} │",
+            "╰──────────────────────────────────────────╯",
+            "",
+        ]
+        lines = self.composer.split("\n")
+        shown = lines if self.composer else ["Ask Codex to do anything"]
+        composer = ["› " + shown[0]] + ["  " + line for line in shown[1:]]
+        foot = [*composer, "", "  ? for shortcuts"]
+        if time.monotonic() < self.busy_until:
+            left = int(self.busy_until - time.monotonic())
+            foot = [f"• Working ({left}s • esc to interrupt)", "", *foot]
+        room = max(0, height - len(head) - len(foot))
+        body = self.transcript[-room:] if room else []
+        screen = head + body + [""] * (room - len(body)) + foot
+        out = "\x1b[H" + "\r\n".join(line[:width] + "\x1b[K" for line in screen[:height]) + "\x1b[J"
+        row = len(screen) - len(foot) + foot.index(composer[0]) + (self.composer.count("\n") if self.composer else 0)
+        col = 2 + (len(lines[-1]) if self.composer else 0)
+        self.draw(out + f"\x1b[{row + 1};{col + 1}H")
+
+    def draw(self, out: str) -> None:
+        # Redraw only when the frame changed: no blank intermediate frames, no idle output.
         if out != self.last_frame:
             self.last_frame = out
             sys.stdout.write(out)
@@ -92,7 +138,9 @@ class Agent:
         if self.log:
             with open(self.log, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"at": time.time(), "prompt": prompt, "session": self.session}) + "\n")
-        self.transcript += ["> " + line for line in prompt.split("\n")] + [""]
+        mark = "› " if self.look == "codex" else "> "
+        self.transcript += [(mark if i == 0 or self.look != "codex" else "  ") + line
+                            for i, line in enumerate(prompt.split("\n"))] + [""]
         words = prompt.split()
         if words[0] == "/exit":
             time.sleep(float(os.environ.get("DEMO_EXIT_DELAY", "0")))  # a slow exit, for crash tests
@@ -106,6 +154,9 @@ class Agent:
         else:
             self.busy_until = time.monotonic() + BUSY_DEFAULT
             self.pending_reply = f"⏺ Received {len(prompt)} characters."
+        if self.look == "codex" and self.pending_reply:
+            seconds = max(1, round(self.busy_until - time.monotonic()))
+            self.pending_reply = "• " + self.pending_reply[2:] + f"\n\n─ Worked for {seconds}s " + "─" * 20
         return True
 
     def feed(self, data: str) -> bool:
@@ -154,6 +205,7 @@ def main() -> int:
         with open(agent.log, "a", encoding="utf-8") as fh:
             token = os.environ.get("CONNECT_TOKEN")
             fh.write(json.dumps({"start": time.time(), "token": token, "argv": sys.argv[1:], "pid": os.getpid()}) + "\n")
+    held = [open(path, "a", encoding="utf-8") for path in os.environ.get("DEMO_AGENT_HOLD", "").split(os.pathsep) if path]  # noqa: SIM115 - held open for the agent's life
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
@@ -163,7 +215,7 @@ def main() -> int:
             agent.render()
             ready, _, _ = select.select([fd], [], [], 0.25)
             if agent.pending_reply and time.monotonic() >= agent.busy_until:
-                agent.transcript += [agent.pending_reply, ""]
+                agent.transcript += [*agent.pending_reply.split("\n"), ""]
                 agent.pending_reply = None
             if ready:
                 data = os.read(fd, 65536).decode("utf-8", errors="replace")
@@ -172,14 +224,17 @@ def main() -> int:
     finally:
         sys.stdout.write("\x1b[?2004l\x1b[2J\x1b[H")
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        for fh in held:
+            fh.close()
 
 
-def install_wrapper(bin_dir: Path) -> Path:
-    """A ``claude``-named wrapper that runs this stand-in (so tmux reports ``claude`` as the command)."""
+def install_wrapper(bin_dir: Path, name: str = "claude") -> Path:
+    """A wrapper named ``name`` (``claude`` or ``codex``) that runs this stand-in with that harness's
+    look (so tmux reports ``name`` as the command)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    wrapper = bin_dir / "claude"
+    wrapper = bin_dir / name
     script = Path(__file__).resolve()  # stdlib only: it runs whatever Python finds from argv[0]
-    wrapper.write_text(f'#!/bin/bash\nexec -a claude "{sys.executable}" "{script}" "$@"\n')
+    wrapper.write_text(f'#!/bin/bash\nDEMO_AGENT_LOOK={name} exec -a {name} "{sys.executable}" "{script}" "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 

@@ -38,6 +38,7 @@ from connectd.ids import EngineError, Ids, hash_token
 from connectd.interpreter import Interpreter
 from connectd.launches import Launches
 from connectd.person import PersonCalls
+from connectd.release_probe import ReleaseProbe
 from connectd.restarter import Restarts
 from connectd.runner import CoreRunner, RunSync
 from connectd.supervisor import Kind, Supervisor
@@ -101,6 +102,7 @@ class Engine:
         clock: Callable[[], float] = time.time,
         ids: Ids | None = None,
         run_sync: RunSync | None = None,
+        trusted_releases: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.store = store
         self.tmux = tmux
@@ -123,6 +125,8 @@ class Engine:
         self.person = PersonCalls(self)
         self.calls = AgentCalls(self)
         self.history: Any | None = None  # the session index, when the daemon serves history
+        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.release_probe)
+        self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
 
     # --- life -------------------------------------------------------------------------------------

@@ -16,6 +16,10 @@
   file its process holds open; a bound principal gets its session alias.
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
   changed (:class:`connectd.routing_facts.FactsCache`).
+- Each agent's release: from its session banner when a reading shows one, else once per incarnation
+  from its program's ``--version`` (:mod:`connectd.release_probe`). What the core hears of a pane's
+  readiness is :func:`connectcore.releases.ready_for_message`: on an unverified or unknown release a
+  message is never typed (it waits).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants, hub_acts
+from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
 from connectcore.screen import Reading, read_screen
 from connectd import procfs
@@ -55,6 +59,9 @@ class PaneState:
     record: D.PaneRecord
     reading: Reading | None = None
     capture: Capture | None = None
+    release: str | None = None  # the agent's release, once its banner or its program named it
+    probed: bool = False  # its program was asked (once per incarnation)
+    retell: bool = False  # tell the core this pane's next reading even if unchanged (its release came)
 
 
 def incarnation_of(info: PaneInfo) -> D.Incarnation:
@@ -142,6 +149,17 @@ class Watcher:
             state.reading = None
         self._dirty.add(pane_id)
 
+    def release_of(self, pane_id: str, incarnation: str | None) -> str | None:
+        state = self.panes.get(pane_id)
+        return state.release if state is not None and state.record.token == incarnation else None
+
+    def ready(self, pane_id: str, incarnation: str | None, reading: Reading) -> bool:
+        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`)."""
+        return releases.ready_for_message(
+            reading.ready_for_message, reading.harness.value, self.release_of(pane_id, incarnation),
+            self.engine.trusted_releases,
+        )
+
     async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
         for info in await self.engine.tmux.list_panes():
             if info.pane_id == pane_id and alive(info):
@@ -183,6 +201,7 @@ class Watcher:
         self.directory = D.observe(before, observations)
         for info in infos:
             await self._codex_evidence(info)
+            await self._probe_release(info)
         for info in infos:
             launch = launches.get(info.pane_id)
             if launch is not None and launch.session_id is not None:
@@ -283,6 +302,21 @@ class Watcher:
             self.directory = D.note_evidence(
                 self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", ids.pop())
             )
+
+    async def _probe_release(self, info: PaneInfo) -> None:
+        """An agent pane whose banner named no release: ask its program, once per incarnation."""
+        state = self.panes.get(info.pane_id)
+        if state is None or state.reading is None or state.release is not None or state.probed:
+            return
+        harness = state.reading.harness.value
+        if harness not in releases.AGENT_HARNESSES or state.record.token != token_of(info) or not info.pane_pid:
+            return
+        state.probed = True
+        found = await self.engine.run_sync(self.engine.release_probe.release, info.pane_pid, harness)
+        if found is not None and self.panes.get(info.pane_id) is state:
+            state.release, state.retell = found, True  # its readiness may change: tell the core again
+            self._dirty.add(info.pane_id)
+            self.engine.subscribers.publish({"topic": "pane", "pane": info.pane_id})
 
     def _claude_root(self) -> Any:
         history = self.engine.history
@@ -385,10 +419,12 @@ class Watcher:
         except TmuxError:
             return None
         reading = read_screen(capture.text, state.info.current_command, capture.cursor, height=capture.height)
-        changed = state.reading is None or (state.reading.fingerprint, state.reading.ready_for_message) != (
-            reading.fingerprint,
-            reading.ready_for_message,
-        )
+        if state.release is None:
+            state.release = releases.shown_on_screen(reading.harness.value, capture.text)
+            state.retell = state.retell or state.release is not None
+        changed = state.retell or state.reading is None or (
+            state.reading.fingerprint, state.reading.ready_for_message
+        ) != (reading.fingerprint, reading.ready_for_message)
         harness_changed = state.reading is None or state.reading.harness != reading.harness
         told, state.reading, state.capture = state.reading, reading, capture
         if harness_changed:
@@ -401,13 +437,14 @@ class Watcher:
             try:
                 await engine.step(
                     H.PaneObserved(
-                        engine.clock(), pane_id, state.record.token, reading.ready_for_message, reading.fingerprint,
-                        read_at,
+                        engine.clock(), pane_id, state.record.token, self.ready(pane_id, state.record.token, reading),
+                        reading.fingerprint, read_at,
                     )
                 )
             except BaseException:  # the core never heard it: the next read that sees it tells it again
                 state.reading = told
                 raise
+            state.retell = False
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
 

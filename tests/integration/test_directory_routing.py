@@ -5,6 +5,8 @@
   ``resolve`` ranks it first for "who has PR 12".
 - A stand-in agent typed into a shell (hand-started) is bound from a session registry file written the
   way Claude Code writes it, granted by the person, and then receives a consented message.
+- A Codex-shaped stand-in typed into a shell is bound from the rollout file it holds open, granted by
+  the person, and receives a consented message: typed with its provenance line, the outcome delivered.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from connectd import procfs
-from tests.fixtures.history.transcripts import Claude, make_repo
-from tests.integration.test_daemon_e2e import agents, run, send
+from connectd.demo_agent import install_wrapper
+from tests.fixtures.history.transcripts import Claude, Codex, make_repo
+from tests.integration.test_daemon_e2e import agents, get_message, run, send
 from tests.support.daemon import DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
 
@@ -155,3 +158,45 @@ def test_a_hand_started_codex_is_bound_from_the_rollout_file_it_holds_open(daemo
     tmux.tmux("send-keys", "-t", pane, "Enter")
     view = wait_for(lambda: (v := daemon.agent_view(pane)).get("session") and v, 20, "the rollout binding")
     assert view["session"] == {"harness": "codex", "session_id": CODEX_SESSION} and view["launcher"] is None
+
+
+def test_a_hand_started_codex_is_bound_granted_and_receives_a_consented_message(
+    daemon: DaemonProcess, tmux: TmuxServer, roots: tuple[Path, Path]
+) -> None:
+    (a,) = agents(daemon, "a")
+    rollout = Codex(CODEX_SESSION, str(daemon.workdir)).prompt("look at the parser").write(roots[1])
+    codex = install_wrapper(daemon.tmp / "bin", "codex")
+    log = daemon.tmp / "typed-codex.jsonl"
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
+    tmux.tmux("send-keys", "-t", pane, "-l", f"DEMO_AGENT_LOG={log} DEMO_AGENT_HOLD={rollout} {codex}")
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    view = wait_for(lambda: (v := daemon.agent_view(pane)).get("session") and v, 20, "the rollout binding")
+    assert view["harness"] == "codex" and view["launcher"] is None and view["connect"] == "off"
+    assert view["session"] == {"harness": "codex", "session_id": CODEX_SESSION}
+    wait_for(lambda: (v := daemon.agent_view(pane))["activity"] == "idle" and v["composer"] == "empty", 15,
+             "the typed Codex idle with an empty composer")
+
+    granted = daemon.api("POST", f"/api/panes/{pane}/connect", {"preset": "collaborate"})
+    assert granted["note"] == "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+    view = daemon.agent_view(pane)
+    assert view["connect"] == "collaborate" and view["reachable"], view
+    assert view["actor"] == f"agent:codex:{CODEX_SESSION}"
+
+    err, queued = run(send, daemon, a, view["address"], "please run the parser tests", "m-typed-codex")
+    assert not err, queued
+    assert queued["outcome"] == "queued"  # type: ignore[index]
+    card = daemon.wait_card()
+    assert (card["recipient"], card["recipient_pane"]) == (f"agent:codex:{CODEX_SESSION}", pane)
+    assert _prompts(log) == [], "nothing is typed before the person approves"
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {})
+    typed = wait_for(lambda: [p for p in _prompts(log) if "please run the parser tests" in p], 15,
+                     "the message typed into the Codex stand-in")
+    assert len(typed) == 1
+    provenance, text = typed[0].split("\n", 1)
+    sender = daemon.agent_view(a.pane)["actor"]
+    assert provenance.startswith(f"[connect] message {queued['ref']} from {sender} (pane {a.pane}).")  # type: ignore[index]
+    assert text == "please run the parser tests"
+    outcome = wait_for(lambda: (m := run(get_message, daemon, a, "m-typed-codex"))["outcome"] != "queued" and m, 15,
+                       "the outcome")
+    assert outcome["outcome"] == "delivered", outcome
+

@@ -711,6 +711,20 @@ def test_control_s_act_card_names_its_tier_and_control_has_its_icon_and_a_stop_s
     assert not page.errors, page.errors
 
 
+def test_an_agent_on_a_release_outside_the_matrix_is_marked_on_the_page(page: Page, daemon: DaemonProcess) -> None:
+    """Its release shows with the mark "unverified release: messages wait until its screens are read";
+    a verified release shows as such, unmarked."""
+    (verified,) = fleet(daemon, "ver")
+    (unverified,) = fleet(daemon, "unv", env={"DEMO_AGENT_RELEASE": "2.1.999"})
+    mark = page.agent(unverified.pane).locator("[data-testid=release-note]")
+    mark.wait_for()
+    assert mark.inner_text().strip() == "unverified release: messages wait until its screens are read"
+    assert mark.get_attribute("role") == "status"
+    page.agent(unverified.pane).locator("dd", has_text="2.1.999 (unverified)").wait_for()
+    page.agent(verified.pane).locator("dd", has_text="2.1.332 (verified)").wait_for()
+    assert page.agent(verified.pane).locator("[data-testid=release-note]").count() == 0
+
+
 def test_a_hand_started_agent_is_connected_in_place_and_the_page_says_its_tools_come_at_relaunch(page: Page, daemon: DaemonProcess, tmux: TmuxServer) -> None:
     session = str(uuid.uuid4())
     rollout = daemon.tmp / "codex-sessions" / f"rollout-2026-12-03T17-00-00-{session}.jsonl"

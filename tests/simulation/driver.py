@@ -43,6 +43,7 @@ from connectcore.delivery import Limits
 from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.ids import EngineError, Ids, hash_token
+from connectd.release_probe import NoProbe
 from connectd.store import Store
 from connectd.tmux import TmuxError
 from tests.simulation import invariants
@@ -333,6 +334,7 @@ class Sim:
             ids=self.ids,
             run_sync=self.run_sync_of(generation),
         )
+        engine.release_probe = NoProbe()  # its panes' processes are not real: the banner names their release
         if os.environ.get("SIM_VERBOSE") == "1":
             self._trace_steps(engine)
         self.engine = engine

@@ -59,7 +59,7 @@ class Agent:
 
     def screen(self, now: float) -> tuple[list[str], tuple[int, int]]:
         self.advance(now)
-        head = [" ▐▛███▜▌   Sim agent (claude-like)", "▝▜█████▛▘  session sim", f"  ▘▘ ▝▝    {self.cwd}"]
+        head = [" ▐▛███▜▌   Claude Code v2.1.332 · Sim agent (claude-like)", "▝▜█████▛▘  session sim", f"  ▘▘ ▝▝    {self.cwd}"]
         head.append("")
         if self.dialog:
             foot = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -36,8 +37,9 @@ from typing import Any, TypeVar
 
 import httpx2
 
+from connectcore import releases
 from tests.support import harnesses as H
-from tests.support.model_server import ModelServer, Request, Turn
+from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +171,7 @@ class LiveFleet:
         log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, "--no-history"],
+             "--tmux-socket", self.tmux.socket_name, "--no-history", *self.trust_args()],
             stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
         )
         log.close()
@@ -184,6 +186,13 @@ class LiveFleet:
                         return self
             time.sleep(0.1)
         raise RuntimeError(f"connectd did not start:\n{self.daemon_log()}")
+
+    @staticmethod
+    def trust_args() -> list[str]:
+        """``--trust-release`` for each release under test that is not verified yet: connectd types no
+        message into an unverified release, and ``make compat`` runs this acceptance to verify one."""
+        return [arg for name in H.PINNED if not releases.is_verified(name, H.version(name))
+                for arg in ("--trust-release", f"{name}@{H.version(name)}")]
 
     @staticmethod
     def launchers_toml() -> str:
@@ -278,9 +287,17 @@ class LiveFleet:
 
     # --- agents -------------------------------------------------------------------------------------
 
-    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None) -> Agent:
-        """A private HOME for one agent and the environment it is launched with."""
-        home = self.root / f"home-{name}"
+    @property
+    def person_home(self) -> Path:
+        """The HOME connectd runs with. An agent the person starts by hand shares it, as a person's
+        own agents share theirs: connectd reads Claude Code's session registry from
+        ``<HOME>/.claude/sessions`` there."""
+        return self.root / "daemon-home"
+
+    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None,
+                home: Path | None = None) -> Agent:
+        """A private HOME for one agent (or ``home``) and the environment it is launched with."""
+        home = home or self.root / f"home-{name}"
         key = _key(name)
         if harness == "claude":
             env = H.claude_home(home, self.work, self.model.url, api_key=key)
@@ -303,6 +320,22 @@ class LiveFleet:
         agent.pane, agent.address = result["pane"], result["address"]
         agent.session = result["session"][1] if result.get("session") else None
         agent.actor = result.get("actor")
+        return agent
+
+    def start_by_hand(self, agent: Agent, *args: str) -> Agent:
+        """The person opens a shell in a new window and types the harness's name (and ``args``) there:
+        no ``connectd launch``, so connectd holds no launch record, token or session for it. The
+        agent's environment comes from a file the shell sources first (as a person's profile holds
+        it), with the release under test first on PATH under its own name."""
+        env = {**agent.env, "PATH": f"{H.binary(agent.harness).parent}{os.pathsep}{agent.env['PATH']}"}
+        profile = agent.home / f".profile-{agent.name}"
+        profile.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+        profile.chmod(0o600)
+        pane = self.tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(self.work)).strip()
+        agent.pane = pane
+        for line in (f". {shlex.quote(str(profile))}", shlex.join([agent.harness, *args])):
+            self.tmux.tmux("send-keys", "-t", pane, "-l", "--", line)
+            self.tmux.tmux("send-keys", "-t", pane, "Enter")
         return agent
 
     def screen(self, agent: Agent) -> str:
@@ -372,6 +405,97 @@ def result_for(requests: Sequence[Request], call_id: str) -> dict[str, Any] | No
             if result["id"] == call_id:
                 return result
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# What the live tests share: connect's tool calls as the models make them, their results, readings
+# --------------------------------------------------------------------------------------------------
+
+
+def call(name: str, args: dict[str, Any] | None = None, *, id: str) -> ToolCall:
+    """A call of one of connect's tools, as either harness's model makes it."""
+    return ToolCall(name, args or {}, namespace=CODEX_NAMESPACE, id=id)
+
+
+def result(fleet: LiveFleet, agent: Agent, call_id: str) -> dict[str, Any] | None:
+    return result_for(fleet.requests(agent), call_id)
+
+
+def payload(found: dict[str, Any]) -> Any:
+    """A successful connect tool result as the model saw it (Codex prefixes a wall-time header)."""
+    assert not found["error"], found["text"]
+    text = found["text"]
+    return json.loads(text[text.index("{"):])
+
+
+def requests_with(fleet: LiveFleet, agent: Agent, needle: str) -> list[Request]:
+    return [r for r in fleet.requests(agent) if any(needle in t for t in r.user_texts)]
+
+
+def message_row(fleet: LiveFleet, message_id: str) -> dict[str, Any] | None:
+    return next((m for m in fleet.api("GET", "/api/messages") if m.get("message_id") == message_id), None)
+
+
+def argv_holding(secret: str) -> list[int]:
+    """Every process whose command line contains ``secret``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if secret.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str,
+                                answer: str) -> tuple[Request, int]:
+    """The person asks ``prompt`` (the model answers ``answer``) until a request shows the model
+    connect's tools; returns that request and how many prompts it took.
+
+    Claude Code connects its MCP servers in the background while its composer is already up: a prompt
+    typed in its first moments (here, as soon as connectd reads the pane idle) can reach the model
+    before connect's tools do. What the model sees is what counts, so this asks again until it sees
+    them (within the step's deadline) instead of guessing a delay."""
+    tries = 0
+    while True:
+        tries += 1
+        before = len(fleet.requests(agent))
+        reply = f"{answer} ({tries})"
+        fleet.script(agent, [Turn.reply(reply)])
+        fleet.type_prompt(agent, prompt)
+        request = steps.wait(lambda n=before: fleet.requests(agent)[n] if len(fleet.requests(agent)) > n else None,
+                             f"{agent.name}'s model request")
+        steps.wait(lambda r=reply: r in fleet.screen(agent) and fleet.ready(agent), f"{agent.name} answered")
+        if CLAUDE_PREFIX + "whoami" in request.text:
+            return request, tries
+        time.sleep(1.0)
+
+
+def readings(fleet: LiveFleet) -> str:
+    """How connectd reads each agent's pane (for a timeout's message)."""
+    try:
+        views = fleet.api("GET", "/api/agents")
+    except Exception as exc:  # noqa: BLE001 - only a diagnostic
+        return f"(no readings: {exc})"
+    return "\n".join(f"{v.get('pane')}: harness={v.get('harness')} activity={v.get('activity')} "
+                     f"composer={v.get('composer')}" for v in views)
+
+
+def deferred(request: Request) -> bool:
+    """Whether this Claude Code release defers connect's tools behind ToolSearch (2.1.332 does: the
+    request names them only in a system message) or offers them up front (2.1.300 does: their schemas
+    are in the request's tools). The test adapts to either; :func:`load_tools` is the difference."""
+    listed = CLAUDE_PREFIX + "send_message"
+    assert listed in request.text, "connect's tools are neither offered nor listed"
+    return listed not in request.tool_names
+
+
+def load_tools(request: Request, *tools: str, id: str) -> list[Turn]:
+    """The model's turns that make ``tools`` callable: a ToolSearch ``select:`` when the release
+    defers them, nothing when it offers them up front."""
+    return [Turn.tool(ToolCall("ToolSearch", tool_search_select(*tools), id=id))] if deferred(request) else []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -500,6 +500,7 @@
       a.branch ? ["Branch", a.branch, "mono"] : null,
       a.pr_links && a.pr_links.length ? ["PRs", a.pr_links.join(" "), "mono"] : null,
       a.note ? ["Note", a.note, ""] : null,
+      a.release_status ? ["Release", a.release ? `${a.release} (${a.release_status})` : "not known", a.release ? "mono" : ""] : null,
       a.harness === "shell" ? null : ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no agent session bound", a.session ? "mono" : ""],
       a.actor && a.actor !== sessionActor ? ["Actor", a.actor, "mono"] : null,
       a.launcher ? ["Launcher", a.launcher, ""] : null,
@@ -551,6 +552,9 @@
         h("span", { class: "chip", data: { reading: reading(a) }, text: reading(a) }),
       ),
       h("dl", { class: "facts" }, facts.map(([k, v, cls]) => [h("dt", { text: k }), h("dd", { class: cls, text: v })])),
+      a.release_note
+        ? h("p", { class: "why release", attrs: { role: "status" }, data: { testid: "release-note" } }, icon("triangle-alert"), h("span", { text: a.release_note }))
+        : null,
       h("fieldset", { class: "connect" }, h("legend", { text: "Connect" }), seg, reason, progress, error ? h("p", { class: "error", attrs: { role: "alert" }, text: error }) : null),
       h(
         "div",
