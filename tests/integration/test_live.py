@@ -30,20 +30,27 @@ import pytest
 from tests.support import harnesses as H
 from tests.support.live import (
     CLAUDE_PREFIX,
-    CODEX_NAMESPACE,
     Agent,
     LiveFleet,
     Steps,
+    agent_pid,
+    ask_until_connect_is_listed,
+    call,
+    deferred,
     home_snapshot,
-    result_for,
-    tool_search_select,
+    load_tools,
+    message_row,
+    payload,
+    proc_argv,
+    readings,
+    requests_with,
+    result,
 )
-from tests.support.model_server import Gate, Request, ToolCall, Turn
+from tests.support.model_server import Gate, Turn
 
 pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
-NS = CODEX_NAMESPACE  # MCP tools: Claude sees mcp__connect__<tool>, Codex <tool> in namespace mcp__connect
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 MESSAGE = "Please run the parser tests and tell me if they pass (live-check 7f3a)."
@@ -53,41 +60,9 @@ COLLABORATE = ["history", "message", "reachable", "read"]
 OBSERVE = ["history", "read"]
 
 
-def call(name: str, args: dict[str, Any] | None = None, *, id: str) -> ToolCall:
-    """A call of one of connect's tools, as either harness's model makes it."""
-    return ToolCall(name, args or {}, namespace=NS, id=id)
-
-
-def result(fleet: LiveFleet, agent: Agent, call_id: str) -> dict[str, Any] | None:
-    return result_for(fleet.requests(agent), call_id)
-
-
-def payload(found: dict[str, Any]) -> Any:
-    """A successful connect tool result as the model saw it (Codex prefixes a wall-time header)."""
-    assert not found["error"], found["text"]
-    text = found["text"]
-    return json.loads(text[text.index("{"):])
-
-
-def requests_with(fleet: LiveFleet, agent: Agent, needle: str) -> list[Request]:
-    return [r for r in fleet.requests(agent) if any(needle in t for t in r.user_texts)]
-
-
-def message_row(fleet: LiveFleet, message_id: str) -> dict[str, Any] | None:
-    return next((m for m in fleet.api("GET", "/api/messages") if m.get("message_id") == message_id), None)
-
-
-def proc_argv(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-
-
 def proc_env(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
-
-
-def agent_pid(fleet: LiveFleet, agent: Agent) -> int:
-    return fleet.tmux.pane_pid(agent.pane)
 
 
 def argv_holding(secret: str) -> list[int]:
@@ -101,55 +76,6 @@ def argv_holding(secret: str) -> list[int]:
             except OSError:
                 continue
     return found
-
-
-def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str,
-                                answer: str) -> tuple[Request, int]:
-    """The person asks ``prompt`` (the model answers ``answer``) until a request shows the model
-    connect's tools; returns that request and how many prompts it took.
-
-    Claude Code connects its MCP servers in the background while its composer is already up: a prompt
-    typed in its first moments (here, as soon as connectd reads the pane idle) can reach the model
-    before connect's tools do. What the model sees is what counts, so this asks again until it sees
-    them (within the step's deadline) instead of guessing a delay."""
-    tries = 0
-    while True:
-        tries += 1
-        before = len(fleet.requests(agent))
-        reply = f"{answer} ({tries})"
-        fleet.script(agent, [Turn.reply(reply)])
-        fleet.type_prompt(agent, prompt)
-        request = steps.wait(lambda n=before: fleet.requests(agent)[n] if len(fleet.requests(agent)) > n else None,
-                             f"{agent.name}'s model request")
-        steps.wait(lambda r=reply: r in fleet.screen(agent) and fleet.ready(agent), f"{agent.name} answered")
-        if CLAUDE_PREFIX + "whoami" in request.text:
-            return request, tries
-        time.sleep(1.0)
-
-
-def readings(fleet: LiveFleet) -> str:
-    """How connectd reads each agent's pane (for a timeout's message)."""
-    try:
-        views = fleet.api("GET", "/api/agents")
-    except Exception as exc:  # noqa: BLE001 - only a diagnostic
-        return f"(no readings: {exc})"
-    return "\n".join(f"{v.get('pane')}: harness={v.get('harness')} activity={v.get('activity')} "
-                     f"composer={v.get('composer')}" for v in views)
-
-
-def deferred(request: Request) -> bool:
-    """Whether this Claude Code release defers connect's tools behind ToolSearch (2.1.332 does: the
-    request names them only in a system message) or offers them up front (2.1.300 does: their schemas
-    are in the request's tools). The test adapts to either; :func:`load_tools` is the difference."""
-    listed = CLAUDE_PREFIX + "send_message"
-    assert listed in request.text, "connect's tools are neither offered nor listed"
-    return listed not in request.tool_names
-
-
-def load_tools(request: Request, *tools: str, id: str) -> list[Turn]:
-    """The model's turns that make ``tools`` callable: a ToolSearch ``select:`` when the release
-    defers them, nothing when it offers them up front."""
-    return [Turn.tool(ToolCall("ToolSearch", tool_search_select(*tools), id=id))] if deferred(request) else []
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import httpx2
 
 from tests.support import harnesses as H
-from tests.support.model_server import ModelServer, Request, Turn
+from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,9 +127,19 @@ def _key(name: str) -> str:
 
 
 class LiveFleet:
-    """The model server, a private tmux server and a real connectd; agents launched by its CLI."""
+    """The model server, a private tmux server and a real connectd; agents launched by its CLI.
 
-    def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40) -> None:
+    ``person=True`` gives the run one private *person home*, as on a real machine: the daemon and the
+    tmux server both run in it (so a window the daemon opens without ``--env``, such as control's
+    ``resume_session``, inherits it), it is set up for both harnesses against the model server under
+    the person's own key (:attr:`person_key`), and the daemon serves the history index of its
+    ``~/.claude`` and ``~/.codex``. Agents prepared with ``in_person_home=True`` run there too, so
+    their sessions are the person's history. ``launchers`` adds launchers.toml entries (name to a
+    table of fields, see :meth:`launchers_toml`).
+    """
+
+    def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40, person: bool = False,
+                 launchers: dict[str, dict[str, Any]] | None = None) -> None:
         self.root = root or Path(tempfile.mkdtemp(prefix="connect-live-"))
         self.work = self.root / "work"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -143,7 +153,10 @@ class LiveFleet:
         self.port = 0
         self.agents: dict[str, Agent] = {}
         self._http: httpx2.Client | None = None
-        self._env = self._private_env(self.root / "daemon-home")
+        self.person = self.root / "person-home" if person else None
+        self.person_key = _key("person")
+        self.extra_launchers = dict(launchers or {})
+        self._env = self._private_env(self.person or self.root / "daemon-home")
 
     # --- life ---------------------------------------------------------------------------------------
 
@@ -160,16 +173,21 @@ class LiveFleet:
         for name in H.PINNED:
             H.install(name)
         self.model.start()
-        self.tmux.env = self._private_env(self.root / "tmux-home")
+        if self.person is not None:
+            self._env = self._person_env(self.person)
+            self.tmux.env = dict(self._env)
+        else:
+            self.tmux.env = self._private_env(self.root / "tmux-home")
         self.tmux.new_session("main", width=self.width, height=self.height, cwd=str(self.work))
-        (self.data_dir / "launchers.toml").write_text(self.launchers_toml())
+        (self.data_dir / "launchers.toml").write_text(self.launchers_toml(self.extra_launchers))
         env = dict(self._env)
         env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
         info = self.data_dir / "daemon.json"
         log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it
+        history = [] if self.person is not None else ["--no-history"]
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, "--no-history"],
+             "--tmux-socket", self.tmux.socket_name, *history],
             stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
         )
         log.close()
@@ -185,17 +203,29 @@ class LiveFleet:
             time.sleep(0.1)
         raise RuntimeError(f"connectd did not start:\n{self.daemon_log()}")
 
+    def _person_env(self, home: Path) -> dict[str, str]:
+        """The person's home, set up for both harnesses under the person's key; its environment."""
+        env = H.claude_home(home, self.work, self.model.url, api_key=self.person_key)
+        env.update(H.codex_home(home, self.work, self.model.url, api_key=self.person_key))
+        if os.environ.get("TMUX_TMPDIR"):
+            env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
+        return env
+
     @staticmethod
-    def launchers_toml() -> str:
-        """The real launchers, pointing at the pinned binaries (they replace the built-ins' names)."""
-        claude = [str(H.binary("claude"))]
+    def launchers_toml(extra: dict[str, dict[str, Any]] | None = None) -> str:
+        """The real launchers, pointing at the pinned binaries (they replace the built-ins' names),
+        and ``extra`` ones: ``harness`` defaults to the name, ``argv`` to the harness's with ``argv_add``
+        appended."""
         # one -c override keeps Codex in-process (no shared background app-server)
-        codex = [str(H.binary("codex")), *H.CODEX_IN_PROCESS]
-        return (
-            '[launchers.claude]\nharness = "claude"\n'
-            f"argv = {json.dumps(claude)}\n\n"
-            '[launchers.codex]\nharness = "codex"\n'
-            f"argv = {json.dumps(codex)}\n"
+        argv = {"claude": [str(H.binary("claude"))], "codex": [str(H.binary("codex")), *H.CODEX_IN_PROCESS]}
+        tables = {name: {"harness": name, "argv": argv[name]} for name in ("claude", "codex")}
+        for name, fields in (extra or {}).items():
+            fields = dict(fields)
+            harness = fields.setdefault("harness", name)
+            tables[name] = {"argv": argv[harness] + list(fields.pop("argv_add", ())), **fields}
+        return "\n".join(
+            f"[launchers.{name}]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
+            for name, fields in tables.items()
         )
 
     def close(self) -> None:
@@ -278,11 +308,23 @@ class LiveFleet:
 
     # --- agents -------------------------------------------------------------------------------------
 
-    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None) -> Agent:
-        """A private HOME for one agent and the environment it is launched with."""
+    def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None,
+                in_person_home: bool = False) -> Agent:
+        """A private HOME for one agent and the environment it is launched with; ``in_person_home``:
+        the agent runs in the person's home (only its own key is passed), its sessions the person's."""
         home = self.root / f"home-{name}"
         key = _key(name)
-        if harness == "claude":
+        if in_person_home:
+            if self.person is None:
+                raise ValueError("in_person_home needs LiveFleet(person=True)")
+            if harness == "claude":  # Claude Code asks about a key it has not approved: approve this one
+                state_file = self.person / ".claude.json"
+                state = json.loads(state_file.read_text())
+                state["customApiKeyResponses"]["approved"].append(key[-20:])
+                state_file.write_text(json.dumps(state, indent=2))
+            env = {"ANTHROPIC_API_KEY" if harness == "claude" else "SCRIPTED_API_KEY": key}
+            home = self.person
+        elif harness == "claude":
             env = H.claude_home(home, self.work, self.model.url, api_key=key)
         elif harness == "codex":
             env = H.codex_home(home, self.work, self.model.url, api_key=key)
@@ -293,9 +335,12 @@ class LiveFleet:
         self.agents[name] = agent
         return agent
 
-    def launch(self, agent: Agent, connect: str) -> Agent:
-        """``connectd launch <harness> --connect <preset> --cwd <work> --env K=V ...``."""
-        args = ["launch", agent.harness, "--connect", connect, "--cwd", str(self.work)]
+    def launch(self, agent: Agent, connect: str, *, control: bool = False, launcher: str | None = None) -> Agent:
+        """``connectd launch <launcher> --connect <preset> [--control] --cwd <work> --env K=V ...``
+        (the launcher is the agent's harness unless named)."""
+        args = ["launch", launcher or agent.harness, "--connect", connect, "--cwd", str(self.work)]
+        if control:
+            args.append("--control")
         for key, value in agent.env.items():
             args += ["--env", f"{key}={value}"]
         result = self.cli(*args)
@@ -372,6 +417,94 @@ def result_for(requests: Sequence[Request], call_id: str) -> dict[str, Any] | No
             if result["id"] == call_id:
                 return result
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# What the live tests share: connect's tool calls as a model makes them, their results as it saw them
+# --------------------------------------------------------------------------------------------------
+
+
+def call(name: str, args: dict[str, Any] | None = None, *, id: str) -> ToolCall:
+    """A call of one of connect's tools, as either harness's model makes it."""
+    return ToolCall(name, args or {}, namespace=CODEX_NAMESPACE, id=id)
+
+
+def result(fleet: LiveFleet, agent: Agent, call_id: str) -> dict[str, Any] | None:
+    return result_for(fleet.requests(agent), call_id)
+
+
+def payload(found: dict[str, Any]) -> Any:
+    """A successful connect tool result as the model saw it (Codex prefixes a wall-time header)."""
+    assert not found["error"], found["text"]
+    text = found["text"]
+    return json.loads(text[text.index("{"):])
+
+
+def requests_with(fleet: LiveFleet, agent: Agent, needle: str) -> list[Request]:
+    return [r for r in fleet.requests(agent) if any(needle in t for t in r.user_texts)]
+
+
+def message_row(fleet: LiveFleet, message_id: str) -> dict[str, Any] | None:
+    return next((m for m in fleet.api("GET", "/api/messages") if m.get("message_id") == message_id), None)
+
+
+def proc_argv(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+
+
+def agent_pid(fleet: LiveFleet, agent: Agent) -> int:
+    return fleet.tmux.pane_pid(agent.pane)
+
+
+def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str,
+                                answer: str) -> tuple[Request, int]:
+    """The person asks ``prompt`` (the model answers ``answer``) until a request shows the model
+    connect's tools; returns that request and how many prompts it took.
+
+    Claude Code connects its MCP servers in the background while its composer is already up: a prompt
+    typed in its first moments (here, as soon as connectd reads the pane idle) can reach the model
+    before connect's tools do. What the model sees is what counts, so this asks again until it sees
+    them (within the step's deadline) instead of guessing a delay."""
+    tries = 0
+    while True:
+        tries += 1
+        before = len(fleet.requests(agent))
+        reply = f"{answer} ({tries})"
+        fleet.script(agent, [Turn.reply(reply)])
+        fleet.type_prompt(agent, prompt)
+        request = steps.wait(lambda n=before: fleet.requests(agent)[n] if len(fleet.requests(agent)) > n else None,
+                             f"{agent.name}'s model request")
+        steps.wait(lambda r=reply: r in fleet.screen(agent) and fleet.ready(agent), f"{agent.name} answered")
+        if CLAUDE_PREFIX + "whoami" in request.text:
+            return request, tries
+        time.sleep(1.0)
+
+
+def readings(fleet: LiveFleet) -> str:
+    """How connectd reads each agent's pane (for a timeout's message)."""
+    try:
+        views = fleet.api("GET", "/api/agents")
+    except Exception as exc:  # noqa: BLE001 - only a diagnostic
+        return f"(no readings: {exc})"
+    return "\n".join(f"{v.get('pane')}: harness={v.get('harness')} activity={v.get('activity')} "
+                     f"composer={v.get('composer')}" for v in views)
+
+
+def deferred(request: Request) -> bool:
+    """Whether this Claude Code release defers connect's tools behind ToolSearch (2.1.332 does: the
+    request names them only in a system message) or offers them up front (2.1.300 does: their schemas
+    are in the request's tools). The test adapts to either; :func:`load_tools` is the difference."""
+    listed = CLAUDE_PREFIX + "send_message"
+    assert listed in request.text, "connect's tools are neither offered nor listed"
+    return listed not in request.tool_names
+
+
+def load_tools(request: Request, *tools: str, id: str) -> list[Turn]:
+    """The model's turns that make ``tools`` callable: a ToolSearch ``select:`` when the release
+    defers them, nothing when it offers them up front."""
+    return [Turn.tool(ToolCall("ToolSearch", tool_search_select(*tools), id=id))] if deferred(request) else []
+
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
