@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import httpx2
 
+from connectd.procfs import read_stat
 from tests.support import harnesses as H
 from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
@@ -119,6 +120,11 @@ class Agent:
     session: str | None = None  # the session id connectd bound at launch (Claude's preset id)
     actor: str | None = None
     launch: dict[str, Any] = field(default_factory=dict)
+
+
+def _running(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")  # a zombie has exited
 
 
 def _key(name: str) -> str:
@@ -239,12 +245,22 @@ class LiveFleet:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait(5)
+        pane_pids = self._pane_pids()
         self.tmux.kill()
         self.model.stop()
         for agent in self.agents.values():
             H.reap(agent.home)
         H.reap(self.root)
+        # An agent still exiting (Claude Code writes its ~/.claude.json on the way out) would recreate
+        # files under the root after it is removed: wait for the panes' processes to be gone first.
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and any(_running(pid) for pid in pane_pids):
+            time.sleep(0.1)
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pane_pids(self) -> list[int]:
+        out = self.tmux.tmux("list-panes", "-a", "-F", "#{pane_pid}", check=False) if self.tmux.server_pid else ""
+        return [int(pid) for pid in out.split() if pid.isdigit()]
 
     def __enter__(self) -> LiveFleet:
         return self.start()
