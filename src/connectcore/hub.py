@@ -965,6 +965,7 @@ def _submit(hub: Hub, ev: Submit) -> Step:
             sender_pane=sender_token.pane_id,
             sender_incarnation=sender_token.incarnation,
             control=sender.control,
+            can_reply=Scope.MESSAGE.value in recipient_scopes,
         )
         typed = delivery.compose(provenance, ev.text)
         delivery.check_size(typed, limits)

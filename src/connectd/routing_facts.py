@@ -2,9 +2,10 @@
 its bound session's title and PR links (the history index entry), and the PR links in its title.
 
 Each source is read again only when what it depends on changed: the git facts on a change of the
-pane's incarnation or cwd, the history entry on a change of incarnation or binding (and, while the
-index has no entry for the session yet, at most once per ``retry`` seconds). Parsing the pane title is
-pure and cheap, so it is joined at every poll. The rules are :mod:`connectcore.routing`'s.
+pane's incarnation or cwd, the history entry on a change of incarnation or binding, or when the index
+rewrote that session's entry (its version moved: a session names a PR or gets its title as it goes on),
+and, while the index has no entry for the session yet, at most once per ``retry`` seconds. Parsing the
+pane title is pure and cheap, so it is joined at every poll. The rules are :mod:`connectcore.routing`'s.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class _Entry:
     prs: tuple[str, ...] = ()
     found: bool = False
     at: float = 0.0
+    version: int = 0  # the index's version of the session's entry when it was read
 
 
 @dataclass
@@ -81,13 +83,19 @@ class FactsCache:
             key = (record.token, binding.harness, binding.session_id)
         held = self.entries.get(record.pane_id)
         now = engine.clock()
-        if held is not None and held.key == key and (held.found or not key[1] or now - held.at < self.retry):
+        history: Any | None = engine.history if key[1] in {h.value for h in Harness} else None
+        version = history.index.version(Harness(key[1]), key[2]) if history is not None else 0
+        if (
+            held is not None
+            and held.key == key
+            and held.version == version
+            and (held.found or not key[1] or now - held.at < self.retry)
+        ):
             return
-        entry = _Entry(key, at=now)
-        history: Any | None = engine.history
-        if key[1] in {h.value for h in Harness} and history is not None:
+        entry = _Entry(key, at=now, version=version)
+        if history is not None:
             self.reads += 1
             found = await engine.run_sync(lambda: history.index.get(Harness(key[1]), key[2]))
             if found is not None:
-                entry = _Entry(key, found.title, tuple(found.prs), True, now)
+                entry = _Entry(key, found.title, tuple(found.prs), True, now, version)
         self.entries[record.pane_id] = entry

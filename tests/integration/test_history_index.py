@@ -164,6 +164,31 @@ def test_appended_transcript_is_read_from_its_offset(roots, index):
     assert [c.entry.session_id for c in hits] == [MAIN]
 
 
+def test_a_sessions_version_moves_when_its_entry_is_rewritten_and_only_then(roots, index):
+    """What the directory's routing facts follow: an entry read at one version is current until the
+    version moves (a PR named later in the session reaches the pane's facts)."""
+    _, claude, codex = roots
+    assert index.version(Harness.CLAUDE, MAIN) == 0
+    index.update(claude, codex)
+    first = index.version(Harness.CLAUDE, MAIN)
+    other = index.version(Harness.CODEX, CODEX_MAIN)
+    assert first > 0 and other > 0
+    index.update(claude, codex)  # nothing changed: no version moves
+    assert (index.version(Harness.CLAUDE, MAIN), index.version(Harness.CODEX, CODEX_MAIN)) == (first, other)
+    path = next((claude / "projects").rglob(f"{MAIN}.jsonl"))
+    s = Claude(MAIN, "/home/dev/widget", branch="fix/ws-final")
+    s.minute = 100
+    s.prompt("Please take over https://github.com/acme/widget/pull/12")
+    append_jsonl(path, s.records)
+    index.update(claude, codex, paths=[(Harness.CLAUDE, str(path))])
+    assert index.version(Harness.CLAUDE, MAIN) > first
+    assert index.version(Harness.CODEX, CODEX_MAIN) == other
+    assert "https://github.com/acme/widget/pull/12" in index.get(Harness.CLAUDE, MAIN).prs
+    moved = index.version(Harness.CLAUDE, MAIN)
+    index.remove(Harness.CLAUDE, [MAIN], [str(path)])
+    assert index.version(Harness.CLAUDE, MAIN) > moved  # removed: whoever read it reads again
+
+
 def test_rewritten_transcript_is_reparsed_whole(roots, index):
     _, claude, codex = roots
     index.update(claude, codex)

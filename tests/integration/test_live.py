@@ -33,6 +33,7 @@ from tests.support.live import (
     Agent,
     LiveFleet,
     Steps,
+    agent_pid,
     argv_holding,
     ask_until_connect_is_listed,
     call,
@@ -41,6 +42,7 @@ from tests.support.live import (
     load_tools,
     message_row,
     payload,
+    proc_argv,
     readings,
     requests_with,
     result,
@@ -59,17 +61,11 @@ COLLABORATE = ["history", "message", "reachable", "read"]
 OBSERVE = ["history", "read"]
 
 
-def proc_argv(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-
-
 def proc_env(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
 
 
-def agent_pid(fleet: LiveFleet, agent: Agent) -> int:
-    return fleet.tmux.pane_pid(agent.pane)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import httpx2
 
 from connectcore import releases
+from connectd.procfs import read_stat
 from tests.support import harnesses as H
 from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
@@ -123,15 +124,30 @@ class Agent:
     launch: dict[str, Any] = field(default_factory=dict)
 
 
+def _running(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")  # a zombie has exited
+
+
 def _key(name: str) -> str:
     # distinct in its last 20 characters: Claude Code approves a custom key by them
     return f"sk-connect-live-{name}-" + f"{abs(hash(name)) % 10**12:012d}" + "0" * 20 + name
 
 
 class LiveFleet:
-    """The model server, a private tmux server and a real connectd; agents launched by its CLI."""
+    """The model server, a private tmux server and a real connectd; agents launched by its CLI.
 
-    def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40) -> None:
+    ``person=True`` gives the run one private *person home*, as on a real machine: the daemon and the
+    tmux server both run in it (so a window the daemon opens without ``--env``, such as control's
+    ``resume_session``, inherits it), it is set up for both harnesses against the model server under
+    the person's own key (:attr:`person_key`), and the daemon serves the history index of its
+    ``~/.claude`` and ``~/.codex``. Agents prepared with ``in_person_home=True`` run there too, so
+    their sessions are the person's history. ``launchers`` adds launchers.toml entries (name to a
+    table of fields, see :meth:`launchers_toml`).
+    """
+
+    def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40, person: bool = False,
+                 launchers: dict[str, dict[str, Any]] | None = None) -> None:
         self.root = root or Path(tempfile.mkdtemp(prefix="connect-live-"))
         self.work = self.root / "work"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -145,7 +161,10 @@ class LiveFleet:
         self.port = 0
         self.agents: dict[str, Agent] = {}
         self._http: httpx2.Client | None = None
-        self._env = self._private_env(self.root / "daemon-home")
+        self.person = self.root / "person-home" if person else None
+        self.person_key = _key("person")
+        self.extra_launchers = dict(launchers or {})
+        self._env = self._private_env(self.person or self.root / "daemon-home")
 
     # --- life ---------------------------------------------------------------------------------------
 
@@ -162,16 +181,21 @@ class LiveFleet:
         for name in H.PINNED:
             H.install(name)
         self.model.start()
-        self.tmux.env = self._private_env(self.root / "tmux-home")
+        if self.person is not None:
+            self._env = self._person_env(self.person)
+            self.tmux.env = dict(self._env)
+        else:
+            self.tmux.env = self._private_env(self.root / "tmux-home")
         self.tmux.new_session("main", width=self.width, height=self.height, cwd=str(self.work))
-        (self.data_dir / "launchers.toml").write_text(self.launchers_toml())
+        (self.data_dir / "launchers.toml").write_text(self.launchers_toml(self.extra_launchers))
         env = dict(self._env)
         env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
         info = self.data_dir / "daemon.json"
         log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - the child holds it
+        history = [] if self.person is not None else ["--no-history"]
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, "--no-history", *self.trust_args()],
+             "--tmux-socket", self.tmux.socket_name, *history, *self.trust_args()],
             stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
         )
         log.close()
@@ -187,6 +211,14 @@ class LiveFleet:
             time.sleep(0.1)
         raise RuntimeError(f"connectd did not start:\n{self.daemon_log()}")
 
+    def _person_env(self, home: Path) -> dict[str, str]:
+        """The person's home, set up for both harnesses under the person's key; its environment."""
+        env = H.claude_home(home, self.work, self.model.url, api_key=self.person_key)
+        env.update(H.codex_home(home, self.work, self.model.url, api_key=self.person_key))
+        if os.environ.get("TMUX_TMPDIR"):
+            env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
+        return env
+
     @staticmethod
     def trust_args() -> list[str]:
         """``--trust-release`` for each release under test that is not verified yet: connectd types no
@@ -195,16 +227,20 @@ class LiveFleet:
                 for arg in ("--trust-release", f"{name}@{H.version(name)}")]
 
     @staticmethod
-    def launchers_toml() -> str:
-        """The real launchers, pointing at the pinned binaries (they replace the built-ins' names)."""
-        claude = [str(H.binary("claude"))]
+    def launchers_toml(extra: dict[str, dict[str, Any]] | None = None) -> str:
+        """The real launchers, pointing at the pinned binaries (they replace the built-ins' names),
+        and ``extra`` ones: ``harness`` defaults to the name, ``argv`` to the harness's with ``argv_add``
+        appended."""
         # one -c override keeps Codex in-process (no shared background app-server)
-        codex = [str(H.binary("codex")), *H.CODEX_IN_PROCESS]
-        return (
-            '[launchers.claude]\nharness = "claude"\n'
-            f"argv = {json.dumps(claude)}\n\n"
-            '[launchers.codex]\nharness = "codex"\n'
-            f"argv = {json.dumps(codex)}\n"
+        argv = {"claude": [str(H.binary("claude"))], "codex": [str(H.binary("codex")), *H.CODEX_IN_PROCESS]}
+        tables = {name: {"harness": name, "argv": argv[name]} for name in ("claude", "codex")}
+        for name, fields in (extra or {}).items():
+            fields = dict(fields)
+            harness = fields.setdefault("harness", name)
+            tables[name] = {"argv": argv[harness] + list(fields.pop("argv_add", ())), **fields}
+        return "\n".join(
+            f"[launchers.{name}]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
+            for name, fields in tables.items()
         )
 
     def close(self) -> None:
@@ -218,12 +254,22 @@ class LiveFleet:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait(5)
+        pane_pids = self._pane_pids()
         self.tmux.kill()
         self.model.stop()
         for agent in self.agents.values():
             H.reap(agent.home)
         H.reap(self.root)
+        # An agent still exiting (Claude Code writes its ~/.claude.json on the way out) would recreate
+        # files under the root after it is removed: wait for the panes' processes to be gone first.
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and any(_running(pid) for pid in pane_pids):
+            time.sleep(0.1)
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pane_pids(self) -> list[int]:
+        out = self.tmux.tmux("list-panes", "-a", "-F", "#{pane_pid}", check=False) if self.tmux.server_pid else ""
+        return [int(pid) for pid in out.split() if pid.isdigit()]
 
     def __enter__(self) -> LiveFleet:
         return self.start()
@@ -292,14 +338,26 @@ class LiveFleet:
         """The HOME connectd runs with. An agent the person starts by hand shares it, as a person's
         own agents share theirs: connectd reads Claude Code's session registry from
         ``<HOME>/.claude/sessions`` there."""
-        return self.root / "daemon-home"
+        return self.person or self.root / "daemon-home"
 
     def prepare(self, name: str, harness: str, *, extra_env: dict[str, str] | None = None,
-                home: Path | None = None) -> Agent:
-        """A private HOME for one agent (or ``home``) and the environment it is launched with."""
+                home: Path | None = None, in_person_home: bool = False) -> Agent:
+        """A private HOME for one agent (or ``home``) and the environment it is launched with;
+        ``in_person_home``: the agent runs in the person's home of ``LiveFleet(person=True)`` (only its
+        own key is passed), its sessions the person's."""
         home = home or self.root / f"home-{name}"
         key = _key(name)
-        if harness == "claude":
+        if in_person_home:
+            if self.person is None:
+                raise ValueError("in_person_home needs LiveFleet(person=True)")
+            if harness == "claude":  # Claude Code asks about a key it has not approved: approve this one
+                state_file = self.person / ".claude.json"
+                state = json.loads(state_file.read_text())
+                state["customApiKeyResponses"]["approved"].append(key[-20:])
+                state_file.write_text(json.dumps(state, indent=2))
+            env = {"ANTHROPIC_API_KEY" if harness == "claude" else "SCRIPTED_API_KEY": key}
+            home = self.person
+        elif harness == "claude":
             env = H.claude_home(home, self.work, self.model.url, api_key=key)
         elif harness == "codex":
             env = H.codex_home(home, self.work, self.model.url, api_key=key)
@@ -310,9 +368,12 @@ class LiveFleet:
         self.agents[name] = agent
         return agent
 
-    def launch(self, agent: Agent, connect: str) -> Agent:
-        """``connectd launch <harness> --connect <preset> --cwd <work> --env K=V ...``."""
-        args = ["launch", agent.harness, "--connect", connect, "--cwd", str(self.work)]
+    def launch(self, agent: Agent, connect: str, *, control: bool = False, launcher: str | None = None) -> Agent:
+        """``connectd launch <launcher> --connect <preset> [--control] --cwd <work> --env K=V ...``
+        (the launcher is the agent's harness unless named)."""
+        args = ["launch", launcher or agent.harness, "--connect", connect, "--cwd", str(self.work)]
+        if control:
+            args.append("--control")
         for key, value in agent.env.items():
             args += ["--env", f"{key}={value}"]
         result = self.cli(*args)
@@ -408,7 +469,7 @@ def result_for(requests: Sequence[Request], call_id: str) -> dict[str, Any] | No
 
 
 # --------------------------------------------------------------------------------------------------
-# What the live tests share: connect's tool calls as the models make them, their results, readings
+# What the live tests share: connect's tool calls as a model makes them, their results as it saw them
 # --------------------------------------------------------------------------------------------------
 
 
@@ -447,6 +508,14 @@ def argv_holding(secret: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def proc_argv(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+
+
+def agent_pid(fleet: LiveFleet, agent: Agent) -> int:
+    return fleet.tmux.pane_pid(agent.pane)
 
 
 def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str,

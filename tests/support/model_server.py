@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -97,7 +97,9 @@ class Turn:
     - ``cut``: start the stream (``message_start`` / ``response.created``), then close the
       connection before any content (a stream error: Codex shows "Reconnecting...");
     - ``hold``: after the stream has started, wait for the gate before sending the content;
-    - ``times``: the turn answers this many requests before the next one in the queue.
+    - ``times``: the turn answers this many requests before the next one in the queue;
+    - ``decide``: the turn is made from the request when it arrives (``decide(request)`` returns the
+      turn to answer with), so a scripted model can act on a tool result it was just given.
     """
 
     text: str = ""
@@ -110,6 +112,7 @@ class Turn:
     cut: bool = False
     hold: Gate | None = None
     times: int = 1
+    decide: Callable[[Request], Turn] | None = None
 
     @classmethod
     def reply(cls, text: str, *, chunk_delay: float = 0.0, chunk_chars: int = 12,
@@ -135,6 +138,11 @@ class Turn:
     @classmethod
     def held(cls, gate: Gate, text: str = "Done.") -> Turn:
         return cls(text=text, hold=gate)
+
+    @classmethod
+    def deciding(cls, decide: Callable[[Request], Turn]) -> Turn:
+        """A turn the model makes up when the request arrives, from what the request carries."""
+        return cls(decide=decide)
 
 
 DEFAULT_TURN = Turn.reply("OK.")
@@ -446,6 +454,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"type": "not_found_error", "message": f"no route {parts.path}"}})
             return
         turn = model._next_turn(harness, request.api_key) if scripted else _side_answer(harness, body)
+        if turn.decide is not None:
+            turn = turn.decide(request)
         stream = isinstance(body, dict) and bool(body.get("stream"))
         try:
             if turn.drop:

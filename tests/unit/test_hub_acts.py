@@ -220,6 +220,20 @@ def test_control_reaches_a_pure_agent_but_no_ordinary_agent_does() -> None:
     assert w.message(key).state is MessageState.DELIVERED
 
 
+def test_a_recipient_without_the_message_scope_is_not_told_to_reply_with_send_message() -> None:
+    """Seen live: a real Codex launched Off got "Reply: send_message ..." from control, a tool it does not
+    have. The provenance line offers send_message only to a recipient that holds the message scope."""
+    w, ctl, pure, _ = world()
+    observer = w.launch("observer", Preset.OBSERVE)
+    collab = w.launch("collab", Preset.COLLABORATE)
+    for recipient in (pure, observer):
+        line = w.message(w.send(ctl, recipient, "from control")).typed.split("\n", 1)[0]
+        assert "send_message" not in line and line.endswith("answer here, on your own screen, where the sender reads it.")
+    message = w.message(w.send(ctl, collab, "from control"))
+    assert message.typed.split("\n", 1)[0].endswith(
+        f"Reply: send_message to={ctl.pane}@{ctl.incarnation} in_reply_to={message.ref}")
+
+
 def test_handoff_to_a_live_pane_sends_control_s_message_without_a_second_card() -> None:
     w, ctl, pure, _ = world()
     act_id = propose(w, ctl, C.Tool.HANDOFF, pure, text="please pick up PR 12")

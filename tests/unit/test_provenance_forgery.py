@@ -57,8 +57,10 @@ def test_ordinary_text_is_admitted(text: str) -> None:
 def test_the_daemons_own_provenance_line_is_what_the_rule_recognises() -> None:
     """Claim: whatever provenance_line writes is caught, so a body can never reproduce it."""
     for actor in ("owner", "agent:claude:s1", "agent:codex:pane:%4"):
-        line = delivery.provenance_line(ref="r", sender_actor=actor, sender_pane="%2", sender_incarnation="i")
-        assert forged_source_line("hi\n" + line) == (2, forged_source_line(line)[1])  # type: ignore[index]
+        for control, can_reply in ((False, True), (True, True), (True, False)):
+            line = delivery.provenance_line(ref="r", sender_actor=actor, sender_pane="%2", sender_incarnation="i",
+                                            control=control, can_reply=can_reply)
+            assert forged_source_line("hi\n" + line) == (2, forged_source_line(line)[1])  # type: ignore[index]
 
 
 def test_control_characters_are_still_named_first() -> None:

@@ -1,4 +1,5 @@
-"""The watcher's routing facts are read on a change of cwd or binding, never per poll."""
+"""The watcher's routing facts are read on a change of cwd or binding, or of the bound session's history
+entry, never per poll."""
 
 from __future__ import annotations
 
@@ -24,9 +25,17 @@ from connectd.routing_facts import FactsCache
 class _Index:
     def __init__(self) -> None:
         self.entries: dict[tuple[Harness, str], Any] = {}
+        self.versions: dict[tuple[Harness, str], int] = {}
 
     def get(self, harness: Harness, session_id: str) -> Any:
         return self.entries.get((harness, session_id))
+
+    def version(self, harness: Harness, session_id: str) -> int:
+        return self.versions.get((harness, session_id), 0)
+
+    def write(self, harness: Harness, session_id: str, entry: Any) -> None:
+        self.entries[(harness, session_id)] = entry
+        self.versions[(harness, session_id)] = self.version(harness, session_id) + 1
 
 
 def _engine(now: list[float], index: _Index) -> Any:
@@ -66,11 +75,38 @@ def test_facts_are_read_once_per_cwd_and_binding_and_the_title_is_joined_each_ti
         assert cache.reads == reads + 2 and d.panes["%1"].session_title == ""
         await cache.refresh(engine, bound)
         assert cache.reads == reads + 2  # the miss is retried only after `retry` seconds
-        index.entries[(Harness.CLAUDE, "s1")] = SimpleNamespace(title="Billing", prs=("https://github.com/o/r/pull/3",))
+        index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="Billing", prs=("https://github.com/o/r/pull/3",)))
         now[0] = 6.0
         d = await cache.refresh(engine, bound)
         assert (d.panes["%1"].session_title, d.panes["%1"].pr_links) == ("Billing", ("https://github.com/o/r/pull/3",))
         await cache.refresh(engine, bound)
         assert cache.reads == reads + 3
+
+    anyio.run(go)
+
+
+def test_a_bound_sessions_entry_is_read_again_when_the_index_rewrote_it(tmp_path: Path) -> None:
+    """Seen live: a real Codex session named PR 12 in its second prompt, after connectd had read its entry;
+    the pane's facts never showed the PR. The entry is read again when its index version moves, and
+    only then."""
+    a = _repo(tmp_path / "a", "main")
+    now, index = [0.0], _Index()
+    engine, cache = _engine(now, index), FactsCache(retry=5.0)
+    index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="Start", prs=()))
+
+    async def go() -> None:
+        d = await cache.refresh(engine, _dir(str(a)))
+        bound = note_evidence(_dir(str(a)), Evidence("%1", d.panes["%1"].token, EvidenceSource.REGISTRY, "claude", "s1"))
+        d = await cache.refresh(engine, bound)
+        assert (d.panes["%1"].session_title, d.panes["%1"].pr_links) == ("Start", ())
+        reads = cache.reads
+        now[0] = 100.0
+        await cache.refresh(engine, bound)
+        assert cache.reads == reads  # found and unchanged: not read again, however long
+        index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="PR 12", prs=("https://github.com/o/r/pull/12",)))
+        d = await cache.refresh(engine, bound)
+        assert d.panes["%1"].pr_links == ("https://github.com/o/r/pull/12",) and cache.reads == reads + 1
+        await cache.refresh(engine, bound)
+        assert cache.reads == reads + 1
 
     anyio.run(go)

@@ -227,6 +227,7 @@ class IndexReport:
     entries_removed: int = 0
     skips: list[Skip] = field(default_factory=list)
     seconds: float = 0.0
+    changed: set[Key] = field(default_factory=set)  # sessions whose entry was written or removed
 
     def skip_counts(self) -> dict[str, int]:
         return dict(Counter(s.reason for s in self.skips))
@@ -300,6 +301,18 @@ class HistoryIndex:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("PRAGMA cache_size=-65536")  # 64 MiB: a build rewrites postings pages
         self._init_schema()
+        # How often each session's entry was rewritten (or removed) since this index was opened, moved
+        # after the write committed: a reader that keeps an entry reads it again when its version moved.
+        self._versions: dict[Key, int] = {}
+
+    def version(self, harness: Harness, session_id: str) -> int:
+        """The session's entry version (0: not written since the index was opened). No I/O, no lock:
+        cheap enough to ask at every poll."""
+        return self._versions.get((harness, session_id), 0)
+
+    def _moved(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            self._versions[key] = self._versions.get(key, 0) + 1
 
     def close(self) -> None:
         with self._lock:
@@ -452,6 +465,7 @@ class HistoryIndex:
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if progress is not None:
                 progress(total, total)
+        self._moved(report.changed)
         report.seconds = time.monotonic() - t0
         return report
 
@@ -614,6 +628,7 @@ class HistoryIndex:
     ) -> None:
         fresh = fresh or {}
         for harness, session_id in keys:
+            report.changed.add((harness, session_id))
             rows = db.execute(
                 "SELECT path, missing FROM files WHERE harness=? AND session_id=?",
                 (harness.value, session_id),
@@ -987,6 +1002,7 @@ class HistoryIndex:
     def remove(self, harness: Harness, session_ids: Iterable[str], paths: Iterable[str]) -> int:
         """Delete entries and their file rows (expunge). Returns the number of entries removed."""
         removed = 0
+        session_ids = list(session_ids)
         with self._update_lock, self._tx() as db:
             post = _Postings(db)
             for sid in session_ids:
@@ -997,6 +1013,7 @@ class HistoryIndex:
             for p in paths:
                 db.execute("DELETE FROM files WHERE path=?", (p,))
             post.flush()
+        self._moved((harness, sid) for sid in session_ids)
         return removed
 
     def skipped_files(self) -> list[tuple[str, int, str | None]]:
