@@ -580,10 +580,23 @@ def _summary(rows: list[dict[str, Any]], delays: list[float | str]) -> dict[str,
     def spread(key: str, kind: str | None = None) -> dict[str, float | int] | None:
         return quantiles(sorted(r[key] for r in rows if r.get(key) is not None and kind in (None, r["kind"])))
 
+    # trials whose Enter was due before the pane drew anything after the paste: the harness had not
+    # redrawn (not even started to) when the Enter came
+    early = [r for r in rows if not isinstance(r["delay"], str) and r.get("first_output_s") is not None
+             and r["paste_call_s"] + r["delay"] < r["first_output_s"]]
+    drafts = [r for r in rows if r["outcome"] == "draft"]
     return {"table": table, "smallest_all_submitted": smallest,
             "echo_output_s": spread("echo_output_s"),
             "echo_output_s_by_kind": {k: spread("echo_output_s", k) for k in KINDS},
-            "first_output_s": spread("first_output_s")}
+            "first_output_s": spread("first_output_s"),
+            "enter_before_first_output": {"trials": len(early),
+                                          "submitted": sum(1 for r in early if r["outcome"] == "submitted")},
+            "as_sent_by_kind": {k: {a: sum(1 for r in rows if r["kind"] == k and r.get("as_sent") == a)
+                                    for a in ("same", "wrapped")} for k in KINDS if any(r["kind"] == k for r in rows)},
+            "wrapping_examples": sorted({r["wrapping"][:120] for r in rows if r.get("wrapping")})[:3],
+            "drafts_with_enter_as_newline": {"drafts": len(drafts),
+                                             "newline": sum(1 for r in drafts if r.get("enter_became_newline"))},
+            "load_1min": {"min": round(min(r["load"] for r in rows), 2), "max": round(max(r["load"] for r in rows), 2)}}
 
 
 def quantiles(values: list[float]) -> dict[str, float | int] | None:
@@ -608,6 +621,30 @@ def markdown(summary: dict[str, Any], method: str = "paste") -> str:
     return "\n".join(lines)
 
 
+def dump(data: dict[str, Any]) -> str:
+    """The results file: indented, except one line per trial (about 1,300 of them in a full run)."""
+    head = json.dumps({k: v for k, v in data.items() if k != "results"}, indent=1, ensure_ascii=False)
+    parts = []
+    for result in data["results"]:
+        meta = json.dumps({k: v for k, v in result.items() if k != "trials"}, ensure_ascii=False)
+        trials = ",\n".join("   " + json.dumps(t, ensure_ascii=False) for t in result["trials"])
+        parts.append(f'  {meta[:-1]}, "trials": [\n{trials}\n  ]}}')
+    return head[:-2] + ',\n "results": [\n' + ",\n".join(parts) + "\n ]\n}\n"
+
+
+def report(summary: dict[str, Any]) -> None:
+    for method in ("paste", "typed"):
+        if any(method in per_harness for per_harness in summary.values()):
+            print(f"\n{method}:\n" + markdown(summary, method))
+    for name, per_harness in summary.items():
+        for method in ("paste", "typed"):
+            if method in per_harness:
+                m = per_harness[method]
+                print(f"{name} {method}: smallest delay from which every trial was submitted: "
+                      f"{m['smallest_all_submitted']}; paste shown after {m['echo_output_s']}; Enter before "
+                      f"the first redraw: {m['enter_before_first_output']}")
+
+
 def parse_delays(text: str) -> list[float | str]:
     out: list[float | str] = []
     for part in text.split(","):
@@ -630,7 +667,16 @@ def main(argv: list[str] | None = None) -> int:
                              "send-keys -l instead of pasted); 0 skips it (default 6)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "data" / "settle.json")
     parser.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
+    parser.add_argument("--summarise", type=Path, metavar="JSON",
+                        help="measure nothing: recompute the summary of a results file (e.g. after changing "
+                             "what the summary holds) and print the tables")
     args = parser.parse_args(argv)
+    if args.summarise:
+        data = json.loads(args.summarise.read_text())
+        data["summary"] = summarise(data["results"], data["method"]["delays"])
+        args.summarise.write_text(dump(data))
+        report(data["summary"])
+        return 0
     if args.trials < 0 or args.typed_trials < 0 or args.trials + args.typed_trials == 0:
         parser.error("--trials and --typed-trials must not be negative, and not both 0")
     delays = parse_delays(args.delays)
@@ -669,16 +715,8 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    for method in ("paste", "typed"):
-        if any(method in per_harness for per_harness in summary.values()):
-            print(f"\n{method}:\n" + markdown(summary, method))
-    for name, per_harness in summary.items():
-        for method in ("paste", "typed"):
-            if method in per_harness:
-                m = per_harness[method]
-                print(f"{name} {method}: smallest delay from which every trial was submitted: "
-                      f"{m['smallest_all_submitted']}; paste shown after {m['echo_output_s']}")
+    args.out.write_text(dump(data))
+    report(summary)
     print(f"\nwrote {args.out}")
     return 1 if any("error" in r for r in results) else 0
 
