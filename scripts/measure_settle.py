@@ -621,6 +621,10 @@ def markdown(summary: dict[str, Any], method: str = "paste") -> str:
     return "\n".join(lines)
 
 
+def git_head() -> str:
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
 def dump(data: dict[str, Any]) -> str:
     """The results file: indented, except one line per trial (about 1,300 of them in a full run)."""
     head = json.dumps({k: v for k, v in data.items() if k != "results"}, indent=1, ensure_ascii=False)
@@ -674,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarise:
         data = json.loads(args.summarise.read_text())
         data["summary"] = summarise(data["results"], data["method"]["delays"])
+        data["summary_by"] = f"scripts/measure_settle.py --summarise at {git_head()}"
         args.summarise.write_text(dump(data))
         report(data["summary"])
         return 0
@@ -695,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
              f"load {os.getloadavg()}")
     results = [measure(name, delays, kinds, args.trials, args.typed_trials, progress) for name in names]
     summary = summarise(results, delays)
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = git_head()
     tmux_version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
     data = {
         "generated_by": "scripts/measure_settle.py " + " ".join(argv if argv is not None else sys.argv[1:]),
