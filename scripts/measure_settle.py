@@ -506,10 +506,11 @@ def measure(name: str, delays: list[float | str], kinds: list[str], trials: int,
             if not subject.wait_ready(timeout=90, still=2.0):
                 raise RuntimeError(f"{name} never read idle with an empty composer:\n{subject.read()[1]}")
             warm = trial(subject, "oneline", 1.0, round_no)
+            # ready_s: from the (re)start until the pane read idle and empty for 2 s AND the warm-up was answered
             result["warmups"].append({"round": round_no, "ready_s": round(time.monotonic() - begun, 1),
                                       "outcome": warm["outcome"]})
             result["command"] = subject.command
-            progress(f"{name} {subject.release}: round {round_no}: ready after "
+            progress(f"{name} {subject.release}: round {round_no}: ready and warmed up after "
                      f"{result['warmups'][-1]['ready_s']}s; warm-up {warm['outcome']}")
 
         for round_no in range(1, trials + 1):
