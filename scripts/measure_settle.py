@@ -258,6 +258,12 @@ class Subject:
         self.sync.respawn(self.pane, self.argv, str(self.cwd), self.env, kill=True)
 
     def close(self) -> None:
+        """Stop everything; returns once the program is gone (Claude Code writes its ``.claude.json``
+        as it exits, which would otherwise land in a home already removed)."""
+        program = None
+        if self.tmux is not None and self.pane:
+            with contextlib.suppress(Exception):
+                program = self.tmux.pane_pid(self.pane)
         if self.log is not None:
             with contextlib.suppress(Exception):
                 self.log.stop()
@@ -266,6 +272,9 @@ class Subject:
         if self.model is not None:
             self.model.stop()
         H.reap(self.root)
+        deadline = time.monotonic() + 10
+        while program is not None and Path(f"/proc/{program}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     # --- reading ------------------------------------------------------------------------------------
 
