@@ -34,6 +34,9 @@ BUSY_DEFAULT = float(os.environ.get("DEMO_BUSY_SECONDS", "1.5"))
 PINS = {"claude": "2.1.332", "codex": "0.171.0"}  # the releases whose screens this stand-in draws
 
 
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+
+
 class Agent:
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
@@ -43,6 +46,7 @@ class Agent:
         self.log = os.environ.get("DEMO_AGENT_LOG")
         self.transcript: list[str] = []
         self.composer = ""
+        self.pasting, self.held = False, ""  # inside a bracketed paste; a read's tail that may be its end marker
         self.busy_until = 0.0
         self.dialog: str | None = None
         self.pending_reply: str | None = None
@@ -159,15 +163,32 @@ class Agent:
             self.pending_reply = "• " + self.pending_reply[2:] + f"\n\n─ Worked for {seconds}s " + "─" * 20
         return True
 
+    def _pasted(self, text: str) -> None:
+        if self.dialog is None and time.monotonic() >= self.busy_until:
+            self.composer += text.replace("\r\n", "\n").replace("\r", "\n")
+
     def feed(self, data: str) -> bool:
+        """One read of the terminal. A bracketed paste may span several reads (a long one does): until
+        its end marker, everything read is the paste's, newlines included."""
+        data, self.held = self.held + data, ""
         i = 0
         while i < len(data):
-            if data.startswith("\x1b[200~", i):
-                end = data.find("\x1b[201~", i)
-                end = len(data) if end < 0 else end
-                if self.dialog is None and time.monotonic() >= self.busy_until:
-                    self.composer += data[i + 6 : end].replace("\r\n", "\n").replace("\r", "\n")
-                i = end + 6
+            if not self.pasting and data.startswith(PASTE_START, i):
+                self.pasting, i = True, i + len(PASTE_START)
+                continue
+            if not self.pasting and len(data) - i > 1 and PASTE_START.startswith(data[i:]):  # a cut start marker
+                # (a lone Escape is a key: it is never held)
+                self.held = data[i:]
+                return True
+            if self.pasting:
+                end = data.find(PASTE_END, i)
+                if end < 0:  # it goes on in the next read; keep what may be the start of the end marker
+                    cut = next((k for k in range(len(PASTE_END) - 1, 0, -1) if data.endswith(PASTE_END[:k])), 0)
+                    self.held = data[len(data) - cut :]
+                    self._pasted(data[i : len(data) - cut])
+                    return True
+                self._pasted(data[i:end])
+                self.pasting, i = False, end + len(PASTE_END)
                 continue
             ch = data[i]
             i += 1

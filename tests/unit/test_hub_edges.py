@@ -1246,3 +1246,19 @@ def test_every_quiet_pane_rearms_in_one_tick() -> None:
         keys[to.pane] = k2
     effects = w.tick(10)
     assert effects == (CheckGuard(b.pane, b.incarnation, keys[b.pane]), CheckGuard(c.pane, c.incarnation, keys[c.pane]))
+
+
+def test_the_paste_settles_as_long_as_the_recipients_harness_needs(w: World) -> None:
+    """Claim: the Enter after a message's paste is due after the settle measured for the recipient's
+    harness (docs/delivery.md), and after the most cautious one for a harness never measured."""
+    from connectcore.delivery import UNMEASURED_SETTLE, submit_settle
+
+    a = w.launch("a")
+    for harness, pane in (("claude", "%7"), ("codex", "%8")):
+        b = w.launch(f"b-{harness}", harness=harness, pane=pane)
+        key = guarding(w, a, b)
+        w.now += 2
+        (typed,) = [e for e in w.guard(key, b) if isinstance(e, TypeText)]
+        assert typed.settle == SUBMIT_SETTLE[harness] == submit_settle(harness)
+    assert SUBMIT_SETTLE["claude"] != SUBMIT_SETTLE["codex"]  # the harness decides, not one constant
+    assert submit_settle("opencode") == submit_settle("a-harness-never-measured") == UNMEASURED_SETTLE
