@@ -5,31 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from tests.support.daemon import ROOT, AgentHandle, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
-
-
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-ctl") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux).start()
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 def control_and_pure(daemon: DaemonProcess) -> tuple[AgentHandle, AgentHandle]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -16,22 +14,6 @@ from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wa
 from tests.support.tmux_server import TmuxServer
 
 ERAS = ["legacy", "2026-07-28"]
-
-
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-e2e") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux).start()
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 def run(coro_fn, *args):  # type: ignore[no-untyped-def]

@@ -26,13 +26,6 @@ from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
 
 
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-scn") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
 @contextmanager
 def running(tmp_path: Path, tmux: TmuxServer, **kw: object) -> Iterator[DaemonProcess]:
     d = DaemonProcess(tmp_path, tmux, **kw).start()  # type: ignore[arg-type]

@@ -32,13 +32,6 @@ TYPED = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 
 
 @pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-dir") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
-@pytest.fixture
 def roots(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "claude", tmp_path / "codex"
 

@@ -7,30 +7,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.integration.test_daemon_e2e import agents, run, send
 from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
-
-
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-here") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux).start()
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 async def _whoami(d: DaemonProcess, token: str) -> tuple[bool, object]:

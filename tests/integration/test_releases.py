@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,22 +21,6 @@ from connectcore.releases import TRUSTED_NOTE, UNKNOWN_NOTE, UNVERIFIED_NOTE
 from tests.integration.test_daemon_e2e import agents, get_message, run, send
 from tests.support.daemon import ROOT, AgentHandle, DaemonProcess, call, mcp_agent
 from tests.support.tmux_server import TmuxServer
-
-
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-rel") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux).start()
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 def launch(daemon: DaemonProcess, name: str, release: str) -> AgentHandle:

@@ -45,13 +45,6 @@ exec REAL "$@"
 """
 
 
-@pytest.fixture
-def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-faults") as server:
-        server.new_session("main", width=160, height=40)
-        yield server
-
-
 class Faults:
     def __init__(self, root: Path) -> None:
         self.dir = root / "faults"
