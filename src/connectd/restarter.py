@@ -53,6 +53,9 @@ class Restarts:
         self.limits = limits or R.RestartLimits()
         self.tokens: dict[str, str] = {}  # restart id -> the token its respawn environment carries
         self.extra_env: dict[str, dict[str, str]] = {}  # restart id -> the launch's own --env
+        # restart id -> a step's effect that failed, until the core has heard it (StepFailed): a store
+        # error while that is stepped must not let the next answer say the step was done
+        self.failed: dict[str, R.StepFailed] = {}
 
     # --- starting ---------------------------------------------------------------------------------
 
@@ -158,7 +161,11 @@ class Restarts:
         """One answer to the restart's current step (``first``: a record found open at startup, whose
         recovery comes first, whatever its step)."""
         engine = self.engine
-        if first or state.step is R.RestartStep.RECOVERING:
+        failed = self.failed.get(restart_id)
+        if failed is not None and failed.step is state.step:
+            await engine.step(H.RestartStepped(engine.clock(), restart_id, failed, for_step=state.step))
+            del self.failed[restart_id]
+        elif first or state.step is R.RestartStep.RECOVERING:
             await self._answer(restart_id, state, await self._inspect(state))
         elif state.step in R.AWAITING_DONE:
             await self._answer(restart_id, state, R.StepDone(now=engine.clock(), step=state.step))
@@ -177,8 +184,9 @@ class Restarts:
         except RestartEffectFailed as exc:
             after = engine.hub.restarts.get(restart_id)
             if after is not None and after.step in R.AWAITING_DONE | R.RECOVERABLE:
-                failed = R.StepFailed(now=engine.clock(), step=after.step, reason=str(exc))
+                failed = self.failed[restart_id] = R.StepFailed(now=engine.clock(), step=after.step, reason=str(exc))
                 await engine.step(H.RestartStepped(engine.clock(), restart_id, failed, for_step=after.step))
+                del self.failed[restart_id]
 
     async def _recheck(self, restart_id: str, state: R.Restart) -> None:
         """R1: the idle recheck is read afresh under the send lock, and the exit command it leads to
@@ -225,6 +233,7 @@ class Restarts:
         return R.Recover(now=engine.clock(), condition=condition, env=self._fresh_env(state))
 
     def _forget(self, restart_id: str) -> None:
+        self.failed.pop(restart_id, None)
         self.tokens.pop(restart_id, None)
         self.extra_env.pop(restart_id, None)
 

@@ -9,7 +9,7 @@ A violation is recorded with the logical time it was seen at; the run's seed rep
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectcore import directory as D
 from connectcore import grants
@@ -161,9 +161,16 @@ class Checker:
     # --- once quiet -------------------------------------------------------------------------------
 
     def settled(self) -> bool:
+        """Quiescence may end early: no restart open, every message final, and no live token for an
+        agent that has ended (one that ended a moment ago is seen at the daemon's next poll: wait for
+        it, up to quiescence's end, where the same check is the invariant)."""
         engine = self.sim.engine
         assert engine is not None
-        return not engine.hub.restarts and all(m.is_final for m in engine.hub.messages.values())
+        return (
+            not engine.hub.restarts
+            and all(m.is_final for m in engine.hub.messages.values())
+            and not self._tokens_of_ended(engine)
+        )
 
     def at_end(self) -> None:
         sim = self.sim
@@ -212,19 +219,25 @@ class Checker:
 
     def tokens_only_for_live(self, engine: Engine) -> None:
         """No live token for an incarnation that no longer runs."""
+        for token in self._tokens_of_ended(engine):
+            self.sim.violate(
+                f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}",
+                kind="token_outlives_pane",
+            )
+
+    def _tokens_of_ended(self, engine: Engine) -> list[Any]:
         from connectd.watcher import token_of
 
         live = {
             token_of(self.sim.server.info(p)) for p in self.sim.server.panes.values() if p.agent is not None
         }
-        for token in engine.hub.book.tokens.values():
-            if token.state is TokenState.LIVE and token.incarnation not in live:
-                principal = grants.authenticate_or_none(engine.hub.book, token.token_hash)
-                if principal is not None:
-                    self.sim.violate(
-                        f"a live token for the dead incarnation {token.pane_id}@{token.incarnation}",
-                        kind="token_outlives_pane",
-                    )
+        return [
+            token
+            for token in engine.hub.book.tokens.values()
+            if token.state is TokenState.LIVE
+            and token.incarnation not in live
+            and grants.authenticate_or_none(engine.hub.book, token.token_hash) is not None
+        ]
 
 
 class FailureLog(logging.Handler):

@@ -313,6 +313,35 @@ def test_a_store_error_as_a_recovered_restart_is_answered_does_not_strand_it() -
     check(scenario(script))
 
 
+def test_a_restore_that_failed_is_never_answered_done_after_a_store_error() -> None:
+    """Seed 7733 (the pane left with remain-on-exit on): restoring the option fails, and the store fails
+    as that failure is stepped; the driver answered again as if its step were done, so the restart
+    closed with the option never restored."""
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        before, calls = sim.faults.before, []
+
+        def fail_the_restore(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "set_pane_option" and pane_id == b:
+                calls.append(op)
+                if len(calls) == 2:  # the first sets remain-on-exit; the second restores it
+                    sim.fail_next_applies = 1  # the next write: the step that reports this failure
+                    raise TmuxError("simulated failure of set_pane_option")
+            before(view, op, pane_id)
+
+        sim.faults.before = fail_the_restore  # type: ignore[method-assign]
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(120)
+        assert sim.fail_next_applies == 0
+        assert sim.engine is not None and not sim.engine.hub.restarts
+        assert "remain-on-exit" not in sim.server.panes[b].options, (calls, sim.server.panes[b].options)
+
+    check(scenario(script))
+
+
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
     """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
     poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
