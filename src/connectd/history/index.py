@@ -41,7 +41,6 @@ from connectcore.history import (
     RECENCY_FLOOR,
     RECENCY_HALF_LIFE_S,
     TERM_MAX_CHARS,
-    TITLE_RANK,
     Candidate,
     CorpusStats,
     Entrypoint,
@@ -50,8 +49,6 @@ from connectcore.history import (
     SearchScope,
     SessionEntry,
     TranscriptFacts,
-    build_entry,
-    field_texts,
     idf,
     tokens,
 )
@@ -62,16 +59,30 @@ from connectd.history.parsers import (
     accumulator_for,
     read_codex_titles,
 )
-from connectd.history.reader import FileResult, Job, Prior, Readers, prompt_term_counts, unpack_state
+from connectd.history.reader import FileResult, Job, Prior, Readers, unpack_state
 from connectd.history.repos import RepoResolver
+from connectd.history.rows import (
+    ENTRY_COLUMNS,
+    LENGTH_COLUMNS,
+    OTHER_FIELDS,
+    ROW_COLUMNS,
+    TEXT_COLUMNS,
+    assemble,
+    decode_prompts,
+    entry_values,
+    other_fields,
+    prompt_term_counts,
+    stored_texts,
+)
 
 SCHEMA_VERSION = "4"
 DB_NAME = "history.db"
 _BATCH_FILES = 500
-_PROMPT_SEP = "\n\x1e\n"
+#: A full build is written here, then copied into ``DB_NAME`` in one transaction.
+BUILD_SUFFIX = ".build"
 
-_COLUMNS = {f: f"f_{f.value}" for f in Field}
-_LENGTHS = {f: f"n_{f.value}" for f in Field}
+_COLUMNS = dict(zip(Field, TEXT_COLUMNS, strict=True))
+_LENGTHS = dict(zip(Field, LENGTH_COLUMNS, strict=True))
 _TFS = tuple(f"t_{f.value}" for f in Field)
 
 _SCHEMA = f"""
@@ -154,10 +165,7 @@ DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS c
 DROP TABLE IF EXISTS meta;
 """
 
-_ENTRY_COLUMNS = (
-    "harness, session_id, repo, cwd, title, branches, prs, started, last_active, entrypoint, "
-    "parent_session_id, resume_argv, source_path, source_missing"
-)
+_ENTRY_COLUMNS = ", ".join(ENTRY_COLUMNS)
 
 Progress = Callable[[int, int], None]
 Key = tuple[Harness, str]
@@ -271,14 +279,6 @@ def _ensure_private_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         if path.stat().st_mode & 0o077:
             os.chmod(path, 0o700)
-
-
-def _encode_prompts(prompts: Sequence[str]) -> str:
-    return _PROMPT_SEP.join(p.replace("\x1e", " ") for p in prompts)
-
-
-def _decode_prompts(text: str) -> tuple[str, ...]:
-    return tuple(p for p in text.split(_PROMPT_SEP) if p) if text else ()
 
 
 class HistoryIndex:
@@ -651,19 +651,20 @@ class HistoryIndex:
             if not facts:
                 report.entries_removed += self._delete_entry(db, harness, session_id, post)
                 continue
-            title_override = None
+            title = None
             if harness is Harness.CODEX:
                 t = db.execute("SELECT title FROM codex_titles WHERE session_id=?", (session_id,)).fetchone()
-                if t is not None:
-                    title_override = (t[0], TITLE_RANK["thread-name"])
-            cwd = next((f.cwd for f in facts if f.cwd), "")
-            repo = resolver(cwd) if cwd else None
-            if repo is None:
+                title = t[0] if t is not None else None
+
+            def previous_repo(key: Key = (harness, session_id)) -> str | None:
                 prev = db.execute(
-                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (harness.value, session_id)
+                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (key[0].value, key[1])
                 ).fetchone()
-                repo = prev[0] if prev is not None and prev[0] else cwd
-            entry = build_entry(facts, repo, source_missing=missing, title_override=title_override)
+                return str(prev[0]) if prev is not None and prev[0] else None
+
+            entry = assemble(
+                facts, missing=missing, codex_title=title, resolve=resolver, previous_repo=previous_repo
+            )
             prompt_terms = None
             if (
                 read_now is not None
@@ -694,31 +695,12 @@ class HistoryIndex:
         post: _Postings,
         prompt_terms: tuple[int, bytes] | None = None,
     ) -> None:
-        texts = field_texts(entry)
+        texts, stored = stored_texts(entry)
         if prompt_terms is None:
             prompt_terms = prompt_term_counts(texts[Field.PROMPTS])
-        lengths, others = _other_fields(texts)
+        lengths, others = other_fields(texts)
         lengths[Field.PROMPTS] = prompt_terms[0]
-        stored = dict(texts)
-        stored[Field.PROMPTS] = _encode_prompts(entry.prompts)
-        values: list[Any] = [
-            entry.harness.value,
-            entry.session_id,
-            entry.repo,
-            entry.cwd,
-            entry.title,
-            json.dumps(list(entry.branches)),
-            json.dumps(list(entry.prs)),
-            entry.started,
-            entry.last_active,
-            entry.entrypoint.value,
-            entry.parent_session_id,
-            json.dumps(list(entry.resume_argv)) if entry.resume_argv is not None else None,
-            entry.source_path,
-            int(entry.source_missing),
-        ]
-        values += [lengths[f] for f in Field]
-        values += [stored[f] for f in Field]
+        values = entry_values(entry, lengths, stored)
         old = None
         if not post.empty_at_start or entry.key in post.written:
             old = db.execute(
@@ -726,7 +708,7 @@ class HistoryIndex:
                 (entry.harness.value, entry.session_id),
             ).fetchone()
         post.written.add(entry.key)
-        cols = [*(c.strip() for c in _ENTRY_COLUMNS.split(",")), *_LENGTHS.values(), *_COLUMNS.values()]
+        cols = ROW_COLUMNS
         updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
         cur = db.execute(
             f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -777,7 +759,7 @@ class HistoryIndex:
             resume_argv=tuple(json.loads(r[11])) if r[11] is not None else None,
             source_path=r[12],
             source_missing=bool(r[13]),
-            prompts=_decode_prompts(prompts),
+            prompts=decode_prompts(prompts),
         )
 
     def get(self, harness: Harness, session_id: str, *, with_prompts: bool = False) -> SessionEntry | None:
@@ -1032,23 +1014,6 @@ def _prior(row: FileRow | None) -> Prior | None:
     )
 
 
-def _other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
-    """Lengths of the fields before prompts, and their words' counts per field (JSON arrays)."""
-    lengths: dict[Field, int] = {}
-    tf: dict[str, list[int]] = {}
-    for i, f in enumerate(_OTHER_FIELDS):
-        words = tokens(texts[f])
-        lengths[f] = len(words)
-        for w, c in Counter(words).items():
-            if len(w) > TERM_MAX_CHARS:
-                continue
-            v = tf.get(w)
-            if v is None:
-                v = tf[w] = [0] * len(_OTHER_FIELDS)
-            v[i] = c
-    return lengths, orjson.dumps(tf)
-
-
 def _terms_of(texts: Sequence[str]) -> list[str]:
     return sorted({w for text in texts for w in tokens(text) if len(w) <= TERM_MAX_CHARS})
 
@@ -1108,7 +1073,6 @@ class _Postings:
         self.staged = {}
 
 
-_OTHER_FIELDS = tuple(f for f in Field if f is not Field.PROMPTS)
 _STAGE = (
     "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
 )
@@ -1119,7 +1083,7 @@ _FLUSH = (
     f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
     " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
     f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(_OTHER_FIELDS)))}, 0"
+    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(OTHER_FIELDS)))}, 0"
     " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
     f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
 )
