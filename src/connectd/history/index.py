@@ -59,7 +59,7 @@ from connectd.history.parsers import (
     accumulator_for,
     read_codex_titles,
 )
-from connectd.history.reader import FileResult, Job, Prior, Readers, unpack_state
+from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext, unpack_state
 from connectd.history.repos import RepoResolver
 from connectd.history.rows import (
     ENTRY_COLUMNS,
@@ -375,99 +375,252 @@ class HistoryIndex:
         """
         t0 = time.monotonic()
         report = IndexReport()
-        resolver = RepoResolver()
-        # Searches interleave with a long build between batches (they see what is written so far);
-        # only one update or removal runs at a time.
+        # Searches interleave with an incremental pass between batches (they see what is written so
+        # far) and see the previous index until a full build is complete; only one update or removal
+        # runs at a time.
         with self._update_lock:
             if full:
-                with self._tx() as db:
-                    _create_schema(db, reset=True)
-            with self._lock:
-                if paths is None:
-                    known = {row.path: row for row in self._file_rows()}
-                else:
-                    wanted = list(dict.fromkeys(paths))
-                    known = {}
-                    for _, p in wanted:
-                        known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
-            gone: list[FileRow] = []
-            todo: list[tuple[int, Harness, str]] = []
-            if paths is None:
-                found = list(discover(Path(claude_root), Path(codex_root)))
-                seen: set[str] = set()
-                for done, (harness, path) in enumerate(found, 1):
-                    seen.add(path)
-                    row = known.get(path)
-                    if row is not None and not row.missing:
-                        try:
-                            st = os.stat(path)
-                        except OSError:
-                            st = None
-                        if st is not None and (row.size, row.mtime_ns, row.inode) == (
-                            st.st_size,
-                            st.st_mtime_ns,
-                            st.st_ino,
-                        ):
-                            continue  # unchanged: not opened
-                    todo.append((done, harness, path))
-                gone = [row for p, row in known.items() if p not in seen and not row.missing]
+                self._build(Path(claude_root), Path(codex_root), report, progress, workers)
             else:
-                found = wanted
-                for done, (harness, path) in enumerate(wanted, 1):
-                    if os.path.lexists(path):
-                        todo.append((done, harness, path))
-                    elif (row := known.get(path)) is not None and not row.missing:
-                        gone.append(row)
-            report.files_seen = len(found)
-            total = len(found)
-            jobs = [
-                Job(
-                    harness,
-                    path,
-                    _prior(known.get(path)),
-                    self._state(path) if path in known else None,
-                    self.max_line_bytes,
-                )
-                for _, harness, path in todo
-            ]
-            done_at = [done for done, _, _ in todo]
-            dirty: set[Key] = set()
-            batch: list[FileResult] = []
-            with self._lock:
-                post = _Postings(self._db)
-            for i, result in enumerate(Readers(workers).read(jobs)):
-                batch.append(result)
-                if len(batch) >= _BATCH_FILES:
-                    self._update_batch(batch, known, dirty, report, resolver, post)
-                    batch = []
-                    if progress is not None:
-                        progress(done_at[i], total)
-            if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
-                with self._tx() as db:
-                    fresh: dict[str, FileResult] = {}
-                    if batch:
-                        self._apply(db, batch, known, dirty, report, fresh)
-                    for row in gone:
-                        db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
-                        report.files_missing += 1
-                        report.skips.append(Skip(row.path, SkipReason.VANISHED))
-                        if row.session_id:
-                            dirty.add((Harness(row.harness), row.session_id))
-                    dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                    self._rebuild(db, dirty, report, resolver, post, fresh)
-                    post.flush()
-            if post.pending:
-                with self._tx():
-                    post.flush()
-            if full:
-                # A full build leaves a WAL as large as the index; give the space back.
-                with self._lock:
-                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if progress is not None:
-                progress(total, total)
+                self._catch_up(Path(claude_root), Path(codex_root), report, progress, paths, workers)
         self._moved(report.changed)
         report.seconds = time.monotonic() - t0
         return report
+
+    def _catch_up(
+        self,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        paths: Iterable[tuple[Harness, str]] | None,
+        workers: int | None,
+    ) -> None:
+        """An incremental pass: read what changed, write it 500 files per transaction."""
+        resolver = RepoResolver()
+        with self._lock:
+            if paths is None:
+                known = {row.path: row for row in self._file_rows()}
+            else:
+                wanted = list(dict.fromkeys(paths))
+                known = {}
+                for _, p in wanted:
+                    known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
+        gone: list[FileRow] = []
+        todo: list[tuple[int, Harness, str]] = []
+        if paths is None:
+            found = list(discover(Path(claude_root), Path(codex_root)))
+            seen: set[str] = set()
+            for done, (harness, path) in enumerate(found, 1):
+                seen.add(path)
+                row = known.get(path)
+                if row is not None and not row.missing:
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        st = None
+                    if st is not None and (row.size, row.mtime_ns, row.inode) == (
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                    ):
+                        continue  # unchanged: not opened
+                todo.append((done, harness, path))
+            gone = [row for p, row in known.items() if p not in seen and not row.missing]
+        else:
+            found = wanted
+            for done, (harness, path) in enumerate(wanted, 1):
+                if os.path.lexists(path):
+                    todo.append((done, harness, path))
+                elif (row := known.get(path)) is not None and not row.missing:
+                    gone.append(row)
+        report.files_seen = len(found)
+        total = len(found)
+        jobs = [
+            Job(
+                harness,
+                path,
+                _prior(known.get(path)),
+                self._state(path) if path in known else None,
+                self.max_line_bytes,
+            )
+            for _, harness, path in todo
+        ]
+        done_at = [done for done, _, _ in todo]
+        dirty: set[Key] = set()
+        batch: list[FileResult] = []
+        with self._lock:
+            post = _Postings(self._db)
+        for i, result in enumerate(Readers(workers).read(jobs)):
+            batch.append(result)
+            if len(batch) >= _BATCH_FILES:
+                self._update_batch(batch, known, dirty, report, resolver, post)
+                batch = []
+                if progress is not None:
+                    progress(done_at[i], total)
+        if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
+            with self._tx() as db:
+                fresh: dict[str, FileResult] = {}
+                if batch:
+                    self._apply(db, batch, known, dirty, report, fresh)
+                for row in gone:
+                    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+                    report.files_missing += 1
+                    report.skips.append(Skip(row.path, SkipReason.VANISHED))
+                    if row.session_id:
+                        dirty.add((Harness(row.harness), row.session_id))
+                dirty |= self._update_codex_titles(db, Path(codex_root), report)
+                self._rebuild(db, dirty, report, resolver, post, fresh)
+                post.flush()
+        if post.pending:
+            with self._tx():
+                post.flush()
+        if progress is not None:
+            progress(total, total)
+
+    def _build(
+        self,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> None:
+        """A full build: every transcript read whole into a new file, which then replaces the index.
+
+        The new file is written without a journal or syncs (``history.db.build``, 0600): if the build
+        stops midway, for any reason, the index is untouched and the next full build starts the file
+        again. When it is complete its pages are copied into ``history.db`` by SQLite's backup API, in
+        one write transaction: every connection, in this process or another, sees the old index or
+        the new one, and a crash during the copy leaves the old one (the transaction never committed).
+        Renaming the file into place instead would leave a connection that another process holds
+        open (the daemon's, while the CLI rebuilds) on the unlinked file, and pair its WAL with the
+        new one, which SQLite names as a way to corrupt a database.
+        """
+        build = self.path.with_name(self.path.name + BUILD_SUFFIX)
+        _remove_db(build)
+        os.close(os.open(build, os.O_RDWR | os.O_CREAT, 0o600))
+        try:
+            db = sqlite3.connect(build, isolation_level=None)
+            try:
+                self._fill(db, claude_root, codex_root, report, progress, workers)
+                with self._lock:
+                    old = {
+                        (Harness(h), s)
+                        for h, s in self._db.execute("SELECT harness, session_id FROM entries")
+                    }
+                    db.backup(self._db)
+                    # The copy went through the WAL: as large as the index; give the space back.
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()
+        finally:
+            _remove_db(build)
+        report.entries_removed = len(old - report.changed)
+        report.changed |= old  # whoever read an entry of the old index reads it again
+
+    def _fill(
+        self,
+        db: sqlite3.Connection,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> None:
+        """Write a whole index into the empty database ``db`` (a full build's file).
+
+        The readers hand back each transcript's ``files`` row and its session's ``entries`` row (the
+        entry of transcript ``i`` is document ``i``), and per chunk of transcripts their postings
+        inverted, word -> documents (``reader.read_rows``). This writes the rows as they come and the
+        chunks into a staging table keyed by (word, chunk); at the end one pass over that table, in
+        key order, yields every posting in the postings table's own key order, so SQLite appends them
+        to its B-tree: no sort of the postings and no insert into the middle of the tree. A session
+        with several transcripts keeps the entry of its first and is then built again from all of
+        them, as an incremental pass builds it.
+        """
+        with self._lock:
+            page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute(f"PRAGMA page_size={int(page_size)}")  # the backup API needs the index's page size
+        db.execute("PRAGMA journal_mode=OFF")  # the file is thrown away unless it is complete
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
+        db.execute("BEGIN")
+        _create_schema(db, reset=False)
+        self._update_codex_titles(db, codex_root, report)
+        context = RowContext(
+            {str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")}
+        )
+        found = list(discover(claude_root, codex_root))
+        total = report.files_seen = len(found)
+        jobs = [Job(harness, path, None, None, self.max_line_bytes) for harness, path in found]
+        db.execute("PRAGMA temp.cache_size=-131072")
+        db.execute(
+            "CREATE TEMP TABLE bulk(word TEXT NOT NULL, chunk INTEGER NOT NULL, docs TEXT NOT NULL,"
+            " PRIMARY KEY(word, chunk)) WITHOUT ROWID"
+        )
+        docs: dict[Key, int] = {}
+        again: set[Key] = set()
+        orphans: list[int] = []  # documents of a session's later transcripts: postings to delete
+        chunks = 0
+        files: list[tuple[Any, ...]] = []
+        entries: list[tuple[Any, ...]] = []
+        for done, r in enumerate(Readers(workers).read(jobs, context), 1):
+            report.skips.extend(r.skips)
+            if r.status == "read":
+                report.files_read += 1
+                report.bytes_read += r.bytes_read
+                files.append(
+                    (
+                        r.path,
+                        r.harness.value,
+                        r.session_id,
+                        r.size,
+                        r.mtime_ns,
+                        r.inode,
+                        r.offset,
+                        r.head,
+                        r.head_len,
+                        r.state,
+                        len(r.skips),
+                        r.skips[-1].reason if r.skips else None,
+                    )
+                )
+                if r.row is not None:
+                    key = (r.harness, str(r.row[1]))
+                    if key in docs:
+                        again.add(key)
+                        orphans.append(done)
+                    else:
+                        docs[key] = done
+                        entries.append((done, *r.row))
+            if r.postings:
+                chunks += 1
+                db.execute(
+                    "INSERT INTO temp.bulk(word, chunk, docs) SELECT key, ?, value FROM json_each(?)",
+                    (chunks, r.postings),
+                )
+            if done % _BATCH_FILES == 0 or done == total:
+                db.executemany(_BULK_FILE, files)
+                db.executemany(_BULK_ENTRY, entries)
+                files, entries = [], []
+                if progress is not None and done < total:
+                    progress(done, total)
+        db.execute(_BULK_POSTINGS)
+        db.execute("DROP TABLE temp.bulk")
+        if orphans:
+            db.execute(
+                "DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),)
+            )
+        report.changed |= set(docs)
+        if again:
+            post = _Postings(db)
+            self._rebuild(db, again, report, RepoResolver(), post)
+            post.flush()
+        report.entries_written = len(docs)
+        db.execute("COMMIT")
+        if progress is not None:
+            progress(total, total)
 
     def _update_batch(
         self,
@@ -1089,8 +1242,34 @@ _FLUSH = (
 )
 
 
+#: A full build: the rows the readers hand back, into an empty index.
+_BULK_FILE = (
+    "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state,"
+    " missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
+)
+_BULK_ENTRY = (
+    f"INSERT INTO entries(id, {', '.join(ROW_COLUMNS)}) VALUES ({','.join('?' * (len(ROW_COLUMNS) + 1))})"
+)
+#: Every staged posting, read in the staging table's key order (word, chunk) and each chunk's documents
+#: in order: the postings table's key order. A count is a number for a word found in the prompts alone,
+#: else an array of the counts in every field (``rows.add_postings``).
+_BULK_POSTINGS = (
+    f"INSERT INTO postings(term, doc, {', '.join(_TFS)}) SELECT b.word, CAST(d.key AS INTEGER), "
+    + ", ".join(f"iif(d.type = 'integer', 0, d.value ->> {i})" for i in range(len(OTHER_FIELDS)))
+    + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
+    " FROM temp.bulk AS b, json_each(b.docs) AS d"
+)
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def _remove_db(path: Path) -> None:
+    """A database file and its journals, if they exist."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
 
 
 def _create_schema(db: sqlite3.Connection, *, reset: bool) -> None:

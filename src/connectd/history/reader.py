@@ -16,7 +16,7 @@ import json
 import multiprocessing
 import os
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -26,7 +26,14 @@ import orjson
 from connectcore.history import Harness, TranscriptFacts
 from connectd.history.parsers import MAX_LINE_BYTES, Skip, SkipReason, accumulator_for, parse_file
 from connectd.history.repos import RepoResolver
-from connectd.history.rows import all_fields, assemble, entry_values, prompt_term_counts, stored_texts
+from connectd.history.rows import (
+    Inverted,
+    add_postings,
+    assemble,
+    entry_values,
+    prompt_term_counts,
+    stored_texts,
+)
 
 __all__ = [
     "FileResult",
@@ -46,6 +53,9 @@ HEAD_BYTES = 4096
 PARALLEL_MIN_FILES = 200
 #: Files per task sent to a worker.
 CHUNK_FILES = 64
+#: Files per task in a full build: each task's postings come back as one inverted chunk, and fewer,
+#: larger chunks leave the writer fewer (word, chunk) rows to store.
+ROW_CHUNK_FILES = 256
 
 
 class Prior(NamedTuple):
@@ -89,8 +99,8 @@ class FileResult:
     resumed: bool = False
     prompt_words: int = 0  # the prompts field's length in words
     prompt_terms: bytes = b"{}"  # its searchable words' counts, JSON (counted here, off the writer)
-    # A full build (:func:`read_rows`): the entry's row (``rows.ROW_COLUMNS``) and every field's word
-    # counts (``rows.all_fields``) instead of ``facts``.
+    # A full build (:func:`read_rows`): the entry's row (``rows.ROW_COLUMNS``) instead of ``facts``,
+    # and on a chunk's last result the chunk's postings (``rows.Inverted``, JSON).
     row: tuple[Any, ...] | None = None
     postings: bytes = b""
 
@@ -192,28 +202,40 @@ class RowContext:
     codex_titles: Mapping[str, str] = field(default_factory=dict)  # Codex's thread names, by session
 
 
-def read_rows(job: Job, context: RowContext, resolve: Callable[[str], str | None]) -> FileResult:
-    """Read one whole transcript and build its session's entry row and postings from it alone.
+def read_rows(
+    jobs: Sequence[tuple[int, Job]], context: RowContext, resolve: Callable[[str], str | None]
+) -> list[FileResult]:
+    """Read whole transcripts (numbered: ``(doc, job)``) and build each one's entry row from it alone.
 
-    A session with several transcripts gets one entry per transcript here; the writer of a full build
-    keeps the first and builds that session again from all of its transcripts
+    Each result holds its entry's row (``rows.ROW_COLUMNS``), to be stored with id ``doc``; the last
+    result also holds the postings of the whole chunk, inverted: ``{word: {doc: counts}}`` as JSON,
+    docs in increasing order, counts as ``rows.add_postings`` gives them. A writer that stores chunks in
+    order and each word's chunks in order thereby has every word's postings in key order without
+    sorting them. A session with several transcripts gets one row per transcript here: the writer of
+    a full build keeps the first and builds that session again from all of them
     (``HistoryIndex._rebuild``, as an incremental pass does).
     """
-    result = read_transcript(job, count_prompts=False)
-    facts = result.facts
-    if facts is not None:
-        entry = assemble(
-            [facts],
-            missing=False,
-            codex_title=context.codex_titles.get(facts.session_id),
-            resolve=resolve,
-            previous_repo=lambda: None,
-        )
-        texts, stored = stored_texts(entry)
-        lengths, result.postings = all_fields(texts)
-        result.row = tuple(entry_values(entry, lengths, stored))
-        result.facts = None  # the row holds what the writer needs; the facts are not sent back
-    return result
+    results: list[FileResult] = []
+    words: Inverted = {}
+    for doc, job in jobs:
+        result = read_transcript(job, count_prompts=False)
+        facts = result.facts
+        if facts is not None:
+            entry = assemble(
+                [facts],
+                missing=False,
+                codex_title=context.codex_titles.get(facts.session_id),
+                resolve=resolve,
+                previous_repo=lambda: None,
+            )
+            texts, stored = stored_texts(entry)
+            lengths = add_postings(texts, str(doc), words)
+            result.row = tuple(entry_values(entry, lengths, stored))
+            result.facts = None  # the row holds what the writer needs; the facts are not sent back
+        results.append(result)
+    if results:
+        results[-1].postings = orjson.dumps(words)
+    return results
 
 
 _context: RowContext | None = None
@@ -226,9 +248,12 @@ def _init_rows(context: RowContext) -> None:
 
 
 def _read_chunk(jobs: list[Job]) -> list[FileResult]:
-    if _context is not None and _resolver is not None:
-        return [read_rows(j, _context, _resolver) for j in jobs]
     return [read_transcript(j) for j in jobs]
+
+
+def _read_rows_chunk(jobs: list[tuple[int, Job]]) -> list[FileResult]:
+    assert _context is not None and _resolver is not None, "a row reader starts with _init_rows"
+    return read_rows(jobs, _context, _resolver)
 
 
 def _head_hash(path: str, length: int) -> str:
@@ -251,29 +276,38 @@ class Readers:
         self.workers = default_workers() if workers is None else workers
 
     def read(self, jobs: list[Job], rows: RowContext | None = None) -> Iterator[FileResult]:
-        """Each job's result, in order. ``rows``: build entry rows too (:func:`read_rows`)."""
+        """Each job's result, in order. ``rows``: build entry rows and postings too (a full build: job
+        ``i`` is document ``i + 1``; see :func:`read_rows`)."""
+        if rows is not None:
+            numbered = list(enumerate(jobs, 1))
+            tasks: list[Any] = [
+                numbered[i : i + ROW_CHUNK_FILES] for i in range(0, len(jobs), ROW_CHUNK_FILES)
+            ]
+        else:
+            tasks = [jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES)]
         if self.workers < 2 or len(jobs) < PARALLEL_MIN_FILES:
             if rows is None:
                 yield from (read_transcript(j) for j in jobs)
             else:
                 resolver = RepoResolver()
-                yield from (read_rows(j, rows, resolver) for j in jobs)
+                for task in tasks:
+                    yield from read_rows(task, rows, resolver)
             return
         # "spawn": the daemon runs threads; a forked child would inherit their locks.
         ctx = multiprocessing.get_context("spawn")
-        chunks = [jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES)]
         init: dict[str, Any] = {} if rows is None else {"initializer": _init_rows, "initargs": (rows,)}
+        read: Callable[[Any], list[FileResult]] = _read_chunk if rows is None else _read_rows_chunk
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, **init) as pool:
             window = 4 * self.workers  # bounded look-ahead: results wait in memory at most this deep
             pending: list[Future[list[FileResult]]] = []
-            it = iter(chunks)
+            it = iter(tasks)
             try:
-                for chunk in _take(it, window):
-                    pending.append(pool.submit(_read_chunk, chunk))
+                for task in _take(it, window):
+                    pending.append(pool.submit(read, task))
                 while pending:
                     done = pending.pop(0).result()
-                    for chunk in _take(it, 1):
-                        pending.append(pool.submit(_read_chunk, chunk))
+                    for task in _take(it, 1):
+                        pending.append(pool.submit(read, task))
                     yield from done
             finally:
                 for f in pending:
@@ -281,7 +315,7 @@ class Readers:
                         f.cancel()
 
 
-def _take(it: Iterator[list[Job]], n: int) -> Iterable[list[Job]]:
+def _take(it: Iterator[Any], n: int) -> Iterable[Any]:
     for _ in range(n):
         try:
             yield next(it)

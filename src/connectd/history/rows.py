@@ -141,24 +141,41 @@ def other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
     return lengths, orjson.dumps(tf)
 
 
-def all_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
-    """Every field's length, and each searchable word's counts as one JSON object: a word found only
-    in the prompts maps to its count there (most words), any other to its counts in ``Field`` order
-    (what :data:`connectd.history.index.BULK_POSTINGS` reads)."""
-    words = tokens(texts[Field.PROMPTS])
-    lengths = {Field.PROMPTS: len(words)}
-    tf: dict[str, int | list[int]] = {w: c for w, c in Counter(words).items() if len(w) <= TERM_MAX_CHARS}
+#: Postings inverted: word -> {document (as text, a JSON key): counts}, documents in increasing order.
+#: Counts are a number for a word found in the prompts alone (most words), else the counts in every
+#: field, in ``Field`` order (what a full build's ``connectd.history.index._BULK_POSTINGS`` reads).
+Inverted = dict[str, dict[str, int | list[int]]]
+
+
+def add_postings(texts: Mapping[Field, str], doc: str, words: Inverted) -> dict[Field, int]:
+    """Add document ``doc``'s words to ``words``; returns every field's length in words."""
+    prompt_words = tokens(texts[Field.PROMPTS])
+    lengths = {Field.PROMPTS: len(prompt_words)}
+    counts = Counter(prompt_words)
     last = len(OTHER_FIELDS)
+    others: dict[str, list[int]] = {}
     for i, f in enumerate(OTHER_FIELDS):
-        words = tokens(texts[f])
-        lengths[f] = len(words)
-        for w, c in Counter(words).items():
+        found = tokens(texts[f])
+        lengths[f] = len(found)
+        for w, c in Counter(found).items():
             if len(w) > TERM_MAX_CHARS:
                 continue
-            v = tf.get(w)
-            if not isinstance(v, list):
-                counts = [0] * (last + 1)
-                counts[last] = v or 0
-                tf[w] = v = counts
+            v = others.get(w)
+            if v is None:
+                v = others[w] = [0] * (last + 1)
             v[i] = c
-    return lengths, orjson.dumps(tf)
+    merged: dict[str, int | list[int]] = {}
+    for w, v in others.items():
+        v[last] = counts.pop(w, 0)
+        merged[w] = v
+    sources: tuple[Mapping[str, int | list[int]], ...] = (counts, merged)
+    for src in sources:
+        for w, value in src.items():
+            if len(w) > TERM_MAX_CHARS:
+                continue
+            docs = words.get(w)
+            if docs is None:
+                words[w] = {doc: value}
+            else:
+                docs[doc] = value
+    return lengths
