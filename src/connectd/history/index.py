@@ -518,6 +518,8 @@ class HistoryIndex:
             _remove_db(build)
         report.entries_removed = len(old - report.changed)
         report.changed |= old  # whoever read an entry of the old index reads it again
+        if progress is not None:
+            progress(report.files_seen, report.files_seen)
 
     def _fill(
         self,
@@ -619,8 +621,6 @@ class HistoryIndex:
             post.flush()
         report.entries_written = len(docs)
         db.execute("COMMIT")
-        if progress is not None:
-            progress(total, total)
 
     def _update_batch(
         self,
