@@ -1,7 +1,9 @@
 """The history index: a SQLite file (``history.db``) in the data directory, with its own inverted index.
 
 It is derived data: every row comes from a transcript and ``update(full=True)`` rebuilds it (entries
-whose transcript is gone are then dropped). Updates are incremental: a transcript whose size, mtime and
+whose transcript is gone are then dropped): into a new file, where the readers hand back ready rows
+and every posting is written in one pass in key order, then copied into ``history.db`` in one
+transaction once complete (:meth:`HistoryIndex._build`). Other updates are incremental: a transcript whose size, mtime and
 inode are unchanged is not opened; one that grew (same inode, same first bytes) is read from the byte
 offset where the last pass stopped, with the parser's state restored from the ``files`` table; any
 other change reparses the file. A transcript that disappears keeps its entry, marked
@@ -369,6 +371,8 @@ class HistoryIndex:
     ) -> IndexReport:
         """Bring the index up to date with the transcripts under the two roots.
 
+        ``full``: rebuild the index from every transcript (``paths`` is then ignored); searches see
+        the previous index until the new one is complete.
         ``paths``: only these transcripts changed (the watcher's events): they are read (or marked
         missing) without a scan of the roots; Codex's ``session_index.jsonl`` is checked too.
         ``workers``: reader processes for a large pass (default: one per core).
