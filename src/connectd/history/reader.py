@@ -27,10 +27,10 @@ from connectcore.history import Harness, TranscriptFacts
 from connectd.history.parsers import MAX_LINE_BYTES, Skip, SkipReason, accumulator_for, parse_file
 from connectd.history.repos import RepoResolver
 from connectd.history.rows import (
-    Inverted,
     add_postings,
     assemble,
     entry_values,
+    inverted,
     prompt_term_counts,
     stored_texts,
 )
@@ -216,7 +216,7 @@ def read_rows(
     (``HistoryIndex._rebuild``, as an incremental pass does).
     """
     results: list[FileResult] = []
-    words: Inverted = {}
+    words = inverted()
     for doc, job in jobs:
         result = read_transcript(job, count_prompts=False)
         facts = result.facts

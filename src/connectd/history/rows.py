@@ -8,7 +8,7 @@ writer) call these, so the two paths store the same rows. No database here.
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -144,7 +144,11 @@ def other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
 #: Postings inverted: word -> {document (as text, a JSON key): counts}, documents in increasing order.
 #: Counts are a number for a word found in the prompts alone (most words), else the counts in every
 #: field, in ``Field`` order (what a full build's ``connectd.history.index._BULK_POSTINGS`` reads).
-Inverted = dict[str, dict[str, int | list[int]]]
+Inverted = defaultdict[str, dict[str, int | list[int]]]
+
+
+def inverted() -> Inverted:
+    return defaultdict(dict)
 
 
 def add_postings(texts: Mapping[Field, str], doc: str, words: Inverted) -> dict[Field, int]:
@@ -152,30 +156,20 @@ def add_postings(texts: Mapping[Field, str], doc: str, words: Inverted) -> dict[
     prompt_words = tokens(texts[Field.PROMPTS])
     lengths = {Field.PROMPTS: len(prompt_words)}
     counts = Counter(prompt_words)
+    if counts and max(map(len, counts)) > TERM_MAX_CHARS:  # rare: filter only then
+        counts = Counter({w: c for w, c in counts.items() if len(w) <= TERM_MAX_CHARS})
+    for w, c in counts.items():
+        words[w][doc] = c
     last = len(OTHER_FIELDS)
-    others: dict[str, list[int]] = {}
     for i, f in enumerate(OTHER_FIELDS):
         found = tokens(texts[f])
         lengths[f] = len(found)
         for w, c in Counter(found).items():
             if len(w) > TERM_MAX_CHARS:
                 continue
-            v = others.get(w)
-            if v is None:
-                v = others[w] = [0] * (last + 1)
+            docs = words[w]
+            v = docs.get(doc)
+            if not isinstance(v, list):
+                v = docs[doc] = [0] * last + [v or 0]
             v[i] = c
-    merged: dict[str, int | list[int]] = {}
-    for w, v in others.items():
-        v[last] = counts.pop(w, 0)
-        merged[w] = v
-    sources: tuple[Mapping[str, int | list[int]], ...] = (counts, merged)
-    for src in sources:
-        for w, value in src.items():
-            if len(w) > TERM_MAX_CHARS:
-                continue
-            docs = words.get(w)
-            if docs is None:
-                words[w] = {doc: value}
-            else:
-                docs[doc] = value
     return lengths
