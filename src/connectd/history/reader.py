@@ -35,19 +35,6 @@ from connectd.history.rows import (
     stored_texts,
 )
 
-__all__ = [
-    "FileResult",
-    "Job",
-    "Prior",
-    "Readers",
-    "RowContext",
-    "pack_state",
-    "prompt_term_counts",
-    "read_rows",
-    "read_transcript",
-    "unpack_state",
-]
-
 HEAD_BYTES = 4096
 #: Below this many files to read, a pass reads them in this process (starting workers costs more).
 PARALLEL_MIN_FILES = 200
