@@ -539,9 +539,10 @@ class HistoryIndex:
         The readers hand back each transcript's ``files`` row and its session's ``entries`` row (the
         entry of transcript ``i`` is document ``i``), and per chunk of transcripts their postings
         inverted, word -> documents (``reader.read_rows``). This writes the rows as they come and the
-        chunks into a staging table keyed by (word, chunk); at the end one pass over that table, in
-        key order, yields every posting in the postings table's own key order, so SQLite appends them
-        to its B-tree: no sort of the postings and no insert into the middle of the tree. A session
+        chunks into a staging table, one row per (word, chunk), appended; at the end, indexed by
+        (word, chunk), one pass over it in that order yields every posting in the postings table's own
+        key order, so SQLite appends them to its B-tree: no sort of the postings and no insert into
+        the middle of the tree. A session
         with several transcripts keeps the entry of its first and is then built again from all of
         them, as an incremental pass builds it.
         """
@@ -561,10 +562,7 @@ class HistoryIndex:
         total = report.files_seen = len(found)
         jobs = [Job(harness, path, None, None, self.max_line_bytes) for harness, path in found]
         db.execute("PRAGMA temp.cache_size=-131072")
-        db.execute(
-            "CREATE TEMP TABLE bulk(word TEXT NOT NULL, chunk INTEGER NOT NULL, docs TEXT NOT NULL,"
-            " PRIMARY KEY(word, chunk)) WITHOUT ROWID"
-        )
+        db.execute("CREATE TEMP TABLE bulk(word TEXT NOT NULL, chunk INTEGER NOT NULL, docs TEXT NOT NULL)")
         docs: dict[Key, int] = {}
         again: set[Key] = set()
         orphans: list[int] = []  # documents of a session's later transcripts: postings to delete
@@ -612,6 +610,7 @@ class HistoryIndex:
                 files, entries = [], []
                 if progress is not None and done < total:
                     progress(done, total)
+        db.execute("CREATE INDEX temp.bulk_key ON bulk(word, chunk)")
         db.execute(_BULK_POSTINGS)
         db.execute("DROP TABLE temp.bulk")
         if orphans:
@@ -1254,14 +1253,14 @@ _BULK_FILE = (
 _BULK_ENTRY = (
     f"INSERT INTO entries(id, {', '.join(ROW_COLUMNS)}) VALUES ({','.join('?' * (len(ROW_COLUMNS) + 1))})"
 )
-#: Every staged posting, read in the staging table's key order (word, chunk) and each chunk's documents
-#: in order: the postings table's key order. A count is a number for a word found in the prompts alone,
+#: Every staged posting, read in (word, chunk) order (the staging table's index: no sort) and each
+#: chunk's documents in order: the postings table's key order. A count is a number for a word found in the prompts alone,
 #: else an array of the counts in every field (``rows.add_postings``).
 _BULK_POSTINGS = (
     f"INSERT INTO postings(term, doc, {', '.join(_TFS)}) SELECT b.word, CAST(d.key AS INTEGER), "
     + ", ".join(f"iif(d.type = 'integer', 0, d.value ->> {i})" for i in range(len(OTHER_FIELDS)))
     + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
-    " FROM temp.bulk AS b, json_each(b.docs) AS d"
+    " FROM temp.bulk AS b, json_each(b.docs) AS d ORDER BY b.word, b.chunk"
 )
 
 
