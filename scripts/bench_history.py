@@ -6,7 +6,9 @@ tool calls, tool results and replies of realistic sizes, some Claude sessions wi
 real on-disk layouts under a temporary directory, then measures, each beside a baseline from the same
 run:
 
-* the full index build with a reader per core vs the same build with one reader;
+* the full index build (readers build the rows; written to a new file, copied into the index) with a
+  reader per core vs the previous build (an incremental pass into an empty index, which is what
+  ``--full`` did before), and the same full build with one reader;
 * the index file's size vs the transcripts';
 * ``find_sessions`` p50/p95 (fleet-wide and repo-scoped) vs ``rg -l -i`` for the same terms;
 * a new or grown transcript becoming searchable with the watcher running (written -> returned by the
@@ -422,18 +424,42 @@ def corpus(root: Path, sessions: int, seed: int) -> dict[str, int]:
     return stats
 
 
-def cpu_now() -> float:
+def cpu_split() -> tuple[float, float]:
+    """CPU seconds of this process and of its reaped children (the reader processes)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def build(root: Path, data: Path, workers: int | None) -> tuple[float, float, HistoryService]:
+def cpu_now() -> float:
+    return sum(cpu_split())
+
+
+class Built:
+    """One build of the index: wall and CPU seconds (the writer's, this process, and the readers')."""
+
+    def __init__(self, wall: float, writer: float, readers: float, svc: HistoryService) -> None:
+        self.wall, self.writer, self.readers, self.svc = wall, writer, readers, svc
+
+    @property
+    def cpu(self) -> float:
+        return self.writer + self.readers
+
+    def __str__(self) -> str:
+        return f"{ms(self.wall)} ({self.cpu:.1f} CPU s)"
+
+
+def build(root: Path, data: Path, workers: int | None, *, full: bool = True) -> Built:
+    """A build into an empty data directory: ``full`` (``connectd history index --full``), else an
+    incremental pass into the empty index (the previous full build: it emptied the index, then ran
+    this pass)."""
     shutil.rmtree(data, ignore_errors=True)
     svc = HistoryService(data, root / "claude", root / "codex", pane_pids=dict, catch_up_interval=0)
-    c0, t0 = cpu_now(), time.perf_counter()
-    svc.index.update(svc.claude_root, svc.codex_root, full=True, workers=workers)
-    return time.perf_counter() - t0, cpu_now() - c0, svc
+    (w0, r0), t0 = cpu_split(), time.perf_counter()
+    svc.index.update(svc.claude_root, svc.codex_root, full=full, workers=workers)
+    wall = time.perf_counter() - t0
+    w1, r1 = cpu_split()
+    return Built(wall, w1 - w0, r1 - r0, svc)
 
 
 def db_size(data: Path) -> int:
@@ -595,11 +621,14 @@ def run(
     rg(["-c", "-F", "warm-the-page-cache-zzqx", *roots])  # both sides start from a warm cache
     rg_scan = rg(["-c", "-F", "zzqx-term-that-is-nowhere", *roots])
     data = root / "data"
-    one = None
+    previous = one = None
     if full:
+        previous = build(root, data, workers=None, full=False)
+        previous.svc.close()
         one = build(root, data, workers=1)
-        one[2].close()
-    wall, cpu, svc = build(root, data, workers=None)
+        one.svc.close()
+    built = build(root, data, workers=None)
+    svc = built.svc
     from connectd.history.reader import default_workers
 
     size = db_size(data)
@@ -621,11 +650,15 @@ def run(
         ),
         (
             f"Full index build ({label}; `connectd history index --full`)",
-            f"{ms(wall)} ({cpu:.1f} CPU s)",
-            f"one reader: {ms(one[0])} ({one[1]:.1f} CPU s)"
-            if one
-            else "(one-reader build not run at this size)",
-            f"{default_workers()} reader processes (one per core) + the writer; {entries:,} entries",
+            str(built),
+            f"the previous build (an incremental pass into an empty index): {previous}:"
+            f" {previous.wall / built.wall:.1f}x the wall time, {previous.cpu / built.cpu:.1f}x the CPU"
+            if previous
+            else "(the previous build not run at this size)",
+            f"{default_workers()} reader processes (one per core) + the writer; {entries:,} entries;"
+            f" CPU s writer / readers {built.writer:.1f} / {built.readers:.1f}"
+            + (f" (previous build {previous.writer:.1f} / {previous.readers:.1f})" if previous else "")
+            + (f"; one reader (in the writer's process): {one}" if one else ""),
         ),
         (
             f"Index size ({label})",

@@ -1,7 +1,9 @@
 """The history index: a SQLite file (``history.db``) in the data directory, with its own inverted index.
 
 It is derived data: every row comes from a transcript and ``update(full=True)`` rebuilds it (entries
-whose transcript is gone are then dropped). Updates are incremental: a transcript whose size, mtime and
+whose transcript is gone are then dropped): into a new file, where the readers hand back ready rows
+and every posting is written in one pass in key order, then copied into ``history.db`` in one
+transaction once complete (:meth:`HistoryIndex._build`). Other updates are incremental: a transcript whose size, mtime and
 inode are unchanged is not opened; one that grew (same inode, same first bytes) is read from the byte
 offset where the last pass stopped, with the parser's state restored from the ``files`` table; any
 other change reparses the file. A transcript that disappears keeps its entry, marked
@@ -41,7 +43,6 @@ from connectcore.history import (
     RECENCY_FLOOR,
     RECENCY_HALF_LIFE_S,
     TERM_MAX_CHARS,
-    TITLE_RANK,
     Candidate,
     CorpusStats,
     Entrypoint,
@@ -50,8 +51,6 @@ from connectcore.history import (
     SearchScope,
     SessionEntry,
     TranscriptFacts,
-    build_entry,
-    field_texts,
     idf,
     tokens,
 )
@@ -62,16 +61,30 @@ from connectd.history.parsers import (
     accumulator_for,
     read_codex_titles,
 )
-from connectd.history.reader import FileResult, Job, Prior, Readers, prompt_term_counts, unpack_state
+from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext, unpack_state
 from connectd.history.repos import RepoResolver
+from connectd.history.rows import (
+    ENTRY_COLUMNS,
+    LENGTH_COLUMNS,
+    OTHER_FIELDS,
+    ROW_COLUMNS,
+    TEXT_COLUMNS,
+    assemble,
+    decode_prompts,
+    entry_values,
+    other_fields,
+    prompt_term_counts,
+    stored_texts,
+)
 
 SCHEMA_VERSION = "4"
 DB_NAME = "history.db"
 _BATCH_FILES = 500
-_PROMPT_SEP = "\n\x1e\n"
+#: A full build is written here, then copied into ``DB_NAME`` in one transaction.
+BUILD_SUFFIX = ".build"
 
-_COLUMNS = {f: f"f_{f.value}" for f in Field}
-_LENGTHS = {f: f"n_{f.value}" for f in Field}
+_COLUMNS = dict(zip(Field, TEXT_COLUMNS, strict=True))
+_LENGTHS = dict(zip(Field, LENGTH_COLUMNS, strict=True))
 _TFS = tuple(f"t_{f.value}" for f in Field)
 
 _SCHEMA = f"""
@@ -154,10 +167,7 @@ DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS c
 DROP TABLE IF EXISTS meta;
 """
 
-_ENTRY_COLUMNS = (
-    "harness, session_id, repo, cwd, title, branches, prs, started, last_active, entrypoint, "
-    "parent_session_id, resume_argv, source_path, source_missing"
-)
+_ENTRY_COLUMNS = ", ".join(ENTRY_COLUMNS)
 
 Progress = Callable[[int, int], None]
 Key = tuple[Harness, str]
@@ -273,14 +283,6 @@ def _ensure_private_dir(path: Path) -> None:
             os.chmod(path, 0o700)
 
 
-def _encode_prompts(prompts: Sequence[str]) -> str:
-    return _PROMPT_SEP.join(p.replace("\x1e", " ") for p in prompts)
-
-
-def _decode_prompts(text: str) -> tuple[str, ...]:
-    return tuple(p for p in text.split(_PROMPT_SEP) if p) if text else ()
-
-
 class HistoryIndex:
     """One open ``history.db``. Thread-safe: statements hold the connection lock, and one writer pass
     (an update or a removal) runs at a time; reads interleave with a long build between its batches."""
@@ -369,105 +371,259 @@ class HistoryIndex:
     ) -> IndexReport:
         """Bring the index up to date with the transcripts under the two roots.
 
+        ``full``: rebuild the index from every transcript (``paths`` is then ignored); searches see
+        the previous index until the new one is complete.
         ``paths``: only these transcripts changed (the watcher's events): they are read (or marked
         missing) without a scan of the roots; Codex's ``session_index.jsonl`` is checked too.
         ``workers``: reader processes for a large pass (default: one per core).
         """
         t0 = time.monotonic()
         report = IndexReport()
-        resolver = RepoResolver()
-        # Searches interleave with a long build between batches (they see what is written so far);
-        # only one update or removal runs at a time.
+        # Searches interleave with an incremental pass between batches (they see what is written so
+        # far) and see the previous index until a full build is complete; only one update or removal
+        # runs at a time.
         with self._update_lock:
             if full:
-                with self._tx() as db:
-                    _create_schema(db, reset=True)
-            with self._lock:
-                if paths is None:
-                    known = {row.path: row for row in self._file_rows()}
-                else:
-                    wanted = list(dict.fromkeys(paths))
-                    known = {}
-                    for _, p in wanted:
-                        known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
-            gone: list[FileRow] = []
-            todo: list[tuple[int, Harness, str]] = []
-            if paths is None:
-                found = list(discover(Path(claude_root), Path(codex_root)))
-                seen: set[str] = set()
-                for done, (harness, path) in enumerate(found, 1):
-                    seen.add(path)
-                    row = known.get(path)
-                    if row is not None and not row.missing:
-                        try:
-                            st = os.stat(path)
-                        except OSError:
-                            st = None
-                        if st is not None and (row.size, row.mtime_ns, row.inode) == (
-                            st.st_size,
-                            st.st_mtime_ns,
-                            st.st_ino,
-                        ):
-                            continue  # unchanged: not opened
-                    todo.append((done, harness, path))
-                gone = [row for p, row in known.items() if p not in seen and not row.missing]
+                self._build(Path(claude_root), Path(codex_root), report, progress, workers)
             else:
-                found = wanted
-                for done, (harness, path) in enumerate(wanted, 1):
-                    if os.path.lexists(path):
-                        todo.append((done, harness, path))
-                    elif (row := known.get(path)) is not None and not row.missing:
-                        gone.append(row)
-            report.files_seen = len(found)
-            total = len(found)
-            jobs = [
-                Job(
-                    harness,
-                    path,
-                    _prior(known.get(path)),
-                    self._state(path) if path in known else None,
-                    self.max_line_bytes,
-                )
-                for _, harness, path in todo
-            ]
-            done_at = [done for done, _, _ in todo]
-            dirty: set[Key] = set()
-            batch: list[FileResult] = []
-            with self._lock:
-                post = _Postings(self._db)
-            for i, result in enumerate(Readers(workers).read(jobs)):
-                batch.append(result)
-                if len(batch) >= _BATCH_FILES:
-                    self._update_batch(batch, known, dirty, report, resolver, post)
-                    batch = []
-                    if progress is not None:
-                        progress(done_at[i], total)
-            if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
-                with self._tx() as db:
-                    fresh: dict[str, FileResult] = {}
-                    if batch:
-                        self._apply(db, batch, known, dirty, report, fresh)
-                    for row in gone:
-                        db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
-                        report.files_missing += 1
-                        report.skips.append(Skip(row.path, SkipReason.VANISHED))
-                        if row.session_id:
-                            dirty.add((Harness(row.harness), row.session_id))
-                    dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                    self._rebuild(db, dirty, report, resolver, post, fresh)
-                    post.flush()
-            if post.pending:
-                with self._tx():
-                    post.flush()
-            if full:
-                # A full build leaves a WAL as large as the index; give the space back.
-                with self._lock:
-                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if progress is not None:
-                progress(total, total)
+                self._catch_up(Path(claude_root), Path(codex_root), report, progress, paths, workers)
         self._moved(report.changed)
         report.seconds = time.monotonic() - t0
         return report
+
+    def _catch_up(
+        self,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        paths: Iterable[tuple[Harness, str]] | None,
+        workers: int | None,
+    ) -> None:
+        """An incremental pass: read what changed, write it 500 files per transaction."""
+        resolver = RepoResolver()
+        with self._lock:
+            if paths is None:
+                known = {row.path: row for row in self._file_rows()}
+            else:
+                wanted = list(dict.fromkeys(paths))
+                known = {}
+                for _, p in wanted:
+                    known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
+        gone: list[FileRow] = []
+        todo: list[tuple[int, Harness, str]] = []
+        if paths is None:
+            found = list(discover(Path(claude_root), Path(codex_root)))
+            seen: set[str] = set()
+            for done, (harness, path) in enumerate(found, 1):
+                seen.add(path)
+                row = known.get(path)
+                if row is not None and not row.missing:
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        st = None
+                    if st is not None and (row.size, row.mtime_ns, row.inode) == (
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                    ):
+                        continue  # unchanged: not opened
+                todo.append((done, harness, path))
+            gone = [row for p, row in known.items() if p not in seen and not row.missing]
+        else:
+            found = wanted
+            for done, (harness, path) in enumerate(wanted, 1):
+                if os.path.lexists(path):
+                    todo.append((done, harness, path))
+                elif (row := known.get(path)) is not None and not row.missing:
+                    gone.append(row)
+        report.files_seen = len(found)
+        total = len(found)
+        jobs = [
+            Job(
+                harness,
+                path,
+                _prior(known.get(path)),
+                self._state(path) if path in known else None,
+                self.max_line_bytes,
+            )
+            for _, harness, path in todo
+        ]
+        done_at = [done for done, _, _ in todo]
+        dirty: set[Key] = set()
+        batch: list[FileResult] = []
+        with self._lock:
+            post = _Postings(self._db)
+        for i, result in enumerate(Readers(workers).read(jobs)):
+            batch.append(result)
+            if len(batch) >= _BATCH_FILES:
+                self._update_batch(batch, known, dirty, report, resolver, post)
+                batch = []
+                if progress is not None:
+                    progress(done_at[i], total)
+        if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
+            with self._tx() as db:
+                fresh: dict[str, FileResult] = {}
+                if batch:
+                    self._apply(db, batch, known, dirty, report, fresh)
+                for row in gone:
+                    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+                    report.files_missing += 1
+                    report.skips.append(Skip(row.path, SkipReason.VANISHED))
+                    if row.session_id:
+                        dirty.add((Harness(row.harness), row.session_id))
+                dirty |= self._update_codex_titles(db, Path(codex_root), report)
+                self._rebuild(db, dirty, report, resolver, post, fresh)
+                post.flush()
+        if post.pending:
+            with self._tx():
+                post.flush()
+        if progress is not None:
+            progress(total, total)
+
+    def _build(
+        self,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> None:
+        """A full build: every transcript read whole into a new file, which then replaces the index.
+
+        The new file is written without a journal or syncs (``history.db.build``, 0600): if the build
+        stops midway, for any reason, the index is untouched and the next full build starts the file
+        again. When it is complete its pages are copied into ``history.db`` by SQLite's backup API, in
+        one write transaction: every connection, in this process or another, sees the old index or
+        the new one, and a crash during the copy leaves the old one (the transaction never committed).
+        Renaming the file into place instead would leave a connection that another process holds
+        open (the daemon's, while the CLI rebuilds) on the unlinked file, and pair its WAL with the
+        new one, which SQLite names as a way to corrupt a database.
+        """
+        build = self.path.with_name(self.path.name + BUILD_SUFFIX)
+        _remove_db(build)
+        os.close(os.open(build, os.O_RDWR | os.O_CREAT, 0o600))
+        try:
+            db = sqlite3.connect(build, isolation_level=None)
+            try:
+                self._fill(db, claude_root, codex_root, report, progress, workers)
+                with self._lock:
+                    old = {
+                        (Harness(h), s)
+                        for h, s in self._db.execute("SELECT harness, session_id FROM entries")
+                    }
+                    db.backup(self._db)
+                    # The copy went through the WAL: as large as the index; give the space back.
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()
+        finally:
+            _remove_db(build)
+        report.entries_removed = len(old - report.changed)
+        report.changed |= old  # whoever read an entry of the old index reads it again
+        if progress is not None:
+            progress(report.files_seen, report.files_seen)
+
+    def _fill(
+        self,
+        db: sqlite3.Connection,
+        claude_root: Path,
+        codex_root: Path,
+        report: IndexReport,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> None:
+        """Write a whole index into the empty database ``db`` (a full build's file).
+
+        The readers hand back each transcript's ``files`` row and its session's ``entries`` row (the
+        entry of transcript ``i`` is document ``i``), and per chunk of transcripts their postings
+        inverted, word -> documents (``reader.read_rows``). This writes the rows as they come and the
+        chunks into a staging table, one row per (word, chunk), appended; at the end, indexed by
+        (word, chunk), one pass over it in that order yields every posting in the postings table's own
+        key order, so SQLite appends them to its B-tree: no sort of the postings and no insert into
+        the middle of the tree. A session
+        with several transcripts keeps the entry of its first and is then built again from all of
+        them, as an incremental pass builds it.
+        """
+        with self._lock:
+            page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute(f"PRAGMA page_size={int(page_size)}")  # the backup API needs the index's page size
+        db.execute("PRAGMA journal_mode=OFF")  # the file is thrown away unless it is complete
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
+        db.execute("BEGIN")
+        _create_schema(db, reset=False)
+        self._update_codex_titles(db, codex_root, report)
+        context = RowContext(
+            {str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")}
+        )
+        found = list(discover(claude_root, codex_root))
+        total = report.files_seen = len(found)
+        jobs = [Job(harness, path, None, None, self.max_line_bytes) for harness, path in found]
+        db.execute("PRAGMA temp.cache_size=-131072")
+        db.execute("CREATE TEMP TABLE bulk(word TEXT NOT NULL, chunk INTEGER NOT NULL, docs TEXT NOT NULL)")
+        docs: dict[Key, int] = {}
+        again: set[Key] = set()
+        orphans: list[int] = []  # documents of a session's later transcripts: postings to delete
+        chunks = 0
+        files: list[tuple[Any, ...]] = []
+        entries: list[tuple[Any, ...]] = []
+        for done, r in enumerate(Readers(workers).read(jobs, context), 1):
+            report.skips.extend(r.skips)
+            if r.status == "read":
+                report.files_read += 1
+                report.bytes_read += r.bytes_read
+                files.append(
+                    (
+                        r.path,
+                        r.harness.value,
+                        r.session_id,
+                        r.size,
+                        r.mtime_ns,
+                        r.inode,
+                        r.offset,
+                        r.head,
+                        r.head_len,
+                        r.state,
+                        len(r.skips),
+                        r.skips[-1].reason if r.skips else None,
+                    )
+                )
+                if r.row is not None:
+                    key = (r.harness, str(r.row[1]))
+                    if key in docs:
+                        again.add(key)
+                        orphans.append(done)
+                    else:
+                        docs[key] = done
+                        entries.append((done, *r.row))
+            if r.postings:
+                chunks += 1
+                db.execute(
+                    "INSERT INTO temp.bulk(word, chunk, docs) SELECT key, ?, value FROM json_each(?)",
+                    (chunks, r.postings),
+                )
+            if done % _BATCH_FILES == 0 or done == total:
+                db.executemany(_BULK_FILE, files)
+                db.executemany(_BULK_ENTRY, entries)
+                files, entries = [], []
+                if progress is not None and done < total:
+                    progress(done, total)
+        db.execute("CREATE INDEX temp.bulk_key ON bulk(word, chunk)")
+        db.execute(_BULK_POSTINGS)
+        db.execute("DROP TABLE temp.bulk")
+        if orphans:
+            db.execute(
+                "DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),)
+            )
+        report.changed |= set(docs)
+        if again:
+            post = _Postings(db)
+            self._rebuild(db, again, report, RepoResolver(), post)
+            post.flush()
+        report.entries_written = len(docs)
+        db.execute("COMMIT")
 
     def _update_batch(
         self,
@@ -651,19 +807,20 @@ class HistoryIndex:
             if not facts:
                 report.entries_removed += self._delete_entry(db, harness, session_id, post)
                 continue
-            title_override = None
+            title = None
             if harness is Harness.CODEX:
                 t = db.execute("SELECT title FROM codex_titles WHERE session_id=?", (session_id,)).fetchone()
-                if t is not None:
-                    title_override = (t[0], TITLE_RANK["thread-name"])
-            cwd = next((f.cwd for f in facts if f.cwd), "")
-            repo = resolver(cwd) if cwd else None
-            if repo is None:
+                title = t[0] if t is not None else None
+
+            def previous_repo(key: Key = (harness, session_id)) -> str | None:
                 prev = db.execute(
-                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (harness.value, session_id)
+                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (key[0].value, key[1])
                 ).fetchone()
-                repo = prev[0] if prev is not None and prev[0] else cwd
-            entry = build_entry(facts, repo, source_missing=missing, title_override=title_override)
+                return str(prev[0]) if prev is not None and prev[0] else None
+
+            entry = assemble(
+                facts, missing=missing, codex_title=title, resolve=resolver, previous_repo=previous_repo
+            )
             prompt_terms = None
             if (
                 read_now is not None
@@ -694,31 +851,12 @@ class HistoryIndex:
         post: _Postings,
         prompt_terms: tuple[int, bytes] | None = None,
     ) -> None:
-        texts = field_texts(entry)
+        texts, stored = stored_texts(entry)
         if prompt_terms is None:
             prompt_terms = prompt_term_counts(texts[Field.PROMPTS])
-        lengths, others = _other_fields(texts)
+        lengths, others = other_fields(texts)
         lengths[Field.PROMPTS] = prompt_terms[0]
-        stored = dict(texts)
-        stored[Field.PROMPTS] = _encode_prompts(entry.prompts)
-        values: list[Any] = [
-            entry.harness.value,
-            entry.session_id,
-            entry.repo,
-            entry.cwd,
-            entry.title,
-            json.dumps(list(entry.branches)),
-            json.dumps(list(entry.prs)),
-            entry.started,
-            entry.last_active,
-            entry.entrypoint.value,
-            entry.parent_session_id,
-            json.dumps(list(entry.resume_argv)) if entry.resume_argv is not None else None,
-            entry.source_path,
-            int(entry.source_missing),
-        ]
-        values += [lengths[f] for f in Field]
-        values += [stored[f] for f in Field]
+        values = entry_values(entry, lengths, stored)
         old = None
         if not post.empty_at_start or entry.key in post.written:
             old = db.execute(
@@ -726,7 +864,7 @@ class HistoryIndex:
                 (entry.harness.value, entry.session_id),
             ).fetchone()
         post.written.add(entry.key)
-        cols = [*(c.strip() for c in _ENTRY_COLUMNS.split(",")), *_LENGTHS.values(), *_COLUMNS.values()]
+        cols = ROW_COLUMNS
         updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
         cur = db.execute(
             f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -777,7 +915,7 @@ class HistoryIndex:
             resume_argv=tuple(json.loads(r[11])) if r[11] is not None else None,
             source_path=r[12],
             source_missing=bool(r[13]),
-            prompts=_decode_prompts(prompts),
+            prompts=decode_prompts(prompts),
         )
 
     def get(self, harness: Harness, session_id: str, *, with_prompts: bool = False) -> SessionEntry | None:
@@ -1032,23 +1170,6 @@ def _prior(row: FileRow | None) -> Prior | None:
     )
 
 
-def _other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
-    """Lengths of the fields before prompts, and their words' counts per field (JSON arrays)."""
-    lengths: dict[Field, int] = {}
-    tf: dict[str, list[int]] = {}
-    for i, f in enumerate(_OTHER_FIELDS):
-        words = tokens(texts[f])
-        lengths[f] = len(words)
-        for w, c in Counter(words).items():
-            if len(w) > TERM_MAX_CHARS:
-                continue
-            v = tf.get(w)
-            if v is None:
-                v = tf[w] = [0] * len(_OTHER_FIELDS)
-            v[i] = c
-    return lengths, orjson.dumps(tf)
-
-
 def _terms_of(texts: Sequence[str]) -> list[str]:
     return sorted({w for text in texts for w in tokens(text) if len(w) <= TERM_MAX_CHARS})
 
@@ -1108,7 +1229,6 @@ class _Postings:
         self.staged = {}
 
 
-_OTHER_FIELDS = tuple(f for f in Field if f is not Field.PROMPTS)
 _STAGE = (
     "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
 )
@@ -1119,14 +1239,40 @@ _FLUSH = (
     f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
     " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
     f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(_OTHER_FIELDS)))}, 0"
+    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(OTHER_FIELDS)))}, 0"
     " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
     f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
 )
 
 
+#: A full build: the rows the readers hand back, into an empty index.
+_BULK_FILE = (
+    "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state,"
+    " missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
+)
+_BULK_ENTRY = (
+    f"INSERT INTO entries(id, {', '.join(ROW_COLUMNS)}) VALUES ({','.join('?' * (len(ROW_COLUMNS) + 1))})"
+)
+#: Every staged posting, read in (word, chunk) order (the staging table's index: no sort) and each
+#: chunk's documents in order: the postings table's key order. A count is a number for a word found in the prompts alone,
+#: else an array of the counts in every field (``rows.add_postings``).
+_BULK_POSTINGS = (
+    f"INSERT INTO postings(term, doc, {', '.join(_TFS)}) SELECT b.word, CAST(d.key AS INTEGER), "
+    + ", ".join(f"iif(d.type = 'integer', 0, d.value ->> {i})" for i in range(len(OTHER_FIELDS)))
+    + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
+    " FROM temp.bulk AS b, json_each(b.docs) AS d ORDER BY b.word, b.chunk"
+)
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def _remove_db(path: Path) -> None:
+    """A database file and its journals, if they exist."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
 
 
 def _create_schema(db: sqlite3.Connection, *, reset: bool) -> None:

@@ -4,6 +4,8 @@
 can be resumed (same inode, same first bytes, not shrunk), parse from there, and return what the index
 stores (:class:`FileResult`). It touches no database, so a full build can run it in worker processes
 (:class:`Readers`, one per core) while the index writes the results; small updates run it inline.
+For a full build a reader also builds each session's entry row and its postings (:func:`read_rows`),
+so the writer only inserts what it is handed.
 """
 
 from __future__ import annotations
@@ -14,22 +16,33 @@ import json
 import multiprocessing
 import os
 import zlib
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
 
-from connectcore.history import TERM_MAX_CHARS, Harness, TranscriptFacts, tokens
+from connectcore.history import Harness, TranscriptFacts
 from connectd.history.parsers import MAX_LINE_BYTES, Skip, SkipReason, accumulator_for, parse_file
+from connectd.history.repos import RepoResolver
+from connectd.history.rows import (
+    add_postings,
+    assemble,
+    entry_values,
+    inverted,
+    prompt_term_counts,
+    stored_texts,
+)
 
 HEAD_BYTES = 4096
 #: Below this many files to read, a pass reads them in this process (starting workers costs more).
 PARALLEL_MIN_FILES = 200
 #: Files per task sent to a worker.
 CHUNK_FILES = 64
+#: Files per task in a full build: each task's postings come back as one inverted chunk, and fewer,
+#: larger chunks leave the writer fewer (word, chunk) rows to store.
+ROW_CHUNK_FILES = 256
 
 
 class Prior(NamedTuple):
@@ -73,10 +86,16 @@ class FileResult:
     resumed: bool = False
     prompt_words: int = 0  # the prompts field's length in words
     prompt_terms: bytes = b"{}"  # its searchable words' counts, JSON (counted here, off the writer)
+    # A full build (:func:`read_rows`): the entry's row (``rows.ROW_COLUMNS``) instead of ``facts``,
+    # and on a chunk's last result the chunk's postings (``rows.Inverted``, JSON).
+    row: tuple[Any, ...] | None = None
+    postings: bytes = b""
 
     @property
     def session_id(self) -> str | None:
-        return self.facts.session_id if self.facts is not None else None
+        if self.facts is not None:
+            return self.facts.session_id
+        return self.row[1] if self.row is not None else None
 
 
 def pack_state(state: dict[str, Any]) -> bytes:
@@ -85,9 +104,10 @@ def pack_state(state: dict[str, Any]) -> bytes:
         raw = orjson.dumps(state)
     except TypeError:  # an integer orjson cannot hold: the reference encoder can
         raw = json.dumps(state, separators=(",", ":")).encode("utf-8")
-    # A small window and memory level: states are a few KiB, and zlib's defaults cost more to set up
-    # (a 256 KiB state per call) than to compress them. Any zlib stream decompresses the same way.
-    z = zlib.compressobj(1, zlib.DEFLATED, 12, 1)
+    # A small window (states are a few KiB; zlib's default window costs more to set up than to use)
+    # and the default memory level (a smaller one halves the speed at level 1, for a larger output).
+    # Any zlib stream decompresses the same way.
+    z = zlib.compressobj(1, zlib.DEFLATED, 12, 8)
     return z.compress(raw) + z.flush()
 
 
@@ -98,17 +118,11 @@ def unpack_state(blob: bytes) -> dict[str, Any]:
     return state
 
 
-def prompt_term_counts(text: str) -> tuple[int, bytes]:
-    """The prompts field's length in words and its searchable words' counts (JSON, for the index).
+def read_transcript(job: Job, *, count_prompts: bool = True) -> FileResult:
+    """Read one transcript from where the last pass stopped (or from the start).
 
-    Words longer than ``TERM_MAX_CHARS`` are never a query term, so they get no posting.
+    ``count_prompts``: also count the prompts' words (what an incremental pass writes them from).
     """
-    words = tokens(text)
-    return len(words), orjson.dumps({w: c for w, c in Counter(words).items() if len(w) <= TERM_MAX_CHARS})
-
-
-def read_transcript(job: Job) -> FileResult:
-    """Read one transcript from where the last pass stopped (or from the start)."""
     harness, path, prior, state, max_line_bytes = job
     try:
         st = os.stat(path)
@@ -146,7 +160,7 @@ def read_transcript(job: Job) -> FileResult:
         return FileResult(harness, path, "unreadable", skips=[Skip(path, SkipReason.UNREADABLE)])
     facts = acc.facts()
     words, terms = (0, b"{}")
-    if facts is not None:
+    if facts is not None and count_prompts:
         words, terms = prompt_term_counts("\n\n".join(facts.prompts))  # as field_texts joins them
     return FileResult(
         harness,
@@ -168,8 +182,65 @@ def read_transcript(job: Job) -> FileResult:
     )
 
 
+@dataclass(frozen=True)
+class RowContext:
+    """What a reader needs besides the transcript to build a session's entry (a full build)."""
+
+    codex_titles: Mapping[str, str] = field(default_factory=dict)  # Codex's thread names, by session
+
+
+def read_rows(
+    jobs: Sequence[tuple[int, Job]], context: RowContext, resolve: Callable[[str], str | None]
+) -> list[FileResult]:
+    """Read whole transcripts (numbered: ``(doc, job)``) and build each one's entry row from it alone.
+
+    Each result holds its entry's row (``rows.ROW_COLUMNS``), to be stored with id ``doc``; the last
+    result also holds the postings of the whole chunk, inverted: ``{word: {doc: counts}}`` as JSON,
+    docs in increasing order, counts as ``rows.add_postings`` gives them. A writer that stores chunks in
+    order and each word's chunks in order thereby has every word's postings in key order without
+    sorting them. A session with several transcripts gets one row per transcript here: the writer of
+    a full build keeps the first and builds that session again from all of them
+    (``HistoryIndex._rebuild``, as an incremental pass does).
+    """
+    results: list[FileResult] = []
+    words = inverted()
+    for doc, job in jobs:
+        result = read_transcript(job, count_prompts=False)
+        facts = result.facts
+        if facts is not None:
+            entry = assemble(
+                [facts],
+                missing=False,
+                codex_title=context.codex_titles.get(facts.session_id),
+                resolve=resolve,
+                previous_repo=lambda: None,
+            )
+            texts, stored = stored_texts(entry)
+            lengths = add_postings(texts, str(doc), words)
+            result.row = tuple(entry_values(entry, lengths, stored))
+            result.facts = None  # the row holds what the writer needs; the facts are not sent back
+        results.append(result)
+    if results:
+        results[-1].postings = orjson.dumps(words)
+    return results
+
+
+_context: RowContext | None = None
+_resolver: RepoResolver | None = None
+
+
+def _init_rows(context: RowContext) -> None:
+    global _context, _resolver
+    _context, _resolver = context, RepoResolver()
+
+
 def _read_chunk(jobs: list[Job]) -> list[FileResult]:
     return [read_transcript(j) for j in jobs]
+
+
+def _read_rows_chunk(jobs: list[tuple[int, Job]]) -> list[FileResult]:
+    assert _context is not None and _resolver is not None, "a row reader starts with _init_rows"
+    return read_rows(jobs, _context, _resolver)
 
 
 def _head_hash(path: str, length: int) -> str:
@@ -191,24 +262,39 @@ class Readers:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = default_workers() if workers is None else workers
 
-    def read(self, jobs: list[Job]) -> Iterator[FileResult]:
+    def read(self, jobs: list[Job], rows: RowContext | None = None) -> Iterator[FileResult]:
+        """Each job's result, in order. ``rows``: build entry rows and postings too (a full build: job
+        ``i`` is document ``i + 1``; see :func:`read_rows`)."""
+        if rows is not None:
+            numbered = list(enumerate(jobs, 1))
+            tasks: list[Any] = [
+                numbered[i : i + ROW_CHUNK_FILES] for i in range(0, len(jobs), ROW_CHUNK_FILES)
+            ]
+        else:
+            tasks = [jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES)]
         if self.workers < 2 or len(jobs) < PARALLEL_MIN_FILES:
-            yield from (read_transcript(j) for j in jobs)
+            if rows is None:
+                yield from (read_transcript(j) for j in jobs)
+            else:
+                resolver = RepoResolver()
+                for task in tasks:
+                    yield from read_rows(task, rows, resolver)
             return
         # "spawn": the daemon runs threads; a forked child would inherit their locks.
         ctx = multiprocessing.get_context("spawn")
-        chunks = [jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES)]
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as pool:
+        init: dict[str, Any] = {} if rows is None else {"initializer": _init_rows, "initargs": (rows,)}
+        read: Callable[[Any], list[FileResult]] = _read_chunk if rows is None else _read_rows_chunk
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, **init) as pool:
             window = 4 * self.workers  # bounded look-ahead: results wait in memory at most this deep
             pending: list[Future[list[FileResult]]] = []
-            it = iter(chunks)
+            it = iter(tasks)
             try:
-                for chunk in _take(it, window):
-                    pending.append(pool.submit(_read_chunk, chunk))
+                for task in _take(it, window):
+                    pending.append(pool.submit(read, task))
                 while pending:
                     done = pending.pop(0).result()
-                    for chunk in _take(it, 1):
-                        pending.append(pool.submit(_read_chunk, chunk))
+                    for task in _take(it, 1):
+                        pending.append(pool.submit(read, task))
                     yield from done
             finally:
                 for f in pending:
@@ -216,7 +302,7 @@ class Readers:
                         f.cancel()
 
 
-def _take(it: Iterator[list[Job]], n: int) -> Iterable[list[Job]]:
+def _take(it: Iterator[Any], n: int) -> Iterable[Any]:
     for _ in range(n):
         try:
             yield next(it)
