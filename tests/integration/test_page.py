@@ -711,6 +711,55 @@ def test_control_s_act_card_names_its_tier_and_control_has_its_icon_and_a_stop_s
     assert not page.errors, page.errors
 
 
+@needs_browser
+def test_the_person_starts_control_from_the_page_and_then_the_action_is_hidden(page: Page, daemon: DaemonProcess) -> None:
+    """Start control: a structured, connectable launcher and a directory; a new pane runs the stand-in as
+    control (crown icon, its stop switch) and the action goes, as at most one control runs."""
+    before = {a["pane"] for a in daemon.api("GET", "/api/agents")}
+    start = page.page.get_by_role("button", name="Start control", exact=True).first
+    start.wait_for()
+    start.click()
+    dialog = page.page.locator("dialog#start-control-dialog")
+    launchers = dialog.get_by_label("Launcher")
+    offered = launchers.locator("option").evaluate_all("els => els.map(e => e.value)")
+    assert "mine" not in offered and "claude" in offered, offered  # an opaque launcher is not offered
+    launchers.select_option("claude")
+    dialog.get_by_label("Working directory").fill(str(daemon.workdir))
+    dialog.get_by_label("Working directory").press("Enter")  # keyboard: Enter submits
+    dialog.wait_for(state="hidden")
+    ctl = wait_for(lambda: next((a for a in daemon.api("GET", "/api/agents") if a["pane"] not in before and a["control"]), None), 20, "the control pane")
+    try:
+        assert ctl["launcher"] == "claude" and {"act", "message", "history"} <= set(ctl["scopes"]), ctl  # Collaborate + act
+        page.agent(ctl["pane"]).locator('.badge-icon [data-icon="crown"]').wait_for()
+        page.agent(ctl["pane"]).get_by_role("button", name="Stop control").wait_for()
+        page.page.locator("#start-control").wait_for(state="hidden")  # at most one control
+        rows = daemon.api("GET", "/api/audit?actor=owner:page:*&limit=1000")
+        assert any(r["action"] == "launch" and r["target"] == ctl["pane"] and "role=control" in r["detail"] for r in rows)
+    finally:
+        daemon.api("POST", "/api/control/stop", {})
+    page.page.locator("#start-control").wait_for()  # control stopped: the action is back
+    assert not page.errors, page.errors
+
+
+@needs_browser
+def test_starting_control_with_a_bad_directory_shows_the_api_s_reason_and_launches_nothing(page: Page, daemon: DaemonProcess) -> None:
+    count = len(daemon.api("GET", "/api/agents"))
+    page.page.locator("#start-control").click()
+    dialog = page.page.locator("dialog#start-control-dialog")
+    error = dialog.get_by_role("alert")
+    for cwd in ("relative/dir", str(daemon.workdir / "missing")):
+        dialog.get_by_label("Working directory").fill(cwd)
+        dialog.get_by_role("button", name="Start control").click()
+        error.filter(has_text=f"cwd must be an existing absolute directory, not {cwd!r}").wait_for()
+        assert dialog.is_visible()  # the dialog stays open with the reason
+    dialog.get_by_role("button", name="Cancel").click()
+    dialog.wait_for(state="hidden")
+    time.sleep(0.5)
+    assert len(daemon.api("GET", "/api/agents")) == count
+    assert not any(a["control"] for a in daemon.api("GET", "/api/agents"))
+    assert not page.errors, page.errors
+
+
 def test_an_agent_on_a_release_outside_the_matrix_is_marked_on_the_page(page: Page, daemon: DaemonProcess) -> None:
     """Its release shows with the mark "unverified release: messages wait until its screens are read";
     a verified release shows as such, unmarked."""

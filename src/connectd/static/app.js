@@ -334,6 +334,60 @@
     }
   }
 
+  // Start control (POST /api/launch with control: true), offered while no control runs. The engine
+  // refuses a second control, a bad cwd or launcher; the dialog shows its reason and stays open.
+  const runsControl = (a) => a.control && a.scopes.includes("act");
+  const controlLaunchers = () => Array.from(state.launchers.values()).filter((l) => l.connectable && !l.opaque);
+
+  async function openStartControl() {
+    const dialog = $("start-control-dialog");
+    const select = $("start-control-launcher");
+    const cwd = $("start-control-cwd");
+    const error = $("start-control-error");
+    const launchers = controlLaunchers();
+    const chosen = select.value;
+    select.replaceChildren(...launchers.map((l) => h("option", { attrs: { value: l.name }, text: `${l.name} (${l.harness})` })));
+    if (launchers.some((l) => l.name === chosen)) select.value = chosen;
+    select.disabled = !launchers.length;
+    $("start-control-ok").disabled = !launchers.length;
+    error.textContent = launchers.length ? "" : "No connectable launcher is configured (launchers.toml): control needs one connectd can give its endpoint to.";
+    error.hidden = !!launchers.length;
+    dialog.showModal();
+    if (!cwd.value) {
+      try {
+        const dirs = await api("GET", "/api/sessions/dirs?limit=1");
+        if (!cwd.value && dirs.length) cwd.value = dirs[0].cwd;
+      } catch (err) {
+        // no history index: the person types the directory
+      }
+    }
+  }
+
+  async function startControl(ev) {
+    ev.preventDefault();
+    const error = $("start-control-error");
+    const ok = $("start-control-ok");
+    ok.disabled = true;
+    error.hidden = true;
+    try {
+      const result = await api("POST", "/api/launch", {
+        launcher: $("start-control-launcher").value,
+        cwd: $("start-control-cwd").value.trim(),
+        connect: "collaborate",
+        control: true,
+      });
+      $("start-control-dialog").close();
+      toast(`Started control in ${result.pane}.`);
+      schedule("agents", 0);
+    } catch (err) {
+      if (err.status === 401) return;
+      error.textContent = err.message;
+      error.hidden = false;
+    } finally {
+      ok.disabled = false;
+    }
+  }
+
   function buildCard(c) {
     const from = describeActor(c.sender);
     const to = describeActor(c.recipient, c.recipient_pane);
@@ -476,6 +530,7 @@
     );
     $("agents-empty").hidden = state.agents.length > 0;
     $("disconnect-all").disabled = !state.agents.some((a) => a.connect !== "off");
+    $("start-control").hidden = state.agents.some(runsControl);
   }
 
   function buildAgent(a) {
@@ -560,7 +615,7 @@
         "div",
         { class: "agent-foot" },
         h("button", { class: "btn quiet", attrs: { type: "button" }, data: { focus: "activity" }, on: { click: () => showActivity(a.pane) } }, icon("scroll-text"), "Activity"),
-        a.control && a.scopes.includes("act")
+        runsControl(a)
           ? h("button", { class: "btn", attrs: { type: "button" }, data: { testid: "stop-control" }, on: { click: stopControl } }, icon("power"), "Stop control")
           : null,
       ),
@@ -1006,6 +1061,9 @@
 
   function start() {
     $("disconnect-all").addEventListener("click", disconnectAll);
+    $("start-control").addEventListener("click", () => openStartControl().catch(reportError));
+    $("start-control-form").addEventListener("submit", startControl);
+    $("start-control-cancel").addEventListener("click", () => $("start-control-dialog").close());
     $("msg-pane").addEventListener("change", () => loadMessages().catch(reportError));
     $("audit-filters").addEventListener("submit", (ev) => {
       ev.preventDefault();
