@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import delivery, mcp_rate, memory, watch  # noqa: E402
 from benchlib.common import REPO, Fleet, log, machine_info, pct, rss_mb  # noqa: E402
 
+from connectcore.delivery import SUBMIT_SETTLE  # noqa: E402
+
 SECTIONS = ("watch", "delivery", "mcp", "flood", "history")
 #: Each section's heading in the report and the results it renders from.
 TITLES = {
@@ -211,9 +213,9 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"{ratio(pct(r.connectd_received, 50), pct(r.floor_received, 50))} |",
             "",
             f"{len(r.connectd)} trials each. connectd's path holds the guard (a fresh `list-panes` and capture under "
-            "the pane's send lock), the paste, a fixed 0.4 s settle before Enter (`Timing.settle`), then re-reads "
-            "every 0.2 s until the text is seen submitted; both pauses are deliberate (a TUI that gets Enter "
-            "inside a paste burst may treat it as a newline).",
+            "the pane's send lock), the paste and its Enter in one tmux call, the Enter due after the settle the "
+            f"core names for the recipient's harness ({SUBMIT_SETTLE['claude']:g} s for Claude Code, the stand-in's "
+            "look; docs/delivery.md), then re-reads each time the pane draws until the text is seen submitted.",
             "",
         ]
     if "mcp" in results:
@@ -311,9 +313,9 @@ def _notes(results: dict[str, Any]) -> list[str]:
     if "delivery" in results:
         r = results["delivery"]
         notes.append(
-            f"Confirmed delivery takes {ms(pct(r.connectd, 50))} against a {ms(pct(r.floor, 50))} floor; almost all "
-            "of the difference is the two deliberate pauses (0.4 s settle before Enter, 0.2 s between confirming "
-            "re-reads), not the guard, the store or MCP."
+            f"Confirmed delivery takes {ms(pct(r.connectd, 50))} against a {ms(pct(r.floor, 50))} floor; most of "
+            f"the difference is the settle before Enter ({SUBMIT_SETTLE['claude']:g} s for the stand-in's Claude "
+            "Code look), not the guard, the store or MCP."
         )
     if "mcp" in results:
         rates = {(x.server, x.era): x for x in results["mcp"]}
