@@ -77,6 +77,13 @@ def _pacing_watcher(reads: list[tuple[str, float]]) -> Watcher:
     return watcher
 
 
+async def _capture_rounds(watcher: Watcher) -> None:
+    """The capture loop as the supervisor runs it (``every=0``: each round waits for news itself)."""
+    while True:
+        await watcher.capture_dirty()
+        await trio.sleep(0)
+
+
 def test_the_first_output_after_a_quiet_spell_is_read_at_once() -> None:
     """Claim: a capture round waiting for news reads a pane the moment it draws, with no time passing."""
     reads: list[tuple[str, float]] = []
@@ -84,13 +91,7 @@ def test_the_first_output_after_a_quiet_spell_is_read_at_once() -> None:
     async def main() -> None:
         watcher = _pacing_watcher(reads)
         async with trio.open_nursery() as nursery:
-
-            async def rounds() -> None:
-                while True:
-                    await watcher.capture_dirty()
-                    await trio.sleep(0)
-
-            nursery.start_soon(rounds)
+            nursery.start_soon(_capture_rounds, watcher)
             await trio.testing.wait_all_tasks_blocked()
             watcher.mark_output("%2")
             await trio.testing.wait_all_tasks_blocked()
@@ -107,13 +108,7 @@ def test_a_pane_that_keeps_drawing_is_read_at_most_once_per_capture_period() -> 
     async def main() -> None:
         watcher = _pacing_watcher(reads)
         async with trio.open_nursery() as nursery:
-
-            async def rounds() -> None:
-                while True:
-                    await watcher.capture_dirty()
-                    await trio.sleep(0)
-
-            nursery.start_soon(rounds)
+            nursery.start_soon(_capture_rounds, watcher)
             for _ in range(100):
                 watcher.mark_output("%1")
                 await trio.sleep(0.01)
