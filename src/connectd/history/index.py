@@ -574,22 +574,7 @@ class HistoryIndex:
             if r.status == "read":
                 report.files_read += 1
                 report.bytes_read += r.bytes_read
-                files.append(
-                    (
-                        r.path,
-                        r.harness.value,
-                        r.session_id,
-                        r.size,
-                        r.mtime_ns,
-                        r.inode,
-                        r.offset,
-                        r.head,
-                        r.head_len,
-                        r.state,
-                        len(r.skips),
-                        r.skips[-1].reason if r.skips else None,
-                    )
-                )
+                files.append(_file_row(r, r.path, r.harness.value, r.session_id, r.skips[-1].reason if r.skips else None))
                 if r.row is not None:
                     key = (r.harness, str(r.row[1]))
                     if key in docs:
@@ -686,22 +671,7 @@ class HistoryIndex:
                 " state=excluded.state, missing=0,"
                 " skipped=CASE WHEN ? THEN files.skipped + excluded.skipped ELSE excluded.skipped END,"
                 " last_skip=COALESCE(excluded.last_skip, CASE WHEN ? THEN files.last_skip END)",
-                (
-                    path,
-                    harness.value,
-                    session_id,
-                    r.size,
-                    r.mtime_ns,
-                    r.inode,
-                    r.offset,
-                    r.head,
-                    r.head_len,
-                    r.state,
-                    len(r.skips),
-                    last_skip,
-                    r.resumed,
-                    r.resumed,
-                ),
+                (*_file_row(r, path, harness.value, session_id, last_skip), r.resumed, r.resumed),
             )
             known[path] = FileRow(
                 path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False
@@ -1296,3 +1266,9 @@ def _split_sql(script: str) -> list[str]:
             out.append(text)
             buf = []
     return out
+
+
+def _file_row(r: Any, path: str, harness: str, session_id: str | None, last_skip: str | None) -> tuple[Any, ...]:
+    """A transcript's row of the ``files`` table, as both the full build and an update write it."""
+    return (path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, r.state,
+            len(r.skips), last_skip)
