@@ -144,6 +144,18 @@ async def test_a_root_that_appears_later_is_watched_after_a_scan(tmp_path):
             await until(lambda: sorted(found(svc, "envelope")) == sorted([NEW, other]))
 
 
+async def test_a_search_finds_a_transcript_in_a_root_that_appeared_before_the_watcher_looked_again(tmp_path):
+    """Claim: a transcript written in a root that did not exist when the watch began is found by the next
+    search, not a recheck later (CI stop 17: a person's first Claude session, searched seconds after it
+    ended, was not found while only ``~/.codex`` was watched)."""
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    codex.mkdir()
+    with HistoryService(tmp_path / "data", claude, codex, pane_pids=dict, catch_up_interval=0) as svc:
+        async with watching(svc, recheck=3600):
+            Claude(NEW, "/home/dev/airship").prompt("envelope pressure").write(claude)  # creates projects/
+            assert found(svc, "envelope") == [NEW]
+
+
 async def test_a_removed_project_directory_is_noticed(roots):
     tmp, claude, codex = roots
     with HistoryService(tmp / "data", claude, codex, pane_pids=dict) as svc:

@@ -409,11 +409,23 @@ class LiveFleet:
         view = self.view(agent)
         return bool(view and view["activity"] == "idle" and view["composer"] == "empty")
 
-    def type_prompt(self, agent: Agent, text: str) -> None:
-        """The person types a prompt into the agent's pane and presses Enter."""
+    def type_prompt(self, agent: Agent, text: str, *, presses: int = 3) -> None:
+        """The person types a prompt into the agent's pane and presses Enter, as a person does: once the
+        text shows in the composer, and again while it still sits there as a draft (a loaded machine can
+        hand Codex the keys late, and Codex then takes an Enter that follows typing that fast as a new
+        line, CI stop 17)."""
         self.tmux.tmux("send-keys", "-t", agent.pane, "-l", "--", text)
-        time.sleep(0.4)
-        self.tmux.tmux("send-keys", "-t", agent.pane, "Enter")
+        _until(lambda: self._composer(agent) != "empty", 10)
+        for _ in range(presses):
+            time.sleep(0.4)
+            self.tmux.tmux("send-keys", "-t", agent.pane, "Enter", check=False)
+            if _until(lambda: self._composer(agent) != "draft", 5):
+                return
+
+    def _composer(self, agent: Agent) -> str | None:
+        """connectd's reading of the agent's composer (None once the pane is gone)."""
+        view = self.view(agent)
+        return None if view is None else str(view["composer"])
 
     # --- the agents' models -------------------------------------------------------------------------
 
@@ -423,6 +435,16 @@ class LiveFleet:
     def requests(self, agent: Agent, *, scripted_only: bool = True) -> list[Request]:
         return [r for r in self.model.requests_for(agent.harness, scripted_only=scripted_only)
                 if r.api_key == agent.key]
+
+
+def _until(probe: Callable[[], bool], timeout: float, every: float = 0.1) -> bool:
+    """Poll ``probe`` for up to ``timeout`` seconds; whether it came true."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)
+    return True
 
 
 def home_snapshot(home: Path | None = None) -> dict[str, tuple[int, int]]:

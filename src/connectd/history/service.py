@@ -127,6 +127,10 @@ class HistoryService:
         #: True while a :class:`~connectd.history.watch.HistoryWatcher` keeps the index current: searches
         #: then do not catch up by scanning the transcript roots.
         self.watching = False
+        #: Roots that watcher could not watch because they did not exist when it began: once one appears,
+        #: searches catch up by scanning again until the watcher watches it too (it looks every few
+        #: seconds), so a transcript written in a new root is found at once, not a recheck later.
+        self.unwatched: tuple[str, ...] = ()
 
     def close(self) -> None:
         self.index.close()
@@ -150,7 +154,9 @@ class HistoryService:
     def catch_up(self) -> IndexReport | None:
         """An incremental update, unless one ran within ``catch_up_interval`` seconds or a watcher
         keeps the index current."""
-        if self.watching or time.monotonic() - self._catch_up.last < self.catch_up_interval:
+        if self.watching and not any(os.path.isdir(root) for root in self.unwatched):
+            return None
+        if time.monotonic() - self._catch_up.last < self.catch_up_interval:
             return None
         return self.update()
 

@@ -13,7 +13,8 @@ starts it again after a backoff if it fails). Each time it starts it:
 
 While it runs, searches do not catch up by scanning (:attr:`HistoryService.watching`); if it fails or
 stops they do again. A root that does not exist yet is checked every ``recheck`` seconds and watched
-(after a scan) once it appears.
+(after a scan) once it appears; until then a search that finds it there scans
+(:attr:`HistoryService.unwatched`).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class HistoryWatcher:
                 await self._watch(present, missing)
         finally:
             self.service.watching = False
+            self.service.unwatched = ()
 
     async def _watch(self, present: list[str], missing: list[str]) -> None:
         stop = threading.Event()
@@ -124,6 +126,7 @@ class HistoryWatcher:
             # The watch is in place: whatever changed before it is found by one scan.
             report = await self.run_sync(self.service.update)
             log.info("history index: %s", report.as_dict() if hasattr(report, "as_dict") else report)
+            self.service.unwatched = tuple(missing)
             self.service.watching = True
             timeout_ms = int(self.recheck * 1000) if missing else 0
             while True:
