@@ -197,4 +197,8 @@ async def _watch_control_mode(daemon: Daemon) -> None:
     except ImportError:  # pragma: no cover - the watcher is optional; the sweep still sees everything
         return
     watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.mark_output, on_structure=daemon.engine.mark_structure)
-    await watcher.run()
+    daemon.engine.watcher.output_reported = lambda: watcher.complete
+    try:
+        await watcher.run()
+    finally:
+        daemon.engine.watcher.output_reported = lambda: False

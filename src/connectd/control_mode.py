@@ -239,9 +239,11 @@ class ControlModeWatcher:
     the event loop, must not block) for every `%output`, and `on_structure()` for every structure notice.
     Both styles can be used together.
 
-        Sessions are re-listed every `poll_interval` seconds and at once when any reader hears
-        `%sessions-changed` or ends. A reader that ends (session gone, client refused) is not restarted
-        before the next timed poll, so a failing session cannot spin.
+        Sessions are re-listed at once when any reader hears `%sessions-changed` or ends; else every
+        `poll_interval` seconds while some session has no attached reader (none hears the notice when
+        none is attached), and every `idle_interval` seconds, a safety net, while every one has. A
+        reader that ends (session gone, client refused) is not restarted before the next timed poll,
+        so a failing session cannot spin.
     """
 
     def __init__(
@@ -249,11 +251,13 @@ class ControlModeWatcher:
         tmux: TmuxAdapter,
         *,
         poll_interval: float = 2.0,
+        idle_interval: float = 30.0,
         on_output: Callable[[str], None] | None = None,
         on_structure: Callable[[], None] | None = None,
     ) -> None:
         self._tmux = tmux
         self._poll_interval = poll_interval
+        self._idle_interval = idle_interval
         self._on_output = on_output
         self._on_structure = on_structure
         self._readers: dict[str, anyio.CancelScope] = {}
@@ -270,6 +274,11 @@ class ControlModeWatcher:
     def watched(self) -> frozenset[str]:
         """Session ids whose control client is attached (its attach command was answered)."""
         return frozenset(self._ready)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every session listed has its reader attached: all output of the server is reported."""
+        return bool(self._readers) and not self._cooldown and self._ready >= set(self._readers)
 
     @property
     def reader_pids(self) -> dict[str, int]:
@@ -315,7 +324,7 @@ class ControlModeWatcher:
             task_status.started()
             while True:
                 timed_out = True
-                with anyio.move_on_after(self._poll_interval):
+                with anyio.move_on_after(self._idle_interval if self.complete else self._poll_interval):
                     await self._resync.wait()
                     timed_out = False
                 self._resync = anyio.Event()

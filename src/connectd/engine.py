@@ -55,11 +55,14 @@ log = logging.getLogger("connectd.engine")
 class Timing:
     """How often the daemon looks; all in seconds."""
 
-    # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane):
-    # every ``poll`` seconds, and at once (within ``capture``) when control mode reports a structure change
+    # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane): at
+    # once (within ``capture``) when control mode reports a structure change; every ``poll`` seconds while
+    # some pane draws (a process may have started or ended in it) or control mode is not reading; else,
+    # with every pane quiet, every ``poll_quiet`` seconds (the safety net)
     poll: float = 1.0
+    poll_quiet: float = 5.0
     capture: float = 0.25  # capture a pane that produced output at once, then at most this often while it draws
-    sweep: float = 60.0  # capture every pane even without output: the last safety net
+    sweep: float = 300.0  # capture every pane even without output: the last safety net
     bind: float = 1.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
     tick: float = 1.0  # expiry of cards and ids
     settle: float = 0.4  # between the paste and the Enter
@@ -147,7 +150,7 @@ class Engine:
             await start(Kind.START, self.watcher.reconcile, name="reconcile")
             await start(Kind.START, self.restarts.recover_open, name="open restarts")
             timing, watcher, spawn = self.timing, self.watcher, self._supervisor.spawn
-            spawn(Kind.WATCH, watcher.poll, every=timing.poll, name="poll")
+            spawn(Kind.WATCH, watcher.poll_when_due, every=timing.poll, name="poll")
             spawn(Kind.WATCH, watcher.capture_dirty, every=0, name="capture")  # each round waits for news
             spawn(Kind.WATCH, watcher.sweep, every=timing.sweep, name="sweep")
             spawn(Kind.TICK, self._tick, every=timing.tick, name="tick")

@@ -223,9 +223,10 @@ class SyncTmux:
         return [SessionInfo(*line.split(FIELD_SEP, 1)) for line in out.splitlines() if line]
 
     def list_panes(self) -> list[PaneInfo]:
-        """Every pane of the server in one `list-panes -a` call; empty when no server is running."""
+        """Every pane of the server in one `list-panes -a` call; empty when no server is running. The
+        same tmux call reaps first (:meth:`reap`), so a pane whose exit tmux 3.3a missed shows dead."""
         try:
-            out = self.run("list-panes", "-a", "-F", PANE_FORMAT)
+            out = self.run("run-shell", "true", ";", "list-panes", "-a", "-F", PANE_FORMAT)
         except TmuxNoServer:
             return []
         return [_pane_info(line) for line in out.splitlines() if line]

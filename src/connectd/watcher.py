@@ -6,6 +6,8 @@
   incarnation that no longer exists is ended, exactly as if the daemon had seen the pane go.
 - The control-mode reader marks panes that produced output (:meth:`mark_output`); they are captured
   within ``timing.capture``. Its structure notices (:meth:`mark_structure`) make the next round poll.
+  Otherwise a poll runs each ``timing.poll`` while some pane draws (or control mode is not reading),
+  and each ``timing.poll_quiet`` while every pane is quiet (:meth:`poll_when_due`).
   In case a notice was lost, each poll marks the panes whose window drew since the previous poll
   (tmux's ``window_activity``), and a slow sweep recaptures every pane. A pane that drew nothing costs
   nothing but its line in ``list-panes``.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +97,10 @@ class Watcher:
         self._structure = False  # a structure notice came: list-panes at the next capture round
         self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
+        self._drew_since_poll = False  # a %output came since the last poll began
+        #: Whether control mode reports output now (set by the daemon's control-mode reader); without it
+        #: nothing marks a pane as drawing, so :meth:`poll_when_due` polls every ``timing.poll``.
+        self.output_reported: Callable[[], bool] = lambda: False
         self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
         self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
         self.facts = FactsCache(retry=engine.timing.bind)
@@ -111,6 +118,7 @@ class Watcher:
     def mark_output(self, pane_id: str) -> None:
         """The control-mode reader saw output from this pane: capture it at the next round, and wake
         whoever waits for it to draw."""
+        self._drew_since_poll = True
         if pane_id not in self._dirty:
             self._dirty.add(pane_id)
             self._news.set()
@@ -182,14 +190,21 @@ class Watcher:
 
     # --- list-panes: the source of truth ----------------------------------------------------------
 
+    async def poll_when_due(self) -> None:
+        """The timed poll (run every ``timing.poll``): poll if some pane drew since the last poll or
+        control mode is not reporting output; with every pane quiet, only ``timing.poll_quiet`` after
+        the last poll. An idle fleet then costs a list-panes every few seconds, not every second."""
+        quiet_for = self.engine.clock() - self._polled_at
+        if self._drew_since_poll or not self.output_reported() or quiet_for >= self.engine.timing.poll_quiet:
+            await self.poll()
+
     async def poll(self) -> None:
         engine = self.engine
         tmux = engine.tmux
         since, self._polled_at = self._polled_at, engine.clock()
-        infos: list[PaneInfo] = []
-        if await tmux.server_running():
-            await tmux.reap()
-            infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
+        self._drew_since_poll = False
+        # One tmux call: list-panes reaps first (no server: no panes).
+        infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
         observations = []
         launches: dict[str, LaunchRecord] = {}
         for info in infos:
@@ -441,8 +456,9 @@ class Watcher:
                         reading.fingerprint, read_at,
                     )
                 )
-            except BaseException:  # the core never heard it: the next read that sees it tells it again
-                state.reading = told
+            except BaseException:  # the core never heard it: the next read that sees it tells it again,
+                state.reading = told  # and the next capture round reads it again (it may not draw again)
+                self._dirty.add(pane_id)
                 raise
             state.retell = False
             engine.subscribers.publish({"topic": "pane", "pane": pane_id})

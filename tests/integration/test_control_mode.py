@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -252,6 +253,31 @@ async def test_watcher_polls_when_nothing_is_watched_and_shuts_down_cleanly() ->
                 assert pane_id in (await gather_until(watcher, {pane_id})).panes
                 assert control_clients(fresh)
         assert control_clients(fresh) == []
+
+
+@pytest.mark.anyio
+async def test_with_every_session_attached_sessions_are_relisted_only_at_the_idle_interval(server: TmuxServer) -> None:
+    """Claim: once every session has its reader, the watcher lists sessions only on a notice or every
+    ``idle_interval`` (an idle fleet costs no tmux call a second), and ``complete`` says so."""
+    adapter = TmuxAdapter(socket_name=server.socket_name)
+    listed: list[float] = []
+    real = adapter.list_sessions
+
+    async def counting() -> list[Any]:
+        listed.append(anyio.current_time())
+        return await real()
+
+    adapter.list_sessions = counting  # type: ignore[method-assign]
+    session = unique("quiet")
+    server.new_session(session, IDLE)
+    async with anyio.create_task_group() as tg:
+        watcher = ControlModeWatcher(adapter, poll_interval=0.05, idle_interval=30)
+        await tg.start(watcher.run)
+        await wait_until(lambda: watcher.complete, "every session attached")
+        before = len(listed)
+        await anyio.sleep(1.0)
+        assert len(listed) - before <= 1, listed  # at 0.05 s that would be about 20 listings
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.anyio

@@ -125,8 +125,8 @@ def test_typing_that_fails_partway_is_unconfirmed_and_the_daemon_serves_on(
 def test_a_failed_list_panes_is_retried_and_the_fleet_stays_connected(tmp_path: Path, tmux: TmuxServer) -> None:
     with faulty_daemon(tmp_path, tmux) as (d, faults):
         (a,) = agents(d, "a")
-        faults.arm("list-panes")
-        wait_for(lambda: faults.fired("list-panes"), 10, "the fault")
+        faults.arm("run-shell", "list-panes")  # list_panes is `run-shell true ; list-panes ...` (it reaps first)
+        wait_for(lambda: faults.fired("run-shell"), 10, "the fault")
         time.sleep(1.5)  # a poll round or two after the failure
         assert a.token
         err, payload = run(_whoami, d, a.token)

@@ -352,13 +352,13 @@ def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
         before = sim.faults.before
         failed: list[str] = []
 
-        def fail_first_reap(view: SimTmux, op: str, pane_id: str | None) -> None:
-            if op == "reap" and not failed and sim.kills == 1:
+        def fail_first_list(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "list_panes" and not failed and sim.kills == 1:
                 failed.append(op)
                 raise TmuxError("server exited unexpectedly (simulated)")
             before(view, op, pane_id)
 
-        sim.faults.before = fail_first_reap  # type: ignore[method-assign]
+        sim.faults.before = fail_first_list  # type: ignore[method-assign]
         sim.kill("the person restarts the daemon")
         await trio.sleep(20)
         assert failed

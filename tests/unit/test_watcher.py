@@ -135,3 +135,52 @@ def test_the_guards_reading_is_kept_only_for_the_incarnation_it_was_read_from() 
     watcher.remember_reading("%1", "inc-0", other)  # type: ignore[arg-type]
     watcher.remember_reading("%9", "inc-1", other)  # type: ignore[arg-type]
     assert watcher.panes["%1"].reading is reading and set(watcher.panes) == {"%1"}
+
+
+def _polling_watcher(now: list[float], polls: list[float], *, reported: bool) -> Watcher:
+    timing = SimpleNamespace(bind=1.0, poll=1.0, poll_quiet=5.0)
+    watcher = Watcher(SimpleNamespace(timing=timing, clock=lambda: now[0]))  # type: ignore[arg-type]
+
+    async def poll() -> None:  # stands for list-panes: records when it ran
+        watcher._polled_at, watcher._drew_since_poll = now[0], False
+        polls.append(now[0])
+
+    watcher.poll = poll  # type: ignore[method-assign]
+    watcher.output_reported = lambda: reported
+    return watcher
+
+
+def _timed_polls(watcher: Watcher, now: list[float], seconds: int, drawing: set[int] = frozenset()) -> None:
+    """The timed poll as the supervisor runs it, once a second for ``seconds``; a pane draws in the
+    seconds named in ``drawing``."""
+
+    async def main() -> None:
+        await watcher.poll()  # the daemon's first look, at 0
+        for second in range(1, seconds):
+            now[0] = float(second)
+            if second in drawing:
+                watcher.mark_output("%1")
+            await watcher.poll_when_due()
+
+    trio.run(main)
+
+
+def test_with_every_pane_quiet_the_timed_poll_lists_panes_only_every_poll_quiet_seconds() -> None:
+    """Claim: an idle fleet costs one list-panes per ``poll_quiet`` (5 s), not one a second."""
+    now, polls = [0.0], []
+    _timed_polls(_polling_watcher(now, polls, reported=True), now, 21)
+    assert polls == [0.0, 5.0, 10.0, 15.0, 20.0]
+
+
+def test_a_pane_that_draws_makes_the_next_timed_poll_list_panes() -> None:
+    """Claim: output since the last poll (a process may have started or ended) polls at the next second."""
+    now, polls = [0.0], []
+    _timed_polls(_polling_watcher(now, polls, reported=True), now, 9, drawing={2, 3})
+    assert polls == [0.0, 2.0, 3.0, 8.0]
+
+
+def test_without_control_mode_the_timed_poll_runs_every_second() -> None:
+    """Claim: when nothing reports output, nothing can say a pane drew, so every timed poll lists panes."""
+    now, polls = [0.0], []
+    _timed_polls(_polling_watcher(now, polls, reported=False), now, 4)
+    assert polls == [0.0, 1.0, 2.0, 3.0]
