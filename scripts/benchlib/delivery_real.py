@@ -33,6 +33,7 @@ from typing import Any
 import anyio
 
 from benchlib.common import log, pct, wait_for
+from benchlib.memory import QUEUED_POLICY
 from connectcore.screen import Activity, Composer, read_screen
 from connectd.demo_agent import install_wrapper
 from tests.support import harnesses as H
@@ -58,16 +59,25 @@ class RealDelivery:
     floor_received: list[float] = field(default_factory=list)
     typed_bytes: int = 0
     planned: int = 0
-    failures: list[str] = field(default_factory=list)  # "connectd 3: why", "floor 5: why"
+    failures: list[tuple[str, int, str]] = field(default_factory=list)  # ("connectd" | "floor", trial, why)
+    slow: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds): connectd trials over 1 s
     skipped: str = ""  # why the harness was not measured at all
     started_s: float = 0.0  # launch to idle, for the notes
 
     def row(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: [round(x * 1000, 1) for x in v] for k, v in self.__dict__.items()
-                               if isinstance(v, list) and k != "failures"}
+                               if isinstance(v, list) and k not in ("failures", "slow")}
         out.update(harness=self.harness, release=self.release, typed_bytes=self.typed_bytes,
-                   planned=self.planned, failures=self.failures, skipped=self.skipped)
+                   planned=self.planned, failures=self.failures, slow=self.slow, skipped=self.skipped)
         return out
+
+
+def failures_text(failures: list[tuple[str, int, str]]) -> str:
+    """The failed trials grouped by side and reason: "connectd 9, 10 (2): why; floor 3 (1): why"."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for side, n, why in failures:
+        groups.setdefault((side, why), []).append(n)
+    return "; ".join(f"{side} {', '.join(map(str, ns))} ({len(ns)}): {why}" for (side, why), ns in groups.items())
 
 
 def missing() -> list[str]:
@@ -96,6 +106,8 @@ def measure_all(tmp: Path, trials: int, *, budget: float) -> list[RealDelivery]:
 def _measure(root: Path, result: RealDelivery, trials: int, budget: float) -> None:
     wrapper = install_wrapper(root / "bin")
     fleet = LiveFleet(root, launchers={"demo": {"harness": "claude", "argv": [str(wrapper)], "exit_command": "/exit"}})
+    # the limits out of the way (a sender's 10 messages a minute to one pair would refuse the trials)
+    (fleet.data_dir / "policy.toml").write_text(QUEUED_POLICY)
     try:
         fleet.start()
         b = fleet.prepare("b", result.harness)
@@ -141,10 +153,11 @@ async def _session(fleet: LiveFleet, b: Agent, a_pane: str, token: str, result: 
         deadline = time.monotonic() + budget
         for n in range(trials):
             if time.monotonic() > deadline:
-                result.failures.append(f"trials {n}-{trials - 1}: not run, the {budget:.0f} s budget was spent")
+                result.failures += [(side, k, f"not run, the {budget:.0f} s budget was spent")
+                                    for k in range(n, trials) for side in ("connectd", "floor")]
                 return
             if not await anyio.to_thread.run_sync(_settled, fleet, b):
-                result.failures.append(f"connectd {n}: B was not idle with an empty composer within {READY_TIMEOUT:.0f} s")
+                result.failures.append(("connectd", n, f"B was not idle with an empty composer within {READY_TIMEOUT:.0f} s; the trials stopped"))
                 return
             marker = f"bench {n}: please"
             typed = ""
@@ -162,11 +175,13 @@ async def _session(fleet: LiveFleet, b: Agent, a_pane: str, token: str, result: 
                 elapsed = time.time() - start
                 at, typed = await anyio.to_thread.run_sync(_received, fleet, b, mark, marker)
                 result.connectd.append(elapsed)
+                if elapsed > 1.0:
+                    result.slow.append((n, elapsed))
                 result.connectd_received.append(at - start)
             except Exception as exc:  # noqa: BLE001 - counted and reported, not retried
-                result.failures.append(f"connectd {n}: {type(exc).__name__}: {str(exc)[:300]}")
+                result.failures.append(("connectd", n, f"{type(exc).__name__}: {str(exc)[:300]}"))
             if not await anyio.to_thread.run_sync(_settled, fleet, b):
-                result.failures.append(f"floor {n}: B was not idle with an empty composer within {READY_TIMEOUT:.0f} s")
+                result.failures.append(("floor", n, f"B was not idle with an empty composer within {READY_TIMEOUT:.0f} s; the trials stopped"))
                 return
             if not typed:
                 typed = f"[connect] message ref-0 from agent:claude:bench (pane {a_pane}).\n{TEXT.format(n=n)}"
@@ -181,7 +196,7 @@ async def _session(fleet: LiveFleet, b: Agent, a_pane: str, token: str, result: 
                 result.floor.append(elapsed)
                 result.floor_received.append(at - t0)
             except Exception as exc:  # noqa: BLE001
-                result.failures.append(f"floor {n}: {type(exc).__name__}: {str(exc)[:300]}")
+                result.failures.append(("floor", n, f"{type(exc).__name__}: {str(exc)[:300]}"))
 
 
 def _received(fleet: LiveFleet, b: Agent, mark: int, marker: str) -> tuple[float, str]:
