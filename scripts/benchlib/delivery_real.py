@@ -109,7 +109,7 @@ def _measure(root: Path, result: RealDelivery, trials: int, budget: float) -> No
     # the limits out of the way (a sender's 10 messages a minute to one pair would refuse the trials)
     (fleet.data_dir / "policy.toml").write_text(QUEUED_POLICY)
     try:
-        fleet.start()
+        fleet.start(install=False)  # a harness not installed is reported, not installed inside the bench
         b = fleet.prepare("b", result.harness)
         began = time.monotonic()
         fleet.launch(b, "collaborate")
