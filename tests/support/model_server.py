@@ -159,6 +159,7 @@ class Request:
     headers: Mapping[str, str]
     body: Any
     scripted: bool  # True when it consumed (or could have consumed) a scripted turn
+    at: float = 0.0  # wall time (``time.time()``) the request arrived, before its body was read
 
     @property
     def api_key(self) -> str | None:
@@ -433,6 +434,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self) -> None:  # noqa: N802
+        arrived = time.time()
         model = self.server.model
         parts = urlsplit(self.path)
         raw = self._read_body()
@@ -445,7 +447,7 @@ class _Handler(BaseHTTPRequestHandler):
                    "/responses": "codex", "/messages": "claude"}.get(path, "")
         headers = self._headers()
         scripted = bool(harness) and not is_side_request(harness, body)
-        request = Request(harness, "POST", parts.path, parse_qs(parts.query), headers, body, scripted)
+        request = Request(harness, "POST", parts.path, parse_qs(parts.query), headers, body, scripted, arrived)
         model._record(request)
         if path.endswith("/messages/count_tokens"):
             self._json(200, {"input_tokens": max(1, len(raw) // 4)})
