@@ -1,38 +1,69 @@
-"""A JSON codec for the core's frozen dataclasses, driven by their type hints.
+"""The JSON codec for the core's frozen dataclasses: pydantic, driven by their type hints.
 
-``encode(obj)`` turns a value into plain JSON data; ``decode(tp, data)`` turns it back into ``tp``
-using ``typing.get_type_hints``, so a new record type needs no codec code. Rules:
+``dumps(obj)`` writes a value as JSON text and ``loads(tp, text)`` reads it back as ``tp``
+(``encode`` / ``decode`` do the same with plain JSON data). A new record type needs no codec code:
+pydantic builds the schema from the type hints (``TypeAdapter(tp).core_schema``, once per type), and
+:func:`_rules` adjusts that schema to the rules below, which are the store's format (databases written
+before pydantic still load, and the same record still writes the same text):
 
-- ``str``, ``int``, ``float``, ``bool`` and ``None`` are themselves (``bool`` is never an ``int``, an
-  ``int`` is accepted where a ``float`` is declared).
+- ``str``, ``int``, ``float``, ``bool`` and ``None`` are themselves, strictly: ``bool`` is never an
+  ``int``, a string is never a number, an ``int`` is accepted where a ``float`` is declared.
 - An ``Enum`` (``StrEnum``) is its value.
-- A dataclass is an object of its fields; on decoding, a missing field takes its default (so adding a
-  field with a default needs no migration) and an unknown field is refused.
+- A dataclass is an object of its fields in field order; on reading, a missing field takes its default
+  (so adding a field with a default needs no migration) and an unknown field is refused.
 - ``tuple`` (``tuple[X, ...]`` or ``tuple[X, Y]``) and ``list`` are arrays; ``frozenset`` and ``set``
   are arrays sorted by their JSON text, so equal sets encode to equal text.
 - A ``dict`` / ``Mapping`` whose keys are all strings is an object; any other is an array of
-  ``[key, value]`` pairs. Decoding accepts either form and decodes keys by the declared key type.
-- ``X | None`` / ``Optional``, other unions (first alternative that decodes wins), ``Literal`` and
-  ``Any`` (the JSON data itself).
+  ``[key, value]`` pairs sorted by their JSON text. Reading accepts either form and reads keys by the
+  declared key type.
+- ``X | None`` / ``Optional``, other unions (the first alternative that fits wins), ``Literal``, and
+  ``Any``: the JSON data itself on reading; on writing, the value by its own type, by these rules.
+- The text is compact (``,`` and ``:``, no spaces), not ASCII-escaped; NaN and infinities are refused.
 
-Bad data raises :class:`CodecError` naming the path (``Message.state``) and what was wrong.
+Bad data raises :class:`CodecError` naming the path (``Message.state``) and what was wrong; a record
+whose ``__post_init__`` refuses the values is reported the same way.
+
+How the rules map onto pydantic. Validation runs in pydantic's lax mode with the scalar schemas made
+strict, so one schema reads JSON text and plain data alike (strict mode would want ``Enum`` members and
+tuples from plain data, and mapping pairs are plain data by the time they are a mapping). Sets,
+mappings and ``Any`` get wrap/plain serializers; unions read left to right; dataclass arguments forbid
+extras. Hand-written, and why:
+
+- :func:`_rules`, a walk over the finished core schema that applies these. Pydantic has no public hook
+  for how it builds the schema of a type one does not own (``GenerateSchema`` is private, the
+  ``schema_generator`` setting has had no effect since 2.10, and ``TypeAdapter`` takes no config for a
+  dataclass), and a set or mapping can sit anywhere inside a record.
+- :func:`_encode_any`, which picks the schema for an ``Any`` value by its type: pydantic's own
+  inference writes a set unsorted and a non-string key as a string.
+- The text is written by :func:`json.dumps` from pydantic's JSON-mode data, not by ``dump_json``:
+  the two write floats differently (``1e-07`` against ``1e-7``), and the stored text must not change.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+
+from pydantic import TypeAdapter
+from pydantic_core import (
+    PydanticSerializationError,
+    SchemaSerializer,
+    SchemaValidator,
+    ValidationError,
+    core_schema,
+)
 
 T = TypeVar("T")
 
 _SCALARS = (str, int, float, bool, type(None))
+# Keys of a core schema whose values are not schemas (Python values, functions, config): left as they are.
+_OPAQUE = frozenset({"cls", "members", "expected", "default", "default_factory", "metadata", "config",
+                     "serialization", "function", "ref", "schema_ref", "custom_error_context"})
 
 
 class CodecError(ValueError):
@@ -40,181 +71,209 @@ class CodecError(ValueError):
 
 
 def encode(obj: Any) -> Any:
-    """Plain JSON data (dicts, lists, str, int, float, bool, None) for ``obj``."""
-    if isinstance(obj, Enum):
-        return obj.value
-    if obj is None or isinstance(obj, _SCALARS):
-        return obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, tuple | list):
-        return [encode(item) for item in obj]
-    if isinstance(obj, frozenset | set):
-        return sorted((encode(item) for item in obj), key=_sort_key)
-    if isinstance(obj, Mapping):
-        if all(isinstance(k, str) for k in obj):
-            return {k: encode(v) for k, v in obj.items()}
-        return sorted(([encode(k), encode(v)] for k, v in obj.items()), key=_sort_key)
-    raise CodecError(f"cannot encode a {type(obj).__name__}: {obj!r}")
+    """Plain JSON data (dicts, lists, str, int, float, bool, None) for ``obj``, by its own type."""
+    return _encode_any(obj)
 
 
 def dumps(obj: Any) -> str:
     """``encode`` as compact JSON text (keys in field order); NaN and infinities are refused."""
+    data = encode(obj)
     try:
-        return json.dumps(encode(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as exc:
         raise CodecError(f"cannot write {type(obj).__name__} as JSON: {exc}") from exc
 
 
 def loads(tp: type[T], text: str | bytes) -> T:
-    """``decode`` from JSON text."""
+    """The value of type ``tp`` that the JSON ``text`` encodes."""
+    codec = _codec(cast(Any, tp))  # a type is hashable; mypy does not know it of ``type[T]``
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise CodecError(f"{_name(tp)}: not JSON: {exc}") from exc
-    value: T = decode(tp, data)
+        value: T = codec.validator.validate_json(text)
+    except ValidationError as exc:
+        raise CodecError(_describe(codec.name, exc)) from None
     return value
 
 
-def decode(tp: Any, data: Any, path: str = "") -> Any:
-    """The value of type ``tp`` that ``data`` encodes (:class:`CodecError` if it does not fit)."""
-    here = path or _name(tp)
-    if tp is Any or tp is object:
-        return data
-    if tp is type(None) or tp is None:
-        if data is not None:
-            raise CodecError(f"{here}: expected null, got {_show(data)}")
-        return None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        return _decode_union(args, data, here)
-    if origin is typing.Literal:
-        if data not in args:
-            raise CodecError(f"{here}: expected one of {list(args)!r}, got {_show(data)}")
-        return data
-    if origin is not None:
-        return _decode_generic(origin, args, data, here)
-    if isinstance(tp, type):
-        if issubclass(tp, Enum):
-            try:
-                return tp(data)
-            except ValueError:
-                allowed = ", ".join(repr(m.value) for m in tp)
-                raise CodecError(f"{here}: {_show(data)} is not a {tp.__name__} ({allowed})") from None
-        if dataclasses.is_dataclass(tp):
-            return _decode_dataclass(tp, data, here)
-        if tp is bool:
-            if not isinstance(data, bool):
-                raise CodecError(f"{here}: expected a bool, got {_show(data)}")
-            return data
-        if tp is int:
-            if isinstance(data, bool) or not isinstance(data, int):
-                raise CodecError(f"{here}: expected an int, got {_show(data)}")
-            return data
-        if tp is float:
-            if isinstance(data, bool) or not isinstance(data, int | float):
-                raise CodecError(f"{here}: expected a number, got {_show(data)}")
-            return float(data)
-        if tp is str:
-            if not isinstance(data, str):
-                raise CodecError(f"{here}: expected a string, got {_show(data)}")
-            return data
-        if tp in (tuple, list, frozenset, set, dict):
-            return _decode_generic(tp, (), data, here)
-    raise CodecError(f"{here}: the codec does not handle the type {tp!r}")
+def decode(tp: Any, data: Any) -> Any:
+    """The value of type ``tp`` that the plain JSON ``data`` encodes (:class:`CodecError` if it does not fit)."""
+    codec = _codec(tp)
+    try:
+        return codec.validator.validate_python(data)
+    except ValidationError as exc:
+        raise CodecError(_describe(codec.name, exc)) from None
 
 
-def _decode_union(args: tuple[Any, ...], data: Any, here: str) -> Any:
-    if data is None and type(None) in args:
-        return None
-    problems = []
-    for alternative in args:
-        if alternative is type(None):
-            continue
-        try:
-            return decode(alternative, data, here)
-        except CodecError as exc:
-            problems.append(str(exc))
-    raise CodecError(" / ".join(problems) if len(problems) == 1 else f"{here}: fits no alternative: {problems}")
+# --- one validator and serializer per type ------------------------------------------------------------
 
 
-def _decode_generic(origin: Any, args: tuple[Any, ...], data: Any, here: str) -> Any:
-    if origin is dict or origin is Mapping:
-        key_tp, value_tp = args if args else (Any, Any)
-        if isinstance(data, dict):
-            items = list(data.items())
-        elif isinstance(data, list) and all(isinstance(p, list) and len(p) == 2 for p in data):
-            items = [(p[0], p[1]) for p in data]
-        else:
-            raise CodecError(f"{here}: expected an object or [key, value] pairs, got {_show(data)}")
-        return {
-            decode(key_tp, k, f"{here}[{k!r}]"): decode(value_tp, v, f"{here}[{k!r}]") for k, v in items
-        }
-    if not isinstance(data, list):
-        raise CodecError(f"{here}: expected an array, got {_show(data)}")
-    if origin is tuple:
-        if not args or (len(args) == 2 and args[1] is Ellipsis):
-            item_tp = args[0] if args else Any
-            return tuple(decode(item_tp, item, f"{here}[{i}]") for i, item in enumerate(data))
-        if args == ((),):  # tuple[()]
-            args = ()
-        if len(data) != len(args):
-            raise CodecError(f"{here}: expected {len(args)} items, got {len(data)}")
-        return tuple(decode(a, item, f"{here}[{i}]") for i, (a, item) in enumerate(zip(args, data, strict=True)))
-    item_tp = args[0] if args else Any
-    items = [decode(item_tp, item, f"{here}[{i}]") for i, item in enumerate(data)]
-    if origin is list:
-        return items
-    if origin is set:
-        return set(items)
-    if origin in (frozenset, AbstractSet):
-        return frozenset(items)
-    if origin in (Sequence, Collection, Iterable):
-        return tuple(items)
-    raise CodecError(f"{here}: the codec does not handle {origin!r}")
+@dataclass(frozen=True)
+class _Codec:
+    name: str
+    validator: SchemaValidator
+    serializer: SchemaSerializer
 
 
 @cache
-def _hints(cls: type) -> tuple[tuple[str, Any, bool], ...]:
-    """(name, type, required) of each init field of a dataclass."""
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        out.append((f.name, hints[f.name], required))
-    return tuple(out)
-
-
-def _decode_dataclass(cls: type, data: Any, here: str) -> Any:
-    if not isinstance(data, dict):
-        raise CodecError(f"{here}: expected an object, got {_show(data)}")
-    fields = _hints(cls)
-    known = {name for name, _tp, _req in fields}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise CodecError(f"{here}: unknown field(s) {', '.join(map(repr, unknown))} for {cls.__name__}")
-    kwargs = {}
-    for name, tp, required in fields:
-        if name not in data:
-            if required:
-                raise CodecError(f"{here}.{name}: missing (required by {cls.__name__})")
-            continue
-        kwargs[name] = decode(tp, data[name], f"{here}.{name}")
+def _codec(tp: Any) -> _Codec:
+    name = tp.__name__ if isinstance(tp, type) else repr(tp)
     try:
-        return cls(**kwargs)
-    except Exception as exc:  # a record's own validation (__post_init__) refusing the values
-        raise CodecError(f"{here}: {cls.__name__} refused the values: {exc}") from exc
+        schema = _rules(TypeAdapter(tp).core_schema)
+    except Exception as exc:  # pydantic's own refusal of the type (PydanticSchemaGenerationError, ...)
+        raise CodecError(f"{name}: the codec does not handle the type {tp!r}: {exc}") from exc
+    return _Codec(name, SchemaValidator(schema), SchemaSerializer(schema))
+
+
+def _rules(node: Any) -> Any:
+    """A copy of the core schema ``node`` with the codec's rules applied to every schema in it."""
+    if isinstance(node, list):
+        return [_rules(item) for item in node]
+    if isinstance(node, tuple):  # a union's (schema, label) choice
+        return tuple(_rules(item) for item in node)
+    if not isinstance(node, dict):
+        return node
+    schema = {key: value if key in _OPAQUE else _rules(value) for key, value in node.items()}
+    rule = _RULES.get(schema.get("type", ""))
+    return rule(schema) if rule else schema
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "strict": True}
+
+
+def _left_to_right(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "mode": "left_to_right"}
+
+
+def _forbid_extra(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "extra_behavior": "forbid"}
+
+
+def _report_refusal(schema: dict[str, Any]) -> Any:
+    """A dataclass whose ``__post_init__`` may refuse: its exception becomes an error at its path."""
+    if not schema.get("post_init"):
+        return schema
+    cls_name = schema["cls"].__name__
+
+    def refused(data: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError:
+            raise
+        except Exception as exc:  # the record's own validation (__post_init__) refusing the values
+            raise ValueError(f"{cls_name} refused the values: {exc}") from exc
+
+    inner = {key: value for key, value in schema.items() if key != "ref"}  # a reference reaches the wrapper
+    return core_schema.no_info_wrap_validator_function(
+        refused, cast(core_schema.CoreSchema, inner), ref=schema.get("ref")
+    )
+
+
+def _sorted_array(schema: dict[str, Any]) -> dict[str, Any]:
+    """A set: an array sorted by JSON text."""
+    return {**schema, "serialization": core_schema.wrap_serializer_function_ser_schema(
+        _encode_set, schema=cast(core_schema.CoreSchema, schema), when_used="json",
+    )}
+
+
+def _object_or_pairs(schema: dict[str, Any]) -> Any:
+    """A mapping: written as an object or as sorted pairs, read from either. With string keys it stays
+    pydantic's mapping (errors name the key); with other keys it is read as pairs, as keys from JSON can
+    be arrays, which a Python dict cannot hold before they are read as the key type."""
+    any_ = core_schema.any_schema()
+    keys = schema.get("keys_schema", any_)
+    pairs = core_schema.list_schema(core_schema.tuple_schema([keys, schema.get("values_schema", any_)]))
+    written = core_schema.wrap_serializer_function_ser_schema(_encode_mapping, schema=pairs, when_used="json")
+    if keys.get("type") == "str":
+        return core_schema.no_info_before_validator_function(
+            _pairs_to_object, cast(core_schema.CoreSchema, schema), serialization=written
+        )
+    return core_schema.no_info_before_validator_function(
+        _object_to_pairs, core_schema.no_info_after_validator_function(dict, pairs), serialization=written
+    )
+
+
+def _by_own_type(schema: dict[str, Any]) -> dict[str, Any]:
+    """``Any``: written by the value's own type, so a set or a non-string key follows the rules too."""
+    return {**schema, "serialization": core_schema.plain_serializer_function_ser_schema(
+        _encode_any, when_used="json",
+    )}
+
+
+_RULES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "int": _strict, "float": _strict, "bool": _strict, "str": _strict,
+    "union": _left_to_right,
+    "dataclass-args": _forbid_extra,
+    "dataclass": _report_refusal,
+    "set": _sorted_array, "frozenset": _sorted_array,
+    "dict": _object_or_pairs,
+    "any": _by_own_type,
+}
+
+
+# --- the functions the schemas call -------------------------------------------------------------------
+
+
+def _encode_any(value: Any) -> Any:
+    """``value`` written by its own type (a ``StrEnum`` member is a ``str`` too: its value, not itself)."""
+    tp: Any
+    if isinstance(value, Enum) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        tp = type(value)
+    elif value is None or isinstance(value, _SCALARS):
+        return value
+    elif isinstance(value, tuple | list | frozenset | set):
+        tp = next(kind for kind in (tuple, list, frozenset, set) if isinstance(value, kind))
+    elif isinstance(value, Mapping):
+        tp = dict
+    else:
+        raise CodecError(f"cannot encode a {type(value).__name__}: {value!r}")
+    try:
+        return _codec(tp).serializer.to_python(value, mode="json", warnings=False)
+    except PydanticSerializationError as exc:
+        raise CodecError(f"cannot encode {type(value).__name__}: {exc}") from None
+
+
+def _encode_set(value: Any, handler: core_schema.SerializerFunctionWrapHandler) -> Any:
+    return sorted(handler(value), key=_sort_key)
+
+
+def _encode_mapping(value: Any, handler: core_schema.SerializerFunctionWrapHandler) -> Any:
+    pairs = handler(list(value.items()))
+    if all(isinstance(key, str) for key in value):
+        return {key: item for key, item in pairs}
+    return sorted(pairs, key=_sort_key)
+
+
+def _pairs_to_object(data: Any) -> Any:
+    if isinstance(data, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in data):
+        return dict(data)
+    return data
+
+
+def _object_to_pairs(data: Any) -> Any:
+    return [[key, value] for key, value in data.items()] if isinstance(data, dict) else data
 
 
 def _sort_key(item: Any) -> str:
     return json.dumps(item, sort_keys=True, ensure_ascii=False)
 
 
-def _name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or repr(tp)
+# --- errors ------------------------------------------------------------------------------------------
+
+
+def _describe(name: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        path = name + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+        kind = error["type"]
+        if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+            problems.append(f"{path}: unknown field")
+        elif kind in ("missing", "missing_argument"):
+            problems.append(f"{path}: missing (required)")
+        elif kind == "json_invalid":
+            problems.append(f"{path}: not JSON: {error['msg']}")
+        else:
+            problems.append(f"{path}: {error['msg']}, got {_show(error['input'])}")
+    return "; ".join(problems)
 
 
 def _show(data: Any) -> str:

@@ -1,4 +1,6 @@
-"""The JSON codec for the core's records: round trips, and every refusal names the problem."""
+"""The JSON codec for the core's records: round trips, and every refusal names the path and the problem.
+
+That the text is the same as before pydantic, and old text still reads, is tests/unit/test_codec_compat.py."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectcore.consent import Card, CardState
+from connectcore.control import Act, Tool
 from connectcore.delivery import Message, MessageState
 from connectcore.grants import GrantBook, Principal, Scope, TokenRecord
 from connectcore.restart import RestartOutcome, RestartRecord, RestartStep
@@ -100,6 +103,7 @@ class Wide:
     listed: list[bool]
     maybe: Optional_ = None
     defaulted: tuple[str, ...] = field(default_factory=tuple)
+    tags: frozenset[str] = frozenset()
 
 
 class Shade(Enum):
@@ -124,8 +128,10 @@ def test_every_declared_shape_round_trips() -> None:
         listed=[True, False],
         maybe=2.5,
         defaulted=("z",),
+        tags=frozenset({"b", "c", "a"}),
     )
     assert loads(Wide, dumps(wide)) == wide
+    assert encode(wide)["tags"] == ["a", "b", "c"]
     assert encode(wide)["numbers"] == [[1, 2.0], [3, 1.5]]
     assert encode(wide)["color"] == 2
 
@@ -146,6 +152,10 @@ def test_int_is_accepted_where_float_is_declared() -> None:
 # --- refusals -----------------------------------------------------------------------------------------
 
 
+class Opaque:
+    """A type pydantic has no schema for."""
+
+
 def _principal_data(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = encode(Principal("p1", "claude", "%1", 10, "inc-1", 1.0))
     data.update(changes)
@@ -155,22 +165,29 @@ def _principal_data(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("tp", "data", "needle"),
     [
-        (Principal, _principal_data(extra=1), "unknown field(s) 'extra'"),
+        (Principal, _principal_data(extra=1), "Principal.extra: unknown field"),
         (Principal, {"id": "p1"}, "Principal.harness: missing"),
-        (Principal, _principal_data(pid="10"), "Principal.pid: expected an int"),
-        (Principal, _principal_data(pid=True), "Principal.pid: expected an int"),
-        (Principal, _principal_data(created_at="now"), "Principal.created_at: expected a number"),
-        (Principal, _principal_data(control=1), "Principal.control: expected a bool"),
-        (Principal, _principal_data(session=["claude"]), "Principal.session"),
-        (Principal, _principal_data(session="claude:s1"), "expected an array"),
-        (Principal, ["p1"], "Principal: expected an object"),
-        (TokenRecord, {**encode(TokenRecord("h", "p", "i", "%1", 1)), "state": "zombie"}, "'zombie' is not a TokenState"),
-        (frozenset[Scope], ["read", "root"], "'root' is not a Scope"),
-        (tuple[str, str], ["a", "b", "c"], "expected 2 items, got 3"),
-        (dict[str, int], "x", "expected an object or [key, value] pairs"),
-        (Literal["a"], "b", "expected one of ['a']"),
-        (type(None), 0, "expected null"),
-        (complex, 1, "does not handle"),
+        (Principal, _principal_data(pid="10"), "Principal.pid: Input should be a valid integer, got '10'"),
+        (Principal, _principal_data(pid=True), "Principal.pid: Input should be a valid integer, got True"),
+        (Principal, _principal_data(pid=10.0), "Principal.pid: Input should be a valid integer, got 10.0"),
+        (Principal, _principal_data(created_at="now"), "Principal.created_at: Input should be a valid number"),
+        (Principal, _principal_data(created_at=True), "Principal.created_at: Input should be a valid number"),
+        (Principal, _principal_data(control=1), "Principal.control: Input should be a valid boolean, got 1"),
+        (Principal, _principal_data(harness=7), "Principal.harness: Input should be a valid string, got 7"),
+        (Principal, _principal_data(session=["claude"]), "Principal.session[1]: missing"),
+        (Principal, _principal_data(session="claude:s1"), "Principal.session: Input should be a valid tuple"),
+        (Principal, ["p1"], "Principal: Input should be a dictionary"),
+        (TokenRecord, {**encode(TokenRecord("h", "p", "i", "%1", 1)), "state": "zombie"},
+         "TokenRecord.state: Input should be 'live', 'revoked' or 'ended', got 'zombie'"),
+        (frozenset[Scope], ["read", "root"], "[1]: Input should be 'read', 'history'"),
+        (tuple[str, str], ["a", "b", "c"], "Tuple should have at most 2 items after validation, not 3"),
+        (dict[str, int], "x", "Input should be a valid dictionary, got 'x'"),
+        (dict[tuple[str, str], int], "x", "Input should be a valid list, got 'x'"),
+        (dict[tuple[str, str], int], [[["a"], 1]], "[0][0][1]: missing"),
+        (Literal["a"], "b", "Input should be 'a', got 'b'"),
+        (type(None), 0, "NoneType: Input should be None, got 0"),
+        (Opaque, 1, "Opaque: the codec does not handle the type"),
+        (GrantBook, {"principals": {"p1": _principal_data(extra=1)}}, "GrantBook.principals.p1.extra: unknown field"),
     ],
 )
 def test_bad_data_is_refused_with_its_path(tp: Any, data: Any, needle: str) -> None:
@@ -179,9 +196,15 @@ def test_bad_data_is_refused_with_its_path(tp: Any, data: Any, needle: str) -> N
     assert needle in str(caught.value)
 
 
+def test_every_problem_is_named_not_only_the_first() -> None:
+    with pytest.raises(CodecError) as caught:
+        decode(Principal, _principal_data(pid="10", control=1, extra=1))
+    assert str(caught.value).count("; ") == 2
+
+
 def test_card_state_names_the_allowed_values() -> None:
     card = Card("c1", ("p", "m"), "p", "a", "%1", "i", "b", "t", 1, 0.0, 1.0)
-    with pytest.raises(CodecError, match=r"Card\.state: 'maybe' is not a CardState \('pending'"):
+    with pytest.raises(CodecError, match=r"Card\.state: Input should be 'pending', 'approved_once'"):
         decode(Card, {**encode(card), "state": "maybe"})
     assert decode(Card, encode(card)).state is CardState.PENDING
 
@@ -189,10 +212,15 @@ def test_card_state_names_the_allowed_values() -> None:
 def test_not_json_and_not_finite_are_refused() -> None:
     with pytest.raises(CodecError, match="Message: not JSON"):
         loads(Message, "{")
+    with pytest.raises(CodecError, match=r"Message: Input should be an object, got \[\]"):
+        loads(Message, "[]")
     with pytest.raises(CodecError, match="cannot write"):
         dumps(TokenRecord("h", "p", "i", "%1", 1, issued_at=float("inf")))
     with pytest.raises(CodecError, match="cannot encode a object"):
         encode(object())
+    act = Act("a1", Tool.SEND_KEYS, "p", "%1", "i", "shown", args={"keys": object()})
+    with pytest.raises(CodecError, match="cannot encode"):
+        dumps(act)
 
 
 def test_a_record_that_refuses_its_values_is_reported() -> None:
@@ -201,6 +229,8 @@ def test_a_record_that_refuses_its_values_is_reported() -> None:
 
     with pytest.raises(CodecError, match="RestartLimits refused the values"):
         decode(RestartLimits, {"step": -1.0})
+    with pytest.raises(CodecError, match=r"\]\[1\]: Value error, RestartLimits refused the values"):
+        decode(tuple[RestartLimits, ...], [{"step": 1.0}, {"step": -1.0}])
 
 
 def test_enums_encode_as_their_values() -> None:
