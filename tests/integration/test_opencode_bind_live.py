@@ -5,10 +5,14 @@ exactly that session. Not the full live acceptance (OpenCode is not connectable 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,6 +63,11 @@ def rig(tmp_path: Path) -> Iterator[tuple[H.Tmux, ModelServer, ThreadingHTTPServ
     try:
         yield tmux, model, mcp
     finally:
+        # OpenCode outlives its tmux server (it ignores the hang-up): end the pane's process by its pid
+        out = tmux.run("list-panes", "-a", "-F", "#{pane_pid}", check=False)
+        for pid in (int(p) for p in out.split() if p.isdigit()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
         tmux.kill()
         model.stop()
         mcp.shutdown()
@@ -89,11 +98,18 @@ def test_a_connected_opencode_is_bound_to_the_session_connectd_created(
                                                  wait=120))
     assert isinstance(found, str) and OC.SESSION_ID_RE.fullmatch(found), found
 
-    # the TUI shows the selected (empty) session: the home screen's placeholder is gone
-    tmux.wait_for(pane, lambda c: "Ask anything" not in c.text, timeout=60)
-    tmux.type(pane, "say something")
-    for _ in range(3):  # Enter once the text shows, and again while it stays a draft
-        tmux.wait_for(pane, lambda c: "say something" in c.text, timeout=30)
+    # the TUI shows the selected (empty) session: the home screen's placeholder is gone, and stays gone
+    # (the switch redraws the screen: a prompt typed into the home screen's composer would be dropped)
+    for _ in range(20):
+        tmux.wait_for(pane, lambda c: "Ask anything" not in c.text and "tab agents" in c.text, timeout=60)
+        time.sleep(0.5)
+        if "Ask anything" not in tmux.capture(pane).text:
+            break
+    for _ in range(3):  # the person types, and presses Enter again while the text stays a draft
+        if "say something" not in tmux.capture(pane).text:
+            tmux.type(pane, "say something")
+            tmux.wait_for(pane, lambda c: "say something" in c.text, timeout=30)
+        time.sleep(0.4)
         tmux.keys(pane, "Enter")
         try:
             tmux.wait_for(pane, lambda c: "Bound and answered." in c.text, timeout=60)
