@@ -24,7 +24,7 @@ from connectcore import opencode_binding as OC
 from connectcore.launchers import harness_injection
 from connectd import opencode_bind
 from tests.support import harnesses as H
-from tests.support.live import argv_holding
+from tests.support.live import _running, argv_holding
 from tests.support.model_server import ModelServer, Turn
 
 pytestmark = pytest.mark.live
@@ -64,10 +64,16 @@ def rig(tmp_path: Path) -> Iterator[tuple[H.Tmux, ModelServer, ThreadingHTTPServ
         yield tmux, model, mcp
     finally:
         # OpenCode outlives its tmux server (it ignores the hang-up): end the pane's process by its pid
+        # (and it does not always heed SIGTERM: SIGKILL after a bounded wait)
         out = tmux.run("list-panes", "-a", "-F", "#{pane_pid}", check=False)
-        for pid in (int(p) for p in out.split() if p.isdigit()):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
+        pids = [int(p) for p in out.split() if p.isdigit()]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+                time.sleep(0.1)
         tmux.kill()
         model.stop()
         mcp.shutdown()
