@@ -23,7 +23,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The pinned Claude Code and Codex from npm, into .cache/harnesses (skipped when already there).
+# The pinned Claude Code and Codex, and OpenCode (capture-only), from npm into .cache/harnesses
+# (skipped when already there).
 harnesses: $(STAMP)
 	$(PY) -m tests.support.live install
 

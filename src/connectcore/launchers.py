@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from connectcore import opencode_binding as OC
 from connectcore._machine import ConnectError
 
 # --------------------------------------------------------------------------------------------------
@@ -117,7 +118,8 @@ class LauncherError(ConnectError):
     """A malformed launcher, a bad injection request or a launch that cannot be connected.
 
     ``launcher`` names the launcher (``None`` for a file-level problem); ``reason`` is a short code:
-    ``toml``, ``invalid``, ``bad_endpoint``, ``bad_env``, ``bad_session_id``, ``not_restartable``.
+    ``toml``, ``invalid``, ``bad_endpoint``, ``bad_env``, ``bad_session_id``, ``not_restartable``,
+    ``bad_port``, ``server_flag``.
     """
 
     def __init__(self, launcher: str | None, problem: str, *, reason: str = "invalid") -> None:
@@ -479,13 +481,17 @@ def harness_injection(
     endpoint_url: str,
     token_env: str = DEFAULT_TOKEN_ENV,
     inject_tool_approval: bool = True,
+    server_port: int | None = None,
 ) -> Injection:
     """The per-launch override one harness needs, whether or not its launches are connectable.
 
     Claude Code: ``--mcp-config=<json>`` and ``--allowedTools=mcp__connect``. Codex: ``-c`` overrides of
     ``mcp_servers.connect`` (url, bearer_token_env_var, default_tools_approval_mode). OpenCode:
-    ``OPENCODE_CONFIG_CONTENT``. Approval of connect's own tools (and only those) is added unless
-    ``inject_tool_approval`` is false.
+    ``OPENCODE_CONFIG_CONTENT`` (merged with the person's config; the token by ``{env:VAR}``) and, when
+    ``server_port`` is given, ``--port=P --hostname=127.0.0.1 --mdns=false``: the process's own server,
+    which its session binding talks to (:mod:`connectcore.opencode_binding`; the daemon puts the
+    server's password in ``OPENCODE_SERVER_PASSWORD`` as it puts the token, never in argv). Approval
+    of connect's own tools (and only those) is added unless ``inject_tool_approval`` is false.
     """
     check_endpoint(endpoint_url)
     _token_env(token_env)
@@ -506,7 +512,15 @@ def harness_injection(
             argv += ["-c", f"{prefix}.default_tools_approval_mode={toml_string('approve')}"]
         return Injection(argv=tuple(argv))
     if harness == "opencode":
-        return Injection(env={"OPENCODE_CONFIG_CONTENT": opencode_config_content(endpoint_url, token_env)})
+        server: tuple[str, ...] = ()
+        if server_port is not None:
+            try:
+                server = OC.server_args(server_port)
+            except ValueError as exc:
+                raise LauncherError(None, str(exc), reason="bad_port") from None
+        return Injection(
+            argv=server, env={"OPENCODE_CONFIG_CONTENT": opencode_config_content(endpoint_url, token_env)}
+        )
     raise LauncherError(None, f"no per-launch MCP override is known for harness {harness!r}")
 
 
@@ -523,6 +537,19 @@ def plain_plan(launcher: Launcher, *, extra_env: Mapping[str, str] | None = None
     argv = ("/bin/sh", "-c", launcher.opaque) if launcher.opaque is not None else launcher.argv
     reason = launcher.unconnectable_reason or "launched with connect off"
     return LaunchPlan(launcher=launcher.name, argv=argv, env_add=env, connectable=False, reason=reason)
+
+
+def check_opencode_argv(name: str, argv: Sequence[str]) -> None:
+    """Refuse an OpenCode argv that sets what a connected launch must set itself: its server's
+    address (``--port``, ``--hostname``, mDNS) or ``--mini`` (which refuses ``--port``)."""
+    flag = OC.server_flag_in(argv)
+    if flag is not None:
+        raise LauncherError(
+            name,
+            f"{flag} cannot be in a connected OpenCode launcher's argv: connectd sets OpenCode's server "
+            "address itself (its session binding talks to it); remove it or launch with connect off",
+            reason="server_flag",
+        )
 
 
 def _session_picked(rule: HarnessRule, argv: Sequence[str]) -> bool:
@@ -542,12 +569,16 @@ def _connected_plan(
     token_env: str,
     session_id: str | None,
     extra_env: Mapping[str, str],
+    server_port: int | None = None,
 ) -> LaunchPlan:
+    if launcher.harness == "opencode":
+        check_opencode_argv(launcher.name, argv)
     injection = harness_injection(
         launcher.harness,
         endpoint_url=endpoint_url,
         token_env=token_env,
         inject_tool_approval=launcher.inject_tool_approval,
+        server_port=server_port,
     )
     env = _merged_env(launcher, extra_env)
     if token_env in env:
@@ -556,7 +587,8 @@ def _connected_plan(
             f"{token_env} is connectd's token variable; the launcher's env and --env must not set it",
             reason="bad_env",
         )
-    clash = sorted(set(env) & set(injection.env))
+    reserved = set(injection.env) | ({OC.PASSWORD_ENV} if launcher.harness == "opencode" else set())
+    clash = sorted(set(env) & reserved)
     if clash:
         raise LauncherError(
             launcher.name,

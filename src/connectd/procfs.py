@@ -152,6 +152,49 @@ def open_files(pid: int) -> list[str]:
     return sorted(paths)
 
 
+_SOCKET_PREFIX = "socket:["
+
+
+def tree_socket_inodes(pid: int) -> frozenset[int]:
+    """Inodes of the sockets `pid` and its descendants hold open (``/proc/<p>/fd/* -> socket:[N]``)."""
+    inodes: set[int] = set()
+    for p in [pid, *descendants(pid)]:
+        fd_dir = PROC / str(p) / "fd"
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(fd_dir / name)
+            except OSError:
+                continue
+            if target.startswith(_SOCKET_PREFIX) and target.endswith("]") and target[8:-1].isdigit():
+                inodes.add(int(target[8:-1]))
+    return frozenset(inodes)
+
+
+def tcp_listeners() -> dict[int, frozenset[int]]:
+    """{local port: inodes of the sockets listening on it} from ``/proc/net/tcp`` and ``tcp6`` (this
+    network namespace), on any local address."""
+    found: dict[int, set[int]] = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            _, _, port = fields[1].rpartition(":")
+            try:
+                found.setdefault(int(port, 16), set()).add(int(fields[9]))
+            except ValueError:
+                continue
+    return {port: frozenset(inodes) for port, inodes in found.items()}
+
+
 def tree_open_files(pid: int) -> dict[int, list[str]]:
     """Open files of `pid` and each of its descendants, keyed by pid (processes with none omitted)."""
     result: dict[int, list[str]] = {}

@@ -591,13 +591,14 @@ def load_tools(request: Request, *tools: str, id: str) -> list[Turn]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tests.support.live install``: install the pinned harnesses (CI runs it before the
-    tests, so the npm download is not inside a test's deadline)."""
+    """``python -m tests.support.live install``: install the pinned harnesses and the capture-only ones
+    (OpenCode, whose binding test runs the real binary) (CI runs it before the tests, so the npm
+    download is not inside a test's deadline)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["install"]:
         print("usage: python -m tests.support.live install", file=sys.stderr)
         return 2
-    for name in H.PINNED:
+    for name in H.PACKAGES:
         print(f"{name} {H.version(name)}: {H.install(name)}", flush=True)
     return 0
 

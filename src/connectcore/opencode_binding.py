@@ -1,0 +1,184 @@
+"""OpenCode's launch-token-to-session binding, as rules (checked on OpenCode 1.18.33).
+
+OpenCode cannot be given a new session's id up front (``--session`` must name an existing session),
+and everything it keeps on disk (``opencode.db``, ``log/opencode.log``) is shared by every OpenCode
+process of the person, so neither names the process. What does: the process's own server. A
+connected launch makes OpenCode listen on a loopback port connectd picked (``--port=P``), behind a
+per-launch basic-auth password (``OPENCODE_SERVER_PASSWORD``); connectd then checks the listening
+socket belongs to the pane's process tree, creates a session on that server (``POST /session``) and
+selects it in the TUI (``POST /tui/select-session``). The id it created is the binding; anything
+unclear leaves the pane unbound. docs/compatibility.md ("OpenCode") records what was checked.
+
+Rules first, as data; then the values; then pure functions. Nothing here opens a socket or a file:
+the daemon gathers the facts (listening sockets, the tree's socket inodes, the server's answers) and
+asks these functions what they mean.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+# --------------------------------------------------------------------------------------------------
+# Rules as data
+# --------------------------------------------------------------------------------------------------
+
+#: The environment variable OpenCode reads its server's basic-auth password from (user ``opencode``).
+PASSWORD_ENV = "OPENCODE_SERVER_PASSWORD"
+SERVER_USER = "opencode"
+HOSTNAME = "127.0.0.1"
+
+#: A session id as OpenCode 1.18.33 makes them (``ses_dc312b8eeffeukCeBPJfXsuyap``).
+SESSION_ID_RE = re.compile(r"ses_[A-Za-z0-9]{1,120}")
+
+#: Options a connected launch sets itself, so the launcher's own argv must not: the server's address
+#: (``--port``, ``--hostname``, mDNS, which would default the hostname to 0.0.0.0) and ``--mini``,
+#: which refuses ``--port``.
+SERVER_FLAGS: tuple[str, ...] = ("--port", "--hostname", "--mdns", "--no-mdns", "--mdns-domain", "--mini")
+
+#: Options that pick a session by id (the value follows, or comes after ``=``).
+SESSION_ID_FLAGS: tuple[str, ...] = ("--session", "-s")
+#: Options that pick a session without naming it.
+SESSION_PICK_FLAGS: tuple[str, ...] = ("--continue", "-c", "--fork")
+
+#: The server's paths (relative to ``http://127.0.0.1:P``).
+CREATE_PATH = "/session"
+SELECT_PATH = "/tui/select-session"
+
+
+class Step(StrEnum):
+    """What the daemon does to bind an OpenCode launch."""
+
+    CREATE_AND_SELECT = "create_and_select"  # a new session: create it on the process's server, select it
+    KNOWN = "known"  # the launch names its session (a resume): bound from the launch
+    UNBOUND = "unbound"  # nothing exact to bind by
+
+
+class Refusal(StrEnum):
+    """Why an OpenCode pane stays unbound."""
+
+    SESSION_PICKED = "session_picked"  # the launcher's argv picks a session without naming it
+    NO_LISTENER = "no_listener"  # nothing listens on the launch's port (yet)
+    FOREIGN_LISTENER = "foreign_listener"  # the port's listener is not in the pane's process tree
+    SERVER_REFUSED = "server_refused"  # the server answered with an error status (401: wrong password)
+    BAD_ANSWER = "bad_answer"  # the server's answer is not one well-formed session / not ``true``
+
+
+# --------------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BindPlan:
+    step: Step
+    session_id: str | None = None
+    reason: Refusal | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------------------------
+
+
+def check_port(port: object) -> int:
+    """``port`` if it is an int in 1..65535, else ValueError."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"an OpenCode server port must be an integer in 1..65535, got {port!r}")
+    return port
+
+
+def server_args(port: int) -> tuple[str, ...]:
+    """The arguments that make OpenCode serve on ``127.0.0.1:port`` and nowhere else (``=`` forms:
+    OpenCode counts ``--port=P`` as an explicit port, which overrides the person's ``server.*``)."""
+    return (f"--port={check_port(port)}", f"--hostname={HOSTNAME}", "--mdns=false")
+
+
+def _options(argv: Sequence[str]) -> list[str]:
+    """The arguments after the program, up to a ``--``."""
+    out: list[str] = []
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        out.append(arg)
+    return out
+
+
+def server_flag_in(argv: Sequence[str]) -> str | None:
+    """The first option in ``argv`` that a connected launch must set itself, else None."""
+    for arg in _options(argv):
+        name = arg.split("=", 1)[0]
+        if name in SERVER_FLAGS:
+            return name
+    return None
+
+
+def session_in_argv(argv: Sequence[str]) -> tuple[bool, str | None]:
+    """Whether ``argv`` picks a session, and its id when it names one well-formed id (else None)."""
+    options = _options(argv)
+    picked, named = False, None
+    for i, arg in enumerate(options):
+        name, eq, value = arg.partition("=")
+        if name in SESSION_ID_FLAGS:
+            picked = True
+            if not eq:
+                value = options[i + 1] if i + 1 < len(options) else ""
+            named = value if SESSION_ID_RE.fullmatch(value) and named in (None, value) else ""
+        elif name in SESSION_PICK_FLAGS:
+            picked = True
+    fork = any(arg.split("=", 1)[0] == "--fork" for arg in options)
+    return picked, (named or None) if not fork else None
+
+
+def plan(argv: Sequence[str], *, resumed: str | None = None) -> BindPlan:
+    """How to bind a connected OpenCode launch of ``argv``; ``resumed`` is the session a resume names.
+
+    A resume, or an argv naming exactly one session (and not forking it), is bound from the launch;
+    an argv that picks a session some other way (``--continue``, ``--fork``) is left unbound; a new
+    launch creates and selects its session on the process's server."""
+    if resumed is not None:
+        if not SESSION_ID_RE.fullmatch(resumed):
+            return BindPlan(Step.UNBOUND, reason=Refusal.BAD_ANSWER)
+        return BindPlan(Step.KNOWN, session_id=resumed)
+    picked, named = session_in_argv(argv)
+    if named is not None:
+        return BindPlan(Step.KNOWN, session_id=named)
+    if picked:
+        return BindPlan(Step.UNBOUND, reason=Refusal.SESSION_PICKED)
+    return BindPlan(Step.CREATE_AND_SELECT)
+
+
+def listener_refusal(port: int, listeners: Mapping[int, frozenset[int]], tree_sockets: frozenset[int]) -> Refusal | None:
+    """Whether the socket listening on 127.0.0.1:``port`` belongs to the pane's process tree.
+
+    ``listeners`` maps a listening loopback port to the inodes of its sockets (``/proc/net/tcp``,
+    ``tcp6``); ``tree_sockets`` holds the socket inodes the pane's process tree has open. None when
+    every listener on the port is the tree's; otherwise why not."""
+    inodes = listeners.get(port, frozenset())
+    if not inodes:
+        return Refusal.NO_LISTENER
+    if not inodes <= tree_sockets:
+        return Refusal.FOREIGN_LISTENER
+    return None
+
+
+def created_session(status: int, body: object, *, directory: str) -> str | Refusal:
+    """The id of the session ``POST /session`` created, or why the answer does not bind: a 2xx with
+    one root session (no parent) for ``directory`` and a well-formed id."""
+    if not 200 <= status < 300:
+        return Refusal.SERVER_REFUSED
+    if not isinstance(body, dict):
+        return Refusal.BAD_ANSWER
+    sid, parent, where = body.get("id"), body.get("parentID"), body.get("directory")
+    if not isinstance(sid, str) or not SESSION_ID_RE.fullmatch(sid) or parent is not None or where != directory:
+        return Refusal.BAD_ANSWER
+    return sid
+
+
+def selected(status: int, body: object) -> Refusal | None:
+    """None when ``POST /tui/select-session`` answered ``true``; otherwise why it does not bind."""
+    if not 200 <= status < 300:
+        return Refusal.SERVER_REFUSED
+    return None if body is True else Refusal.BAD_ANSWER

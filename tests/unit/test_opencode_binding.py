@@ -1,0 +1,126 @@
+"""OpenCode's launch-to-session binding rules (connectcore.opencode_binding) and its injection."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectcore import opencode_binding as OC
+from connectcore.launchers import (
+    Launcher,
+    LauncherError,
+    LaunchPlan,
+    _connected_plan,
+    harness_injection,
+    opencode_config_content,
+)
+
+URL = "http://127.0.0.1:7878/mcp"
+SES = "ses_dc312b8eeffeukCeBPJfXsuyap"
+CWD = "/home/me/src/app"
+
+
+# --- the injection -------------------------------------------------------------------------------
+
+
+def test_server_args_serve_on_loopback_only_in_the_equals_form() -> None:
+    assert OC.server_args(4242) == ("--port=4242", "--hostname=127.0.0.1", "--mdns=false")
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, "4242", 42.0, True, None])
+def test_a_bad_port_is_refused(port: object) -> None:
+    with pytest.raises(ValueError, match="1..65535"):
+        OC.server_args(port)  # type: ignore[arg-type]
+    if port is not None:
+        with pytest.raises(LauncherError) as err:
+            harness_injection("opencode", endpoint_url=URL, server_port=port)  # type: ignore[arg-type]
+        assert err.value.reason == "bad_port"
+
+
+def test_injection_with_a_port_adds_the_server_args_and_keeps_the_token_out_of_argv() -> None:
+    inj = harness_injection("opencode", endpoint_url=URL, server_port=4242)
+    assert inj.argv == OC.server_args(4242)
+    assert inj.env == {"OPENCODE_CONFIG_CONTENT": opencode_config_content(URL)}
+    assert "{env:CONNECT_TOKEN}" in inj.env["OPENCODE_CONFIG_CONTENT"]
+    assert OC.PASSWORD_ENV not in inj.env  # the password is a secret: the daemon sets it, like the token
+
+
+def _connected(argv: tuple[str, ...], env: dict[str, str] | None = None, port: int = 4242) -> LaunchPlan:
+    launcher = Launcher("o", "opencode", argv=argv, env=env or {})
+    return _connected_plan(launcher, argv, endpoint_url=URL, token_env="CONNECT_TOKEN", session_id=None,
+                           extra_env={}, server_port=port)
+
+
+def test_a_connected_plan_puts_the_server_args_after_the_program() -> None:
+    plan = _connected(("opencode", "--model", "anthropic/x", "proj"))
+    assert plan.argv == ("opencode", *OC.server_args(4242), "--model", "anthropic/x", "proj")
+
+
+@pytest.mark.parametrize("arg", ["--port", "--port=9", "--hostname=0.0.0.0", "--mdns", "--no-mdns",
+                                 "--mdns-domain=x", "--mini"])
+def test_an_argv_that_sets_the_server_or_mini_is_refused(arg: str) -> None:
+    with pytest.raises(LauncherError) as err:
+        _connected(("opencode", arg, "9"))
+    assert err.value.reason == "server_flag" and arg.split("=")[0] in str(err.value)
+
+
+def test_server_flags_after_a_double_dash_are_the_users_own() -> None:
+    assert OC.server_flag_in(("opencode", "--", "--port")) is None
+
+
+def test_the_launcher_may_not_set_the_server_password() -> None:
+    with pytest.raises(LauncherError) as err:
+        _connected(("opencode",), env={OC.PASSWORD_ENV: "x"})
+    assert err.value.reason == "bad_env" and OC.PASSWORD_ENV in str(err.value)
+
+
+# --- what to bind by -----------------------------------------------------------------------------
+
+
+def test_a_new_launch_creates_and_selects_its_session() -> None:
+    assert OC.plan(("opencode", "--model", "m")) == OC.BindPlan(OC.Step.CREATE_AND_SELECT)
+
+
+@pytest.mark.parametrize("argv", [("opencode", "--session", SES), ("opencode", f"--session={SES}"),
+                                  ("opencode", "-s", SES), ("opencode", "-s", SES, "--session", SES)])
+def test_an_argv_naming_one_session_is_bound_from_the_launch(argv: tuple[str, ...]) -> None:
+    assert OC.plan(argv) == OC.BindPlan(OC.Step.KNOWN, session_id=SES)
+
+
+@pytest.mark.parametrize("argv", [("opencode", "--continue"), ("opencode", "-c"),
+                                  ("opencode", "--session", SES, "--fork"), ("opencode", "--session"),
+                                  ("opencode", "--session", "not an id"),
+                                  ("opencode", "-s", SES, "-s", "ses_other")])
+def test_an_argv_picking_a_session_without_one_exact_id_stays_unbound(argv: tuple[str, ...]) -> None:
+    assert OC.plan(argv) == OC.BindPlan(OC.Step.UNBOUND, reason=OC.Refusal.SESSION_PICKED)
+
+
+def test_a_resume_is_bound_from_the_launch_and_a_malformed_one_is_not() -> None:
+    assert OC.plan(("opencode", "--session", SES), resumed=SES) == OC.BindPlan(OC.Step.KNOWN, session_id=SES)
+    assert OC.plan(("opencode",), resumed="../x").step is OC.Step.UNBOUND
+
+
+# --- the process's own server --------------------------------------------------------------------
+
+
+def test_the_listener_must_be_the_panes_own() -> None:
+    assert OC.listener_refusal(4242, {4242: frozenset({7})}, frozenset({7, 8})) is None
+    assert OC.listener_refusal(4242, {}, frozenset({7})) is OC.Refusal.NO_LISTENER
+    assert OC.listener_refusal(4242, {4242: frozenset({9})}, frozenset({7})) is OC.Refusal.FOREIGN_LISTENER
+    # one of two listeners (tcp and tcp6) outside the tree is foreign
+    assert OC.listener_refusal(4242, {4242: frozenset({7, 9})}, frozenset({7})) is OC.Refusal.FOREIGN_LISTENER
+
+
+def test_only_one_well_formed_root_session_in_the_launch_cwd_binds() -> None:
+    good = {"id": SES, "directory": CWD, "slug": "x", "title": "New session"}
+    assert OC.created_session(200, good, directory=CWD) == SES
+    assert OC.created_session(401, good, directory=CWD) is OC.Refusal.SERVER_REFUSED
+    for bad in ([good], {**good, "id": "ses_bad id"}, {**good, "parentID": "ses_p"}, {**good, "directory": "/x"},
+                {"directory": CWD}, None, "ses_x"):
+        assert OC.created_session(200, bad, directory=CWD) is OC.Refusal.BAD_ANSWER
+
+
+def test_selection_binds_only_on_true() -> None:
+    assert OC.selected(200, True) is None
+    assert OC.selected(200, False) is OC.Refusal.BAD_ANSWER
+    assert OC.selected(200, "true") is OC.Refusal.BAD_ANSWER
+    assert OC.selected(401, True) is OC.Refusal.SERVER_REFUSED
