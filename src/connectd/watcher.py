@@ -38,7 +38,7 @@ import anyio
 from connectcore import directory as D
 from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
-from connectcore.screen import Reading, read_screen
+from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
 from connectd.history.service import default_claude_root
@@ -191,12 +191,27 @@ class Watcher:
     # --- list-panes: the source of truth ----------------------------------------------------------
 
     async def poll_when_due(self) -> None:
-        """The timed poll (run every ``timing.poll``): poll if some pane drew since the last poll or
-        control mode is not reporting output; with every pane quiet, only ``timing.poll_quiet`` after
-        the last poll. An idle fleet then costs a list-panes every few seconds, not every second."""
+        """The timed poll (run every ``timing.poll``): poll if some pane drew since the last poll,
+        control mode is not reporting output, or an agent pane waits for its session binding; else only
+        ``timing.poll_quiet`` after the last poll. An idle, bound fleet then costs a list-panes every few
+        seconds, not every second."""
         quiet_for = self.engine.clock() - self._polled_at
-        if self._drew_since_poll or not self.output_reported() or quiet_for >= self.engine.timing.poll_quiet:
+        if (
+            self._drew_since_poll
+            or not self.output_reported()
+            or self._binding_pending()
+            or quiet_for >= self.engine.timing.poll_quiet
+        ):
             await self.poll()
+
+    def _binding_pending(self) -> bool:
+        """Some agent pane is not bound to its session yet: its evidence (a launch record, Claude's
+        registry, Codex's rollout file) may appear without the pane drawing, and polls look for it."""
+        return any(
+            s.reading is not None and s.reading.harness in AGENT_HARNESSES
+            and not isinstance(s.record.binding, D.SessionBinding)
+            for s in self.panes.values()
+        )
 
     async def poll(self) -> None:
         engine = self.engine

@@ -445,7 +445,7 @@ def test_restart_this_agent_to_connect_it(page: Page, daemon: DaemonProcess) -> 
     session = str(uuid.uuid4())
     d, = fleet(daemon, "restart", connect="off", session=session)
     before = daemon.agent_view(d.pane)
-    assert "restarts it" in page.agent(d.pane).locator(".why").inner_text()
+    page.agent(d.pane).locator(".why", has_text="restarts it").wait_for()  # the page follows within its refresh
     page.preset_button(d.pane, "observe").click()
     dialog = page.page.locator("dialog#confirm")
     assert dialog.get_by_role("heading").inner_text() == "Restart this agent to connect it?"

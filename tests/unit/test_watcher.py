@@ -184,3 +184,23 @@ def test_without_control_mode_the_timed_poll_runs_every_second() -> None:
     now, polls = [0.0], []
     _timed_polls(_polling_watcher(now, polls, reported=False), now, 4)
     assert polls == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_while_an_agent_pane_waits_for_its_session_binding_the_timed_poll_runs_every_second() -> None:
+    """Claim: an unbound agent pane keeps the poll at once a second (its binding evidence may appear
+    without the pane drawing); once bound, the fleet falls back to ``poll_quiet``."""
+    from connectcore import directory as D
+    from connectcore.screen import Harness
+
+    now, polls = [0.0], []
+    watcher = _polling_watcher(now, polls, reported=True)
+    reading = SimpleNamespace(harness=Harness.CLAUDE)
+    state = SimpleNamespace(reading=reading, record=SimpleNamespace(binding=None))
+    watcher.panes = {"%1": state}  # type: ignore[dict-item]
+    _timed_polls(watcher, now, 4)
+    assert polls == [0.0, 1.0, 2.0, 3.0]
+    state.record = SimpleNamespace(binding=D.SessionBinding.__new__(D.SessionBinding))
+    polls.clear()
+    now[0] = 0.0
+    _timed_polls(watcher, now, 4)
+    assert polls == [0.0]
