@@ -38,6 +38,7 @@ CONFIRM_EVERY = 0.2  # the longest wait between confirming re-reads (each is tak
 class Delivery:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._typed_at: dict[str, float] = {}  # pane -> when its paste began (anyio's clock)
 
     async def guard(self, check: CheckGuard) -> None:
         """Recheck under the recipient's send lock and report; typing follows inside the same step."""
@@ -98,6 +99,7 @@ class Delivery:
         """Paste, and with ``submit`` have tmux press Enter ``effect.settle`` later, in the same tmux
         call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
         submit_after = effect.settle if effect.submit else None
+        self._typed_at[effect.pane_id] = anyio.current_time()  # the confirmation reads output from here on
         await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=submit_after)
         if submit_after is not None:
             await anyio.sleep(submit_after)
@@ -114,8 +116,11 @@ class Delivery:
         engine = self.engine
         typed = engine.hub.messages[effect.message].typed
         deadline = anyio.current_time() + engine.timing.confirm
+        since = self._typed_at.pop(effect.pane_id, None)  # output since the paste began is news
         while True:
-            await engine.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY)  # read as soon as it draws
+            # Read as soon as it draws: at once if it drew since the paste (first) or the last read began.
+            await engine.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY, since=since)
+            since = anyio.current_time()
             reading = await self.read_after_typing(effect.pane_id, typed)
             verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
             if verdict is not Landing.LOOKING:

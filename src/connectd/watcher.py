@@ -92,6 +92,7 @@ class Watcher:
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
         self._drew: dict[str, anyio.Event] = {}  # pane -> set at its next %output (delivery waits on it)
+        self._output_at: dict[str, float] = {}  # pane -> when its last %output came (anyio's clock)
         self._news = anyio.Event()  # a pane drew that was not waiting to be captured, or the layout changed
         self._read_at: dict[str, float] = {}  # pane -> when it was last captured (anyio's clock)
         self._structure = False  # a structure notice came: list-panes at the next capture round
@@ -119,15 +120,19 @@ class Watcher:
         """The control-mode reader saw output from this pane: capture it at the next round, and wake
         whoever waits for it to draw."""
         self._drew_since_poll = True
+        self._output_at[pane_id] = anyio.current_time()
         if pane_id not in self._dirty:
             self._dirty.add(pane_id)
             self._news.set()
         if (drew := self._drew.pop(pane_id, None)) is not None:
             drew.set()
 
-    async def drawn(self, pane_id: str, within: float) -> None:
+    async def drawn(self, pane_id: str, within: float, *, since: float | None = None) -> None:
         """Return once this pane produces output, or after ``within`` seconds (a lost notice, or no
-        control mode: the caller reads anyway)."""
+        control mode: the caller reads anyway); at once if it produced output after ``since`` (anyio's
+        clock), so output that came before the caller began to wait is not missed."""
+        if since is not None and self._output_at.get(pane_id, float("-inf")) > since:
+            return
         drew = self._drew.setdefault(pane_id, anyio.Event())
         with anyio.move_on_after(within):
             await drew.wait()
@@ -246,6 +251,7 @@ class Watcher:
             if now_record is None or now_record.token != record.token:
                 self.panes.pop(pane_id, None)
                 self._read_at.pop(pane_id, None)
+                self._output_at.pop(pane_id, None)
                 self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
                 self._gone.add((pane_id, record.token))

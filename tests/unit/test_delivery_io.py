@@ -31,7 +31,7 @@ class _Tmux:
         return Capture(text, (2, len(lines) - 3), 80, len(lines))
 
 
-async def _no_output(pane_id: str, within: float) -> None:
+async def _no_output(pane_id: str, within: float, since: float | None = None) -> None:
     """Control mode reports nothing: each confirming re-read waits its longest."""
     await anyio.sleep(within)
 

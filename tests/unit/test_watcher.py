@@ -204,3 +204,24 @@ def test_while_an_agent_pane_waits_for_its_session_binding_the_timed_poll_runs_e
     now[0] = 0.0
     _timed_polls(watcher, now, 4)
     assert polls == [0.0]
+
+
+def test_a_waiter_returns_at_once_for_output_that_came_after_its_since() -> None:
+    """Claim: output after ``since`` but before the wait began is not missed (the confirmation read
+    that waited a full period for an Enter the pane had already drawn, bench 2026-12-04)."""
+
+    async def main() -> tuple[float, float]:
+        watcher = _watcher()
+        since = trio.current_time()
+        await trio.sleep(0.05)
+        watcher.mark_output("%1")  # drawn before anyone waits
+        await trio.sleep(0.05)
+        start = trio.current_time()
+        await watcher.drawn("%1", within=0.2, since=since)
+        early = trio.current_time() - start
+        start = trio.current_time()
+        await watcher.drawn("%1", within=0.2, since=start)  # nothing since: waits its bound
+        return early, trio.current_time() - start
+
+    early, bounded = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert early == 0.0 and abs(bounded - 0.2) < 1e-9
