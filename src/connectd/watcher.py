@@ -6,8 +6,9 @@
   incarnation that no longer exists is ended, exactly as if the daemon had seen the pane go.
 - The control-mode reader marks panes that produced output (:meth:`mark_output`); they are captured
   within ``timing.capture``. Its structure notices (:meth:`mark_structure`) make the next round poll.
-  Otherwise a poll runs each ``timing.poll`` while some pane draws (or control mode is not reading),
-  and each ``timing.poll_quiet`` while every pane is quiet (:meth:`poll_when_due`).
+  Otherwise a poll runs each ``timing.poll`` while some pane draws, control mode is not reading, or
+  an agent pane waits for its session binding, and each ``timing.poll_quiet`` while every pane is
+  quiet and bound (:meth:`poll_when_due`).
   In case a notice was lost, each poll marks the panes whose window drew since the previous poll
   (tmux's ``window_activity``), and a slow sweep recaptures every pane. A pane that drew nothing costs
   nothing but its line in ``list-panes``.
