@@ -76,7 +76,7 @@ def ratio(a: float, b: float) -> str:
 # --- runs -------------------------------------------------------------------------------------------
 
 
-def run_watch(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
+def run_watch(tmp: Path, quick: bool, results: dict[str, Any], counts: tuple[int, int] | None = None) -> None:
     mem: dict[str, Any] = {}
 
     def at_start(fleet: Fleet) -> None:
@@ -88,7 +88,7 @@ def run_watch(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
 
     points = watch.run(
         tmp,
-        counts=(3, 6) if quick else (10, 50),
+        counts=counts or ((3, 6) if quick else (10, 50)),
         seconds=6 if quick else 30,
         rounds=2 if quick else 4,
         per_round=3 if quick else 4,
@@ -200,7 +200,10 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
         ]
         for p in points:
             out.append(
-                f"| {p.panes} | {p50_p95(p.connectd_latency)} | {p50_p95(p.naive_latency)} | {len(p.connectd_latency)} |"
+                f"| {p.panes} | {p50_p95(p.connectd_latency)} | "
+                f"{p50_p95(p.naive_latency) if p.naive_latency else 'never'}"
+                f"{f' (missed {p.naive_missed} of {p.naive_missed + len(p.naive_latency)})' if p.naive_missed else ''}"
+                f" | {len(p.connectd_latency)} |"
             )
         out.append("")
     if "delivery" in results:
@@ -503,7 +506,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     ap.add_argument("--out", type=Path, default=None, help="default: docs/benchmarks.md (not written by --quick)")
     ap.add_argument("--raw", type=Path, default=None, help="also write the raw numbers as JSON here")
+    ap.add_argument("--watch-panes", default=None, metavar="N1,N2",
+                    help="the watch section's two fleet sizes (default 10,50; --quick 3,6), e.g. 10,200")
     args = ap.parse_args(argv)
+    watch_counts: tuple[int, int] | None = None
+    if args.watch_panes:
+        try:
+            small, large = (int(x) for x in args.watch_panes.split(","))
+        except ValueError:
+            ap.error(f"--watch-panes takes two sizes, the smaller first, e.g. 10,200: {args.watch_panes!r}")
+        if not 0 < small < large:
+            ap.error(f"--watch-panes takes two sizes, the smaller first, e.g. 10,200: {args.watch_panes!r}")
+        watch_counts = (small, large)
     sections = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = sections - set(SECTIONS)
     if unknown:
@@ -517,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="connect-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if "watch" in sections:
-            guarded("watch", results, run_watch, tmp, args.quick, results)
+            guarded("watch", results, run_watch, tmp, args.quick, results, watch_counts)
         if sections & {"delivery", "mcp"}:
             first = "delivery" if "delivery" in sections else "mcp"
             guarded(first, results, run_delivery_and_mcp, tmp, args.quick, sections, results)

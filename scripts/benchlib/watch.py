@@ -50,6 +50,7 @@ class WatchPoint:
     naive_rate: float = 0.0  # captures per second the naive loop achieved
     connectd_latency: list[float] = field(default_factory=list)  # seconds
     naive_latency: list[float] = field(default_factory=list)
+    naive_missed: int = 0  # idle frames the naive loop never saw (it cannot keep up with that many panes)
     busy_events: int = 0  # connectd pane events between typing and the idle frame (expected: the busy edge)
     window: float = 0.0
 
@@ -63,6 +64,7 @@ class WatchPoint:
             "naive_captures_per_s": round(self.naive_rate, 1),
             "connectd_latency_ms": [round(x * 1000, 1) for x in self.connectd_latency],
             "naive_latency_ms": [round(x * 1000, 1) for x in self.naive_latency],
+            "naive_missed": self.naive_missed,
         }
 
 
@@ -182,11 +184,12 @@ def naive_measures(
     for pane, _typed, idle_at in trials:
         after = [at for at, p, state in naive.flips if p == pane and state == "idle" and at >= idle_at]
         if not after:
-            raise RuntimeError(f"the naive loop never saw {pane} idle")
+            point.naive_missed += 1  # counted and reported, not a failure of the section
+            continue
         point.naive_latency.append(min(after) - idle_at)
     log(
         f"naive at {point.panes} panes: {point.naive_cpu:.3f} CPU s/min (tmux server {point.naive_tmux:.3f}), "
-        f"{point.naive_rate:.0f} captures/s; idle seen p50 {pct(point.naive_latency, 50) * 1000:.0f} ms"
+        f"{point.naive_rate:.0f} captures/s; idle seen in {len(point.naive_latency)} of {len(trials)} trials"
     )
 
 
