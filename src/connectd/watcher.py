@@ -454,6 +454,10 @@ class Watcher:
         try:
             capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
         except TmuxError:
+            # Read it again at the next capture round (at most once per ``timing.capture``): what it
+            # drew may be its last frame for a long while (seed 693: an idle frame whose capture failed
+            # left a message waiting until the sweep). A pane that went is dropped by the next poll.
+            self._dirty.add(pane_id)
             return None
         reading = read_screen(capture.text, state.info.current_command, capture.cursor, height=capture.height)
         if state.release is None:

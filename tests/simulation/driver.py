@@ -338,12 +338,20 @@ class Sim:
         if os.environ.get("SIM_VERBOSE") == "1":
             self._trace_steps(engine)
         self.engine = engine
+        first_look: set[str] = set()  # the incarnations the daemon's first look found (what it reconciles with)
+        reconcile = engine.watcher.reconcile
+
+        async def reconcile_after_first_look() -> None:
+            first_look.update(record.token for record in engine.watcher.directory.panes.values())
+            await reconcile()
+
+        engine.watcher.reconcile = reconcile_after_first_look  # type: ignore[method-assign]
         self.starts += 1
         self.log(f"daemon start #{self.starts}")
         self.started = False
         await self._nursery.start(self._life, engine)
         if self.started:
-            self.checker.after_start(engine)
+            self.checker.after_start(engine, first_look)
         elif self.server.generation == generation:  # failed to start (not killed): started again later
             self.engine = None
             self._nursery.start_soon(self._restart_after_kill, None)

@@ -149,9 +149,11 @@ class Checker:
                 kind="delivered_unseen",
             )
 
-    def after_start(self, engine: Engine) -> None:
-        """After recovery, no live token belongs to an incarnation the daemon's first look did not find."""
-        live = {record.token for record in engine.watcher.directory.panes.values()}
+    def after_start(self, engine: Engine, first_look: set[str]) -> None:
+        """After recovery, no live token belongs to an incarnation the daemon's first look did not find.
+        (Compared with the first look, not the directory now: a poll that began since may already have
+        seen an agent exit and not yet stepped its ``PaneGone``; seed 5633.)"""
+        live = first_look
         for token in engine.hub.book.tokens.values():
             if token.state is TokenState.LIVE and token.incarnation not in live:
                 self.sim.violate(

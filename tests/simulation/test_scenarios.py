@@ -342,6 +342,35 @@ def test_a_restore_that_failed_is_never_answered_done_after_a_store_error() -> N
     check(scenario(script))
 
 
+def test_a_failed_capture_of_an_idle_frame_is_read_again_before_the_sweep() -> None:
+    """Seed 693 (kind ``idle_stall``): the capture of a recipient's idle frame, drawn as its turn ended,
+    failed; the pane drew nothing more, so only the sweep (every 5 minutes) would read it again, and a
+    message to it stayed ready. A failed capture is now retried at the next capture round."""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(2)
+        before, failed = sim.faults.before, []
+
+        def fail_captures_of_b(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "capture" and pane_id == b and len(failed) < 1 and trio.current_time() >= turn_end:
+                failed.append(op)
+                raise TmuxError("capture failed (simulated)")
+            before(view, op, pane_id)
+
+        turn_end = trio.current_time() + 3
+        sim.server.person_submits(b, "a long task", turn=3)
+        sim.faults.before = fail_captures_of_b  # type: ignore[method-assign]
+        await trio.sleep(5)  # the turn ends; the watcher's capture of its idle frame fails
+        assert failed
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(30)  # well before the sweep
+        assert outcome(sim, "simmsg-1") == "delivered", sim.engine.hub.panes.get(b) if sim.engine else None
+
+    check(scenario(script))
+
+
 def test_a_tmux_error_during_startup_does_not_stop_the_daemon() -> None:
     """Random seeds (kind ``start_fails``): the daemon is restarted and tmux fails once in its first
     poll; the start is not supervised, so the whole daemon ends (the simulation starts it again)."""
