@@ -57,8 +57,8 @@ class Timing:
 
     # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane): at
     # once (within ``capture``) when control mode reports a structure change; every ``poll`` seconds while
-    # some pane draws (a process may have started or ended in it) or control mode is not reading; else,
-    # with every pane quiet, every ``poll_quiet`` seconds (the safety net)
+    # some pane draws (a process may have started or ended in it), control mode is not reading, or an
+    # agent pane waits for its session binding; else every ``poll_quiet`` seconds (the safety net)
     poll: float = 1.0
     poll_quiet: float = 5.0
     capture: float = 0.25  # capture a pane that produced output at once, then at most this often while it draws

@@ -239,8 +239,7 @@ class Restarts:
 
     async def _observe(self, record: R.RestartRecord) -> R.PaneObserved | None:
         engine = self.engine
-        await engine.tmux.reap()
-        info = next((p for p in await engine.tmux.list_panes() if p.pane_id == record.pane_id), None)
+        info = next((p for p in await engine.tmux.list_panes() if p.pane_id == record.pane_id), None)  # reaps first
         if info is None:
             return None
         info = engine.watcher._effective(info)  # a --here pane: its agent child's process life
@@ -258,8 +257,7 @@ class Restarts:
         )
 
     async def _condition(self, pane_id: str) -> R.PaneCondition:
-        await self.engine.tmux.reap()
-        info = next((p for p in await self.engine.tmux.list_panes() if p.pane_id == pane_id), None)
+        info = next((p for p in await self.engine.tmux.list_panes() if p.pane_id == pane_id), None)  # reaps first
         if info is None:
             return R.PaneCondition.GONE
         dead = info.dead or not info.pane_pid or here.waiting(self.engine, pane_id)
