@@ -10,6 +10,10 @@ Rules that keep input literal and secrets out of argv:
 - Panes are addressed by id (`%N`) only; anything else is refused before tmux runs.
 - Text goes in with `load-buffer -b NAME -` from stdin and `paste-buffer -p -d` (no `send-keys`, whose
   argument parsing eats leading `-`, trailing `;` and anything over ~16 KiB). Enter is a separate call.
+- The Enter that submits a paste is owed by the tmux server: the paste call stores a fresh token in the
+  pane's `@connect-typing` option and schedules a fallback Enter guarded by it; whoever comes first (the
+  daemon's early Enter, `enter_once`, or the fallback) presses Enter and unsets the option, inside one
+  tmux command, so exactly one Enter is pressed, and never for a later paste (it holds another token).
 - A launched program's environment never appears on a command line: a tmux server keeps the argv of
   the client that started it for life. It goes into a 0700 launcher script in a 0700 directory; the
   script deletes itself, exports the environment and `exec`s the argv.
@@ -76,6 +80,8 @@ PANE_FORMAT = FIELD_SEP.join(
     f"#{{{_SANITIZE}{fmt}}}" if name in TEXT_FIELDS else f"#{{{fmt}}}" for name, fmt in PANE_FIELDS
 )
 CAPTURE_META = "#{cursor_x} #{cursor_y} #{pane_width} #{pane_height}"
+# The pane option that holds the token of the paste whose Enter is still owed (unset: none is).
+TYPING_OPTION = "@connect-typing"
 NO_SERVER = ("no server running", "error connecting to")
 
 T = TypeVar("T")
@@ -265,23 +271,34 @@ class SyncTmux:
 
     # --- input ------------------------------------------------------------------------------------
 
-    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
         """Paste `text` literally (bracketed if the app enabled it); each newline arrives as Enter.
 
-        With `submit_after`, the same tmux call also has the server press Enter that many seconds
-        after the paste (`run-shell -b -C -d`, tmux >= 3.2): once tmux has the call, the Enter follows
-        even if this process dies, so connect never leaves its own text unsent in a composer."""
+        With `submit_after`, the same tmux call has the server owe this paste its Enter: it stores a
+        fresh token in the pane's `@connect-typing` option and schedules a fallback Enter that many
+        seconds later (`run-shell -b -C -d`, tmux >= 3.2), pressed only if the option still holds that
+        token. Returns the token, for :meth:`enter_once` (the early Enter). Once tmux has the call, the
+        Enter follows even if this process dies, so connect never leaves its own text unsent in a
+        composer. Without `submit_after` the option is unset: no Enter owed for an earlier paste is
+        pressed after this one."""
         check_pane_id(pane_id)
-        submit: list[str] = []
-        if submit_after is not None:
-            if not 0 <= submit_after <= 10:
-                raise TmuxInputError(f"submit_after must be between 0 and 10 seconds, got {submit_after}")
-            submit = [";", "run-shell", "-b", "-C", "-d", f"{submit_after:.3f}", f"send-keys -t {pane_id} Enter"]
+        if submit_after is not None and not 0 <= submit_after <= 10:
+            raise TmuxInputError(f"submit_after must be between 0 and 10 seconds, got {submit_after}")
         if not isinstance(text, str) or not text:
             raise TmuxInputError("paste text must be a non-empty string")
         if "\x00" in text:
             raise TmuxInputError("paste text contains a NUL byte")
-        buffer = f"connect-{os.getpid()}-{secrets.token_hex(6)}"
+        token = secrets.token_hex(6)
+        buffer = f"connect-{os.getpid()}-{token}"
+        if submit_after is None:
+            owe: list[str] = ["set-option", "-p", "-u", "-t", pane_id, TYPING_OPTION]
+            fallback: list[str] = []
+        else:
+            owe = ["set-option", "-p", "-t", pane_id, TYPING_OPTION, token]
+            # run-shell expands formats in its command when it is called: `##{` keeps the guard's
+            # `#{` for if-shell, which evaluates it when the timer fires.
+            guarded = _guarded_enter(pane_id, token).replace("#{", "##{")
+            fallback = [";", "run-shell", "-b", "-C", "-d", f"{submit_after:.3f}", guarded]
         try:
             self.run(
                 "load-buffer",
@@ -296,12 +313,25 @@ class SyncTmux:
                 buffer,
                 "-t",
                 pane_id,
-                *submit,
+                ";",
+                *owe,
+                *fallback,
                 stdin=text.encode("utf-8"),
             )
         except TmuxError:
             self._delete_buffer(buffer)
             raise
+        return token if submit_after is not None else None
+
+    def enter_once(self, pane_id: str, token: str) -> None:
+        """Press the Enter that the paste with this token owes, unless it was pressed already (by an
+        earlier call or the server's fallback) or a later paste took its place: one tmux command
+        that checks and clears the pane's `@connect-typing` option, so exactly one Enter is pressed.
+        A pane that is gone gets nothing (no error: the confirmation finds out)."""
+        check_pane_id(pane_id)
+        if not re.fullmatch(r"[0-9a-f]{12}", token):
+            raise TmuxInputError(f"not a paste token: {token!r}")
+        self.run(*shlex.split(_guarded_enter(pane_id, token)))
 
     def _delete_buffer(self, buffer: str) -> None:
         with contextlib.suppress(TmuxError):  # already gone (pasted and deleted, or never loaded)
@@ -434,6 +464,16 @@ class SyncTmux:
         self.run("run-shell", "true")
 
 
+def _guarded_enter(pane_id: str, token: str) -> str:
+    """The tmux command that presses the Enter a paste owes: only while the pane's option holds the
+    paste's token, and it clears the option in the same command (tmux runs it without interruption).
+    The condition names the pane too: if-shell does not fail on a missing target but evaluates the
+    format in another pane's context (tmux 3.3a), so for a pane that is gone it is simply false."""
+    enter = f"send-keys -t {pane_id} Enter ; set-option -p -u -t {pane_id} {TYPING_OPTION}"
+    owed = f"#{{&&:#{{==:#{{pane_id}},{pane_id}}},#{{==:#{{{TYPING_OPTION}}},{token}}}}}"
+    return f"if-shell -F -t {pane_id} '{owed}' '{enter}'"
+
+
 def _check_option_name(name: str) -> None:
     if not isinstance(name, str) or not OPTION_NAME.match(name):
         raise TmuxInputError(f"not a tmux option name: {name!r}")
@@ -537,8 +577,11 @@ class TmuxAdapter:
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
         return await self._call(partial(self.sync.capture, pane_id, scrollback_lines))
 
-    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
-        await self._call(partial(self.sync.paste_text, pane_id, text, submit_after=submit_after))
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
+        return await self._call(partial(self.sync.paste_text, pane_id, text, submit_after=submit_after))
+
+    async def enter_once(self, pane_id: str, token: str) -> None:
+        await self._call(partial(self.sync.enter_once, pane_id, token))
 
     async def press_enter(self, pane_id: str) -> None:
         await self._call(partial(self.sync.press_enter, pane_id))

@@ -44,6 +44,16 @@ with open(sys.argv[1] + ".part", "wb") as f:
 os.rename(sys.argv[1] + ".part", sys.argv[1])
 """
 
+# Puts the pty in raw mode, enables bracketed paste, and appends every byte it receives to argv[1].
+KEYLOG = r"""
+import os, sys, tty
+tty.setraw(0)
+os.write(1, b"\x1b[?2004h" + b"ready\r\n")
+with open(sys.argv[1], "ab", buffering=0) as f:
+    while chunk := os.read(0, 65536):
+        f.write(chunk)
+"""
+
 # Records its environment, argv and open files as JSON, then waits for a line "/exit" on stdin.
 ENV_DUMP = r"""
 import json, os, sys
@@ -73,6 +83,7 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("scripts")
     (d / "recorder.py").write_text(RECORDER)
     (d / "env_dump.py").write_text(ENV_DUMP)
+    (d / "keylog.py").write_text(KEYLOG)
     return d
 
 
@@ -346,6 +357,83 @@ def test_paste_with_submit_after_is_one_call_whose_enter_the_server_presses_afte
     assert len(calls) == 1 and returned < 0.3  # one tmux call, which does not wait for the Enter
     with pytest.raises(TmuxInputError, match="submit_after"):
         tmux.paste_text(pane_id, "x", submit_after=-1)
+
+
+class Keylog:
+    """A pane whose program logs every byte it receives; `settled` waits until tmux has run every
+    timer due before a sentinel it schedules itself (its timers fire in order of their deadlines)."""
+
+    def __init__(self, server: TmuxServer, tmux: SyncTmux, scripts: Path, path: Path) -> None:
+        self.server, self.tmux, self.path = server, tmux, path
+        self.pane = server.new_session(unique("keys"), [PY, str(scripts / "keylog.py"), str(path)])
+        server.wait_for(lambda: "ready" in server.capture(self.pane), what="keylog")
+
+        self.seen = 0
+
+    def settled(self, after: float) -> bytes:
+        """What the program received since the last call, once every timer due in ``after`` s ran."""
+        sentinel = unique("done").encode()
+        self.tmux.run("run-shell", "-b", "-C", "-d", f"{after:.3f}", f"send-keys -t {self.pane} -l {sentinel.decode()}")
+        received = bytes(self.server.wait_for(
+            lambda: (data := self.path.read_bytes()) and sentinel in data and data, what="the sentinel"
+        ))
+        new, self.seen = received[self.seen:received.index(sentinel)], received.index(sentinel) + len(sentinel)
+        return new
+
+
+def pasted(text: str) -> bytes:
+    return b"\x1b[200~" + text.encode() + b"\x1b[201~"
+
+
+def test_the_early_enter_and_the_fallback_press_enter_exactly_once(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path
+) -> None:
+    keys = Keylog(server, tmux, scripts, tmp_path / "keys")
+    token = tmux.paste_text(keys.pane, "early", submit_after=0.2)
+    assert token is not None
+    tmux.enter_once(keys.pane, token)
+    tmux.enter_once(keys.pane, token)  # a second early Enter for the same paste presses nothing
+    assert keys.settled(after=0.5) == pasted("early") + b"\r"  # nor does the fallback, once it is due
+    assert tmux.get_pane_option(keys.pane, "@connect-typing") is None
+
+
+def test_a_fallback_never_presses_enter_for_a_later_paste(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path
+) -> None:
+    keys = Keylog(server, tmux, scripts, tmp_path / "keys")
+    first = tmux.paste_text(keys.pane, "first", submit_after=0.2)
+    tmux.paste_text(keys.pane, "second", submit_after=0.5)
+    # The first fallback comes due while the second paste owes its Enter: only the second presses.
+    assert keys.settled(after=0.8) == pasted("first") + pasted("second") + b"\r"
+    assert first is not None
+    tmux.enter_once(keys.pane, first)  # the first paste's token is spent: its early Enter does nothing
+    third = tmux.paste_text(keys.pane, "third", submit_after=0.2)
+    tmux.paste_text(keys.pane, "fourth")  # a paste without submit cancels the Enter owed before it
+    assert third is not None
+    assert keys.settled(after=0.5) == pasted("third") + pasted("fourth")
+
+
+def test_the_fallback_alone_submits_when_no_early_enter_comes(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path
+) -> None:
+    """The daemon killed right after the paste call: the server's fallback presses the one Enter."""
+    keys = Keylog(server, tmux, scripts, tmp_path / "keys")
+    tmux.paste_text(keys.pane, "alone", submit_after=0.2)
+    assert keys.settled(after=0.5) == pasted("alone") + b"\r"
+
+
+def test_enter_once_refuses_a_bad_token_and_does_nothing_for_a_missing_pane(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path
+) -> None:
+    keys = Keylog(server, tmux, scripts, tmp_path / "keys")
+    with pytest.raises(TmuxInputError, match="token"):
+        tmux.enter_once(keys.pane, "x' ; kill-server ; '")
+    token = tmux.paste_text(keys.pane, "owed", submit_after=5)
+    assert token is not None
+    tmux.enter_once("%999999", token)  # no error, no Enter anywhere
+    assert keys.settled(after=0.1) == pasted("owed")
+    tmux.enter_once(keys.pane, token)
+    assert keys.settled(after=0.1) == b"\r"
 
 
 def test_paste_refuses_empty_and_nul(tmux: SyncTmux, server: TmuxServer) -> None:
