@@ -50,7 +50,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from connectcore._machine import ConnectError, Table
-from connectcore.screen import Activity, Composer
+from connectcore.screen import Activity, Composer, Draft
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,29 @@ UNMEASURED_SETTLE = 0.4
 
 
 def submit_settle(harness: str) -> float:
-    """Seconds between the paste and its Enter for a recipient of this harness."""
+    """Seconds between the paste and its fallback Enter for a recipient of this harness (the Enter
+    comes earlier once the pane shows the paste: :func:`paste_shown`)."""
     return SUBMIT_SETTLE.get(harness, UNMEASURED_SETTLE)
+
+
+# How much of the typed text's end the composer must show (whitespace aside) for the paste to count as
+# drawn: enough to span a short last line and the line before it.
+PASTE_TAIL_CHARS = 40
+
+
+def paste_shown(typed: str, draft: Draft | None) -> bool:
+    """The recipient's composer shows the whole paste, so its Enter may come now rather than at the
+    settle (the screen was read idle with an empty composer just before the paste, so what the
+    composer holds is the paste): the composer ends with the typed text's last ``PASTE_TAIL_CHARS``
+    characters, whitespace ignored on both sides (the composer wraps long lines), or it shows the
+    harness's placeholder for a long paste. Anything else (no composer, a dialog, part of the text)
+    is not shown: the Enter waits for the settle, when the tmux server presses it."""
+    if draft is None:
+        return False
+    if draft.folded:
+        return True
+    tail = "".join(typed.split())[-PASTE_TAIL_CHARS:]
+    return bool(tail) and "".join("".join(draft.lines).split()).endswith(tail)
 
 
 class MessageState(StrEnum):

@@ -50,9 +50,11 @@ from connectcore.screen_harnesses import (
 __all__ = [
     "Activity",
     "Composer",
+    "Draft",
     "Harness",
     "Question",
     "Reading",
+    "composer_draft",
     "harness_from_command",
     "read_screen",
 ]
@@ -99,6 +101,14 @@ class Reading:
         )
 
 
+@dataclass(frozen=True)
+class Draft:
+    """What an agent's composer holds, for telling whether a paste has been drawn there."""
+
+    lines: tuple[str, ...]  # the composer's rows, without prompt glyph and indentation
+    folded: bool  # one of them is the harness's placeholder for a long paste ("[Pasted text #1 ...]")
+
+
 # --------------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------------
@@ -128,6 +138,19 @@ def read_screen(
         activity, composer = _read_shell(lines, row_cursor)
         return Reading(harness, activity, composer, None, _fingerprint(lines, (), None))
     return Reading(Harness.UNKNOWN, Activity.UNKNOWN, Composer.ABSENT, None, _fingerprint(lines, (), None))
+
+
+def composer_draft(text: str, foreground_command: str) -> Draft | None:
+    """The composer of an agent's screen (``text`` as for :func:`read_screen`), or None when there is
+    none to read: not an agent, a dialog, no composer frame at the bottom."""
+    lines = _lines(text)
+    rules = RULES.get(harness_from_command(foreground_command, lines))
+    if rules is None or _has_dialog_hints(rules, lines) or _has_dialog_body(rules, lines):
+        return None
+    frame = _find_composer(rules, lines)
+    if frame is None:
+        return None
+    return Draft(frame.texts, any(p.search(row) for p in rules.pasted for row in frame.texts))
 
 
 def harness_from_command(foreground_command: str, lines: list[str] | None = None) -> Harness:

@@ -87,6 +87,8 @@ class ScreenRules:
     gap_lines: int = 1
     # BOX: the agent's status row, the box's last row under the composer
     box_status: re.Pattern[str] | None = None
+    # what the composer shows instead of a long paste (searched in the composer's lines)
+    pasted: tuple[re.Pattern[str], ...] = ()
 
 
 CLAUDE = ScreenRules(
@@ -151,6 +153,7 @@ CLAUDE = ScreenRules(
     ),
     # 2.1.300's auto-mode billing notice: 14 lines and more, its hints below an 80x24 pane's bottom
     dialog_bodies=_rx(r"We're changing auto mode to no longer charge"),
+    pasted=_rx(r"\[Pasted text #\d+"),  # [Pasted text #1 +13 lines]
 )
 
 CODEX = ScreenRules(
@@ -233,6 +236,7 @@ CODEX = ScreenRules(
         (re.compile(r"Worked for .* • \d{1,2}:\d{2}"), "Worked for <time>"),
     ),
     gap_lines=2,  # 0.166.0 draws its first composer two blank lines above '? for shortcuts'
+    pasted=_rx(r"\[Pasted Content \d+ chars\]"),
 )
 
 # OpenCode 1.18.33 (tests/fixtures/screens/opencode/): a full-screen TUI; the composer is a box of
