@@ -6,8 +6,9 @@ send lock, reads the pane afresh, resolves the message's handle again and report
 reading with when it was read. The effects of the guard's step (``Persist`` typing started,
 ``TypeText`` with its Enter, ``ConfirmTyping``) are executed by the interpreter inside that step, so
 they run while the lock is held: the send lock is the linearization point of delivery, revocation
-and restarts. The paste and its Enter are one tmux call (the server presses Enter after the settle),
-so a daemon that dies after the paste still submits it.
+and restarts. The paste call also makes the tmux server owe the paste its Enter (a fallback it
+presses after the settle, so a daemon that dies after the paste still submits it); the daemon presses
+that same Enter earlier, as soon as the pane shows the paste, and tmux presses it exactly once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from connectcore import directory as D
 from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
 from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter, TypeText
-from connectcore.screen import Reading, read_screen
+from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
 from connectd.tmux import TmuxError
 
@@ -96,13 +97,43 @@ class Delivery:
         return H.Recipient(record.pane_id, record.token, record.harness, handle)
 
     async def type_text(self, effect: TypeText) -> None:
-        """Paste, and with ``submit`` have tmux press Enter ``effect.settle`` later, in the same tmux
-        call (agent TUIs read a Return inside a paste as a newline); wait until the Enter is due."""
+        """Paste. With ``submit`` the same tmux call has the server owe the paste its Enter, pressed
+        ``effect.settle`` later (the fallback, which needs nothing more from this daemon); press it
+        earlier, as soon as the pane's output shows the paste in its composer (the core's
+        :func:`connectcore.delivery.paste_shown`). Return once it is pressed or due."""
+        engine, pane = self.engine, effect.pane_id
+        self._typed_at[pane] = anyio.current_time()  # the confirmation reads output from here on
         submit_after = effect.settle if effect.submit else None
-        self._typed_at[effect.pane_id] = anyio.current_time()  # the confirmation reads output from here on
-        await self.engine.tmux.paste_text(effect.pane_id, effect.text, submit_after=submit_after)
-        if submit_after is not None:
-            await anyio.sleep(submit_after)
+        token = await engine.tmux.paste_text(pane, effect.text, submit_after=submit_after)
+        if submit_after is None or token is None:
+            return
+        due = anyio.current_time() + submit_after
+        try:
+            if await self._enter_early(pane, effect.text, token, due):
+                return
+        except TmuxError as exc:  # the fallback still presses the Enter; the confirmation reads the pane
+            log.info("no early Enter for %s: %s", pane, exc)
+        await anyio.sleep_until(due)
+
+    async def _enter_early(self, pane: str, typed: str, token: str, due: float) -> bool:
+        """Read the pane's composer at once, then each time the pane draws before ``due``; once it
+        shows the paste, press the paste's Enter (``enter_once``: tmux presses it once, whether this
+        or the fallback comes first), make the confirmation read the output from then on, and answer
+        True."""
+        engine = self.engine
+        since: float | None = None
+        while (left := due - anyio.current_time()) > 0:
+            if since is not None:
+                await engine.watcher.drawn(pane, within=left, since=since)
+            since = anyio.current_time()
+            if since >= due:
+                break
+            capture = await engine.tmux.capture(pane)
+            if M.paste_shown(typed, composer_draft(capture.text, engine.watcher.command_of(pane))):
+                self._typed_at[pane] = anyio.current_time()
+                await engine.tmux.enter_once(pane, token)
+                return True
+        return False
 
     async def press_enter(self, effect: PressEnter) -> None:
         """Enter, once the paste has settled (agent TUIs read a Return inside a paste as a newline)."""

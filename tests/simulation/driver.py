@@ -62,7 +62,7 @@ STATS: dict[str, Any] = {
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (EngineError, ConnectError, TmuxError, sqlite3.Error)
 
 
-EFFECT_OPS = frozenset({"paste_text", "press_enter", "set_pane_option", "respawn", "new_window"})
+EFFECT_OPS = frozenset({"paste_text", "enter_once", "press_enter", "set_pane_option", "respawn", "new_window"})
 
 
 class StoreFault(sqlite3.OperationalError):

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 import anyio
 import trio
 
-from connectd.tmux import Capture, PaneInfo, SessionInfo, TmuxError, TmuxInputError, check_pane_id
+from connectd.tmux import (
+    TYPING_OPTION,
+    Capture,
+    PaneInfo,
+    SessionInfo,
+    TmuxError,
+    TmuxInputError,
+    check_pane_id,
+)
 
 RULE = "─"
 WIDTH, HEIGHT = 100, 30
@@ -148,6 +156,8 @@ class SimServer:
             str, tuple[int, int]
         ] = {}  # pane -> (pid, version) of the daemon's last capture
         self.ops = 0  # tmux calls made, for steps/s
+        self.tokens = 0  # paste tokens handed out
+        self.enters: list[tuple[float, str, str, str]] = []  # (at, pane, token, "early" | "fallback")
         self.generation = 0  # the daemon generation whose view is live
         self.on_paste: Callable[[Paste], None] = lambda paste: None
         self.turn_length: Callable[[], float] = lambda: 3.0  # an agent's turn after a submitted prompt
@@ -279,16 +289,27 @@ class SimServer:
         agent.pending_reply = f"⏺ Received {len(prompt)} characters."
         self.later(agent.busy_until, lambda: self._turn_ended(pane.pane_id, agent))
 
-    def enter_later(self, pane_id: str, agent: Agent, delay: float) -> None:
-        """tmux's ``run-shell -b -C -d DELAY 'send-keys -t PANE Enter'``: pressed into the same pane
-        if it still holds that process (a pane that died or was respawned meanwhile gets nothing)."""
+    def owe_enter(self, pane: Pane, delay: float) -> str:
+        """tmux's paste call with its guarded fallback: the pane's ``@connect-typing`` option holds a
+        new token, and ``delay`` seconds later the server presses Enter if it still does."""
+        self.tokens += 1
+        token = f"{self.tokens:012x}"
+        pane.options[TYPING_OPTION] = token
+        self.later(self.now() + delay, lambda: self.press_owed(pane.pane_id, token, "fallback"))
+        return token
 
-        def press() -> None:
-            pane = self.panes.get(pane_id)
-            if pane is not None and pane.agent is agent:
-                self._enter(pane)
-
-        self.later(self.now() + delay, press)
+    def press_owed(self, pane_id: str, token: str, how: str) -> None:
+        """The guarded Enter (``if-shell -F`` on the option, then ``send-keys Enter`` and unset, in one
+        command): pressed only while the pane's option holds this token, so exactly once, and never
+        for a later paste. As in tmux, the option belongs to the pane, not to its process: a pane
+        respawned meanwhile gets the Enter in its new process; a dead one gets none."""
+        pane = self.panes.get(pane_id)
+        if pane is None or pane.options.get(TYPING_OPTION) != token:
+            return
+        del pane.options[TYPING_OPTION]
+        self.enters.append((self.now(), pane_id, token, how))
+        if pane.agent is not None:
+            self._enter(pane)
 
     def _exited(self, pane_id: str, agent: Agent) -> None:
         pane = self.panes.get(pane_id)
@@ -419,9 +440,10 @@ class SimTmux:
 
     # --- input ------------------------------------------------------------------------------------
 
-    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
-        """As tmux: the paste, and with ``submit_after`` the server's own Enter that many seconds later
-        (it follows even if the daemon is killed meanwhile: it is the server's timer, not the daemon's)."""
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
+        """As tmux: the paste, and with ``submit_after`` the Enter the server owes it, pressed that many
+        seconds later unless the early Enter (:meth:`enter_once`) came first (the fallback follows even
+        if the daemon is killed meanwhile: it is the server's timer, not the daemon's)."""
         if submit_after is not None and not 0 <= submit_after <= 10:
             raise TmuxInputError(f"submit_after must be between 0 and 10 seconds, got {submit_after}")
         if not isinstance(text, str) or not text:
@@ -439,9 +461,20 @@ class SimTmux:
         if not server.faults.lost_paste(pane_id) and not agent.dialog:
             agent.composer += text
             server.changed(pane)
+        token = None
         if submit_after is not None:
-            server.enter_later(pane_id, agent, submit_after)
+            token = server.owe_enter(pane, submit_after)
+        else:
+            pane.options.pop(TYPING_OPTION, None)  # a paste without submit cancels an owed Enter
         await self._done("paste_text", pane_id)
+        return token
+
+    async def enter_once(self, pane_id: str, token: str) -> None:
+        """The early Enter: tmux's guarded Enter for this paste (nothing if it was pressed, if a later
+        paste took its place, or if the pane is gone)."""
+        server = await self._call("enter_once", check_pane_id(pane_id))
+        server.press_owed(pane_id, token, "early")
+        await self._done("enter_once", pane_id)
 
     async def press_enter(self, pane_id: str) -> None:
         server = await self._call("press_enter", check_pane_id(pane_id))
@@ -512,6 +545,7 @@ def port_methods() -> tuple[str, ...]:
         "has_pane",
         "capture",
         "paste_text",
+        "enter_once",
         "press_enter",
         "send_exit_command",
         "get_pane_option",

@@ -18,7 +18,7 @@ from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.grants import Preset
 from connectd.ids import EngineError, hash_token
-from connectd.tmux import TmuxError
+from connectd.tmux import TYPING_OPTION, TmuxError
 from tests.simulation.driver import Config, Sim, StoreFault, check, run_seed
 from tests.simulation.sim_tmux import SimTmux
 
@@ -496,5 +496,29 @@ def test_a_kill_right_after_the_paste_leaves_no_draft_and_is_never_retyped() -> 
         await trio.sleep(15)
         assert outcome(sim, "simmsg-2") == "delivered"
         assert sim.checker.typed == {"simmsg-1": 1, "simmsg-2": 1}
+
+    check(scenario(script))
+
+
+def test_the_enter_comes_early_once_the_composer_shows_the_paste_and_only_once() -> None:
+    """A message typed into an idle pane is submitted by the daemon's early Enter, as soon as the
+    composer shows the paste, not at the settle; the server's fallback then finds the Enter paid and
+    presses nothing (one prompt per message). (Before: the fallback pressed every Enter.)"""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        await trio.sleep(15)
+        await send(sim, a, sim.address_of(b), "simmsg-2")
+        await trio.sleep(15)
+        assert outcome(sim, "simmsg-1") == outcome(sim, "simmsg-2") == "delivered"
+        assert [how for _, pane, _, how in sim.server.enters if pane == b] == ["early", "early"]
+        agent = sim.server.panes[b].agent
+        assert agent is not None and [n for n in ("simmsg-1", "simmsg-2") for _, p in agent.prompts if n in p] == [
+            "simmsg-1", "simmsg-2"]
+        assert b not in {p for p, opts in ((p.pane_id, p.options) for p in sim.server.panes.values())
+                         if TYPING_OPTION in opts}
 
     check(scenario(script))

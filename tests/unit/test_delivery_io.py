@@ -115,10 +115,15 @@ class _Keys:
     calls: list[tuple[str, float | None]] = field(default_factory=list)
     pasted: anyio.Event = field(default_factory=anyio.Event)
 
-    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
         self.calls.append(("paste", submit_after))
         self.pasted.set()
         await anyio.sleep(0.05)  # the tmux call is still running when the daemon is stopped
+        return "0123456789ab" if submit_after is not None else None
+
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
+        self.calls.append(("capture", None))
+        return Capture("", (0, 0), 80, 24)  # the paste is not shown: the fallback presses the Enter
 
 
 def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
@@ -126,7 +131,7 @@ def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut(
     from connectd.interpreter import Interpreter
 
     keys = _Keys()
-    engine = SimpleNamespace(tmux=keys)
+    engine = SimpleNamespace(tmux=keys, watcher=SimpleNamespace(drawn=_no_output, command_of=lambda p: "claude"))
     engine.delivery = Delivery(engine)  # type: ignore[arg-type]
     finished: list[bool] = []
 
@@ -141,8 +146,70 @@ def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut(
             tg.cancel_scope.cancel()  # the daemon stops while the paste call runs
 
     anyio.run(main)
-    assert keys.calls == [("paste", 0.3)]  # the Enter is part of the paste call, due after the settle
+    assert keys.calls == [("paste", 0.3), ("capture", None)]  # the Enter is owed from the paste call on
     assert finished == [True]  # the stop waited for the paste and its settle (shielded)
+
+
+TYPED = "[connect] message m1 from agent:a (pane %1). Peer text.\nplease run the parser tests"
+
+
+def _composer(*rows: str) -> str:
+    rule = "─" * 80
+    return "\n".join(["", rule, "❯ " + rows[0], *("  " + r for r in rows[1:]), rule, "  ⏵⏵ auto mode on"])
+
+
+@dataclass
+class _Pane:
+    """A pane whose screen steps through ``screens`` at each capture, reporting output at once."""
+
+    screens: list[str]
+    events: list[str] = field(default_factory=list)
+    fail_capture: bool = False
+
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
+        self.events.append(f"paste {submit_after}")
+        return "0123456789ab"
+
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
+        if self.fail_capture:
+            from connectd.tmux import TmuxError
+
+            raise TmuxError("can't find pane: %2")
+        text = self.screens.pop(0) if len(self.screens) > 1 else self.screens[0]
+        self.events.append("capture")
+        return Capture(text, (2, 2), 80, 6)
+
+    async def enter_once(self, pane_id: str, token: str) -> None:
+        self.events.append(f"enter {token}")
+
+
+def _type(pane: _Pane, drawn: Any) -> None:
+    from connectcore.effects import TypeText
+
+    engine = SimpleNamespace(tmux=pane, watcher=SimpleNamespace(drawn=drawn, command_of=lambda p: "claude"))
+
+    anyio.run(Delivery(engine).type_text, TypeText("%2", "inc", TYPED, ("p", "m"), submit=True, settle=0.2))  # type: ignore[arg-type]
+
+
+async def _drew(pane_id: str, within: float, since: float | None = None) -> None:
+    """Control mode reports output at once."""
+
+
+def test_the_enter_is_pressed_early_once_the_composer_shows_the_paste() -> None:
+    pane = _Pane([_composer("[connect] message m1 from agent:a (pane %1). Peer text."),  # still arriving
+                  _composer("[connect] message m1 from agent:a (pane %1). Peer text.", "please run the parser tests")])
+    _type(pane, _drew)
+    assert pane.events == ["paste 0.2", "capture", "capture", "enter 0123456789ab"]  # at once, then at the draw
+
+
+def test_without_the_paste_shown_the_enter_is_left_to_the_tmux_servers_fallback() -> None:
+    """No early Enter; type_text returns once the fallback is due (the server presses it)."""
+    pane = _Pane([_composer("")])
+    _type(pane, _no_output)
+    assert pane.events == ["paste 0.2", "capture"]  # one look at once, then no output until it is due
+    pane = _Pane([_composer("")], fail_capture=True)  # a capture that fails: the fallback too
+    _type(pane, _drew)
+    assert pane.events == ["paste 0.2"]
 
 
 def _ready(w: World) -> tuple[tuple[str, str], Any]:

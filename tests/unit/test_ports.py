@@ -47,7 +47,7 @@ class ReturnsInt:
 
 
 class SyncPaste(TmuxAdapter):
-    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> None:  # type: ignore[override]
+    def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:  # type: ignore[override]
         pass
 
 
