@@ -225,9 +225,10 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"{ratio(pct(r.connectd_received, 50), pct(r.floor_received, 50))} |",
             "",
             f"{len(r.connectd)} trials each. connectd's path holds the guard (a fresh `list-panes` and capture under "
-            "the pane's send lock), the paste and its Enter in one tmux call, the Enter due after the settle the "
-            f"core names for the recipient's harness ({SUBMIT_SETTLE['claude']:g} s for Claude Code, the stand-in's "
-            "look; docs/delivery.md), then re-reads each time the pane draws until the text is seen submitted.",
+            "the pane's send lock), the paste in one tmux call that makes the server owe its Enter (a fallback "
+            f"after the settle the core names for the recipient's harness, {SUBMIT_SETTLE['claude']:g} s for Claude "
+            "Code, the stand-in's look), the early Enter as soon as the composer shows the paste (docs/delivery.md), "
+            "then re-reads each time the pane draws until the text is seen submitted.",
             "",
         ]
     if "delivery_real" in results:
@@ -354,10 +355,10 @@ def _delivery_real_section(runs: list[delivery_real.RealDelivery]) -> list[str]:
     settles = ", ".join(f"{SUBMIT_SETTLE[h]:g} s for {HARNESS_NAMES[h]}" for h in delivery_real.HARNESSES)
     out += [
         "connectd's path holds the guard (a fresh `list-panes` and capture under the pane's send lock), the "
-        f"paste and its Enter in one tmux call, the Enter due after the settle the core names for the harness "
-        f"({settles}; `connectcore.delivery.SUBMIT_SETTLE`, measured in docs/delivery.md), then re-reads each "
-        "time the pane draws until the text is seen submitted; the floor presses Enter at once and does none "
-        "of the checks.",
+        "paste in one tmux call that makes the server owe its Enter (a fallback after the settle the core names "
+        f"for the harness, {settles}; `connectcore.delivery.SUBMIT_SETTLE`), the early Enter as soon as the "
+        "composer shows the paste (docs/delivery.md), then re-reads each time the pane draws until the text is "
+        "seen submitted; the floor presses Enter at once and does none of the checks.",
         "",
     ]
     return out
@@ -388,9 +389,9 @@ def _notes(results: dict[str, Any]) -> list[str]:
     if "delivery" in results:
         r = results["delivery"]
         notes.append(
-            f"Confirmed delivery takes {ms(pct(r.connectd, 50))} against a {ms(pct(r.floor, 50))} floor; most of "
-            f"the difference is the settle before Enter ({SUBMIT_SETTLE['claude']:g} s for the stand-in's Claude "
-            "Code look), not the guard, the store or MCP."
+            f"Confirmed delivery takes {ms(pct(r.connectd, 50))} against a {ms(pct(r.floor, 50))} floor: the "
+            "guard, the store, MCP, the wait for the composer to show the paste before the Enter, and the "
+            "confirming re-read after it."
         )
     for r in results.get("delivery_real", ()):
         if r.connectd and r.floor:

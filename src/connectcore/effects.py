@@ -74,9 +74,11 @@ class CheckGuard(Effect):
 class TypeText(Effect):
     """Paste ``text`` literally into the pane (bracketed paste; newlines stay inside the turn).
 
-    With ``submit``, Enter follows ``settle`` seconds after the paste (what the recipient's harness
-    needs, :data:`connectcore.delivery.SUBMIT_SETTLE`), as part of the same operation: nothing between
-    the paste and the Enter can fail or be interrupted (a message is typed this way)."""
+    With ``submit``, the paste's Enter is owed from the paste on, as part of the same operation: the
+    tmux server presses it ``settle`` seconds later (:data:`connectcore.delivery.SUBMIT_SETTLE`) unless
+    the daemon pressed it first, as soon as the composer showed the paste
+    (:func:`connectcore.delivery.paste_shown`); exactly one Enter, and nothing the daemon does or fails
+    to do after the paste can leave the text unsubmitted (a message is typed this way)."""
 
     pane_id: str
     incarnation: str

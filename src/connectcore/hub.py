@@ -14,8 +14,8 @@ The guard protocol with the daemon (the recipient pane's send lock is the linear
    ``guarding`` with a :class:`CheckGuard`.
 2. The daemon takes the pane's send lock, reads the pane afresh, resolves the message's handle again
    and answers ``GuardObserved`` while holding it. If every check passes the message moves to
-   ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText`` (paste and submit, one
-   operation) and ``ConfirmTyping``.
+   ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText`` (paste and submit: the
+   Enter is owed from the paste call on, pressed once) and ``ConfirmTyping``.
 3. The daemon re-reads the pane and answers ``TypingObserved`` with its last reading (still under
    the lock); :func:`connectcore.delivery.landed` decides delivered or unconfirmed.
 

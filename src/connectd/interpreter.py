@@ -13,9 +13,10 @@ the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, whi
 ``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
 already decided.
 
-Stops: a message's ``TypeText`` pastes and submits in one tmux call (the server presses Enter after
-the settle), and ``TypeText`` / ``PressEnter`` are shielded from cancellation, so a daemon stopped
-or killed after the paste still submits it; if a draft is left anyway, the core shows it to the
+Stops: a message's ``TypeText`` pastes in one tmux call that makes the server owe the paste its
+Enter (pressed after the settle unless the daemon's early Enter came first; tmux presses it once),
+and ``TypeText`` / ``PressEnter`` are shielded from cancellation, so a daemon stopped or killed
+after the paste still submits it; if a draft is left anyway, the core shows it to the
 person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
 
 Locks: ``TypeText`` and ``ConfirmTyping`` come out of the step that the delivery guard

@@ -102,8 +102,8 @@ def test_a_capture_that_fails_inside_the_guard_makes_the_message_wait(tmp_path: 
         _still_serving(d)
 
 
-# A message's paste and its Enter are one tmux call (load-buffer; paste-buffer; run-shell -b -C -d
-# 'send-keys Enter'): the daemon makes no separate send-keys call that could fail between them.
+# A message's paste and its owed Enter are one tmux call (load-buffer; paste-buffer; set-option; run-shell
+# -b -C -d 'if-shell ... send-keys Enter'): the early Enter (if-shell) may fail, the fallback still comes.
 @pytest.mark.parametrize(("subcommand", "detail"), [("load-buffer", "send failed partway")])
 def test_typing_that_fails_partway_is_unconfirmed_and_the_daemon_serves_on(
     tmp_path: Path, tmux: TmuxServer, subcommand: str, detail: str
