@@ -122,6 +122,7 @@ class Delivery:
         True."""
         engine = self.engine
         since: float | None = None
+        reads, start = 0, anyio.current_time()
         while (left := due - anyio.current_time()) > 0:
             if since is not None:
                 await engine.watcher.drawn(pane, within=left, since=since)
@@ -129,10 +130,13 @@ class Delivery:
             if since >= due:
                 break
             capture = await engine.tmux.capture(pane)
+            reads += 1
             if M.paste_shown(typed, composer_draft(capture.text, engine.watcher.command_of(pane))):
                 self._typed_at[pane] = anyio.current_time()
                 await engine.tmux.enter_once(pane, token)
+                log.debug("early Enter for %s %.0f ms after the paste call returned, %d reads", pane, (since - start) * 1000, reads)
                 return True
+        log.debug("the Enter for %s is left to the fallback, %d reads", pane, reads)
         return False
 
     async def press_enter(self, effect: PressEnter) -> None:
