@@ -76,9 +76,11 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
-# Between the end of the bracketed paste and the Enter that submits it: what each harness needs for the
-# Enter to submit the turn rather than land inside the paste as a newline, with a margin (the experiment
-# and its figures: docs/delivery.md, "Paste to Enter"). A harness not measured gets the most cautious.
+# Between the end of the bracketed paste and the tmux server's fallback Enter (the daemon presses the
+# same Enter earlier, once the composer shows the paste: :func:`paste_shown`): what each harness needs
+# for the Enter to submit the turn rather than land inside the paste as a newline, with a margin (the
+# experiment and its figures: docs/delivery.md, "Paste to Enter"). A harness not measured gets the most
+# cautious.
 # Measured on Claude Code 2.1.332 and Codex 0.171.0: 0 s suffices on both (a bracketed paste ends at its
 # end marker, not on a clock); the settle is the slowest showing of the whole paste seen, rounded up, so
 # connect's Enter still comes after the harness drew the paste, as a person's would.
