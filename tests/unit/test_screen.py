@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -440,3 +442,17 @@ def test_a_busy_marker_near_the_composer_is_never_ready(markers: list[str]) -> N
         text = claude_screen([""], status=marker if i % 2 == 0 else "",
                              footer="  " + marker if i % 2 else "  ⏵⏵ auto mode on (shift+tab to cycle)")
         assert not read(text).ready_for_message
+
+
+def test_a_blank_last_row_in_the_adapters_capture_keeps_the_cursor_row() -> None:
+    """connectd's tmux adapter gives the screen's rows joined by newlines, no terminator: a blank
+    last row then ends the text with a newline, which is a row, not a terminator. A full-screen TUI
+    (OpenCode, on the alternate screen: no history) gives exactly ``height`` rows, so none is lost
+    (OpenCode's start screen ends so; its cursor row was read one off, the idle composer unknown)."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
+    rows = (folder / "01_idle_empty_80.txt").read_text().split("\n")[:-1]  # the file's terminator off
+    assert len(rows) == 24 and rows[-1] == ""
+    cursor = tuple(json.loads((folder / "01_idle_empty_80.json").read_text())["cursor"])
+    for text in ("\n".join(rows), "\n".join(rows) + "\n"):  # the adapter's form, and capture-pane's own
+        reading = read_screen(text, "opencode", cursor, height=24)  # type: ignore[arg-type]
+        assert (reading.activity, reading.composer) == (Activity.IDLE, Composer.EMPTY)
