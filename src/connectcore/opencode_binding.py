@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from connectcore.effects import Audit
+
 # --------------------------------------------------------------------------------------------------
 # Rules as data
 # --------------------------------------------------------------------------------------------------
@@ -64,6 +66,27 @@ class Refusal(StrEnum):
     FOREIGN_LISTENER = "foreign_listener"  # the port's listener is not in the pane's process tree
     SERVER_REFUSED = "server_refused"  # the server answered with an error status (401: wrong password)
     BAD_ANSWER = "bad_answer"  # the server's answer is not one well-formed session / not ``true``
+    FAILED = "failed"  # the binding step itself failed (an I/O error the daemon could not read past)
+
+
+#: Why the pane stays unbound, in words for the person (the page and ``connectd agents`` show them).
+REFUSAL_WORDS: Mapping[Refusal, str] = {
+    Refusal.SESSION_PICKED: "its launcher picks a session without naming it (--continue, --fork): not bound",
+    Refusal.NO_LISTENER: "nothing listened on the launch's port in time: not bound",
+    Refusal.FOREIGN_LISTENER: "the launch's port is held by a process outside the pane: not bound, never talked to",
+    Refusal.SERVER_REFUSED: "OpenCode's server refused the launch's password or the call: not bound",
+    Refusal.BAD_ANSWER: "OpenCode's server gave no single well-formed session: not bound",
+    Refusal.FAILED: "the binding step failed: not bound",
+}
+#: While the binding runs (the page shows it until the session is bound or refused).
+BINDING_WORDS = "binding its OpenCode session through the process's own server"
+
+#: When the daemon runs the binding: once per incarnation of a launch that served on a port connectd
+#: picked, after the pane reads as OpenCode idle (its TUI drew its composer, so it listens for the
+#: selection: one sent before that would be lost), and only while the pane is not bound otherwise.
+BIND_HARNESS = "opencode"
+AUDIT_ACTOR = "connectd"
+AUDIT_ACTION = "opencode.bind"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -81,6 +104,23 @@ class BindPlan:
 # --------------------------------------------------------------------------------------------------
 # Functions
 # --------------------------------------------------------------------------------------------------
+
+
+def bind_due(*, harness: str, idle: bool, bound: bool, started: bool) -> bool:
+    """Whether to run the binding now for a pane whose launch served on a port connectd picked:
+    the pane reads as OpenCode waiting for input (``harness``, ``idle``), it is not bound to a session
+    yet (``bound``), and the binding has not been started for this incarnation (``started``: it runs
+    once; its refusal is final, never retried into a guess)."""
+    return harness == BIND_HARNESS and idle and not bound and not started
+
+
+def bind_audit(pane_id: str, result: str | Refusal, *, at: float) -> Audit:
+    """The audit line of one binding: ``bound`` with the session id, or ``refused`` with the reason."""
+    if isinstance(result, Refusal):
+        return Audit(AUDIT_ACTOR, AUDIT_ACTION, "refused", target=pane_id, detail=str(result), at=at)
+    if not SESSION_ID_RE.fullmatch(result):
+        raise ValueError(f"an OpenCode session id looks like ses_..., got {result!r}")
+    return Audit(AUDIT_ACTOR, AUDIT_ACTION, "bound", target=pane_id, detail=result, at=at)
 
 
 def check_port(port: object) -> int:

@@ -16,7 +16,9 @@
 - Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
   session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
   <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
-  file its process holds open; a bound principal gets its session alias.
+  file its process holds open; a bound principal gets its session alias. An OpenCode launch's record
+  gets its session id from the binding through its own server, which each reading of the pane starts
+  when the core says it is due (:meth:`connectd.launches.Launches.bind_when_due`).
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
   changed (:class:`connectd.routing_facts.FactsCache`).
 - Each agent's release: from its session banner when a reading shows one, else once per incarnation
@@ -474,6 +476,8 @@ class Watcher:
                 panes={**self.directory.panes, pane_id: replace(state.record, harness=reading.harness.value)},
             )
             state.record = self.directory.panes[pane_id]
+        # an OpenCode launch that serves for its session binding: bound once it reads idle
+        engine.launches.bind_when_due(pane_id, state.record.token, reading, state.info.pane_pid or 0)
         if changed:
             try:
                 await engine.step(
