@@ -45,6 +45,14 @@ SESSION_ID_FLAGS: tuple[str, ...] = ("--session", "-s")
 #: Options that pick a session without naming it.
 SESSION_PICK_FLAGS: tuple[str, ...] = ("--continue", "-c", "--fork")
 
+#: OpenCode's home screen (before a session is shown): its composer's placeholder quotes a tip,
+#: ``Ask anything… "What is the tech stack of this project?"``; a session's empty composer shows none
+#: (1.18.33, tests/fixtures/screens/opencode/). A selection counts once the TUI left it: one sent
+#: before the TUI listened is lost, and the person's next prompt would then start another session.
+HOME_SCREEN_RE = re.compile(r'Ask anything… "')
+#: How long the daemon looks for the TUI to leave its home screen after the selection, in seconds.
+SHOWN_WAIT = 15.0
+
 #: The server's paths (relative to ``http://127.0.0.1:P``).
 CREATE_PATH = "/session"
 SELECT_PATH = "/tui/select-session"
@@ -66,6 +74,7 @@ class Refusal(StrEnum):
     FOREIGN_LISTENER = "foreign_listener"  # the port's listener is not in the pane's process tree
     SERVER_REFUSED = "server_refused"  # the server answered with an error status (401: wrong password)
     BAD_ANSWER = "bad_answer"  # the server's answer is not one well-formed session / not ``true``
+    NOT_SHOWN = "not_shown"  # the TUI still showed its home screen after the selection (it may be lost)
     FAILED = "failed"  # the binding step itself failed (an I/O error the daemon could not read past)
 
 
@@ -76,6 +85,7 @@ REFUSAL_WORDS: Mapping[Refusal, str] = {
     Refusal.FOREIGN_LISTENER: "the launch's port is held by a process outside the pane: not bound, never talked to",
     Refusal.SERVER_REFUSED: "OpenCode's server refused the launch's password or the call: not bound",
     Refusal.BAD_ANSWER: "OpenCode's server gave no single well-formed session: not bound",
+    Refusal.NOT_SHOWN: "OpenCode did not show the session connectd selected: not bound",
     Refusal.FAILED: "the binding step failed: not bound",
 }
 #: While the binding runs (the page shows it until the session is bound or refused).
@@ -112,6 +122,11 @@ def bind_due(*, harness: str, idle: bool, bound: bool, started: bool) -> bool:
     yet (``bound``), and the binding has not been started for this incarnation (``started``: it runs
     once; its refusal is final, never retried into a guess)."""
     return harness == BIND_HARNESS and idle and not bound and not started
+
+
+def shows_home_screen(text: str) -> bool:
+    """Whether a capture of the pane still shows OpenCode's home screen (no session shown)."""
+    return HOME_SCREEN_RE.search(text) is not None
 
 
 def bind_audit(pane_id: str, result: str | Refusal, *, at: float) -> Audit:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from connectcore import directory as D
 from connectcore import grants, hub_acts
 from connectcore import hub as H
@@ -124,7 +126,18 @@ class Launches:
             port=server.port, password=server.password, directory=directory, pane_pid=pane_pid,
             run_sync=self.engine.run_sync,
         )
+        if not isinstance(found, OC.Refusal) and not await self._shown(key[0]):
+            found = OC.Refusal.NOT_SHOWN
         await self._bound(key, found)
+
+    async def _shown(self, pane_id: str) -> bool:
+        """Whether the TUI left its home screen after the selection, within ``OC.SHOWN_WAIT`` seconds."""
+        with anyio.move_on_after(OC.SHOWN_WAIT):
+            while True:
+                if not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text):
+                    return True
+                await anyio.sleep(0.2)
+        return False
 
     async def _bound(self, key: tuple[str, str], result: str | OC.Refusal) -> None:
         """Report a binding's result: audited; a session id goes into the launch record, from which

@@ -143,3 +143,15 @@ def test_a_listener_outside_the_pane_leaves_it_unbound_and_is_never_talked_to(
     # nothing changed: no session to resume, so restart-to-connect refuses, naming why
     refused = daemon.api("POST", "/api/restart", {"pane": pane, "preset": "observe"}, expect=409)
     assert "ambiguous_binding" in json.dumps(refused)
+
+
+def test_a_selection_the_tui_does_not_show_leaves_it_unbound(
+    daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path
+) -> None:
+    launched, log = launch(daemon, tmp_path, FAKE_OPENCODE_STAY_HOME="1")
+    pane = str(launched["pane"])
+    words = OC.REFUSAL_WORDS[OC.Refusal.NOT_SHOWN]
+    view = wait_for(lambda: (v := daemon.agent_view(pane))["session_note"] == words and v, OC.SHOWN_WAIT + 30,
+                    "the refusal")
+    assert view["session"] is None and requests(log) == [("create", SESSION_ID), ("select", SESSION_ID)]
+    assert any(r["action"] == "opencode.bind" and r["detail"] == "not_shown" for r in audit(daemon))

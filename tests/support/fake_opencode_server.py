@@ -7,8 +7,10 @@
   ``opencode --port=P --hostname=127.0.0.1 --mdns=false ...``, the password from
   ``OPENCODE_SERVER_PASSWORD``, the directory its cwd. It draws OpenCode 1.18.33's idle screen (the
   corpus' ``01_idle_empty_80``, cursor in the composer) so connectd reads the pane as OpenCode
-  idle, and appends each request it served to ``$FAKE_OPENCODE_LOG`` (one JSON line). With
-  ``FAKE_OPENCODE_LISTEN=0`` it draws the screen but listens nowhere.
+  idle, and appends each request it served to ``$FAKE_OPENCODE_LOG`` (one JSON line). A selection
+  redraws the screen as a shown session (no home-screen placeholder) unless
+  ``FAKE_OPENCODE_STAY_HOME=1``. With ``FAKE_OPENCODE_LISTEN=0`` it draws the screen but listens
+  nowhere.
 
 Either way it demands basic auth ``opencode:PASSWORD`` (401 otherwise, as OpenCode 1.18.33 does),
 answers ``POST /session`` with a root session for DIRECTORY and ``POST /tui/select-session`` with
@@ -65,15 +67,23 @@ def as_opencode(argv: list[str]) -> None:
     port = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--port=")), None)
     log = os.environ.get("FAKE_OPENCODE_LOG", "")
 
+    lines = SCREEN.with_suffix(".txt").read_text().rstrip("\n").split("\n")
+    x, y = json.loads(SCREEN.with_suffix(".json").read_text())["cursor"]
+
+    def draw(rows: list[str]) -> None:
+        sys.stdout.write("\x1b[H\x1b[2J" + "\r\n".join(rows) + f"\x1b[{y + 1};{x + 1}H")
+        sys.stdout.flush()
+
     def say(what: str, value: str) -> None:
         if log:
             with open(log, "a") as f:
                 f.write(json.dumps({"request": what, "value": value, "at": time.time()}) + "\n")
+        if what == "select" and os.environ.get("FAKE_OPENCODE_STAY_HOME") != "1":
+            # the selected session is shown: its empty composer has no placeholder, the logo is gone
+            draw([row[: row.index("┃") + 1] if "Ask anything" in row else "" if "█" in row or "▄" in row else row
+                  for row in lines])
 
-    lines = SCREEN.with_suffix(".txt").read_text().rstrip("\n").split("\n")
-    x, y = json.loads(SCREEN.with_suffix(".json").read_text())["cursor"]
-    sys.stdout.write("\x1b[H\x1b[2J" + "\r\n".join(lines) + f"\x1b[{y + 1};{x + 1}H")
-    sys.stdout.flush()
+    draw(lines)
     if port is None or os.environ.get("FAKE_OPENCODE_LISTEN") == "0":
         while True:
             time.sleep(3600)

@@ -202,3 +202,11 @@ def test_every_refusal_has_words_and_the_audit_line_names_the_outcome() -> None:
     assert (refused.outcome, refused.detail) == ("refused", "foreign_listener")
     with pytest.raises(ValueError, match="ses_"):
         OC.bind_audit("%3", "not-a-session", at=5.0)
+
+
+def test_the_home_screen_is_told_from_a_shown_session() -> None:
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
+    home = {p.name for p in folder.glob("*.txt") if OC.shows_home_screen(p.read_text())}
+    assert home == {"01_idle_empty_80.txt", "01_idle_empty_160.txt"}  # every other screen shows a session
