@@ -52,6 +52,10 @@ SESSION_PICK_FLAGS: tuple[str, ...] = ("--continue", "-c", "--fork")
 HOME_SCREEN_RE = re.compile(r'Ask anything… "')
 #: How long the daemon looks for the TUI to leave its home screen after the selection, in seconds.
 SHOWN_WAIT = 15.0
+#: How long the shown session settles before the binding counts, in seconds: 1.18.33 redraws the
+#: session view for a few seconds after the switch and drops keys typed meanwhile (seen here: text
+#: typed 0.3-1.5 s after the selection was lost, at 3 s it was taken).
+SHOWN_SETTLE = 5.0
 
 #: The server's paths (relative to ``http://127.0.0.1:P``).
 CREATE_PATH = "/session"
@@ -122,6 +126,12 @@ def bind_due(*, harness: str, idle: bool, bound: bool, started: bool) -> bool:
     yet (``bound``), and the binding has not been started for this incarnation (``started``: it runs
     once; its refusal is final, never retried into a guess)."""
     return harness == BIND_HARNESS and idle and not bound and not started
+
+
+def ready_for_message(ready: bool, *, binding: bool) -> bool:
+    """What the core hears of an OpenCode launch's readiness: never ready while its binding is due or
+    runs (the selection switches the TUI's session, and keys typed around it are lost)."""
+    return ready and not binding
 
 
 def shows_home_screen(text: str) -> bool:

@@ -131,13 +131,23 @@ class Launches:
         await self._bound(key, found)
 
     async def _shown(self, pane_id: str) -> bool:
-        """Whether the TUI left its home screen after the selection, within ``OC.SHOWN_WAIT`` seconds."""
+        """Whether the TUI left its home screen after the selection (within ``OC.SHOWN_WAIT`` seconds)
+        and, ``OC.SHOWN_SETTLE`` seconds later, still shows the session."""
+        shown = False
         with anyio.move_on_after(OC.SHOWN_WAIT):
-            while True:
-                if not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text):
-                    return True
-                await anyio.sleep(0.2)
-        return False
+            while not shown:
+                shown = not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
+                if not shown:
+                    await anyio.sleep(0.2)
+        if not shown:
+            return False
+        await anyio.sleep(OC.SHOWN_SETTLE)
+        return not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
+
+    def binding_pending(self, pane_id: str, incarnation: str) -> bool:
+        """This launch serves for its binding and the binding has not ended yet (due, or running)."""
+        key = (pane_id, incarnation)
+        return key in self.servers or (key in self.binds and self.binds[key] is None)
 
     async def _bound(self, key: tuple[str, str], result: str | OC.Refusal) -> None:
         """Report a binding's result: audited; a session id goes into the launch record, from which
@@ -149,6 +159,7 @@ class Launches:
         if key not in self.binds:
             return  # the incarnation went meanwhile (forgotten): nothing to bind
         self.binds[key] = result
+        engine.watcher.look_again(pane_id)  # its readiness is the plain reading's again: tell the core
         launch = await self.record_for(pane_id, incarnation)
         if not isinstance(result, OC.Refusal) and launch is not None:  # (a Refusal is a str too)
             await self.record(

@@ -41,6 +41,7 @@ import anyio
 from connectcore import directory as D
 from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
+from connectcore import opencode_binding as OC
 from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
@@ -170,11 +171,14 @@ class Watcher:
         return state.release if state is not None and state.record.token == incarnation else None
 
     def ready(self, pane_id: str, incarnation: str | None, reading: Reading) -> bool:
-        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`)."""
-        return releases.ready_for_message(
+        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`,
+        and :func:`connectcore.opencode_binding.ready_for_message` while an OpenCode launch binds)."""
+        ready = releases.ready_for_message(
             reading.ready_for_message, reading.harness.value, self.release_of(pane_id, incarnation),
             self.engine.trusted_releases,
         )
+        binding = incarnation is not None and self.engine.launches.binding_pending(pane_id, incarnation)
+        return OC.ready_for_message(ready, binding=binding)
 
     async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
         for info in await self.engine.tmux.list_panes():

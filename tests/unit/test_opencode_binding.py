@@ -210,3 +210,9 @@ def test_the_home_screen_is_told_from_a_shown_session() -> None:
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
     home = {p.name for p in folder.glob("*.txt") if OC.shows_home_screen(p.read_text())}
     assert home == {"01_idle_empty_80.txt", "01_idle_empty_160.txt"}  # every other screen shows a session
+
+
+def test_an_opencode_launch_is_never_ready_for_a_message_while_it_binds() -> None:
+    assert OC.ready_for_message(True, binding=False)
+    assert not OC.ready_for_message(True, binding=True)
+    assert not OC.ready_for_message(False, binding=False)
