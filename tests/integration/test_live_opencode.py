@@ -166,7 +166,9 @@ def run(fleet: LiveFleet, steps: Steps) -> None:
         steps.wait(lambda: "Checked the parser." in fleet.screen(o) and fleet.ready(o), "O answered")
     prompt = next(t for t in got[0].user_texts if MESSAGE in t)
     assert prompt.startswith(f"[connect] message {sent['ref']} from {a.actor} (pane {a.pane})."), prompt
-    assert prompt.split("\n", 1)[1] == MESSAGE and got[0].text.count(MESSAGE) == 1
+    # the text follows the provenance line, unchanged but for one trailing space OpenCode 1.18.33 adds
+    # to the prompt it submits (seen on the real binary; connectd pastes the text as it is)
+    assert prompt.split("\n", 1)[1].removesuffix(" ") == MESSAGE and got[0].text.count(MESSAGE) == 1
 
     # every prompt went into the session connectd bound: O's database holds no other root session
     db = sqlite3.connect(f"file:{o.home}/.local/share/opencode/opencode.db?mode=ro", uri=True)
