@@ -119,10 +119,6 @@ def read_screen(
     defaults to the whole text (no scrollback). With scrollback, pass ``height=#{pane_height}``.
     """
     lines = _lines(text)
-    if height is not None and len(lines) < height:
-        # fewer rows than the screen: a blank last row was taken for the text's terminator (the tmux
-        # adapter joins the rows without one); the screen's rows are its first ``height`` rows
-        lines += [""] * (height - len(lines))
     row_cursor = _cursor_in_text(lines, cursor, height)
     harness = harness_from_command(foreground_command, lines)
     rules = RULES.get(harness)

@@ -1,7 +1,8 @@
 """Live acceptance for OpenCode (issue 14 item 3): a real OpenCode (the pinned 1.18.33), launched
 connected by a real ``connectd launch``, is bound to the session connectd created on its own server,
 sees connect's MCP tools and calls them, and receives a message a real Claude Code agent sent once
-the person approved it.
+the person approved it; and an OpenCode launched with connect Off (bound all the same, through its own
+server) is restarted to connect onto the same session.
 
 Offline and private as tests/integration/test_live.py: the scripted model server (OpenCode speaks
 Anthropic Messages to it, on the ``claude`` queue under its own key), private HOMEs, a private tmux
@@ -73,6 +74,7 @@ def ask_until_opencode_lists_connect(fleet: LiveFleet, steps: Steps, agent: Agen
 
 @pytest.mark.timeout(900)
 def test_a_connected_opencode_is_bound_uses_connects_tools_and_receives_a_consented_message() -> None:
+    """(and restart-to-connect of an OpenCode launched Off)"""
     steps = Steps()
     with steps.step("install the pinned Claude Code and OpenCode (skipped when present)", 900):
         for name in H.PINNED:
@@ -171,9 +173,51 @@ def run(fleet: LiveFleet, steps: Steps) -> None:
     assert prompt.split("\n", 1)[1].removesuffix(" ") == MESSAGE and got[0].text.count(MESSAGE) == 1
 
     # every prompt went into the session connectd bound: O's database holds no other root session
-    db = sqlite3.connect(f"file:{o.home}/.local/share/opencode/opencode.db?mode=ro", uri=True)
+    assert root_sessions(o) == [sid]
+
+    restart_to_connect(fleet, steps)
+
+
+def root_sessions(agent: Agent) -> list[str]:
+    db = sqlite3.connect(f"file:{agent.home}/.local/share/opencode/opencode.db?mode=ro", uri=True)
     try:
-        roots = [r[0] for r in db.execute("select id from session where parent_id is null")]
+        return [r[0] for r in db.execute("select id from session where parent_id is null")]
     finally:
         db.close()
-    assert roots == [sid], roots
+
+
+def restart_to_connect(fleet: LiveFleet, steps: Steps) -> None:
+    """P, launched Off, is bound all the same; restarted to connect (observe), it resumes the same
+    session with connect's tools, and its conversation is kept."""
+    p = fleet.prepare("p", "opencode")
+    with steps.step("launch P (OpenCode, off); bound through its own server", 120):
+        fleet.launch(p, "off")
+        view = steps.wait(lambda: (v := fleet.view(p)) and v["session"] and v, "P bound to its session")
+        steps.wait(lambda: fleet.ready(p), "P idle")
+    sid = view["session"]["session_id"]
+    assert view["connect"] == "off" and view["actor"] is None and OC.SESSION_ID_RE.fullmatch(sid)
+    assert "OPENCODE_CONFIG_CONTENT" not in proc_env(agent_pid(fleet, p))  # Off: no endpoint
+    with steps.step("P (off) answers its person; its model never sees connect", 60):
+        fleet.script(p, [Turn.reply("Noted: the word is mango.")])
+        fleet.type_prompt(p, "Remember the word mango.")
+        steps.wait(lambda: "Noted: the word is mango." in fleet.screen(p) and fleet.ready(p), "P's answer")
+    assert not any(connect_tool(r, "whoami") for r in fleet.requests(p, scripted_only=False))
+    pid_before = agent_pid(fleet, p)
+    with steps.step("restart-to-connect P (observe): /exit, --session the same session, connected", 120):
+        started = fleet.cli("restart-to-connect", p.pane, "observe")
+        assert started["pane"] == p.pane and started["session"] == ["opencode", sid]
+        steps.wait(lambda: agent_pid(fleet, p) != pid_before and (fleet.view(p) or {}).get("connect") == "observe",
+                   "P relaunched and connected")
+        steps.wait(lambda: fleet.ready(p), "P idle after the restart")
+        closed = [r for r in fleet.audit() if r["action"] == "restart.close"]
+        assert closed and closed[-1]["outcome"] == "restarted", closed
+    view = fleet.view(p)
+    assert view and view["session"] == {"harness": "opencode", "session_id": sid}
+    assert view["actor"] == f"agent:opencode:{sid}" and view["scopes"] == ["history", "read"]
+    argv = proc_argv(agent_pid(fleet, p))
+    assert "--session" in argv and argv[argv.index("--session") + 1] == sid, argv
+    assert not any(a.startswith("--port") for a in argv), "a resume names its session: no server"
+    with steps.step("P's model sees connect's tools and the conversation kept", 90):
+        after, _ = ask_until_opencode_lists_connect(fleet, steps, p)
+    assert any("Remember the word mango." in t for t in after.user_texts), "the conversation was kept"
+    assert root_sessions(p) == [sid]

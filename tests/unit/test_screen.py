@@ -444,15 +444,15 @@ def test_a_busy_marker_near_the_composer_is_never_ready(markers: list[str]) -> N
         assert not read(text).ready_for_message
 
 
-def test_a_blank_last_row_in_the_adapters_capture_keeps_the_cursor_row() -> None:
-    """connectd's tmux adapter gives the screen's rows joined by newlines, no terminator: a blank
-    last row then ends the text with a newline, which is a row, not a terminator. A full-screen TUI
-    (OpenCode, on the alternate screen: no history) gives exactly ``height`` rows, so none is lost
-    (OpenCode's start screen ends so; its cursor row was read one off, the idle composer unknown)."""
+def test_a_blank_last_row_is_a_row_in_capture_panes_form_with_or_without_history() -> None:
+    """``capture-pane -p`` ends every row with a newline, so a blank last row is a row (the tmux
+    adapter once dropped the last newline: OpenCode's screens, whose last row is blank, were read one
+    row off, the idle composer as unknown; after a restart the pane also holds history)."""
     folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
-    rows = (folder / "01_idle_empty_80.txt").read_text().split("\n")[:-1]  # the file's terminator off
-    assert len(rows) == 24 and rows[-1] == ""
+    text = (folder / "01_idle_empty_80.txt").read_text()
+    assert text.endswith("\n\n") and len(text.split("\n")) == 25  # 24 rows, the last blank
     cursor = tuple(json.loads((folder / "01_idle_empty_80.json").read_text())["cursor"])
-    for text in ("\n".join(rows), "\n".join(rows) + "\n"):  # the adapter's form, and capture-pane's own
-        reading = read_screen(text, "opencode", cursor, height=24)  # type: ignore[arg-type]
+    history = "".join(f"old line {i}\n" for i in range(5))
+    for capture in (text, history + text):
+        reading = read_screen(capture, "opencode", cursor, height=24)  # type: ignore[arg-type]
         assert (reading.activity, reading.composer) == (Activity.IDLE, Composer.EMPTY)
