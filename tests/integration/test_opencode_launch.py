@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +156,23 @@ def test_a_selection_the_tui_does_not_show_leaves_it_unbound(
                     "the refusal")
     assert view["session"] is None and requests(log) == [("create", SESSION_ID), ("select", SESSION_ID)]
     assert any(r["action"] == "opencode.bind" and r["detail"] == "not_shown" for r in audit(daemon))
+
+
+def test_launch_here_binds_an_opencode_in_the_persons_own_pane(
+    daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "fake-opencode-here.jsonl"
+    pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
+    command = (
+        f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here oc --connect collaborate "
+        f"--data-dir {daemon.data_dir} --env FAKE_OPENCODE_LOG={log}"
+    )
+    tmux.tmux("send-keys", "-t", pane, "-l", command)
+    tmux.tmux("send-keys", "-t", pane, "Enter")
+    try:
+        view = wait_for(lambda: (v := daemon.agent_view(pane))["session"] and v, 60, "the --here OpenCode bound")
+    except AssertionError:
+        raise AssertionError(tmux.capture(pane) + repr(daemon.agent_view(pane))) from None
+    assert view["session"] == {"harness": "opencode", "session_id": SESSION_ID} and view["launcher"] == "oc"
+    assert view["actor"] == f"agent:opencode:{SESSION_ID}" and view["connect"] == "collaborate"
+    assert requests(log) == [("create", SESSION_ID), ("select", SESSION_ID)]
