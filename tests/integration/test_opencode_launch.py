@@ -78,8 +78,7 @@ def test_a_connected_opencode_launch_is_bound_through_its_own_server_and_its_gra
     try:
         view = wait_for(lambda: (v := daemon.agent_view(pane))["session"] and v, 30, "the pane bound to its session")
     except AssertionError:
-        print(daemon.agent_view(pane), daemon.log_text(), requests(log), repr(tmux.tmux("capture-pane", "-p", "-S", "-200", "-t", pane)), tmux.tmux("display-message", "-p", "-t", pane, "#{cursor_x} #{cursor_y} #{pane_width}x#{pane_height} #{pane_current_command} #{history_size}"), sep="\n")
-        raise
+        raise AssertionError(f"{daemon.agent_view(pane)}\n{requests(log)}\n{tmux.capture(pane)}\n{daemon.log_text()}") from None
     assert view["session"] == {"harness": "opencode", "session_id": SESSION_ID}
     assert view["actor"] == f"agent:opencode:{SESSION_ID}" and view["session_note"] == ""
     assert requests(log) == [("create", SESSION_ID), ("select", SESSION_ID)]  # once, created then selected
@@ -110,9 +109,6 @@ def test_a_connected_opencode_launch_is_bound_through_its_own_server_and_its_gra
     # the grant is the session's: the pane's toggle (which needs a bound session) changes it
     daemon.api("POST", f"/api/panes/{pane}/connect", {"preset": "observe"})
     assert anyio.run(whoami)["scopes"] == ["history", "read"]
-    # restart-to-connect now has a session to resume (the launch record holds it)
-    launches = [r for r in rows if r["action"] == "launch"]
-    assert launches, rows
 
 
 def test_a_listener_outside_the_pane_leaves_it_unbound_and_is_never_talked_to(
@@ -128,11 +124,7 @@ def test_a_listener_outside_the_pane_leaves_it_unbound_and_is_never_talked_to(
         foreign.listen()
         foreign.settimeout(0.2)
         words = OC.REFUSAL_WORDS[OC.Refusal.FOREIGN_LISTENER]
-        try:
-            view = wait_for(lambda: (v := daemon.agent_view(pane))["session_note"] == words and v, 90, "the refusal")
-        except AssertionError:
-            print(daemon.agent_view(pane), daemon.log_text(), audit(daemon), port, sep="\n")
-            raise
+        view = wait_for(lambda: (v := daemon.agent_view(pane))["session_note"] == words and v, 90, "the refusal")
         with pytest.raises(TimeoutError):
             foreign.accept()  # nobody connected: the password never left the daemon
     assert view["session"] is None and view["actor"] == f"agent:opencode:pane:{pane}:{pid}"
