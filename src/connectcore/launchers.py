@@ -48,10 +48,6 @@ HARNESS_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
-OPENCODE_UNAVAILABLE = (
-    "connect is unavailable for OpenCode: its per-launch config exists, but binding its launch token "
-    "to a stable session identity is not designed yet"
-)
 OPAQUE_REASON = (
     "an opaque shell-string launcher cannot be connected: connectd does not parse shell, so it cannot "
     "add the endpoint safely; rewrite it as argv + env to connect it"
@@ -69,6 +65,9 @@ class HarnessRule:
     presets_session_id: bool = False  # accepts a preset session id for a new session
     #: arguments in the user's argv that already pick a session (then none is preset)
     session_flags: frozenset[str] = frozenset()
+    #: a new session's id is learnt through the process's own server after it started, on a loopback
+    #: port connectd picks per launch (OpenCode: :mod:`connectcore.opencode_binding`)
+    binds_by_server: bool = False
 
 
 HARNESS_RULES: Mapping[str, HarnessRule] = {
@@ -98,8 +97,8 @@ HARNESS_RULES: Mapping[str, HarnessRule] = {
     "opencode": HarnessRule(
         exit_command="/exit",
         resume_argv=("opencode", "--session", SESSION_PLACEHOLDER),
-        connectable=False,
-        reason=OPENCODE_UNAVAILABLE,
+        connectable=True,
+        binds_by_server=True,
     ),
 }
 
@@ -197,6 +196,11 @@ class LaunchPlan:
     reason: str = ""
     token_env: str | None = None
     session_id: str | None = None
+    #: the loopback port the agent's own server listens on (OpenCode), for its session binding
+    server_port: int | None = None
+    #: when set, the daemon must put the launch's server password in this variable (through its exec
+    #: script, as the token), and keep it in memory only for the binding
+    password_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -531,12 +535,57 @@ def _merged_env(launcher: Launcher, extra_env: Mapping[str, str]) -> dict[str, s
     return env
 
 
-def plain_plan(launcher: Launcher, *, extra_env: Mapping[str, str] | None = None) -> LaunchPlan:
-    """The launch without connect (``--connect off``, or a launcher that cannot be connected)."""
+def plain_plan(
+    launcher: Launcher, *, extra_env: Mapping[str, str] | None = None, server_port: int | None = None
+) -> LaunchPlan:
+    """The launch without connect (``--connect off``, or a launcher that cannot be connected).
+
+    ``server_port``: where the harness binds by its own server (:func:`server_port_wanted`), an Off
+    launch serves too, so its session is bound from the start and restart-to-connect can resume it
+    later (as Claude Code's Off launch gets a preset session id)."""
     env = _merged_env(launcher, extra_env or {})
     argv = ("/bin/sh", "-c", launcher.opaque) if launcher.opaque is not None else launcher.argv
     reason = launcher.unconnectable_reason or "launched with connect off"
-    return LaunchPlan(launcher=launcher.name, argv=argv, env_add=env, connectable=False, reason=reason)
+    port = _checked_server_port(launcher, server_port)
+    if port is not None:
+        if OC.PASSWORD_ENV in env:
+            raise LauncherError(
+                launcher.name, f"{OC.PASSWORD_ENV} is set by connectd for the session binding; the launcher's "
+                "env must not set it", reason="bad_env",
+            )
+        argv = (argv[0], *OC.server_args(port), *argv[1:])
+    return LaunchPlan(
+        launcher=launcher.name, argv=argv, env_add=env, connectable=False, reason=reason, server_port=port,
+        password_env=OC.PASSWORD_ENV if port is not None else None,
+    )
+
+
+def server_port_wanted(launcher: Launcher, *, session: str | None = None) -> bool:
+    """Whether a launch of ``launcher`` (resuming ``session``, if given) needs a server port from the
+    daemon: its harness binds by its own server, and the launch starts a new session (its argv picks
+    none and sets no server option itself). A resume, or an argv naming its session, is bound from
+    the launch instead; an argv that picks a session without naming it stays unbound."""
+    rule = HARNESS_RULES.get(launcher.harness)
+    if launcher.opaque is not None or rule is None or not rule.binds_by_server or session is not None:
+        return False
+    return OC.plan(launcher.argv).step is OC.Step.CREATE_AND_SELECT and OC.server_flag_in(launcher.argv) is None
+
+
+def _checked_server_port(launcher: Launcher, server_port: int | None, *, session: str | None = None) -> int | None:
+    """``server_port`` when the launch wants one (:func:`server_port_wanted`); refuses a missing or a
+    malformed port, and a port for a launch that does not serve."""
+    wanted = server_port_wanted(launcher, session=session)
+    if server_port is None:
+        return None
+    if not wanted:
+        raise LauncherError(
+            launcher.name, f"a server port is only for a new {launcher.harness} session bound by its own server",
+            reason="bad_port",
+        )
+    try:
+        return OC.check_port(server_port)
+    except ValueError as exc:
+        raise LauncherError(launcher.name, str(exc), reason="bad_port") from None
 
 
 def check_opencode_argv(name: str, argv: Sequence[str]) -> None:
@@ -596,6 +645,7 @@ def _connected_plan(
             reason="bad_env",
         )
     env.update(injection.env)
+    serves = launcher.harness == "opencode" and server_port is not None
     return LaunchPlan(
         launcher=launcher.name,
         argv=(argv[0], *injection.argv, *argv[1:]),
@@ -603,6 +653,8 @@ def _connected_plan(
         connectable=True,
         token_env=token_env,
         session_id=session_id,
+        server_port=server_port if serves else None,
+        password_env=OC.PASSWORD_ENV if serves else None,
     )
 
 
@@ -613,20 +665,37 @@ def inject(
     token_env: str = DEFAULT_TOKEN_ENV,
     session_id: str | None = None,
     extra_env: Mapping[str, str] | None = None,
+    server_port: int | None = None,
 ) -> LaunchPlan:
     """A connected launch of ``launcher``: its argv with the injection after the program.
 
     ``session_id`` is the id to preset for a new session where the harness accepts one (Claude Code's
     ``--session-id``, a UUID); it is not used where the harness picks its own, or where the user's
-    argv already picks a session. The returned plan's ``session_id`` says whether it was preset. A
-    launcher that cannot be connected (opaque, OpenCode, an unknown harness) gives its plain launch
-    with ``connectable=False`` and the reason.
+    argv already picks a session. The returned plan's ``session_id`` says whether it was preset (or,
+    for OpenCode, that the argv names its session). ``server_port`` is the loopback port the daemon
+    picked for a harness bound by its own server (:func:`server_port_wanted`: required then, refused
+    otherwise). A launcher that cannot be connected (opaque, an unknown harness) gives its plain
+    launch with ``connectable=False`` and the reason.
     """
     if not launcher.connectable:
         return plain_plan(launcher, extra_env=extra_env)
     rule = HARNESS_RULES[launcher.harness]
     argv = launcher.argv
     preset: str | None = None
+    if rule.binds_by_server:
+        if launcher.harness == "opencode":
+            check_opencode_argv(launcher.name, argv)
+        port = _checked_server_port(launcher, server_port)
+        if port is None and server_port_wanted(launcher):
+            raise LauncherError(
+                launcher.name,
+                f"a connected {launcher.harness} launch needs the loopback port connectd picked for its server",
+                reason="bad_port",
+            )
+        return _connected_plan(
+            launcher, argv, endpoint_url=endpoint_url, token_env=token_env,
+            session_id=OC.plan(argv).session_id, extra_env=extra_env or {}, server_port=port,
+        )
     if session_id is not None and rule.presets_session_id and not _session_picked(rule, argv):
         if not isinstance(session_id, str) or not UUID_RE.fullmatch(session_id):
             raise LauncherError(
@@ -650,6 +719,10 @@ def resume_argv(launcher: Launcher, session_id: str) -> tuple[str, ...]:
     """The launcher's resume template with ``session_id`` filled in (no injection)."""
     if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
         raise LauncherError(launcher.name, f"malformed session id {session_id!r}", reason="bad_session_id")
+    if launcher.harness == "opencode" and not OC.SESSION_ID_RE.fullmatch(session_id):
+        raise LauncherError(
+            launcher.name, f"an OpenCode session id looks like ses_..., got {session_id!r}", reason="bad_session_id"
+        )
     if not launcher.resume_argv:
         raise LauncherError(launcher.name, f"{launcher.name} has no resume command", reason="not_restartable")
     return tuple(arg.replace(SESSION_PLACEHOLDER, session_id) for arg in launcher.resume_argv)

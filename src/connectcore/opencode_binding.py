@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from connectcore.effects import Audit
+
 # --------------------------------------------------------------------------------------------------
 # Rules as data
 # --------------------------------------------------------------------------------------------------
@@ -43,6 +45,18 @@ SESSION_ID_FLAGS: tuple[str, ...] = ("--session", "-s")
 #: Options that pick a session without naming it.
 SESSION_PICK_FLAGS: tuple[str, ...] = ("--continue", "-c", "--fork")
 
+#: OpenCode's home screen (before a session is shown): its composer's placeholder quotes a tip,
+#: ``Ask anything… "What is the tech stack of this project?"``; a session's empty composer shows none
+#: (1.18.33, tests/fixtures/screens/opencode/). A selection counts once the TUI left it: one sent
+#: before the TUI listened is lost, and the person's next prompt would then start another session.
+HOME_SCREEN_RE = re.compile(r'Ask anything… "')
+#: How long the daemon looks for the TUI to leave its home screen after the selection, in seconds.
+SHOWN_WAIT = 15.0
+#: How long the shown session settles before the binding counts, in seconds: 1.18.33 redraws the
+#: session view for a few seconds after the switch and drops keys typed meanwhile (seen here: text
+#: typed 0.3-1.5 s after the selection was lost, at 3 s it was taken).
+SHOWN_SETTLE = 5.0
+
 #: The server's paths (relative to ``http://127.0.0.1:P``).
 CREATE_PATH = "/session"
 SELECT_PATH = "/tui/select-session"
@@ -64,6 +78,29 @@ class Refusal(StrEnum):
     FOREIGN_LISTENER = "foreign_listener"  # the port's listener is not in the pane's process tree
     SERVER_REFUSED = "server_refused"  # the server answered with an error status (401: wrong password)
     BAD_ANSWER = "bad_answer"  # the server's answer is not one well-formed session / not ``true``
+    NOT_SHOWN = "not_shown"  # the TUI still showed its home screen after the selection (it may be lost)
+    FAILED = "failed"  # the binding step itself failed (an I/O error the daemon could not read past)
+
+
+#: Why the pane stays unbound, in words for the person (the page and ``connectd agents`` show them).
+REFUSAL_WORDS: Mapping[Refusal, str] = {
+    Refusal.SESSION_PICKED: "its launcher picks a session without naming it (--continue, --fork): not bound",
+    Refusal.NO_LISTENER: "nothing listened on the launch's port in time: not bound",
+    Refusal.FOREIGN_LISTENER: "the launch's port is held by a process outside the pane: not bound, never talked to",
+    Refusal.SERVER_REFUSED: "OpenCode's server refused the launch's password or the call: not bound",
+    Refusal.BAD_ANSWER: "OpenCode's server gave no single well-formed session: not bound",
+    Refusal.NOT_SHOWN: "OpenCode did not show the session connectd selected: not bound",
+    Refusal.FAILED: "the binding step failed: not bound",
+}
+#: While the binding runs (the page shows it until the session is bound or refused).
+BINDING_WORDS = "binding its OpenCode session through the process's own server"
+
+#: When the daemon runs the binding: once per incarnation of a launch that served on a port connectd
+#: picked, after the pane reads as OpenCode idle (its TUI drew its composer, so it listens for the
+#: selection: one sent before that would be lost), and only while the pane is not bound otherwise.
+BIND_HARNESS = "opencode"
+AUDIT_ACTOR = "connectd"
+AUDIT_ACTION = "opencode.bind"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -81,6 +118,34 @@ class BindPlan:
 # --------------------------------------------------------------------------------------------------
 # Functions
 # --------------------------------------------------------------------------------------------------
+
+
+def bind_due(*, harness: str, idle: bool, bound: bool, started: bool) -> bool:
+    """Whether to run the binding now for a pane whose launch served on a port connectd picked:
+    the pane reads as OpenCode waiting for input (``harness``, ``idle``), it is not bound to a session
+    yet (``bound``), and the binding has not been started for this incarnation (``started``: it runs
+    once; its refusal is final, never retried into a guess)."""
+    return harness == BIND_HARNESS and idle and not bound and not started
+
+
+def ready_for_message(ready: bool, *, binding: bool) -> bool:
+    """What the core hears of an OpenCode launch's readiness: never ready while its binding is due or
+    runs (the selection switches the TUI's session, and keys typed around it are lost)."""
+    return ready and not binding
+
+
+def shows_home_screen(text: str) -> bool:
+    """Whether a capture of the pane still shows OpenCode's home screen (no session shown)."""
+    return HOME_SCREEN_RE.search(text) is not None
+
+
+def bind_audit(pane_id: str, result: str | Refusal, *, at: float) -> Audit:
+    """The audit line of one binding: ``bound`` with the session id, or ``refused`` with the reason."""
+    if isinstance(result, Refusal):
+        return Audit(AUDIT_ACTOR, AUDIT_ACTION, "refused", target=pane_id, detail=str(result), at=at)
+    if not SESSION_ID_RE.fullmatch(result):
+        raise ValueError(f"an OpenCode session id looks like ses_..., got {result!r}")
+    return Audit(AUDIT_ACTOR, AUDIT_ACTION, "bound", target=pane_id, detail=result, at=at)
 
 
 def check_port(port: object) -> int:

@@ -56,6 +56,9 @@ _BANNERS: Mapping[str, re.Pattern[str]] = {
 _VERSION_OUTPUT: Mapping[str, re.Pattern[str]] = {
     "claude": re.compile(r"^\s*(\d+\.\d+\.\d+) \(Claude Code\)\s*$"),
     "codex": re.compile(r"^\s*codex(?:-cli)? (\d+\.\d+\.\d+)\s*$"),
+    # OpenCode 1.18.33 prints only its release; the probe asks only an executable named like the
+    # harness (opencode, opencode.exe), so that name is what names it
+    "opencode": re.compile(r"^\s*(\d+\.\d+\.\d+)\s*$"),
 }
 
 

@@ -138,6 +138,11 @@ class AgentCalls:
                         if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
                         else ""
                     ),
+                    # why an OpenCode launch is not bound to its session (yet); "" otherwise
+                    "session_note": (
+                        "" if isinstance(binding, D.SessionBinding)
+                        else self.engine.launches.session_note(record.pane_id, record.token)
+                    ),
                 }
             )
         return out

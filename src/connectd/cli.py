@@ -276,7 +276,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
               a.get("title") or "", a.get("cwd") or ""] for a in agents],
         )
         for a in agents:
-            for note in (a.get("note"), a.get("release_note")):
+            for note in (a.get("note"), a.get("release_note"), a.get("session_note")):
                 if note:
                     print(f"{a['address']}: {note}")
     return 0

@@ -30,7 +30,7 @@ from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectd import procfs
 from connectd.ids import EngineError, hash_token
-from connectd.launches import launch_plan
+from connectd.launches import Server, launch_plan
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -55,6 +55,7 @@ class HerePending:
     argv: tuple[str, ...]
     relaunch: bool = False  # a restart-to-connect's respawn: the restarter records it and binds the token
     extra_env: tuple[tuple[str, str], ...] = ()  # the launch's own --env, for a relaunch (never persisted)
+    server: Server | None = None  # the launch's own server, for its session binding (OpenCode)
 
 
 async def plan(
@@ -72,14 +73,14 @@ async def plan(
     await _check_inside(engine, pane_id, supervisor)
     scopes = PRESET_SCOPES[preset]
     grants.check_grantable(scopes, engine.hub.book.cap)
-    plan, token, env_all = launch_plan(
+    plan, token, env_all, server = launch_plan(
         engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
     )
     for key in [k for k in engine.watcher.here_pending if procfs.read_stat(k[1]) is None]:
         del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
     engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
         launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
-        extra_env=tuple(sorted((extra_env or {}).items())),
+        extra_env=tuple(sorted((extra_env or {}).items())), server=server,
     )
     return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
 
@@ -113,6 +114,7 @@ async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> 
     if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn_here)
         return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
     engine.launches.env[(pane_id, incarnation)] = dict(pending.extra_env)
+    engine.launches.serve(pane_id, incarnation, pending.server)
     await engine.launches.record(
         pane_id, incarnation, launcher=pending.launcher, harness=pending.harness, session_id=pending.session_id,
         cwd=pending.cwd, argv=list(pending.argv), started_at=engine.clock(),

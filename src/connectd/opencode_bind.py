@@ -10,6 +10,7 @@ the pane reads as OpenCode (its TUI is up and listening for the selection).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -24,6 +25,14 @@ T = TypeVar("T")
 
 async def _default_run_sync(fn: Callable[[], T]) -> T:
     return await anyio.to_thread.run_sync(fn)
+
+
+def free_port() -> int:
+    """A loopback port free right now, for a launch's own server. Another program may take it before
+    OpenCode listens: the binding then finds a listener outside the pane and refuses (never a guess)."""
+    with socket.socket() as s:
+        s.bind((OC.HOSTNAME, 0))
+        return int(s.getsockname()[1])
 
 
 def _listener(port: int, pane_pid: int) -> OC.Refusal | None:

@@ -13,10 +13,11 @@ network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
 - an **until-done** call (the daemon's start: Recover, the first look, reconciliation, open restarts)
   is awaited by its caller and made again after the backoff until it succeeds; the daemon serves
   only once its start is done (so it never serves a token of an incarnation that died meanwhile);
-- a **one-shot** task (a delivery guard, a restart, the history catch-up, an effect's follow-up) runs
-  once; if it raises, its ``on_error`` turns the exception into the core's event (a guard that cannot
-  read the pane -> a guard wait; typing that failed partway -> unconfirmed; a restart step that
-  failed -> ``StepFailed``), and the failure is logged and audited.
+- a **one-shot** task (a delivery guard, a restart, the history catch-up, an OpenCode launch's session
+  binding, an effect's follow-up) runs once; if it raises, its ``on_error`` turns the exception into
+  the core's event (a guard that cannot read the pane -> a guard wait; typing that failed partway ->
+  unconfirmed; a restart step that failed -> ``StepFailed``; a binding that failed -> refused, the
+  pane unbound), and the failure is logged and audited.
 
 A bug (``TransitionNotAllowed``, or any other exception) is logged with the task's name and the
 daemon keeps serving the others. Only cancellation (the daemon stopping) passes through.
@@ -46,6 +47,7 @@ class Kind(StrEnum):
     TICK = "tick"  # expiry of cards and ids: a loop
     GUARD = "guard"  # one delivery attempt under the recipient's send lock: one-shot
     RESTART = "restart"  # one restart-to-connect driver: one-shot
+    BIND = "bind"  # one OpenCode launch's session binding through its own server: one-shot
     HISTORY = "history"  # the session index's catch-up: one-shot
     HISTORY_WATCH = "history_watch"  # the transcript directories' watcher: a service
     CONTROL_MODE = "control_mode"  # the control-mode reader: a service
@@ -74,6 +76,9 @@ POLICIES: dict[Kind, Policy] = {
     Kind.GUARD: Policy(Shape.ONE_SHOT, 0.0, 0.0, "a guard wait, or typing unconfirmed, stepped into the core"),
     Kind.RESTART: Policy(Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows"),
     Kind.HISTORY: Policy(Shape.ONE_SHOT, 0.0, 0.0, "logged; history reads use the index as it is"),
+    Kind.BIND: Policy(
+        Shape.ONE_SHOT, 0.0, 0.0, "the binding ends refused (failed): the pane stays unbound and the page says so"
+    ),
     Kind.HISTORY_WATCH: Policy(
         Shape.SERVICE, 1.0, 60.0, "started again after the backoff (with a scan); searches scan meanwhile"
     ),

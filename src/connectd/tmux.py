@@ -139,7 +139,9 @@ class SessionInfo:
 
 @dataclass(frozen=True)
 class Capture:
-    """A pane's text: optional scrollback then the visible screen (always the last `height` lines)."""
+    """A pane's text: optional scrollback then the visible screen (always the last `height` lines), as
+    ``capture-pane -p`` prints it: every line ends with a newline, so a blank last row stays a row
+    (:func:`connectcore.screen.read_screen` reads that form)."""
 
     text: str
     cursor: tuple[int, int]  # (x, y) within the visible screen
@@ -267,7 +269,9 @@ class SyncTmux:
         )
         body, _, meta = out.removesuffix("\n").rpartition("\n")
         x, y, width, height = (int(v) for v in meta.split())
-        return Capture(text=body, cursor=(x, y), width=width, height=height)
+        # the body lost its last newline to the partition: give it back, so a screen whose last row is
+        # blank (OpenCode's) is not read one row short (its cursor row one off, its composer unknown)
+        return Capture(text=body + "\n", cursor=(x, y), width=width, height=height)
 
     # --- input ------------------------------------------------------------------------------------
 

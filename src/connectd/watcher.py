@@ -16,7 +16,9 @@
 - Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
   session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
   <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
-  file its process holds open; a bound principal gets its session alias.
+  file its process holds open; a bound principal gets its session alias. An OpenCode launch's record
+  gets its session id from the binding through its own server, which each reading of the pane starts
+  when the core says it is due (:meth:`connectd.launches.Launches.bind_when_due`).
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
   changed (:class:`connectd.routing_facts.FactsCache`).
 - Each agent's release: from its session banner when a reading shows one, else once per incarnation
@@ -39,6 +41,7 @@ import anyio
 from connectcore import directory as D
 from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
+from connectcore import opencode_binding as OC
 from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
@@ -168,11 +171,14 @@ class Watcher:
         return state.release if state is not None and state.record.token == incarnation else None
 
     def ready(self, pane_id: str, incarnation: str | None, reading: Reading) -> bool:
-        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`)."""
-        return releases.ready_for_message(
+        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`,
+        and :func:`connectcore.opencode_binding.ready_for_message` while an OpenCode launch binds)."""
+        ready = releases.ready_for_message(
             reading.ready_for_message, reading.harness.value, self.release_of(pane_id, incarnation),
             self.engine.trusted_releases,
         )
+        binding = incarnation is not None and self.engine.launches.binding_pending(pane_id, incarnation)
+        return OC.ready_for_message(ready, binding=binding)
 
     async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
         for info in await self.engine.tmux.list_panes():
@@ -474,6 +480,8 @@ class Watcher:
                 panes={**self.directory.panes, pane_id: replace(state.record, harness=reading.harness.value)},
             )
             state.record = self.directory.panes[pane_id]
+        # an OpenCode launch that serves for its session binding: bound once it reads idle
+        engine.launches.bind_when_due(pane_id, state.record.token, reading, state.info.pane_pid or 0)
         if changed:
             try:
                 await engine.step(

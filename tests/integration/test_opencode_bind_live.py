@@ -1,7 +1,8 @@
 """The OpenCode binding on the real binary (the pinned release, offline against the scripted model
 server, private HOME and tmux server): a launch with connectd's server arguments and password is bound
 to the session connectd created on the process's own server, and the person's next prompt goes into
-exactly that session. Not the full live acceptance (OpenCode is not connectable yet)."""
+exactly that session: the I/O step alone. The live acceptance of a connected OpenCode (launched by
+connectd, bound by the daemon, its tools, a consented message) is tests/integration/test_live_opencode.py."""
 
 from __future__ import annotations
 

@@ -287,12 +287,13 @@ def test_capture_screen_cursor_and_scrollback(server: TmuxServer, tmux: SyncTmux
     cap = tmux.capture(pane_id)
     assert isinstance(cap, Capture)
     assert (cap.width, cap.height) == (40, 8)
-    lines = cap.text.split("\n")
+    assert cap.text.endswith("\n")  # capture-pane's own form: every row ends with a newline
+    lines = cap.text.split("\n")[:-1]
     assert lines == ["héllo wörld", "", "prompt>", "", "", "", "", ""]  # trailing blank lines kept
     assert cap.cursor == (len("prompt> "), 2)
 
     deep = tmux.capture(pane_id, scrollback_lines=10)
-    deep_lines = deep.text.split("\n")
+    deep_lines = deep.text.split("\n")[:-1]
     assert deep_lines[-8:] == lines  # the visible screen is always the last `height` lines
     assert deep_lines[:-8] == [str(n) for n in range(21, 31)]
     with pytest.raises(TmuxInputError, match="scrollback_lines"):

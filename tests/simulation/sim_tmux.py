@@ -351,10 +351,10 @@ class SimServer:
 
     def capture_of(self, pane: Pane) -> Capture:
         if pane.agent is None:
-            return Capture(text="\n" * (HEIGHT - 1), cursor=(0, 0), width=WIDTH, height=HEIGHT)
+            return Capture(text="\n" * HEIGHT, cursor=(0, 0), width=WIDTH, height=HEIGHT)
         screen, cursor = pane.agent.screen(self.now())
         history = pane.agent.transcript[: max(0, len(pane.agent.transcript) - (HEIGHT - 10))][-200:]
-        return Capture(text="\n".join([*history, *screen]), cursor=cursor, width=WIDTH, height=HEIGHT)
+        return Capture(text="".join(f"{row}\n" for row in [*history, *screen]), cursor=cursor, width=WIDTH, height=HEIGHT)
 
     def pane(self, pane_id: str) -> Pane:
         pane = self.panes.get(check_pane_id(pane_id))

@@ -33,8 +33,9 @@ PINNED: dict[str, tuple[str, str]] = {
     "codex": ("@openai/codex", "0.171.0"),
 }
 
-# Harnesses whose screens are captured (scripts/capture_screens.py) but that the live acceptance does
-# not run yet: OpenCode (`npm view opencode-ai versions`; its session binding is a later step).
+# Harnesses whose screens are captured (scripts/capture_screens.py) and that have their own live test,
+# but are not in the compatibility matrix (make compat) yet: OpenCode (`npm view opencode-ai versions`;
+# tests/integration/test_live_opencode.py installs it and runs it under --trust-release).
 CAPTURE_ONLY: dict[str, tuple[str, str]] = {
     "opencode": ("opencode-ai", "1.18.33"),
 }

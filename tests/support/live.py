@@ -113,7 +113,7 @@ class Steps:
 @dataclass
 class Agent:
     name: str
-    harness: str  # claude | codex
+    harness: str  # claude | codex | opencode
     key: str  # its dummy API key: the model server's queue and the way to tell its requests apart
     home: Path
     env: dict[str, str]
@@ -122,6 +122,11 @@ class Agent:
     session: str | None = None  # the session id connectd bound at launch (Claude's preset id)
     actor: str | None = None
     launch: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def queue(self) -> str:
+        """The model server's queue its requests arrive on: OpenCode speaks Anthropic Messages."""
+        return "claude" if self.harness == "opencode" else self.harness
 
 
 def _running(pid: int) -> bool:
@@ -147,7 +152,7 @@ class LiveFleet:
     """
 
     def __init__(self, root: Path | None = None, *, width: int = 120, height: int = 40, person: bool = False,
-                 launchers: dict[str, dict[str, Any]] | None = None) -> None:
+                 launchers: dict[str, dict[str, Any]] | None = None, trust: tuple[str, ...] = ()) -> None:
         self.root = root or Path(tempfile.mkdtemp(prefix="connect-live-"))
         self.work = self.root / "work"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -164,6 +169,7 @@ class LiveFleet:
         self.person = self.root / "person-home" if person else None
         self.person_key = _key("person")
         self.extra_launchers = dict(launchers or {})
+        self.trust = trust  # harnesses beyond the pins whose release under test connectd types into
         self._env = self._private_env(self.person or self.root / "daemon-home")
 
     # --- life ---------------------------------------------------------------------------------------
@@ -196,7 +202,7 @@ class LiveFleet:
         history = [] if self.person is not None else ["--no-history"]
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0",
-             "--tmux-socket", self.tmux.socket_name, *history, *self.trust_args()],
+             "--tmux-socket", self.tmux.socket_name, *history, *self.trust_args(self.trust)],
             stdout=log, stderr=log, env=env, cwd=str(self.work), start_new_session=True,
         )
         log.close()
@@ -221,10 +227,11 @@ class LiveFleet:
         return env
 
     @staticmethod
-    def trust_args() -> list[str]:
+    def trust_args(extra: tuple[str, ...] = ()) -> list[str]:
         """``--trust-release`` for each release under test that is not verified yet: connectd types no
-        message into an unverified release, and ``make compat`` runs this acceptance to verify one."""
-        return [arg for name in H.PINNED if not releases.is_verified(name, H.version(name))
+        message into an unverified release, and ``make compat`` runs this acceptance to verify one.
+        ``extra`` names harnesses beyond the pins (OpenCode)."""
+        return [arg for name in (*H.PINNED, *extra) if not releases.is_verified(name, H.version(name))
                 for arg in ("--trust-release", f"{name}@{H.version(name)}")]
 
     @staticmethod
@@ -233,8 +240,9 @@ class LiveFleet:
         and ``extra`` ones: ``harness`` defaults to the name, ``argv`` to the harness's with ``argv_add``
         appended."""
         # one -c override keeps Codex in-process (no shared background app-server)
-        argv = {"claude": [str(H.binary("claude"))], "codex": [str(H.binary("codex")), *H.CODEX_IN_PROCESS]}
-        tables = {name: {"harness": name, "argv": argv[name]} for name in ("claude", "codex")}
+        argv = {"claude": [str(H.binary("claude"))], "codex": [str(H.binary("codex")), *H.CODEX_IN_PROCESS],
+                "opencode": [str(H.binary("opencode"))]}
+        tables = {name: {"harness": name, "argv": argv[name]} for name in ("claude", "codex", "opencode")}
         for name, fields in (extra or {}).items():
             fields = dict(fields)
             harness = fields.setdefault("harness", name)
@@ -362,6 +370,8 @@ class LiveFleet:
             env = H.claude_home(home, self.work, self.model.url, api_key=key)
         elif harness == "codex":
             env = H.codex_home(home, self.work, self.model.url, api_key=key)
+        elif harness == "opencode":
+            env = H.opencode_home(home, self.work, self.model.url, api_key=key, ask_bash=False)
         else:
             raise ValueError(f"no live harness {harness!r}")
         env.update(extra_env or {})
@@ -431,10 +441,10 @@ class LiveFleet:
     # --- the agents' models -------------------------------------------------------------------------
 
     def script(self, agent: Agent, turns: Iterable[Turn]) -> None:
-        self.model.script(agent.harness, turns, api_key=agent.key)
+        self.model.script(agent.queue, turns, api_key=agent.key)
 
     def requests(self, agent: Agent, *, scripted_only: bool = True) -> list[Request]:
-        return [r for r in self.model.requests_for(agent.harness, scripted_only=scripted_only)
+        return [r for r in self.model.requests_for(agent.queue, scripted_only=scripted_only)
                 if r.api_key == agent.key]
 
 

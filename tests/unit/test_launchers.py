@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from connectcore.launchers import (
     BUILTIN_LAUNCHERS,
     OPAQUE_REASON,
-    OPENCODE_UNAVAILABLE,
     Launcher,
     LauncherError,
     _connected_plan,
@@ -55,8 +54,8 @@ def test_builtin_launchers() -> None:
     assert codex.argv == ("codex",) and codex.exit_command == "/quit"
     assert codex.resume_argv == ("codex", "resume", "{session_id}")
     assert claude.connectable and codex.connectable and claude.restartable and codex.restartable
-    assert not opencode.connectable and opencode.unconnectable_reason == OPENCODE_UNAVAILABLE
-    assert not opencode.restartable and opencode.restart_refusal == OPENCODE_UNAVAILABLE
+    assert opencode.connectable and opencode.restartable  # bound through its own server (opencode_binding)
+    assert opencode.exit_command == "/exit" and opencode.resume_argv == ("opencode", "--session", "{session_id}")
     assert b is not builtin_launchers() and b == dict(BUILTIN_LAUNCHERS)
 
 
@@ -113,7 +112,7 @@ def test_codex_injection_values_are_toml() -> None:
     assert not any("approval" in a for a in off.argv)
 
 
-def test_opencode_config_exists_but_launch_is_not_connectable() -> None:
+def test_opencode_is_connected_with_its_config_and_its_own_server() -> None:
     content = json.loads(opencode_config_content(URL))
     assert content == {
         "mcp": {
@@ -127,13 +126,12 @@ def test_opencode_config_exists_but_launch_is_not_connectable() -> None:
     assert harness_injection("opencode", endpoint_url=URL).env == {
         "OPENCODE_CONFIG_CONTENT": opencode_config_content(URL)
     }
-    plan = inject(BUILTIN_LAUNCHERS["opencode"], endpoint_url=URL)
-    assert not plan.connectable and plan.reason == OPENCODE_UNAVAILABLE
-    assert (
-        plan.argv == ("opencode",)
-        and plan.token_env is None
-        and "OPENCODE_CONFIG_CONTENT" not in plan.env_add
-    )
+    plan = inject(BUILTIN_LAUNCHERS["opencode"], endpoint_url=URL, server_port=4242)
+    assert plan.connectable and plan.reason == "" and plan.token_env == "CONNECT_TOKEN"
+    assert plan.argv == ("opencode", "--port=4242", "--hostname=127.0.0.1", "--mdns=false")
+    assert plan.env_add == {"OPENCODE_CONFIG_CONTENT": opencode_config_content(URL)}
+    assert plan.server_port == 4242 and plan.password_env == "OPENCODE_SERVER_PASSWORD"
+    assert plan.session_id is None  # learnt from the server after the launch
 
 
 def test_env_add_holds_launcher_env_then_overrides_and_never_a_token() -> None:
@@ -275,10 +273,8 @@ def test_not_restartable_launchers_are_refused_with_the_reason() -> None:
     assert err.reason == "not_restartable" and "no resume command" in str(err)
     no_exit = Launcher("n", "codex", argv=("codex",), resume_argv=("codex", "resume", "{session_id}"))
     assert "no exit command" in str(launcher_error(resume_plan, no_exit, SID, endpoint_url=URL))
-    assert (
-        launcher_error(resume_plan, BUILTIN_LAUNCHERS["opencode"], SID, endpoint_url=URL).reason
-        == "not_restartable"
-    )
+    # OpenCode is restartable, but only onto one of its own session ids (ses_...)
+    assert launcher_error(resume_plan, BUILTIN_LAUNCHERS["opencode"], SID, endpoint_url=URL).reason == "bad_session_id"
     assert launcher_error(resume_argv, no_resume, SID).reason == "not_restartable"
 
 

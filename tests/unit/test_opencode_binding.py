@@ -11,7 +11,11 @@ from connectcore.launchers import (
     LaunchPlan,
     _connected_plan,
     harness_injection,
+    inject,
     opencode_config_content,
+    plain_plan,
+    resume_plan,
+    server_port_wanted,
 )
 
 URL = "http://127.0.0.1:7878/mcp"
@@ -124,3 +128,91 @@ def test_selection_binds_only_on_true() -> None:
     assert OC.selected(200, False) is OC.Refusal.BAD_ANSWER
     assert OC.selected(200, "true") is OC.Refusal.BAD_ANSWER
     assert OC.selected(401, True) is OC.Refusal.SERVER_REFUSED
+
+
+# --- the launch: which launches serve, and the port the daemon picked ------------------------------
+
+OPENCODE = Launcher("opencode", "opencode", argv=("opencode",), exit_command="/exit",
+                    resume_argv=("opencode", "--session", "{session_id}"))
+
+
+def test_a_new_opencode_launch_wants_a_port_and_a_resume_or_a_named_session_does_not() -> None:
+    assert server_port_wanted(OPENCODE)
+    assert not server_port_wanted(OPENCODE, session=SES)
+    for argv in (("opencode", "--session", SES), ("opencode", "--continue"), ("opencode", "--port=9")):
+        assert not server_port_wanted(Launcher("o", "opencode", argv=argv))
+    assert not server_port_wanted(Launcher("c", "claude", argv=("claude",)))
+    assert not server_port_wanted(Launcher("x", "opencode", opaque="opencode"))
+
+
+def test_a_connected_new_launch_needs_the_port_and_a_port_where_none_is_wanted_is_refused() -> None:
+    with pytest.raises(LauncherError) as err:
+        inject(OPENCODE, endpoint_url=URL)
+    assert err.value.reason == "bad_port" and "port" in str(err.value)
+    with pytest.raises(LauncherError) as err:
+        inject(Launcher("o", "opencode", argv=("opencode", "--continue")), endpoint_url=URL, server_port=4242)
+    assert err.value.reason == "bad_port"
+    with pytest.raises(LauncherError) as err:
+        inject(OPENCODE, endpoint_url=URL, server_port=70000)
+    assert err.value.reason == "bad_port"
+
+
+def test_an_argv_naming_its_session_is_bound_from_the_launch_without_a_server() -> None:
+    plan = inject(Launcher("o", "opencode", argv=("opencode", "--session", SES)), endpoint_url=URL)
+    assert plan.connectable and plan.session_id == SES and plan.server_port is None and plan.password_env is None
+    assert not any(a.startswith("--port") for a in plan.argv)
+
+
+def test_restart_to_connect_resumes_the_session_without_a_server() -> None:
+    plan = resume_plan(OPENCODE, SES, endpoint_url=URL)
+    assert plan.argv == ("opencode", "--session", SES) and plan.session_id == SES
+    assert plan.server_port is None and "OPENCODE_CONFIG_CONTENT" in plan.env_add
+
+
+def test_an_off_launch_serves_too_so_it_can_be_restarted_to_connect_later() -> None:
+    plan = plain_plan(OPENCODE, server_port=4242)
+    assert plan.argv == ("opencode", *OC.server_args(4242)) and not plan.connectable
+    assert plan.password_env == OC.PASSWORD_ENV and "OPENCODE_CONFIG_CONTENT" not in plan.env_add
+    assert plain_plan(OPENCODE).argv == ("opencode",)
+    with pytest.raises(LauncherError) as err:
+        plain_plan(Launcher("o", "opencode", argv=("opencode",), env={OC.PASSWORD_ENV: "x"}), server_port=4242)
+    assert err.value.reason == "bad_env"
+
+
+# --- when the daemon binds, and what it records --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("harness", "idle", "bound", "started", "due"),
+    [("opencode", True, False, False, True), ("opencode", False, False, False, False),
+     ("unknown", True, False, False, False), ("opencode", True, True, False, False),
+     ("opencode", True, False, True, False)],
+)
+def test_the_binding_runs_once_when_the_pane_reads_opencode_idle_and_unbound(
+    harness: str, idle: bool, bound: bool, started: bool, due: bool
+) -> None:
+    assert OC.bind_due(harness=harness, idle=idle, bound=bound, started=started) is due
+
+
+def test_every_refusal_has_words_and_the_audit_line_names_the_outcome() -> None:
+    assert set(OC.REFUSAL_WORDS) == set(OC.Refusal)
+    bound = OC.bind_audit("%3", SES, at=5.0)
+    assert (bound.action, bound.outcome, bound.target, bound.detail, bound.at) == ("opencode.bind", "bound", "%3", SES, 5.0)
+    refused = OC.bind_audit("%3", OC.Refusal.FOREIGN_LISTENER, at=5.0)
+    assert (refused.outcome, refused.detail) == ("refused", "foreign_listener")
+    with pytest.raises(ValueError, match="ses_"):
+        OC.bind_audit("%3", "not-a-session", at=5.0)
+
+
+def test_the_home_screen_is_told_from_a_shown_session() -> None:
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
+    home = {p.name for p in folder.glob("*.txt") if OC.shows_home_screen(p.read_text())}
+    assert home == {"01_idle_empty_80.txt", "01_idle_empty_160.txt"}  # every other screen shows a session
+
+
+def test_an_opencode_launch_is_never_ready_for_a_message_while_it_binds() -> None:
+    assert OC.ready_for_message(True, binding=False)
+    assert not OC.ready_for_message(True, binding=True)
+    assert not OC.ready_for_message(False, binding=False)

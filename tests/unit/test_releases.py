@@ -82,7 +82,11 @@ def test_version_output_counts_only_when_it_names_the_harness() -> None:
     assert releases.from_version_output("claude", "Python 3.11.7\n") is None  # a wrapper's interpreter
     assert releases.from_version_output("claude", "codex-cli 0.171.0\n") is None
     assert releases.from_version_output("codex", "") is None
-    assert releases.from_version_output("opencode", "1.18.33\n") is None  # names no harness: not taken
+    # OpenCode prints its bare release (1.18.33): the executable's own name (opencode, opencode.exe; the
+    # probe asks no other) names the harness; still one release line and nothing else
+    assert releases.from_version_output("opencode", "1.18.33\n") == "1.18.33"
+    assert releases.from_version_output("opencode", "Python 3.11.7\n") is None
+    assert releases.from_version_output("opencode", "1.18.33\n1.18.34\n") is None
     assert releases.from_version_output("codex", "codex-cli 0.160.0\ncodex-cli 0.171.0\n") is None
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -440,3 +442,17 @@ def test_a_busy_marker_near_the_composer_is_never_ready(markers: list[str]) -> N
         text = claude_screen([""], status=marker if i % 2 == 0 else "",
                              footer="  " + marker if i % 2 else "  ⏵⏵ auto mode on (shift+tab to cycle)")
         assert not read(text).ready_for_message
+
+
+def test_a_blank_last_row_is_a_row_in_capture_panes_form_with_or_without_history() -> None:
+    """``capture-pane -p`` ends every row with a newline, so a blank last row is a row (the tmux
+    adapter once dropped the last newline: OpenCode's screens, whose last row is blank, were read one
+    row off, the idle composer as unknown; after a restart the pane also holds history)."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33"
+    text = (folder / "01_idle_empty_80.txt").read_text()
+    assert text.endswith("\n\n") and len(text.split("\n")) == 25  # 24 rows, the last blank
+    cursor = tuple(json.loads((folder / "01_idle_empty_80.json").read_text())["cursor"])
+    history = "".join(f"old line {i}\n" for i in range(5))
+    for capture in (text, history + text):
+        reading = read_screen(capture, "opencode", cursor, height=24)  # type: ignore[arg-type]
+        assert (reading.activity, reading.composer) == (Activity.IDLE, Composer.EMPTY)

@@ -55,6 +55,9 @@ class _Engine:
     timing: Any = field(default_factory=lambda: SimpleNamespace(bind=1.0))
     subscribers: Any = field(default_factory=lambda: SimpleNamespace(publish=lambda item: None))
     trusted_releases: frozenset[tuple[str, str]] = frozenset()
+    # no OpenCode launch serves here: its session binding is never due
+    launches: Any = field(default_factory=lambda: SimpleNamespace(bind_when_due=lambda *args: None,
+                                                                  binding_pending=lambda *args: False))
 
     def clock(self) -> float:
         return 1000.0

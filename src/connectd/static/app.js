@@ -556,7 +556,7 @@
       a.pr_links && a.pr_links.length ? ["PRs", a.pr_links.join(" "), "mono"] : null,
       a.note ? ["Note", a.note, ""] : null,
       a.release_status ? ["Release", a.release ? `${a.release} (${a.release_status})` : "not known", a.release ? "mono" : ""] : null,
-      a.harness === "shell" ? null : ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : "no agent session bound", a.session ? "mono" : ""],
+      a.harness === "shell" ? null : ["Bound to", a.session ? `${a.session.harness} session ${a.session.session_id}` : (a.session_note ? `no agent session bound: ${a.session_note}` : "no agent session bound"), a.session ? "mono" : ""],
       a.actor && a.actor !== sessionActor ? ["Actor", a.actor, "mono"] : null,
       a.launcher ? ["Launcher", a.launcher, ""] : null,
       connected && a.connect === "custom" ? ["Scopes", a.scopes.join(", "), ""] : null,
