@@ -62,13 +62,14 @@ live: harnesses
 
 # The compatibility matrix (docs/compatibility.md): the live acceptance and the screen capture +
 # evaluation on each named release and the pins, one release at a time, e.g.
-#   make compat CLAUDE=2.1.243,2.1.300 CODEX=0.149.0,0.160.0
+#   make compat CLAUDE=2.1.243,2.1.300 CODEX=0.149.0,0.160.0 OPENCODE=1.18.33
 # COMPAT_FLAGS passes more (--width 80, --corpus to add releases that draw differently to the corpus).
 CLAUDE ?=
 CODEX ?=
+OPENCODE ?=
 COMPAT_FLAGS ?= --corpus
 compat: harnesses
-	$(PY) scripts/compat.py --claude "$(CLAUDE)" --codex "$(CODEX)" $(COMPAT_FLAGS)
+	$(PY) scripts/compat.py --claude "$(CLAUDE)" --codex "$(CODEX)" --opencode "$(OPENCODE)" $(COMPAT_FLAGS)
 
 mutation: $(STAMP)
 	$(PY) scripts/mutation_score.py

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The compatibility matrix: the live acceptance and the screen capture + evaluation on each release.
 
-    make compat CLAUDE=2.1.243,2.1.300 CODEX=0.149.0,0.160.0
-    python scripts/compat.py --claude 2.1.243,2.1.300 --codex 0.160.0 [--width 80] [--no-pin]
+    make compat CLAUDE=2.1.243,2.1.300 CODEX=0.149.0,0.160.0 OPENCODE=1.18.33
+    python scripts/compat.py --claude 2.1.243,2.1.300 --codex 0.160.0 --opencode 1.18.33 [--width 80] [--no-pin]
 
 For each release (and the pins in tests/support/harnesses.py, unless ``--no-pin``), one at a time:
 
 1. install it from npm into ``.cache/harnesses/<name>-<version>/`` (skipped when present);
-2. run the live acceptance (``tests/integration/test_live.py``, marker ``live``) with that release
-   and the other harness at its pin (``CONNECT_<NAME>_VERSION`` selects the release);
+2. run the live acceptance with that release and the other harnesses at their pins
+   (``CONNECT_<NAME>_VERSION`` selects the release): ``tests/integration/test_live.py`` for Claude
+   Code and Codex, ``tests/integration/test_live_opencode.py`` for OpenCode (marker ``live``);
 3. capture its screens with ``scripts/capture_screens.py`` into a temporary folder and read every
    one with the screen reader (as ``scripts/eval_screens.py`` does): screens read right, false
    ready-for-message (with and without the cursor), states the release does not draw;
@@ -47,8 +48,9 @@ RESULTS = REPO / "docs" / "compatibility.json"
 MISREAD = REPO / "tests" / "fixtures" / "screens-misread"
 DOC = REPO / "docs" / "compatibility.md"
 START, END = "<!-- matrix:start (scripts/compat.py writes this table) -->", "<!-- matrix:end -->"
-NAMES = {"claude": "Claude Code", "codex": "Codex"}
-ACCEPTANCE = "tests/integration/test_live.py::test_real_claude_and_codex_agents_connect_and_talk_through_the_endpoint"
+NAMES = {"claude": "Claude Code", "codex": "Codex", "opencode": "OpenCode"}
+_BOTH = "tests/integration/test_live.py::test_real_claude_and_codex_agents_connect_and_talk_through_the_endpoint"
+ACCEPTANCE = {"claude": _BOTH, "codex": _BOTH, "opencode": "tests/integration/test_live_opencode.py"}
 
 
 def releases(text: str | None) -> list[str]:
@@ -67,7 +69,7 @@ def release_dates(package: str) -> dict[str, str]:
 
 def env_for(name: str, release: str) -> dict[str, str]:
     env = dict(os.environ)
-    for other in H.PINNED:
+    for other in H.PACKAGES:
         env.pop(H.version_variable(other), None)
     env[H.version_variable(name)] = release
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
@@ -96,7 +98,7 @@ def _why(output: str) -> str:
 
 def run_live(name: str, release: str, log: Path) -> dict[str, Any]:
     started = time.monotonic()
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "live", "-s", "-p", "no:cacheprovider", ACCEPTANCE]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "live", "-s", "-p", "no:cacheprovider", ACCEPTANCE[name]]
     try:
         proc = subprocess.run(cmd, cwd=REPO, env=env_for(name, release), capture_output=True, text=True,
                               timeout=900)
@@ -300,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--claude", help="Claude Code releases, comma-separated")
     parser.add_argument("--codex", help="Codex releases, comma-separated")
+    parser.add_argument("--opencode", help="OpenCode releases, comma-separated")
     parser.add_argument("--no-pin", action="store_true", help="do not add the pinned releases")
     parser.add_argument("--width", type=int, action="append", choices=[80, 160],
                         help="capture widths (default both)")
@@ -318,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         write_doc(results)
         return 0
-    wanted = {"claude": releases(args.claude), "codex": releases(args.codex)}
+    wanted = {"claude": releases(args.claude), "codex": releases(args.codex), "opencode": releases(args.opencode)}
     if not args.no_pin:
         for name in wanted:
             if H.pinned(name) not in wanted[name]:
@@ -327,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     widths = args.width or [80, 160]
     failed = 0
     for name, versions in wanted.items():
-        dates = release_dates(H.PINNED[name][0]) if versions else {}
+        dates = release_dates(H.PACKAGES[name][0]) if versions else {}
         for release in versions:
             key = f"{name} {release}"
             print(f"== {NAMES[name]} {release}", flush=True)

@@ -29,10 +29,12 @@ from enum import StrEnum
 
 #: Harness -> (its npm package, the releases verified by ``make compat``, newest last): the live
 #: acceptance passed and no captured screen was read ready-for-message falsely (docs/compatibility.md,
-#: run 2026-12-03). Codex 0.149.0 and 0.155.0 are not here: connectd never reads them idle.
+#: runs 2026-12-03 and, for OpenCode, 2026-12-04). Codex 0.149.0 and 0.155.0 are not here: connectd
+#: never reads them idle.
 VERIFIED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "claude": ("@anthropic-ai/claude-code", ("2.1.243", "2.1.277", "2.1.300", "2.1.321", "2.1.332")),
     "codex": ("@openai/codex", ("0.160.0", "0.166.0", "0.171.0")),
+    "opencode": ("opencode-ai", ("1.18.33",)),
 }
 
 #: The harnesses whose panes are agents (a shell or an unknown program has no release to check).

@@ -6,8 +6,8 @@ server) is restarted to connect onto the same session.
 
 Offline and private as tests/integration/test_live.py: the scripted model server (OpenCode speaks
 Anthropic Messages to it, on the ``claude`` queue under its own key), private HOMEs, a private tmux
-server, a real ``connectd serve``. OpenCode 1.18.33 is not a verified release, so the daemon is
-started with ``--trust-release opencode@1.18.33`` (as ``make compat`` runs a release under test).
+server, a real ``connectd serve``. ``make compat OPENCODE=<release>`` runs this test per release (a
+release not verified yet runs under ``--trust-release``, as the rig does for any release under test).
 
     pytest -m live -s tests/integration/test_live_opencode.py
 """

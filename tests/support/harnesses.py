@@ -33,9 +33,9 @@ PINNED: dict[str, tuple[str, str]] = {
     "codex": ("@openai/codex", "0.171.0"),
 }
 
-# Harnesses whose screens are captured (scripts/capture_screens.py) and that have their own live test,
-# but are not in the compatibility matrix (make compat) yet: OpenCode (`npm view opencode-ai versions`;
-# tests/integration/test_live_opencode.py installs it and runs it under --trust-release).
+# Harnesses whose screens are captured (scripts/capture_screens.py) and that have a live test of their
+# own, outside tests/integration/test_live.py: OpenCode (`npm view opencode-ai versions`;
+# tests/integration/test_live_opencode.py; `make compat OPENCODE=...` runs that test per release).
 CAPTURE_ONLY: dict[str, tuple[str, str]] = {
     "opencode": ("opencode-ai", "1.18.33"),
 }

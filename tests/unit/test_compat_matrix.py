@@ -29,7 +29,8 @@ RESULTS = json.loads((ROOT / "docs" / "compatibility.json").read_text())
 
 
 def test_verified_is_exactly_what_the_matrix_verified() -> None:
-    for name in ("claude", "codex"):
+    assert set(compat.VERIFIED) == set(SCRIPT.NAMES), "every harness in the matrix, and only those"
+    for name in SCRIPT.NAMES:
         passed = {key.split(" ", 1)[1] for key, entry in RESULTS.items()
                   if key.startswith(name + " ") and SCRIPT.verdict(entry)}
         assert set(compat.VERIFIED[name][1]) == passed, name

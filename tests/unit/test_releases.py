@@ -21,13 +21,14 @@ def test_only_a_verified_release_may_receive() -> None:
     assert releases.may_type("claude", "2.1.332") and releases.may_type("codex", "0.171.0")
     assert releases.note("claude", "2.1.332") == ""
     assert releases.ready_for_message(True, "codex", "0.160.0")
+    assert releases.may_type("opencode", "1.18.33"), "the OpenCode pin passed make compat"
 
 
 @pytest.mark.parametrize(("harness", "release"), [
     ("claude", "2.1.333"),  # newer than any verified: auto-updated overnight
     ("claude", "2.1.100"),  # older than the matrix
     ("codex", "0.155.0"),  # run by make compat, never read idle: not verified
-    ("opencode", "1.18.33"),  # its screens are read, connect is not verified on it
+    ("opencode", "1.18.34"),  # one past the verified pin
 ])
 def test_an_unverified_release_waits_and_says_so(harness: str, release: str) -> None:
     assert releases.status(harness, release) is ReleaseStatus.UNVERIFIED
