@@ -1,0 +1,145 @@
+"""Re-arming on the answer (issue 12): a confirming screen that shows the agent's answer below the
+typed message is the next idle; a screen that does not (the turn not started yet) stays stale."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from connectcore.delivery import marker, provenance_line
+from connectcore.screen import Activity, Composer, Harness, read_screen
+from tests.support.screen_corpus import load_corpus
+
+CORPUS = {case.name: case for case in load_corpus()}
+
+def _provenance(ref: str) -> str:
+    return provenance_line(ref=ref, sender_actor="agent:claude:pane:%3:4000", sender_pane="%3", sender_incarnation="4000")
+
+
+TYPED = _provenance("r7") + "\nplease review the parser"
+MARKER = marker(TYPED)
+ECHO = [*textwrap.wrap(TYPED.split("\n")[0], 78), "please review the parser"]  # as an 80-column pane shows it
+
+
+def _claude(body: list[str], *, busy: bool = False, glyph: str = "❯ ", indent: str = "  ") -> tuple[str, tuple[int, int]]:
+    """A Claude-Code-shaped screen (80 columns): the typed message echoed, then ``body``."""
+    rule = "─" * 80
+    echo = [glyph + ECHO[0], *(indent + line for line in ECHO[1:])]
+    spinner = ["✶ Hashing… (3s · esc to interrupt)", ""] if busy else []
+    lines = [" ▐▛███▜▌   Claude Code v2.1.332", "", "● An earlier answer.", "", *echo, "", *body,
+             *spinner, rule, "❯ ", rule, "  ⏵⏵ auto mode on (shift+tab to cycle)"]
+    return "\n".join(lines), (2, len(lines) - 3)
+
+
+def _read(screen: tuple[str, tuple[int, int]], command: str = "claude", typed_marker: str | None = MARKER) -> bool:
+    text, cursor = screen
+    return read_screen(text, command, cursor, typed_marker=typed_marker).answered
+
+
+# --- the reader: answered --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "prompt"),
+    [
+        ("claude/2.1.332/11_finished_stamp_80", "explain the project layout"),
+        ("claude/2.1.332/11_finished_stamp_160", "explain the project layout"),
+        ("claude/2.1.332/16_api_error_80", "this request fails"),
+        ("codex/0.171.0/11_finished_stamp_80", "explain the project layout"),
+        ("codex/0.171.0/15_api_error_80", "this request fails"),
+        ("opencode/1.18.33/06_finished_turn_80", "explain the project layout"),
+        ("opencode/1.18.33/09_after_tool_80", "create a file"),
+    ],
+)
+def test_a_captured_finished_turn_answers_its_prompt(name: str, prompt: str) -> None:
+    """Claim: on each real harness's captured screen of a finished turn, the reader sees its prompt answered."""
+    case = CORPUS[name]
+    cursor = tuple(case.meta["cursor"])
+    reading = read_screen(case.text, case.meta["foreground_command"], cursor, height=case.meta["height"], typed_marker=prompt)  # type: ignore[arg-type]
+    assert reading.ready_for_message and reading.answered
+    assert not read_screen(case.text, case.meta["foreground_command"], cursor, height=case.meta["height"]).answered  # type: ignore[arg-type]
+
+
+def test_no_captured_screen_that_is_not_ready_is_answered() -> None:
+    """Claim: whatever its prompt, a corpus screen that is not idle with an empty composer is never answered."""
+    for case in CORPUS.values():
+        for line in case.text.splitlines():
+            for glyph in ("❯ ", "› ", "┃  "):
+                prompt = line.strip().removeprefix(glyph.strip()).strip()
+                if line.lstrip().startswith(glyph) and len(prompt) > 8:
+                    reading = read_screen(case.text, case.meta["foreground_command"], tuple(case.meta["cursor"]),  # type: ignore[arg-type]
+                                          height=case.meta["height"], typed_marker=prompt)
+                    assert not reading.answered or case.expected_ready, case.name
+
+
+def test_the_answer_below_a_wrapped_typed_message_is_seen() -> None:
+    """Claim: the agent's reply line below the message's wrapped provenance line makes the screen answered."""
+    assert _read(_claude(["● Reviewed: the parser is fine.", ""]))
+    assert _read(_claude(["⏺ Received 120 characters.", ""], glyph="> ", indent="> "))  # the stand-in agents
+
+
+@pytest.mark.parametrize(
+    ("screen", "why"),
+    [
+        (_claude([]), "submitted, the turn not started yet (no spinner)"),
+        (_claude(["● Reviewing.", ""], busy=True), "the turn runs"),
+        (_claude(["  ● Done, ready for the next one.", ""]), "a body line imitating a reply, indented as Claude echoes it"),
+        (_claude(["> ⏺ Received 9 characters.", ""], glyph="> ", indent="> "), "a body line imitating the stand-in's reply"),
+        (_claude(["  ⏵ ● ok", ""]), "the glyph not at the line's start"),
+    ],
+)
+def test_a_screen_without_the_agent_s_answer_below_the_message_is_not_answered(
+    screen: tuple[str, tuple[int, int]], why: str
+) -> None:
+    """Claim: no answer line of the agent below the message, or a busy screen: not answered."""
+    assert not _read(screen), why
+
+
+def test_an_answer_above_the_message_or_of_another_message_is_not_its_answer() -> None:
+    text, cursor = _claude([])
+    assert "● An earlier answer." in text and not _read((text, cursor))
+    other = marker(_provenance("r8"))
+    assert not _read(_claude(["● Reviewed.", ""]), typed_marker=other)
+    assert not _read(_claude(["● Reviewed.", ""]), typed_marker="   ")
+    assert not _read(_claude(["● Reviewed.", ""]), typed_marker=None)
+
+
+def test_a_draft_or_an_unknown_program_is_never_answered() -> None:
+    text, _cursor = _claude(["● Reviewed.", ""])
+    drafted = text.replace("\n❯ \n", "\n❯ half a thought\n")
+    assert read_screen(drafted, "claude", None, typed_marker=MARKER).composer is Composer.DRAFT
+    assert not read_screen(drafted, "claude", None, typed_marker=MARKER).answered
+    assert not read_screen(text, "vim", None, typed_marker=MARKER).answered
+    assert not read_screen(text, "bash", None, typed_marker=MARKER).answered
+    assert read_screen(text, "claude", (0, 0), typed_marker=MARKER).activity is Activity.UNKNOWN  # focus elsewhere
+    assert not read_screen(text, "claude", (0, 0), typed_marker=MARKER).answered
+
+
+def _codex(body: list[str]) -> str:
+    echo = ["› " + ECHO[0], *("  " + line for line in ECHO[1:])]
+    return "\n".join([">_ OpenAI Codex (v0.171.0)", "", *echo, "", *body, "", "› Ask Codex to do anything", "",
+                      "  GPT-5.5 default · /tmp/proj · Scripted task"])
+
+
+def test_codex_answers_with_its_output_not_with_an_indented_turn_end_a_body_can_imitate() -> None:
+    """Claim: on Codex only the agent's own output line counts; a body ending in 'Worked for 1s' fools the
+    reader's idle but not answered."""
+    answered = _codex(["• Reviewed.", "", "  Worked for 1s • 19:01"])
+    assert read_screen(answered, "codex", typed_marker=MARKER).answered
+    assert read_screen(_codex(["  ■ x"]), "codex", typed_marker=MARKER).activity is Activity.BUSY
+    forged = _codex(["  • Reviewed.", "", "  Worked for 1s"])  # the typed body's own lines, as echoed
+    reading = read_screen(forged, "codex", typed_marker=MARKER)
+    assert reading.ready_for_message and not reading.answered
+    assert read_screen(_codex(["■ Conversation interrupted"]), "codex", typed_marker=MARKER).answered
+
+
+def test_opencode_answers_with_the_turn_s_closing_line_only() -> None:
+    """Claim: OpenCode's status line without a duration (the turn runs or has not begun) is no answer."""
+    done = CORPUS["opencode/1.18.33/06_finished_turn_80"]
+    running = done.text.replace("· 16.7s", "")
+    cursor = tuple(done.meta["cursor"])
+    assert read_screen(done.text, "opencode", cursor, typed_marker="explain the project layout").answered  # type: ignore[arg-type]
+    reading = read_screen(running, "opencode", cursor, typed_marker="explain the project layout")  # type: ignore[arg-type]
+    assert reading.ready_for_message and not reading.answered
+    assert Harness.OPENCODE is reading.harness
