@@ -1308,7 +1308,9 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
             effects += more
     view = hub.panes.get(message.recipient_pane)
     if view is not None and view.incarnation == message.recipient_incarnation and view.arming is arming.Arming.TYPING:
-        confirming = Seen(reading.ready, reading.fingerprint, reading.read_at) if reading is not None else None
+        confirming = (
+            Seen(reading.ready, reading.fingerprint, reading.read_at, reading.answered) if reading is not None else None
+        )
         hub = replace(hub, panes={**hub.panes, message.recipient_pane: arming.typed(view, confirming, ev.now)})
         hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
         effects += more

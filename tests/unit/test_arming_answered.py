@@ -6,10 +6,16 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from connectcore import arming as AR
+from connectcore.arming import Arming
 from connectcore.delivery import marker, provenance_line
+from connectcore.effects import CheckGuard
 from connectcore.screen import Activity, Composer, Harness, read_screen
 from tests.support.screen_corpus import load_corpus
+from tests.unit.hubkit import World
 
 CORPUS = {case.name: case for case in load_corpus()}
 
@@ -143,3 +149,86 @@ def test_opencode_answers_with_the_turn_s_closing_line_only() -> None:
     reading = read_screen(running, "opencode", cursor, typed_marker="explain the project layout")  # type: ignore[arg-type]
     assert reading.ready_for_message and not reading.answered
     assert Harness.OPENCODE is reading.harness
+
+
+# --- arming: the answered confirmation is the next idle -------------------------------------------
+
+
+def _typing(w: World) -> tuple[tuple[str, str], tuple[str, str]]:
+    a, b = w.launch("a"), w.launch("b")
+    k1, k2 = w.send(a, b), w.send(a, b)
+    w.decide(k1)
+    w.decide(k2)
+    w.idle(b, "fp-typed-into")
+    w.guard(k1, b, "fp-typed-into")
+    return k1, k2
+
+
+def _guards(effects: tuple[object, ...]) -> list[tuple[str, str]]:
+    return [e.message for e in effects if isinstance(e, CheckGuard)]
+
+
+def test_a_confirmation_that_shows_the_answer_arms_the_pane_at_once() -> None:
+    """Claim: (typing, typed_answered) -> armed: the next message's guard starts with the confirmation."""
+    w = World.with_limits(rearm_after=10.0)
+    k1, k2 = _typing(w)
+    effects = w.typed(k1, fingerprint="fp-answered", answered=True)
+    assert w.hub.panes[w.agents["b"].pane].arming is Arming.ARMED
+    assert _guards(effects) == [k2]
+
+
+def test_a_confirmation_without_the_answer_still_awaits_the_turn() -> None:
+    """Claim: a ready confirming screen that does not show the answer is stale: no guard until the clock."""
+    w = World.with_limits(rearm_after=10.0)
+    k1, k2 = _typing(w)
+    effects = w.typed(k1, fingerprint="fp-submitted")
+    b = w.agents["b"]
+    assert w.hub.panes[b.pane].arming is Arming.AWAITING_TURN and _guards(effects) == []
+    assert _guards(w.idle(b, "fp-submitted")) == []  # the same screen again: still stale
+    assert _guards(w.idle(b, "fp-answered")) == [k2]  # the answer, drawn later: the next idle
+
+
+def test_an_answered_confirmation_does_not_vouch_for_another_screen() -> None:
+    """Claim: a newer reading back on the screen typed into stays stale, whatever the confirmation showed."""
+    w = World.with_limits(rearm_after=10.0)
+    k1, _k2 = _typing(w)
+    b = w.agents["b"]
+    w.now += 2
+    w.idle(b, "fp-typed-into")  # read after the confirmation below, stepped before it
+    effects = w.typed(k1, fingerprint="fp-answered", answered=True, read_at=w.now - 1)
+    assert w.hub.panes[b.pane].arming is Arming.AWAITING_TURN and _guards(effects) == []
+
+
+def test_a_watcher_reading_of_the_answered_screen_after_the_confirmation_still_arms() -> None:
+    """Claim: the same answered screen read again by the watcher, newer than the confirmation, is the same answer."""
+    w = World.with_limits(rearm_after=10.0)
+    k1, k2 = _typing(w)
+    b = w.agents["b"]
+    w.now += 2
+    w.idle(b, "fp-answered")
+    effects = w.typed(k1, fingerprint="fp-answered", answered=True, read_at=w.now - 1)
+    assert w.hub.panes[b.pane].arming is Arming.ARMED and _guards(effects) == [k2]
+
+
+_seen = st.builds(AR.Seen, st.booleans(), st.sampled_from(["f1", "f2"]), st.floats(0, 10), st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(typed_into=_seen, between=st.lists(_seen, max_size=3), confirming=st.one_of(st.none(), _seen))
+def test_only_a_ready_answered_confirmation_on_the_newest_screen_arms_a_stale_one(
+    typed_into: AR.Seen, between: list[AR.Seen], confirming: AR.Seen | None
+) -> None:
+    """Claim: after typing, a pane whose newest screen is stale is armed only by an answered confirmation of that screen."""
+    view = AR.first("inc", AR.Seen(True, typed_into.fingerprint, 0.0), 0.0)
+    view = AR.typing(view, AR.Seen(True, typed_into.fingerprint, 0.0), 1.0)
+    for seen in between:
+        view = AR.observe(view, seen, 2.0)
+    after = AR.typed(view, confirming, 3.0)
+    newest = after.seen
+    stale = newest.ready and (
+        newest.fingerprint == typed_into.fingerprint
+        or (confirming is not None and confirming.ready and newest.fingerprint == confirming.fingerprint)
+    ) and (confirming is None or confirming.ready)
+    vouched = confirming is not None and confirming.answered and newest.fingerprint == confirming.fingerprint
+    if stale:
+        assert (after.arming is Arming.ARMED) is vouched
