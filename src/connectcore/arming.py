@@ -30,11 +30,11 @@ Rules:
 - Why ``answered`` is sound: a ready confirming screen is stale because it may show the message
   submitted while the agent has not yet started its turn (no spinner yet): arming there could type
   the next message into the turn about to start. That screen shows nothing of the agent's below the
-  message. ``answered`` (the screen reader's rule 6, from the confirmation's capture and the typed
-  text's marker) needs a line of the agent's own output below the marker's last showing, in a place
-  where the harness never draws the message itself, on a ready screen: the turn the message started
-  has begun (the agent wrote) and ended (no busy marker, by the same reading every idle transition
-  relies on). An unknown layout, no marker, or nothing below it: not answered, the rule above
+  message. ``answered`` (:mod:`connectcore.screen`, rule 6, from the confirmation's capture and the
+  typed text's marker) needs a line of the agent's own output below the marker's last showing, in a
+  place where the harness never draws the message itself, on a ready screen: the turn the message
+  started has begun (the agent wrote) and ended (no busy marker, by the same reading every idle
+  transition relies on). An unknown layout, no marker, or nothing below it: not answered, the rule above
   applies. Only the confirmation can tell it (the watcher does not know what was typed); a watcher's
   later reading of the same screen is the same answer. Not chosen: arming a confirming screen that
   stays unchanged for a while, or after the pane drew again. An agent may take any time to start its
