@@ -232,3 +232,38 @@ def test_only_a_ready_answered_confirmation_on_the_newest_screen_arms_a_stale_on
     vouched = confirming is not None and confirming.answered and newest.fingerprint == confirming.fingerprint
     if stale:
         assert (after.arming is Arming.ARMED) is vouched
+
+
+# --- edges of the rule (each pins one way the reader or the machine could be subtly wrong) --------
+
+
+def test_an_answer_right_below_the_marker_s_row_counts_and_the_marker_s_own_row_does_not() -> None:
+    """Claim: the answer is looked for from the row after the one holding the marker's last character."""
+    rule = "─" * 40
+    foot = [rule, "❯ ", rule, "  ⏵⏵ auto mode on (shift+tab to cycle)"]
+    assert read_screen("\n".join(["❯ please review", "● Reviewed.", *foot]), "claude", typed_marker="please review").answered
+    text, cursor = _claude([])  # the marker's last showing is inside an earlier answer, and nothing follows
+    assert not read_screen(text, "claude", cursor, typed_marker="An earlier answer.").answered
+
+
+def test_a_marker_wrapped_over_rows_or_at_the_capture_s_first_character_is_found() -> None:
+    """Claim: the marker is found across wrapped rows (whitespace ignored) and at offset 0 of the capture."""
+    rule = "─" * 40
+    wrapped = ["❯ " + MARKER[:30], "  " + MARKER[30:], "", "● Reviewed.", ""]
+    foot = [rule, "❯ ", rule, "  ⏵⏵ auto mode on (shift+tab to cycle)"]
+    assert read_screen("\n".join([" ▐▛███▜▌   Claude Code v2.1.332", *wrapped, *foot]), "claude", typed_marker=MARKER).answered
+    top = [MARKER[5:], "  the rest of it", "", "⏺ Received 9 characters.", ""]  # the capture starts mid-message
+    assert read_screen("\n".join([*top, *foot]), "claude", typed_marker=MARKER[5:]).answered
+
+
+def test_a_reading_that_does_not_say_answered_is_not_answered() -> None:
+    """Claim: a confirmation built without ``answered`` (the default) never vouches for its screen."""
+    view = AR.typing(AR.first("inc", AR.Seen(True, "f1", 0.0), 0.0), AR.Seen(True, "f1", 0.0), 1.0)
+    assert AR.typed(view, AR.Seen(True, "f2", 2.0), 3.0).arming is Arming.AWAITING_TURN
+    from connectcore import hub as H
+    from connectcore.delivery import AfterTyping
+
+    w = World.with_limits(rearm_after=10.0)
+    k1, _k2 = _typing(w)
+    w.step(H.TypingObserved(w.now, k1, AfterTyping(True, Activity.IDLE, Composer.EMPTY, True, "fp-2", w.now)))
+    assert w.hub.panes[w.agents["b"].pane].arming is Arming.AWAITING_TURN
