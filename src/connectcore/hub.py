@@ -24,6 +24,8 @@ delivery either finished before it or sees the revoked scope.
 
 Restart-to-connect runs inside the hub too (section "restarts"): the open restarts are hub state, a
 revocation or a new grant withdraws their connect, and a pane being restarted is not armed for delivery.
+The other way round, a restart does not take a pane as idle while a message is typed into it or its
+turn has not been seen since (arming ``awaiting_turn``).
 """
 
 from __future__ import annotations
