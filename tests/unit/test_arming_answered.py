@@ -267,3 +267,14 @@ def test_a_reading_that_does_not_say_answered_is_not_answered() -> None:
     k1, _k2 = _typing(w)
     w.step(H.TypingObserved(w.now, k1, AfterTyping(True, Activity.IDLE, Composer.EMPTY, True, "fp-2", w.now)))
     assert w.hub.panes[w.agents["b"].pane].arming is Arming.AWAITING_TURN
+
+
+def test_only_the_marker_s_last_showing_counts_and_rows_above_it_are_skipped_whole() -> None:
+    """Claim: the answer must follow the marker's last showing; an earlier showing with an answer below
+    it, or an answer in the rows above the message, is not this message's answer."""
+    rule = "─" * 40
+    foot = [rule, "❯ ", rule, "  ⏵⏵ auto mode on (shift+tab to cycle)"]
+    quoted = ["❯ please review", "", "● Reviewed.", "", "❯ please review", ""]  # typed again, not yet answered
+    assert not read_screen("\n".join([*quoted, *foot]), "claude", typed_marker="please review").answered
+    above = ["x" * 10, "y" * 20, "● An earlier answer.", "❯ MARK", ""]
+    assert not read_screen("\n".join([*above, *foot]), "claude", typed_marker="MARK").answered
