@@ -299,6 +299,7 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"| Final outcomes in `/api/messages` | {_answers(f['outcomes'])} | {f['admitted']:,} admitted, one row each |",
             f"| Audit: `queued` + exactly one final outcome per admitted id; one `refused` per refused id | {f['audit_trails_ok']:,} admitted ids ok | {f['admitted']:,} |",
             f"| Messages to recipient 1 (its pairs approved as cards came) | {_answers(f['approved_recipient_outcomes'])} | idle with an empty composer in {f['approved_idle_share']:.0%} of the daemon's views during the flood (its turns last 0.2 s) |",
+            f"| Deliveries to recipient 1 per second a message to it waited | {f['approved_delivered_per_s']:.2f}/s over {f['approved_waiting_s']:.0f} s; longest time between two deliveries while one message waited throughout: {f['approved_longest_gap_s']:.1f} s | at least 2/s (issue 12; the stand-in agent takes about 0.5 s per message end to end, unloaded) |",
             f"| Typed into recipients | {f['typed']} prompts, each a delivered message typed once | {f['outcomes'].get('delivered', 0)} delivered |",
             f"| Problems found by the checks | {f['problem_count']} | 0 |",
             f"| Daemon RSS | peak {f['rss_peak_mb']:.1f} MiB during, {f['rss_after_mb']:.1f} MiB after | {f['rss_before_mb']:.1f} MiB before ({f['senders'] + f['recipients']} idle panes) |",
@@ -424,9 +425,9 @@ def _notes(results: dict[str, Any]) -> list[str]:
         notes.append(
             f"Only {approved.get('delivered', 0)} of {total} messages to the approved recipient were delivered, though "
             f"the daemon itself showed it idle with an empty composer in {f['approved_idle_share']:.0%} of the looks "
-            "taken during the flood; the rest expired. After typing, the daemon waits to see the agent busy before it may "
-            "type again; a short turn (0.2 s here) that passes between two looks leaves the pane unarmed until "
-            "the agent's next visible turn, and a quiet idle screen never changes to re-arm it."
+            "taken during the flood; the rest expired. After typing, the daemon waits to see the turn the message "
+            "started (busy, a new idle screen, or the agent's answer below the message in the confirmation) before "
+            "it may type again; a pane left unarmed otherwise waits for the quiet rule (rearm_after)."
         )
     if f and f.get("problem_count") == 0:
         notes.append(

@@ -286,6 +286,28 @@ def flood(
     return result
 
 
+def _take_rate(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """How fast a recipient took its messages: the time some message to it waited (admitted, not yet
+    final; the rate limits admit in bursts, so it has nothing to take between a burst's expiry and the
+    next window), deliveries per second of that time, and the longest time between two deliveries
+    while one message waited all through it (a recipient left unarmed)."""
+    spans = sorted((m["created_at"], m["final_at"]) for m in rows if m["final_at"] is not None)
+    waiting, start, end = 0.0, None, None
+    for a, b in spans:
+        if end is None or a > end:
+            waiting += 0.0 if end is None or start is None else end - start
+            start, end = a, b
+        else:
+            end = max(end, b)
+    waiting += 0.0 if end is None or start is None else end - start
+    times = sorted(m["final_at"] for m in rows if m["outcome"] == "delivered")
+    longest = max(
+        (b - a for a, b in zip(times, times[1:], strict=False) if any(c <= a and f >= b for c, f in spans)),
+        default=0.0,
+    )
+    return waiting, (len(times) / waiting if waiting else 0.0), longest
+
+
 def _check(fleet: Fleet, who: list[AgentHandle], to: list[AgentHandle], sends: Sends, limits: Any) -> dict[str, Any]:
     d = fleet.d
     # Every lifetime has passed: wait (bounded) for anything still typing to finish.
@@ -346,8 +368,12 @@ def _check(fleet: Fleet, who: list[AgentHandle], to: list[AgentHandle], sends: S
     if any(n > 1 for n in typed.values()):
         problems.append("a message was typed twice")
     approved = Counter(m["outcome"] for m in rows if m["recipient_pane"] == to[0].pane)
+    waiting_s, per_s, longest = _take_rate([m for m in rows if m["recipient_pane"] == to[0].pane])
     return {
         "approved_recipient_outcomes": dict(approved),
+        "approved_waiting_s": waiting_s,
+        "approved_delivered_per_s": per_s,
+        "approved_longest_gap_s": longest,
         "admitted": admitted,
         "refused": sum(len(v) for v in sends.refused.values()),
         "admitted_per_sender_max": max(per_sender.values(), default=0),

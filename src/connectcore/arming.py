@@ -22,10 +22,23 @@ Rules:
 - When the typing is observed (delivered or unconfirmed), the newest reading decides, be it the
   confirming one or a watcher's read after it: not ready is ``busy`` (the turn, or a draft); ready on
   a screen other than the one typed into and the confirming one, or ready after a confirming reading
-  that was not, is the next idle (``armed``); otherwise ``awaiting_turn``: the screen typed into and
-  the confirming screen are stale, they are not the next idle (a turn too quick to be seen). In
-  ``awaiting_turn`` a busy reading is the turn, and a ready reading on a screen that is not stale is
-  the next idle.
+  that was not, is the next idle (``armed``); ready on the confirming screen when that reading shows
+  the agent's answer below the typed message (``answered``) is the next idle too (``armed``);
+  otherwise ``awaiting_turn``: the screen typed into and the confirming screen are stale, they are
+  not the next idle (a turn too quick to be seen). In ``awaiting_turn`` a busy reading is the turn,
+  and a ready reading on a screen that is not stale is the next idle.
+- Why ``answered`` is sound: a ready confirming screen is stale because it may show the message
+  submitted while the agent has not yet started its turn (no spinner yet): arming there could type
+  the next message into the turn about to start. That screen shows nothing of the agent's below the
+  message. ``answered`` (:mod:`connectcore.screen`, rule 6, from the confirmation's capture and the
+  typed text's marker) needs a line of the agent's own output below the marker's last showing, in a
+  place where the harness never draws the message itself, on a ready screen: the turn the message
+  started has begun (the agent wrote) and ended (no busy marker, by the same reading every idle
+  transition relies on). An unknown layout, no marker, or nothing below it: not answered, the rule above
+  applies. Only the confirmation can tell it (the watcher does not know what was typed); a watcher's
+  later reading of the same screen is the same answer. Not chosen: arming a confirming screen that
+  stays unchanged for a while, or after the pane drew again. An agent may take any time to start its
+  turn, and a redraw says nothing of whether it started, so both would arm the dangerous screen.
 - Quiet: a pane whose newest reading is ready and that has not been armed for ``rearm_after``
   seconds since its view last changed phase (``awaiting_turn``, ``used``, or ``busy`` after a guard
   whose reading was not reported) is armed by the clock; the guard still rechecks it. So a pane that
@@ -78,6 +91,7 @@ TABLE: Table[Arming] = Table(
         (_A.TYPING, "typed", _A.AWAITING_TURN),
         (_A.TYPING, "typed_busy", _A.BUSY),
         (_A.TYPING, "typed_idle", _A.ARMED),
+        (_A.TYPING, "typed_answered", _A.ARMED),
         (_A.AWAITING_TURN, "busy", _A.BUSY),
         (_A.AWAITING_TURN, "idle", _A.ARMED),
         (_A.AWAITING_TURN, "stale_idle", _A.AWAITING_TURN),
@@ -98,6 +112,7 @@ class Seen:
     ready: bool  # an agent pane, idle, composer empty
     fingerprint: str
     read_at: float  # when it was read (the daemon's clock, before the step)
+    answered: bool = False  # ready, and the agent's answer shows below the typed message (confirmation only)
 
 
 @dataclass(frozen=True)
@@ -197,6 +212,8 @@ def typed(view: PaneView, confirming: Seen | None, now: float) -> PaneView:
         event = "typed_idle"  # the confirmation saw the pane not ready, and a ready reading came after
     elif newest.fingerprint not in stale:
         event = "typed_idle"
+    elif confirming is not None and confirming.answered and newest.fingerprint == confirming.fingerprint:
+        event = "typed_answered"  # the confirming screen shows the turn it started, ended
     else:
         event = "typed"
     return _move(view, event, newest, now, stale=stale)

@@ -259,6 +259,7 @@ class AfterTyping:
     ready: bool  # an agent pane, idle, composer empty
     fingerprint: str
     read_at: float
+    answered: bool = False  # ready, and the agent's answer shows below the marker (screen rule 6)
 
     @property
     def left_draft(self) -> bool:

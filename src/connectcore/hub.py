@@ -24,6 +24,8 @@ delivery either finished before it or sees the revoked scope.
 
 Restart-to-connect runs inside the hub too (section "restarts"): the open restarts are hub state, a
 revocation or a new grant withdraws their connect, and a pane being restarted is not armed for delivery.
+The other way round, a restart does not take a pane as idle while a message is typed into it or its
+turn has not been seen since (arming ``awaiting_turn``).
 """
 
 from __future__ import annotations
@@ -468,6 +470,20 @@ def _open_restart(hub: Hub, restart_id: str) -> restart_.Restart:
     return state
 
 
+def _delivery_holds(hub: Hub, pane_id: str, incarnation: str) -> bool:
+    """A message is being typed into the pane, or was typed and its turn has not been seen
+    (``awaiting_turn``: its screen may show it submitted, the turn not yet started, which reads as
+    idle). Either way a restart's exit command would land in that turn (found by the simulation,
+    seed 213, once its agents could start a turn late)."""
+    view = hub.panes.get(pane_id)
+    awaiting = view is not None and view.incarnation == incarnation and view.arming is arming.Arming.AWAITING_TURN
+    return awaiting or any(
+        hub.messages[key].state is MessageState.TYPING
+        for pane, key in hub.attempts.items()
+        if pane == pane_id and key in hub.messages
+    )
+
+
 def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
     state = _open_restart(hub, ev.restart_id)
     event = ev.event
@@ -477,13 +493,9 @@ def _restart_stepped(hub: Hub, ev: RestartStepped) -> Step:
         isinstance(event, restart_.PaneObserved)
         and state.step in _IDLE_WAITS
         and event.idle_and_empty
-        and any(
-            hub.messages[key].state is MessageState.TYPING
-            for pane, key in hub.attempts.items()
-            if pane == state.record.pane_id and key in hub.messages
-        )
+        and _delivery_holds(hub, state.record.pane_id, state.record.incarnation)
     ):
-        return hub, ()  # delivery is typing into the pane: not the idle the restart waits for
+        return hub, ()  # not the idle the restart waits for (the restarter looks again)
     state, effects = restart_.step(state, event)
     hub, more = _closed(hub, ev.restart_id, state, ev.now)
     return hub, effects + more
@@ -1308,7 +1320,9 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
             effects += more
     view = hub.panes.get(message.recipient_pane)
     if view is not None and view.incarnation == message.recipient_incarnation and view.arming is arming.Arming.TYPING:
-        confirming = Seen(reading.ready, reading.fingerprint, reading.read_at) if reading is not None else None
+        confirming = (
+            Seen(reading.ready, reading.fingerprint, reading.read_at, reading.answered) if reading is not None else None
+        )
         hub = replace(hub, panes={**hub.panes, message.recipient_pane: arming.typed(view, confirming, ev.now)})
         hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
         effects += more

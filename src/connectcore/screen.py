@@ -24,6 +24,12 @@ How it decides (details in docs/screen-reader.md):
 5. Fingerprint: sha256 of the text with volatile parts (spinner lines, clocks, timers, token counts)
    normalised and the cursor left out, so "is this still the screen I saw?" survives a ticking timer
    but not a changed composer.
+6. Answered (only when asked, after connect typed a message: ``typed_marker``, the start of its
+   provenance line): the pane is ready, the marker's last showing is above the composer, and below it
+   a line of the harness's ``answer`` patterns: the agent took the message and answered it, so its
+   turn started and (by 4) ended. A screen where the message was submitted but the turn has not yet
+   started shows no answer below it. No marker, no such line, or a harness without ``answer``
+   patterns: not answered.
 
 Harness-specific knowledge is data, in :mod:`connectcore.screen_harnesses`.
 """
@@ -90,6 +96,7 @@ class Reading:
     composer: Composer
     question: Question | None
     fingerprint: str
+    answered: bool = False  # ready, and the agent's answer shows below ``typed_marker`` (rule 6)
 
     @property
     def ready_for_message(self) -> bool:
@@ -120,6 +127,7 @@ def read_screen(
     cursor: tuple[int, int] | None = None,
     *,
     height: int | None = None,
+    typed_marker: str | None = None,
 ) -> Reading:
     """Read one pane.
 
@@ -127,13 +135,15 @@ def read_screen(
     visible screen. ``cursor``: ``(#{cursor_x}, #{cursor_y})`` as tmux reports them, the row counted
     from the top of the visible screen, which is the last ``height`` lines of ``text``; ``height``
     defaults to the whole text (no scrollback). With scrollback, pass ``height=#{pane_height}``.
+    ``typed_marker``: the marker of a message just typed into the pane; the reading then says
+    whether the agent answered it (``answered``, rule 6).
     """
     lines = _lines(text)
     row_cursor = _cursor_in_text(lines, cursor, height)
     harness = harness_from_command(foreground_command, lines)
     rules = RULES.get(harness)
     if rules is not None:
-        return _read_agent(rules, lines, row_cursor)
+        return _read_agent(rules, lines, row_cursor, typed_marker)
     if harness is Harness.SHELL:
         activity, composer = _read_shell(lines, row_cursor)
         return Reading(harness, activity, composer, None, _fingerprint(lines, (), None))
@@ -229,7 +239,8 @@ class _Frame:
     column: int | None = None  # where its text starts, when not at ``prompt_width`` (BOX)
 
 
-def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None) -> Reading:
+def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | None,
+                typed_marker: str | None = None) -> Reading:
     if _has_dialog_hints(rules, lines) or _has_dialog_body(rules, lines):
         return Reading(rules.harness, Activity.DIALOG, Composer.ABSENT, _question(rules, lines),
                        _fingerprint(lines, rules.volatile, None))
@@ -242,7 +253,32 @@ def _read_agent(rules: ScreenRules, lines: list[str], cursor: tuple[int, int] | 
     if composer is None:  # the cursor is outside the composer: something else has the focus
         return Reading(rules.harness, Activity.UNKNOWN, Composer.DRAFT if any(frame.texts) else Composer.EMPTY,
                        None, fingerprint)
-    return Reading(rules.harness, _activity(rules, lines, frame), composer, None, fingerprint)
+    activity = _activity(rules, lines, frame)
+    answered = (
+        typed_marker is not None
+        and activity is Activity.IDLE
+        and composer is Composer.EMPTY
+        and _answered(rules, lines[:frame.first], typed_marker)
+    )
+    return Reading(rules.harness, activity, composer, None, fingerprint, answered)
+
+
+def _answered(rules: ScreenRules, above: list[str], typed_marker: str) -> bool:
+    """Below the last showing of the marker (found as :func:`connectcore.delivery.marker_seen` finds
+    it: whitespace ignored, so wrapped), a line of the agent's answer."""
+    marker = "".join(typed_marker.split())
+    if not marker:
+        return False
+    compact = ["".join(line.split()) for line in above]
+    at = "".join(compact).rfind(marker)
+    if at < 0:
+        return False
+    end = at + len(marker)  # one past the marker's last character: find the line that holds it
+    row = 0
+    while end > len(compact[row]):
+        end -= len(compact[row])
+        row += 1
+    return any(p.match(line) for p in rules.answer for line in above[row + 1:])
 
 
 def _find_composer(rules: ScreenRules, lines: list[str]) -> _Frame | None:

@@ -89,6 +89,11 @@ class ScreenRules:
     box_status: re.Pattern[str] | None = None
     # what the composer shows instead of a long paste (searched in the composer's lines)
     pasted: tuple[re.Pattern[str], ...] = ()
+    # the agent answered a prompt: one of these lines below the prompt (the reader's ``answered``).
+    # Each is anchored where the harness never draws a line of a submitted prompt (Claude Code and
+    # Codex indent a prompt's continuation lines, OpenCode draws them behind a bar), so no text of
+    # the prompt itself can pass for its answer; none (an unknown layout): never answered
+    answer: tuple[re.Pattern[str], ...] = ()
 
 
 CLAUDE = ScreenRules(
@@ -154,6 +159,8 @@ CLAUDE = ScreenRules(
     # 2.1.300's auto-mode billing notice: 14 lines and more, its hints below an 80x24 pane's bottom
     dialog_bodies=_rx(r"We're changing auto mode to no longer charge"),
     pasted=_rx(r"\[Pasted text #\d+"),  # [Pasted text #1 +13 lines]
+    # a block of the agent's output ("● The project has ..."; '⏺' before 2.1 and in the stand-ins)
+    answer=_rx(r"^[●⏺] \S"),
 )
 
 CODEX = ScreenRules(
@@ -237,6 +244,10 @@ CODEX = ScreenRules(
     ),
     gap_lines=2,  # 0.166.0 draws its first composer two blank lines above '? for shortcuts'
     pasted=_rx(r"\[Pasted Content \d+ chars\]"),
+    # a block of the agent's output ("• The project has ..."), or a turn that ended in an error
+    # ("■ We're currently experiencing ..."); not "Worked for", which Codex indents as it does a
+    # prompt's continuation lines
+    answer=_rx(r"^• \S", r"^■ \S"),
 )
 
 # OpenCode 1.18.33 (tests/fixtures/screens/opencode/): a full-screen TUI; the composer is a box of
@@ -276,6 +287,9 @@ OPENCODE = ScreenRules(
     option_selector=re.compile(r"(?!)"),
     volatile=(),
     box_status=re.compile(r"^(Build|Plan|[A-Z]\w*) · \S"),
+    # the turn's closing line, with its duration ("▣  Build · Claude Sonnet 4.5 (latest) · 16.7s");
+    # while the turn runs the same line has no duration
+    answer=_rx(r"^ *▣ +\S.* · \d+(\.\d+)?(ms|s|m|h)( \d+(\.\d+)?(ms|s|m|h))*$"),
 )
 
 AGENTS: tuple[ScreenRules, ...] = (CLAUDE, CODEX, OPENCODE)

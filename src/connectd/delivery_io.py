@@ -166,7 +166,10 @@ class Delivery:
         engine = self.engine
         read_at = engine.clock()
         capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
-        reading = read_screen(capture.text, engine.watcher.command_of(pane_id), capture.cursor, height=capture.height)
+        reading = read_screen(
+            capture.text, engine.watcher.command_of(pane_id), capture.cursor, height=capture.height,
+            typed_marker=M.marker(typed),
+        )
         return AfterTyping(
             M.marker_seen(typed, capture.text),
             reading.activity,
@@ -174,6 +177,7 @@ class Delivery:
             reading.ready_for_message,
             reading.fingerprint,
             read_at,
+            answered=reading.answered,
         )
 
     async def unconfirmed(self, key: MessageKey, detail: str, pane_id: str | None = None) -> None:

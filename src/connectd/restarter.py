@@ -154,6 +154,8 @@ class Restarts:
                 await anyio.sleep(wait)
                 wait = min(wait * 2, STORE_RETRY_MAX)
                 continue
+            if not first and engine.hub.restarts.get(restart_id) == state:
+                await anyio.sleep(POLL)  # the hub held the answer (delivery holds the pane): look again later
             first, wait = False, STORE_RETRY
         self._forget(restart_id)
 

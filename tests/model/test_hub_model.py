@@ -185,10 +185,12 @@ class HubModel(RuleBasedStateMachine):
         self.apply(H.GuardObserved(self.now, guard.message, live.get(guard.pane_id), ready, fp, self.now, card_id=self.fresh("card")))
 
     @precondition(lambda self: self.pending_typing)
-    @rule(landed=st.booleans())
-    def answer_typing(self, landed: bool) -> None:
+    @rule(landed=st.booleans(), answered=st.booleans())
+    def answer_typing(self, landed: bool, answered: bool = False) -> None:
+        """The confirmation: the marker seen or not; the agent's answer below it or not (a quick turn)."""
         confirm = self.pending_typing.pop(0)
-        self.apply(H.TypingObserved(self.now, confirm.message, confirming(landed, read_at=self.now)))
+        reading = confirming(landed, read_at=self.now, answered=landed and answered)
+        self.apply(H.TypingObserved(self.now, confirm.message, reading))
 
     @rule(seconds=st.sampled_from([1.0, 30.0, 400.0, 1000.0, 3700.0]), landed=st.booleans())
     def tick(self, seconds: float, landed: bool = True) -> None:

@@ -52,6 +52,7 @@ class Agent:
     transcript: list[str] = field(default_factory=list)
     composer: str = ""
     busy_until: float = 0.0
+    starts_at: float = 0.0  # when the running turn shows its spinner (before: submitted, not started)
     pending_reply: str | None = None
     dialog: bool = False
     prompts: list[tuple[float, str]] = field(default_factory=list)  # every submitted prompt
@@ -85,7 +86,7 @@ class Agent:
             lines = self.composer.split("\n")
             composer = ["❯ " + lines[0]] + ["  " + line for line in lines[1:]]
             foot = [RULE * WIDTH, *composer, RULE * WIDTH, "  ⏵⏵ auto mode on (shift+tab to cycle)"]
-            if self.busy(now):
+            if self.starts_at <= now < self.busy_until:
                 foot = [f"✻ Working… ({int(self.busy_until - now)}s · esc to interrupt)", "", *foot]
         room = max(0, HEIGHT - len(head) - len(foot))
         body = self.transcript[-room:] if room else []
@@ -162,6 +163,10 @@ class SimServer:
         self.on_paste: Callable[[Paste], None] = lambda paste: None
         self.turn_length: Callable[[], float] = lambda: 3.0  # an agent's turn after a submitted prompt
         self.exit_delay: Callable[[], float] = lambda: 1.0  # from /exit to the process's end
+        # From the daemon's Enter to the turn's start: the prompt shows submitted and nothing else yet,
+        # no spinner (the screen a message must never be typed into, and that reads as idle). A
+        # person's prompts start at once: one submitted between two looks no reader could see.
+        self.start_delay: Callable[[], float] = lambda: 0.0
         # The control-mode reader's %output notification (the driver forwards it to the live daemon),
         # and a timer for what an agent draws later (the end of its turn).
         self.on_output: Callable[[str], None] = lambda pane_id: None
@@ -268,7 +273,7 @@ class SimServer:
         pane.agent.advance(self.now())
         return pane.agent
 
-    def _enter(self, pane: Pane, turn: float | None = None) -> None:
+    def _enter(self, pane: Pane, turn: float | None = None, start: float = 0.0) -> None:
         agent = pane.agent
         assert agent is not None
         now = self.now()
@@ -285,8 +290,11 @@ class SimServer:
             agent.busy_until = now + self.exit_delay()
             self.later(agent.busy_until, lambda: self._exited(pane.pane_id, agent))
             return
-        agent.busy_until = now + (turn if turn is not None else self.turn_length())
+        agent.starts_at = now + start
+        agent.busy_until = agent.starts_at + (turn if turn is not None else self.turn_length())
         agent.pending_reply = f"⏺ Received {len(prompt)} characters."
+        if start > 0:
+            self.later(agent.starts_at, lambda: self._turn_ended(pane.pane_id, agent))  # the spinner shows
         self.later(agent.busy_until, lambda: self._turn_ended(pane.pane_id, agent))
 
     def owe_enter(self, pane: Pane, delay: float) -> str:
@@ -309,7 +317,7 @@ class SimServer:
         del pane.options[TYPING_OPTION]
         self.enters.append((self.now(), pane_id, token, how))
         if pane.agent is not None:
-            self._enter(pane)
+            self._enter(pane, start=self.start_delay())
 
     def _exited(self, pane_id: str, agent: Agent) -> None:
         pane = self.panes.get(pane_id)
@@ -317,6 +325,7 @@ class SimServer:
             self.agent_exits(pane_id)
 
     def _turn_ended(self, pane_id: str, agent: Agent) -> None:
+        """The screen changes by itself: the turn's spinner shows, or the turn ends."""
         pane = self.panes.get(pane_id)
         if pane is not None and pane.agent is agent:
             agent.advance(self.now())

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from connectcore import arming as AR
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.delivery import MessageState
@@ -72,11 +73,25 @@ def blind_guard(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(H, "_guard", guard)
 
 
+def answered_by_any_idle(mp: pytest.MonkeyPatch) -> None:
+    """Issue 12's danger: every ready confirmation counts as the agent's answer, so the screen of a
+    message submitted before its turn started (no spinner yet) arms the pane."""
+    original = AR.typed
+
+    def typed(view: AR.PaneView, confirming: AR.Seen | None, now: float) -> AR.PaneView:
+        if confirming is not None and confirming.ready:
+            confirming = replace(confirming, answered=True)
+        return original(view, confirming, now)
+
+    mp.setattr(AR, "typed", typed)
+
+
 MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, float]]] = [
     (restart_undoes_revocation, "revocation was undone", 60, {"restart": 4, "revoke": 2}),
     (reconcile_forgets, "live token for the dead incarnation", 60, {}),
     (recovery_retypes, "typed 2 times", 80, {}),
     (blind_guard, "while it was busy, held a draft or a menu", 60, {}),
+    (answered_by_any_idle, "while it was busy, held a draft or a menu", 60, {}),
 ]
 
 

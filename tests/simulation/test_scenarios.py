@@ -16,6 +16,7 @@ import trio
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.consent import Decision
+from connectcore.delivery import Limits
 from connectcore.grants import Preset
 from connectd.ids import EngineError, hash_token
 from connectd.tmux import TYPING_OPTION, TmuxError
@@ -152,6 +153,66 @@ def test_an_idle_recipient_never_stops_receiving_after_quick_turns() -> None:
         stuck = [f"simmsg-{n}" for n in range(1, 9) if outcome(sim, f"simmsg-{n}") != "delivered"]
         view = sim.engine.hub.panes.get(b)
         assert not stuck, f"not delivered while the recipient sat idle: {stuck}; the hub's view: {view}"
+
+    check(scenario(script))
+
+
+def test_a_recipient_with_quick_turns_takes_queued_messages_without_the_clock() -> None:
+    """Issue 12: eight messages queued for a recipient whose turns end as they start (never seen busy)
+    are all delivered with the quiet rule out of reach (``rearm_after`` longer than the run): each
+    confirmation sees the answer below its message and arms the pane at once."""
+
+    async def script(sim: Sim) -> None:
+        sim.server.turn_length = lambda: 0.0
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        for n in range(1, 9):
+            await send(sim, a, sim.address_of(b), f"simmsg-{n}")
+        await approve_all(sim)
+        await trio.sleep(60)
+        waiting = [f"simmsg-{n}" for n in range(1, 9) if outcome(sim, f"simmsg-{n}") != "delivered"]
+        assert sim.engine is not None
+        assert not waiting, f"waiting for the clock: {waiting}; the hub's view: {sim.engine.hub.panes.get(b)}"
+
+    check(scenario(script, limits=Limits(card_ttl=120.0, id_ttl=900.0, rearm_after=3600.0)))
+
+
+def test_a_message_submitted_before_its_turn_starts_is_never_followed_into_that_turn() -> None:
+    """Issue 12's danger: after the Enter the agent shows the message submitted, not yet started (no
+    spinner, reads as idle) for a while; the next message waits for that turn's answer, never typed
+    into it (the clean-screen invariant checks every paste)."""
+
+    async def script(sim: Sim) -> None:
+        sim.server.turn_length = lambda: 0.05
+        sim.server.start_delay = lambda: 1.5
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        for n in range(1, 5):
+            await send(sim, a, sim.address_of(b), f"simmsg-{n}")
+        await approve_all(sim)
+        await trio.sleep(60)
+        assert [outcome(sim, f"simmsg-{n}") for n in range(1, 5)] == ["delivered"] * 4
+
+    check(scenario(script, limits=Limits(card_ttl=120.0, id_ttl=900.0, rearm_after=3600.0)))
+
+
+def test_a_restart_right_after_a_delivery_waits_for_the_turn_it_started() -> None:
+    """Seed 213: a message is delivered and its turn has not started (no spinner yet) when the person
+    restarts the recipient; the exit command must wait for that turn, never be typed into it."""
+
+    async def script(sim: Sim) -> None:
+        sim.server.turn_length = lambda: 5.0
+        sim.server.start_delay = lambda: 1.5
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        await send(sim, a, sim.address_of(b), "simmsg-1")
+        await approve_all(sim)
+        while outcome(sim, "simmsg-1") != "delivered":
+            await trio.sleep(0.05)
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(60)
+        assert not sim.engine.hub.restarts
 
     check(scenario(script))
 

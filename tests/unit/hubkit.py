@@ -27,12 +27,14 @@ def confirming(
     fingerprint: str = "",
     busy: bool = False,
     draft: bool = False,
+    answered: bool = False,
 ) -> AfterTyping:
-    """A confirming re-read after typing: the marker seen (``landed``), busy or idle, a draft or not."""
+    """A confirming re-read after typing: the marker seen (``landed``), busy or idle, a draft or not,
+    the agent's answer below the marker or not."""
     composer = Composer.DRAFT if draft else Composer.EMPTY
     activity = Activity.BUSY if busy else Activity.IDLE
     ready = not busy and not draft
-    return AfterTyping(landed, activity, composer, ready, fingerprint, read_at)
+    return AfterTyping(landed, activity, composer, ready, fingerprint, read_at, answered=answered and ready)
 
 
 @dataclass
@@ -154,10 +156,11 @@ class World:
         *,
         busy: bool = False,
         draft: bool = False,
+        answered: bool = False,
         read_at: float | None = None,
     ) -> tuple[Effect, ...]:
         at = self.now if read_at is None else read_at
-        reading = confirming(landed, read_at=at, fingerprint=fingerprint, busy=busy, draft=draft)
+        reading = confirming(landed, read_at=at, fingerprint=fingerprint, busy=busy, draft=draft, answered=answered)
         return self.step(H.TypingObserved(self.now, key, reading))
 
     def deliver(self, key: tuple[str, str], to: Agent) -> tuple[Effect, ...]:

@@ -513,9 +513,32 @@ def test_a_restart_does_not_take_the_pane_as_idle_while_a_message_is_typed_into_
     begin(w, b)
     assert feed(w, observed(w, b)) == ()  # the idle reading taken while the paste is in flight
     assert step_of(w) is S.WAITING_IDLE
-    w.typed(key)
+    w.typed(key)  # confirmed on a ready screen that does not show the answer: the turn may not have started
+    assert feed(w, observed(w, b)) == ()
+    assert step_of(w) is S.WAITING_IDLE
+    w.idle(b, "fp-turn", ready=False)  # the turn, seen
+    w.idle(b, "fp-after-the-turn")
     feed(w, observed(w, b))
     assert step_of(w) is S.RECORD_PERSISTED
+
+
+def test_a_restart_waits_for_the_turn_of_a_message_just_typed_unless_its_answer_showed() -> None:
+    """Claim: after a typing whose turn was not seen, a restart takes the pane as idle only once the
+    turn's answer showed, the pane was seen busy or on a new idle screen, or the quiet clock re-armed it
+    (found by the simulation, seed 213: /exit typed into a turn about to start)."""
+    for answered, quiet in ((True, False), (False, True)):
+        w = World.with_limits(rearm_after=10.0)
+        b = w.launch("b", session=("claude", "sess-b"))
+        key = ready_message_to(w, b)
+        w.idle(b)
+        w.guard(key, b)
+        w.typed(key, fingerprint="fp-confirming", answered=answered)
+        begin(w, b)
+        if quiet:
+            assert feed(w, observed(w, b)) == () and step_of(w) is S.WAITING_IDLE
+            w.tick(10.0)
+        feed(w, observed(w, b))
+        assert step_of(w) is S.RECORD_PERSISTED, (answered, quiet)
 
 
 def test_a_withdrawn_connect_is_persisted_and_survives_a_daemon_restart() -> None:
