@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from connectcore import grants
+from connectcore import arming, grants
 from connectcore import hub as H
 from connectcore import restart as R
 from connectcore.consent import Decision
@@ -449,6 +449,10 @@ class HubRestartModel(RuleBasedStateMachine):
                     self.answer_guard()
             if not self.open:
                 break
+            if any(v.arming is arming.Arming.AWAITING_TURN for v in self.hub.panes.values()):
+                # a typed message's turn went unseen: the clock arms the pane (quiet), as in the daemon
+                self.now += self.hub.limits.rearm_after
+                self.apply(H.Tick(self.now))
             for pane in self.panes.values():
                 if pane.quitting:
                     pane.quitting, pane.dead = False, pane.option == "on"
