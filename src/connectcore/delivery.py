@@ -47,6 +47,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 
 from connectcore._machine import ConnectError, Table
@@ -194,8 +195,9 @@ class Message:
     def is_final(self) -> bool:
         return self.state in FINAL
 
-    @property
+    @cached_property
     def typed_bytes(self) -> int:
+        """The size the queue limits count (kept once made: every submit sums it over the queue)."""
         return len(self.typed.encode("utf-8"))
 
 
