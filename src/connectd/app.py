@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.grants import Preset
@@ -140,6 +140,9 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
 
     app = Starlette(
         routes=[
+            # The MCP endpoint first: it takes nearly every request, which then skip matching every
+            # other route's pattern. The Mount at the end serves the MCP app's other paths, as before.
+            Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine, auth, config.data_dir),
             *restore_routes(engine, auth),
             *owner_routes(engine, auth, config.history),
