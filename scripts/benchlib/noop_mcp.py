@@ -1,6 +1,8 @@
 """The baseline of the MCP read benchmark: the same SDK (``mcp.server.MCPServer``, streamable HTTP,
 stateful like connectd's endpoint) serving one no-op tool named ``list_agents``, on uvicorn over a
-pre-bound loopback socket. Prints ``port <n>`` once it listens; runs until SIGTERM.
+pre-bound loopback socket made as connectd makes its own (``IPPROTO_TCP``, so asyncio turns Nagle off
+on each connection; with protocol 0 every 2026-07-28 call waits ~40 ms for a delayed ACK, which would
+measure the socket, not the SDK). Prints ``port <n>`` once it listens; runs until SIGTERM.
 
     python noop_mcp.py
 """
@@ -41,7 +43,7 @@ def build() -> Starlette:
 
 async def main() -> None:
     logging.basicConfig(level=logging.WARNING)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)

@@ -47,6 +47,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 
 from connectcore._machine import ConnectError, Table
@@ -217,8 +218,9 @@ class Message:
     def is_final(self) -> bool:
         return self.state in FINAL
 
-    @property
+    @cached_property
     def typed_bytes(self) -> int:
+        """The size the queue limits count (kept once made: every submit sums it over the queue)."""
         return len(self.typed.encode("utf-8"))
 
 
@@ -313,8 +315,14 @@ def check_message_id(message_id: str, limits: Limits = DEFAULT_LIMITS) -> None:
         )
 
 
+#: The characters of ASCII :func:`forbidden_character` refuses: every control character but newline.
+_ASCII_FORBIDDEN = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
 def forbidden_character(text: str) -> tuple[int, str] | None:
     """The first character a message may not carry, with its position, or None."""
+    if text.isascii() and _ASCII_FORBIDDEN.search(text) is None:
+        return None  # printable ASCII and newlines only: the walk below finds nothing (the common case)
     for position, char in enumerate(text):
         if char == "\n":
             continue
@@ -386,7 +394,10 @@ def forged_source_line(text: str) -> tuple[int, str] | None:
     a line that names the daemon or the person as its source unless the daemon wrote it.
     """
     for number, line in enumerate(text.split("\n"), start=1):
-        visible = "".join(c for c in unicodedata.normalize("NFKC", line) if unicodedata.category(c) != "Cf")
+        # ASCII is its own NFKC form and holds no format (Cf) character: the common case skips both.
+        visible = line if line.isascii() else "".join(
+            c for c in unicodedata.normalize("NFKC", line) if unicodedata.category(c) != "Cf"
+        )
         folded = visible.casefold().lstrip(_DECORATION)
         for pattern, claim in _SOURCE_CLAIMS:
             if pattern.search(folded):

@@ -188,7 +188,12 @@ def canonical(book: GrantBook, principal_id: str) -> str:
 def group(book: GrantBook, principal_id: str) -> frozenset[str]:
     """Every principal id that is the same agent as ``principal_id`` (itself plus merged ones)."""
     root = canonical(book, principal_id)
-    return frozenset(p for p in book.principals if canonical(book, p) == root)
+    # A principal never merged is its own root: only merged ones need the walk.
+    return frozenset(
+        p
+        for p, principal in book.principals.items()
+        if p == root or (principal.merged_into is not None and canonical(book, p) == root)
+    )
 
 
 def _grant_key(principal: Principal) -> tuple[str, ...]:

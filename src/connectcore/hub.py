@@ -765,12 +765,17 @@ def _recipient_scopes(hub: Hub, incarnation: str) -> tuple[Principal | None, fro
     return principal, frozenset(s.value for s in grants.scopes_of(hub.book, principal.id))
 
 
-def _queued_bytes(hub: Hub, incarnation: str | None = None) -> int:
-    return sum(
-        m.typed_bytes
-        for m in hub.messages.values()
-        if not m.is_final and (incarnation is None or m.recipient_incarnation == incarnation)
-    )
+def _queued_bytes(hub: Hub, incarnation: str) -> tuple[int, int]:
+    """The typed bytes of every message not final yet: those to this recipient incarnation, and all.
+    One pass over the messages (every submit makes it, and a deep queue is long)."""
+    to_it = total = 0
+    for m in hub.messages.values():
+        if not m.is_final:
+            size = m.typed_bytes
+            total += size
+            if m.recipient_incarnation == incarnation:
+                to_it += size
+    return to_it, total
 
 
 def _open_card(hub: Hub, message: Message, card_id: str, now: float, recipient_actor: str) -> Step:
@@ -994,12 +999,13 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         pair_sent = pair_sent_within(hub, sender.id, ev.recipient.incarnation, ev.now)
         delivery.check_rate(len(pair_sent), limits.pair_per_window, "pair", limits.rate_window)
         size = len(typed.encode("utf-8"))
-        if _queued_bytes(hub, ev.recipient.incarnation) + size > limits.queued_bytes_per_recipient:
+        queued_to_it, queued = _queued_bytes(hub, ev.recipient.incarnation)
+        if queued_to_it + size > limits.queued_bytes_per_recipient:
             raise Refused(
                 "queue_full",
                 f"{ev.recipient.pane_id} already has {limits.queued_bytes_per_recipient} bytes queued",
             )
-        if _queued_bytes(hub) + size > limits.queued_bytes_total:
+        if queued + size > limits.queued_bytes_total:
             raise Refused("queue_full", f"the daemon already has {limits.queued_bytes_total} bytes queued")
         if ev.ref in hub.refs:
             raise ConnectError(f"message ref {ev.ref} was already used")

@@ -37,6 +37,8 @@ MAX_WAIT = 60.0
 class AgentCalls:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # The directory view as last built, with what it was built from (see :meth:`directory_view`).
+        self._view: tuple[D.Directory, grants.GrantBook, tuple[Any, ...], tuple[dict[str, Any], ...]] | None = None
 
     def principal_for(self, token: str) -> grants.Principal | None:
         """The principal a bearer token names, even a revoked one (the transport lets it in, so its
@@ -91,61 +93,99 @@ class AgentCalls:
                 "scopes": sorted(s.value for s in grants.scopes_of(book, principal.id)),
             }
 
-    async def list_agents(self, token: str) -> list[dict[str, Any]]:
+    async def list_agents(self, token: str) -> tuple[dict[str, Any], ...]:
+        """The directory view (shared: see :meth:`directory_view`)."""
         async with self.call(token, "list_agents"):
-            return self.agents()
+            return self.directory_view()
 
     async def get_agent(self, token: str, target: str) -> dict[str, Any]:
         async with self.call(token, "get_agent", target) as admitted:
             return self.agent_detail(target, admitted.principal)
 
     def agents(self) -> list[dict[str, Any]]:
-        """The fleet directory as agents and the owner see it."""
-        out = []
-        for record in self.engine.directory.records():
-            state = self.engine.panes.get(record.pane_id)
+        """The fleet directory as agents and the owner see it (the caller's own copy of each entry)."""
+        return [dict(entry) for entry in self.directory_view()]
+
+    def directory_view(self) -> tuple[dict[str, Any], ...]:
+        """The fleet directory as agents and the owner see it, made once for each state of what it shows.
+
+        It is made of the directory and the grant book (immutable values: the same object is the same
+        content) and, per pane, the fields of its reading that it shows, its release and whether it is
+        receive-only (:meth:`_view_inputs`). While all of these are as they were, the view made last is
+        the answer: ``list_agents`` is the most frequent call, and the directory changes at most a few
+        times a second. The entries are shared between callers: never change one (copy it, as
+        :meth:`agents` does).
+        """
+        engine = self.engine
+        directory, book, inputs = engine.directory, engine.hub.book, self._view_inputs()
+        cached = self._view
+        if cached is not None and cached[0] is directory and cached[1] is book and cached[2] == inputs:
+            return cached[3]
+        view = tuple(self._entry(record, book) for record in directory.records())
+        self._view = (directory, book, inputs, view)
+        return view
+
+    def _view_inputs(self) -> tuple[Any, ...]:
+        """What the directory view shows beyond the directory and the grant book, pane by pane."""
+        engine = self.engine
+        panes, release_of, receive_only = engine.panes, engine.watcher.release_of, engine.person.receive_only
+        shown = []
+        for pane_id, record in engine.directory.panes.items():
+            state = panes.get(pane_id)
             reading = state.reading if state else None
-            principal = grants.principal_at(self.engine.hub.book, record.token)
-            scopes = sorted(s.value for s in grants.scopes_of(self.engine.hub.book, principal.id)) if principal else []
-            binding = record.binding
-            out.append(
-                {
-                    "pane": record.pane_id,
-                    "address": str(record.address),
-                    "harness": reading.harness.value if reading else record.harness,
-                    "title": record.title or record.session_title,
-                    "cwd": record.cwd,
-                    "repo": record.repo,
-                    "branch": record.branch,
-                    "session_title": record.session_title,
-                    "pr_links": list(record.pr_links),
-                    "activity": reading.activity.value if reading else "unknown",
-                    "composer": reading.composer.value if reading else "absent",
-                    "session": (
-                        {"harness": binding.harness, "session_id": binding.session_id}
-                        if isinstance(binding, D.SessionBinding)
-                        else None
-                    ),
-                    "actor": grants.actor_name(principal) if principal else None,
-                    "connect": (grants.preset_of(frozenset(Scope(s) for s in scopes)) or "custom") if principal else "off",
-                    "scopes": scopes,
-                    "reachable": "reachable" in scopes,
-                    "control": bool(principal and principal.control),
-                    "launcher": record.launcher,
-                    **self.release_view(record.pane_id, record.token, reading.harness.value if reading else record.harness),
-                    "note": (
-                        RECEIVE_ONLY_NOTE
-                        if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
-                        else ""
-                    ),
-                    # why an OpenCode launch is not bound to its session (yet); "" otherwise
-                    "session_note": (
-                        "" if isinstance(binding, D.SessionBinding)
-                        else self.engine.launches.session_note(record.pane_id, record.token)
-                    ),
-                }
+            shown.append(
+                (
+                    pane_id,
+                    (reading.harness, reading.activity, reading.composer) if reading else None,
+                    release_of(pane_id, record.token),
+                    receive_only(record.token, record.launcher is not None),
+                    engine.launches.session_note(pane_id, record.token),
+                )
             )
-        return out
+        return (engine.trusted_releases, tuple(shown))
+
+    def _entry(self, record: D.PaneRecord, book: grants.GrantBook) -> dict[str, Any]:
+        """One pane's entry in the directory view."""
+        state = self.engine.panes.get(record.pane_id)
+        reading = state.reading if state else None
+        principal = grants.principal_at(book, record.token)
+        scopes = sorted(s.value for s in grants.scopes_of(book, principal.id)) if principal else []
+        binding = record.binding
+        return {
+            "pane": record.pane_id,
+            "address": str(record.address),
+            "harness": reading.harness.value if reading else record.harness,
+            "title": record.title or record.session_title,
+            "cwd": record.cwd,
+            "repo": record.repo,
+            "branch": record.branch,
+            "session_title": record.session_title,
+            "pr_links": list(record.pr_links),
+            "activity": reading.activity.value if reading else "unknown",
+            "composer": reading.composer.value if reading else "absent",
+            "session": (
+                {"harness": binding.harness, "session_id": binding.session_id}
+                if isinstance(binding, D.SessionBinding)
+                else None
+            ),
+            "actor": grants.actor_name(principal) if principal else None,
+            "connect": (grants.preset_of(frozenset(Scope(s) for s in scopes)) or "custom") if principal else "off",
+            "scopes": scopes,
+            "reachable": "reachable" in scopes,
+            "control": bool(principal and principal.control),
+            "launcher": record.launcher,
+            **self.release_view(record.pane_id, record.token, reading.harness.value if reading else record.harness),
+            "note": (
+                RECEIVE_ONLY_NOTE
+                if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
+                else ""
+            ),
+            # why an OpenCode launch is not bound to its session (yet); "" otherwise
+            "session_note": (
+                "" if isinstance(binding, D.SessionBinding)
+                else self.engine.launches.session_note(record.pane_id, record.token)
+            ),
+        }
 
     def release_view(self, pane_id: str, incarnation: str, harness: str) -> dict[str, Any]:
         """The agent's release, whether connect is verified on it, and the mark when it is not
@@ -165,7 +205,7 @@ class AgentCalls:
         book = self.engine.hub.book
         record = targets.resolve(self.engine, target)
         state = self.engine.panes.get(record.pane_id)
-        entry = next(a for a in self.agents() if a["pane"] == record.pane_id)
+        entry = dict(next(a for a in self.directory_view() if a["pane"] == record.pane_id))
         caller_scopes = grants.scopes_of(book, caller.id) if caller is not None else frozenset()
         policy = redact.tail_policy(
             harness=entry["harness"],

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.grants import Preset
@@ -53,11 +53,18 @@ class Config:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening loopback socket, bound before the server starts (port 0: any free port)."""
+    """A listening loopback socket, bound before the server starts (port 0: any free port).
+
+    Made with its protocol named (``IPPROTO_TCP``): asyncio turns Nagle off (``TCP_NODELAY``) on an
+    accepted connection only when its socket says TCP, and a socket made with protocol 0 does not.
+    With Nagle on, a response written as headers then body waits for the client's delayed ACK of the
+    headers (about 40 ms on Linux) before the body leaves: every 2026-07-28 MCP call (one JSON
+    response per request) took 45-50 ms instead of 3.
+    """
     if host not in {"127.0.0.1", "::1", "localhost"}:
         raise ValueError(f"connectd listens on loopback only, not {host!r}")
     family = socket.AF_INET6 if host == "::1" else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1" if host == "localhost" else host, port))
     sock.listen(128)
@@ -133,6 +140,9 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
 
     app = Starlette(
         routes=[
+            # The MCP endpoint first: it takes nearly every request, which then skip matching every
+            # other route's pattern. The Mount at the end serves the MCP app's other paths, as before.
+            Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine, auth, config.data_dir),
             *restore_routes(engine, auth),
             *owner_routes(engine, auth, config.history),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
+import pydantic_core
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -21,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
 from starlette.types import ASGIApp, Receive, Send
@@ -121,7 +122,32 @@ def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
     return server
 
 
+class _Listed:
+    """``list_agents``' answer, made once for each directory view (:meth:`AgentCalls.directory_view`
+    returns the same object while nothing it shows changed) the way the SDK makes it from the dict a
+    tool returns: the dict as structured content and as indented JSON text. The SDK takes a
+    ``CallToolResult`` as it is (it still checks the structured content against the output schema,
+    which ``Annotated[CallToolResult, dict[str, Any]]`` keeps as it was)."""
+
+    SOURCE = "connectd fleet directory (titles and cwd are set by the panes' programs)"
+
+    def __init__(self) -> None:
+        self._made: tuple[tuple[dict[str, Any], ...], CallToolResult] | None = None
+
+    def answer(self, view: tuple[dict[str, Any], ...]) -> CallToolResult:
+        made = self._made
+        if made is not None and made[0] is view:
+            return made[1]
+        payload = _data(list(view), self.SOURCE)
+        text = pydantic_core.to_json(payload, fallback=str, indent=2).decode()
+        result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+        self._made = (view, result)
+        return result
+
+
 def _directory_tools(server: MCPServer, calls: AgentCalls) -> None:
+    listed = _Listed()
+
     @server.tool(name="whoami", annotations=READ, description="Who you are to connect: your actor name, pane and scopes. " + EVIDENCE)
     async def whoami() -> dict[str, Any]:
         return await _answer(calls.whoami(_token()))
@@ -131,9 +157,8 @@ def _directory_tools(server: MCPServer, calls: AgentCalls) -> None:
         annotations=READ,
         description="The fleet directory: every agent pane, its address (%N@token), harness, activity and whether it can receive messages. " + EVIDENCE,
     )
-    async def list_agents() -> dict[str, Any]:
-        found = await _answer(calls.list_agents(_token()))
-        return _data(found, "connectd fleet directory (titles and cwd are set by the panes' programs)")
+    async def list_agents() -> Annotated[CallToolResult, dict[str, Any]]:
+        return listed.answer(await _answer(calls.list_agents(_token())))
 
     @server.tool(
         name="get_agent",

@@ -95,6 +95,16 @@ def test_characters_just_outside_the_bidi_ranges_pass(char: str) -> None:
     assert delivery.forbidden_character("x" + char) is None
 
 
+def test_every_ascii_character_is_judged_as_its_unicode_category_says() -> None:
+    """Printable ASCII skips the per-character walk; each ASCII character still gets the walk's answer."""
+    import unicodedata
+
+    for code in range(128):
+        char = chr(code)
+        refused = char != "\n" and unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp")
+        assert delivery.forbidden_character(f"ok {char} ok") == ((3, char) if refused else None), repr(char)
+
+
 def test_newlines_pass_and_blank_text_is_empty() -> None:
     assert delivery.forbidden_character("a\nb\n") is None
     assert delivery.forbidden_character("") is None
