@@ -58,18 +58,8 @@ def connect_tool(request: Request, tool: str) -> str | None:
 def ask_until_opencode_lists_connect(fleet: LiveFleet, steps: Steps, agent: Agent) -> tuple[Request, int]:
     """Prompt until a request offers connect's tools (OpenCode connects its MCP servers in the
     background while its composer is already up)."""
-    tries = 0
-    while True:
-        tries += 1
-        before = len(fleet.requests(agent))
-        reply = f"Ready ({tries})"
-        fleet.script(agent, [Turn.reply(reply)])
-        fleet.type_prompt(agent, "Are you ready?")
-        request = steps.wait(lambda n=before: fleet.requests(agent)[n] if len(fleet.requests(agent)) > n else None,
-                             f"{agent.name}'s model request")
-        steps.wait(lambda r=reply: r in fleet.screen(agent) and fleet.ready(agent), f"{agent.name} answered")
-        if connect_tool(request, "list_agents"):
-            return request, tries
+    return ask_until_connect_is_listed(fleet, steps, agent, "Are you ready?", "Ready",
+                                       listed=lambda request: connect_tool(request, "list_agents") is not None)
 
 
 @pytest.mark.timeout(900)

@@ -551,10 +551,11 @@ def agent_pid(fleet: LiveFleet, agent: Agent) -> int:
     return fleet.tmux.pane_pid(agent.pane)
 
 
-def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str,
-                                answer: str) -> tuple[Request, int]:
+def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, prompt: str, answer: str,
+                                listed: Callable[[Request], bool] | None = None) -> tuple[Request, int]:
     """The person asks ``prompt`` (the model answers ``answer``) until a request shows the model
-    connect's tools; returns that request and how many prompts it took.
+    connect's tools (``listed``; by default Claude Code's ``whoami``); returns that request and how
+    many prompts it took.
 
     Claude Code connects its MCP servers in the background while its composer is already up: a prompt
     typed in its first moments (here, as soon as connectd reads the pane idle) can reach the model
@@ -570,7 +571,7 @@ def ask_until_connect_is_listed(fleet: LiveFleet, steps: Steps, agent: Agent, pr
         request = steps.wait(lambda n=before: fleet.requests(agent)[n] if len(fleet.requests(agent)) > n else None,
                              f"{agent.name}'s model request")
         steps.wait(lambda r=reply: r in fleet.screen(agent) and fleet.ready(agent), f"{agent.name} answered")
-        if CLAUDE_PREFIX + "whoami" in request.text:
+        if listed(request) if listed is not None else CLAUDE_PREFIX + "whoami" in request.text:
             return request, tries
         time.sleep(1.0)
 
