@@ -5,12 +5,11 @@ survives its exit (the agent's token ends with it)."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 from tests.integration.test_daemon_e2e import agents, run, send
-from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.daemon import DaemonProcess, call, mcp_agent, wait_for
 from tests.support.tmux_server import TmuxServer
 
 
@@ -30,12 +29,8 @@ def test_launch_here_runs_in_this_pane_connected_and_the_shell_survives(daemon: 
     log = daemon.tmp / "here.jsonl"
     pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
     shell_pid = tmux.tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
-    command = (
-        f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here demo --connect collaborate "
-        f"--data-dir {daemon.data_dir} --env DEMO_AGENT_LOG={log} --env DEMO_AGENT_REVEAL_TOKEN=1 --env DEMO_AGENT_NAME=here"
-    )
-    tmux.tmux("send-keys", "-t", pane, "-l", command)
-    tmux.tmux("send-keys", "-t", pane, "Enter")
+    daemon.type_launch_here(tmux, pane, "demo", "--connect collaborate", f"--env DEMO_AGENT_LOG={log}",
+                            "--env DEMO_AGENT_REVEAL_TOKEN=1", "--env DEMO_AGENT_NAME=here")
     try:
         view = wait_for(
             lambda: (v := daemon.agent_view(pane)).get("activity") == "idle" and v.get("connect") == "collaborate" and v,
@@ -79,12 +74,7 @@ def test_restart_to_connect_relaunches_a_here_agent_in_place_and_the_shell_survi
     log = daemon.tmp / "here-off.jsonl"
     pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
     shell_pid = tmux.tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
-    command = (
-        f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here demo "
-        f"--data-dir {daemon.data_dir} --env DEMO_AGENT_LOG={log} --env DEMO_AGENT_REVEAL_TOKEN=1"
-    )
-    tmux.tmux("send-keys", "-t", pane, "-l", command)
-    tmux.tmux("send-keys", "-t", pane, "Enter")
+    daemon.type_launch_here(tmux, pane, "demo", f"--env DEMO_AGENT_LOG={log}", "--env DEMO_AGENT_REVEAL_TOKEN=1")
     before = wait_for(
         lambda: (v := daemon.agent_view(pane)).get("activity") == "idle" and v.get("launcher") == "demo" and v, 20, "idle, off"
     )

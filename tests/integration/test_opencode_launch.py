@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,12 +154,7 @@ def test_launch_here_binds_an_opencode_in_the_persons_own_pane(
 ) -> None:
     log = tmp_path / "fake-opencode-here.jsonl"
     pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
-    command = (
-        f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here oc --connect collaborate "
-        f"--data-dir {daemon.data_dir} --env FAKE_OPENCODE_LOG={log}"
-    )
-    tmux.tmux("send-keys", "-t", pane, "-l", command)
-    tmux.tmux("send-keys", "-t", pane, "Enter")
+    daemon.type_launch_here(tmux, pane, "oc", "--connect collaborate", f"--env FAKE_OPENCODE_LOG={log}")
     try:
         view = wait_for(lambda: (v := daemon.agent_view(pane))["session"] and v, 60, "the --here OpenCode bound")
     except AssertionError:

@@ -173,6 +173,16 @@ class DaemonProcess:
         self.agents[name] = handle
         return handle
 
+    def type_launch_here(self, tmux: TmuxServer, pane: str, launcher: str, *args: str) -> None:
+        """Type ``connectd launch --here LAUNCHER ARGS`` (against this daemon's data directory) into a
+        shell pane and press Enter, as a person would."""
+        command = (
+            f"PYTHONPATH={ROOT / 'src'}:{ROOT} {sys.executable} -m connectd.cli launch --here {launcher} "
+            f"--data-dir {self.data_dir} {' '.join(args)}"
+        )
+        tmux.tmux("send-keys", "-t", pane, "-l", command)
+        tmux.tmux("send-keys", "-t", pane, "Enter")
+
     def cards(self) -> list[dict[str, Any]]:
         return list(self.api("GET", "/api/cards"))
 
