@@ -76,7 +76,7 @@ async def plan(
     plan, token, env_all, server = launch_plan(
         engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
     )
-    for key in [k for k in engine.watcher.here_pending if procfs.read_stat(k[1]) is None]:
+    for key in [k for k in engine.watcher.here_pending if not procfs.alive(k[1])]:
         del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
     engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
         launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
@@ -155,7 +155,7 @@ async def next_plan(engine: Engine, pane_id: str, supervisor: int, wait: float =
 def is_here(engine: Engine, pane_id: str) -> bool:
     """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
     supervisor = engine.watcher.here_supervisors.get(pane_id)
-    return supervisor is not None and procfs.read_stat(supervisor) is not None
+    return supervisor is not None and procfs.alive(supervisor)
 
 
 def waiting(engine: Engine, pane_id: str) -> bool:

@@ -38,6 +38,12 @@ class ProcStat:
     pgrp: int
     start_time: int  # clock ticks after boot (field 22)
 
+    @property
+    def exited(self) -> bool:
+        """A zombie (exited, not yet reaped) or dead process: it keeps its pid and start time in /proc
+        but runs nothing and holds nothing open."""
+        return self.state in ("Z", "X")
+
 
 def parse_stat(line: str) -> ProcStat:
     """Parse one /proc/<pid>/stat line; comm is everything between the first '(' and the last ')'."""
@@ -70,6 +76,12 @@ def read_stat(pid: int) -> ProcStat | None:
     except OSError:  # gone (ENOENT, ESRCH) or not ours to read
         return None
     return parse_stat(text)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped has)."""
+    stat = read_stat(pid)
+    return stat is not None and not stat.exited
 
 
 def process_start_time(pid: int) -> int | None:

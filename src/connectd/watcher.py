@@ -195,7 +195,7 @@ class Watcher:
             return info
         supervisor, child, start = held
         stat = procfs.read_stat(child)
-        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.state == "Z":
+        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.exited:
             del self.here[info.pane_id]
             return info
         return replace(info, pane_pid=child, process_start_time=start)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,7 +238,16 @@ def test_restore_relaunches_the_sessions_a_lost_tmux_server_held(tmp_path: Path,
         assert d.api("GET", "/api/restore")["items"] == []  # still live: nothing to restore
         tmux.kill()  # a stray kill-server
         tmux.new_session("main", width=160, height=40)
-        plan = wait_for(lambda: d.api("GET", "/api/restore")["items"], 20, "the lost session listed")
+        last: dict[str, Any] = {}
+
+        def listed() -> Any:
+            last.update(d.api("GET", "/api/restore"))
+            return last["items"]
+
+        try:
+            plan = wait_for(listed, 20, "the lost session listed")
+        except AssertionError as exc:  # say why it was not listed (the skipped reasons)
+            raise AssertionError(f"{exc}; the last plan: {last}") from None
         assert [(i["harness"], i["session_id"], i["cwd"]) for i in plan] == [("claude", session, str(work))]
         result = d.api("POST", "/api/restore", {})
         [launched] = result["launched"]

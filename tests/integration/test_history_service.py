@@ -224,6 +224,30 @@ def test_claude_registry_trusted_only_when_start_time_matches(service, roots):
     reg.unlink()
 
 
+def test_a_session_whose_process_exited_unreaped_is_not_running(service, roots):
+    """A zombie (exited, its parent not yet reaping it) keeps its pid and start time in /proc but holds
+    no session: after a lost tmux server the agents it held are orphans until init reaps them, and
+    restore must list their sessions meanwhile."""
+    _, claude, _ = roots
+    (claude / "sessions").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        start = procfs.process_start_time(proc.pid)
+        reg = register_claude(claude, proc.pid, MAIN, procStart=str(start), startedAt=int(NOW * 1000))
+        assert service.get_session("claude", MAIN, pane_pids={})["liveness"] == "running_elsewhere"
+        assert proc.stdin is not None
+        proc.stdin.close()  # it exits; nobody waits for it yet
+        deadline = time.monotonic() + 10
+        while (st := procfs.read_stat(proc.pid)) is not None and st.state != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.01)
+        assert st is not None and st.state == "Z"
+        assert service.get_session("claude", MAIN, pane_pids={})["liveness"] == "not_running"
+        reg.unlink()
+    finally:
+        proc.wait(10)
+
+
 def test_codex_liveness_from_the_open_rollout(service, roots):
     _, _, codex = roots
     rollout = next((codex / "sessions").rglob(f"*{CODEX_MAIN}.jsonl"))

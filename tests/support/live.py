@@ -131,7 +131,7 @@ class Agent:
 
 def _running(pid: int) -> bool:
     stat = read_stat(pid)
-    return stat is not None and stat.state not in ("Z", "X")  # a zombie has exited
+    return stat is not None and not stat.exited  # a zombie has exited
 
 
 def _key(name: str) -> str:

@@ -135,7 +135,7 @@ class TmuxServer:
         if self.server_pid is None:
             return False
         stat = read_stat(self.server_pid)
-        return stat is not None and stat.state not in ("Z", "X")
+        return stat is not None and not stat.exited
 
     def kill(self) -> None:
         """kill-server, then SIGKILL the server pid if it lingers, then remove a stale socket file."""

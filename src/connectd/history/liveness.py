@@ -211,8 +211,8 @@ class LivenessProbe:
             if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(sid, str) or not sid:
                 continue
             st = self.proc.stat(pid)
-            if st is None:
-                continue  # a stale record: the process is gone
+            if st is None or st.exited:
+                continue  # a stale record: the process is gone (or exited, not yet reaped)
             verdict = verify_claude_record(record, st, boot, self.proc.clk_tck)
             if verdict is None:
                 continue  # the pid was reused by another process
