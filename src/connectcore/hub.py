@@ -701,6 +701,13 @@ def last_received(hub: Hub, principal_id: str) -> tuple[str, int, float] | None:
     return max(found, key=lambda r: r[2]) if found else None
 
 
+def awaited_panes(hub: Hub) -> frozenset[str]:
+    """The panes a consented message waits to be typed into (``ready``): their next idle transition
+    is what it waits for, so the daemon reads them as soon as they draw (``Timing.capture_awaited``).
+    A message awaiting consent waits for a person, not for the pane. One pass over the messages."""
+    return frozenset(m.recipient_pane for m in hub.messages.values() if m.state is MessageState.READY)
+
+
 def panes_to_lock(hub: Hub, principal_ids: Iterable[str]) -> tuple[str, ...]:
     """Every pane whose send lock a revocation of these principals must hold: their own panes and
     the recipients of anything they sent or may receive that has not reached its outcome."""

@@ -62,6 +62,9 @@ class Timing:
     poll: float = 1.0
     poll_quiet: float = 5.0
     capture: float = 0.25  # capture a pane that produced output at once, then at most this often while it draws
+    # ... and this often for a pane a consented message waits for (``hub.awaited_panes``): its turn's end
+    # is the idle the message waits for, seen up to ``capture`` sooner
+    capture_awaited: float = 0.1
     sweep: float = 300.0  # capture every pane even without output: the last safety net
     bind: float = 1.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
     tick: float = 1.0  # expiry of cards and ids

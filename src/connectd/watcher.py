@@ -100,6 +100,8 @@ class Watcher:
         self._news = anyio.Event()  # a pane drew that was not waiting to be captured, or the layout changed
         self._read_at: dict[str, float] = {}  # pane -> when it was last captured (anyio's clock)
         self._structure = False  # a structure notice came: list-panes at the next capture round
+        self._awaited_for: object = None  # the hub state ``_awaited_panes`` was computed from
+        self._awaited_panes: frozenset[str] = frozenset()
         self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
         self._drew_since_poll = False  # a %output came since the last poll began
@@ -424,12 +426,16 @@ class Watcher:
 
     async def capture_dirty(self) -> None:
         """One round: capture the panes that drew, each at most once per ``timing.capture`` (a pane
-        that keeps drawing is read at that pace; the first output after a quiet spell is read at
-        once); then, if a structure notice came, poll (its new panes are read at the next round).
+        that keeps drawing is read at that pace, or at ``timing.capture_awaited`` while a consented
+        message waits for it; the first output after a quiet spell is read at once); then, if a structure notice came, poll (its new panes are read at the next round).
         With nothing due, wait for news (a pane that drew, a structure notice) or for the next pane
         to come due, at most ``timing.capture``."""
-        pace, now = self.engine.timing.capture, anyio.current_time()
-        due_at = {p: self._read_at.get(p, float("-inf")) + pace for p in self._dirty}
+        timing, now = self.engine.timing, anyio.current_time()
+        pace, awaited = timing.capture, self._awaited() if self._dirty else frozenset()
+        due_at = {
+            p: self._read_at.get(p, float("-inf")) + (timing.capture_awaited if p in awaited else pace)
+            for p in self._dirty
+        }
         due = sorted(p for p, at in due_at.items() if at <= now)
         if not due and not self._structure:
             self._news = anyio.Event()
@@ -443,6 +449,13 @@ class Watcher:
         if self._structure:
             self._structure = False
             await self.poll()
+
+    def _awaited(self) -> frozenset[str]:
+        """The core's awaited panes (:func:`connectcore.hub.awaited_panes`), once per state of the hub."""
+        hub = self.engine.hub
+        if self._awaited_for is not hub:
+            self._awaited_for, self._awaited_panes = hub, H.awaited_panes(hub)
+        return self._awaited_panes
 
     async def sweep(self) -> None:
         for pane_id in sorted(self.panes):

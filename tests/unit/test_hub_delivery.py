@@ -72,6 +72,21 @@ def test_approve_once_does_not_approve_the_pair(w: World) -> None:
     assert w.message(second).state is MessageState.AWAITING_CONSENT
 
 
+def test_a_pane_is_awaited_only_while_a_consented_message_waits_for_it(w: World) -> None:
+    """Claim: awaited_panes holds a recipient from consent until its message is typed, never before
+    consent (the message waits for a person) nor after its outcome."""
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    key, other = w.send(a, b), w.send(a, c)
+    assert H.awaited_panes(w.hub) == frozenset()  # both await consent
+    w.decide(key)
+    w.decide(other, Decision.DECLINE)
+    w.idle(b, ready=False)
+    assert H.awaited_panes(w.hub) == {b.pane}
+    w.deliver(key, b)
+    assert w.message(key).state is MessageState.DELIVERED
+    assert H.awaited_panes(w.hub) == frozenset()
+
+
 def test_decline_is_final_and_types_nothing(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = w.send(a, b)

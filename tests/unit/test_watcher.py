@@ -65,8 +65,10 @@ def test_output_before_anyone_waits_does_not_wake_a_later_waiter() -> None:
     assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == 0.2
 
 
-def _pacing_watcher(reads: list[tuple[str, float]]) -> Watcher:
-    watcher = Watcher(SimpleNamespace(timing=SimpleNamespace(bind=1.0, capture=0.25)))  # type: ignore[arg-type]
+def _pacing_watcher(reads: list[tuple[str, float]], awaited: frozenset[str] = frozenset()) -> Watcher:
+    timing = SimpleNamespace(bind=1.0, capture=0.25, capture_awaited=0.1)
+    watcher = Watcher(SimpleNamespace(timing=timing))  # type: ignore[arg-type]
+    watcher._awaited = lambda: awaited  # type: ignore[method-assign]  # stands for the core's awaited_panes
 
     async def observe(pane_id: str) -> None:  # stands for a capture: records what was read when
         watcher._read_at[pane_id] = trio.current_time()
@@ -119,6 +121,30 @@ def test_a_pane_that_keeps_drawing_is_read_at_most_once_per_capture_period() -> 
     times = [t for _, t in reads]
     assert times[0] == 0.0 and 4 <= len(times) <= 5, times
     assert all(b - a >= 0.25 - 1e-9 for a, b in zip(times, times[1:], strict=False)), times
+
+
+def test_a_pane_a_message_waits_for_is_read_at_the_awaited_pace() -> None:
+    """Claim: while a consented message waits for a pane, output every 10 ms for 1 s is read once per
+    0.1 s (``capture_awaited``); another pane drawing meanwhile keeps the 0.25 s pace."""
+    reads: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        watcher = _pacing_watcher(reads, awaited=frozenset({"%1"}))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_capture_rounds, watcher)
+            for _ in range(100):
+                watcher.mark_output("%1")
+                watcher.mark_output("%2")
+                await trio.sleep(0.01)
+            await trio.sleep(0.5)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    awaited = [t for p, t in reads if p == "%1"]
+    other = [t for p, t in reads if p == "%2"]
+    assert awaited[0] == 0.0 and 10 <= len(awaited) <= 11, awaited
+    assert all(b - a >= 0.1 - 1e-9 for a, b in zip(awaited, awaited[1:], strict=False)), awaited
+    assert 4 <= len(other) <= 5, other
 
 
 def test_the_guards_reading_is_kept_only_for_the_incarnation_it_was_read_from() -> None:
