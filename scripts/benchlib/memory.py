@@ -211,6 +211,21 @@ def _person(d: DaemonProcess, approve: str, decline: str, stop: threading.Event,
             stop.wait(0.5)
 
 
+def own_pace(fleet: Fleet, agent: AgentHandle, messages: int = 20) -> float:
+    """The stand-in's own pace, by hand: paste + Enter as soon as tmux itself shows the pane idle with an
+    empty composer (polled every 10 ms), and each submission seen on screen; submissions a second from the
+    first to the last. The flood's approved recipient cannot take messages faster than this."""
+    from benchlib.delivery import _floor, _screen_idle
+
+    seen: list[float] = []
+    for n in range(messages):
+        wait_for(lambda: _screen_idle(fleet, agent.pane), 10, f"{agent.name} idle on screen", every=0.01)
+        marker = f"pace {n}: please"
+        start = time.monotonic()
+        seen.append(start + _floor(fleet, agent.pane, f"[pace] {marker} check the replica", marker))
+    return (len(seen) - 1) / (seen[-1] - seen[0])
+
+
 def _paged_audit(d: DaemonProcess, actor: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     after = 0
@@ -245,7 +260,10 @@ def flood(
         log(f"flood: launching {senders} senders and {recipients} recipients")
         who = fleet.launch_many(senders, prefix="sender")
         to = fleet.launch_many(recipients, prefix="recipient", env={"DEMO_BUSY_SECONDS": "0.2"})
+        [pace] = fleet.launch_many(1, prefix="pace", connect="off", env={"DEMO_BUSY_SECONDS": "0.2"})
         time.sleep(2.0)
+        result["own_pace_per_s"] = own_pace(fleet, pace)  # the same stand-in, typed by hand, unloaded
+        log(f"flood: the stand-in's own pace {result['own_pace_per_s']:.2f} messages/s")
         result["rss_before_mb"] = rss_mb(fleet.pid)
         jobs = [
             (s, [(to[i % recipients].address, f"f-{k}-{i}", TEXT.format(s=k, i=i)) for i in range(per_sender)])

@@ -234,7 +234,11 @@ def main() -> int:
     try:
         while True:
             agent.render()
-            ready, _, _ = select.select([fd], [], [], 0.25)
+            # Wake at the turn's end, not at the next quarter second: a 0.2 s turn lasts 0.2 s.
+            wait = 0.25
+            if agent.pending_reply:
+                wait = min(wait, max(0.0, agent.busy_until - time.monotonic()))
+            ready, _, _ = select.select([fd], [], [], wait)
             if agent.pending_reply and time.monotonic() >= agent.busy_until:
                 agent.transcript += [*agent.pending_reply.split("\n"), ""]
                 agent.pending_reply = None
