@@ -28,6 +28,7 @@ from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -62,7 +63,7 @@ class Sends:
 
 
 async def _send_all(
-    d: DaemonProcess, jobs: list[tuple[AgentHandle, list[tuple[str, str, str]]]], max_seconds: float = 3600.0
+    d: DaemonProcess | SimpleNamespace, jobs: list[tuple[AgentHandle, list[tuple[str, str, str]]]], max_seconds: float = 3600.0
 ) -> Sends:
     """``jobs``: per sender, its (to, message_id, text) calls, made in order on its own session; every
     sender stops early once ``max_seconds`` have passed (a bound on the run, reported by the caller)."""
@@ -150,6 +151,15 @@ def queued(
     ]
     with RssSampler(fleet.pid) as sampler:
         sends = anyio.run(_send_all, d, jobs)
+    # The baseline in the same run: the same calls on the same number of sessions to the bare SDK
+    # serving a no-op ``send_message`` (its own process, as connectd is).
+    from benchlib.mcp_rate import NoopServer
+
+    with NoopServer() as noop:
+        bare = anyio.run(_send_all, SimpleNamespace(mcp_url=noop.url), jobs)
+    result["bare_per_s"] = sum(bare.answers.values()) / bare.wall
+    result["bare_p50_ms"] = pct(bare.latencies, 50) * 1000
+    result["bare_p99_ms"] = pct(bare.latencies, 99) * 1000
     queued_now = sum(1 for m in d.api("GET", "/api/messages?limit=1000") if m["outcome"] == "queued")
     result["queued"] = queued_now
     result["answers"] = dict(sends.answers)

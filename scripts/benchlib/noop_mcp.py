@@ -1,5 +1,5 @@
 """The baseline of the MCP read benchmark: the same SDK (``mcp.server.MCPServer``, streamable HTTP,
-stateful like connectd's endpoint) serving one no-op tool named ``list_agents``, on uvicorn over a
+stateful like connectd's endpoint) serving no-op tools named ``list_agents`` and ``send_message``, on uvicorn over a
 pre-bound loopback socket made as connectd makes its own (``IPPROTO_TCP``, so asyncio turns Nagle off
 on each connection; with protocol 0 every 2026-07-28 call waits ~40 ms for a delayed ACK, which would
 measure the socket, not the SDK). Prints ``port <n>`` once it listens; runs until SIGTERM.
@@ -30,6 +30,10 @@ def build() -> Starlette:
     @server.tool(name="list_agents", description="A no-op: returns an empty list.")
     async def list_agents() -> dict[str, Any]:
         return {"data": []}
+
+    @server.tool(name="send_message", description="A no-op: answers queued.")
+    async def send_message(to: str, text: str, message_id: str) -> dict[str, Any]:
+        return {"message_id": message_id, "outcome": "queued"}
 
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp")
 
