@@ -81,6 +81,12 @@ class CoreRunner:
         self._hub = self._durable = hub
         self._pending.hub = hub
 
+    @property
+    def durable(self) -> H.Hub:
+        """The hub as of the last durable commit: what a restart would recover, and all that any caller
+        can have been told (``hub`` may be ahead of it by steps whose batch is not yet written)."""
+        return self._durable
+
     async def step(self, event: H.Event) -> tuple[Effect, ...]:
         """Step the core under the core lock, wait until its records are durable, then interpret."""
         refused: H.CallRefused | None = None
