@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from connectcore import hub as H
 from connectcore.effects import Audit, Effect, Persist
@@ -141,7 +142,12 @@ class CoreRunner:
             raise batch.error
 
     async def _write_pending(self) -> None:
-        """Under the commit lock: write the pending batch (the waiter's own, or one gathered after it)."""
+        """Under the commit lock: write the pending batch (the waiter's own, or one gathered after it).
+        One trip round the event loop first, shielded (it adds no cancellation point): with the locks'
+        fast path the first caller of a burst gets here without having let the others run, and would
+        write its batch alone; the callers already runnable now join it (one commit for ten audits
+        started together instead of two)."""
+        await anyio.lowlevel.cancel_shielded_checkpoint()
         async with self._lock:
             batch, self._pending = self._pending, Batch(self._hub)
             self._writing = True

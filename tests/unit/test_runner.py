@@ -164,3 +164,19 @@ def test_the_durable_hub_lags_the_working_hub_by_the_steps_whose_commit_is_in_fl
         assert set(runner.durable.book.principals) == {"p-0"} == set(runner.hub.book.principals)
 
     anyio.run(main)
+
+
+def test_callers_that_arrive_together_share_one_commit_without_help(store: Store) -> None:
+    """Claim: ten audits started at once are written by one commit, with no gate holding the first
+    write back (the leader lets the callers already runnable join its batch before taking it; with the
+    locks' fast path and no such yield the first caller wrote alone: two commits for ten)."""
+    runner = CoreRunner(store, store.load_hub(0.0))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for n in range(10):
+                tg.start_soon(runner.audit, Audit("bench", "read", "ok", detail=str(n), at=1000.0))
+
+    anyio.run(main)
+    assert runner.commits == 1
+    assert audit_rows(store.path) == 10
