@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from connectcore import hub as H
 from connectcore.effects import Audit, Effect, Persist
@@ -66,8 +67,10 @@ class CoreRunner:
         self._hub = hub
         self._durable = hub  # the hub as of the last durable commit
         self._pending = Batch(hub)
-        self._lock = anyio.Lock()  # the core lock: stepping only, never I/O
-        self._commit = anyio.Lock()  # one writer at a time, batches in order
+        # Both locks take the fast path when free (no extra trip round the event loop: each call takes
+        # them up to three times). A cancelled caller is still refused at the lock.
+        self._lock = anyio.Lock(fast_acquire=True)  # the core lock: stepping only, never I/O
+        self._commit = anyio.Lock(fast_acquire=True)  # one writer at a time, batches in order
         self._writing = False  # a batch is being written (taken out of pending, not yet durable)
         self.commits = 0  # durable commits taken (a benchmark and the tests read it)
 
@@ -80,6 +83,12 @@ class CoreRunner:
         """Replace the hub outright (tests, a cap applied at start): it is taken as durable."""
         self._hub = self._durable = hub
         self._pending.hub = hub
+
+    @property
+    def durable(self) -> H.Hub:
+        """The hub as of the last durable commit: what a restart would recover, and all that any caller
+        can have been told (``hub`` may be ahead of it by steps whose batch is not yet written)."""
+        return self._durable
 
     async def step(self, event: H.Event) -> tuple[Effect, ...]:
         """Step the core under the core lock, wait until its records are durable, then interpret."""
@@ -133,7 +142,12 @@ class CoreRunner:
             raise batch.error
 
     async def _write_pending(self) -> None:
-        """Under the commit lock: write the pending batch (the waiter's own, or one gathered after it)."""
+        """Under the commit lock: write the pending batch (the waiter's own, or one gathered after it).
+        One trip round the event loop first, shielded (it adds no cancellation point): with the locks'
+        fast path the first caller of a burst gets here without having let the others run, and would
+        write its batch alone; the callers already runnable now join it (one commit for ten audits
+        started together instead of two)."""
+        await anyio.lowlevel.cancel_shielded_checkpoint()
         async with self._lock:
             batch, self._pending = self._pending, Batch(self._hub)
             self._writing = True

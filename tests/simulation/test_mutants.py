@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from connectcore import arming as AR
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.delivery import MessageState
+from connectcore.effects import Persist
 from tests.simulation.driver import Config, run_seed
 
 ALL = os.environ.get("SIM_MUTANTS") == "1"
@@ -86,12 +88,31 @@ def answered_by_any_idle(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(AR, "typed", typed)
 
 
+def commit_loses_final_outcomes(mp: pytest.MonkeyPatch) -> None:
+    """The runner takes a message's final outcome as durable (callers hear it) but never writes it, so
+    a restart brings the message back as it was before (what one_final_outcome judges: durable state)."""
+    from connectd import runner
+    from connectd.runner import records_of
+
+    def kept(effects: tuple[Any, ...]) -> list[Any]:
+        return [
+            e
+            for e in records_of(effects)
+            if not (
+                isinstance(e, Persist) and e.kind == "message" and e.record is not None and e.record.is_final
+            )
+        ]
+
+    mp.setattr(runner, "records_of", kept)
+
+
 MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, float]]] = [
     (restart_undoes_revocation, "revocation was undone", 60, {"restart": 4, "revoke": 2}),
     (reconcile_forgets, "live token for the dead incarnation", 60, {}),
     (recovery_retypes, "typed 2 times", 80, {}),
     (blind_guard, "while it was busy, held a draft or a menu", 60, {}),
     (answered_by_any_idle, "while it was busy, held a draft or a menu", 60, {}),
+    (commit_loses_final_outcomes, ") was ", 60, {}),
 ]
 
 

@@ -142,3 +142,41 @@ def test_a_failed_commit_undoes_its_steps_and_the_steps_decided_on_top_of_them(s
     assert {outcomes[n] for n in (1, 2, 3)} == {"failed"}
     durable = store.load_hub(0.0).book.principals
     assert set(durable) == {"p-0", "p-4"} == set(runner.hub.book.principals)
+
+
+def test_the_durable_hub_lags_the_working_hub_by_the_steps_whose_commit_is_in_flight(store: Store) -> None:
+    """Claim: ``durable`` holds only what is written (what a restart recovers) while a commit is held
+    back, catches up once it is written, and a failed commit leaves it where it was."""
+    failing = FailingStore(store, fail_at=1)
+    gated = GatedWrites()
+    runner = CoreRunner(failing, store.load_hub(0.0), run_sync=gated)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner.step, launch(0))
+            await anyio.sleep(0.01)
+            assert set(runner.hub.book.principals) == {"p-0"} and not runner.durable.book.principals
+            gated.gate.set()
+        assert runner.durable is runner.hub
+        assert set(runner.durable.book.principals) == set(store.load_hub(0.0).book.principals) == {"p-0"}
+        with pytest.raises(StoreError):
+            await runner.step(launch(1))  # the second write fails
+        assert set(runner.durable.book.principals) == {"p-0"} == set(runner.hub.book.principals)
+
+    anyio.run(main)
+
+
+def test_callers_that_arrive_together_share_one_commit_without_help(store: Store) -> None:
+    """Claim: ten audits started at once are written by one commit, with no gate holding the first
+    write back (the leader lets the callers already runnable join its batch before taking it; with the
+    locks' fast path and no such yield the first caller wrote alone: two commits for ten)."""
+    runner = CoreRunner(store, store.load_hub(0.0))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for n in range(10):
+                tg.start_soon(runner.audit, Audit("bench", "read", "ok", detail=str(n), at=1000.0))
+
+    anyio.run(main)
+    assert runner.commits == 1
+    assert audit_rows(store.path) == 10
