@@ -22,6 +22,8 @@ from benchlib.common import cpu_seconds, log, pct
 from tests.support.daemon import mcp_agent
 
 NOOP = Path(__file__).resolve().with_name("noop_mcp.py")
+NOOP_EMPTY = "no-op"  # the baseline answering an empty list
+NOOP_SAME = "no-op, same payload"  # the baseline answering what connectd answered
 
 
 @dataclass
@@ -100,11 +102,30 @@ def measure(
     return rate
 
 
+async def _answer(url: str, token: str, era: str) -> dict[str, Any]:
+    async with mcp_agent(url, token, era) as client:
+        result = await client.call_tool("list_agents", {})
+    if result.is_error or not isinstance(result.structured_content, dict):
+        raise RuntimeError(f"list_agents failed: {result.content}")
+    return dict(result.structured_content)
+
+
+def answer_of(url: str, token: str, era: str = "legacy") -> dict[str, Any]:
+    """``list_agents``' structured answer, as the caller with ``token`` gets it."""
+    answer: dict[str, Any] = anyio.run(_answer, url, token, era)
+    return answer
+
+
 class NoopServer:
-    """The baseline server in its own process (as connectd is)."""
+    """The baseline server in its own process (as connectd is); ``answer`` (a JSON file): its
+    ``list_agents`` answers that object instead of an empty list."""
+
+    def __init__(self, answer: Path | None = None) -> None:
+        self.answer = answer
 
     def __enter__(self) -> NoopServer:
-        self.proc = subprocess.Popen([sys.executable, str(NOOP)], stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, str(NOOP), *([str(self.answer)] if self.answer is not None else [])]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().split()
         if not line or line[0] != "port":

@@ -4,17 +4,22 @@ pre-bound loopback socket made as connectd makes its own (``IPPROTO_TCP``, so as
 on each connection; with protocol 0 every 2026-07-28 call waits ~40 ms for a delayed ACK, which would
 measure the socket, not the SDK). Prints ``port <n>`` once it listens; runs until SIGTERM.
 
-    python noop_mcp.py
+Given a JSON file, its ``list_agents`` answers that object instead of ``{"data": []}`` (the benchmark
+hands it connectd's own answer, so the second baseline serves a payload of the same size and shape).
+
+    python noop_mcp.py [ANSWER.json]
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,12 +29,13 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 
-def build() -> Starlette:
+def build(answer: dict[str, Any] | None = None) -> Starlette:
     server = MCPServer(name="noop", log_level="WARNING")
+    listed = answer if answer is not None else {"data": []}
 
-    @server.tool(name="list_agents", description="A no-op: returns an empty list.")
+    @server.tool(name="list_agents", description="A no-op: returns an empty list, or the answer it was given.")
     async def list_agents() -> dict[str, Any]:
-        return {"data": []}
+        return listed
 
     @server.tool(name="send_message", description="A no-op: answers queued.")
     async def send_message(to: str, text: str, message_id: str) -> dict[str, Any]:
@@ -51,7 +57,8 @@ async def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
-    server = uvicorn.Server(uvicorn.Config(build(), log_level="warning", lifespan="on"))
+    answer = json.loads(Path(sys.argv[1]).read_text()) if len(sys.argv) > 1 else None
+    server = uvicorn.Server(uvicorn.Config(build(answer), log_level="warning", lifespan="on"))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: server.serve(sockets=[sock]))

@@ -4,6 +4,7 @@ control-mode watcher. Cancelling it (Ctrl-C, SIGTERM) ends every task cleanly.""
 from __future__ import annotations
 
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -174,6 +175,7 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             tg.start_soon(_serve_http, server, daemon.sock, http_done)
             while not server.started:
                 await anyio.sleep(0.02)
+            _freeze_startup_objects()
             if ready is not None:
                 result = ready(daemon)
                 if result is not None:
@@ -185,6 +187,20 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             tg.cancel_scope.cancel()
     finally:
         daemon.store.close()
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what start-up made (modules, the SDK's pydantic schemas, the restored state: ~100,000
+    objects that live as long as the daemon) out of every later garbage collection.
+
+    Each collection of the oldest generation walked all of them again, and the allocations of MCP
+    calls trigger one often enough to show: driven in-process, ~24 us of every ``list_agents`` call
+    went to those collections, ~0.3 us with them frozen; on the quick benchmark's load the server CPU
+    per call fell by 5-15% (two runs of 4 alternated windows; the machine was noisy). Cycles among
+    them are collected first.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 async def _serve_http(server: uvicorn.Server, sock: socket.socket, done: anyio.Event) -> None:
