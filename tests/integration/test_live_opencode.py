@@ -94,7 +94,10 @@ def run(fleet: LiveFleet, steps: Steps) -> None:
         fleet.launch(o, "collaborate")
         fleet.launch(a, "collaborate")
         assert o.launch["connect"] == "collaborate" and o.launch["session"] is None  # learnt after start
-        view = steps.wait(lambda: (v := fleet.view(o)) and v["session"] and v, "O bound to its session")
+        view = steps.wait(  # the directory binds the pane, then the hub names the principal by its session
+            lambda: (v := fleet.view(o)) and v["session"] and v["actor"] == f"agent:opencode:{v['session']['session_id']}" and v,
+            "O bound to its session and its principal named by it",
+        )
         steps.wait(lambda: fleet.ready(o), "O idle with an empty composer")
         steps.wait(lambda: fleet.ready(a), "A idle with an empty composer")
     sid = view["session"]["session_id"]

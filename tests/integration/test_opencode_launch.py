@@ -75,7 +75,10 @@ def test_a_connected_opencode_launch_is_bound_through_its_own_server_and_its_gra
     pane = str(launched["pane"])
     assert launched["connect"] == "collaborate" and launched["session"] is None  # not known at launch
     try:
-        view = wait_for(lambda: (v := daemon.agent_view(pane))["session"] and v, 30, "the pane bound to its session")
+        view = wait_for(  # the directory binds the pane, then the hub names the principal by its session
+            lambda: (v := daemon.agent_view(pane))["session"] and v["actor"] == f"agent:opencode:{SESSION_ID}" and v, 30,
+            "the pane bound to its session and its principal named by it",
+        )
     except AssertionError:
         raise AssertionError(f"{daemon.agent_view(pane)}\n{requests(log)}\n{tmux.capture(pane)}\n{daemon.log_text()}") from None
     assert view["session"] == {"harness": "opencode", "session_id": SESSION_ID}
@@ -156,7 +159,10 @@ def test_launch_here_binds_an_opencode_in_the_persons_own_pane(
     pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
     daemon.type_launch_here(tmux, pane, "oc", "--connect collaborate", f"--env FAKE_OPENCODE_LOG={log}")
     try:
-        view = wait_for(lambda: (v := daemon.agent_view(pane))["session"] and v, 60, "the --here OpenCode bound")
+        view = wait_for(  # the directory binds the pane, then the hub names the principal by its session
+            lambda: (v := daemon.agent_view(pane))["session"] and v["actor"] == f"agent:opencode:{SESSION_ID}" and v, 60,
+            "the --here OpenCode bound and its principal named by its session",
+        )
     except AssertionError:
         raise AssertionError(tmux.capture(pane) + repr(daemon.agent_view(pane))) from None
     assert view["session"] == {"harness": "opencode", "session_id": SESSION_ID} and view["launcher"] == "oc"
