@@ -108,7 +108,7 @@ def commit_loses_final_outcomes(mp: pytest.MonkeyPatch) -> None:
 
 MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, float]]] = [
     (restart_undoes_revocation, "revocation was undone", 60, {"restart": 4, "revoke": 2}),
-    (reconcile_forgets, "live token for the dead incarnation", 60, {}),
+    (reconcile_forgets, "live token for the dead incarnation", 60, {"exit": 3, "replace": 2}),
     (recovery_retypes, "typed 2 times", 80, {}),
     (blind_guard, "while it was busy, held a draft or a menu", 60, {}),
     (answered_by_any_idle, "while it was busy, held a draft or a menu", 60, {}),
