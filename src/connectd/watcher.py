@@ -427,7 +427,8 @@ class Watcher:
     async def capture_dirty(self) -> None:
         """One round: capture the panes that drew, each at most once per ``timing.capture`` (a pane
         that keeps drawing is read at that pace, or at ``timing.capture_awaited`` while a consented
-        message waits for it; the first output after a quiet spell is read at once); then, if a structure notice came, poll (its new panes are read at the next round).
+        message waits for it; the first output after a quiet spell is read at once); then, if a
+        structure notice came, poll (its new panes are read at the next round).
         With nothing due, wait for news (a pane that drew, a structure notice) or for the next pane
         to come due, at most ``timing.capture``."""
         timing, now = self.engine.timing, anyio.current_time()
