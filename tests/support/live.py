@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import httpx2
 
 from connectcore import releases
-from connectd.procfs import read_stat
+from connectd.procfs import alive
 from tests.support import harnesses as H
 from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer
@@ -127,11 +127,6 @@ class Agent:
     def queue(self) -> str:
         """The model server's queue its requests arrive on: OpenCode speaks Anthropic Messages."""
         return "claude" if self.harness == "opencode" else self.harness
-
-
-def _running(pid: int) -> bool:
-    stat = read_stat(pid)
-    return stat is not None and not stat.exited  # a zombie has exited
 
 
 def _key(name: str) -> str:
@@ -272,7 +267,7 @@ class LiveFleet:
         # An agent still exiting (Claude Code writes its ~/.claude.json on the way out) would recreate
         # files under the root after it is removed: wait for the panes' processes to be gone first.
         deadline = time.monotonic() + 15.0
-        while time.monotonic() < deadline and any(_running(pid) for pid in pane_pids):
+        while time.monotonic() < deadline and any(alive(pid) for pid in pane_pids):
             time.sleep(0.1)
         shutil.rmtree(self.root, ignore_errors=True)
 

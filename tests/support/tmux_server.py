@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connectd.procfs import read_stat
+from connectd.procfs import alive
 
 T = TypeVar("T")
 
@@ -132,10 +132,7 @@ class TmuxServer:
 
     def _pid_alive(self) -> bool:
         """Whether the server process still runs (a zombie waiting for init to reap it has exited)."""
-        if self.server_pid is None:
-            return False
-        stat = read_stat(self.server_pid)
-        return stat is not None and not stat.exited
+        return self.server_pid is not None and alive(self.server_pid)
 
     def kill(self) -> None:
         """kill-server, then SIGKILL the server pid if it lingers, then remove a stale socket file."""
