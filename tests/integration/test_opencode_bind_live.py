@@ -24,8 +24,9 @@ import pytest
 from connectcore import opencode_binding as OC
 from connectcore.launchers import harness_injection
 from connectd import opencode_bind
+from connectd.procfs import alive
 from tests.support import harnesses as H
-from tests.support.live import _running, argv_holding
+from tests.support.live import argv_holding
 from tests.support.model_server import ModelServer, Turn
 
 pytestmark = pytest.mark.live
@@ -73,7 +74,7 @@ def rig(tmp_path: Path) -> Iterator[tuple[H.Tmux, ModelServer, ThreadingHTTPServ
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+            while time.monotonic() < deadline and any(alive(pid) for pid in pids):
                 time.sleep(0.1)
         tmux.kill()
         model.stop()
