@@ -240,6 +240,14 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
         out += _delivery_real_section(results["delivery_real"])
     if "mcp" in results:
         rates: list[mcp_rate.Rate] = results["mcp"]
+        cpus = mcp_rate.pinning()
+        pin_text = (
+            f"While it measures, the server runs on CPU {cpus[0]} and the clients on CPU {cpus[1]} (each server "
+            "alike), so neither takes the other's processor and the server's CPU per call is its own work."
+            if cpus
+            else "This machine has one CPU: the client and the server share it, so the server's CPU per call is the "
+            "cleaner comparison."
+        )
         out += [
             "## MCP read tool: `list_agents`",
             "",
@@ -251,7 +259,7 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"(`{{\"data\": []}}`); the second (`{mcp_rate.NOOP_SAME}`) answers, from a tool that returns a dict "
             "as connectd's did, the very object connectd answered (read once before the run), so the SDK carries "
             "and serializes a payload of the same size and shape and the difference is connectd's own work. "
-            "The client runs on the same 2 cores, so the server's CPU per call is the cleaner comparison.",
+            + pin_text,
             "",
             "| Server | Protocol era | calls/s | p50 | p99 | server CPU per call | calls |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -277,7 +285,7 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             f"| RSS with {m['panes']} idle panes | {m['rss_panes_mb']:.1f} MiB | {m['rss_empty_mb']:.1f} MiB (the same daemon before any pane) |",
             f"| RSS with {m['panes']} panes and {m['queued']:,} queued messages | {m['rss_queued_mb']:.1f} MiB (peak while queueing {m['rss_queued_peak_mb']:.1f}) | {m['rss_panes_mb']:.1f} MiB (no messages) |",
             f"| Idle CPU holding them | {m['cpu_queued_s_per_min']:.2f} s/min | {w.connectd_cpu:.2f} s/min (no messages) |",
-            f"| `send_message` admission, {m['senders']} senders at once | {m['admission_per_s']:.0f} calls/s, p50 {m['send_p50_ms']:.0f} ms, p99 {m['send_p99_ms']:.0f} ms | answers: {_answers(m['answers'])}; the bare SDK's no-op `send_message`, the same calls and sessions: {m.get('bare_per_s', float('nan')):.0f} calls/s, p50 {m.get('bare_p50_ms', float('nan')):.0f} ms, p99 {m.get('bare_p99_ms', float('nan')):.0f} ms |",
+            f"| `send_message` admission, {m['senders']} senders at once (server and clients on a CPU each, as for `list_agents`) | {m['admission_per_s']:.0f} calls/s, p50 {m['send_p50_ms']:.0f} ms, p99 {m['send_p99_ms']:.0f} ms | answers: {_answers(m['answers'])}; the bare SDK's no-op `send_message`, the same calls and sessions: {m.get('bare_per_s', float('nan')):.0f} calls/s, p50 {m.get('bare_p50_ms', float('nan')):.0f} ms, p99 {m.get('bare_p99_ms', float('nan')):.0f} ms |",
             f"| `send_message` p50, last {m['tenth']} calls (queue nearly full) | {m['send_p50_last_ms']:.0f} ms | {m['send_p50_first_ms']:.0f} ms (first {m['tenth']}, queue nearly empty) |",
             f"| Idle CPU after the person revoked the senders ({m['cancelled']:,} messages cancelled; they and their closed cards stay in memory for the id's hour) | {m['cpu_closed_s_per_min']:.2f} s/min | {m['cpu_queued_s_per_min']:.2f} s/min (the same messages queued, cards open) |",
             f"| RSS then | {m['rss_closed_mb']:.1f} MiB | {m['rss_queued_mb']:.1f} MiB |",

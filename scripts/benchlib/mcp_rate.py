@@ -3,15 +3,18 @@ check, an audit record committed per call) vs the same SDK serving a no-op tool 
 
 Both are driven by the SDK's own client (``mcp.client.Client`` over ``streamable_http_client``) from
 this process, with the same number of concurrent clients (one MCP session each), a warm-up, then a
-fixed wall-clock window. The server's CPU per call is reported too: the client shares the machine.
+fixed wall-clock window, the server pinned to one CPU and the clients to another (:func:`pinned`).
+The server's CPU per call is reported too.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,11 +92,42 @@ async def _drive(rate: Rate, url: str, tokens: list[str], server_pid: int, secon
         rate.server_cpu = cpu_seconds(server_pid, tree=False) - cpu_before
 
 
+def pinning() -> tuple[int, int] | None:
+    """The server's CPU and the client's, when this machine lets them have one each (None: it does not)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+@contextmanager
+def pinned(server_pid: int) -> Iterator[None]:
+    """The server (every thread it has now; threads it starts later inherit it) on one CPU, this
+    process (the clients) on another, restored afterwards: neither takes the other's CPU or caches, so
+    the server's CPU per call is its own work, not the scheduler's. Both servers are measured so."""
+    cpus = pinning()
+    if cpus is None:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    tasks = [int(t) for t in os.listdir(f"/proc/{server_pid}/task")]
+    theirs = {tid: os.sched_getaffinity(tid) for tid in tasks}
+    for tid in tasks:
+        os.sched_setaffinity(tid, {cpus[0]})
+    os.sched_setaffinity(0, {cpus[1]})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        for tid, was in theirs.items():
+            with suppress(ProcessLookupError):
+                os.sched_setaffinity(tid, was)
+
+
 def measure(
     url: str, tokens: list[str], server_pid: int, *, server: str, era: str, seconds: float, warmup: int = 20
 ) -> Rate:
     rate = Rate(server, era, len(tokens))
-    anyio.run(_drive, rate, url, tokens, server_pid, seconds, warmup)
+    with pinned(server_pid):
+        anyio.run(_drive, rate, url, tokens, server_pid, seconds, warmup)
     log(
         f"{server} list_agents ({era}, {len(tokens)} clients): {rate.per_second:.0f} calls/s, "
         f"p50 {pct(rate.latencies, 50) * 1000:.1f} ms, p99 {pct(rate.latencies, 99) * 1000:.1f} ms, "

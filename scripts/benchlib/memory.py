@@ -149,13 +149,13 @@ def queued(
         (s, [(to[(k * per + i) % len(to)].address, f"q-{k}-{i}", TEXT.format(s=k, i=i)) for i in range(per)])
         for k, s in enumerate(who)
     ]
-    with RssSampler(fleet.pid) as sampler:
+    from benchlib.mcp_rate import NoopServer, pinned
+
+    with RssSampler(fleet.pid) as sampler, pinned(fleet.pid):
         sends = anyio.run(_send_all, d, jobs)
     # The baseline in the same run: the same calls on the same number of sessions to the bare SDK
     # serving a no-op ``send_message`` (its own process, as connectd is).
-    from benchlib.mcp_rate import NoopServer
-
-    with NoopServer() as noop:
+    with NoopServer() as noop, pinned(noop.proc.pid):
         bare = anyio.run(_send_all, SimpleNamespace(mcp_url=noop.url), jobs)
     result["bare_per_s"] = sum(bare.answers.values()) / bare.wall
     result["bare_p50_ms"] = pct(bare.latencies, 50) * 1000
