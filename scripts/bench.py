@@ -41,6 +41,7 @@ from benchlib.common import REPO, Fleet, log, machine_info, pct, rss_mb  # noqa:
 
 from connectcore.delivery import DEFAULT_LIMITS, SUBMIT_SETTLE  # noqa: E402
 
+ROUNDS = 4  # the list_agents servers take their windows in turn, this many each (benchlib.mcp_rate.interleaved)
 SECTIONS = ("watch", "delivery", "delivery-real", "mcp", "flood", "history")
 #: Each section's heading in the report and the results it renders from.
 TITLES = {
@@ -113,17 +114,18 @@ def run_delivery_and_mcp(tmp: Path, quick: bool, sections: set[str], results: di
         if "mcp" in sections:
             tokens = [t for t in (a.token, b.token, others[0].token, others[1].token) if t]
             rates = []
-            seconds = 4 if quick else 8
+            seconds = 4 if quick else 12
             # the second baseline answers what connectd answers (the same size and shape), not an empty list
             answer = tmp / "list_agents.json"
             answer.write_text(json.dumps(mcp_rate.answer_of(fleet.d.mcp_url, tokens[0])))
-            for era in ("legacy", "2026-07-28"):
-                rates.append(mcp_rate.measure(fleet.d.mcp_url, tokens, fleet.pid, server="connectd", era=era, seconds=seconds))
-                for server, given in ((mcp_rate.NOOP_EMPTY, None), (mcp_rate.NOOP_SAME, answer)):
-                    with mcp_rate.NoopServer(given) as noop:
-                        rates.append(
-                            mcp_rate.measure(noop.url, ["unused"] * len(tokens), noop.proc.pid, server=server, era=era, seconds=seconds)
-                        )
+            with mcp_rate.NoopServer(None) as empty, mcp_rate.NoopServer(answer) as same:
+                servers = [
+                    mcp_rate.Server("connectd", fleet.d.mcp_url, tokens, fleet.pid),
+                    mcp_rate.Server(mcp_rate.NOOP_EMPTY, empty.url, ["unused"] * len(tokens), empty.proc.pid),
+                    mcp_rate.Server(mcp_rate.NOOP_SAME, same.url, ["unused"] * len(tokens), same.proc.pid),
+                ]
+                for era in ("legacy", "2026-07-28"):
+                    rates += mcp_rate.interleaved(servers, era=era, seconds=seconds, rounds=ROUNDS)
             results["mcp"] = rates
             results["mcp_agents"] = len(fleet.d.agents)
 
@@ -252,7 +254,9 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
             "## MCP read tool: `list_agents`",
             "",
             f"The SDK's own client over streamable HTTP, {rates[0].clients} concurrent clients (one MCP session "
-            f"each), a warm-up, then a fixed window. connectd checks the bearer token and the scope and commits "
+            f"each), a warm-up, then {ROUNDS} windows of equal length per server, the three servers taking theirs in "
+            "turn (so a machine that slows down during the run weighs on each alike); the calls and CPU of the "
+            f"windows are summed. connectd checks the bearer token and the scope and commits "
             f"an audit record (SQLite, WAL, `synchronous=FULL`) on every call and lists {results['mcp_agents']} "
             "agents; the baseline is the same SDK (`MCPServer`, streamable HTTP, uvicorn on a pre-bound "
             "loopback socket) serving a no-op tool of the same name. The first no-op row answers an empty list "

@@ -3,8 +3,9 @@ check, an audit record committed per call) vs the same SDK serving a no-op tool 
 
 Both are driven by the SDK's own client (``mcp.client.Client`` over ``streamable_http_client``) from
 this process, with the same number of concurrent clients (one MCP session each), a warm-up, then a
-fixed wall-clock window, the server pinned to one CPU and the clients to another (:func:`pinned`).
-The server's CPU per call is reported too.
+fixed wall-clock window, the server pinned to one CPU and the clients to another (:func:`pinned`);
+the servers compared take their windows in turn (:func:`interleaved`). The server's CPU per call is
+reported too.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ async def _drive(rate: Rate, url: str, tokens: list[str], server_pid: int, secon
         async with anyio.create_task_group() as tg:
             for client in clients:
                 tg.start_soon(one, client, True, start + seconds, 0)
-        rate.wall = time.monotonic() - start
-        rate.server_cpu = cpu_seconds(server_pid, tree=False) - cpu_before
+        rate.wall += time.monotonic() - start
+        rate.server_cpu += cpu_seconds(server_pid, tree=False) - cpu_before
 
 
 def pinning() -> tuple[int, int] | None:
@@ -122,18 +123,29 @@ def pinned(server_pid: int) -> Iterator[None]:
                 os.sched_setaffinity(tid, was)
 
 
-def measure(
-    url: str, tokens: list[str], server_pid: int, *, server: str, era: str, seconds: float, warmup: int = 20
-) -> Rate:
-    rate = Rate(server, era, len(tokens))
-    with pinned(server_pid):
-        anyio.run(_drive, rate, url, tokens, server_pid, seconds, warmup)
-    log(
-        f"{server} list_agents ({era}, {len(tokens)} clients): {rate.per_second:.0f} calls/s, "
-        f"p50 {pct(rate.latencies, 50) * 1000:.1f} ms, p99 {pct(rate.latencies, 99) * 1000:.1f} ms, "
-        f"{rate.cpu_ms_per_call:.2f} ms server CPU per call"
-    )
-    return rate
+@dataclass(frozen=True)
+class Server:
+    name: str
+    url: str
+    tokens: list[str]
+    pid: int
+
+
+def interleaved(servers: list[Server], *, era: str, seconds: float, rounds: int = 4, warmup: int = 20) -> list[Rate]:
+    """Each server measured for ``seconds`` in all, in ``rounds`` windows taken in turn (A B C A B C ...),
+    so a machine that slows down or speeds up during the run weighs on every server alike."""
+    rates = [Rate(s.name, era, len(s.tokens)) for s in servers]
+    for _ in range(rounds):
+        for server, rate in zip(servers, rates, strict=True):
+            with pinned(server.pid):
+                anyio.run(_drive, rate, server.url, server.tokens, server.pid, seconds / rounds, warmup)
+    for rate in rates:
+        log(
+            f"{rate.server} list_agents ({era}, {rate.clients} clients, {rounds} windows): {rate.per_second:.0f} calls/s, "
+            f"p50 {pct(rate.latencies, 50) * 1000:.1f} ms, p99 {pct(rate.latencies, 99) * 1000:.1f} ms, "
+            f"{rate.cpu_ms_per_call:.2f} ms server CPU per call"
+        )
+    return rates
 
 
 async def _answer(url: str, token: str, era: str) -> dict[str, Any]:
