@@ -180,3 +180,43 @@ def test_callers_that_arrive_together_share_one_commit_without_help(store: Store
     anyio.run(main)
     assert runner.commits == 1
     assert audit_rows(store.path) == 10
+
+
+def test_a_step_without_records_waits_for_the_batch_being_written(store: Store) -> None:
+    """Claim: while a commit is in flight, a step that adds no records of its own neither returns nor
+    moves ``durable`` before that commit is written (it was decided on the state the commit makes real)."""
+    gated = GatedWrites()
+    runner = CoreRunner(store, store.load_hub(0.0), run_sync=gated)
+    done: list[str] = []
+
+    async def step(name: str, event: H.Event) -> None:
+        effects = await runner.step(event)
+        done.append(name)
+        if name == "tick":
+            assert not [e for e in effects if isinstance(e, Audit)]  # a step with no records of its own
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(step, "launch", launch(0))
+            await anyio.sleep(0.01)  # the launch's commit is taken and held at the gate
+            tg.start_soon(step, "tick", H.Tick(1000.5))
+            await anyio.sleep(0.01)
+            assert done == [] and not runner.durable.book.principals
+            gated.gate.set()
+        assert sorted(done) == ["launch", "tick"]
+        assert set(runner.durable.book.principals) == {"p-0"}
+
+    anyio.run(main)
+    assert len(gated.writes) == 1 and runner.commits == 1  # one commit, the launch's: the tick wrote nothing
+
+
+def test_each_commit_is_counted(store: Store) -> None:
+    """Claim: ``commits`` counts durable commits: three steps one after another, three commits."""
+    runner = CoreRunner(store, store.load_hub(0.0))
+
+    async def main() -> None:
+        for n in range(3):
+            await runner.step(launch(n))
+
+    anyio.run(main)
+    assert runner.commits == 3
