@@ -103,7 +103,7 @@ def pinning() -> tuple[int, int] | None:
 def pinned(server_pid: int) -> Iterator[None]:
     """The server (every thread it has now; threads it starts later inherit it) on one CPU, this
     process (the clients) on another, restored afterwards: neither takes the other's CPU or caches, so
-    the server's CPU per call is its own work, not the scheduler's. Both servers are measured so."""
+    the server's CPU per call is its own work, not the scheduler's. Every server compared is measured so."""
     cpus = pinning()
     if cpus is None:
         yield
