@@ -48,8 +48,7 @@ def control_clients(server: TmuxServer) -> list[int]:
     found = []
     for pid in procfs.all_pids():
         argv = procfs.cmdline(pid)
-        stat = procfs.read_stat(pid)
-        if argv and server.socket_name in argv and "-C" in argv and stat and stat.state != "Z":
+        if argv and server.socket_name in argv and "-C" in argv and procfs.alive(pid):
             found.append(pid)
     return found
 
