@@ -23,10 +23,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The pinned Claude Code and Codex, and OpenCode (capture-only), from npm into .cache/harnesses
-# (skipped when already there).
+# The pinned Claude Code and Codex, and OpenCode (capture-only), from npm into .cache/harnesses, and the
+# MCP conformance suite with the Node 22 it needs into .cache/conformance (skipped when already there).
 harnesses: $(STAMP)
 	$(PY) -m tests.support.live install
+	$(PY) -m tests.support.mcp_conformance install
 
 # tmux and chromium (the browser tests): installed with apt when run as root, else make stops here with
 # the command to run. Nothing is skipped for want of them.
