@@ -220,6 +220,20 @@ class StoreError(Exception):
     """The store refused (bad effect, newer schema, unusable file); nothing was written."""
 
 
+class StoreUnavailable(StoreError):
+    """The data directory cannot be written now (full, read-only, an I/O error): nothing was written,
+    and writes work again once it can be. The edges answer it as ``store_unavailable`` (503 on the
+    owner API, the tool's error on ``/mcp``) with these words."""
+
+    reason = "store_unavailable"
+
+    def __init__(self, path: Path, cause: Exception) -> None:
+        super().__init__(
+            f"the daemon could not write its records to {path} ({cause}); nothing was changed. "
+            "It works again once its data directory has free space and is writable"
+        )
+
+
 # What a write to the store can fail with (the runner then rolls the step back: it did not happen).
 STORE_ERRORS: tuple[type[Exception], ...] = (StoreError, sqlite3.Error, OSError)
 
@@ -347,13 +361,15 @@ class Store:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
+                raise StoreUnavailable(self.path, exc) from exc
             try:
                 yield self._db
                 self._db.execute("COMMIT")  # deferred foreign keys are checked here
             except BaseException as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):  # full, read-only, I/O error, locked
+                    raise StoreUnavailable(self.path, exc) from exc
                 if isinstance(exc, sqlite3.Error | codec.CodecError):
                     raise StoreError(f"nothing written: {exc}") from exc
                 raise

@@ -32,6 +32,7 @@ from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
 from connectd.engine import EngineError
 from connectd.http.errors import Problem, json_response, problem_response, refusal
+from connectd.store import StoreUnavailable
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -208,6 +209,8 @@ def owner_endpoint(engine: Engine, auth: OwnerAuth, handler: Handler) -> Callabl
             return problem_response(problem)
         except (EngineError, ConnectError) as exc:
             return problem_response(refusal(exc))
+        except StoreUnavailable as exc:
+            return problem_response(Problem(503, exc.reason, str(exc)))
         if isinstance(result, Response):
             return result
         return json_response(result)

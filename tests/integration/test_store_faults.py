@@ -1,0 +1,111 @@
+"""The data directory's file system full while a real daemon serves (a real tmpfs mount).
+
+Claim: while the store cannot write, every call that would write gets a clear error naming the cause
+(agents: the tool's error; the person: 503 ``store_unavailable``), nothing is typed, nothing that was
+not acknowledged is stored, nothing acknowledged is lost, the daemon keeps serving, and it works again
+as soon as space (or write access) returns.
+
+(A read-only remount is refused by the kernel while the daemon holds its database open for writing,
+so a data directory that turns read-only is met at start, where ``serve`` says so.)
+
+Mounting needs root (CI runs as root); without it the test fails saying so, it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.tmux_server import TmuxServer
+
+UNAVAILABLE = "store_unavailable"
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.fail("mounting a small tmpfs for the data directory needs root (run the suite as root, as CI does)")
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def daemon(small_fs: Path) -> Iterator[DaemonProcess]:
+    with TmuxServer("connect-store-faults") as tmux:
+        tmux.new_session("main", width=160, height=40)
+        d = DaemonProcess(small_fs, tmux).start()
+        try:
+            yield d
+        finally:
+            d.stop()
+
+
+def _send(daemon: DaemonProcess, sender: AgentHandle, to: str, text: str, message_id: str) -> tuple[bool, object]:
+    async def go() -> tuple[bool, object]:
+        assert sender.token
+        async with mcp_agent(daemon.mcp_url, sender.token) as client:
+            return await call(client, "send_message", to=to, text=text, message_id=message_id)
+
+    return anyio.run(go)
+
+
+def _list(daemon: DaemonProcess, agent: AgentHandle) -> tuple[bool, object]:
+    async def go() -> tuple[bool, object]:
+        assert agent.token
+        async with mcp_agent(daemon.mcp_url, agent.token) as client:
+            return await call(client, "list_agents")
+
+    return anyio.run(go)
+
+
+def _fill(mount: Path) -> Path:
+    filler = mount / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True, check=False)
+    return filler
+
+
+def _message_ids(daemon: DaemonProcess) -> list[str]:
+    return [m["message_id"] for m in daemon.api("GET", "/api/messages")]
+
+
+def _assert_clear(answer: tuple[bool, object]) -> None:
+    is_error, text = answer
+    assert is_error, answer
+    assert UNAVAILABLE in str(text) and "nothing was changed" in str(text), text
+
+
+def test_a_full_data_directory_refuses_clearly_loses_nothing_and_recovers(daemon: DaemonProcess, small_fs: Path) -> None:
+    a, b = daemon.launch("a"), daemon.launch("b")
+    daemon.wait_ready(b)
+    err, queued = _send(daemon, a, b.address, "before the disk filled", "m-1")
+    assert not err and queued["outcome"] == "queued", queued  # type: ignore[index]
+    card = daemon.wait_card()
+
+    filler = _fill(small_fs)
+    _assert_clear(_send(daemon, a, b.address, "while full", "m-2"))
+    _assert_clear(_list(daemon, a))
+    refused = daemon.http().post(f"/api/cards/{card['id']}/approve", json={})
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"] == UNAVAILABLE and "nothing was changed" in refused.json()["message"]
+    assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon ended"
+    assert b.prompts() == [], "typed while its record could not be written"
+    assert daemon.cards()[0]["id"] == card["id"], "the acknowledged message's card was lost"
+
+    filler.unlink()
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {})
+    wait_for(lambda: any("before the disk filled" in p for p in b.prompts()), 15, "the acknowledged message delivered")
+    assert sum("before the disk filled" in p for p in b.prompts()) == 1
+    assert "m-2" not in _message_ids(daemon), "a refused message was stored"
+    err, listed = _list(daemon, a)
+    assert not err, listed
