@@ -109,3 +109,31 @@ def test_a_full_data_directory_refuses_clearly_loses_nothing_and_recovers(daemon
     assert "m-2" not in _message_ids(daemon), "a refused message was stored"
     err, listed = _list(daemon, a)
     assert not err, listed
+
+
+def test_a_delivery_due_while_the_disk_is_full_waits_for_its_record_and_is_typed_once(
+    daemon: DaemonProcess, small_fs: Path
+) -> None:
+    a, b = daemon.launch("a"), daemon.launch("b")
+    daemon.wait_ready(b)
+    err, _ = _send(daemon, a, b.address, "first, to approve the pair", "m-pair")
+    assert not err
+    daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
+    wait_for(lambda: any("first, to approve the pair" in p for p in b.prompts()), 15, "the first message delivered")
+    daemon.wait_ready(b)
+    daemon.tmux.tmux("send-keys", "-t", b.pane, "-l", "/busy 3")
+    daemon.tmux.tmux("send-keys", "-t", b.pane, "Enter")
+    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "busy", 10, "b busy")
+    err, queued = _send(daemon, a, b.address, "due while the disk is full", "m-due")
+    assert not err and queued["outcome"] == "queued", queued  # type: ignore[index]
+
+    filler = _fill(small_fs)
+    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "idle", 15, "b idle again")
+    anyio.run(anyio.sleep, 2.0)  # the guard's turn came and went while no record could be written
+    assert not any("due while the disk is full" in p for p in b.prompts()), "typed without its durable record"
+    assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon ended"
+
+    filler.unlink()
+    wait_for(lambda: any("due while the disk is full" in p for p in b.prompts()), 20, "delivered once space returned")
+    anyio.run(anyio.sleep, 1.0)
+    assert sum("due while the disk is full" in p for p in b.prompts()) == 1
