@@ -354,6 +354,21 @@ def binding_refusal(book: GrantBook, principal_id: str, session: SessionKey) -> 
     return None
 
 
+def held_by_another(book: GrantBook, principal_id: str, session: SessionKey) -> str | None:
+    """The actor of another principal whose process still runs (a live token) on ``session``, or
+    None. Evidence read from a pane (a file, a registry record, a server's answer) binds only to a
+    session nobody else is running: a live agent's session is its own, not a name to take."""
+    existing = book.aliases.get(session)
+    if existing is None:
+        return None
+    target = canonical(book, existing)
+    if target == canonical(book, principal_id):
+        return None
+    if any(t.state is TokenState.LIVE and canonical(book, t.principal) == target for t in book.tokens.values()):
+        return actor_name(book.principals[target])
+    return None
+
+
 def bind_session(
     book: GrantBook, *, now: float, principal_id: str, session: SessionKey
 ) -> tuple[GrantBook, tuple[Effect, ...]]:

@@ -439,6 +439,15 @@ def test_revoking_control_ends_the_role_for_good() -> None:
     assert grants.scopes_of(new, "pc") == frozenset()
 
 
+def test_a_session_a_running_agent_holds_is_held_by_another() -> None:
+    book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), scopes=OBSERVE)
+    book = launch(book, "h2", "p2", harness="codex", inc="i2", pane="%2", scopes=OBSERVE, os_pid=55)
+    assert grants.held_by_another(book, "p2", ("codex", "s1")) == "agent:codex:s1"
+    assert grants.held_by_another(book, "p1", ("codex", "s1")) is None  # its own
+    assert grants.held_by_another(book, "p2", ("codex", "s2")) is None  # nobody's
+    assert grants.held_by_another(ended(book, "inc-1"), "p2", ("codex", "s1")) is None  # its process ended
+
+
 def replace_merged(principal: Principal, into: str) -> Principal:
     from dataclasses import replace
 
