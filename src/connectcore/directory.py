@@ -72,6 +72,51 @@ class TargetRefusal(StrEnum):
     NO_PANE = "no_pane"  # a handle matched no live pane
 
 
+#: Codex's rollout file name: ``rollout-<time>-<session id>.jsonl``.
+ROLLOUT_NAME = re.compile(r"rollout-[0-9T:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl")
+
+
+@dataclass(frozen=True)
+class HeldRollout:
+    """A fact the daemon gathered about one file a process of a Codex pane holds open.
+
+    ``path`` is the resolved path (``/proc/<pid>/fd`` resolves symlinks), ``writable`` whether the
+    descriptor was opened for writing, ``program`` the base name of the holder's ``argv[0]``, and
+    ``sessions_dirs`` the resolved Codex sessions directories that process may write
+    (``$CODEX_HOME/sessions`` from its environment, else ``$HOME/.codex/sessions``; and the daemon's
+    own Codex root).
+    """
+
+    pid: int
+    path: str
+    writable: bool
+    program: str
+    sessions_dirs: tuple[str, ...]
+
+
+def rollout_session_id(held: HeldRollout) -> str | None:
+    """The Codex session id one open file is evidence for, or None when it is no evidence.
+
+    A file name is written by whoever creates the file, so only Codex's own writing counts: the
+    file must be named like a rollout, lie under a Codex sessions directory, be held open for
+    writing, and be held by the harness process itself (``argv[0]`` ``codex``), not a child (a tool
+    command the agent runs) or another program.
+    """
+    name = held.path.rpartition("/")[2]
+    match = ROLLOUT_NAME.fullmatch(name)
+    if match is None or not held.writable or held.program != "codex":
+        return None
+    if not any(d and held.path.startswith(d.rstrip("/") + "/") for d in held.sessions_dirs):
+        return None
+    return match.group(1)
+
+
+def rollout_binding(held: Iterable[HeldRollout]) -> str | None:
+    """The one session a Codex pane's open files bind it to, or None (none, or more than one)."""
+    ids = {sid for h in held if (sid := rollout_session_id(h)) is not None}
+    return next(iter(ids)) if len(ids) == 1 else None
+
+
 class EvidenceSource(StrEnum):
     """Where the daemon found that a pane holds a (harness, session id)."""
 

@@ -328,6 +328,47 @@ def issue_token(
     return new, principal, tuple(effects)
 
 
+def binding_refusal(book: GrantBook, principal_id: str, session: SessionKey) -> tuple[str, str] | None:
+    """Why binding ``session`` to this principal would raise a grant, or None when it may bind.
+
+    Session evidence (a rollout file name, a registry entry, a server's answer) is written by
+    processes the person did not vouch for, so a binding may keep or lower what the pane's token was
+    given, never raise it: it never joins a control principal (``act``), and never takes a session
+    grant wider than the one the person gave this pane's token. (A merge into a running principal
+    with an equal or narrower grant stays allowed: a resume whose token was issued before its
+    session was known is one.)
+    """
+    root_id = canonical(book, principal_id)
+    pending = book.grants.get(("principal", root_id), frozenset())
+    existing = book.aliases.get(session)
+    if existing is not None and canonical(book, existing) != root_id:
+        target = book.principals[canonical(book, existing)]
+        if target.control:
+            return ("control_session", "the session is the control agent's")
+        stored = book.grants.get(_grant_key(target), pending)
+    else:
+        stored = book.grants.get(("session", session[0], session[1]), pending)
+    if not stored <= pending:
+        wider = ",".join(sorted(s.value for s in stored - pending))
+        return ("would_raise", f"the session's grant ({wider}) exceeds what this pane was given")
+    return None
+
+
+def held_by_another(book: GrantBook, principal_id: str, session: SessionKey) -> str | None:
+    """The actor of another principal whose process still runs (a live token) on ``session``, or
+    None. Evidence read from a pane (a file, a registry record, a server's answer) binds only to a
+    session nobody else is running: a live agent's session is its own, not a name to take."""
+    existing = book.aliases.get(session)
+    if existing is None:
+        return None
+    target = canonical(book, existing)
+    if target == canonical(book, principal_id):
+        return None
+    if any(t.state is TokenState.LIVE and canonical(book, t.principal) == target for t in book.tokens.values()):
+        return actor_name(book.principals[target])
+    return None
+
+
 def bind_session(
     book: GrantBook, *, now: float, principal_id: str, session: SessionKey
 ) -> tuple[GrantBook, tuple[Effect, ...]]:
@@ -353,9 +394,13 @@ def bind_session(
         )
     before = actor_name(principal)
     existing = book.aliases.get(session)
+    pending = book.grants.get(("principal", principal.id), frozenset())
+    refusal = binding_refusal(book, root_id, session)
+    if refusal is not None:
+        raise GrantError(refusal[0], f"{before} cannot bind {session[0]} session {session[1]}: {refusal[1]}")
     principals = dict(book.principals)
     grants = dict(book.grants)
-    pending = grants.pop(("principal", principal.id), frozenset())
+    grants.pop(("principal", principal.id), None)
     if existing is not None and canonical(book, existing) != root_id:
         target = principals[canonical(book, existing)]
         principals[root_id] = replace(principal, merged_into=target.id)
@@ -418,10 +463,14 @@ def revoke(
         effects.append(Persist("token", (record.token_hash,), tokens[record.token_hash]))
     grants = {**book.grants, _grant_key(principal): frozenset()}
     effects.append(Persist("grant", _grant_key(principal), frozenset()))
+    principals = book.principals
+    if principal.control:  # stopping control ends the role for good: its scopes go, not only its token
+        principals = {**book.principals, root: replace(principal, control=False)}
+        effects.append(Persist("principal", (root,), principals[root]))
     effects.append(EndSubscriptions(root))
     effects.append(Audit(actor=by, action="revoke", outcome="revoked", target=actor_name(principal), at=now))
     effects.append(Notify("grant", (root,)))
-    return replace(book, tokens=tokens, grants=grants), tuple(effects)
+    return replace(book, principals=principals, tokens=tokens, grants=grants), tuple(effects)
 
 
 def end_incarnation(book: GrantBook, *, now: float, incarnation: str) -> tuple[GrantBook, tuple[Effect, ...]]:

@@ -217,6 +217,62 @@ def tree_open_files(pid: int) -> dict[int, list[str]]:
     return result
 
 
+@dataclass(frozen=True)
+class OpenFile:
+    """One file a process holds open: its resolved path and whether it was opened for writing
+    (``O_WRONLY`` or ``O_RDWR`` in ``/proc/<pid>/fdinfo/<fd>``'s ``flags``)."""
+
+    pid: int
+    path: str
+    writable: bool
+
+
+def _fd_writable(pid: int, fd: str) -> bool:
+    try:
+        text = (PROC / str(pid) / "fdinfo" / fd).read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name == "flags":
+            try:
+                return int(value.strip(), 8) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+            except ValueError:
+                return False
+    return False
+
+
+def open_files_with_modes(pid: int) -> list[OpenFile]:
+    """The files in the file system `pid` holds open, each with its open mode (see :class:`OpenFile`)."""
+    fd_dir = PROC / str(pid) / "fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return []
+    found: dict[str, bool] = {}
+    for name in names:
+        try:
+            target = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        if target.startswith("/") and not target.endswith(" (deleted)"):
+            found[target] = found.get(target, False) or _fd_writable(pid, name)
+    return [OpenFile(pid, path, writable) for path, writable in sorted(found.items())]
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    """One variable of a process's environment (as it was at exec), or None."""
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in raw.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode("utf-8", "surrogateescape")
+    return None
+
+
 def cmdline(pid: int) -> list[str] | None:
     """The argv of a process, or None if it is gone (an empty list for kernel threads and zombies)."""
     try:

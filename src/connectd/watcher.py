@@ -30,7 +30,7 @@
 from __future__ import annotations
 
 import logging
-import re
+import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -45,7 +45,7 @@ from connectcore import opencode_binding as OC
 from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
-from connectd.history.service import default_claude_root
+from connectd.history.service import default_claude_root, default_codex_root
 from connectd.routing_facts import FactsCache
 from connectd.tmux import Capture, PaneInfo, TmuxError
 
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("connectd.watcher")
 
-_ROLLOUT = re.compile(r"/rollout-[0-9T:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 SCROLLBACK_LINES = 200
 _HOSTNAME = socket.gethostname()
 
@@ -340,13 +339,17 @@ class Watcher:
         if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.bind:
             return
         self._codex_tried[token] = now
-        files = await self.engine.run_sync(procfs.tree_open_files, info.pane_pid)
-        ids = {m.group(1) for paths in files.values() for path in paths if (m := _ROLLOUT.search(path)) is not None}
-        if len(ids) == 1:  # exactly one open session: unambiguous
+        held = await self.engine.run_sync(_held_rollouts, info.pane_pid, self._codex_root())
+        session_id = D.rollout_binding(held)
+        if session_id is not None:  # exactly one session Codex itself writes: unambiguous
             self._codex_scanned.add(token)
             self.directory = D.note_evidence(
-                self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", ids.pop())
+                self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", session_id)
             )
+
+    def _codex_root(self) -> str:
+        history = self.engine.history
+        return str(history.codex_root if history is not None else default_codex_root())
 
     async def _probe_release(self, info: PaneInfo) -> None:
         """An agent pane whose banner named no release: ask its program, once per incarnation."""
@@ -416,6 +419,11 @@ class Watcher:
                 )
             principal = grants.principal_at(engine.hub.book, state.record.token)
             if principal is None or principal.session is not None:
+                continue
+            holder = grants.held_by_another(engine.hub.book, principal.id, (binding.harness, binding.session_id))
+            if holder is not None:
+                log.warning("binding %s: %s session %s is held by %s, which is still running",
+                            pane_id, binding.harness, binding.session_id, holder)
                 continue
             try:
                 await engine.step(H.BindSession(engine.clock(), principal.id, (binding.harness, binding.session_id)))
@@ -521,3 +529,22 @@ def _self_published_title(info: PaneInfo) -> str:
     """tmux's default pane title is the host name; only a title the program set counts."""
     title = info.title.strip()
     return "" if title in {_HOSTNAME, ""} else title
+
+
+def _held_rollouts(pane_pid: int, codex_root: str | None) -> list[D.HeldRollout]:
+    """Facts about the files named like a rollout that a Codex pane's processes hold open (the rule
+    of which count is :func:`connectcore.directory.rollout_session_id`)."""
+    facts: list[D.HeldRollout] = []
+    for pid in [pane_pid, *procfs.descendants(pane_pid)]:
+        files = [f for f in procfs.open_files_with_modes(pid) if D.ROLLOUT_NAME.fullmatch(f.path.rpartition("/")[2])]
+        if not files:
+            continue
+        argv = procfs.cmdline(pid) or [""]
+        home = procfs.environ_value(pid, "CODEX_HOME")
+        if not home:
+            user_home = procfs.environ_value(pid, "HOME")
+            home = os.path.join(user_home, ".codex") if user_home else None
+        dirs = tuple(os.path.realpath(os.path.join(h, "sessions")) for h in (home, codex_root) if h)
+        program = os.path.basename(argv[0])
+        facts += [D.HeldRollout(f.pid, f.path, f.writable, program, dirs) for f in files]
+    return facts

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from connectcore import directory as D
 from connectcore.directory import (
     Directory,
     DirectoryError,
@@ -407,3 +408,44 @@ def test_malformed_evidence_is_refused(harness: str, session: str) -> None:
     d = fleet(obs(1))
     with pytest.raises(DirectoryError):
         note_evidence(d, Evidence("%1", inc(1).token, EvidenceSource.SCREEN, harness, session))
+
+
+# --- Codex rollout evidence (issue 21.1) ------------------------------------------------------------
+
+_SID = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+_SESSIONS = "/home/u/.codex/sessions"
+_ROLLOUT = f"{_SESSIONS}/2026/12/03/rollout-2026-12-03T17-00-00-{_SID}.jsonl"
+
+
+def _held(path: str = _ROLLOUT, *, writable: bool = True, program: str = "codex",
+          dirs: tuple[str, ...] = (_SESSIONS,)) -> D.HeldRollout:
+    return D.HeldRollout(7, path, writable, program, dirs)
+
+
+def test_a_rollout_codex_itself_writes_under_its_sessions_directory_binds() -> None:
+    assert D.rollout_session_id(_held()) == _SID
+    assert D.rollout_binding([_held(), _held()]) == _SID
+
+
+@pytest.mark.parametrize(
+    ("held", "why"),
+    [
+        (_held(f"/tmp/rollout-2026-12-03T17-00-00-{_SID}.jsonl"), "outside any Codex sessions directory"),
+        (_held(f"/home/u/.codex/sessions-x/rollout-2026-12-03T17-00-00-{_SID}.jsonl"), "a sibling named like it"),
+        (_held(writable=False), "opened read-only"),
+        (_held(program="python3"), "held by a child process, not the harness"),
+        (_held(program="bash"), "held by another program"),
+        (_held(dirs=()), "no sessions directory known"),
+        (_held(f"{_SESSIONS}/rollout-x-{_SID}.jsonl"), "not a rollout name"),
+        (_held(f"{_SESSIONS}/rollout-2026-12-03T17-00-00-{_SID}.jsonl.bak"), "a rollout name with a suffix"),
+    ],
+)
+def test_a_file_codex_did_not_write_there_is_no_evidence(held: D.HeldRollout, why: str) -> None:
+    assert D.rollout_session_id(held) is None, why
+    assert D.rollout_binding([held]) is None
+
+
+def test_two_sessions_held_bind_neither() -> None:
+    other = _ROLLOUT.replace(_SID, "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5c")
+    assert D.rollout_binding([_held(), _held(other)]) is None
+    assert D.rollout_binding([_held(), _held(other, writable=False)]) == _SID

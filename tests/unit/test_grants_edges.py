@@ -389,6 +389,65 @@ def test_binding_through_a_merged_id_acts_on_its_root() -> None:
     assert again is book and effects == ()
 
 
+def ended(book: GrantBook, inc: str) -> GrantBook:
+    return grants.end_incarnation(book, now=8.0, incarnation=inc)[0]
+
+
+def test_a_binding_never_joins_the_control_principal() -> None:
+    """Issue 21.1: an Observe pane naming control's session id must not become control."""
+    book = launch(GrantBook(), "hc", "pc", harness="codex", control=True, scopes=frozenset(), session=("codex", "sc"))
+    book = launch(book, "h2", "p2", harness="codex", inc="i2", pane="%2", scopes=OBSERVE, os_pid=55)
+    for state in (book, ended(book, "inc-1")):  # while control runs, and once its pane closed
+        with pytest.raises(GrantError) as err:
+            grants.bind_session(state, now=9.0, principal_id="p2", session=("codex", "sc"))
+        assert err.value.reason == "control_session"
+        assert str(err.value) == (
+            "agent:codex:pane:%2:55 cannot bind codex session sc: the session is the control agent's"
+        )
+        assert grants.scopes_of(state, "p2") == OBSERVE
+        assert grants.canonical(state, "p2") == "p2"
+
+
+def test_a_binding_never_raises_the_pane_s_grant() -> None:
+    book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), scopes=COLLAB)
+    book = launch(book, "h2", "p2", harness="codex", inc="i2", pane="%2", scopes=OBSERVE, os_pid=55)
+    for state in (book, ended(book, "inc-1")):
+        with pytest.raises(GrantError) as err:
+            grants.bind_session(state, now=9.0, principal_id="p2", session=("codex", "s1"))
+        assert err.value.reason == "would_raise"
+        assert str(err.value) == (
+            "agent:codex:pane:%2:55 cannot bind codex session s1: "
+            "the session's grant (message,reachable) exceeds what this pane was given"
+        )
+        assert grants.scopes_of(state, "p2") == OBSERVE
+    # a session the person granted more, with nobody on it, is not taken either
+    fresh = launch(GrantBook(), "h3", "p3", harness="codex", scopes=OBSERVE)
+    fresh, _ = grants.set_grant(fresh, now=1.0, session=("codex", "s9"), scopes=COLLAB)
+    with pytest.raises(GrantError) as err:
+        grants.bind_session(fresh, now=2.0, principal_id="p3", session=("codex", "s9"))
+    assert err.value.reason == "would_raise"
+    assert grants.binding_refusal(fresh, "p3", ("codex", "s9")) is not None
+    assert grants.binding_refusal(fresh, "p3", ("codex", "s8")) is None
+
+
+def test_revoking_control_ends_the_role_for_good() -> None:
+    book = launch(GrantBook(), "hc", "pc", harness="codex", control=True, scopes=frozenset(), session=("codex", "sc"))
+    assert grants.scopes_of(book, "pc") == grants.CONTROL_SCOPES
+    new, effects = grants.revoke(book, now=3.0, principal_id="pc")
+    assert not new.principals["pc"].control
+    assert Persist("principal", ("pc",), new.principals["pc"]) in effects
+    assert grants.scopes_of(new, "pc") == frozenset()
+
+
+def test_a_session_a_running_agent_holds_is_held_by_another() -> None:
+    book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), scopes=OBSERVE)
+    book = launch(book, "h2", "p2", harness="codex", inc="i2", pane="%2", scopes=OBSERVE, os_pid=55)
+    assert grants.held_by_another(book, "p2", ("codex", "s1")) == "agent:codex:s1"
+    assert grants.held_by_another(book, "p1", ("codex", "s1")) is None  # its own
+    assert grants.held_by_another(book, "p2", ("codex", "s2")) is None  # nobody's
+    assert grants.held_by_another(ended(book, "inc-1"), "p2", ("codex", "s1")) is None  # its process ended
+
+
 def replace_merged(principal: Principal, into: str) -> Principal:
     from dataclasses import replace
 

@@ -134,3 +134,27 @@ def test_cwd_and_cmdline_of_current_process() -> None:
     assert procfs.cwd(os.getpid()) == os.getcwd()
     argv = procfs.cmdline(os.getpid())
     assert argv is not None and argv[0]
+
+
+def test_open_files_with_modes_tells_writing_from_reading(tmp_path: os.PathLike[str]) -> None:
+    base = str(tmp_path)
+    written, read, both = (os.path.join(base, n) for n in ("w.jsonl", "r.jsonl", "rw.jsonl"))
+    for path in (written, read, both):
+        open(path, "w").close()
+    with open(written, "a"), open(read), open(both, "r+"):
+        found = {f.path: f.writable for f in procfs.open_files_with_modes(os.getpid()) if f.path.startswith(base)}
+    assert found == {written: True, read: False, both: True}
+    assert procfs.open_files_with_modes(2**22 + 7) == []
+
+
+def test_environ_value_reads_a_process_s_environment() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env={"CODEX_HOME": "/x/y", "HOME": "/h"})
+    try:
+        time.sleep(0.2)
+        assert procfs.environ_value(proc.pid, "CODEX_HOME") == "/x/y"
+        assert procfs.environ_value(proc.pid, "HOME") == "/h"
+        assert procfs.environ_value(proc.pid, "NOPE") is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert procfs.environ_value(proc.pid, "HOME") is None
