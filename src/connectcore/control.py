@@ -283,8 +283,25 @@ def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None
     return "guard_pass"
 
 
-def question_fingerprint(prompt: str, options: Sequence[str]) -> str:
-    """The fingerprint of a question as shown (prompt and options): what the card shows and the guard
-    compares, so a question that changed (or was answered and replaced) is never answered."""
-    text = "\n".join([prompt.strip(), *(o.strip() for o in options)])
+QuestionShown = tuple[str, tuple[str, ...], tuple[str, ...], int | None]
+"""A dialog as the pane shows it: (prompt, options, subject rows, highlighted option's index)."""
+
+
+def question_text(question: QuestionShown) -> str:
+    """The dialog as the card shows it: the subject, the question and the options, the highlighted
+    one marked (as text: the caller escapes it for its medium)."""
+    prompt, options, subject, selected = question
+    highlighted = options[selected] if selected is not None and 0 <= selected < len(options) else "none read"
+    about = " | ".join(subject)
+    return f"{prompt} [{' / '.join(options)}] (highlighted: {highlighted})" + (f" about: {about}" if about else "")
+
+
+def question_fingerprint(prompt: str, options: Sequence[str], subject: Sequence[str] = (),
+                         selected: int | None = None) -> str:
+    """The fingerprint of a question as shown (prompt, options, the subject it asks about and the
+    highlighted option): what the card shows and the guard compares, so a question that changed (was
+    answered and replaced, asks about another command, or has another option highlighted) is never
+    answered."""
+    text = "\n".join([prompt.strip(), *(o.strip() for o in options), "\x00subject", *(r.strip() for r in subject),
+                      "\x00selected", "" if selected is None else str(selected)])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -24,7 +24,7 @@ from connectcore.effects import (
 from connectcore.grants import Preset
 from tests.unit.hubkit import Agent, World
 
-QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"))
+QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
 
 
 def world() -> tuple[World, Agent, Agent, Agent]:
@@ -69,7 +69,7 @@ def test_a_stale_question_is_never_answered() -> None:
     w, ctl, pure, _ = world()
     act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["y"])
     approve(w, act_id)
-    other = ("Allow the connect MCP server to run tool close_pane?", ("1. Yes", "2. No"))
+    other = ("Allow the connect MCP server to run tool close_pane?", ("1. Yes", "2. No"), ("connect - close_pane",), 0)
     effects = w.step(H.ActGuarded(w.now, act_id, pure.incarnation, other))
     assert w.hub.acts[act_id].state is C.ActState.STALE
     assert not any(isinstance(e, PressKeys) for e in effects)
