@@ -273,12 +273,17 @@ def advance(act: Act, event: str, *, now: float, detail: str = "") -> Act:
     return replace(act, state=state, detail=detail or act.detail, final_at=final_at)
 
 
-def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None) -> str:
+def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None,
+          at_empty_prompt: bool = False) -> str:
     """The event for the guard's fresh reading under the send lock: the pane must be the same
-    incarnation, and for send_keys show the same question the card showed."""
+    incarnation; for send_keys show the same question the card showed; for shell_text have the shell
+    as its foreground process, waiting at its prompt with an empty command line (else the text would
+    join a draft, or go to another program's stdin)."""
     if incarnation != act.incarnation:
         return "guard_gone"
     if act.tool is Tool.SEND_KEYS and question_fingerprint != act.question_fingerprint:
+        return "guard_stale"
+    if act.tool is Tool.SHELL_TEXT and not at_empty_prompt:
         return "guard_stale"
     return "guard_pass"
 

@@ -292,6 +292,7 @@ class ActGuarded:
     act_id: str
     incarnation: str | None
     question: control.QuestionShown | None = None
+    at_empty_prompt: bool = False  # a shell in the foreground, at its prompt, nothing typed (shell_text)
 
 
 @dataclass(frozen=True)

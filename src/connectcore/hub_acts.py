@@ -214,11 +214,14 @@ def guarded(hub: Hub, ev: ActGuarded) -> Step:
         return hub, ()  # it reached an outcome between the card and the lock: nothing runs
     if not _control_live(hub, act):
         return _final(hub, act, "guard_gone", ev.now, "control is no longer connected")
-    event = C.guard(act, incarnation=ev.incarnation, question_fingerprint=_fp(ev.question) or None)
+    event = C.guard(act, incarnation=ev.incarnation, question_fingerprint=_fp(ev.question) or None,
+                    at_empty_prompt=ev.at_empty_prompt)
     if event == "guard_gone":
         return _final(hub, act, event, ev.now, "the pane's process is not the one the card showed")
     if event == "guard_stale":
-        return _final(hub, act, event, ev.now, "the pane no longer shows the question the card showed")
+        why = ("the shell is not at an empty prompt in the foreground" if act.tool is C.Tool.SHELL_TEXT
+               else "the pane no longer shows the question the card showed")
+        return _final(hub, act, event, ev.now, why)
     running = C.advance(act, event, now=ev.now, detail="executing")
     hub, effects = _save(hub, running)
     return hub, (*effects, execution(running))

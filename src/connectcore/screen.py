@@ -111,6 +111,14 @@ class Reading:
             and self.composer is Composer.EMPTY
         )
 
+    @property
+    def ready_for_command(self) -> bool:
+        """The pane's foreground process is the shell (the harness comes from tmux's
+        ``pane_current_command``: the name of the tty's foreground process group's leader, so a
+        ``python3`` or ``cat`` started in the shell is not the shell) and it waits at its prompt with an
+        empty command line (no draft after the prompt): the one state a shell_text act may type in."""
+        return self.harness is Harness.SHELL and self.activity is Activity.IDLE and self.composer is Composer.EMPTY
+
 
 @dataclass(frozen=True)
 class Draft:

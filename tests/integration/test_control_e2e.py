@@ -167,6 +167,31 @@ def test_shell_text_types_the_exact_command_after_its_card(daemon: DaemonProcess
     assert target.exists()
 
 
+def test_shell_text_is_stale_after_a_draft_or_with_a_program_in_the_foreground(
+        daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
+    """Issue 21 item 4: a half-typed draft after the prompt, or python3 started in the shell after the
+    card, ends the act stale; nothing is typed."""
+    ctl, _ = control_and_pure(daemon)
+    shell = tmux.tmux("new-window", "-P", "-F", "#{pane_id}", "-t", "main", "bash --norc --noprofile").strip()
+    wait_for(lambda: any(a["pane"] == shell and a["harness"] == "shell" for a in daemon.api("GET", "/api/agents")), 10, "the shell pane read as a shell")
+    address = next(a["address"] for a in daemon.api("GET", "/api/agents") if a["pane"] == shell)
+    target = tmp_path / "card.txt"
+    err, act = act_tool(daemon, ctl, "shell_text", to=address, text=f"echo CARD-TEXT > {target}")
+    assert not err, act
+    tmux.tmux("send-keys", "-t", shell, "-l", "echo DRAFT-PREFIX-")  # a half-typed draft
+    wait_for(lambda: "DRAFT-PREFIX-" in screen(tmux, shell), 10, "the draft")
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "stale"
+    assert not target.exists() and "CARD-TEXT" not in screen(tmux, shell)
+    tmux.tmux("send-keys", "-t", shell, "C-u")
+    err, act = act_tool(daemon, ctl, "shell_text", to=address, text=f"echo CARD-TEXT > {target}")
+    assert not err, act
+    tmux.tmux("send-keys", "-t", shell, "-l", "python3 -q")
+    tmux.tmux("send-keys", "-t", shell, "Enter")
+    wait_for(lambda: ">>>" in screen(tmux, shell), 10, "python3 in the foreground")
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "stale"
+    assert not target.exists() and "CARD-TEXT" not in screen(tmux, shell)
+
+
 def test_launch_agent_and_close_pane(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     ctl, pure = control_and_pure(daemon)
     before = {a["pane"] for a in daemon.api("GET", "/api/agents")}

@@ -86,7 +86,7 @@ class HubActsModel(RuleBasedStateMachine):
         if act.pane_id == self.pure.pane:
             self._step(H.ActGuarded(self.w.now, act.id, self.pure.incarnation, self.question))
         else:
-            self._step(H.ActGuarded(self.w.now, act.id, self.shell.incarnation))
+            self._step(H.ActGuarded(self.w.now, act.id, self.shell.incarnation, at_empty_prompt=True))
 
     @precondition(lambda self: any(a.state is C.ActState.EXECUTING for a in self.w.hub.acts.values()))
     @rule(data=st.data(), ok=st.booleans())

@@ -142,10 +142,12 @@ def test_the_guard_never_answers_a_stale_question() -> None:
     assert C.advance(act, "guard_stale", now=13.0).state is C.ActState.STALE
 
 
-def test_a_shell_act_checks_only_the_incarnation() -> None:
+def test_a_shell_act_checks_the_incarnation_and_the_empty_prompt() -> None:
     act = C.propose(
         act_id="a2", tool=C.Tool.SHELL_TEXT, principal="ctl", pane_id="%5", incarnation="inc-5",
         shown="git status", args={"text": "git status"}, now=0.0, card_ttl=60.0,
     )
     act = C.advance(C.advance(act, "approve", now=1.0), "attempt", now=2.0)
-    assert C.guard(act, incarnation="inc-5", question_fingerprint=None) == "guard_pass"
+    assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=True) == "guard_pass"
+    assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=False) == "guard_stale"
+    assert C.guard(act, incarnation="inc-6", question_fingerprint=None, at_empty_prompt=True) == "guard_gone"

@@ -493,3 +493,13 @@ def test_only_the_subject_or_only_the_highlight_changing_changes_the_question_fi
     assert fp(dialog("echo harmless", 0)) == base
     assert fp(dialog("rm -rf ~/important-project", 0)) != base
     assert fp(dialog("echo harmless", 1)) != base
+
+
+def test_ready_for_command_needs_the_shell_in_the_foreground_at_an_empty_prompt() -> None:
+    """Issue 21 item 4: only a shell (tmux's foreground command) at its prompt with nothing typed is
+    ready for shell_text; a draft, another program, or a program printing a prompt imitation is not."""
+    assert read_screen("user@host:~$ \n", "bash").ready_for_command
+    assert not read_screen("user@host:~$ echo DRAFT-PREFIX-\n", "bash").ready_for_command
+    assert not read_screen("user@host:~$ python3\n>>> \n", "python3").ready_for_command
+    assert not read_screen("user@host:~$ cat prompt.txt\n$ \n", "cat").ready_for_command
+    assert not read_screen("user@host:~$ ls\nfile.txt\n", "bash").ready_for_command
