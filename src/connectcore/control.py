@@ -46,6 +46,7 @@ from typing import Any
 from connectcore._machine import ConnectError, Table
 from connectcore.consent import AGENT_KINDS
 from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.redact import redact
 
 
 class Tool(StrEnum):
@@ -294,11 +295,11 @@ QuestionShown = tuple[str, tuple[str, ...], tuple[str, ...], int | None]
 
 def question_text(question: QuestionShown) -> str:
     """The dialog as the card shows it: the subject, the question and the options, the highlighted
-    one marked (as text: the caller escapes it for its medium)."""
+    one marked, redacted like a screen tail (as text: the caller escapes it for its medium)."""
     prompt, options, subject, selected = question
     highlighted = options[selected] if selected is not None and 0 <= selected < len(options) else "none read"
     about = " | ".join(subject)
-    return f"{prompt} [{' / '.join(options)}] (highlighted: {highlighted})" + (f" about: {about}" if about else "")
+    return redact(f"{prompt} [{' / '.join(options)}] (highlighted: {highlighted})" + (f" about: {about}" if about else ""))
 
 
 def question_fingerprint(prompt: str, options: Sequence[str], subject: Sequence[str] = (),

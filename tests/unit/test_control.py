@@ -151,3 +151,12 @@ def test_a_shell_act_checks_the_incarnation_and_the_empty_prompt() -> None:
     assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=True) == "guard_pass"
     assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=False) == "guard_stale"
     assert C.guard(act, incarnation="inc-6", question_fingerprint=None, at_empty_prompt=True) == "guard_gone"
+
+
+def test_the_card_s_question_text_shows_subject_and_highlight_redacted() -> None:
+    """The card names the highlighted option and the subject, with connect credentials redacted."""
+    text = C.question_text(("Do you want to proceed?", ("Yes", "No"), ("Bash command", "echo harmless"), 1))
+    assert text == "Do you want to proceed? [Yes / No] (highlighted: No) about: Bash command | echo harmless"
+    token = "cx_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    shown = C.question_text(("Proceed?", ("Yes",), (f"curl -H 'Authorization: Bearer {token}'",), None))
+    assert "(highlighted: none read)" in shown and token not in shown and "[redacted bearer token]" in shown
