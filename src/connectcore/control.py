@@ -46,6 +46,7 @@ from typing import Any
 from connectcore._machine import ConnectError, Table
 from connectcore.consent import AGENT_KINDS
 from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.redact import redact
 
 
 class Tool(StrEnum):
@@ -273,18 +274,40 @@ def advance(act: Act, event: str, *, now: float, detail: str = "") -> Act:
     return replace(act, state=state, detail=detail or act.detail, final_at=final_at)
 
 
-def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None) -> str:
+def guard(act: Act, *, incarnation: str | None, question_fingerprint: str | None,
+          at_empty_prompt: bool = False) -> str:
     """The event for the guard's fresh reading under the send lock: the pane must be the same
-    incarnation, and for send_keys show the same question the card showed."""
+    incarnation; for send_keys show the same question the card showed; for shell_text have the shell
+    as its foreground process, waiting at its prompt with an empty command line (else the text would
+    join a draft, or go to another program's stdin)."""
     if incarnation != act.incarnation:
         return "guard_gone"
     if act.tool is Tool.SEND_KEYS and question_fingerprint != act.question_fingerprint:
         return "guard_stale"
+    if act.tool is Tool.SHELL_TEXT and not at_empty_prompt:
+        return "guard_stale"
     return "guard_pass"
 
 
-def question_fingerprint(prompt: str, options: Sequence[str]) -> str:
-    """The fingerprint of a question as shown (prompt and options): what the card shows and the guard
-    compares, so a question that changed (or was answered and replaced) is never answered."""
-    text = "\n".join([prompt.strip(), *(o.strip() for o in options)])
+QuestionShown = tuple[str, tuple[str, ...], tuple[str, ...], int | None]
+"""A dialog as the pane shows it: (prompt, options, subject rows, highlighted option's index)."""
+
+
+def question_text(question: QuestionShown) -> str:
+    """The dialog as the card shows it: the subject, the question and the options, the highlighted
+    one marked, redacted like a screen tail (as text: the caller escapes it for its medium)."""
+    prompt, options, subject, selected = question
+    highlighted = options[selected] if selected is not None and 0 <= selected < len(options) else "none read"
+    about = " | ".join(subject)
+    return redact(f"{prompt} [{' / '.join(options)}] (highlighted: {highlighted})" + (f" about: {about}" if about else ""))
+
+
+def question_fingerprint(prompt: str, options: Sequence[str], subject: Sequence[str] = (),
+                         selected: int | None = None) -> str:
+    """The fingerprint of a question as shown (prompt, options, the subject it asks about and the
+    highlighted option): what the card shows and the guard compares, so a question that changed (was
+    answered and replaced, asks about another command, or has another option highlighted) is never
+    answered."""
+    text = "\n".join([prompt.strip(), *(o.strip() for o in options), "\x00subject", *(r.strip() for r in subject),
+                      "\x00selected", "" if selected is None else str(selected)])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -270,7 +270,7 @@ class ActProposed:
     tool: control.Tool
     target: Recipient | None
     args: Mapping[str, Any]
-    question: tuple[str, tuple[str, ...]] | None = None  # (prompt, options) as the pane shows it
+    question: control.QuestionShown | None = None  # (prompt, options, subject, highlighted option) as the pane shows it
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,8 @@ class ActGuarded:
     now: float
     act_id: str
     incarnation: str | None
-    question: tuple[str, tuple[str, ...]] | None = None
+    question: control.QuestionShown | None = None
+    at_empty_prompt: bool = False  # a shell in the foreground, at its prompt, nothing typed (shell_text)
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,8 @@ PANE_TOOLS = frozenset({C.Tool.SEND_KEYS, C.Tool.SHELL_TEXT, C.Tool.CLOSE_PANE})
 FINAL_KEPT = 3600.0  # a final act stays readable in the hub this long (the store keeps it for good)
 
 
-def _fp(question: tuple[str, tuple[str, ...]] | None) -> str:
-    return C.question_fingerprint(question[0], question[1]) if question else ""
+def _fp(question: C.QuestionShown | None) -> str:
+    return C.question_fingerprint(*question) if question else ""
 
 
 def _target_name(act: C.Act) -> str:
@@ -150,7 +150,7 @@ def propose(hub: Hub, ev: ActProposed) -> Step:
             message_id=ev.act_id, detail=f"role=control tier={C.tier_of(ev.tool)} {exc.reason}", at=ev.now,
         )
         raise CallRefused(exc.reason, str(exc), record) from exc
-    question = f"{ev.question[0]} [{' / '.join(ev.question[1])}]" if ev.question else ""
+    question = C.question_text(ev.question) if ev.question else ""
     act = C.propose(
         act_id=ev.act_id, tool=ev.tool, principal=principal.id,
         pane_id=ev.target.pane_id if ev.target else "", incarnation=ev.target.incarnation if ev.target else "",
@@ -214,11 +214,14 @@ def guarded(hub: Hub, ev: ActGuarded) -> Step:
         return hub, ()  # it reached an outcome between the card and the lock: nothing runs
     if not _control_live(hub, act):
         return _final(hub, act, "guard_gone", ev.now, "control is no longer connected")
-    event = C.guard(act, incarnation=ev.incarnation, question_fingerprint=_fp(ev.question) or None)
+    event = C.guard(act, incarnation=ev.incarnation, question_fingerprint=_fp(ev.question) or None,
+                    at_empty_prompt=ev.at_empty_prompt)
     if event == "guard_gone":
         return _final(hub, act, event, ev.now, "the pane's process is not the one the card showed")
     if event == "guard_stale":
-        return _final(hub, act, event, ev.now, "the pane no longer shows the question the card showed")
+        why = ("the shell is not at an empty prompt in the foreground" if act.tool is C.Tool.SHELL_TEXT
+               else "the pane no longer shows the question the card showed")
+        return _final(hub, act, event, ev.now, why)
     running = C.advance(act, event, now=ev.now, detail="executing")
     hub, effects = _save(hub, running)
     return hub, (*effects, execution(running))

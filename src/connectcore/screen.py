@@ -83,10 +83,14 @@ class Composer(StrEnum):
 
 @dataclass(frozen=True)
 class Question:
-    """A dialog's question and its options, as shown (``options`` may be empty)."""
+    """A dialog's question and its options, as shown (``options`` may be empty); ``subject`` what it
+    asks about (the command, file or tool and its arguments, as the dialog shows them, bounded) and
+    ``selected`` the highlighted option's index (None: no highlight read)."""
 
     prompt: str
     options: tuple[str, ...]
+    subject: tuple[str, ...] = ()
+    selected: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,14 @@ class Reading:
             and self.activity is Activity.IDLE
             and self.composer is Composer.EMPTY
         )
+
+    @property
+    def ready_for_command(self) -> bool:
+        """The pane's foreground process is the shell (the harness comes from tmux's
+        ``pane_current_command``: the name of the tty's foreground process group's leader, so a
+        ``python3`` or ``cat`` started in the shell is not the shell) and it waits at its prompt with an
+        empty command line (no draft after the prompt): the one state a shell_text act may type in."""
+        return self.harness is Harness.SHELL and self.activity is Activity.IDLE and self.composer is Composer.EMPTY
 
 
 @dataclass(frozen=True)
@@ -474,20 +486,44 @@ def _question(rules: ScreenRules, lines: list[str]) -> Question | None:
         while last + 1 < end and _is_option_line(lines[last + 1], column, below=True):
             last += 1
         options = _options(lines[first:last + 1])
+        highlight = len(_options(lines[first:selected + 1])) - 1
         top = first
-    window = lines[max(start, top - 30):top]
-    for line in reversed(window):
+    else:
+        highlight = None
+    low = max(start, top - 30)
+    window = lines[low:top]
+    for i in range(len(window) - 1, -1, -1):
         for pattern in rules.dialog_prompts:
-            match = pattern.search(line)
+            match = pattern.search(window[i])
             if match:
-                return Question(match.group(0).strip(), options)
-    for line in reversed(window):
+                return Question(match.group(0).strip(), options,
+                                _subject(rules, window, i, low == start), highlight)
+    for i in range(len(window) - 1, -1, -1):
+        line = window[i].strip()
         if "?" in line:
-            return Question(line.strip()[: line.strip().index("?") + 1], options)
+            return Question(line[: line.index("?") + 1], options, _subject(rules, window, i, low == start), highlight)
     blocks = _blocks(window)
     if blocks:
-        return Question(blocks[0][0].strip(), options)
-    return Question("", options) if options else None
+        return Question(blocks[0][0].strip(), options, _subject(rules, window, None, low == start), highlight)
+    return Question("", options, _subject(rules, window, None, low == start), highlight) if options else None
+
+
+SUBJECT_LINES = 12  # the subject's rows the card shows and the fingerprint covers, at most
+SUBJECT_WIDTH = 200
+_DECORATION = re.compile(r"^[\s─━╌╍┄┅┈┉═│┃▀▄█╹╻]*$")
+
+
+def _subject(rules: ScreenRules, window: list[str], question: int | None, dialog_top: bool) -> tuple[str, ...]:
+    """What the dialog asks about: for a ruled harness (its dialog starts below a rule) every row of
+    the dialog above the options except the question; otherwise the rows between the question and the
+    options. Decoration-only rows are dropped; the rows kept are the last SUBJECT_LINES (nearest the
+    options), each cut at SUBJECT_WIDTH. Whatever else the window holds changes the fingerprint too."""
+    if rules.rule is not None and dialog_top:
+        rows = [line for i, line in enumerate(window) if i != question]
+    else:
+        rows = window[question + 1:] if question is not None else window
+    kept = [row.strip()[:SUBJECT_WIDTH] for row in rows if not _DECORATION.match(row)]
+    return tuple(kept[-SUBJECT_LINES:])
 
 
 OPTION_NUMBER = re.compile(r"^(\d+)\.\s+")

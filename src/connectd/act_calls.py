@@ -46,14 +46,15 @@ class ActCalls:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def _target(self, to: str) -> tuple[H.Recipient, tuple[str, tuple[str, ...]] | None]:
+    def _target(self, to: str) -> tuple[H.Recipient, C.QuestionShown | None]:
         """The pane ``to`` names now, and the question it shows (if any)."""
         engine = self.engine
         record = targets.resolve(engine, to)
         state = engine.panes.get(record.pane_id)
         reading = state.reading if state is not None else None
         kind = reading.harness.value if reading is not None else record.harness
-        question = (reading.question.prompt, reading.question.options) if reading and reading.question else None
+        question = ((reading.question.prompt, reading.question.options, reading.question.subject, reading.question.selected)
+                    if reading and reading.question else None)
         return H.Recipient(record.pane_id, record.token, kind, D.handle_of(to)), question
 
     async def _propose(

@@ -17,6 +17,7 @@ import anyio
 
 from connectcore import grants
 from connectcore import hub as H
+from connectcore.control import QuestionShown
 from connectcore.effects import CheckActGuard, ClosePane, HandOff, OpenWindow, PressKeys, TypeShellText
 from connectcore.grants import Preset
 from connectcore.screen import read_screen
@@ -41,13 +42,16 @@ class ActsIO:
             return
         async with engine.tmux.pane_lock(check.pane_id):
             info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id)
-            question: tuple[str, tuple[str, ...]] | None = None
+            question: QuestionShown | None = None
+            at_empty_prompt = False
             if info is not None:
                 capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
                 reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
                 if reading.question is not None:
-                    question = (reading.question.prompt, reading.question.options)
-            await engine.step(H.ActGuarded(engine.clock(), check.act, incarnation, question))
+                    question = (reading.question.prompt, reading.question.options, reading.question.subject,
+                                reading.question.selected)
+                at_empty_prompt = reading.ready_for_command
+            await engine.step(H.ActGuarded(engine.clock(), check.act, incarnation, question, at_empty_prompt))
 
     async def guard_failed(self, check: CheckActGuard, exc: Exception) -> None:
         """The pane could not be read: the core hears it gone (the act is cancelled, nothing runs)."""

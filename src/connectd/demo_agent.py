@@ -154,7 +154,7 @@ class Agent:
             self.busy_until = time.monotonic() + seconds
             self.pending_reply = f"⏺ Worked for {seconds:g}s."
         elif words[0] == "/dialog":
-            self.dialog = "Bash command: rm -rf build"
+            self.dialog = "Bash command: " + (" ".join(words[1:]) or "rm -rf build")
         else:
             self.busy_until = time.monotonic() + BUSY_DEFAULT
             self.pending_reply = f"⏺ Received {len(prompt)} characters."

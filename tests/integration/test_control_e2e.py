@@ -38,8 +38,8 @@ def approve_and_wait(daemon: DaemonProcess, ctl: AgentHandle, act_id: str, decis
     return outcome  # type: ignore[no-any-return]
 
 
-def show_dialog(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle) -> None:
-    tmux.tmux("send-keys", "-t", agent.pane, "-l", "/dialog")
+def show_dialog(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle, command: str = "") -> None:
+    tmux.tmux("send-keys", "-t", agent.pane, "-l", f"/dialog {command}".strip())
     tmux.tmux("send-keys", "-t", agent.pane, "Enter")
     wait_for(lambda: daemon.agent_view(agent.pane)["activity"] == "dialog", 10, "a dialog")
 
@@ -78,6 +78,22 @@ def test_a_question_answered_meanwhile_is_never_answered_again(daemon: DaemonPro
     assert not err, act
     tmux.tmux("send-keys", "-t", pure.pane, "2")  # the person answers by hand first
     wait_for(lambda: "Denied." in screen(tmux, pure.pane), 10, "the hand answer")
+    outcome = approve_and_wait(daemon, ctl, act["act_id"])
+    assert outcome["state"] == "stale", outcome
+    assert "Allowed." not in screen(tmux, pure.pane)
+
+
+def test_the_same_question_about_another_command_is_never_answered(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Issue 21 item 2: the card shows the dialog's subject; the dialog replaced by the same question
+    about another command ends the act stale and presses nothing."""
+    ctl, pure = control_and_pure(daemon)
+    show_dialog(daemon, tmux, pure, "echo harmless")
+    err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert not err, act
+    assert "echo harmless" in act["shown"] and "highlighted: Yes" in act["shown"], act["shown"]
+    tmux.tmux("send-keys", "-t", pure.pane, "2")  # the dialog goes away ...
+    wait_for(lambda: "Denied." in screen(tmux, pure.pane), 10, "the first dialog answered")
+    show_dialog(daemon, tmux, pure, "rm -rf ~/important-project")  # ... and the same question comes back
     outcome = approve_and_wait(daemon, ctl, act["act_id"])
     assert outcome["state"] == "stale", outcome
     assert "Allowed." not in screen(tmux, pure.pane)
@@ -149,6 +165,31 @@ def test_shell_text_types_the_exact_command_after_its_card(daemon: DaemonProcess
     err, declined = act_tool(daemon, ctl, "shell_text", to=address, text=f"rm {target}")
     assert approve_and_wait(daemon, ctl, declined["act_id"], "decline")["state"] == "declined"
     assert target.exists()
+
+
+def test_shell_text_is_stale_after_a_draft_or_with_a_program_in_the_foreground(
+        daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
+    """Issue 21 item 4: a half-typed draft after the prompt, or python3 started in the shell after the
+    card, ends the act stale; nothing is typed."""
+    ctl, _ = control_and_pure(daemon)
+    shell = tmux.tmux("new-window", "-P", "-F", "#{pane_id}", "-t", "main", "bash --norc --noprofile").strip()
+    wait_for(lambda: any(a["pane"] == shell and a["harness"] == "shell" for a in daemon.api("GET", "/api/agents")), 10, "the shell pane read as a shell")
+    address = next(a["address"] for a in daemon.api("GET", "/api/agents") if a["pane"] == shell)
+    target = tmp_path / "card.txt"
+    err, act = act_tool(daemon, ctl, "shell_text", to=address, text=f"echo CARD-TEXT > {target}")
+    assert not err, act
+    tmux.tmux("send-keys", "-t", shell, "-l", "echo DRAFT-PREFIX-")  # a half-typed draft
+    wait_for(lambda: "DRAFT-PREFIX-" in screen(tmux, shell), 10, "the draft")
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "stale"
+    assert not target.exists() and "CARD-TEXT" not in screen(tmux, shell)
+    tmux.tmux("send-keys", "-t", shell, "C-u")
+    err, act = act_tool(daemon, ctl, "shell_text", to=address, text=f"echo CARD-TEXT > {target}")
+    assert not err, act
+    tmux.tmux("send-keys", "-t", shell, "-l", "python3 -q")
+    tmux.tmux("send-keys", "-t", shell, "Enter")
+    wait_for(lambda: ">>>" in screen(tmux, shell), 10, "python3 in the foreground")
+    assert approve_and_wait(daemon, ctl, act["act_id"])["state"] == "stale"
+    assert not target.exists() and "CARD-TEXT" not in screen(tmux, shell)
 
 
 def test_launch_agent_and_close_pane(daemon: DaemonProcess, tmux: TmuxServer) -> None:

@@ -21,9 +21,9 @@ from connectcore.effects import ClosePane, Effect, PressKeys, TypeShellText
 from connectcore.grants import Preset
 from tests.unit.hubkit import Agent, World
 
-QUESTIONS: list[tuple[str, tuple[str, ...]] | None] = [
-    ("Allow tool send_message?", ("1. Yes", "2. No")),
-    ("Allow tool close_pane?", ("1. Yes", "2. No")),
+QUESTIONS: list[tuple[str, tuple[str, ...], tuple[str, ...], int | None] | None] = [
+    ("Allow tool send_message?", ("1. Yes", "2. No"), ("send_message",), 0),
+    ("Allow tool close_pane?", ("1. Yes", "2. No"), ("close_pane",), 0),
     None,
 ]
 RUNS = (PressKeys, TypeShellText, ClosePane)
@@ -86,7 +86,7 @@ class HubActsModel(RuleBasedStateMachine):
         if act.pane_id == self.pure.pane:
             self._step(H.ActGuarded(self.w.now, act.id, self.pure.incarnation, self.question))
         else:
-            self._step(H.ActGuarded(self.w.now, act.id, self.shell.incarnation))
+            self._step(H.ActGuarded(self.w.now, act.id, self.shell.incarnation, at_empty_prompt=True))
 
     @precondition(lambda self: any(a.state is C.ActState.EXECUTING for a in self.w.hub.acts.values()))
     @rule(data=st.data(), ok=st.booleans())

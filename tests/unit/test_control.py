@@ -142,10 +142,21 @@ def test_the_guard_never_answers_a_stale_question() -> None:
     assert C.advance(act, "guard_stale", now=13.0).state is C.ActState.STALE
 
 
-def test_a_shell_act_checks_only_the_incarnation() -> None:
+def test_a_shell_act_checks_the_incarnation_and_the_empty_prompt() -> None:
     act = C.propose(
         act_id="a2", tool=C.Tool.SHELL_TEXT, principal="ctl", pane_id="%5", incarnation="inc-5",
         shown="git status", args={"text": "git status"}, now=0.0, card_ttl=60.0,
     )
     act = C.advance(C.advance(act, "approve", now=1.0), "attempt", now=2.0)
-    assert C.guard(act, incarnation="inc-5", question_fingerprint=None) == "guard_pass"
+    assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=True) == "guard_pass"
+    assert C.guard(act, incarnation="inc-5", question_fingerprint=None, at_empty_prompt=False) == "guard_stale"
+    assert C.guard(act, incarnation="inc-6", question_fingerprint=None, at_empty_prompt=True) == "guard_gone"
+
+
+def test_the_card_s_question_text_shows_subject_and_highlight_redacted() -> None:
+    """The card names the highlighted option and the subject, with connect credentials redacted."""
+    text = C.question_text(("Do you want to proceed?", ("Yes", "No"), ("Bash command", "echo harmless"), 1))
+    assert text == "Do you want to proceed? [Yes / No] (highlighted: No) about: Bash command | echo harmless"
+    token = "cx_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    shown = C.question_text(("Proceed?", ("Yes",), (f"curl -H 'Authorization: Bearer {token}'",), None))
+    assert "(highlighted: none read)" in shown and token not in shown and "[redacted bearer token]" in shown

@@ -24,7 +24,7 @@ from connectcore.effects import (
 from connectcore.grants import Preset
 from tests.unit.hubkit import Agent, World
 
-QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"))
+QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
 
 
 def world() -> tuple[World, Agent, Agent, Agent]:
@@ -69,7 +69,7 @@ def test_a_stale_question_is_never_answered() -> None:
     w, ctl, pure, _ = world()
     act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["y"])
     approve(w, act_id)
-    other = ("Allow the connect MCP server to run tool close_pane?", ("1. Yes", "2. No"))
+    other = ("Allow the connect MCP server to run tool close_pane?", ("1. Yes", "2. No"), ("connect - close_pane",), 0)
     effects = w.step(H.ActGuarded(w.now, act_id, pure.incarnation, other))
     assert w.hub.acts[act_id].state is C.ActState.STALE
     assert not any(isinstance(e, PressKeys) for e in effects)
@@ -153,8 +153,19 @@ def test_shell_text_card_shows_the_exact_text_and_types_it() -> None:
     act = w.hub.acts[act_id]
     assert act.tier == 3 and "git status --short" in act.shown and "runs as a command" in act.shown
     approve(w, act_id)
-    effects = w.step(H.ActGuarded(w.now, act_id, shell.incarnation))
+    effects = w.step(H.ActGuarded(w.now, act_id, shell.incarnation, at_empty_prompt=True))
     assert TypeShellText(act_id, shell.pane, shell.incarnation, "git status --short") in effects
+
+
+def test_shell_text_is_stale_unless_the_shell_waits_at_an_empty_prompt() -> None:
+    """Issue 21 item 4: a draft on the command line, or another program in the foreground, ends the act
+    stale and types nothing."""
+    w, ctl, _, shell = world()
+    act_id = propose(w, ctl, C.Tool.SHELL_TEXT, shell, text="echo CARD-TEXT")
+    approve(w, act_id)
+    effects = w.step(H.ActGuarded(w.now, act_id, shell.incarnation, at_empty_prompt=False))
+    assert not any(isinstance(e, TypeShellText) for e in effects)
+    assert w.hub.acts[act_id].state is C.ActState.STALE
 
 
 def test_launch_and_resume_open_a_window() -> None:
@@ -194,7 +205,7 @@ def test_recover_never_runs_an_act_twice() -> None:
     approve(w, guarding)
     running = propose(w, ctl, C.Tool.SHELL_TEXT, shell, text="pwd")
     approve(w, running)
-    w.step(H.ActGuarded(w.now, running, shell.incarnation))
+    w.step(H.ActGuarded(w.now, running, shell.incarnation, at_empty_prompt=True))
     restored = H.restore(w.hub.book, (), (), (), acts=w.hub.acts.values())
     hub, effects = H.step(restored, H.Recover(w.now))
     assert hub.acts[pending].state is C.ActState.AWAITING_CONSENT

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from connectcore.control import question_fingerprint
 from connectcore.screen import (
     Activity,
     Composer,
@@ -207,15 +208,15 @@ def test_claude_dialog_question_and_numbered_options() -> None:
     assert (reading.activity, reading.composer) == (Activity.DIALOG, Composer.ABSENT)
     assert reading.question == Question("Do you want to make this edit to parser.py?", (
         "Yes", "Yes, allow all edits during this session (shift+tab)",
-        "No, and tell Claude what to do differently (esc)"))
+        "No, and tell Claude what to do differently (esc)"), ("Edit file", "parser.py"), 0)
 
 
 def test_dialog_question_falls_back_to_the_nearest_question_then_the_title() -> None:
     text = "\n".join([RULE, " Pick a color", "", " Which color do you like? Take your time.", "",
                       " ❯ Red", "   Blue", "", " Enter to confirm · Esc to cancel"]) + "\n"
-    assert read(text).question == Question("Which color do you like?", ("Red", "Blue"))
+    assert read(text).question == Question("Which color do you like?", ("Red", "Blue"), ("Pick a color",), 0)
     text = "\n".join([RULE, " Pick a color", "", " ❯ Red", "   Blue", "", " Enter to confirm · Esc to cancel"]) + "\n"
-    assert read(text).question == Question("Pick a color", ("Red", "Blue"))
+    assert read(text).question == Question("Pick a color", ("Red", "Blue"), ("Pick a color",), 0)
 
 
 def test_codex_dialog_options_with_a_wrapped_option() -> None:
@@ -226,20 +227,22 @@ def test_codex_dialog_options_with_a_wrapped_option() -> None:
     reading = read(text, "codex")
     assert reading.activity is Activity.DIALOG
     assert reading.question == Question("Would you like to run the following command?", (
-        "Yes, proceed (y)", "Yes, and don't ask again for commands that start with `touch x` (p)", "No (esc)"))
+        "Yes, proceed (y)", "Yes, and don't ask again for commands that start with `touch x` (p)", "No (esc)"),
+        ("Reason: is this fine?", "$ touch x"), 0)
 
 
 def test_a_history_prompt_above_a_dialog_is_not_an_option() -> None:
     text = "\n".join(["❯ what is in /tmp?", "", RULE, "  Auto mode can't check actions in this session", "",
                       "  Some explanation.", "", "  Enter to stay in auto mode · Esc to cancel"]) + "\n"
-    assert read(text).question == Question("Auto mode can't check actions in this session", ())
+    assert read(text).question == Question("Auto mode can't check actions in this session", (), (
+        "Some explanation.", "Enter to stay in auto mode · Esc to cancel"))
 
 
 def test_options_exclude_a_deeper_indented_line_above_and_a_question_right_after_the_rule() -> None:
     text = "\n".join([RULE, " ❯ Yes", "   No", "", " Enter to confirm · Esc to cancel"]) + "\n"
-    assert read(text).question == Question("", ("Yes", "No"))
+    assert read(text).question == Question("", ("Yes", "No"), (), 0)
     text = "\n".join([RULE, " Run this?", "     $ rm -rf build", " ❯ Yes", "   No", "", " Esc to cancel"]) + "\n"
-    assert read(text).question == Question("Run this?", ("Yes", "No"))
+    assert read(text).question == Question("Run this?", ("Yes", "No"), ("$ rm -rf build",), 0)
 
 
 def test_dialog_hints_in_the_history_above_a_composer_are_not_a_dialog() -> None:
@@ -456,3 +459,47 @@ def test_a_blank_last_row_is_a_row_in_capture_panes_form_with_or_without_history
     for capture in (text, history + text):
         reading = read_screen(capture, "opencode", cursor, height=24)  # type: ignore[arg-type]
         assert (reading.activity, reading.composer) == (Activity.IDLE, Composer.EMPTY)
+
+
+def fixture(name: str) -> str:
+    return (Path(__file__).parent.parent / "fixtures" / "screens" / name).read_text(encoding="utf-8")
+
+
+def test_fixture_dialogs_give_their_subject_and_highlighted_option() -> None:
+    """The real permission dialogs: the subject is the command as shown, the highlight where the selector is."""
+    claude = read(fixture("claude/2.1.332/15_dialog_permission_80.txt")).question
+    assert claude is not None and claude.prompt == "Do you want to proceed?"
+    assert "ls /tmp" in claude.subject and "Bash command" in claude.subject
+    assert claude.options == ("No", "Yes") and claude.selected == 0  # this capture highlights No
+    codex = read(fixture("codex/0.171.0/14_dialog_permission_80.txt"), "codex").question
+    assert codex is not None and codex.prompt == "Would you like to run the following command?"
+    assert codex.subject == ("Environment: local", "Reason: Create a file in the project?", "$ touch created.txt")
+    assert codex.selected == 0
+
+
+def test_only_the_subject_or_only_the_highlight_changing_changes_the_question_fingerprint() -> None:
+    """Issue 21 item 2: the same question about another command, or with the highlight moved, is a
+    different question for the guard."""
+    def dialog(command: str, highlight: int) -> str:
+        opts = [" 1. Yes", " 2. No"]
+        rows = [(" ❯" if i == highlight else "  ") + o for i, o in enumerate(opts)]
+        return "\n".join([RULE, " Bash command", "", f"   {command}", "", " Do you want to proceed?", *rows, "",
+                          " Esc to cancel · Tab to amend"]) + "\n"
+    def fp(text: str) -> str:
+        q = read(text).question
+        assert q is not None
+        return question_fingerprint(q.prompt, q.options, q.subject, q.selected)
+    base = fp(dialog("echo harmless", 0))
+    assert fp(dialog("echo harmless", 0)) == base
+    assert fp(dialog("rm -rf ~/important-project", 0)) != base
+    assert fp(dialog("echo harmless", 1)) != base
+
+
+def test_ready_for_command_needs_the_shell_in_the_foreground_at_an_empty_prompt() -> None:
+    """Issue 21 item 4: only a shell (tmux's foreground command) at its prompt with nothing typed is
+    ready for shell_text; a draft, another program, or a program printing a prompt imitation is not."""
+    assert read_screen("user@host:~$ \n", "bash").ready_for_command
+    assert not read_screen("user@host:~$ echo DRAFT-PREFIX-\n", "bash").ready_for_command
+    assert not read_screen("user@host:~$ python3\n>>> \n", "python3").ready_for_command
+    assert not read_screen("user@host:~$ cat prompt.txt\n$ \n", "cat").ready_for_command
+    assert not read_screen("user@host:~$ ls\nfile.txt\n", "bash").ready_for_command
