@@ -37,6 +37,7 @@ acts of tiers 2 and 3 are :class:`Act` values stepped through ``ACT_TABLE``.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -159,6 +160,23 @@ def check_key_target(*, recipient_kind: str, question_fingerprint: str | None) -
     if not question_fingerprint:
         raise ActRefused("no_question", "the pane shows no question or menu: there is nothing to answer")
     return question_fingerprint
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal acts on these
+
+
+def check_act_args(tool: Tool, args: Mapping[str, Any]) -> None:
+    """No act argument holds a control character (C0, DEL, C1): a card's text can never move the
+    cursor or rewrite another card. A handoff's text (one message, several lines) and send_keys' keys have their own rules."""
+    for name, value in args.items():
+        if (tool, name) in ((Tool.HANDOFF, "text"), (Tool.SEND_KEYS, "keys")):
+            continue  # their own rules: delivery.check_text, check_keys
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, str) and (m := _CONTROL.search(item)):
+                raise ActRefused(
+                    "control_character",
+                    f"{tool.value}'s {name} holds a control character at offset {m.start()} ({m.group()!r})",
+                )
 
 
 def check_shell_text(*, recipient_kind: str, text: str) -> str:

@@ -102,6 +102,7 @@ def shown(tool: C.Tool, args: dict[str, Any], target: str, kind: str, question: 
 def _checked_args(hub: Hub, ev: ActProposed, own_incarnations: frozenset[str]) -> tuple[dict[str, Any], str]:
     """The act's arguments after its input rule (``ActRefused``), and the question's fingerprint."""
     tool, target, args = ev.tool, ev.target, dict(ev.args)
+    C.check_act_args(tool, args)
     if tool in PANE_TOOLS or (tool is C.Tool.HANDOFF and not args.get("session_id")):
         if target is None:
             raise C.ActRefused("no_target", f"{tool.value} needs a pane")

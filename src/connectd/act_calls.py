@@ -16,6 +16,7 @@ import anyio
 from connectcore import control as C
 from connectcore import directory as D
 from connectcore import grants
+from connectcore import history as HI
 from connectcore import hub as H
 from connectd import targets
 from connectd.ids import EngineError, hash_token
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from connectd.engine import Engine
 
 MAX_WAIT = 60.0
-Prepare = Callable[[], Awaitable[dict[str, Any]]]
+Prepare = Callable[[grants.Principal], Awaitable[dict[str, Any]]]  # given the admitted caller
 
 
 def act_view(act: C.Act) -> dict[str, Any]:
@@ -64,9 +65,9 @@ class ActCalls:
         call's outcome), look up what the core needs and step the proposal."""
         engine = self.engine
         role = f"role=control tier={C.tier_of(tool)}"  # a refusal after the gate names them too
-        async with engine.calls.call(token, tool.value, where or str(to or "new window"), detail=role):
+        async with engine.calls.call(token, tool.value, where or str(to or "new window"), detail=role) as admitted:
             if callable(args):
-                args = await args()
+                args = await args(admitted.principal)
             target, question = self._target(to) if to else (None, None)
             act_id = engine.ids.new_id("act")
             await engine.step(H.ActProposed(engine.clock(), hash_token(token), act_id, tool, target, args, question))
@@ -82,7 +83,7 @@ class ActCalls:
         return await self._propose(token, C.Tool.CLOSE_PANE, to, {})
 
     async def launch_agent(self, token: str, launcher: str, cwd: str, preset: str = "off") -> dict[str, Any]:
-        async def args() -> dict[str, Any]:
+        async def args(_caller: grants.Principal) -> dict[str, Any]:
             if launcher not in self.engine.launchers:
                 known = ", ".join(sorted(self.engine.launchers))
                 raise EngineError("unknown_launcher", f"no launcher named {launcher!r} (known: {known})")
@@ -91,8 +92,8 @@ class ActCalls:
         return await self._propose(token, C.Tool.LAUNCH_AGENT, None, args, launcher)
 
     async def resume_session(self, token: str, harness: str, session_id: str) -> dict[str, Any]:
-        async def args() -> dict[str, Any]:
-            return {"harness": harness, "session_id": session_id, "cwd": await self._session_cwd(harness, session_id)}
+        async def args(caller: grants.Principal) -> dict[str, Any]:
+            return {"harness": harness, "session_id": session_id, "cwd": await self._session_cwd(caller, harness, session_id)}
 
         return await self._propose(token, C.Tool.RESUME_SESSION, None, args, f"{harness}:{session_id}")
 
@@ -105,8 +106,8 @@ class ActCalls:
             harness, _, session_id = session.partition(":")
             live = self._pane_holding(harness, session_id)
             if live is None:
-                async def args() -> dict[str, Any]:
-                    cwd = await self._session_cwd(harness, session_id)
+                async def args(caller: grants.Principal) -> dict[str, Any]:
+                    cwd = await self._session_cwd(caller, harness, session_id)
                     return {"harness": harness, "session_id": session_id, "cwd": cwd, "text": text}
 
                 return await self._propose(token, C.Tool.HANDOFF, None, args, session)
@@ -120,11 +121,15 @@ class ActCalls:
                 return str(record.address)
         return None
 
-    async def _session_cwd(self, harness: str, session_id: str) -> str:
+    async def _session_cwd(self, caller: grants.Principal, harness: str, session_id: str) -> str:
+        """The past session's directory, if the caller may read that session: the same rule as
+        ``get_session`` (:func:`connectcore.history.check_readable` on the caller's repositories), so
+        a session control cannot read is one it cannot resume nor see the directory of."""
         history = self.engine.history
         if history is None:
             raise EngineError("history_unavailable", "the session history index is not available on this daemon")
         entry = await self.engine.run_sync(lambda: history.get_entry(harness, session_id))
+        HI.check_readable(entry, await self.engine.calls.history_scope(caller, history))
         return str(entry.cwd)
 
     async def get_act(self, token: str, act_id: str, wait: float = 0.0) -> dict[str, Any]:

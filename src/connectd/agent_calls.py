@@ -238,7 +238,7 @@ class AgentCalls:
             HI.query_terms(query)  # a request with no searchable words is refused
             past: list[dict[str, Any]] = []
             if history is not None:
-                allowed = await self._history_scope(admitted.principal, history)
+                allowed = await self.history_scope(admitted.principal, history)
                 past = await self.engine.run_sync(
                     lambda: history.find_sessions(query, limit=RT.RESOLVE_LIMIT_MAX, allowed_repos=allowed)
                 )
@@ -249,7 +249,7 @@ class AgentCalls:
     async def find_sessions(self, token: str, history: Any | None, query: str, repo: str | None, limit: int) -> list[dict[str, Any]]:
         async with self.call(token, "find_sessions", query) as admitted:
             service = _service(history)
-            allowed = await self._history_scope(admitted.principal, service)
+            allowed = await self.history_scope(admitted.principal, service)
             found: list[dict[str, Any]] = await self.engine.run_sync(
                 lambda: service.find_sessions(query, repo=repo, limit=limit, allowed_repos=allowed)
             )
@@ -258,13 +258,13 @@ class AgentCalls:
     async def get_session(self, token: str, history: Any | None, harness: str, session_id: str) -> dict[str, Any]:
         async with self.call(token, "get_session", f"{harness}:{session_id}") as admitted:
             service = _service(history)
-            allowed = await self._history_scope(admitted.principal, service)
+            allowed = await self.history_scope(admitted.principal, service)
             found: dict[str, Any] = await self.engine.run_sync(
                 lambda: service.get_session(harness, session_id, allowed_repos=allowed)
             )
             return found
 
-    async def _history_scope(self, principal: grants.Principal, service: Any) -> frozenset[str]:
+    async def history_scope(self, principal: grants.Principal, service: Any) -> frozenset[str]:
         """The repositories the caller may read (the core's rule), from its own pane's directory."""
         record = R.own_record(self.engine.directory, self.engine.hub.book, principal)
         cwd = record.cwd if record is not None else ""

@@ -24,6 +24,7 @@ from typing import Any
 import platformdirs
 
 from connectd import history_cli
+from connectd.safetext import cell, visible
 
 PRESETS = ("off", "observe", "collaborate")
 
@@ -233,7 +234,13 @@ def _print(args: argparse.Namespace, payload: Any, lines: list[str]) -> None:
     if getattr(args, "json", False):
         print(json.dumps(payload, indent=2))
     else:
-        print("\n".join(lines) if lines else "(none)")
+        _print_lines(lines)
+
+
+def _print_lines(lines: list[str], file: Any = None) -> None:
+    """Text-mode output: each line with its controls, bidi and zero-width characters made visible
+    (agent- and pane-supplied text is data; a newline inside one never starts a line of its own)."""
+    print("\n".join(visible(line) for line in lines) if lines else "(none)", file=file)
 
 
 def _table(columns: list[str], rows: list[list[str]]) -> None:
@@ -248,7 +255,7 @@ def _table(columns: list[str], rows: list[list[str]]) -> None:
     table = Table(*columns, box=box.SIMPLE_HEAD if console.is_terminal else None, header_style="bold",
                   show_edge=False, pad_edge=False)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(cell(value) for value in row))  # text, never rich markup
     console.print(table, crop=False)
 
 
@@ -278,7 +285,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         for a in agents:
             for note in (a.get("note"), a.get("release_note"), a.get("session_note")):
                 if note:
-                    print(f"{a['address']}: {note}")
+                    print(visible(f"{a['address']}: {note}"))
     return 0
 
 
@@ -287,7 +294,10 @@ def cmd_cards(args: argparse.Namespace) -> int:
     _print(
         args,
         cards,
-        [f"{c['id']}  {c['sender']} -> {c['recipient']} ({c['recipient_pane']}) hop {c['hop']}, {int(c['expires_in'])}s left\n    {c['text'][:200]!r}" for c in cards],
+        [line for c in cards for line in (
+            f"{c['id']}  {c['sender']} -> {c['recipient']} ({c['recipient_pane']}) hop {c['hop']}, {int(c['expires_in'])}s left",
+            f"    {c['text'][:200]!r}",
+        )],
     )
     return 0
 
@@ -443,7 +453,7 @@ def _print_page(args: argparse.Namespace, page: Page, lines: list[str]) -> None:
     if args.json:
         print(json.dumps({"items": page.items, "more": page.more, "next": page.next}, indent=2))
         return
-    print("\n".join(lines) if lines else "(none)")
+    _print_lines(lines)
     if page.more and page.next:
         flags = " ".join(f"--{key} {value}" for key, value in page.next.items())
         print(
@@ -487,7 +497,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         query = dict(params, after=str(after), order="oldest", limit="1000")
         for row in client.call("GET", f"/api/audit?{urllib.parse.urlencode(query)}"):
             after = max(after, int(row.get("id", 0)))
-            print(json.dumps(row) if args.json else _audit_line(row), flush=True)
+            print(json.dumps(row) if args.json else visible(_audit_line(row)), flush=True)
         time.sleep(1.0)
 
 
@@ -496,9 +506,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
     plan = client.call("GET", "/api/restore")
     print(f"restore {len(plan['items'])} sessions?")
     for item in plan["items"]:
-        print(f"  {item['harness']}:{item['session_id']}  in {item['cwd']}  {item.get('title') or ''}")
+        print(visible(f"  {item['harness']}:{item['session_id']}  in {item['cwd']}  {item.get('title') or ''}"))
     for skip in plan["skipped"]:
-        print(f"  skipped {skip['harness']}:{skip['session_id']}: {skip['reason']}")
+        print(visible(f"  skipped {skip['harness']}:{skip['session_id']}: {skip['reason']}"))
     if not plan["items"]:
         return 0
     if not args.yes and input("relaunch them? [y/N] ").strip().lower() not in {"y", "yes"}:

@@ -36,6 +36,7 @@ from connectd.history.service import (
     default_data_dir,
     jsonl_audit,
 )
+from connectd.safetext import visible
 
 #: A build that visits at least this many transcripts shows a progress bar on a terminal.
 PROGRESS_MIN_FILES = 200
@@ -172,7 +173,7 @@ def _print_report(report: IndexReport, service: HistoryService) -> None:
     if counts:
         print("skipped: " + ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items())))
         for skip in report.skips[:10]:
-            print(f"  {skip.reason}: {skip.path}" + (f" at byte {skip.offset}" if skip.offset else ""))
+            print(visible(f"  {skip.reason}: {skip.path}" + (f" at byte {skip.offset}" if skip.offset else "")))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -200,22 +201,22 @@ def _liveness_text(view: dict[str, object]) -> str:
 
 def _print_view(view: dict[str, object], out: TextIO) -> None:
     title = view["title"] or "(untitled)"
-    print(f"{view['harness']} {view['session_id']}  {title}", file=out)
+    print(visible(f"{view['harness']} {view['session_id']}  {title}"), file=out)
     branches = view["branches"]
     assert isinstance(branches, list)
     line = f"    {view['cwd']}"
     if branches:
         line += f"  [{', '.join(str(b) for b in branches)}]"
     line += f"  last active {view['last_active'] or 'unknown'}  {_liveness_text(view)}"
-    print(line, file=out)
+    print(visible(line), file=out)
     prs = view["prs"]
     assert isinstance(prs, list)
     for pr in prs:
-        print(f"    {pr}", file=out)
+        print(visible(f"    {pr}"), file=out)
     terms = view.get("matched_terms")
     if terms:
         assert isinstance(terms, list)
-        print(f"    matched: {', '.join(str(t) for t in terms)}", file=out)
+        print(visible(f"    matched: {', '.join(str(t) for t in terms)}"), file=out)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -272,12 +273,12 @@ def cmd_get(args: argparse.Namespace) -> int:
     if owner:
         print(f"    entrypoint {owner['entrypoint']}, started {owner['started']}")
         if owner["parent_session_id"]:
-            print(f"    parent session {owner['parent_session_id']}")
+            print(visible(f"    parent session {owner['parent_session_id']}"))
         if owner["resume_argv"]:
-            print(f"    resume: (cd {view['cwd']} && {' '.join(owner['resume_argv'])})")
-        print(f"    transcript {owner['source_path']}" + (" (gone)" if owner["source_missing"] else ""))
+            print(visible(f"    resume: (cd {view['cwd']} && {' '.join(owner['resume_argv'])})"))
+        print(visible(f"    transcript {owner['source_path']}" + (" (gone)" if owner["source_missing"] else "")))
         for i, prompt in enumerate(owner["prompts"], 1):
-            print(f"\n--- prompt {i} ---\n{prompt}")
+            print(f"\n--- prompt {i} ---\n{visible(prompt, lines=True)}")
     return 0
 
 
@@ -291,7 +292,7 @@ def cmd_dirs(args: argparse.Namespace) -> int:
         print(json.dumps(dirs, indent=2))
     else:
         for d in dirs:
-            print(f"{d['cwd']}  {d['last_active'] or ''}")
+            print(visible(f"{d['cwd']}  {d['last_active'] or ''}"))
     return 0
 
 

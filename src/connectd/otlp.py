@@ -35,6 +35,7 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from connectd.safetext import visible
 from connectd.store import AuditRow, Store
 
 log = logging.getLogger("connectd.otlp")
@@ -114,8 +115,8 @@ class OtlpExporter:
             ("actor", row.actor), ("action", row.action), ("outcome", row.outcome), ("scope", row.scope),
             ("target", row.target), ("message_id", row.message_id), ("detail", row.detail),
         ):
-            if value:
-                attributes[f"connect.{key}"] = value
+            if value:  # agent-supplied text, its controls/bidi/zero-width made visible (stored as sent)
+                attributes[f"connect.{key}"] = visible(value)
         at = int(row.at * 1e9)
         return ReadableLogRecord(
             LogRecord(
@@ -123,7 +124,7 @@ class OtlpExporter:
                 observed_timestamp=at,
                 severity_text="INFO",
                 severity_number=SeverityNumber.INFO,
-                body=f"{row.actor} {row.action} {row.outcome}",
+                body=visible(f"{row.actor} {row.action} {row.outcome}"),
                 attributes=attributes,
             ),
             resource=self.resource,

@@ -162,6 +162,11 @@ def _arg(value: str, what: str) -> str:
     return value[:-1] + "\\;" if value.endswith(";") else value
 
 
+def _literal(value: str, what: str) -> str:
+    """A free-form argument tmux expands as a format (`-c`, `-s`): `#` doubled, so `#(...)` runs nothing."""
+    return _arg(value, what).replace("#", "##")
+
+
 def _session_target(session: str) -> str:
     if SESSION_ID.match(session):
         return session
@@ -402,22 +407,25 @@ class SyncTmux:
         if not name or ":" in name or "." in name:
             raise TmuxInputError(f"not a valid session name: {name!r}")
         size = ["-x", str(width), "-y", str(height)]
-        head = ["new-session", "-d", "-s", _arg(name, "session name"), *size, "-P", "-F", "#{pane_id}"]
+        head = ["new-session", "-d", "-s", _literal(name, "session name"), *size, "-P", "-F", "#{pane_id}"]
         return self._launch(head, argv, cwd, env)
 
     def _launch(self, head: list[str], argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
         if not os.path.isdir(cwd):
             raise TmuxInputError(f"working directory does not exist: {cwd!r}")
-        script = self.write_launcher(argv, env)
+        # tmux expands `-c` as a format (`#(cmd)` runs cmd): the directory goes there with `#` doubled,
+        # and the launcher itself changes into it (`cd --`), so the process starts exactly there.
+        script = self.write_launcher(argv, env, cwd=cwd)
         try:
-            out = self.run(*head, "-c", _arg(cwd, "working directory"), "--", "/bin/sh", str(script))
+            out = self.run(*head, "-c", _literal(cwd, "working directory"), "--", "/bin/sh", str(script))
         except BaseException:
             script.unlink(missing_ok=True)
             raise
         return out.strip()
 
-    def write_launcher(self, argv: Sequence[str], env: Mapping[str, str]) -> Path:
-        """A 0700 script that deletes itself, exports env and execs argv; only its path goes on argv."""
+    def write_launcher(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None) -> Path:
+        """A 0700 script that deletes itself, changes into cwd (if given), exports env and execs argv;
+        only its path goes on argv."""
         if not argv or not all(isinstance(a, str) and a and "\x00" not in a for a in argv):
             raise TmuxInputError("argv must be a non-empty list of non-empty strings without NUL")
         for key, value in env.items():
@@ -430,6 +438,7 @@ class SyncTmux:
         lines = [
             "#!/bin/sh",
             f"rm -f -- {shlex.quote(str(path))}",
+            *([f"cd -- {shlex.quote(cwd)} || exit 1"] if cwd is not None else []),
             *(f"export {key}={shlex.quote(value)}" for key, value in env.items()),
             "exec " + " ".join(shlex.quote(a) for a in argv),
         ]

@@ -251,12 +251,23 @@ def test_resume_session_reopens_a_past_session_in_its_own_cwd_with_its_resume_ar
     claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
     work = make_repo(tmp_path / "past-work")
     Claude(session, str(work), branch="main").prompt("ship the release notes").write(claude_root)
+    elsewhere_session = "5c1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4e"
+    elsewhere = make_repo(tmp_path / "another-repo")
+    Claude(elsewhere_session, str(elsewhere), branch="main").prompt("private plans").write(claude_root)
     d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
     try:
-        ctl = d.launch("ctl", "off", control=True)
+        ctl = d.launch("ctl", "off", control=True, cwd=str(work))  # control reads and resumes its own repository's sessions
         d.wait_ready(ctl)
         err, text = act_tool(d, ctl, "resume_session", harness="claude", session_id="no-such-session")
         assert err, text
+        # issue 21 (also seen): one rule for get_session and resume_session: outside control's repository
+        # both are refused, no card is made and the other session's directory is not shown
+        err, got = act_tool(d, ctl, "get_session", harness="claude", session_id=elsewhere_session)
+        assert err and "outside the repositories this caller may read" in str(got), got
+        err, text = act_tool(d, ctl, "resume_session", harness="claude", session_id=elsewhere_session)
+        assert err and "outside the repositories this caller may read" in str(text), text
+        assert str(elsewhere) not in str(text)
+        assert d.api("GET", "/api/acts?all=1") == []
         err, act = act_tool(d, ctl, "resume_session", harness="claude", session_id=session)
         assert not err, act
         assert act["tier"] == 2 and session in act["shown"] and str(work) in act["shown"]
@@ -384,7 +395,7 @@ def test_handoff_to_a_session_no_pane_holds_resumes_it_then_messages_it(tmp_path
     Claude(session, str(work), branch="main").prompt("the flaky test").write(claude_root)
     d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root)).start()
     try:
-        ctl = d.launch("ctl", "off", control=True)
+        ctl = d.launch("ctl", "off", control=True, cwd=str(work))  # a session of its own repository
         d.wait_ready(ctl)
         err, act = act_tool(d, ctl, "handoff", session=f"claude:{session}", text="please finish the flaky test fix")
         assert not err, act

@@ -169,3 +169,16 @@ def test_collector_down_then_up_loses_nothing_and_a_restart_sends_nothing_twice(
     assert len(ids) == len(set(ids)), "an audit record was exported twice"
     assert sorted(ids) == stored_ids() and len(ids) > len(before_restart) > 700
     assert any(r.get("connect.action") == "launch" and r.get("connect.outcome") == "refused" for r in collector.records)
+
+
+def test_agent_text_reaches_the_collector_with_its_controls_visible(store: Store, collector: Collector) -> None:
+    """Issue 21 item 6: a target or detail of escape sequences is exported with them as visible escapes."""
+    hiding = "\r\x1b[2K\x1b[99A\x1b[J\u202e"
+    store.apply([Audit(actor="agent:claude:hider", action="get_agent", outcome="allowed", target=hiding,
+                       detail="d\x1b]8;;file:///x\x07", at=1000.0)])
+    collector.up()
+    assert OtlpExporter(collector.endpoint, store, timeout=2.0).export_once() == 1
+    (record,) = collector.records
+    assert record["connect.target"] == "\\x0d\\x1b[2K\\x1b[99A\\x1b[J\\u202e"
+    assert record["connect.detail"] == "d\\x1b]8;;file:///x\\x07"
+    assert store.audit(limit=10)[0].target == hiding  # stored as sent

@@ -361,6 +361,19 @@ def test_a_card_appears_shows_markup_as_text_and_approve_pair_types_into_b(page:
 
 
 @needs_browser
+def test_a_title_shows_bidi_and_zero_width_characters_as_escapes(page: Page, daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Issue 21 item 5: a right-to-left override or a zero-width space in a pane title cannot reorder or hide it."""
+    (a,) = fleet(daemon, "bidi")
+    title = "run \u202etxt.exe\u202c and\u200bzw"
+    tmux.tmux("select-pane", "-t", a.pane, "-T", title)
+    wait_for(lambda: daemon.agent_view(a.pane)["title"] == title, 10, "the title")
+    sub = page.page.locator(f'#agents > li[data-pane="{a.pane}"] .agent-title .sub')
+    sub.wait_for()
+    wait_for(lambda: "txt.exe" in (sub.text_content() or ""), 10, "the title on the page")
+    assert sub.text_content() == "run \\u202etxt.exe\\u202c and\\u200bzw"
+
+
+@needs_browser
 def test_decline_from_the_page(page: Page, daemon: DaemonProcess) -> None:
     a, b = fleet(daemon, "a", "b")
     send(daemon, a, b, "please decline me", "m-decline")

@@ -155,3 +155,44 @@ def test_audit_follow_prints_the_newest_then_each_new_record_oldest_first(daemon
     finally:
         follow.kill()
         follow.wait(10)
+
+
+# --- issue 21 items 6, 7: agent- and pane-supplied text is shown as text ---------------------------
+
+HIDING = "\r\x1b[2K\x1b[99A\x1b[J"
+
+
+def test_agents_shows_a_markup_title_as_text(daemon: DaemonProcess) -> None:
+    """A pane title that is rich markup ([/x], [link=...]) neither crashes nor restyles `connectd agents`."""
+    tmux = daemon.tmux
+    pane = tmux.new_window("main", ["sleep", "600"])
+    for title in ("[/x]", "[link=file:///etc/passwd]evil[/link]", "t\u202eitle\u200b"):  # tmux itself drops C0 from titles
+        tmux.tmux("select-pane", "-t", pane, "-T", title)
+        listed = wait_for_title(daemon, pane, title)
+        assert listed["title"] == title  # the API holds what the pane set
+        out = ok(daemon, "agents")
+        shown = title.replace("\u202e", "\\u202e").replace("\u200b", "\\u200b")
+        assert shown in out.stdout, out.stdout
+        assert "\x1b" not in out.stdout and "\u202e" not in out.stdout and "\u200b" not in out.stdout
+    tmux.tmux("kill-pane", "-t", pane)
+
+
+def wait_for_title(daemon: DaemonProcess, pane: str, title: str) -> dict[str, object]:
+    def found() -> dict[str, object] | None:
+        return next((a for a in daemon.api("GET", "/api/agents") if a["pane"] == pane and a.get("title") == title), None)
+
+    return TmuxServer.wait_for(found, what=f"title {title!r} listed")
+
+
+def test_audit_shows_every_record_of_a_target_that_hides_lines(daemon: DaemonProcess) -> None:
+    """An audited target of cursor-movement escapes is stored as sent and shown with its escapes visible."""
+    with Store.open(daemon.data_dir) as store:
+        store.apply([Audit(actor="agent:claude:hider", action="get_agent", outcome="allowed", target=HIDING, at=5000.0)])
+        store.apply([Audit(actor="agent:claude:hider", action="send_message", outcome="allowed", target=f"%{i}", at=5001.0 + i)
+                     for i in range(6)])
+    stored = json.loads(ok(daemon, "audit", "--json", "--actor", "agent:claude:hider").stdout)["items"]
+    assert [r["target"] for r in stored][-1] == HIDING  # the API holds what was sent
+    out = ok(daemon, "audit", "--actor", "agent:claude:hider").stdout
+    assert "\x1b" not in out and "\r" not in out
+    assert "target=\\x0d\\x1b[2K\\x1b[99A\\x1b[J" in out
+    assert len(out.strip().splitlines()) == 7

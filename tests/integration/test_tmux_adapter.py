@@ -642,3 +642,63 @@ def test_pane_locks_are_one_per_pane_and_kept_while_held() -> None:
         assert adapter.pane_lock("%1") is not a  # gone and free: dropped
 
     anyio.run(main)
+
+
+# --- tmux formats: untrusted text is never expanded (issue 21 item 3) ------------------------------
+
+
+def _format_trap(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory whose name runs `touch MARKER` if tmux expands it as a format."""
+    marker = tmp_path / "MARKER"
+    trap = tmp_path / f"w#(touch {marker})#{{pane_id}}##x"
+    trap.mkdir(parents=True)
+    return trap, marker
+
+
+@pytest.mark.parametrize("how", ["new_window", "new_session", "respawn"])
+def test_a_working_directory_is_never_a_tmux_format(
+    server: TmuxServer, tmux: SyncTmux, scripts: Path, tmp_path: Path, how: str
+) -> None:
+    """A cwd holding #(...) and #{...} runs nothing and the process starts in exactly that directory."""
+    trap, marker = _format_trap(tmp_path)
+    out = tmp_path / "dump.json"
+    argv = [PY, str(scripts / "env_dump.py"), str(out)]
+    session = unique("fmt")
+    if how == "new_window":
+        server.new_session(session, ["sleep", "60"])
+        pane_id = tmux.new_window(session, argv, str(trap), {})
+    elif how == "new_session":
+        pane_id = tmux.new_session(session, argv, str(trap), {})
+    else:
+        pane_id = server.new_session(session, ["sleep", "60"])
+        tmux.respawn(pane_id, argv, str(trap), {}, kill=True)
+    assert json.loads(wait_file(out).read_text())["cwd"] == str(trap)
+    tmux.reap()
+    time.sleep(0.3)
+    assert not marker.exists()
+    tmux.kill_pane(pane_id)
+
+
+def test_a_session_name_is_never_a_tmux_format(server: TmuxServer, tmux: SyncTmux, tmp_path: Path) -> None:
+    """A session name holding #(...) runs nothing and is kept literally."""
+    marker = tmp_path / "MARKER"
+    name = unique("s#(touch " + str(marker).replace(".", "_") + ")")
+    pane_id = tmux.new_session(name, ["sleep", "60"], str(tmp_path), {})
+    tmux.reap()
+    time.sleep(0.3)
+    assert not marker.exists()
+    assert name in {s.name for s in tmux.list_sessions()}
+    tmux.kill_pane(pane_id)
+
+
+def test_a_pane_option_value_is_stored_literally(server: TmuxServer, tmux: SyncTmux, tmp_path: Path) -> None:
+    """A user-option value holding #(...) is stored as given and runs nothing."""
+    marker = tmp_path / "MARKER"
+    pane_id = server.new_session(unique("opt"), ["sleep", "60"])
+    value = f"#(touch {marker})#{{pane_id}}"
+    tmux.set_pane_option(pane_id, "@connect-test", value)
+    assert tmux.get_pane_option(pane_id, "@connect-test") == value
+    tmux.reap()
+    time.sleep(0.3)
+    assert not marker.exists()
+    tmux.kill_pane(pane_id)

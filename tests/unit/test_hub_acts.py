@@ -101,6 +101,17 @@ def test_a_new_incarnation_under_the_lock_cancels_the_act() -> None:
         (C.Tool.CLOSE_PANE, "ctl", None, {}, "self"),
         (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/", "preset": "root"}, "bad_preset"),
         (C.Tool.HANDOFF, "shell", None, {"text": "take over"}, "not_an_agent"),
+        # issue 21 item 5: a control character in any act argument is refused at proposal (no card)
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\x1b[2A\x1b[2K", "preset": "off"},
+         "control_character"),
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude\r", "cwd": "/", "preset": "off"}, "control_character"),
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\x9b2A", "preset": "off"},
+         "control_character"),
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\x7f", "preset": "off"},
+         "control_character"),
+        (C.Tool.RESUME_SESSION, None, None, {"harness": "claude", "session_id": "s\x1b[A", "cwd": "/"},
+         "control_character"),
+        (C.Tool.HANDOFF, "pure", None, {"text": "take over\x1b[1A\x1b[2K"}, "control_character"),
     ],
 )
 def test_each_refusal_changes_nothing_and_is_audited(

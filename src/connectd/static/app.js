@@ -2,7 +2,9 @@
 //
 // Rules kept here:
 // - Agents' text (messages, titles, paths, audit details) goes on the page only through
-//   textContent and attribute values, never as HTML.
+//   textContent and attribute values, never as HTML, and through visible(): a control, bidi or
+//   zero-width character shows as its \u escape (newlines and tabs stay), so no text reorders or
+//   hides what follows it.
 // - Every POST carries the session's CSRF token (X-CSRF-Token), read from the page's meta tag.
 // - Live updates arrive over /api/events (Server-Sent Events); after any (re)connect the page
 //   refetches everything, so nothing missed while the daemon was away stays stale.
@@ -29,13 +31,20 @@
 
   // --- DOM helpers --------------------------------------------------------------------------------
 
+  // Every character that could hide or reorder text (C0/C1 controls, bidi overrides and isolates,
+  // zero-width spaces and joiners, line/paragraph separators) as its escape; newline and tab stay.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+  function visible(text) {
+    return String(text).replace(HIDDEN, (c) => (c === "\n" || c === "\t" ? c : "\\u" + c.codePointAt(0).toString(16).padStart(4, "0")));
+  }
+
   // h("div", {class: "x", data: {k: "v"}, attrs: {...}, on: {click: f}}, child, "text", [more])
   function h(tag, props, ...children) {
     const el = document.createElement(tag);
     const p = props || {};
     if (p.class) el.className = p.class;
-    if (p.text !== undefined) el.textContent = String(p.text);
-    for (const [k, v] of Object.entries(p.attrs || {})) if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? "" : String(v));
+    if (p.text !== undefined) el.textContent = visible(p.text);
+    for (const [k, v] of Object.entries(p.attrs || {})) if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? "" : visible(v));
     for (const [k, v] of Object.entries(p.data || {})) if (v !== null && v !== undefined) el.dataset[k] = String(v);
     for (const [k, v] of Object.entries(p.on || {})) el.addEventListener(k, v);
     append(el, children);
@@ -44,7 +53,7 @@
   function append(el, children) {
     for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
-      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+      el.append(c instanceof Node ? c : document.createTextNode(visible(c)));
     }
     return el;
   }
