@@ -145,6 +145,8 @@ def test_revoke_of_a_pane_cancels_a_pending_restart_of_an_off_agent(daemon: Daem
     no connected agent, and the route answered 409 while the restart went on to connect it)."""
     c = daemon.launch("c", "off", session="3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
     daemon.wait_ready(c)
+    refused = daemon.http().post("/api/revoke", json={"pane": c.pane})  # nothing to revoke yet
+    assert (refused.status_code, refused.json()["error"]) == (409, "not_connected"), refused.text
     make_busy(daemon, tmux, c, 6)  # the restart waits for idle: it is open, nothing touched yet
     daemon.api("POST", "/api/restart", {"pane": c.pane, "preset": "collaborate"})
     response = daemon.http().post("/api/revoke", json={"pane": c.pane})
