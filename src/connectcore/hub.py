@@ -159,6 +159,17 @@ class Revoke:
 
 
 @dataclass(frozen=True)
+class RevokePane:
+    """The person's revoke of a pane: what it holds is no longer connected. ``incarnation`` is the
+    pane's incarnation as the directory reads it (its token key)."""
+
+    now: float
+    pane_id: str
+    incarnation: str
+    by: str = "owner"
+
+
+@dataclass(frozen=True)
 class DisconnectAll:
     now: float
     by: str = "owner"
@@ -313,7 +324,8 @@ class ActExecuted:
 #   running (never scopes captured when the restart began, never more than the cap), and none at all
 #   if that grant is Off or the restart's connect was withdrawn while it was open. Recovery of a record
 #   found open at startup follows the same rule: it never grants more than the stored grant.
-# - ``Revoke``, ``DisconnectAll`` and ``SetGrant`` (any new grant, Off included) withdraw the connect of
+# - ``Revoke``, ``RevokePane`` (also an open restart of that pane, connected or not), ``DisconnectAll``
+#   and ``SetGrant`` (any new grant, Off included) withdraw the connect of
 #   every open restart of the affected agent (its session, the sessions of its merged principals, or
 #   the incarnation it restarts): the machine takes ``restart.Cancel`` where its table allows it
 #   (planned / waiting for idle: cancelled, touching nothing; rechecking: recovery restores the option);
@@ -573,6 +585,7 @@ Event = (
     | BindSession
     | SetGrant
     | Revoke
+    | RevokePane
     | DisconnectAll
     | Submit
     | Decide
@@ -888,6 +901,28 @@ def _revoke(hub: Hub, principal_id: str, now: float, by: str) -> Step:
     hub, again = _withdraw_restarts(hub, restarts, now, "connect revoked while restarting")
     hub, acts = hub_acts.cancel_by(hub, members, now, "control was revoked")
     return hub, effects + more + again + acts
+
+
+def revoke_pane_target(hub: Hub, pane_id: str, incarnation: str) -> tuple[str | None, str | None]:
+    """What a revoke of ``pane_id`` says "no" to: the connected principal of its incarnation, and its
+    open restart-to-connect (an agent launched Off holds no principal while it is restarted to connect).
+    Neither: :class:`UnknownItem` ``not_connected``. Public: the shell asks it for the panes to lock."""
+    principal = grants.principal_at(hub.book, incarnation)
+    restart_id = restart_of_pane(hub, pane_id)
+    if principal is None and restart_id is None:
+        raise UnknownItem("not_connected", f"{pane_id} holds no connected agent and no open restart to connect it")
+    return (principal.id if principal is not None else None), restart_id
+
+
+def _revoke_pane(hub: Hub, ev: RevokePane) -> Step:
+    principal_id, restart_id = revoke_pane_target(hub, ev.pane_id, ev.incarnation)
+    effects: tuple[Effect, ...] = ()
+    if principal_id is not None:
+        hub, effects = _revoke(hub, principal_id, ev.now, ev.by)
+    if restart_id is not None:
+        hub, more = _withdraw_restarts(hub, (restart_id,), ev.now, "connect revoked while restarting")
+        effects += more
+    return hub, effects
 
 
 def _set_grant(hub: Hub, ev: SetGrant) -> Step:
@@ -1474,6 +1509,8 @@ def step(hub: Hub, event: Event) -> Step:
         return _set_grant(hub, event)
     if isinstance(event, Revoke):
         return _revoke(hub, event.principal_id, event.now, event.by)
+    if isinstance(event, RevokePane):
+        return _revoke_pane(hub, event)
     if isinstance(event, DisconnectAll):
         return _disconnect_all(hub, event)
     if isinstance(event, PaneGone):

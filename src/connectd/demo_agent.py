@@ -15,6 +15,8 @@ open while it runs, as Codex holds its rollout file open.
 Its banner names the release it stands in for (``Claude Code v2.1.332``, ``OpenAI Codex (v0.171.0)``,
 the pins whose screens it draws), so connectd reads it as that release; ``DEMO_AGENT_RELEASE`` names
 another (an unverified one), and an empty value leaves the release out of the banner (unknown).
+With ``DEMO_AGENT_BANNER_SCROLLS=1`` the banner is gone once a prompt was submitted, as a long
+session's banner scrolls off the screen.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class Agent:
             self.render_codex()
             return
         width, height = shutil.get_terminal_size((80, 24))
-        banner = f"Claude Code v{self.release} · " if self.release else ""
+        scrolled = os.environ.get("DEMO_AGENT_BANNER_SCROLLS") == "1" and bool(self.transcript)
+        banner = f"Claude Code v{self.release} · " if self.release and not scrolled else ""
         head = [
             f" ▐▛███▜▌   {banner}Demo agent (claude-like) · {self.name}",
             f"▝▜█████▛▘  session {self.session} · connect {'on' if self.connected else 'off'}",

@@ -238,6 +238,9 @@ class Engine:
     async def revoke_principals(self, principal_ids: Any, by: str = "owner") -> None:
         await self.person.revoke_principals(principal_ids, by)
 
+    async def revoke_pane(self, pane_id: str, by: str = "owner") -> dict[str, Any]:
+        return await self.person.revoke_pane(pane_id, by)
+
     async def set_grant(self, session: tuple[str, str], preset: Preset, by: str = "owner") -> None:
         await self.person.set_grant(session, preset, by)
 

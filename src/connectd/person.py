@@ -113,6 +113,29 @@ class PersonCalls:
             for principal_id in ids:
                 await engine.step(H.Revoke(engine.clock(), principal_id, by))
 
+    async def revoke_pane(self, pane_id: str, by: str = "owner") -> dict[str, Any]:
+        """Revoke what a pane holds: its connected agent, and any open restart to connect it (the
+        core's rule, :func:`connectcore.hub.revoke_pane_target`; this only asks and steps)."""
+        engine = self.engine
+        record = engine.watcher.directory.panes.get(pane_id)
+        if record is None:
+            raise EngineError("unknown_target", f"no live pane {pane_id}")
+        principal_id, restart_id = H.revoke_pane_target(engine.hub, pane_id, record.token)
+
+        def which() -> tuple[str, ...]:
+            principal = grants.principal_at(engine.hub.book, record.token)
+            return H.panes_to_lock(engine.hub, [principal.id] if principal is not None else [])
+
+        async with self.lock_panes(which):
+            await engine.step(H.RevokePane(engine.clock(), pane_id, record.token, by))
+        result: dict[str, Any] = {"pane": pane_id, "principal": principal_id, "restart": restart_id}
+        if principal_id is not None:
+            root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
+            result |= {"revoked": grants.actor_name(root), "principal": root.id}
+        else:
+            result["revoked"] = pane_id
+        return result
+
     @asynccontextmanager
     async def lock_panes(self, which: Callable[[], tuple[str, ...]]) -> AsyncIterator[None]:
         """Hold the send locks of ``which()`` (asked again until it is stable), in one global order."""

@@ -212,7 +212,16 @@ CREATE TABLE acts (
 CREATE INDEX acts_state ON acts(state);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+_V4 = """
+CREATE TABLE releases (
+    incarnation TEXT PRIMARY KEY,          -- the pane incarnation (its token key); never a token
+    harness TEXT NOT NULL,
+    release TEXT NOT NULL,                 -- what its banner or its program named (fixed while it lives)
+    learned_at REAL NOT NULL
+) STRICT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -570,6 +579,29 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?)",
                 (pane_id, harness, session_id, cwd, updated_at),
             )
+
+    def record_release(self, incarnation: str, *, harness: str, release: str, learned_at: float) -> None:
+        """The harness release an incarnation runs, once learned: it cannot change while the process
+        lives, so a daemon restart keeps it (a banner that scrolled away is not needed again)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO releases (incarnation, harness, release, learned_at) VALUES (?, ?, ?, ?)",
+                (incarnation, harness, release, learned_at),
+            )
+
+    def releases(self, incarnations: Collection[str]) -> dict[str, tuple[str, str]]:
+        """The learned (harness, release) of each of these incarnations that has one."""
+        found: dict[str, tuple[str, str]] = {}
+        for incarnation in incarnations:
+            rows = self._rows("SELECT harness, release FROM releases WHERE incarnation = ?", (incarnation,))
+            if rows:
+                found[incarnation] = (rows[0][0], rows[0][1])
+        return found
+
+    def forget_releases(self, incarnations: Collection[str]) -> None:
+        """Drop the releases of incarnations that ended."""
+        with self._tx() as db:
+            db.executemany("DELETE FROM releases WHERE incarnation = ?", [(i,) for i in incarnations])
 
     def set_export_cursor(self, name: str, audit_id: int, *, updated_at: float) -> None:
         """Every audit record with id <= ``audit_id`` reached the destination ``name`` (never moves back)."""

@@ -23,6 +23,7 @@ Rules that keep input literal and secrets out of argv:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -43,6 +44,8 @@ import libtmux
 
 from connectcore.control import NAMED_KEYS
 from connectd import procfs
+
+log = logging.getLogger(__name__)
 
 PANE_ID = re.compile(r"%[0-9]+\Z")
 SESSION_ID = re.compile(r"\$[0-9]+\Z")
@@ -603,10 +606,18 @@ class TmuxAdapter:
         await self._call(partial(self.sync.send_named_keys, pane_id, tuple(keys)))
 
     async def send_exit_command(self, pane_id: str, command: str, *, settle: float = 0.4) -> None:
-        """Type the harness's exit command, wait for the paste to settle, then press Enter."""
-        await self.paste_text(pane_id, command)
+        """Type the harness's exit command and submit it the way a message is submitted: the paste has
+        the tmux server owe its Enter (``submit_after``), and the early Enter after ``settle`` is that
+        same Enter (:meth:`enter_once`). A failing early Enter, or a daemon gone between the two, never
+        leaves the exit command as a draft in the composer: the server presses the Enter owed."""
+        token = await self.paste_text(pane_id, command, submit_after=settle)
         await anyio.sleep(settle)
-        await self.press_enter(pane_id)
+        if token is None:  # pragma: no cover - paste_text returns a token whenever submit_after is given
+            return
+        try:
+            await self.enter_once(pane_id, token)
+        except TmuxError as exc:  # the server owes this Enter: it presses it once settle has passed
+            log.warning("the early Enter of the exit command in %s failed (%s): the Enter owed follows", pane_id, exc)
 
     async def get_pane_option(self, pane_id: str, name: str) -> str | None:
         return await self._call(partial(self.sync.get_pane_option, pane_id, name))

@@ -68,6 +68,7 @@ class PaneState:
     release: str | None = None  # the agent's release, once its banner or its program named it
     probed: bool = False  # its program was asked (once per incarnation)
     retell: bool = False  # tell the core this pane's next reading even if unchanged (its release came)
+    release_kept: bool = False  # its release is in the store (kept across a daemon restart)
 
 
 def incarnation_of(info: PaneInfo) -> D.Incarnation:
@@ -254,6 +255,7 @@ class Watcher:
                 )
         await self._claude_evidence()
         self.directory = await self.facts.refresh(engine, self.directory)
+        ended: list[str] = []
         for pane_id, record in before.panes.items():
             now_record = self.directory.panes.get(pane_id)
             if now_record is None or now_record.token != record.token:
@@ -263,12 +265,16 @@ class Watcher:
                 self._codex_tried.pop(record.token, None)
                 engine.launches.forget(pane_id, record.token)
                 self._gone.add((pane_id, record.token))
+                ended.append(record.token)
+        if ended:  # their releases are no longer needed
+            await engine.run_sync(engine.store.forget_releases, ended)
         await self._step_gone()
         for info in infos:
             record = self.directory.panes[info.pane_id]
             state = self.panes.get(info.pane_id)
             if state is None or state.record.token != record.token:
-                self.panes[info.pane_id] = PaneState(info, record)
+                state = self.panes[info.pane_id] = PaneState(info, record)
+                await self._kept_release(state)
                 self._dirty.add(info.pane_id)
             else:
                 if info.activity >= int(since):  # its window drew since the last poll (whole seconds):
@@ -351,6 +357,25 @@ class Watcher:
         history = self.engine.history
         return str(history.codex_root if history is not None else default_codex_root())
 
+    async def _kept_release(self, state: PaneState) -> None:
+        """A pane incarnation seen for the first time: the release learned for it before a daemon
+        restart, if any (it cannot change while the process lives; its banner may have scrolled away)."""
+        engine = self.engine
+        kept = await engine.run_sync(engine.store.releases, [state.record.token])
+        if state.record.token in kept:
+            state.release, state.release_kept, state.probed = kept[state.record.token][1], True, True
+
+    async def _keep_release(self, state: PaneState, harness: str) -> None:
+        """Persist a release just learned, once per incarnation."""
+        if state.release is None or state.release_kept:
+            return
+        state.release_kept = True
+        engine = self.engine
+        token, release = state.record.token, state.release
+        await engine.run_sync(
+            lambda: engine.store.record_release(token, harness=harness, release=release, learned_at=engine.clock())
+        )
+
     async def _probe_release(self, info: PaneInfo) -> None:
         """An agent pane whose banner named no release: ask its program, once per incarnation."""
         state = self.panes.get(info.pane_id)
@@ -363,6 +388,7 @@ class Watcher:
         found = await self.engine.run_sync(self.engine.release_probe.release, info.pane_pid, harness)
         if found is not None and self.panes.get(info.pane_id) is state:
             state.release, state.retell = found, True  # its readiness may change: tell the core again
+            await self._keep_release(state, harness)
             self._dirty.add(info.pane_id)
             self.engine.subscribers.publish({"topic": "pane", "pane": info.pane_id})
 
@@ -491,6 +517,7 @@ class Watcher:
         if state.release is None:
             state.release = releases.shown_on_screen(reading.harness.value, capture.text)
             state.retell = state.retell or state.release is not None
+            await self._keep_release(state, reading.harness.value)
         changed = state.retell or state.reading is None or (
             state.reading.fingerprint, state.reading.ready_for_message
         ) != (reading.fingerprint, reading.ready_for_message)

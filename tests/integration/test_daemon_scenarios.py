@@ -140,6 +140,29 @@ def test_restart_is_refused_for_a_pane_connectd_did_not_launch(daemon: DaemonPro
     assert response.status_code in (400, 409) and "not started by connectd" in response.text
 
 
+def test_revoke_of_a_pane_cancels_a_pending_restart_of_an_off_agent(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Issue 22.3: `revoke %N` says "no" to an open restart-to-connect of an agent launched Off (it held
+    no connected agent, and the route answered 409 while the restart went on to connect it)."""
+    c = daemon.launch("c", "off", session="3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
+    daemon.wait_ready(c)
+    refused = daemon.http().post("/api/revoke", json={"pane": c.pane})  # nothing to revoke yet
+    assert (refused.status_code, refused.json()["error"]) == (409, "not_connected"), refused.text
+    make_busy(daemon, tmux, c, 6)  # the restart waits for idle: it is open, nothing touched yet
+    daemon.api("POST", "/api/restart", {"pane": c.pane, "preset": "collaborate"})
+    response = daemon.http().post("/api/revoke", json={"pane": c.pane})
+    assert response.status_code == 200, response.text
+
+    def closes() -> list[str]:
+        rows = daemon.api("GET", "/api/audit?limit=1000")
+        return [r["outcome"] for r in rows if r["action"] in ("restart.cancel", "restart.close")]
+
+    assert wait_for(closes, 15, "the restart closed") == ["cancelled"]
+    time.sleep(8.0)  # past the busy turn: a restart still open would relaunch the agent now
+    assert not any(r.get("token") for r in _log_rows(c)), "the relaunched agent got a token"
+    assert daemon.agent_view(c.pane)["connect"] == "off"
+    assert closes() == ["cancelled"]
+
+
 @pytest.mark.parametrize("agent_exits_before_recovery", [False, True])
 def test_a_crash_during_restart_is_recovered(tmp_path: Path, tmux: TmuxServer, agent_exits_before_recovery: bool) -> None:
     with running(tmp_path, tmux) as d:

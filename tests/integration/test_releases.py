@@ -122,3 +122,33 @@ def test_serve_refuses_a_trusted_release_that_names_no_harness_and_release(tmp_p
     out = subprocess.run([sys.executable, "-m", "connectd.cli", "serve", "--data-dir", str(tmp_path / "d"),
                           "--trust-release", "claude"], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "not HARNESS@X.Y.Z" in out.stderr, out.stderr
+
+
+def test_a_release_learned_before_a_daemon_restart_is_kept_for_the_incarnation(tmp_path: Path, tmux: TmuxServer) -> None:
+    """Issue 22.4: the release read from an agent's banner is persisted for its incarnation, so after a
+    daemon restart an agent whose banner scrolled away is still on its release and receives at once."""
+    d = DaemonProcess(tmp_path, tmux).start()
+    try:
+        (a,) = agents(d, "a")
+        b = d.launch("b", "collaborate", env={"DEMO_AGENT_BANNER_SCROLLS": "1"})
+        d.wait_ready(b)
+        assert d.agent_view(b.pane)["release_status"] == "verified"
+        tmux.tmux("send-keys", "-t", b.pane, "-l", "a prompt of its own")
+        tmux.tmux("send-keys", "-t", b.pane, "Enter")  # the banner scrolls away
+        deadline = time.monotonic() + 10
+        while "Claude Code v" in tmux.tmux("capture-pane", "-p", "-t", b.pane) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "Claude Code v" not in tmux.tmux("capture-pane", "-p", "-S", "-", "-t", b.pane)
+        d.stop()
+        d.start()
+        d.wait_ready(b)
+        view = d.agent_view(b.pane)
+        assert (view["release"], view["release_status"]) == ("2.1.332", "verified"), view
+        run(send, d, a, b.address, "after the daemon restart", "m-kept")
+        d.api("POST", f"/api/cards/{d.wait_card()['id']}/approve", {"pair": False})
+        deadline = time.monotonic() + 15
+        while run(get_message, d, a, "m-kept")["outcome"] == "queued" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert run(get_message, d, a, "m-kept")["outcome"] == "delivered"
+    finally:
+        d.stop()

@@ -575,3 +575,22 @@ def test_acts_survive_a_restart_and_recover_never_runs_one_twice(tmp_path: Path)
     with Store.open(tmp_path) as store:
         states = {a.id: a.state for a in store.acts()}
         assert states == {pending: C.ActState.AWAITING_CONSENT, approved: C.ActState.CANCELLED}
+
+
+def test_a_release_is_kept_per_incarnation_and_a_data_dir_at_version_3_gains_the_table(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22.4: the releases table arrives by migration 4 on an existing data dir (its data kept); a
+    release recorded for an incarnation is read back after reopening, and forgotten when it ended."""
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:3])
+    with Store.open(data_dir) as store:
+        store.apply([GOOD])
+    monkeypatch.undo()
+    with Store.open(data_dir) as store:
+        assert store.schema_version == 4 and list(store.load_hub(0.0).book.principals) == ["p1"]
+        store.record_release("inc-a", harness="claude", release="2.1.332", learned_at=1.0)
+        store.record_release("inc-b", harness="codex", release="0.171.0", learned_at=2.0)
+    with Store.open(data_dir) as store:
+        assert store.releases(["inc-a", "inc-c"]) == {"inc-a": ("claude", "2.1.332")}
+        store.forget_releases(["inc-a"])
+        assert store.releases(["inc-a", "inc-b"]) == {"inc-b": ("codex", "0.171.0")}

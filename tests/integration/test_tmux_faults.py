@@ -170,3 +170,22 @@ def test_a_restart_step_that_fails_ends_in_recovery_with_the_pane_alive(
         assert _restart_option(tmux, c.pane) == ""  # the temporary remain-on-exit is gone
         assert tmux.tmux("display-message", "-p", "-t", c.pane, "#{pane_dead}").strip() == "0"  # not left dead
         _still_serving(d)
+
+
+@pytest.mark.parametrize("early_enter", ["send-keys", "if-shell"])
+def test_an_exit_command_whose_enter_fails_is_still_submitted(tmp_path: Path, tmux: TmuxServer, early_enter: str) -> None:
+    """Issue 22.1: the exit command's Enter is owed by the tmux server like a message's, so a failing
+    early Enter (or a daemon gone before it) never leaves ``/exit`` as a draft: the restart completes."""
+    with faulty_daemon(tmp_path, tmux) as (d, faults):
+        c = d.launch("c", "off", session="6f5e4d3c-2b1a-4c0d-9e8f-7a6b5c4d3e2f")
+        d.wait_ready(c)
+        faults.arm_after("load-buffer", early_enter, c.pane)  # the exit command's paste arms its Enter's fault
+        d.api("POST", "/api/restart", {"pane": c.pane, "preset": "observe"})
+
+        def closed() -> list[str]:
+            return [r["outcome"] for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "restart.close"]
+
+        assert wait_for(closed, 60, "the restart closed") == ["restarted"]
+        assert "/exit" not in tmux.tmux("capture-pane", "-p", "-t", c.pane)
+        assert wait_for(lambda: d.agent_view(c.pane)["connect"] == "observe", 30, "connected")
+        _still_serving(d)

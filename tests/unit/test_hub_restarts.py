@@ -299,6 +299,53 @@ def test_revoke_of_a_merged_principal_cancels_the_restart_of_its_session() -> No
     assert "r-1" not in w.hub.restarts
 
 
+# --- defect (issue 22.3): `revoke %N` could not stop a restart of an agent launched Off ------------------
+
+
+def test_revoke_of_a_pane_cancels_the_restart_of_an_agent_launched_off() -> None:
+    """A revoke of a pane that holds no principal but an open restart cancels that restart."""
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    effects = w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert "r-1" not in w.hub.restarts
+    assert audits(effects, "restart.cancel")[0].detail == "connect revoked while restarting"
+
+
+def test_revoke_of_a_pane_after_the_exit_was_sent_respawns_an_off_agent_without_a_token() -> None:
+    """Past the exit command the restart goes on, but its connect is withdrawn: the respawn gets no token."""
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert step_of(w) is S.EXIT_SENT and w.hub.restarts["r-1"].record.connect_withdrawn
+    feed(w, observed(w, b, agent_running=False, idle=False, composer_empty=False, pane_dead=True))
+    respawned(w, b)
+    assert grants.authenticate_or_none(w.hub.book, "tok-new") is None
+
+
+def test_revoke_of_a_pane_revokes_its_principal_and_cancels_its_restart() -> None:
+    """A connected pane's revoke does both: the principal is revoked and the open restart cancelled."""
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert "r-1" not in w.hub.restarts
+    assert grants.principal_at(w.hub.book, b.incarnation) is None
+
+
+def test_revoke_of_a_pane_with_nothing_to_revoke_is_refused_and_changes_nothing() -> None:
+    """No principal and no open restart: refused ``not_connected``, the hub unchanged."""
+    w = World()
+    b = unconnected_agent(w)
+    before = w.hub
+    with pytest.raises(H.UnknownItem) as refused:
+        w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert refused.value.reason == "not_connected" and w.hub == before
+
+
 def test_revoke_after_the_exit_was_sent_respawns_without_a_token() -> None:
     w = World()
     b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))

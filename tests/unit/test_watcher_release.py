@@ -48,9 +48,27 @@ class _Probe:
 
 
 @dataclass
+class _Store:
+    """The store's releases table: (harness, release) by incarnation."""
+
+    kept: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def record_release(self, incarnation: str, *, harness: str, release: str, learned_at: float) -> None:
+        self.kept[incarnation] = (harness, release)
+
+    def releases(self, incarnations: Any) -> dict[str, tuple[str, str]]:
+        return {i: self.kept[i] for i in incarnations if i in self.kept}
+
+    def forget_releases(self, incarnations: Any) -> None:
+        for i in incarnations:
+            self.kept.pop(i, None)
+
+
+@dataclass
 class _Engine:
     tmux: _Tmux
     release_probe: _Probe
+    store: _Store = field(default_factory=_Store)
     stepped: list[Any] = field(default_factory=list)
     timing: Any = field(default_factory=lambda: SimpleNamespace(bind=1.0))
     subscribers: Any = field(default_factory=lambda: SimpleNamespace(publish=lambda item: None))
@@ -147,3 +165,21 @@ def test_the_probe_asks_only_executables_named_like_the_harness(tmp_path: Path) 
         for p in (proc, other):
             p.kill()
             p.wait()
+
+
+def test_a_release_learned_is_kept_for_the_incarnation_across_a_daemon_restart() -> None:
+    """Issue 22.4: a banner's release is persisted once per incarnation, and a new watcher (a daemon
+    restart) whose screen no longer shows the banner takes it from the store, asks no program, and
+    tells the core the idle pane is ready."""
+    watcher, engine = _watcher(_idle("2.1.332"), _Probe(None))
+    anyio.run(watcher.observe_pane, "%1")
+    token = watcher.panes["%1"].record.token
+    assert engine.store.kept == {token: ("claude", "2.1.332")}
+    later, again = _watcher(_idle(None), _Probe(None))
+    again.store = engine.store
+    state = later.panes["%1"]
+    anyio.run(later._kept_release, state)
+    anyio.run(later.observe_pane, "%1")
+    anyio.run(later._probe_release, INFO)
+    assert later.release_of("%1", token) == "2.1.332" and _told(again) == [True]
+    assert again.release_probe.asked == [], "a kept release needs no --version"

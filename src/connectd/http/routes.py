@@ -167,17 +167,10 @@ class OwnerApi:
         body = await parse_body(request, B.Revoke)
         engine = self.engine
         if body.pane is not None:
-            record = engine.directory.panes.get(body.pane)
-            if record is None:
-                raise Problem(404, "unknown_target", f"no live pane {body.pane}")
-            principal = grants.principal_at(engine.hub.book, record.token)
-            if principal is None:
-                raise Problem(409, "not_connected", f"{body.pane} holds no connected agent")
-            principal_id = principal.id
-        else:
-            principal_id = str(body.principal)
-            if principal_id not in engine.hub.book.principals:
-                raise Problem(404, "unknown_principal", f"no principal {principal_id[:128]!r}")
+            return await engine.revoke_pane(body.pane, by=actor)
+        principal_id = str(body.principal)
+        if principal_id not in engine.hub.book.principals:
+            raise Problem(404, "unknown_principal", f"no principal {principal_id[:128]!r}")
         await engine.revoke_principals([principal_id], by=actor)
         root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
         return {"revoked": grants.actor_name(root), "principal": root.id}
