@@ -436,7 +436,10 @@ def check_size(typed: str, limits: Limits = DEFAULT_LIMITS) -> None:
 
 
 def within_window(times: tuple[float, ...], now: float, window: float) -> tuple[float, ...]:
-    return tuple(t for t in times if now - t < window)
+    """The times in the window that ends at ``now``. A time after ``now`` (stamped before a restart
+    whose wall clock had been stepped back) is not in it: it would hold the window shut for the size
+    of the step."""
+    return tuple(t for t in times if 0 <= now - t < window)
 
 
 def check_rate(count: int, limit: int, what: str, window: float) -> None:

@@ -118,6 +118,26 @@ def gate(
     return Admitted(principal, replace(record, message_id=message_id))
 
 
+#: Why the edge refuses a call before any handler runs (the MCP SDK's own refusals).
+UNKNOWN_TOOL = "unknown_tool"
+BAD_ARGUMENTS = "bad_arguments"
+
+
+def refused_at_the_edge(hub: H.Hub, *, token_hash: str, action: str, reason: str, now: float) -> Audit:
+    """The one audit record of a call refused before its handler ran (an unknown tool, arguments the
+    tool's schema refuses): the agent the token names (``agent:unknown`` for none), the call's name as
+    given (cut to 100 characters: it is the caller's text), ``refused`` and the reason."""
+    scope = CALL_SCOPES.get(action)
+    return Audit(
+        actor=H._token_actor(hub.book, token_hash),
+        action=action[:100],
+        outcome="refused",
+        scope=scope.value if scope is not None else None,
+        detail=reason,
+        at=now,
+    )
+
+
 # --- what the reads show ----------------------------------------------------------------------------
 
 

@@ -15,7 +15,6 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,6 +32,7 @@ from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.acts_io import ActsIO
 from connectd.agent_calls import AgentCalls, message_view
+from connectd.clock import LifeClock
 from connectd.delivery_io import Delivery
 from connectd.ids import EngineError, Ids, hash_token
 from connectd.interpreter import Interpreter
@@ -105,7 +105,7 @@ class Engine:
         timing: Timing | None = None,
         launchers: Mapping[str, L.Launcher] | None = None,
         cap: Preset = Preset.COLLABORATE,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         ids: Ids | None = None,
         run_sync: RunSync | None = None,
         trusted_releases: frozenset[tuple[str, str]] = frozenset(),
@@ -115,10 +115,10 @@ class Engine:
         self.endpoint_url = endpoint_url
         self.timing = timing or Timing()
         self.launchers = dict(launchers or L.builtin_launchers())
-        self.clock = clock
+        self.clock: Callable[[], float] = clock or LifeClock()
         self.ids = ids or Ids()
         self.run_sync: RunSync = run_sync or anyio.to_thread.run_sync
-        hub = store.load_hub(clock(), limits)
+        hub = store.load_hub(self.clock(), limits)
         self.runner = CoreRunner(store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
         self.interpreter = Interpreter(self)
         self.runner.interpreter = self.interpreter

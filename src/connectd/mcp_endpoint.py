@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
 import anyio
+import pydantic
 import pydantic_core
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -94,9 +95,31 @@ async def _answer(call: Awaitable[T]) -> T:
 
 
 class _ConnectServer(MCPServer):
-    """Lists control's act tools only to a caller that holds ``act`` (every call is gated anyway)."""
+    """Lists control's act tools only to a caller that holds ``act`` (every call is gated anyway), and
+    audits the calls the SDK refuses before a handler runs (every call is one audit record)."""
 
     engine: Engine
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """The edge: a call the SDK refuses before connectd's handler (an unknown tool, arguments the
+        tool's schema refuses) gets its one record here; every other call is audited by its handler."""
+        if self._tool_manager.get_tool(name) is None:
+            await self._refused_at_the_edge(name, R.UNKNOWN_TOOL)
+            raise ToolError(f"refused ({R.UNKNOWN_TOOL}): no tool {name[:100]!r}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, pydantic.ValidationError):
+                await self._refused_at_the_edge(name, R.BAD_ARGUMENTS)
+            raise
+
+    async def _refused_at_the_edge(self, name: str, reason: str) -> None:
+        access = get_access_token()
+        token_hash = hash_token(access.token) if access is not None else ""
+        engine = self.engine
+        await engine.audit(
+            R.refused_at_the_edge(engine.hub, token_hash=token_hash, action=name, reason=reason, now=engine.clock())
+        )
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()

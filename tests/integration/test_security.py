@@ -511,3 +511,47 @@ def test_a_long_poll_ended_by_revocation_is_audited(daemon: DaemonProcess) -> No
     assert err and "not connected" in str(text), text
     assert ("refused", "not_connected") in audit_of(daemon, actor, "get_message")
     assert {c["id"] for c in daemon.cards()} <= card_before  # its card was cancelled with it
+
+
+# --- issue 22 (5): every call is one audit record, whatever refuses it --------------------------------
+
+
+def test_every_refused_call_is_one_audit_record_whatever_refuses_it(daemon: DaemonProcess) -> None:
+    """Before: calls the SDK refuses before connectd's handler runs (an unknown tool, arguments the
+    tool's schema refuses) left no audit record; the probe counted 51 refused calls, 42 records."""
+    caller = ready(daemon, "edge-caller", "observe")
+    actor = daemon.agent_view(caller.pane)["actor"]
+    before = len(daemon.api("GET", f"/api/audit?actor={actor}&limit=1000"))
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("no_such_tool", {}),  # unknown tool
+        ("get_agent", {}),  # a required argument missing
+        ("get_agent", {"target": ["%1"]}),  # a bad argument type
+        ("get_message", {"message_id": {"x": 1}}),  # a bad argument type
+        ("send_message", {"to": "%1@0123456789abcdef", "text": "hi", "message_id": "e-1"}),  # wrong scope
+        ("whoami", {"unexpected": 1}),  # an extra argument
+    ]
+
+    async def probe() -> list[tuple[bool, Any]]:
+        assert caller.token
+        async with mcp_agent(daemon.mcp_url, caller.token) as client:
+            return [await call(client, tool, **args) for tool, args in calls]
+
+    answers = anyio.run(probe)
+    assert all(err for err, _ in answers[:5]), answers
+    rows = daemon.api("GET", f"/api/audit?actor={actor}&limit=1000&order=oldest")[before:]
+    assert len(rows) == len(calls), rows
+    assert [(r["action"], r["outcome"]) for r in rows[:5]] == [
+        ("no_such_tool", "refused"),
+        ("get_agent", "refused"),
+        ("get_agent", "refused"),
+        ("get_message", "refused"),
+        ("send_message", "refused"),
+    ]
+    assert [r["detail"] for r in rows[:4]] == ["unknown_tool", "bad_arguments", "bad_arguments", "bad_arguments"]
+    # the same edge for a revoked token: each call one record (not_connected, or the edge's reason)
+    daemon.api("POST", "/api/revoke", {"pane": caller.pane})
+    before = len(daemon.api("GET", f"/api/audit?actor={actor}&limit=1000"))
+    answers = anyio.run(probe)
+    assert all(err for err, _ in answers), answers
+    rows = daemon.api("GET", f"/api/audit?actor={actor}&limit=1000&order=oldest")[before:]
+    assert len(rows) == len(calls), rows

@@ -39,7 +39,7 @@ import trio.testing
 from connectcore import grants
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
-from connectcore.delivery import Limits
+from connectcore.delivery import Limits, MessageState
 from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.ids import EngineError, Ids, hash_token
@@ -94,6 +94,7 @@ class Config:
     lost_paste: float = 0.02
     store_fail: float = 0.005  # Store.apply raises
     person_race: float = 0.15  # "buggify": the person acts on a pane just as the daemon takes its send lock
+    replace_race: float = 0.1  # "buggify": someone respawns the pane (same %N) as the daemon takes its lock to deliver
     kills: float = 0.03  # per action: the daemon will be killed at one of the next I/O calls
     quiet: float = 240.0  # liveness: virtual seconds of quiescence after which everything is final
     limits: Limits = field(default_factory=lambda: Limits(card_ttl=120.0, id_ttl=900.0))
@@ -163,6 +164,10 @@ class SimFaults(Faults):
     def on_lock(self, pane_id: str) -> None:
         """ "Buggify": the person acts on a pane just as the daemon takes its send lock."""
         sim = self.sim
+        if self.on and self._guarding(pane_id) and sim.rrng.random() < sim.cfg.replace_race:
+            sim.log(f"fault: {pane_id} is respawned (same %N, a new incarnation) just as the daemon takes its send lock")
+            sim.server.replace_process(pane_id, resume=True)
+            return
         if not self.on or sim.frng.random() >= sim.cfg.person_race:
             return
         what = sim.frng.choice(["draft", "menu", "prompt"])
@@ -173,6 +178,13 @@ class SimFaults(Faults):
             sim.server.open_menu(pane_id)
         else:
             sim.server.person_submits(pane_id, "person's own prompt", round(sim.frng.uniform(0.5, 10.0), 2))
+
+    def _guarding(self, pane_id: str) -> bool:
+        """A message for the pane is being guarded: this lock is the delivery's."""
+        engine = self.sim.engine
+        return engine is not None and any(
+            m.recipient_pane == pane_id and m.state is MessageState.GUARDING for m in engine.hub.messages.values()
+        )
 
     def countdown(self) -> bool:
         """One more I/O call: True when the daemon is to be killed at this one."""
@@ -238,6 +250,8 @@ class Sim:
         self.cfg = replace(cfg) if cfg is not None else Config()
         self.rng = random.Random(seed)  # the schedule
         self.frng = random.Random(seed * 7919 + 1)  # the faults
+        # the same-%N replacement race: its own stream, so adding it left every other draw of a seed as it was
+        self.rrng = random.Random(seed * 104729 + 3)
         self.ids = SeededIds(random.Random(seed * 104729 + 2))
         self.data_dir = data_dir
         self.server = SimServer(self.now)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from connectcore import consent, grants
 from connectcore import directory as D
-from connectcore import grants
 from connectcore import hub as H
 from connectcore.delivery import Message, MessageState
 from connectcore.grants import TokenState
@@ -59,6 +59,7 @@ class Checker:
             return
         self.not_after_revocation(message, body)
         self.handle_still_names(message, paste, body)
+        self.same_incarnation(message, paste, body)
 
     def clean_screen(self, paste: Paste) -> None:
         """Nothing is typed into a busy pane, over a draft or into a menu that the daemon could see."""
@@ -99,6 +100,15 @@ class Checker:
             self.sim.violate(
                 f"{body} for {message.handle} typed into {paste.pane_id}; the handle names {named}",
                 kind="handle_moved",
+            )
+
+    def same_incarnation(self, message: Message, paste: Paste, body: str) -> None:
+        """A message addressed to %N@incarnation is typed only into that incarnation of %N."""
+        if paste.pane_id != message.recipient_pane or paste.incarnation != message.recipient_incarnation:
+            self.sim.violate(
+                f"{body} for {message.recipient_pane}@{message.recipient_incarnation} typed into "
+                f"{paste.pane_id}@{paste.incarnation}, another incarnation",
+                kind="wrong_incarnation",
             )
 
     # --- after every step -------------------------------------------------------------------------
@@ -166,6 +176,29 @@ class Checker:
                 self.sim.violate(
                     f"after recovery, a live token for the dead incarnation {token.pane_id}@{token.incarnation}"
                 )
+        self.nothing_held_for_the_dead(engine, live)
+
+    def nothing_held_for_the_dead(self, engine: Engine, live: set[str]) -> None:
+        """After recovery, no message, card or left draft is still held for an incarnation the first look
+        did not find, whether or not it held a token (reconciliation ends each as if its pane went)."""
+        held = [
+            (m.ref, m.recipient_pane, m.recipient_incarnation)
+            for m in engine.hub.messages.values()
+            if not m.is_final and m.recipient_incarnation not in live
+        ] + [
+            (c.id, c.recipient_pane, c.recipient_incarnation)
+            for c in engine.hub.cards.values()
+            if consent.is_open(c) and c.recipient_incarnation not in live
+        ] + [
+            (f"a draft connect may have left in {d.pane_id}", d.pane_id, d.incarnation)
+            for d in engine.hub.drafts.values()
+            if d.incarnation not in live
+        ]
+        for ref, pane, incarnation in held:
+            self.sim.violate(
+                f"after recovery, {ref} still open for the dead incarnation {pane}@{incarnation}",
+                kind="held_for_dead",
+            )
 
     # --- once quiet -------------------------------------------------------------------------------
 

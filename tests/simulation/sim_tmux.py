@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import anyio
 import trio
 
+from connectcore import directory as D
 from connectd.tmux import (
     TYPING_OPTION,
     Capture,
@@ -123,6 +124,7 @@ class Paste:
     clean: bool  # idle, no menu, empty composer
     seen_version: bool  # the daemon's last capture of this pane showed this very screen
     generation: int
+    incarnation: str = ""  # the incarnation token of the process the text went into
 
 
 class Faults:
@@ -227,11 +229,16 @@ class SimServer:
         else:
             del self.panes[pane_id]
 
-    def replace_process(self, pane_id: str) -> None:
-        """Someone respawns the pane with a new agent process (a new incarnation, not connected)."""
+    def replace_process(self, pane_id: str, resume: bool = False) -> None:
+        """Someone respawns the pane with a new agent process (a new incarnation, not connected). With
+        ``resume`` (``claude --resume``) the new process redraws the old one's conversation: the same
+        idle screen, a different incarnation."""
         pane = self.panes.get(pane_id)
         if pane is not None:
-            pane.agent = self.spawn_agent(("claude",), "/work", {})
+            old = pane.agent
+            pane.agent = self.spawn_agent(("claude",), old.cwd if resume and old else "/work", {})
+            if resume and old is not None:
+                pane.agent.transcript = list(old.transcript)
             pane.dead_status = None
             self.changed(pane)
 
@@ -464,7 +471,10 @@ class SimTmux:
             raise TmuxError(f"pane {pane_id} is dead")
         clean = agent.clean(server.now())
         seen = server.last_captured.get(pane_id) == (agent.pid, pane.version)
-        paste = Paste(server.now(), pane_id, agent.pid, text, clean, seen, self.generation)
+        incarnation = D.incarnation_token(
+            D.Incarnation(SERVER_PID, SERVER_START, pane_id, agent.pid, agent.start)
+        )
+        paste = Paste(server.now(), pane_id, agent.pid, text, clean, seen, self.generation, incarnation)
         server.pastes.append(paste)
         server.on_paste(paste)
         if not server.faults.lost_paste(pane_id) and not agent.dialog:

@@ -76,6 +76,7 @@ class DaemonProcess:
         self.extra_args = extra_args
         self.history_roots = history_roots  # (claude root, codex root): serve the history index
         self.proc: subprocess.Popen[bytes] | None = None
+        self.env_extra: dict[str, str] = {}  # set before start(): added to the daemon's environment
         self.port = 0
         self.agents: dict[str, AgentHandle] = {}
         self._http: httpx2.Client | None = None
@@ -88,6 +89,7 @@ class DaemonProcess:
         env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + str(ROOT)
         env.setdefault("CONNECTD_LOG", "WARNING")
+        env.update(self.env_extra)
         history = ["--no-history"]
         if self.history_roots is not None:
             history = []

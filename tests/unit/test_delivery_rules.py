@@ -145,6 +145,13 @@ def test_size_cap_is_inclusive_and_counts_utf8_bytes() -> None:
     assert refusal(delivery.check_size, "x" * 8193).reason == "too_large"
 
 
+@pytest.mark.parametrize("step", [1.0, 120.0, 7200.0])
+def test_rate_window_is_not_held_shut_by_future_stamps(step: float) -> None:
+    """Sends stamped after now (a wall clock stepped back across a restart) do not fill the window."""
+    future = tuple(1000.0 + step + i for i in range(5))
+    assert delivery.within_window((*future, 990.0), 1000.0, 60.0) == (990.0,)
+
+
 def test_rate_window_excludes_sends_exactly_one_window_old() -> None:
     assert delivery.within_window((0.0, 0.5, 1.0, 2.0), 60.5, 60.0) == (1.0, 2.0)
     delivery.check_rate(2, 3, "sender", 60.0)

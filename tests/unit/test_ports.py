@@ -28,9 +28,15 @@ def test_the_real_adapter_conforms_to_panes() -> None:
 
 
 def test_the_daemon_clock_and_the_fake_clock_conform_and_agree() -> None:
-    """time.time and FakeClock both give float seconds that never go back; the fake moves only when told."""
+    """time.time, the daemon's LifeClock and FakeClock all give float seconds that never go back; the fake moves only when told."""
     fake = FakeClock()
     assert port_mismatches(Clock, time.time) == [] and port_mismatches(Clock, fake) == []
+    from connectd.clock import LifeClock
+
+    life = LifeClock()
+    assert port_mismatches(Clock, life) == []
+    now = life()
+    assert type(now) is float and life() >= now and abs(now - time.time()) < 60
     first, second = time.time(), time.time()
     assert type(first) is float and second >= first and abs(first - time.time()) < 60
     before = fake()

@@ -434,3 +434,24 @@ def test_a_delivery_to_a_merged_away_principal_wakes_the_merged_agent() -> None:
     effects = w.deliver(key, again)  # type: ignore[arg-type]
     inbox = [e for e in effects if isinstance(e, Notify) and e.topic == "inbox"]
     assert [e.principal for e in inbox] == [a.principal]  # type: ignore[attr-defined]
+
+
+# --- issue 22 (5): a call refused at the edge gets its one record -----------------------------------
+
+
+def test_a_call_refused_before_its_handler_is_audited_as_its_callers_refusal() -> None:
+    """A call the SDK refuses (unknown tool, bad arguments) is one record: refused, naming the caller."""
+    from connectcore import reads as R
+
+    w = World()
+    a = w.launch("a")
+    actor = H._token_actor(w.hub.book, a.token)
+    record = R.refused_at_the_edge(w.hub, token_hash=a.token, action="x" * 300, reason=R.UNKNOWN_TOOL, now=5.0)
+    assert (record.actor, record.action, record.outcome, record.detail, record.at) == (
+        actor, "x" * 100, "refused", "unknown_tool", 5.0
+    )
+    assert actor.startswith("agent:")
+    bad = R.refused_at_the_edge(w.hub, token_hash=a.token, action="send_message", reason=R.BAD_ARGUMENTS, now=6.0)
+    assert (bad.scope, bad.detail) == ("message", "bad_arguments")
+    unknown = R.refused_at_the_edge(w.hub, token_hash="nope", action="whoami", reason=R.BAD_ARGUMENTS, now=7.0)
+    assert unknown.actor == "agent:unknown"
