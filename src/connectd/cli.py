@@ -741,7 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[common, daemon],
                        help="serve your fleet (as serve) when a tmux server runs, else an isolated demo fleet")
-    p.add_argument("--demo", action="store_true", help="the isolated demo fleet even when a tmux server runs")
+    p.add_argument("--demo", action="store_true", help="the isolated demo fleet even when a tmux server runs (its own "
+                   "tmux server and data directory, ~/.local/share/connect-demo on Linux, emptied at each start)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("launch", parents=[common, reads], help="open a tmux window running a launcher")
