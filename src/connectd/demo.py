@@ -19,6 +19,7 @@ import anyio
 import platformdirs
 from anyio.abc import TaskGroup
 
+from connectcore import advice
 from connectcore import launchers as L
 from connectcore.grants import Preset
 from connectd import facts
@@ -45,10 +46,14 @@ def demo_launcher(bin_dir: Path) -> L.Launcher:
 
 
 def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
-    from connectd.app import Config, serve
-    from connectd.cli import start_daemon
+    from connectd.app import Config, DataDirLocked, lock_data_dir, serve
+    from connectd.cli import CliError, start_daemon
 
     data_dir = data_dir or Path(platformdirs.user_data_dir("connect-demo"))
+    try:  # a demo already running keeps its fleet and store: this one is refused before touching them
+        os.close(lock_data_dir(data_dir))
+    except DataDirLocked:
+        raise CliError.of(advice.daemon_running(str(data_dir), facts.cli_command())) from None
     shutil.rmtree(data_dir, ignore_errors=True)  # an isolated demo: a fresh fleet and store each time
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     subprocess.run(["tmux", "-L", DEMO_SOCKET, "kill-server"], capture_output=True)

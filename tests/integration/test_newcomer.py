@@ -154,6 +154,13 @@ def test_run_with_no_tmux_server_starts_the_demo_and_its_printed_commands_run_as
         assert out.splitlines()[0].startswith("connectd run: no tmux server is running, so this starts an isolated demo")
         assert "token --open --data-dir" in out  # the owner page's login command
         assert "A's message was delivered" in outcome
+
+        demo_data = tmp_path / "xdg" / "connect-demo"
+        second = connectd("run", "--demo", "--port", "0", env=env)  # a second demo: refused, the first untouched
+        assert_refusal(second, f"another connectd is already running on {demo_data}", f"agents --data-dir {demo_data}")
+        listed = connectd("agents", "--json", "--data-dir", str(demo_data), env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert [a["harness"] for a in json.loads(listed.stdout)].count("claude") == 2  # A and B still there
     finally:
         status = run.interrupt()
     assert status == 0 and "Traceback" not in run.stderr(), run.stderr()
