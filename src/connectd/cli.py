@@ -96,13 +96,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cli = facts.cli_command()
     dd = "" if data_dir == default_data_dir() else f" --data-dir {shlex.quote(str(data_dir))}"
 
-    def ready(d: Any) -> None:
+    async def ready(d: Any) -> None:
         write_daemon_info(data_dir, d.port, d.mcp_url)
         print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
         # No login code here: it would sit on this terminal's screen for anyone who reads it.
         print(f"owner page: {d.base_url}/  (log in: `{cli} token --open{dd}`, a one-time link)", flush=True)
         warnings = advice.fleet_warnings(
-            tmux_server_running=d.tmux.sync.server_running(), harnesses_on_path=facts.harnesses_on_path(), cli=cli
+            tmux_server_running=await d.tmux.server_running(), harnesses_on_path=facts.harnesses_on_path(), cli=cli
         )
         for warning in warnings:
             print(f"warning: {warning.problem}\n  fix: {warning.fix}", file=sys.stderr, flush=True)
