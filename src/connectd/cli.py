@@ -20,12 +20,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from connectcore import advice
 from connectd import facts, history_cli
+
+if TYPE_CHECKING:
+    from connectd.app import Config, Daemon
 
 PRESETS = ("off", "observe", "collaborate")
 DEFAULT_PORT = 7878
@@ -114,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_daemon(config: Any, sock: Any = None) -> Any:
+def start_daemon(config: Config) -> Daemon:
     """``build_daemon``, with a busy port or a data directory another daemon holds refused in one
     line and its fix (:mod:`connectcore.advice`), not a traceback."""
     import errno
@@ -122,7 +125,7 @@ def start_daemon(config: Any, sock: Any = None) -> Any:
     from connectd.app import DataDirLocked, build_daemon
 
     try:
-        return build_daemon(config, sock)
+        return build_daemon(config)
     except DataDirLocked as exc:
         raise CliError.of(advice.daemon_running(str(exc.data_dir), facts.cli_command())) from None
     except OSError as exc:
