@@ -167,6 +167,22 @@ def no_daemon(data_dir: str, port: int, *, served_elsewhere: str | None, port_ta
     return Advice(problem, f"start it: `{cli} serve --data-dir {shlex.quote(data_dir)}` (or `make run` in a checkout)")
 
 
+def token_withheld(data_dir: str, port: int, why: str, cli: str = "connectd") -> Advice:
+    """The listener on the recorded port is not the recorded daemon (:mod:`connectcore.listener`)."""
+    return Advice(
+        f"refusing to send the owner token to 127.0.0.1:{port}: {why}",
+        f"if the daemon is not running, start it (`{cli} serve --data-dir {shlex.quote(data_dir)}`); "
+        f"`{cli} doctor --data-dir {shlex.quote(data_dir)}` says what holds the port",
+    )
+
+
+def unreachable(data_dir: str, url: str, why: str, cli: str = "connectd") -> Advice:
+    return Advice(
+        f"cannot reach the daemon at {url}: {why}",
+        f"see whether it runs: `{cli} doctor --data-dir {shlex.quote(data_dir)}`",
+    )
+
+
 # --- agents connected in place ------------------------------------------------------------------------
 
 

@@ -208,10 +208,7 @@ class Client:
             return
         why = listener_refusal(self.port, self.pid)
         if why is not None:
-            raise SystemExit(
-                f"connectd: refusing to send the owner token to 127.0.0.1:{self.port}: {why}. "
-                f"If the daemon is not running, start it (`connectd serve --data-dir {self.data_dir}`)."
-            )
+            raise CliError.of(advice.token_withheld(str(self.data_dir), self.port, why, facts.cli_command()))
         self._verified = True
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -241,7 +238,7 @@ class Client:
                 fix = str(payload.get("fix") or "")
             raise CliError(detail or f"the daemon answered HTTP {exc.code}", fix) from None
         except urllib.error.URLError as exc:
-            raise SystemExit(f"connectd: cannot reach the daemon at {self.base}: {exc.reason}") from None
+            raise CliError.of(advice.unreachable(str(self.data_dir), self.base, str(exc.reason), facts.cli_command())) from None
 
 
 def listener_refusal(port: int, pid: int) -> str | None:

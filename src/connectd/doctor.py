@@ -145,7 +145,7 @@ def check_daemon(data_dir: Path, port: int) -> Check:
         client = Client(data_dir, None)
         agents = client.call("GET", "/api/agents")
     except SystemExit as exc:
-        return Check("daemon", FAIL, str(exc.code).removeprefix("connectd: "),
+        return Check("daemon", FAIL, getattr(exc, "problem", None) or str(exc.code).removeprefix("connectd: "),
                      f"restart it: `connectd serve --data-dir {data_dir}` (or `systemctl --user restart connectd`)")
     where = f"port {client.port}" + ("" if client.port == port else f" (not --port {port})")
     return Check("daemon", OK, f"answers on {where}, pid {client.pid}; {len(agents)} panes in the directory")

@@ -89,3 +89,12 @@ def test_a_session_id_is_quoted_into_the_command_it_is_pasted_into() -> None:
     """A session id comes from a harness's files: it is one shell word in the advice, never a command."""
     command = A.relaunch_here("claude", "x; rm -rf ~")
     assert command == "connectd launch --here claude --session 'x; rm -rf ~'"
+
+
+def test_a_withheld_token_and_an_unreachable_daemon_name_the_command_that_tells_more() -> None:
+    withheld = A.token_withheld("/d", 7878, "no process of yours listens there")
+    assert withheld.problem == "refusing to send the owner token to 127.0.0.1:7878: no process of yours listens there"
+    assert "`connectd serve --data-dir /d`" in withheld.fix and "`connectd doctor --data-dir /d`" in withheld.fix
+    gone = A.unreachable("/d", "http://127.0.0.1:7878", "[Errno 111] Connection refused", cli="c")
+    assert gone == A.Advice("cannot reach the daemon at http://127.0.0.1:7878: [Errno 111] Connection refused",
+                            "see whether it runs: `c doctor --data-dir /d`")
