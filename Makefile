@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle
+.PHONY: run demo test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,8 +15,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Serves your fleet when a tmux server runs, else the isolated demo fleet; it says which.
 run: $(STAMP)
 	$(BIN)/connectd run
+
+# The isolated demo fleet, even from inside tmux (your own tmux server is left alone).
+demo: $(STAMP)
+	$(BIN)/connectd run --demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

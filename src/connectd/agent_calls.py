@@ -21,11 +21,11 @@ from connectcore import history as HI
 from connectcore import hub as H
 from connectcore import reads as R
 from connectcore import routing as RT
+from connectcore.advice import receive_only_note
 from connectcore.delivery import Message
 from connectcore.grants import Scope
 from connectd import targets
 from connectd.ids import EngineError, hash_token
-from connectd.person import RECEIVE_ONLY_NOTE
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
@@ -176,7 +176,11 @@ class AgentCalls:
             "launcher": record.launcher,
             **self.release_view(record.pane_id, record.token, reading.harness.value if reading else record.harness),
             "note": (
-                RECEIVE_ONLY_NOTE
+                receive_only_note(
+                    started_by_connect=record.launcher is not None,
+                    harness=binding.harness if isinstance(binding, D.SessionBinding) else record.harness or None,
+                    session_id=binding.session_id if isinstance(binding, D.SessionBinding) else None,
+                )
                 if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
                 else ""
             ),

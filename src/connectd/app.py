@@ -96,6 +96,14 @@ class Daemon:
         return f"{self.base_url}/mcp"
 
 
+class DataDirLocked(RuntimeError):
+    """Another daemon holds this data directory's lock."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(f"another connectd is already running on {data_dir}")
+        self.data_dir = data_dir
+
+
 def lock_data_dir(data_dir: Path) -> int:
     """One daemon per data directory: a second one is refused instead of sharing the store."""
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -104,7 +112,7 @@ def lock_data_dir(data_dir: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RuntimeError(f"another connectd is already running on {data_dir}") from None
+        raise DataDirLocked(data_dir) from None
     return fd
 
 

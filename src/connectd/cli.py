@@ -13,20 +13,39 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
-from connectd import history_cli
+from connectcore import advice
+from connectd import facts, history_cli
 from connectd.safetext import cell, visible
 
+if TYPE_CHECKING:
+    from connectd.app import Config, Daemon
+
 PRESETS = ("off", "observe", "collaborate")
+DEFAULT_PORT = 7878
+
+
+class CliError(SystemExit):
+    """A refusal for the person, on stderr with exit status 1: one line naming the problem and, when
+    something fixes it, a ``fix:`` line with the command (no HTTP status, no traceback)."""
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        self.problem, self.fix = problem, fix
+        super().__init__("\n".join(advice.Advice(f"connectd: {problem}", fix).lines()))
+
+    @classmethod
+    def of(cls, given: advice.Advice) -> CliError:
+        return cls(given.problem, given.fix)
 
 
 def default_data_dir() -> Path:
@@ -60,7 +79,7 @@ def remove_daemon_info(data_dir: Path) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from connectd.app import Config, build_daemon, serve
+    from connectd.app import Config, serve
     from connectd.policy import load_policy
 
     data_dir = Path(args.data_dir)
@@ -77,19 +96,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
         otlp_endpoint=args.otlp_endpoint,
         trusted_releases=frozenset(args.trust_release or ()),
     )
-    daemon = build_daemon(config)
+    daemon = start_daemon(config)
+    cli = facts.cli_command()
+    dd = "" if data_dir == default_data_dir() else f" --data-dir {shlex.quote(str(data_dir))}"
 
-    def ready(d: Any) -> None:
+    async def ready(d: Any) -> None:
         write_daemon_info(data_dir, d.port, d.mcp_url)
         print(f"connectd listening on {d.base_url} (MCP endpoint {d.mcp_url})", flush=True)
         # No login code here: it would sit on this terminal's screen for anyone who reads it.
-        print(f"owner page: {d.base_url}/  (run `connectd token` for a one-time login link)", flush=True)
+        print(f"owner page: {d.base_url}/  (log in: `{cli} token --open{dd}`, a one-time link)", flush=True)
+        warnings = advice.fleet_warnings(
+            tmux_server_running=await d.tmux.server_running(), harnesses_on_path=facts.harnesses_on_path(), cli=cli
+        )
+        for warning in warnings:
+            print(f"warning: {warning.problem}\n  fix: {warning.fix}", file=sys.stderr, flush=True)
 
     try:
         anyio.run(lambda: serve(daemon, ready=ready))
     finally:
         remove_daemon_info(data_dir)
     return 0
+
+
+def start_daemon(config: Config) -> Daemon:
+    """``build_daemon``, with a busy port or a data directory another daemon holds refused in one
+    line and its fix (:mod:`connectcore.advice`), not a traceback."""
+    import errno
+
+    from connectd.app import DataDirLocked, build_daemon
+
+    try:
+        return build_daemon(config)
+    except DataDirLocked as exc:
+        raise CliError.of(advice.daemon_running(str(exc.data_dir), facts.cli_command())) from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError.of(advice.port_in_use(config.port, cli=facts.cli_command())) from None
+        raise CliError(f"cannot listen on 127.0.0.1:{config.port}: {exc.strerror or exc}",
+                       "run connectd with another --port") from None
 
 
 def _trusted_release(spec: str) -> tuple[str, str]:
@@ -111,15 +155,16 @@ def _launchers(data_dir: Path) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``make run``: serve against the running tmux server, or an isolated demo fleet when none runs."""
-    from connectd.demo import run_demo, tmux_server_running
+    """``make run``: serve against the running tmux server (with every option of ``serve``), or an
+    isolated demo fleet when none runs or ``--demo`` asks for it; it says which."""
+    from connectd.demo import run_demo
 
-    if tmux_server_running():
-        args.tmux_socket = None
-        args.tmux_socket_path = None
-        args.policy = None
-        args.no_history = False
-        args.otlp_endpoint = None
+    tmux = ("tmux", *(("-L", args.tmux_socket) if args.tmux_socket else ()),
+            *(("-S", args.tmux_socket_path) if args.tmux_socket_path else ()))
+    running = facts.tmux_server_running(tmux)
+    mode = advice.run_mode(demo_asked=args.demo, tmux_server_running=running)
+    print(advice.run_mode_line(mode, tmux_server_running=running, cli=facts.cli_command()), flush=True)
+    if mode is advice.RunMode.SERVE:
         return cmd_serve(args)
     return run_demo(port=args.port)
 
@@ -136,7 +181,11 @@ class Client:
         except (OSError, ValueError):
             info = {}
         if not info:
-            raise SystemExit(f"connectd: no daemon is running on {data_dir} (no daemon.json; start `connectd serve`)")
+            wanted = port or DEFAULT_PORT
+            raise CliError.of(advice.no_daemon(
+                str(data_dir), wanted, served_elsewhere=facts.connectd_serving(wanted),
+                port_taken=facts.port_taken(wanted), cli=facts.cli_command(),
+            ))
         self.pid = int(info.get("pid") or 0)
         self.port = int(info.get("port") or 0)
         if port is not None and port != self.port:
@@ -160,10 +209,7 @@ class Client:
             return
         why = listener_refusal(self.port, self.pid)
         if why is not None:
-            raise SystemExit(
-                f"connectd: refusing to send the owner token to 127.0.0.1:{self.port}: {why}. "
-                f"If the daemon is not running, start it (`connectd serve --data-dir {self.data_dir}`)."
-            )
+            raise CliError.of(advice.token_withheld(str(self.data_dir), self.port, why, facts.cli_command()))
         self._verified = True
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -183,15 +229,17 @@ class Client:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return json.loads(response.read() or b"null"), dict(response.headers.items())
         except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
+            detail, fix = exc.read().decode(errors="replace"), ""
             try:
                 payload = json.loads(detail)
-                detail = payload.get("message") or payload.get("error") or detail
             except json.JSONDecodeError:
-                pass
-            raise SystemExit(f"connectd: {exc.code}: {detail}") from None
+                payload = None
+            if isinstance(payload, dict):
+                detail = str(payload.get("message") or payload.get("error") or detail)
+                fix = str(payload.get("fix") or "")
+            raise CliError(detail or f"the daemon answered HTTP {exc.code}", fix) from None
         except urllib.error.URLError as exc:
-            raise SystemExit(f"connectd: cannot reach the daemon at {self.base}: {exc.reason}") from None
+            raise CliError.of(advice.unreachable(str(self.data_dir), self.base, str(exc.reason), facts.cli_command())) from None
 
 
 def listener_refusal(port: int, pid: int) -> str | None:
@@ -226,7 +274,7 @@ def listener_refusal(port: int, pid: int) -> str | None:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    return Client(Path(args.data_dir), args.port if args.port != 7878 else None)
+    return Client(Path(args.data_dir), args.port if args.port != DEFAULT_PORT else None)
 
 
 
@@ -276,6 +324,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
         print(json.dumps(agents, indent=2))
     elif not agents:
         print("(none)")
+        for warning in _client(args).call("GET", "/api/warnings"):  # why there is nothing, and the fix
+            print(f"warning: {warning['problem']}\n  fix: {warning['fix']}", file=sys.stderr)
     else:
         _table(
             ["ADDRESS", "HARNESS", "READING", "CONNECT", "RELEASE", "TITLE", "CWD"],
@@ -323,20 +373,33 @@ def cmd_grant(args: argparse.Namespace) -> int:
         if not session_id:
             raise SystemExit("connectd: target is a pane id (%N) or HARNESS:SESSION_ID")
         result = client.call("POST", "/api/grants", {"harness": harness, "session_id": session_id, "preset": args.preset})
-    _print(args, result, [json.dumps(result)])
+    _print(args, result, _granted(args.target, result))
     return 0
+
+
+def _granted(target: str, result: dict[str, Any]) -> list[str]:
+    """``grant``'s answer in a sentence (and the pane's note, e.g. how its tools arrive)."""
+    connect = str(result.get("connect", ""))
+    session = result.get("session")
+    if isinstance(session, dict):
+        session = [session.get("harness"), session.get("session_id")]
+    what = f" ({session[0]}:{session[1]})" if isinstance(session, list) and len(session) == 2 and target.startswith("%") else ""
+    said = f"{target}{what}: Connect is off" if connect == "off" else f"{target}{what}: Connect set to {connect}"
+    return [said, *([f"{target}: {result['note']}"] if result.get("note") else [])]
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
     body = {"pane": args.target} if args.target.startswith("%") else {"principal": args.target}
     result = _client(args).call("POST", "/api/revoke", body)
-    _print(args, result, [json.dumps(result)])
+    _print(args, result, [f"{result['revoked']}: Connect is off (revoked: its next call fails; its queued messages "
+                          "and open cards are cancelled)"])
     return 0
 
 
 def cmd_disconnect_all(args: argparse.Namespace) -> int:
     result = _client(args).call("POST", "/api/disconnect-all", {})
-    _print(args, result, [json.dumps(result)])
+    count = int(result.get("disconnected", 0))
+    _print(args, result, [f"Connect is off for every agent ({count} disconnected)"])
     return 0
 
 
@@ -391,7 +454,10 @@ def _launch_here(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 def cmd_restart(args: argparse.Namespace) -> int:
     result = _client(args).call("POST", "/api/restart", {"pane": args.pane, "preset": args.preset})
-    _print(args, result, [json.dumps(result)])
+    session = result.get("session") or []
+    onto = f" onto {session[0]}:{session[1]}" if len(session) == 2 else ""
+    _print(args, result, [f"{args.pane}: restarting{onto}, connected as {args.preset} (once it is idle; "
+                          "`connectd agents` shows it when done)"])
     return 0
 
 
@@ -653,27 +719,40 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="connectd", description="connect: opt-in, audited messaging between coding agents in tmux")
+    parser = argparse.ArgumentParser(
+        prog="connectd", description="connect: opt-in, audited messaging between coding agents in tmux",
+        epilog="--data-dir and --port go before or after the command; $CONNECT_DATA_DIR sets the data directory.",
+    )
+    # --data-dir and --port, before the command (`connectd --data-dir X cards`) or after it; the
+    # defaults are filled in by parse_args (a subcommand's default would hide a value given before it).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", default=str(default_data_dir()), help="data directory (default: %(default)s)")
-    common.add_argument("--port", type=int, default=7878, help="daemon port on 127.0.0.1 (default: %(default)s)")
+    for globals_ in (parser, common):
+        globals_.add_argument("--data-dir", default=argparse.SUPPRESS,
+                              help=f"data directory (default: $CONNECT_DATA_DIR, else {platformdirs.user_data_dir('connect')})")
+        globals_.add_argument("--port", type=int, default=argparse.SUPPRESS,
+                              help=f"daemon port on 127.0.0.1 (default: {DEFAULT_PORT})")
     reads = argparse.ArgumentParser(add_help=False)
     reads.add_argument("--json", action="store_true", help="print JSON")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("serve", parents=[common], help="run the daemon")
-    socket_group = p.add_mutually_exclusive_group()
+    # The daemon's options: `serve` and `run` take the same ones (run serves with them).
+    daemon = argparse.ArgumentParser(add_help=False)
+    socket_group = daemon.add_mutually_exclusive_group()
     socket_group.add_argument("--tmux-socket", help="tmux socket name (-L)")
     socket_group.add_argument("--tmux-socket-path", help="tmux socket path (-S)")
-    p.add_argument("--policy", help="policy file (default: policy.toml in the data directory, if present)")
-    p.add_argument("--no-history", action="store_true", help="serve without the session history index")
-    p.add_argument("--otlp-endpoint", help="also export the audit log to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318)")
-    p.add_argument("--trust-release", action="append", type=_trusted_release, metavar="HARNESS@X.Y.Z",
-                   help="type messages into agents on this unverified release as on a verified one (make compat "
-                        "uses it to verify a release; marked as trusted, not verified); repeatable")
+    daemon.add_argument("--policy", help="policy file (default: policy.toml in the data directory, if present)")
+    daemon.add_argument("--no-history", action="store_true", help="serve without the session history index")
+    daemon.add_argument("--otlp-endpoint", help="also export the audit log to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318)")
+    daemon.add_argument("--trust-release", action="append", type=_trusted_release, metavar="HARNESS@X.Y.Z",
+                        help="type messages into agents on this unverified release as on a verified one (make compat "
+                             "uses it to verify a release; marked as trusted, not verified); repeatable")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", parents=[common, daemon], help="run the daemon")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("run", parents=[common], help="serve against tmux, or an isolated demo fleet when no tmux server runs")
+    p = sub.add_parser("run", parents=[common, daemon],
+                       help="serve your fleet (as serve) when a tmux server runs, else an isolated demo fleet")
+    p.add_argument("--demo", action="store_true", help="the isolated demo fleet even when a tmux server runs (its own "
+                   "tmux server and data directory, ~/.local/share/connect-demo on Linux, emptied at each start)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("launch", parents=[common, reads], help="open a tmux window running a launcher")
@@ -759,12 +838,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, then fill in --data-dir and --port where neither place gave them."""
+    args = parser.parse_args(argv)
+    if getattr(args, "data_dir", None) is None:
+        args.data_dir = str(default_data_dir())
+    if getattr(args, "port", None) is None:
+        args.port = DEFAULT_PORT
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=os.environ.get("CONNECTD_LOG", "WARNING").upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -19,7 +19,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from connectd import compat
+from connectcore import advice
+from connectd import compat, facts
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -102,8 +103,8 @@ def check_port(port: int, data_dir: Path) -> Check:
             return Check("port", OK, f"127.0.0.1:{port} is held by this data directory's daemon (pid {info.get('pid')})")
         return Check("port", FAIL, f"127.0.0.1:{port} is held, but not by the daemon daemon.json names: {why}",
                      f"stop whatever listens there (`ss -ltnp 'sport = :{port}'`) or run connectd on another --port")
-    return Check("port", FAIL, f"127.0.0.1:{port} is in use by another program ({busy})",
-                 f"see who holds it (`ss -ltnp 'sport = :{port}'`) or run connectd with another --port")
+    busy_advice = advice.port_in_use(port, busy, facts.cli_command())
+    return Check("port", FAIL, busy_advice.problem, busy_advice.fix)
 
 
 def check_data_dir(data_dir: Path) -> Check:
@@ -144,15 +145,28 @@ def check_daemon(data_dir: Path, port: int) -> Check:
         client = Client(data_dir, None)
         agents = client.call("GET", "/api/agents")
     except SystemExit as exc:
-        return Check("daemon", FAIL, str(exc.code).removeprefix("connectd: "),
+        return Check("daemon", FAIL, getattr(exc, "problem", None) or str(exc.code).removeprefix("connectd: "),
                      f"restart it: `connectd serve --data-dir {data_dir}` (or `systemctl --user restart connectd`)")
     where = f"port {client.port}" + ("" if client.port == port else f" (not --port {port})")
     return Check("daemon", OK, f"answers on {where}, pid {client.pid}; {len(agents)} panes in the directory")
 
 
+def check_fleet() -> list[Check]:
+    """Warnings when a daemon would have nothing to show: no tmux server runs (on the default
+    socket, the one `connectd serve` watches), no harness is on PATH (:func:`connectcore.advice.fleet_warnings`)."""
+    found = advice.fleet_warnings(
+        tmux_server_running=facts.tmux_server_running(), harnesses_on_path=facts.harnesses_on_path(), cli=facts.cli_command()
+    )
+    checks = [Check(a.about, WARN, a.problem, a.fix) for a in found]
+    if not any(c.name == "tmux server" for c in checks):
+        checks.insert(0, Check("tmux server", OK, "a tmux server is running"))
+    return checks
+
+
 def run_checks(data_dir: Path, port: int) -> list[Check]:
     return [
         check_tmux(),
+        *check_fleet(),
         *(check_harness(h) for h in compat.VERIFIED),
         check_data_dir(data_dir),
         check_port(port, data_dir),
@@ -170,6 +184,9 @@ def report(checks: list[Check], as_json: bool) -> tuple[int, str]:
         lines.append(f"[{mark[c.status]}] {c.name}: {c.detail}")
         if c.fix:
             lines.append(f"       fix: {c.fix}")
-    failed = sum(c.status == FAIL for c in checks)
-    lines.append("ready" if not failed else f"{failed} problem{'s' if failed > 1 else ''} to fix")
+    failed, warned = sum(c.status == FAIL for c in checks), sum(c.status == WARN for c in checks)
+    if failed:
+        lines.append(f"{failed} problem{'s' if failed > 1 else ''} to fix")
+    else:
+        lines.append("ready" if not warned else f"ready, with {warned} warning{'s' if warned > 1 else ''} (above, each with its fix)")
     return status, "\n".join(lines)

@@ -46,7 +46,8 @@ AUDIT_FILE = "audit.jsonl"
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--data-dir", type=Path, default=None, help="where history.db lives (default: %(default)s)"
+        "--data-dir", default=argparse.SUPPRESS,
+        help="where history.db lives (default: $CONNECT_DATA_DIR, else the platform's data directory)"
     )
     common.add_argument(
         "--claude-root", type=Path, default=None, help="Claude Code's directory (default ~/.claude)"
@@ -109,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _service(args: argparse.Namespace) -> HistoryService:
     return HistoryService(
-        data_dir=args.data_dir or default_data_dir(),
+        data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else default_data_dir(),
         claude_root=args.claude_root or default_claude_root(),
         codex_root=args.codex_root or default_codex_root(),
     )

@@ -31,8 +31,10 @@ class Ids:
 
 
 class EngineError(Exception):
-    """A request the daemon refuses, with a reason code and a clear message."""
+    """A request the daemon refuses, with a reason code, a clear message and, when something can be
+    done about it, the fix (:class:`connectcore.advice.Advice`)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, fix: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.fix = fix

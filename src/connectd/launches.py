@@ -29,9 +29,10 @@ from connectcore import grants, hub_acts
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import opencode_binding as OC
+from connectcore.advice import no_tmux_session
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Reading
-from connectd import opencode_bind
+from connectd import facts, opencode_bind
 from connectd.ids import EngineError, hash_token
 from connectd.store import LaunchRow
 from connectd.supervisor import Kind
@@ -260,7 +261,8 @@ class Launches:
         sessions = await self.engine.tmux.list_sessions()
         if sessions:
             return sessions[0].name
-        raise EngineError("no_tmux_session", "no tmux session to open a window in")
+        advice = no_tmux_session(facts.cli_command())
+        raise EngineError("no_tmux_session", advice.problem, advice.fix)
 
 
 def launch_plan(

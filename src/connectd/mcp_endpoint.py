@@ -35,6 +35,7 @@ from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit
 from connectcore.grants import Scope
+from connectd import __version__
 from connectd.act_calls import ActCalls
 from connectd.agent_calls import AgentCalls
 from connectd.engine import Engine, EngineError, hash_token
@@ -135,6 +136,7 @@ def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
     the core's gate before it looks anything up."""
     server = _ConnectServer(
         name="connect",
+        version=__version__,
         instructions=INSTRUCTIONS,
         token_verifier=_Verifier(engine),
         auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None, required_scopes=[]),

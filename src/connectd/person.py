@@ -15,6 +15,7 @@ import anyio
 from connectcore import directory as D
 from connectcore import grants, hub_acts
 from connectcore import hub as H
+from connectcore.advice import receive_only_note
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectd.act_calls import act_view
@@ -23,9 +24,6 @@ from connectd.ids import EngineError, hash_token
 if TYPE_CHECKING:
     from connectd.engine import Engine
 
-
-#: What the page and the CLI say of an agent connected in place (no endpoint in its process yet).
-RECEIVE_ONLY_NOTE = "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
 
 
 class PersonCalls:
@@ -203,7 +201,10 @@ class PersonCalls:
             "connect": preset.value,
             "session": list(session),
             "needs_restart": in_place,
-            "note": RECEIVE_ONLY_NOTE if in_place else "",
+            "note": (
+                receive_only_note(started_by_connect=record.launcher is not None, harness=session[0], session_id=session[1])
+                if in_place else ""
+            ),
         }
 
     async def _connect_in_place(self, record: D.PaneRecord, session: tuple[str, str], preset: Preset) -> None:

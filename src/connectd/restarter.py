@@ -28,6 +28,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import restart as R
+from connectcore.advice import hand_started_restart_refusal
 from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
@@ -70,10 +71,11 @@ class Restarts:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
         launch = await engine.launches.record_for(pane_id, record.token)
         if launch is None:
-            raise EngineError(
-                "not_restartable",
-                f"{pane_id} was not started by connectd from a structured launcher: connect it at its next launch",
+            bound = D.binding(engine.watcher.directory, pane_id)
+            advice = hand_started_restart_refusal(
+                pane_id, record.harness or None, bound.session_id if isinstance(bound, D.SessionBinding) else None
             )
+            raise EngineError("not_restartable", advice.problem, advice.fix)
         launcher = engine.launchers.get(launch.launcher)
         if launcher is None or not launcher.restartable:
             reason = launcher.restart_refusal if launcher else f"launcher {launch.launcher!r} is no longer configured"

@@ -31,6 +31,13 @@ SESSION = "7c0f3d52-9a61-4b8e-a1d2-3e4f5a6b7c8d"
 TYPED = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 
 
+def hand_started_note(harness: str, session: str) -> str:
+    """What a hand-started agent's grant says (issue 23 item 7): not restart-to-connect, which refuses a
+    pane connect did not start, but launch --here in its pane, resuming its session."""
+    return ("connected: receives now; connect did not start it, so its tools arrive once it runs under connect: "
+            f"quit it and run `connectd launch --here {harness} --session {session}` in its pane")
+
+
 @pytest.fixture
 def roots(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "claude", tmp_path / "codex"
@@ -112,7 +119,7 @@ def test_a_hand_started_agent_is_bound_from_the_registry_granted_and_receives(
     assert bound["session"] == {"harness": "claude", "session_id": TYPED} and bound["connect"] == "off"
 
     granted = daemon.api("POST", f"/api/panes/{pane}/connect", {"preset": "collaborate"})
-    assert granted["note"] == "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+    assert granted["note"] == hand_started_note("claude", TYPED)
     view = daemon.agent_view(pane)
     assert view["connect"] == "collaborate" and view["reachable"] and view["note"] == granted["note"]
 
@@ -170,9 +177,9 @@ def test_a_hand_started_codex_is_bound_granted_and_receives_a_consented_message(
              "the typed Codex idle with an empty composer")
 
     granted = daemon.api("POST", f"/api/panes/{pane}/connect", {"preset": "collaborate"})
-    assert granted["note"] == "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+    assert granted["note"] == hand_started_note("codex", CODEX_SESSION)
     view = daemon.agent_view(pane)
-    assert view["connect"] == "collaborate" and view["reachable"], view
+    assert view["connect"] == "collaborate" and view["reachable"] and view["note"] == granted["note"], view
     assert view["actor"] == f"agent:codex:{CODEX_SESSION}"
 
     err, queued = run(send, daemon, a, view["address"], "please run the parser tests", "m-typed-codex")

@@ -51,7 +51,12 @@ pytestmark = pytest.mark.live
 
 TO_CLAUDE = "Please check the lint report (hand-check 41c2)."
 TO_CODEX = "Please check the release notes (hand-check 8d07)."
-GRANTED = "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+
+
+def granted_note(harness: str, session: str) -> str:
+    """What a hand-started agent's grant says: connect did not start it, so launch --here (issue 23 item 7)."""
+    return ("connected: receives now; connect did not start it, so its tools arrive once it runs under connect: "
+            f"quit it and run `connectd launch --here {harness} --session {session}` in its pane")
 
 
 def why_unbound(fleet: LiveFleet, agent: Agent) -> str:
@@ -155,9 +160,10 @@ def run_hand_started(fleet: LiveFleet, steps: Steps, extra: list[Agent]) -> None
     with steps.step("the person grants both (owner API): reachable at once", 30):
         for agent in (h, x):
             granted = fleet.api("POST", f"/api/panes/{agent.pane}/connect", {"preset": "collaborate"})
-            assert granted["note"] == GRANTED, granted
+            note = granted_note(agent.harness, str(agent.session))
+            assert granted["note"] == note, granted
             view = fleet.view(agent)
-            assert view and view["connect"] == "collaborate" and view["reachable"] and view["note"] == GRANTED, view
+            assert view and view["connect"] == "collaborate" and view["reachable"] and view["note"] == note, view
             agent.actor, agent.address = view["actor"], view["address"]
             assert agent.actor == f"agent:{agent.harness}:{agent.session}"
 

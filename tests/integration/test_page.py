@@ -802,7 +802,8 @@ def test_a_hand_started_agent_is_connected_in_place_and_the_page_says_its_tools_
     except Exception:
         raise AssertionError(page.agent(pane).inner_text() + repr(daemon.agent_view(pane))) from None
     page.preset_button(pane, "collaborate").click()
-    note = "connected: receives now; its tools arrive when connect relaunches it (restart-to-connect)"
+    note = ("connected: receives now; connect did not start it, so its tools arrive once it runs under connect: "
+            f"quit it and run `connectd launch --here codex --session {session}` in its pane")
     page.agent(pane).locator("dd", has_text=note).wait_for()
     view = daemon.agent_view(pane)
     assert view["connect"] == "collaborate" and view["reachable"] and view["note"] == note

@@ -1,4 +1,5 @@
-"""Errors and JSON for every HTTP route: a refusal is ``{"error": <reason code>, "message": <words>}``.
+"""Errors and JSON for every HTTP route: a refusal is ``{"error": <reason code>, "message": <words>}``,
+and ``"fix": <the command that fixes it>`` when the refusal names one.
 
 The engine's and the core's refusals map to 4xx by their reason code (:data:`STATUS_BY_REASON`), or
 by their class when the code is not listed.
@@ -119,7 +120,8 @@ def refusal(exc: Exception) -> Problem:
     status = STATUS_BY_REASON.get(reason)
     if status is None:
         status = next((code for kind, code in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
-    return Problem(status, reason, str(exc))
+    fix = str(getattr(exc, "fix", "") or "")
+    return Problem(status, reason, str(exc), **({"fix": fix} if fix else {}))
 
 
 def owner_message_view(message: Message) -> dict[str, Any]:

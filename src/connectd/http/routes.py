@@ -16,13 +16,13 @@ import anyio
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Route
 
-from connectcore import grants
+from connectcore import advice, grants
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
-from connectd import here
+from connectd import facts, here
 from connectd.engine import Engine, EngineError
 from connectd.http import bodies as B
 from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
@@ -65,6 +65,17 @@ class OwnerApi:
     async def agents(self, request: Request, actor: str) -> Any:
         Query(request, set())
         return self.engine.agents()
+
+    async def warnings(self, request: Request, actor: str) -> Any:
+        """What leaves this daemon with nothing to show (no tmux server, no harness on PATH), each
+        with its fix (:func:`connectcore.advice.fleet_warnings`); ``[]`` when nothing does."""
+        Query(request, set())
+        found = advice.fleet_warnings(
+            tmux_server_running=await self.engine.tmux.server_running(),
+            harnesses_on_path=facts.harnesses_on_path(),
+            cli=facts.cli_command(),
+        )
+        return [{"problem": a.problem, "fix": a.fix} for a in found]
 
     async def cards(self, request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
@@ -274,6 +285,7 @@ class OwnerApi:
         get, post = ["GET"], ["POST"]
         table: list[tuple[str, Handler, list[str]]] = [
             ("/api/agents", self.agents, get),
+            ("/api/warnings", self.warnings, get),
             ("/api/cards", self.cards, get),
             ("/api/needs", self.needs, get),
             ("/api/cards/{card_id}/approve", self.approve, post),
