@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError
+from connectcore.delivery import starts_with_provenance
 
 # --------------------------------------------------------------------------------------------------
 # Rules as data
@@ -352,7 +353,9 @@ def _record(pane: PaneObservation) -> PaneRecord:
         token=inc.token,
         harness=pane.harness,
         foreground=pane.foreground,
-        title=pane.title,
+        # connect's provenance line is never a title (a harness that titles itself after the text typed
+        # into it, or a program imitating connect): the pane is listed as untitled instead.
+        title="" if starts_with_provenance(pane.title) else pane.title,
         session_title=pane.session_title,
         cwd=pane.cwd,
         repo=pane.repo,
