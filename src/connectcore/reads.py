@@ -16,6 +16,9 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **The inbox** (:func:`inbox`): messages being typed into the caller, or delivered to it within the
   reply window, for any principal of its merge group. A ``get_message`` wait ends (:func:`wait_over`)
   on the message's final outcome, at its deadline, or, once woken, when the caller has an inbox.
+- **What a sender is told** (:func:`sender_reason`): while its message waits on a person, its reason
+  says so and names the card (``awaiting consent: card <id>``), on ``send_message``, ``get_message``
+  and ``list_messages`` alike; otherwise the message's own reason.
 - The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
   its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
 """
@@ -27,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from connectcore import consent, grants
 from connectcore import directory as D
-from connectcore import grants
 from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.delivery import Message, MessageState
@@ -143,6 +146,17 @@ def inbox(hub: H.Hub, principal_id: str, now: float) -> tuple[Message, ...]:
 def replies(hub: H.Hub, ref: str) -> tuple[Message, ...]:
     """The correlated answers: messages sent with ``in_reply_to`` naming this one."""
     return tuple(m for m in hub.messages.values() if m.in_reply_to == ref)
+
+
+def sender_reason(hub: H.Hub, message: Message) -> str:
+    """The reason a sender is shown for its message: ``awaiting consent: card <id>`` while a card for
+    it is open (with why it was opened, when the message moved to a new recipient), else the
+    message's own reason."""
+    card = hub.cards.get(message.card) if message.card else None
+    if message.state is MessageState.AWAITING_CONSENT and card is not None and consent.is_open(card):
+        why = f" ({message.reason})" if message.reason else ""
+        return f"awaiting consent: card {card.id}{why}"
+    return message.reason
 
 
 def wait_over(message: Message, caller_inbox: tuple[Message, ...], *, timed_out: bool, woken: bool) -> bool:

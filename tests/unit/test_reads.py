@@ -434,3 +434,32 @@ def test_a_delivery_to_a_merged_away_principal_wakes_the_merged_agent() -> None:
     effects = w.deliver(key, again)  # type: ignore[arg-type]
     inbox = [e for e in effects if isinstance(e, Notify) and e.topic == "inbox"]
     assert [e.principal for e in inbox] == [a.principal]  # type: ignore[attr-defined]
+
+
+# --- what a sender is told while its message waits on a person -------------------------------------
+
+
+def test_a_message_waiting_on_a_card_tells_its_sender_so_and_names_the_card() -> None:
+    from connectcore import reads as R
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    card = w.card_of(key)
+    assert R.sender_reason(w.hub, w.message(key)) == f"awaiting consent: card {card}"
+    w.decide(key, Decision.APPROVE_ONCE)
+    # approved: it now waits on the pane, not the person, and its own reason is shown
+    assert R.sender_reason(w.hub, w.message(key)) == "approved_once" == w.message(key).reason
+
+
+def test_a_declined_or_pair_approved_message_is_not_said_to_await_consent() -> None:
+    from connectcore import reads as R
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key, Decision.DECLINE)
+    assert R.sender_reason(w.hub, w.message(key)) == "declined by the person"
+    w.decide(w.send(a, b), Decision.APPROVE_PAIR)
+    later = w.send(a, b)
+    assert w.message(later).card is None and R.sender_reason(w.hub, w.message(later)) == "pair_approved"
