@@ -19,6 +19,9 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **What a sender is told** (:func:`sender_reason`): while its message waits on a person, its reason
   says so and names the card (``awaiting consent: card <id>``), on ``send_message``, ``get_message``
   and ``list_messages`` alike; otherwise the message's own reason.
+- **What a card shows the person** (:func:`card_view`): both panes by name with their tmux
+  ``session:window`` (the shell reads the windows from ``list-panes`` and hands them in as data), the
+  answers in words, the hop explained, and for a reply the message it answers.
 - The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
   its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
 """
@@ -157,6 +160,62 @@ def sender_reason(hub: H.Hub, message: Message) -> str:
         why = f" ({message.reason})" if message.reason else ""
         return f"awaiting consent: card {card.id}{why}"
     return message.reason
+
+
+@dataclass(frozen=True)
+class CardView:
+    """A card as the person sees it (page, CLI)."""
+
+    card: consent.Card
+    sender_pane: str | None  # None when the sender has no live token left (the card is then closed)
+    sender_name: str
+    recipient_name: str
+    words: consent.CardWords
+    in_reply_to: str | None  # the ref of the message this one answers
+
+
+def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: Mapping[str, str]) -> CardView:
+    """The card in a person's words. ``windows`` maps a live pane id to its tmux ``session:window``."""
+    tokens = grants.live_tokens(hub.book, card.sender)
+    sender_pane = tokens[0].pane_id if tokens else None
+    message = hub.messages.get(card.message)
+    in_reply_to = message.in_reply_to if message is not None else None
+    answered_key = hub.refs.get(in_reply_to) if in_reply_to is not None else None
+    answered = hub.messages.get(answered_key) if answered_key is not None else None
+    answers = answered.text if answered is not None else ("(no longer held)" if in_reply_to else None)
+
+    def place(pane: str) -> str:
+        return D.pane_place(pane, windows.get(pane, ""))
+
+    sender_place = place(sender_pane) if sender_pane is not None else card.sender_actor
+    recipient_place = place(card.recipient_pane)
+    return CardView(
+        card=card,
+        sender_pane=sender_pane,
+        sender_name=(
+            D.pane_label(
+                _live(directory, tokens[0].pane_id, tokens[0].incarnation),
+                tokens[0].pane_id,
+                windows.get(tokens[0].pane_id, ""),
+            )
+            if tokens
+            else card.sender_actor
+        ),
+        recipient_name=D.pane_label(
+            _live(directory, card.recipient_pane, card.recipient_incarnation),
+            card.recipient_pane,
+            windows.get(card.recipient_pane, ""),
+        ),
+        words=consent.card_words(
+            card, sender=sender_place, recipient=recipient_place, hop_limit=hub.limits.hop_limit, answers=answers
+        ),
+        in_reply_to=in_reply_to,
+    )
+
+
+def _live(directory: D.Directory, pane_id: str, incarnation: str) -> D.PaneRecord | None:
+    record = directory.panes.get(pane_id)
+    return record if record is not None and record.token == incarnation else None
 
 
 def wait_over(message: Message, caller_inbox: tuple[Message, ...], *, timed_out: bool, woken: bool) -> bool:

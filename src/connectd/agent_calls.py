@@ -136,6 +136,7 @@ class AgentCalls:
             shown.append(
                 (
                     pane_id,
+                    (state.info.session_name, state.info.window_index) if state else None,
                     (reading.harness, reading.activity, reading.composer) if reading else None,
                     release_of(pane_id, record.token),
                     receive_only(record.token, record.launcher is not None),
@@ -153,6 +154,7 @@ class AgentCalls:
         binding = record.binding
         return {
             "pane": record.pane_id,
+            "window": D.window_name(state.info.session_name, state.info.window_index) if state else "",
             "address": str(record.address),
             "harness": reading.harness.value if reading else record.harness,
             "title": record.title or record.session_title,
