@@ -360,9 +360,9 @@ def check_text(text: str) -> None:
 
 #: Leading decoration a line may wear and still read as a source line (quote marks, bullets, headings).
 _DECORATION = " \t>*#-_~`|.:\u00a0"
-#: What a body line may not claim (matched on the NFKC, case-folded line, decoration stripped).
 #: The start of connect's provenance line (``[connect] ...``) or an imitation of it.
 _PROVENANCE_START = re.compile(r"^[\[(<{]\s*connectd?\b")
+#: What a body line may not claim (matched on the NFKC, case-folded line, decoration stripped).
 _SOURCE_CLAIMS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_PROVENANCE_START, "imitates connect's provenance line ([connect] ...)"),
     (re.compile(r"^connectd?\s*[:\]>|]"), "claims connect as its source"),

@@ -473,7 +473,6 @@ def pane_label(record: PaneRecord | None, pane_id: str, window: str = "") -> str
     return " · ".join(bits)
 
 
-
 def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:
     """Which (harness, session id) the live pane ``pane_id`` holds, or :class:`Unknown` with the reason."""
     record = directory.panes.get(pane_id)

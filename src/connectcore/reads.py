@@ -177,37 +177,30 @@ class CardView:
 def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: Mapping[str, str]) -> CardView:
     """The card in a person's words. ``windows`` maps a live pane id to its tmux ``session:window``."""
     tokens = grants.live_tokens(hub.book, card.sender)
-    sender_pane = tokens[0].pane_id if tokens else None
+    sender = tokens[0] if tokens else None
     message = hub.messages.get(card.message)
     in_reply_to = message.in_reply_to if message is not None else None
     answered_key = hub.refs.get(in_reply_to) if in_reply_to is not None else None
     answered = hub.messages.get(answered_key) if answered_key is not None else None
     answers = answered.text if answered is not None else ("(no longer held)" if in_reply_to else None)
 
+    def name(pane: str, incarnation: str) -> str:
+        return D.pane_label(_live(directory, pane, incarnation), pane, windows.get(pane, ""))
+
     def place(pane: str) -> str:
         return D.pane_place(pane, windows.get(pane, ""))
 
-    sender_place = place(sender_pane) if sender_pane is not None else card.sender_actor
-    recipient_place = place(card.recipient_pane)
     return CardView(
         card=card,
-        sender_pane=sender_pane,
-        sender_name=(
-            D.pane_label(
-                _live(directory, tokens[0].pane_id, tokens[0].incarnation),
-                tokens[0].pane_id,
-                windows.get(tokens[0].pane_id, ""),
-            )
-            if tokens
-            else card.sender_actor
-        ),
-        recipient_name=D.pane_label(
-            _live(directory, card.recipient_pane, card.recipient_incarnation),
-            card.recipient_pane,
-            windows.get(card.recipient_pane, ""),
-        ),
+        sender_pane=sender.pane_id if sender is not None else None,
+        sender_name=name(sender.pane_id, sender.incarnation) if sender is not None else card.sender_actor,
+        recipient_name=name(card.recipient_pane, card.recipient_incarnation),
         words=consent.card_words(
-            card, sender=sender_place, recipient=recipient_place, hop_limit=hub.limits.hop_limit, answers=answers
+            card,
+            sender=place(sender.pane_id) if sender is not None else card.sender_actor,
+            recipient=place(card.recipient_pane),
+            hop_limit=hub.limits.hop_limit,
+            answers=answers,
         ),
         in_reply_to=in_reply_to,
     )

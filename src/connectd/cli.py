@@ -282,11 +282,21 @@ def cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def _printable(text: str) -> str:
+    """Text an agent wrote (a title in a pane's name) with every non-printable character escaped:
+    never a terminal control sequence."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def _card_lines(c: dict[str, Any]) -> str:
     """One card in words: who to whom (panes with their session:window), the hop, the question a reply
     answers, the text, and what each answer allows with the command that gives it."""
-    words = c["words"]
-    lines = [f"{c['id']}  from {c['sender_name']}", f"    to {c['recipient_name']}", f"    {words['hop']}"]
+    words = {key: _printable(value) for key, value in c["words"].items()}  # names hold agents' titles
+    lines = [
+        f"{c['id']}  from {_printable(c['sender_name'])}",
+        f"    to {_printable(c['recipient_name'])}",
+        f"    {words['hop']}",
+    ]
     if c.get("answers") is not None:
         lines.append(f"    in reply to: {c['answers']!r}")
     lines += [
