@@ -12,6 +12,10 @@ Rules (specification: shared/seeds/000, "Consent", "Loops and runaways"):
   control role, whose ``act`` scope reaches every agent pane. Key presses, windows, resumes and sends
   to shell panes are never offered to peers.
 - A card that nobody answers expires (default 15 minutes); its message is recorded expired.
+- A card says in words what each answer allows (:func:`card_words`): approve-once this message only,
+  approve-pair every message from the sender to the recipient until the recipient's process ends,
+  decline nothing typed. It names panes where a person finds them (``%N (session:window)``), says
+  what its hop means, and a reply card quotes the message it answers (bounded).
 """
 
 from __future__ import annotations
@@ -86,6 +90,51 @@ class Card:
 
 
 PairKey = tuple[str, str]  # (canonical sender principal, recipient incarnation token)
+
+
+#: How much of the message a reply answers its card quotes.
+QUOTE_MAX_CHARS = 280
+
+
+@dataclass(frozen=True)
+class CardWords:
+    """What a card says to the person, beside the message text: each answer, in words, and the hop."""
+
+    approve_once: str
+    approve_pair: str
+    decline: str
+    hop: str
+    answers: str | None = None  # the text of the message this one replies to, bounded
+
+
+def quote(text: str, limit: int = QUOTE_MAX_CHARS) -> str:
+    """``text`` bounded for a card: at most ``limit`` characters, an ellipsis when cut."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def hop_words(hop: int, hop_limit: int) -> str:
+    """What a message's hop means to a person: a new conversation, or the how-manieth reply."""
+    if hop <= 1:
+        return "Starts a conversation (hop 1)."
+    said = f"Reply {hop - 1} in a back-and-forth between agents (hop {hop})"
+    if hop > hop_limit:
+        return f"{said}: past {hop_limit} hops a person approves every message, even for an approved pair."
+    return f"{said}; past {hop_limit} hops a person approves every message."
+
+
+def card_words(
+    card: Card, *, sender: str, recipient: str, hop_limit: int, answers: str | None = None
+) -> CardWords:
+    """The card's words; ``sender`` and ``recipient`` are where a person finds the panes
+    (:func:`connectcore.directory.pane_place`), ``answers`` the text of the message it replies to."""
+    return CardWords(
+        approve_once="Approve once: this message only",
+        approve_pair=f"Approve pair: every message from {sender} to {recipient} until {recipient} ends",
+        decline="Decline: nothing is typed; the sender is told it was declined",
+        hop=hop_words(card.hop, hop_limit),
+        answers=None if answers is None else quote(answers),
+    )
 
 
 def needs_card(*, pair_approved: bool, hop: int, hop_limit: int) -> bool:

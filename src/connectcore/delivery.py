@@ -360,9 +360,11 @@ def check_text(text: str) -> None:
 
 #: Leading decoration a line may wear and still read as a source line (quote marks, bullets, headings).
 _DECORATION = " \t>*#-_~`|.:\u00a0"
+#: The start of connect's provenance line (``[connect] ...``) or an imitation of it.
+_PROVENANCE_START = re.compile(r"^[\[(<{]\s*connectd?\b")
 #: What a body line may not claim (matched on the NFKC, case-folded line, decoration stripped).
 _SOURCE_CLAIMS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^[\[(<{]\s*connectd?\b"), "imitates connect's provenance line ([connect] ...)"),
+    (_PROVENANCE_START, "imitates connect's provenance line ([connect] ...)"),
     (re.compile(r"^connectd?\s*[:\]>|]"), "claims connect as its source"),
     (
         re.compile(r"^[\[(<{]\s*(user|owner|person|human|system|operator|daemon)\s*[\])>}]"),
@@ -386,6 +388,27 @@ _SOURCE_CLAIMS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+def _folded(line: str) -> str:
+    """A line as the source-claim rules read it: NFKC, format characters out, case-folded, decoration
+    stripped."""
+    # ASCII is its own NFKC form and holds no format (Cf) character: the common case skips both.
+    visible = line if line.isascii() else "".join(
+        c for c in unicodedata.normalize("NFKC", line) if unicodedata.category(c) != "Cf"
+    )
+    return visible.casefold().lstrip(_DECORATION)
+
+
+def starts_with_provenance(text: str) -> bool:
+    """True when the first non-blank line of ``text`` is connect's provenance line (or imitates it).
+
+    A harness that records what was typed into it records a delivered message as a prompt, and Codex
+    names its thread after its first prompt: such text is the peer's, never the person's prompt and
+    never a session's title (:func:`connectcore.history.is_human_prompt`, ``better_title``).
+    """
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    return _PROVENANCE_START.search(_folded(first)) is not None
+
+
 def forged_source_line(text: str) -> tuple[int, str] | None:
     """The first line (numbered from 1) that imitates the provenance line or claims connect or the
     person as its source, with what it claims; None when no line does.
@@ -394,11 +417,7 @@ def forged_source_line(text: str) -> tuple[int, str] | None:
     a line that names the daemon or the person as its source unless the daemon wrote it.
     """
     for number, line in enumerate(text.split("\n"), start=1):
-        # ASCII is its own NFKC form and holds no format (Cf) character: the common case skips both.
-        visible = line if line.isascii() else "".join(
-            c for c in unicodedata.normalize("NFKC", line) if unicodedata.category(c) != "Cf"
-        )
-        folded = visible.casefold().lstrip(_DECORATION)
+        folded = _folded(line)
         for pattern, claim in _SOURCE_CLAIMS:
             if pattern.search(folded):
                 return number, claim

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError
+from connectcore.delivery import starts_with_provenance
 
 # --------------------------------------------------------------------------------------------------
 # Rules as data
@@ -397,7 +398,9 @@ def _record(pane: PaneObservation) -> PaneRecord:
         token=inc.token,
         harness=pane.harness,
         foreground=pane.foreground,
-        title=pane.title,
+        # connect's provenance line is never a title (a harness that titles itself after the text typed
+        # into it, or a program imitating connect): the pane is listed as untitled instead.
+        title="" if starts_with_provenance(pane.title) else pane.title,
         session_title=pane.session_title,
         cwd=pane.cwd,
         repo=pane.repo,
@@ -478,6 +481,41 @@ def note_facts(
 # --------------------------------------------------------------------------------------------------
 # Queries
 # --------------------------------------------------------------------------------------------------
+
+
+def window_name(session_name: str, window_index: int) -> str:
+    """The tmux ``session:window`` a person switches to (``main:1``), from what ``list-panes`` read."""
+    return f"{session_name}:{window_index}"
+
+
+def pane_place(pane_id: str, window: str = "") -> str:
+    """Where a person finds a pane: its id with its tmux ``session:window`` beside it (``%3 (main:1)``),
+    or the id alone when the window is not known (the pane is gone)."""
+    return f"{pane_id} ({window})" if window else pane_id
+
+
+def placed(text: str, windows: Mapping[str, str]) -> str:
+    """A pane id or address (``%3``, ``%3@<token>``) with its ``session:window`` beside it when known
+    (``%3@<token> (main:1)``); any other text as it is."""
+    pane = text if PANE_ID_RE.fullmatch(text) else None
+    if pane is None and (m := ADDRESS_RE.fullmatch(text)) is not None:
+        pane = m.group(1)
+    window = windows.get(pane, "") if pane is not None else ""
+    return f"{text} ({window})" if window else text
+
+
+def pane_label(record: PaneRecord | None, pane_id: str, window: str = "") -> str:
+    """A pane named for a person: its place, its program, and its title, else the directory it works
+    in (a pane with neither, or one that is gone, is named by its place alone)."""
+    if record is None:
+        return pane_place(pane_id, window)
+    bits = [pane_place(pane_id, window), record.harness]
+    if record.is_control:
+        bits.append("control")
+    about = record.title or record.session_title or record.cwd
+    if about:
+        bits.append(about)
+    return " · ".join(bits)
 
 
 def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:

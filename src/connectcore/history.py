@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from connectcore._machine import ConnectError
+from connectcore.delivery import starts_with_provenance
 
 # ---------------------------------------------------------------------------------------------------
 # Vocabulary
@@ -147,6 +148,7 @@ TITLE_RANK: Mapping[str, int] = {
     "summary": 1,  # Claude Code's compaction/resume summary line
     "ai-title": 2,  # Claude Code's generated title
     "agent-name": 3,  # Claude Code's --name / rename, mirrored
+    "first-prompt": 1,  # the person's first prompt, for a Codex thread named after a delivered message
     "thread-name": 3,  # Codex's session_index.jsonl thread_name
     "custom-title": 4,  # Claude Code's /rename
 }
@@ -179,6 +181,9 @@ INJECTED_PREFIXES: tuple[str, ...] = (
     "[Request interrupted by user",
     "This session is being continued from a previous conversation",
 )
+
+#: A title taken from the person's first prompt is its first line, clipped to this many characters.
+PROMPT_TITLE_MAX_CHARS = 80
 
 #: Pull/merge request links (GitHub, GitLab, Gitea/Forgejo, Bitbucket).
 PR_URL = re.compile(
@@ -369,11 +374,12 @@ def check_readable(entry: SessionEntry, allowed_repos: frozenset[str] | None) ->
 
 
 def is_human_prompt(text: str) -> bool:
-    """True for text the human (or, for a headless run or subagent, the caller) sent; False for injections."""
+    """True for text the human (or, for a headless run or subagent, the caller) sent; False for
+    injections, and for a message connect delivered (its provenance line first: a peer's text)."""
     stripped = text.lstrip()
     if not stripped:
         return False
-    return not stripped.startswith(INJECTED_PREFIXES)
+    return not stripped.startswith(INJECTED_PREFIXES) and not starts_with_provenance(stripped)
 
 
 def clip_prompt(text: str) -> str:
@@ -408,12 +414,24 @@ def append_prompts(existing: Sequence[str], new: Iterable[str]) -> tuple[str, ..
 
 
 def better_title(current: tuple[str, int], candidate: tuple[str, int]) -> tuple[str, int]:
-    """Title precedence: a stronger source wins; an equal source seen later wins; empty never wins."""
+    """Title precedence: a stronger source wins; an equal source seen later wins; empty never wins,
+    and neither does connect's own provenance line (a harness that names a session after its first
+    prompt names it after a delivered message: that is the peer's text, not the session's title)."""
     title, rank = candidate
+    if starts_with_provenance(title):
+        return current
     title = " ".join(title.split())
     if not title:
         return current
     return (title, rank) if rank >= current[1] else current
+
+
+def prompt_title(prompts: Sequence[str]) -> tuple[str, int]:
+    """The title the person's first prompt gives (its first line, clipped), or no title."""
+    first = next((line.strip() for p in prompts[:1] for line in p.split("\n") if line.strip()), "")
+    if len(first) > PROMPT_TITLE_MAX_CHARS:
+        first = first[: PROMPT_TITLE_MAX_CHARS - 1] + "…"
+    return (first, TITLE_RANK["first-prompt"]) if first else ("", 0)
 
 
 def resume_argv_for(
@@ -435,7 +453,10 @@ def build_entry(
     """Fold the facts of every transcript file of one session into its entry.
 
     Files are taken oldest first. ``title_override`` is a title from outside the transcript (Codex's
-    session index) with its rank.
+    session index) with its rank. Codex names a thread after its first prompt; when that prompt was a
+    message connect delivered, the name is connect's provenance line and is refused
+    (:func:`better_title`): the title is then what Codex would have made of the person's own first
+    prompt, or none (a view shows the cwd).
     """
     if not facts:
         raise HistoryError("an entry needs at least one transcript")
@@ -455,6 +476,8 @@ def build_entry(
         prompts = append_prompts(prompts, f.prompts)
     if title_override is not None:
         title = better_title(title, title_override)
+        if starts_with_provenance(title_override[0]):
+            title = better_title(title, prompt_title(prompts))
     starts = [f.started for f in ordered if f.started is not None]
     lasts = [f.last_active for f in ordered if f.last_active is not None]
     head = ordered[0]

@@ -16,6 +16,12 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **The inbox** (:func:`inbox`): messages being typed into the caller, or delivered to it within the
   reply window, for any principal of its merge group. A ``get_message`` wait ends (:func:`wait_over`)
   on the message's final outcome, at its deadline, or, once woken, when the caller has an inbox.
+- **What a sender is told** (:func:`sender_reason`): while its message waits on a person, its reason
+  says so and names the card (``awaiting consent: card <id>``), on ``send_message``, ``get_message``
+  and ``list_messages`` alike; otherwise the message's own reason.
+- **What a card shows the person** (:func:`card_view`): both panes by name with their tmux
+  ``session:window`` (the shell reads the windows from ``list-panes`` and hands them in as data), the
+  answers in words, the hop explained, and for a reply the message it answers.
 - The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
   its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
 """
@@ -27,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from connectcore import consent, grants
 from connectcore import directory as D
-from connectcore import grants
 from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.delivery import Message, MessageState
@@ -163,6 +169,66 @@ def inbox(hub: H.Hub, principal_id: str, now: float) -> tuple[Message, ...]:
 def replies(hub: H.Hub, ref: str) -> tuple[Message, ...]:
     """The correlated answers: messages sent with ``in_reply_to`` naming this one."""
     return tuple(m for m in hub.messages.values() if m.in_reply_to == ref)
+
+
+def sender_reason(hub: H.Hub, message: Message) -> str:
+    """The reason a sender is shown for its message: ``awaiting consent: card <id>`` while a card for
+    it is open (with why it was opened, when the message moved to a new recipient), else the
+    message's own reason."""
+    card = hub.cards.get(message.card) if message.card else None
+    if message.state is MessageState.AWAITING_CONSENT and card is not None and consent.is_open(card):
+        why = f" ({message.reason})" if message.reason else ""
+        return f"awaiting consent: card {card.id}{why}"
+    return message.reason
+
+
+@dataclass(frozen=True)
+class CardView:
+    """A card as the person sees it (page, CLI)."""
+
+    card: consent.Card
+    sender_pane: str | None  # None when the sender has no live token left (the card is then closed)
+    sender_name: str
+    recipient_name: str
+    words: consent.CardWords
+    in_reply_to: str | None  # the ref of the message this one answers
+
+
+def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: Mapping[str, str]) -> CardView:
+    """The card in a person's words. ``windows`` maps a live pane id to its tmux ``session:window``."""
+    tokens = grants.live_tokens(hub.book, card.sender)
+    sender = tokens[0] if tokens else None
+    message = hub.messages.get(card.message)
+    in_reply_to = message.in_reply_to if message is not None else None
+    answered_key = hub.refs.get(in_reply_to) if in_reply_to is not None else None
+    answered = hub.messages.get(answered_key) if answered_key is not None else None
+    answers = answered.text if answered is not None else ("(no longer held)" if in_reply_to else None)
+
+    def name(pane: str, incarnation: str) -> str:
+        return D.pane_label(_live(directory, pane, incarnation), pane, windows.get(pane, ""))
+
+    def place(pane: str) -> str:
+        return D.pane_place(pane, windows.get(pane, ""))
+
+    return CardView(
+        card=card,
+        sender_pane=sender.pane_id if sender is not None else None,
+        sender_name=name(sender.pane_id, sender.incarnation) if sender is not None else card.sender_actor,
+        recipient_name=name(card.recipient_pane, card.recipient_incarnation),
+        words=consent.card_words(
+            card,
+            sender=place(sender.pane_id) if sender is not None else card.sender_actor,
+            recipient=place(card.recipient_pane),
+            hop_limit=hub.limits.hop_limit,
+            answers=answers,
+        ),
+        in_reply_to=in_reply_to,
+    )
+
+
+def _live(directory: D.Directory, pane_id: str, incarnation: str) -> D.PaneRecord | None:
+    record = directory.panes.get(pane_id)
+    return record if record is not None and record.token == incarnation else None
 
 
 def wait_over(message: Message, caller_inbox: tuple[Message, ...], *, timed_out: bool, woken: bool) -> bool:

@@ -136,6 +136,7 @@ class AgentCalls:
             shown.append(
                 (
                     pane_id,
+                    (state.info.session_name, state.info.window_index) if state else None,
                     (reading.harness, reading.activity, reading.composer) if reading else None,
                     release_of(pane_id, record.token),
                     receive_only(record.token, record.launcher is not None),
@@ -153,6 +154,7 @@ class AgentCalls:
         binding = record.binding
         return {
             "pane": record.pane_id,
+            "window": D.window_name(state.info.session_name, state.info.window_index) if state else "",
             "address": str(record.address),
             "harness": reading.harness.value if reading else record.harness,
             "title": record.title or record.session_title,
@@ -294,7 +296,7 @@ class AgentCalls:
             await engine.step(submit)
             message = H.message_for(engine.hub, admitted.principal.id, message_id)
             assert message is not None
-            return message_view(message)
+            return message_view(message, R.sender_reason(engine.hub, message))
 
     async def get_message(self, token: str, message_id: str, wait: float = 0.0) -> dict[str, Any]:
         """The message's current outcome; with ``wait``, wait for it to be final, returning early when
@@ -312,7 +314,7 @@ class AgentCalls:
                 return await self._stored(principal_id, message_id)
             inbox = R.inbox(engine.hub, principal_id, engine.clock())
             if R.wait_over(message, inbox, timed_out=anyio.current_time() >= deadline, woken=woken):
-                return message_view(message) | {
+                return message_view(message, R.sender_reason(engine.hub, message)) | {
                     "inbox": [{"ref": m.ref, "from": m.sender_actor, "in_reply_to": m.in_reply_to} for m in inbox],
                     "replies": [
                         {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome} for m in R.replies(engine.hub, message.ref)
@@ -335,7 +337,7 @@ class AgentCalls:
         async with self.call(token, "list_messages") as admitted:
             members = grants.group(self.engine.hub.book, admitted.principal.id)
             rows = await self.engine.run_sync(lambda: self.engine.store.messages(principal=members, limit=200))
-            return [message_view(m) for m in rows]
+            return [message_view(m, R.sender_reason(self.engine.hub, m)) for m in rows]
 
 
 def _service(history: Any | None) -> Any:
@@ -344,13 +346,14 @@ def _service(history: Any | None) -> Any:
     return history
 
 
-def message_view(message: Message) -> dict[str, Any]:
-    """What a sender is told about its message (its own text is not echoed back)."""
+def message_view(message: Message, reason: str | None = None) -> dict[str, Any]:
+    """What a sender is told about its message (its own text is not echoed back); ``reason`` is
+    :func:`connectcore.reads.sender_reason`'s (the stored reason when the hub no longer holds it)."""
     return {
         "message_id": message.id,
         "ref": message.ref,
         "outcome": message.outcome,
-        "reason": message.reason,
+        "reason": message.reason if reason is None else reason,
         "to": f"{message.recipient_pane}@{message.recipient_incarnation}",
         "from": message.sender_actor,
         "hop": message.hop,

@@ -328,9 +328,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
             print(f"warning: {warning['problem']}\n  fix: {warning['fix']}", file=sys.stderr)
     else:
         _table(
-            ["ADDRESS", "HARNESS", "READING", "CONNECT", "RELEASE", "TITLE", "CWD"],
+            ["ADDRESS", "HARNESS", "READING", "CONNECT", "RELEASE", "WINDOW", "TITLE", "CWD"],
             [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), _release(a),
-              a.get("title") or "", a.get("cwd") or ""] for a in agents],
+              a.get("window") or "-", a.get("title") or "", a.get("cwd") or ""] for a in agents],
         )
         for a in agents:
             for note in (a.get("note"), a.get("release_note"), a.get("session_note")):
@@ -339,17 +339,36 @@ def cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def _card_lines(c: dict[str, Any]) -> str:
+    """One card in words: who to whom (panes with their session:window), the hop, the question a reply
+    answers, the text, and what each answer allows with the command that gives it."""
+    words = {key: visible(value) for key, value in c["words"].items()}  # names hold agents' titles
+    lines = [
+        f"{c['id']}  from {visible(c['sender_name'])}",
+        f"    to {visible(c['recipient_name'])}",
+        f"    {words['hop']}",
+    ]
+    if c.get("answers") is not None:
+        lines.append(f"    in reply to: {c['answers']!r}")
+    lines += [
+        f"    {c['text'][:200]!r}",
+        f"    {int(c['expires_in'])}s left to answer:",
+        f"      connectd approve {c['id']}          {words['approve_once']}",
+        f"      connectd approve {c['id']} --pair   {words['approve_pair']}",
+        f"      connectd decline {c['id']}          {words['decline']}",
+    ]
+    return "\n".join(lines)
+
+
 def cmd_cards(args: argparse.Namespace) -> int:
     cards = _client(args).call("GET", "/api/cards" + ("?all=1" if args.all else ""))
-    _print(
-        args,
-        cards,
-        [line for c in cards for line in (
-            f"{c['id']}  {c['sender']} -> {c['recipient']} ({c['recipient_pane']}) hop {c['hop']}, {int(c['expires_in'])}s left",
-            f"    {c['text'][:200]!r}",
-        )],
-    )
+    _print(args, cards, [_card_lines(c) for c in cards])
     return 0
+
+
+def _windows(client: Any) -> dict[str, str]:
+    """Each live pane's tmux session:window, from the fleet list."""
+    return {str(a["pane"]): str(a.get("window") or "") for a in client.call("GET", "/api/agents")}
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -530,27 +549,35 @@ def _print_page(args: argparse.Namespace, page: Page, lines: list[str]) -> None:
 
 
 def cmd_messages(args: argparse.Namespace) -> int:
+    from connectcore.directory import placed
+
     params = {"pane": args.pane} if args.pane else {}
-    page = _read_pages(_client(args), "/api/messages", params, args)
-    _print_page(args, page, [f"{m['from']} -> {m['to']} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in page.items])
+    client = _client(args)
+    page = _read_pages(client, "/api/messages", params, args)
+    windows = {} if args.json else _windows(client)
+    _print_page(args, page, [f"{m['from']} -> {placed(m['to'], windows)} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in page.items])
     return 0
 
 
-def _audit_line(row: dict[str, Any]) -> str:
+def _audit_line(row: dict[str, Any], windows: dict[str, str] | None = None) -> str:
+    from connectcore.directory import placed
+
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.get("at") or 0))
     parts = [when, row.get("actor", ""), row.get("action", ""), row.get("outcome", "")]
     for key in ("scope", "target", "message_id", "detail"):
         if row.get(key):
-            parts.append(f"{key}={row[key]}")
+            value = placed(str(row[key]), windows or {}) if key == "target" else row[key]
+            parts.append(f"{key}={value}")
     return "  ".join(str(p) for p in parts)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     client = _client(args)
     params = {key: value for key in ("actor", "pane", "outcome") if (value := getattr(args, key))}
+    windows = {} if args.json else _windows(client)
     if not args.follow:
         page = _read_pages(client, "/api/audit", params, args)
-        _print_page(args, page, [_audit_line(row) for row in page.items])
+        _print_page(args, page, [_audit_line(row, windows) for row in page.items])
         return 0
     # --follow: the newest --limit records (or those after --after), then every new one, oldest first,
     # one per line (JSON lines with --json).
@@ -563,7 +590,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         query = dict(params, after=str(after), order="oldest", limit="1000")
         for row in client.call("GET", f"/api/audit?{urllib.parse.urlencode(query)}"):
             after = max(after, int(row.get("id", 0)))
-            print(json.dumps(row) if args.json else visible(_audit_line(row)), flush=True)
+            print(json.dumps(row) if args.json else visible(_audit_line(row, windows)), flush=True)
         time.sleep(1.0)
 
 

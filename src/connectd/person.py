@@ -15,6 +15,7 @@ import anyio
 from connectcore import directory as D
 from connectcore import grants, hub_acts
 from connectcore import hub as H
+from connectcore import reads as R
 from connectcore.advice import receive_only_note
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
@@ -55,23 +56,49 @@ class PersonCalls:
             )
         return items
 
+    def windows(self) -> dict[str, str]:
+        """Each live pane's tmux ``session:window``, as the last ``list-panes`` read it."""
+        return {
+            pane_id: D.window_name(state.info.session_name, state.info.window_index)
+            for pane_id, state in self.engine.panes.items()
+        }
+
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
-        now = self.engine.clock()
-        cards = sorted(self.engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
-        return [
-            {
-                "id": c.id,
-                "state": c.state.value,
-                "sender": c.sender_actor,
-                "recipient": c.recipient_actor,
-                "recipient_pane": c.recipient_pane,
-                "text": c.text,
-                "hop": c.hop,
-                "expires_in": max(0.0, c.expires_at - now),
-                "message_id": c.message[1],
-            }
+        engine = self.engine
+        now = engine.clock()
+        cards = sorted(engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
+        windows = self.windows()
+        views = [
+            R.card_view(engine.hub, engine.directory, c, windows)
             for c in cards
             if include_closed or c.state.value == "pending"
+        ]
+        return [
+            {
+                "id": v.card.id,
+                "state": v.card.state.value,
+                "sender": v.card.sender_actor,
+                "recipient": v.card.recipient_actor,
+                "sender_pane": v.sender_pane,
+                "sender_window": windows.get(v.sender_pane or "", ""),
+                "recipient_pane": v.card.recipient_pane,
+                "recipient_window": windows.get(v.card.recipient_pane, ""),
+                "sender_name": v.sender_name,
+                "recipient_name": v.recipient_name,
+                "text": v.card.text,
+                "hop": v.card.hop,
+                "in_reply_to": v.in_reply_to,
+                "answers": v.words.answers,
+                "words": {
+                    "approve_once": v.words.approve_once,
+                    "approve_pair": v.words.approve_pair,
+                    "decline": v.words.decline,
+                    "hop": v.words.hop,
+                },
+                "expires_in": max(0.0, v.card.expires_at - now),
+                "message_id": v.card.message[1],
+            }
+            for v in views
         ]
 
     async def decide(self, card_id: str, decision: Decision, by: str = "owner") -> dict[str, Any]:

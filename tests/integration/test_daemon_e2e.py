@@ -81,6 +81,18 @@ def test_list_send_approve_pair_delivers_with_provenance_once(daemon: DaemonProc
     assert len(b.prompts()) == 1  # at most once
 
 
+def test_the_sender_is_told_its_message_awaits_consent_and_on_which_card(daemon: DaemonProcess) -> None:
+    """Issue 23 item 5: send_message and get_message say the message waits on a person, naming the card."""
+    a, b = agents(daemon, "a", "b")
+    err, sent = run(send, daemon, a, b.address, "hello", "m-wait")
+    assert not err
+    card = daemon.wait_card()
+    assert sent["outcome"] == "queued" and sent["reason"] == f"awaiting consent: card {card['id']}"  # type: ignore[index]
+    assert run(get_message, daemon, a, "m-wait")["reason"] == f"awaiting consent: card {card['id']}"
+    daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
+    assert not run(get_message, daemon, a, "m-wait")["reason"].startswith("awaiting consent")
+
+
 def test_busy_recipient_gets_it_at_the_next_idle(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     a, b = agents(daemon, "a", "b")
     make_busy(daemon, tmux, b, 4)

@@ -250,6 +250,39 @@ def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess)
     assert "delivered" in cli("messages")
 
 
+def test_cli_cards_say_what_each_answer_allows_and_every_pane_has_its_session_window(daemon: DaemonProcess) -> None:
+    """Issue 23 item 5 in the CLI: cards, messages, audit and the fleet list put session:window beside %N."""
+    a, b = agents(daemon, "a", "b")
+    run(send, daemon, a, b.address, "via the cli, in words", "m-words")
+    daemon.wait_card()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    where = {x.pane: daemon.tmux.tmux("display-message", "-p", "-t", x.pane, "#{session_name}:#{window_index}").strip() for x in (a, b)}
+    at_a, at_b = f"{a.pane} ({where[a.pane]})", f"{b.pane} ({where[b.pane]})"
+    cards = cli("cards")
+    card_id = json.loads(cli("cards", "--json"))[0]["id"]
+    assert f"{card_id}  from {at_a} · claude" in cards and f"to {at_b} · claude" in cards
+    assert "Starts a conversation (hop 1)." in cards
+    assert f"connectd approve {card_id}          Approve once: this message only" in cards
+    assert f"connectd approve {card_id} --pair   Approve pair: every message from {at_a} to {at_b} until {at_b} ends" in cards
+    assert f"connectd decline {card_id}          Decline: nothing is typed" in cards
+    cli("approve", card_id)
+    wait_for(lambda: any(p.endswith("via the cli, in words") for p in b.prompts()), 15, "delivery")
+    assert f"-> {b.address} ({where[b.pane]}) m-words:" in cli("messages")
+    assert f"target={b.address} ({where[b.pane]})" in cli("audit", "--all")
+    header, *rows = cli("agents").splitlines()
+    assert "WINDOW" in header.split()
+    assert where[a.pane] in next(r for r in rows if r.startswith(a.address)).split()
+
+
 def test_restore_relaunches_the_sessions_a_lost_tmux_server_held(tmp_path: Path, tmux: TmuxServer) -> None:
     session = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
     claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"

@@ -434,3 +434,27 @@ def test_top_candidates_rank_like_every_candidate(tmp_path, index):
                 ref = search(entries, query, scope=scope, now=now, limit=limit)
                 assert [r.entry.key for r in few] == [r.entry.key for r in ref]
     assert pruned  # the SQL scoring did leave candidates out
+
+
+def test_a_codex_that_received_a_message_is_not_titled_or_searched_by_connects_provenance_line(tmp_path, index):
+    """Codex names its thread after its first prompt: a delivered message's provenance line is refused
+    as the title (the person's first prompt names it instead) and is not indexed as the person's prompt."""
+    from connectcore.delivery import provenance_line
+
+    line = provenance_line(ref="msg-7", sender_actor="agent:3f1c9e", sender_pane="%4", sender_incarnation="tok")
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    claude.mkdir()
+    got_first = "019bcea3-0000-7000-8000-0000000000d1"
+    only_got = "019bcea3-0000-7000-8000-0000000000d2"
+    Codex(got_first, "/w/app").prompt(f"{line}\nplease rebase onto main").prompt("Tidy the rebase notes").write(codex)
+    Codex(only_got, "/w/lib").prompt(f"{line}\nrun the tests").write(codex)
+    codex_titles(codex, [(got_first, line[:60]), (only_got, line)])
+    index.update(claude, codex)
+    got = {e.session_id: e for e in index.entries()}
+    assert got[got_first].title == "Tidy the rebase notes"
+    assert got[only_got].title == ""
+    assert index.get(Harness.CODEX, got_first, with_prompts=True).prompts == ("Tidy the rebase notes",)
+    assert not index.candidates(["msg"], SearchScope())
+    assert not index.candidates(["rebase", "main"], SearchScope(repos=frozenset({"/w/app"})))[0].term_frequency.get(
+        (Field.PROMPTS, "main")
+    )

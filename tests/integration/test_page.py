@@ -386,6 +386,37 @@ def test_decline_from_the_page(page: Page, daemon: DaemonProcess) -> None:
 
 
 @needs_browser
+def test_a_reply_card_says_in_words_what_each_answer_allows_quotes_the_question_and_places_the_panes(
+    page: Page, daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 23 item 5: no tooltip a phone cannot show, no raw actor up front, the question shown,
+    and every pane named with the tmux session:window to switch to."""
+    a, b = fleet(daemon, "asker", "answerer")
+    asked = send(daemon, a, b, "Which branch holds the login fix?", "m-question")
+    daemon.api("POST", f"/api/cards/{card_id_for(daemon, 'm-question')}/approve", {"pair": False})
+    wait_for(lambda: outcome(daemon, a, "m-question") == "delivered", 20, "the question delivered")
+    err, sent = agent_call(daemon, b, "send_message", to=a.address, text="feat/login holds it", message_id="m-answer", in_reply_to=asked["ref"])
+    assert not err, sent
+    where = {x.pane: tmux.tmux("display-message", "-p", "-t", x.pane, "#{session_name}:#{window_index}").strip() for x in (a, b)}
+    at_a, at_b = f"{a.pane} ({where[a.pane]})", f"{b.pane} ({where[b.pane]})"
+    card = page.card_for("feat/login holds it")
+    card.wait_for()
+    assert card.locator("[data-testid=card-answers]").inner_text().endswith("Which branch holds the login fix?")
+    assert card.locator("[data-testid=card-from]").inner_text().startswith(f"{at_b} · claude")
+    assert card.locator("[data-testid=card-to]").inner_text().startswith(f"{at_a} · claude")
+    assert card.get_by_role("button").all_inner_texts() == [
+        "Approve once: this message only",
+        f"Approve pair: every message from {at_b} to {at_a} until {at_a} ends",
+        "Decline: nothing is typed; the sender is told it was declined",
+    ]
+    assert card.locator("[data-testid=card-hop]").inner_text().startswith("Reply 1 in a back-and-forth between agents (hop 2)")
+    assert "agent:" not in card.inner_text()  # the actors are kept for the record, folded away
+    assert page.agent(a.pane).locator(".agent-title strong").inner_text() == f"{at_a} · claude"
+    card.get_by_role("button", name="Decline").click()
+    card.wait_for(state="detached")
+
+
+@needs_browser
 def test_cards_come_newest_first_and_vanish_when_answered_elsewhere_or_cancelled_by_revocation(page: Page, daemon: DaemonProcess) -> None:
     a, b = fleet(daemon, "a", "b")
     send(daemon, a, b, "first of two", "m-first")

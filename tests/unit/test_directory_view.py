@@ -7,6 +7,7 @@ And ``list_agents``' answer, made once per view, is the very answer the SDK make
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,14 @@ def test_a_new_reading_makes_the_view_anew_even_on_the_same_pane_state(engine: E
     assert _entry(engine)["activity"] == "idle"
     state.reading = _reading(Activity.BUSY)  # the watcher changes the pane's state in place
     assert _entry(engine)["activity"] == "busy"
+
+
+def test_the_view_names_each_panes_tmux_session_and_window_and_a_move_makes_it_anew(engine: Engine) -> None:
+    """Issue 23 item 5: the fleet list shows session:window beside %N, as tmux reads it now."""
+    assert _entry(engine)["window"] == "main:0"
+    state = engine.panes["%1"]
+    state.info = dataclasses.replace(state.info, session_name="work", window_index=3)  # moved in place
+    assert _entry(engine)["window"] == "work:3"
 
 
 def test_a_release_named_later_makes_the_view_anew(engine: Engine) -> None:

@@ -9,12 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from connectcore.delivery import provenance_line
 from connectcore.history import (
     ALLOWED_FIELDS,
     LIMIT_MAX,
     QUERY_MAX_TERMS,
     RECENCY_FLOOR,
     SESSION_PROMPT_MAX_CHARS,
+    TITLE_RANK,
     Entrypoint,
     Harness,
     HistoryError,
@@ -27,6 +29,7 @@ from connectcore.history import (
     SessionEntry,
     TranscriptFacts,
     append_prompts,
+    better_title,
     build_entry,
     check_readable,
     is_human_prompt,
@@ -414,3 +417,45 @@ def test_projection_is_exactly_the_allowlist(e, other, live, terms):
     )
     assert project(swapped, live, terms) == view
     json.dumps(view)  # plain JSON values only
+
+
+# ---------------------------------------------------------------------------------------------------
+# connect's own provenance line is neither a prompt of the person nor a title
+# ---------------------------------------------------------------------------------------------------
+
+DELIVERED = provenance_line(ref="msg-7", sender_actor="agent:3f1c", sender_pane="%4", sender_incarnation="tok") + (
+    "\nplease rebase onto main"
+)
+
+
+def test_a_delivered_message_is_not_a_prompt_of_the_person():
+    assert is_human_prompt(DELIVERED) is False
+    assert is_human_prompt("  \n" + DELIVERED) is False
+    assert append_prompts(("fix the login bug",), [DELIVERED]) == ("fix the login bug",)
+    # A line that merely mentions connect later on is the person's own.
+    assert is_human_prompt("why did [connect] refuse my message?") is True
+
+
+def test_a_provenance_line_never_becomes_a_title():
+    assert better_title(("", 0), (DELIVERED.split("\n")[0], 4)) == ("", 0)
+    assert better_title(("ai name", 2), ("[Connect] message msg-1 from agent:x", 4)) == ("ai name", 2)
+
+
+def test_a_codex_thread_named_after_a_delivered_message_takes_the_persons_first_prompt():
+    f = facts(cwd="/w", prompts=("Add a dark mode toggle\nwith a second line", "and tests"))
+    name = DELIVERED.split("\n")[0][:60]  # Codex clips the thread name
+    e = build_entry([f], "/w", title_override=(name, TITLE_RANK["thread-name"]))
+    assert e.title == "Add a dark mode toggle"
+    # A real thread name still wins over the prompt.
+    assert build_entry([f], "/w", title_override=("Dark mode", TITLE_RANK["thread-name"])).title == "Dark mode"
+
+
+def test_a_codex_session_that_only_received_messages_has_no_title():
+    """With no prompt of the person the title is empty: a view names the session by its cwd."""
+    e = build_entry([facts(cwd="/w")], "/w", title_override=(DELIVERED, TITLE_RANK["thread-name"]))
+    assert e.title == ""
+
+
+def test_a_title_from_a_long_first_prompt_is_its_first_line_clipped():
+    e = build_entry([facts(cwd="/w", prompts=("x" * 500,))], "/w", title_override=(DELIVERED, 3))
+    assert len(e.title) == 80 and e.title.endswith("…")

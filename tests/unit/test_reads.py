@@ -455,3 +455,32 @@ def test_a_call_refused_before_its_handler_is_audited_as_its_callers_refusal() -
     assert (bad.scope, bad.detail) == ("message", "bad_arguments")
     unknown = R.refused_at_the_edge(w.hub, token_hash="nope", action="whoami", reason=R.BAD_ARGUMENTS, now=7.0)
     assert unknown.actor == "agent:unknown"
+
+
+# --- what a sender is told while its message waits on a person -------------------------------------
+
+
+def test_a_message_waiting_on_a_card_tells_its_sender_so_and_names_the_card() -> None:
+    from connectcore import reads as R
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    card = w.card_of(key)
+    assert R.sender_reason(w.hub, w.message(key)) == f"awaiting consent: card {card}"
+    w.decide(key, Decision.APPROVE_ONCE)
+    # approved: it now waits on the pane, not the person, and its own reason is shown
+    assert R.sender_reason(w.hub, w.message(key)) == "approved_once" == w.message(key).reason
+
+
+def test_a_declined_or_pair_approved_message_is_not_said_to_await_consent() -> None:
+    from connectcore import reads as R
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key, Decision.DECLINE)
+    assert R.sender_reason(w.hub, w.message(key)) == "declined by the person"
+    w.decide(w.send(a, b), Decision.APPROVE_PAIR)
+    later = w.send(a, b)
+    assert w.message(later).card is None and R.sender_reason(w.hub, w.message(later)) == "pair_approved"

@@ -77,7 +77,7 @@ from connectd.history.rows import (
     stored_texts,
 )
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"  # 5: a delivered message is neither a prompt nor a title
 DB_NAME = "history.db"
 _BATCH_FILES = 500
 #: A full build is written here, then copied into ``DB_NAME`` in one transaction.

@@ -192,10 +192,14 @@
   const agentByPane = (pane) => state.agents.find((a) => a.pane === pane);
   const agentByActor = (actor) => actor && state.agents.find((a) => a.actor === actor);
 
+  // "%3 (main:1)": the pane id with the tmux session:window a person switches to
+  const panePlace = (a) => (a.window ? `${a.pane} (${a.window})` : a.pane);
+  // a pane named for a person: its place, its program, and its title, else the directory it works in
   function paneLabel(a) {
-    const bits = [a.pane, a.harness];
+    const bits = [panePlace(a), a.harness];
     if (a.control) bits.push("control");
-    return bits.join(" · ") + (a.title ? ` · ${a.title}` : "");
+    const about = a.title || a.cwd;
+    return bits.join(" · ") + (about ? ` · ${about}` : "");
   }
   // {name, id}: a short name for a person and the full actor for the record
   function describeActor(actor, pane) {
@@ -245,7 +249,7 @@
       list,
       state.cards,
       (c) => c.id,
-      (c) => JSON.stringify([c.text, c.hop, c.sender, c.recipient, c.recipient_pane, describeActor(c.sender).name, describeActor(c.recipient, c.recipient_pane).name]),
+      (c) => JSON.stringify([c.text, c.hop, c.sender, c.recipient, c.recipient_pane, c.sender_name, c.recipient_name, c.words, c.answers]),
       buildCard,
     );
     for (const c of state.cards) {
@@ -398,8 +402,9 @@
   }
 
   function buildCard(c) {
-    const from = describeActor(c.sender);
-    const to = describeActor(c.recipient, c.recipient_pane);
+    // the daemon names both panes where a person finds them (%N (session:window)), never by a raw actor
+    const from = { name: c.sender_name || describeActor(c.sender).name };
+    const to = { name: c.recipient_name || describeActor(c.recipient, c.recipient_pane).name };
     const error = h("p", { class: "error", attrs: { hidden: true, role: "alert" } });
     const textId = `text-${c.id}`;
     const act = (kind) => async (ev) => {
@@ -433,6 +438,7 @@
       schedule("cards", 50);
       schedule("messages", 300);
     };
+    const words = c.words || {};
     return h(
       "li",
       { class: "card consent", attrs: { "aria-label": `Message from ${from.name} to ${to.name}` } },
@@ -440,24 +446,46 @@
         "dl",
         { class: "route" },
         h("dt", { text: "From" }),
-        h("dd", null, h("span", { class: "who", text: from.name }), h("span", { class: "who-id", text: from.id })),
+        h("dd", null, h("span", { class: "who", text: from.name, data: { testid: "card-from" } })),
         h("dt", { text: "To" }),
-        h("dd", null, h("span", { class: "who", text: to.name }), h("span", { class: "who-id", text: to.id })),
+        h("dd", null, h("span", { class: "who", text: to.name, data: { testid: "card-to" } })),
       ),
+      c.answers != null
+        ? h(
+            "div",
+            { class: "answers", data: { testid: "card-answers" } },
+            h("span", { class: "answers-h", text: "In reply to" }),
+            h("div", { class: "quote", text: c.answers }),
+          )
+        : null,
       h("div", { class: "msg-text", text: c.text, attrs: { id: textId, tabindex: "0", "aria-label": "Message text" }, data: { testid: "card-text" } }),
       h(
         "div",
         { class: "meta" },
-        h("span", { text: `hop ${c.hop}` }),
+        h("span", { text: words.hop || `hop ${c.hop}`, data: { testid: "card-hop" } }),
         h("span", null, h("time", { data: { deadline: c.deadline } })),
-        h("span", { class: "mono", text: c.message_id }),
       ),
       h(
         "div",
         { class: "actions" },
-        h("button", { class: "btn primary", text: "Approve once", attrs: { type: "button", "aria-describedby": textId }, data: { focus: "once" }, on: { click: act("once") } }),
-        h("button", { class: "btn", text: "Approve pair", attrs: { type: "button", title: `Approve every message from ${from.name} to ${to.name} for the rest of the recipient's life` }, data: { focus: "pair" }, on: { click: act("pair") } }),
-        h("button", { class: "btn danger", text: "Decline", attrs: { type: "button" }, data: { focus: "decline" }, on: { click: act("decline") } }),
+        h("button", { class: "btn primary", text: words.approve_once || "Approve once", attrs: { type: "button", "aria-describedby": textId }, data: { focus: "once" }, on: { click: act("once") } }),
+        h("button", { class: "btn", text: words.approve_pair || "Approve pair", attrs: { type: "button" }, data: { focus: "pair" }, on: { click: act("pair") } }),
+        h("button", { class: "btn danger", text: words.decline || "Decline", attrs: { type: "button" }, data: { focus: "decline" }, on: { click: act("decline") } }),
+      ),
+      h(
+        "details",
+        { class: "record" },
+        h("summary", { text: "For the record" }),
+        h(
+          "dl",
+          { class: "route" },
+          h("dt", { text: "From" }),
+          h("dd", { class: "who-id", text: c.sender }),
+          h("dt", { text: "To" }),
+          h("dd", { class: "who-id", text: c.recipient }),
+          h("dt", { text: "Message" }),
+          h("dd", { class: "who-id", text: c.message_id }),
+        ),
       ),
       error,
     );
@@ -612,7 +640,7 @@
         "div",
         { class: "agent-head" },
         h("span", { class: "badge-icon" }, badge),
-        h("div", { class: "agent-title" }, h("strong", { text: `${a.pane} · ${a.harness}` }), a.title ? h("span", { class: "sub", text: a.title }) : null),
+        h("div", { class: "agent-title" }, h("strong", { text: `${panePlace(a)} · ${a.harness}` }), a.title ? h("span", { class: "sub", text: a.title }) : null),
         h("span", { class: "chip", data: { reading: reading(a) }, text: reading(a) }),
       ),
       h("dl", { class: "facts" }, facts.map(([k, v, cls]) => [h("dt", { text: k }), h("dd", { class: cls, text: v })])),
