@@ -32,6 +32,7 @@ def policy(limits_per_minute: int) -> str:
     """A policy whose rate limits admit the soak's rate (the defaults are 30 per sender, 10 per pair)."""
     return (
         "[limits]\n"
+        "hop_limit = 1000000\n"  # a ring of untied messages is one conversation per pair: no hop card
         f"sender_per_window = {limits_per_minute}\n"
         f"pair_per_window = {limits_per_minute}\n"
         "live_ids_per_principal = 100000\n"
@@ -176,7 +177,7 @@ def report(s: Soak, *, label: str = "") -> str:
         f"Run: `scripts/soak.py --minutes {s.minutes:g} --panes {s.panes} --agents {s.agents}` (`make soak`). "
         f"Ring of {s.agents} stand-ins (turn 0.2 s), each sending one message every {s.period:g} s; "
         f"policy for the run: sender_per_window and pair_per_window raised to {int(60 / s.period) * 2 + 10} per minute "
-        "(defaults 30 and 10), live_ids_per_principal 100000.",
+        "(defaults 30 and 10), live_ids_per_principal 100000, hop_limit 1000000 (each pair's messages are one conversation, so the default 4 would card the fifth).",
         "",
         f"* messages sent: {len(s.sent)} ({rate:.2f} messages/s over {s.seconds:.0f} s); refused at send: "
         f"{sum(s.refused_at_send.values())} {dict(s.refused_at_send) or ''}",
