@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle
+.PHONY: run demo test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle soak
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -110,3 +110,9 @@ diagrams: $(STAMP)
 
 clean:
 	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache
+
+# The soak (issue 22 item 7): 200 panes, 50 stand-in agents exchanging messages for MINUTES minutes;
+# its section goes into docs/benchmarks.md between the soak markers (make bench keeps it).
+MINUTES ?= 10
+soak: $(STAMP)
+	$(PY) scripts/soak.py --minutes $(MINUTES)

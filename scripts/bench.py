@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import delivery, delivery_real, mcp_rate, memory, watch  # noqa: E402
+from benchlib import delivery, delivery_real, mcp_rate, memory, soak, watch  # noqa: E402
 from benchlib.common import REPO, Fleet, log, machine_info, pct, rss_mb  # noqa: E402
 
 from connectcore.delivery import DEFAULT_LIMITS, SUBMIT_SETTLE  # noqa: E402
@@ -578,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, info, started, args.quick, sections)
     print(text)
     if out is not None:
-        out.write_text(text)
+        # The soak section (scripts/soak.py, `make soak`) is measured apart: keep its block.
+        block = soak.kept(out.read_text()) if out.exists() else ""
+        out.write_text(soak.splice(text, block) if block else text)
         log(f"wrote {out}")
     if args.raw is not None:
         args.raw.write_text(json.dumps(_raw(results), indent=1, default=str))
