@@ -367,6 +367,7 @@ def test_a_title_shows_bidi_and_zero_width_characters_as_escapes(page: Page, dae
     title = "run \u202etxt.exe\u202c and\u200bzw"
     tmux.tmux("select-pane", "-t", a.pane, "-T", title)
     wait_for(lambda: daemon.agent_view(a.pane)["title"] == title, 10, "the title")
+    page.page.reload()  # the list drawn from the view that holds the title (the claim is how it is drawn)
     sub = page.page.locator(f'#agents > li[data-pane="{a.pane}"] .agent-title .sub')
     sub.wait_for()
     wait_for(lambda: "txt.exe" in (sub.text_content() or ""), 10, "the title on the page")
@@ -820,12 +821,13 @@ def test_an_agent_on_a_release_outside_the_matrix_is_marked_on_the_page(page: Pa
 
 def test_a_hand_started_agent_is_connected_in_place_and_the_page_says_its_tools_come_at_relaunch(page: Page, daemon: DaemonProcess, tmux: TmuxServer) -> None:
     session = str(uuid.uuid4())
-    rollout = daemon.tmp / "codex-sessions" / f"rollout-2026-12-03T17-00-00-{session}.jsonl"
+    codex_home = daemon.tmp / "codex-home"  # a rollout binds only from its holder's $CODEX_HOME/sessions
+    rollout = codex_home / "sessions" / f"rollout-2026-12-03T17-00-00-{session}.jsonl"
     rollout.parent.mkdir(parents=True, exist_ok=True)
     rollout.write_text("")
     holder = f"import time; f = open({str(rollout)!r}, 'a'); print('codex stand-in'); time.sleep(600)"
     pane = tmux.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(daemon.workdir)).strip()
-    tmux.tmux("send-keys", "-t", pane, "-l", f'bash -c "exec -a codex {sys.executable} -c \\"{holder}\\""')
+    tmux.tmux("send-keys", "-t", pane, "-l", f'CODEX_HOME={codex_home} bash -c "exec -a codex {sys.executable} -c \\"{holder}\\""')
     tmux.tmux("send-keys", "-t", pane, "Enter")
     wait_for(lambda: (daemon.agent_view(pane).get("session") or {}).get("session_id") == session, 20, "the rollout binding")
     try:

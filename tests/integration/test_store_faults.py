@@ -128,8 +128,10 @@ def test_a_delivery_due_while_the_disk_is_full_waits_for_its_record_and_is_typed
     assert not err and queued["outcome"] == "queued", queued  # type: ignore[index]
 
     filler = _fill(small_fs)
-    wait_for(lambda: daemon.agent_view(b.pane)["activity"] == "idle", 15, "b idle again")
-    anyio.run(anyio.sleep, 2.0)  # the guard's turn came and went while no record could be written
+    # the turn ends and the message falls due: its guard cannot write "typing started", so it fails
+    # (and is retried) instead of typing
+    wait_for(lambda: "failed: StoreUnavailable" in daemon.log_text(), 20, "the guard refused by the full store")
+    anyio.run(anyio.sleep, 1.0)
     assert not any("due while the disk is full" in p for p in b.prompts()), "typed without its durable record"
     assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon ended"
 
