@@ -225,19 +225,22 @@ def test_history_tools_over_mcp_are_scoped_to_the_agent_s_repo(tmp_path: Path, t
         ]
 
 
+def _cli(daemon: DaemonProcess, *args: str) -> str:
+    """``connectd ARGS`` against ``daemon``; it must succeed; its stdout."""
+    out = subprocess.run(
+        [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_cli_reads_and_decides_against_the_running_daemon(daemon: DaemonProcess) -> None:
     a, b = agents(daemon, "a", "b")
     run(send, daemon, a, b.address, "via the cli", "m-cli")
     daemon.wait_card()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-
     def cli(*args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
-            capture_output=True, text=True, env=env, timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        return out.stdout
+        return _cli(daemon, *args)
 
     cards = json.loads(cli("cards", "--json"))
     assert cards[0]["text"] == "via the cli"
@@ -255,15 +258,8 @@ def test_cli_cards_say_what_each_answer_allows_and_every_pane_has_its_session_wi
     a, b = agents(daemon, "a", "b")
     run(send, daemon, a, b.address, "via the cli, in words", "m-words")
     daemon.wait_card()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-
     def cli(*args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "connectd.cli", *args, "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
-            capture_output=True, text=True, env=env, timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        return out.stdout
+        return _cli(daemon, *args)
 
     where = {x.pane: daemon.tmux.tmux("display-message", "-p", "-t", x.pane, "#{session_name}:#{window_index}").strip() for x in (a, b)}
     at_a, at_b = f"{a.pane} ({where[a.pane]})", f"{b.pane} ({where[b.pane]})"
