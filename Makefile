@@ -107,6 +107,7 @@ eval-screens: $(STAMP)
 
 diagrams: $(STAMP)
 	$(PY) scripts/gen_diagrams.py
+	$(PY) scripts/gen_modules.py
 
 clean:
 	rm -rf $(VENV) mutants .pytest_cache .mypy_cache .ruff_cache

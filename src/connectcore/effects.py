@@ -89,15 +89,6 @@ class TypeText(Effect):
 
 
 @dataclass(frozen=True)
-class PressEnter(Effect):
-    """A separate Enter (delivery does not use it: its ``TypeText`` submits in the same operation)."""
-
-    pane_id: str
-    incarnation: str
-    message: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True)
 class ConfirmTyping(Effect):
     """Ask the daemon to re-read the pane after typing and answer with ``TypingObserved``."""
 

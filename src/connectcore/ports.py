@@ -34,7 +34,7 @@ class PaneText(Protocol):
 
 @runtime_checkable
 class Panes(Protocol):
-    """The pane operations behind ``TypeText``, ``PressEnter``, ``SetPaneOption``, ``ExitAgent`` and
+    """The pane operations behind ``TypeText``, ``SetPaneOption``, ``ExitAgent`` and
     ``Respawn``, plus the capture that feeds the screen reader. Pane ids only (``%N``)."""
 
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> PaneText: ...

@@ -22,7 +22,7 @@ from connectcore import delivery as M
 from connectcore import directory as D
 from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
-from connectcore.effects import CheckGuard, ConfirmTyping, PressEnter, TypeText
+from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
 from connectd.tmux import TmuxError
@@ -138,11 +138,6 @@ class Delivery:
                 return True
         log.debug("the Enter for %s is left to the fallback, %d reads", pane, reads)
         return False
-
-    async def press_enter(self, effect: PressEnter) -> None:
-        """Enter, once the paste has settled (agent TUIs read a Return inside a paste as a newline)."""
-        await anyio.sleep(self.engine.timing.settle)
-        await self.engine.tmux.press_enter(effect.pane_id)
 
     async def confirm(self, effect: ConfirmTyping) -> None:
         """Re-read the pane each time it draws (at least every ``CONFIRM_EVERY``) until the core says

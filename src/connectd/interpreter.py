@@ -15,7 +15,7 @@ already decided.
 
 Stops: a message's ``TypeText`` pastes in one tmux call that makes the server owe the paste its
 Enter (pressed after the settle unless the daemon's early Enter came first; tmux presses it once),
-and ``TypeText`` / ``PressEnter`` are shielded from cancellation, so a daemon stopped or killed
+and ``TypeText`` is shielded from cancellation, so a daemon stopped or killed
 after the paste still submits it; if a draft is left anyway, the core shows it to the
 person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
 
@@ -46,7 +46,6 @@ from connectcore.effects import (
     Notify,
     OpenWindow,
     Persist,
-    PressEnter,
     PressKeys,
     Respawn,
     SetPaneOption,
@@ -93,7 +92,6 @@ class Interpreter:
             EndSubscriptions: self._end,
             CheckGuard: self._check_guard,
             TypeText: self._type_text,
-            PressEnter: self._press_enter,
             ConfirmTyping: self._confirm,
             SetPaneOption: self._set_option,
             ExitAgent: self._exit_agent,
@@ -119,7 +117,7 @@ class Interpreter:
             if key in failed:
                 continue
             try:
-                if isinstance(effect, TypeText | PressEnter):
+                if isinstance(effect, TypeText):
                     # Paste and Enter run to their end even when the daemon is stopped meanwhile: a
                     # stop in that window would leave connect's own text as a draft in a composer.
                     with anyio.CancelScope(shield=True):
@@ -171,9 +169,6 @@ class Interpreter:
     async def _type_text(self, effect: TypeText) -> None:
         await self.engine.delivery.type_text(effect)
 
-    async def _press_enter(self, effect: PressEnter) -> None:
-        await self.engine.delivery.press_enter(effect)
-
     async def _confirm(self, effect: ConfirmTyping) -> None:
         await self.engine.delivery.confirm(effect)
 
@@ -211,7 +206,7 @@ class Interpreter:
     # --- failures: turned into the core's events ---------------------------------------------------
 
     async def failed(self, effect: Effect, exc: Exception) -> None:
-        if isinstance(effect, TypeText | PressEnter | ConfirmTyping):
+        if isinstance(effect, TypeText | ConfirmTyping):
             assert effect.message is not None
             what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
             await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}", effect.pane_id)

@@ -8,7 +8,7 @@ from connectcore import hub as H
 from connectcore._machine import TransitionNotAllowed
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
-from connectcore.effects import Audit, CheckGuard, ConfirmTyping, Persist, PressEnter, TypeText
+from connectcore.effects import Audit, CheckGuard, ConfirmTyping, Persist, TypeText
 from connectcore.grants import Preset
 from tests.unit.hubkit import World
 
@@ -397,7 +397,7 @@ def test_revocation_of_sender_cancels_queued_and_cards(w: World) -> None:
     assert w.message(k1).state is MessageState.CANCELLED and w.message(k2).state is MessageState.CANCELLED
     assert w.hub.cards[w.card_of(k1)].state.value == "cancelled"
     w.idle(b)
-    assert not [e for e in w.effects if isinstance(e, (TypeText, PressEnter, ConfirmTyping))]
+    assert not [e for e in w.effects if isinstance(e, (TypeText, ConfirmTyping))]
     with pytest.raises(H.CallRefused, match="not connected"):
         w.send(a, b)
 

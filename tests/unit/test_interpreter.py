@@ -139,3 +139,18 @@ def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and
         anyio.run(Interpreter(engine).run, (effect,))
     assert raised.value.effect == effect and isinstance(raised.value.cause, OSError)
     assert str(raised.value) == "SetPaneOption failed: tmux: no such pane"
+
+
+def test_every_effect_type_the_core_defines_is_emitted_by_the_core() -> None:
+    """Claim: connectcore defines no effect type it never constructs (a handler for nothing is dead code)."""
+    import ast
+    from pathlib import Path
+
+    built: set[str] = set()
+    for path in Path(connectcore.__path__[0]).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                built.add(name)
+    never = sorted(t.__name__ for t in _effect_types() if t.__name__ not in built)
+    assert never == [], f"effect types the core never emits: {never}"
