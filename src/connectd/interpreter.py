@@ -53,6 +53,7 @@ from connectcore.effects import (
     TypeText,
 )
 from connectd import here
+from connectd.procfs import ProcStatError
 from connectd.supervisor import Kind
 from connectd.tmux import TmuxError, TmuxInputError
 
@@ -61,7 +62,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("connectd.interpreter")
 
-IO_ERRORS: tuple[type[Exception], ...] = (TmuxError, TmuxInputError, OSError, ValueError)
+# What the world can do to an effect: tmux failing or refusing an argument, a file or socket error, a
+# /proc file gone. Anything else (a bare ValueError included) is a bug: it reaches the task's supervisor,
+# which logs it loudly, instead of reading as a failed send.
+IO_ERRORS: tuple[type[Exception], ...] = (TmuxError, TmuxInputError, OSError, ProcStatError)
 
 
 class RestartEffectFailed(Exception):

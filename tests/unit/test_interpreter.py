@@ -154,3 +154,39 @@ def test_every_effect_type_the_core_defines_is_emitted_by_the_core() -> None:
                 built.add(name)
     never = sorted(t.__name__ for t in _effect_types() if t.__name__ not in built)
     assert never == [], f"effect types the core never emits: {never}"
+
+
+def test_a_coding_error_in_an_effect_is_a_bug_not_an_io_failure() -> None:
+    """Claim: a ValueError from the daemon's own code (not the tmux adapter's refusal of an argument, not
+    /proc) propagates to the task's supervisor as a bug; the message is not quietly made unconfirmed."""
+    from connectcore.effects import TypeText
+
+    engine = _failing_engine()
+
+    async def buggy(effect: Any) -> None:
+        raise ValueError("a bug: unpacked the wrong tuple")
+
+    engine.delivery.type_text = buggy
+    key = ("p", "m1")
+    with pytest.raises(ValueError, match="a bug"):
+        anyio.run(Interpreter(engine).run, (TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),))
+    assert engine.delivery.unconfirmed_calls == []
+
+
+def test_the_adapters_own_refusals_still_read_as_io_failures() -> None:
+    """Claim: TmuxInputError (an argument tmux must not get) and ProcStatError (a /proc file that vanished)
+    are I/O failures: the message ends unconfirmed and the daemon goes on."""
+    from connectcore.effects import TypeText
+    from connectd.procfs import ProcStatError
+    from connectd.tmux import TmuxInputError
+
+    for exc in (TmuxInputError("a control character in the target"), ProcStatError("no /proc/123/stat")):
+        engine = _failing_engine()
+
+        async def refuses(effect: Any, exc: Exception = exc) -> None:
+            raise exc
+
+        engine.delivery.type_text = refuses
+        key = ("p", "m1")
+        anyio.run(Interpreter(engine).run, (TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),))
+        assert [c[0] for c in engine.delivery.unconfirmed_calls] == [key]
