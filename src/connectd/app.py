@@ -180,8 +180,8 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
                 exporter = OtlpExporter(daemon.config.otlp_endpoint, daemon.store)
                 daemon.engine.spawn_service(Kind.EXPORT, exporter.run, "OTLP exporter")
             http_done = anyio.Event()
-            tg.start_soon(_serve_http, server, daemon.sock, http_done)
-            while not server.started:
+            daemon.engine.supervisor.spawn(Kind.HTTP, _serve_http, server, daemon.sock, http_done, name="http server")
+            while not server.started:  # (if it fails to start, _serve_http raises and the group ends)
                 await anyio.sleep(0.02)
             _freeze_startup_objects()
             if ready is not None:
@@ -212,10 +212,16 @@ def _freeze_startup_objects() -> None:
 
 
 async def _serve_http(server: uvicorn.Server, sock: socket.socket, done: anyio.Event) -> None:
+    """uvicorn on the pre-bound socket (an essential task: its failure stops the daemon). uvicorn
+    exits when its lifespan fails to start, and may return without being asked: failures too, not an end."""
     try:
         await server.serve(sockets=[sock])
+    except SystemExit as exc:  # uvicorn's answer to a failed lifespan start
+        raise RuntimeError(f"the HTTP server failed to start (exit {exc.code})") from exc
     finally:
         done.set()
+    if not (server.started and server.should_exit):
+        raise RuntimeError("the HTTP server ended on its own (its start failed or it stopped serving)")
 
 
 async def _until_signal() -> None:

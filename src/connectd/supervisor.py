@@ -13,11 +13,16 @@ network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
 - an **until-done** call (the daemon's start: Recover, the first look, reconciliation, open restarts)
   is awaited by its caller and made again after the backoff until it succeeds; the daemon serves
   only once its start is done (so it never serves a token of an incarnation that died meanwhile);
-- a **one-shot** task (a delivery guard, a restart, the history catch-up, an OpenCode launch's session
-  binding, an effect's follow-up) runs once; if it raises, its ``on_error`` turns the exception into
-  the core's event (a guard that cannot read the pane -> a guard wait; typing that failed partway ->
-  unconfirmed; a restart step that failed -> ``StepFailed``; a binding that failed -> refused, the
-  pane unbound), and the failure is logged and audited.
+- a **one-shot** task (a delivery guard, a restart, an OpenCode launch's session binding) runs once;
+  if it raises, the failure is logged and audited, and when its policy says so (``steps_into_core``)
+  the caller's ``on_error`` turns the exception into the core's event (a guard that cannot read the
+  pane -> a guard wait; typing that failed partway -> unconfirmed; a restart step that failed ->
+  ``StepFailed``; a binding that failed -> refused, the pane unbound). The table decides: ``spawn``
+  refuses such a kind without its ``on_error``, and any other kind with one;
+- an **essential** task (the HTTP server: uvicorn answers each connection's errors itself) runs for
+  the daemon's life; if it fails, the failure is logged and audited and raised out of the task group,
+  so the daemon stops loudly instead of running on unreachable. Its normal end (the daemon stopping)
+  is not a failure.
 
 A bug (``TransitionNotAllowed``, or any other exception) is logged with the task's name and the
 daemon keeps serving the others. Only cancellation (the daemon stopping) passes through.
@@ -48,11 +53,11 @@ class Kind(StrEnum):
     GUARD = "guard"  # one delivery attempt under the recipient's send lock: one-shot
     RESTART = "restart"  # one restart-to-connect driver: one-shot
     BIND = "bind"  # one OpenCode launch's session binding through its own server: one-shot
-    HISTORY = "history"  # the session index's catch-up: one-shot
     HISTORY_WATCH = "history_watch"  # the transcript directories' watcher: a service
     CONTROL_MODE = "control_mode"  # the control-mode reader: a service
     EXPORT = "export"  # the OTLP audit exporter: a service
     START = "start"  # the daemon's start (Recover, the first look, reconciliation, open restarts): until done
+    HTTP = "http"  # uvicorn serving the owner API, the page and /mcp: essential
 
 
 class Shape(StrEnum):
@@ -60,6 +65,7 @@ class Shape(StrEnum):
     SERVICE = "service"
     ONE_SHOT = "one_shot"
     UNTIL_DONE = "until_done"  # awaited by its caller, retried after the backoff until it succeeds
+    ESSENTIAL = "essential"  # runs for the daemon's life; its failure stops the daemon
 
 
 @dataclass(frozen=True)
@@ -68,16 +74,24 @@ class Policy:
     backoff: float  # first wait after a failure, seconds
     backoff_max: float  # the doubling stops here
     on_failure: str  # what happens, in words (the docs and the audit line say it)
+    steps_into_core: bool = False  # a one-shot whose failure the caller's on_error steps into the core
 
 
 POLICIES: dict[Kind, Policy] = {
     Kind.WATCH: Policy(Shape.LOOP, 1.0, 30.0, "logged; the next round waits the backoff"),
     Kind.TICK: Policy(Shape.LOOP, 1.0, 30.0, "logged; the next round waits the backoff"),
-    Kind.GUARD: Policy(Shape.ONE_SHOT, 0.0, 0.0, "a guard wait, or typing unconfirmed, stepped into the core"),
-    Kind.RESTART: Policy(Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows"),
-    Kind.HISTORY: Policy(Shape.ONE_SHOT, 0.0, 0.0, "logged; history reads use the index as it is"),
+    Kind.GUARD: Policy(
+        Shape.ONE_SHOT, 0.0, 0.0, "a guard wait, or typing unconfirmed, stepped into the core", steps_into_core=True
+    ),
+    Kind.RESTART: Policy(
+        Shape.ONE_SHOT, 0.0, 0.0, "StepFailed stepped into the restart; recovery follows", steps_into_core=True
+    ),
     Kind.BIND: Policy(
-        Shape.ONE_SHOT, 0.0, 0.0, "the binding ends refused (failed): the pane stays unbound and the page says so"
+        Shape.ONE_SHOT,
+        0.0,
+        0.0,
+        "the binding ends refused (failed): the pane stays unbound and the page says so",
+        steps_into_core=True,
     ),
     Kind.HISTORY_WATCH: Policy(
         Shape.SERVICE, 1.0, 60.0, "started again after the backoff (with a scan); searches scan meanwhile"
@@ -86,6 +100,9 @@ POLICIES: dict[Kind, Policy] = {
     Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records wait in the store behind its cursor"),
     Kind.START: Policy(
         Shape.UNTIL_DONE, 1.0, 30.0, "retried after the backoff; the daemon serves only once its start is done"
+    ),
+    Kind.HTTP: Policy(
+        Shape.ESSENTIAL, 0.0, 0.0, "logged, audited and raised: the daemon stops rather than run unreachable"
     ),
 }
 
@@ -122,12 +139,20 @@ class Supervisor:
         """Start ``fn(*args)`` under ``kind``'s policy (``every``: the loop's period)."""
         policy = POLICIES[kind]
         label = name or getattr(fn, "__qualname__", repr(fn))
+        if policy.steps_into_core and on_error is None:
+            raise TypeError(f"{kind} steps its failure into the core: spawn it with on_error=")
+        if not policy.steps_into_core and on_error is not None:
+            raise TypeError(f"{kind} takes no on_error: its policy is {policy.on_failure!r}")
+        if policy.shape is Shape.UNTIL_DONE:
+            raise ValueError(f"{kind} is until_done: await until_done() instead")
         if policy.shape is Shape.LOOP:
             if every is None:
                 raise ValueError(f"{kind} is a loop: spawn it with every=")
             self._tg.start_soon(self._loop, kind, policy, fn, args, label, every, name=label)
         elif policy.shape is Shape.SERVICE:
             self._tg.start_soon(self._service, kind, policy, fn, args, label, name=label)
+        elif policy.shape is Shape.ESSENTIAL:
+            self._tg.start_soon(self._essential, kind, fn, args, label, name=label)
         else:
             self._tg.start_soon(self._once, kind, fn, args, label, on_error, name=label)
 
@@ -194,6 +219,13 @@ class Supervisor:
                     await on_error(exc)
                 except Exception as again:
                     await self._failed(kind, f"{label} (failure handler)", again)
+
+    async def _essential(self, kind: Kind, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], label: str) -> None:
+        try:
+            await fn(*args)
+        except Exception as exc:
+            await self._failed(kind, label, exc)
+            raise
 
     async def _failed(self, kind: Kind, label: str, exc: Exception) -> None:
         """Log (a bug loudly, with its event), count and audit one failure; never raises."""

@@ -117,7 +117,7 @@ def test_cancellation_passes_through() -> None:
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            Supervisor(tg).spawn(Kind.HISTORY, forever, on_error=lambda exc: pytest.fail("not a failure"))  # type: ignore[arg-type,return-value]
+            Supervisor(tg).spawn(Kind.GUARD, forever, on_error=lambda exc: pytest.fail("not a failure"))  # type: ignore[arg-type,return-value]
             await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
 
@@ -217,3 +217,72 @@ def test_a_service_that_returns_is_started_again_after_its_backoff() -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert [round(t, 6) for t in starts] == [0.0, 1.0, 3.0, 7.0]
+
+
+def test_the_table_is_the_behaviour_a_kind_that_steps_its_failure_into_the_core_needs_its_handler() -> None:
+    """Claim: a one-shot kind whose policy steps its failure into the core cannot be spawned without the
+    handler that does it, and no other kind takes one (the table, not each caller, decides)."""
+
+    async def body() -> None:
+        pass
+
+    async def handler(exc: Exception) -> None:
+        pass
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg)
+            for kind, policy in POLICIES.items():
+                if policy.shape is Shape.UNTIL_DONE:
+                    continue
+                every = 1.0 if policy.shape is Shape.LOOP else None
+                if policy.steps_into_core:
+                    with pytest.raises(TypeError, match="into the core"):
+                        sup.spawn(kind, body, every=every)
+                else:
+                    with pytest.raises(TypeError, match="takes no on_error"):
+                        sup.spawn(kind, body, every=every, on_error=handler)
+            tg.cancel_scope.cancel()
+
+    run(main)
+    assert {k for k, p in POLICIES.items() if p.steps_into_core} == {Kind.GUARD, Kind.RESTART, Kind.BIND}
+
+
+def test_every_kind_is_started_somewhere() -> None:
+    """Claim: the table holds no kind that nothing starts (a policy for nothing is a false promise)."""
+    import re
+    from pathlib import Path
+
+    started = set()
+    for path in Path("src/connectd").rglob("*.py"):
+        if path.name != "supervisor.py":
+            started |= set(re.findall(r"Kind\.([A-Z_]+)\b", path.read_text()))
+    assert {k.name for k in Kind} <= started, f"never started: {sorted({k.name for k in Kind} - started)}"
+
+
+def test_an_essential_task_that_fails_stops_the_daemon_loudly() -> None:
+    """Claim: the HTTP server's failure is logged, audited and raised out of the task group (a daemon
+    nobody can reach must not look alive); its normal end (the daemon stopping) is not a failure."""
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def fails() -> None:
+        raise OSError("the listening socket broke")
+
+    async def ends() -> None:
+        return None
+
+    async def main(body) -> None:  # type: ignore[no-untyped-def]
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 1.0)
+            sup.spawn(Kind.HTTP, body, name="http")
+
+    with pytest.raises(BaseException) as caught:
+        anyio.run(main, fails)
+    assert "the listening socket broke" in repr(caught.value) or "the listening socket broke" in str(getattr(caught.value, "exceptions", ""))
+    assert [a.action for a in audits] == ["task.http"]
+    audits.clear()
+    anyio.run(main, ends)
+    assert audits == []
