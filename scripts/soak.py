@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", type=int, default=50)
     ap.add_argument("--period", type=float, default=10.0, help="seconds between one agent's messages")
     ap.add_argument("--sample", type=float, default=30.0, help="seconds between RSS/CPU samples")
+    ap.add_argument("--id-ttl", type=float, default=None, help="seconds an id is held (default the policy's 3600)")
     ap.add_argument("--label", default="", help="a note printed under the title (e.g. 'short validation run')")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = ap.parse_args(argv)
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--agents must be at least 2 and at most --panes: {args.agents} agents, {args.panes} panes")
     with tempfile.TemporaryDirectory(prefix="connect-soak-") as tmp:
         result = soak.run(Path(tmp), minutes=args.minutes, panes=args.panes, agents=args.agents,
-                          period=args.period, sample=args.sample)
+                          period=args.period, sample=args.sample, id_ttl=args.id_ttl)
     block = soak.report(result, label=args.label)
     print(block)
     old = args.out.read_text() if args.out.exists() else ""

@@ -28,7 +28,7 @@ FINAL = {"delivered", "expired", "refused", "failed", "cancelled", "undeliverabl
 FLAT_PERCENT = 20.0  # flat: the last window's RSS within this of the first window's (after warm-up)
 
 
-def policy(limits_per_minute: int) -> str:
+def policy(limits_per_minute: int, id_ttl: float | None = None) -> str:
     """A policy whose rate limits admit the soak's rate (the defaults are 30 per sender, 10 per pair)."""
     return (
         "[limits]\n"
@@ -36,6 +36,7 @@ def policy(limits_per_minute: int) -> str:
         f"sender_per_window = {limits_per_minute}\n"
         f"pair_per_window = {limits_per_minute}\n"
         "live_ids_per_principal = 100000\n"
+        + (f"id_ttl = {id_ttl}\n" if id_ttl is not None else "")
     )
 
 
@@ -45,6 +46,7 @@ class Soak:
     panes: int
     agents: int
     period: float
+    id_ttl: float | None = None  # the id's hour shortened, to show RSS level off once ids are released
     sent: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (sender index, first outcome)
     refused_at_send: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -140,10 +142,10 @@ async def _run(fleet: Fleet, handles: list[AgentHandle], soak: Soak, sample: flo
 
 
 def run(tmp: Path, *, minutes: float, panes: int, agents: int, period: float = 10.0, busy: float = 0.2,
-        sample: float = 30.0, drain: float = 120.0) -> Soak:
-    soak = Soak(minutes, panes, agents, period)
+        sample: float = 30.0, drain: float = 120.0, id_ttl: float | None = None) -> Soak:
+    soak = Soak(minutes, panes, agents, period, id_ttl)
     per_minute = int(60 / period) * 2 + 10
-    with Fleet(tmp, "soak", policy=policy(per_minute), width=200, height=50) as fleet:
+    with Fleet(tmp, "soak", policy=policy(per_minute, id_ttl), width=200, height=50) as fleet:
         for _ in range(panes - agents):
             fleet.tmux.tmux("new-window", "-d", "-t", "main", "sleep infinity")
         fleet.start_daemon()
@@ -170,20 +172,26 @@ def report(s: Soak, *, label: str = "") -> str:
     flat = abs(ratio - 1) * 100 <= FLAT_PERCENT
     exactly_once = not s.not_final and set(s.typed_counts) <= {1}
     title = f"Soak: {s.panes} panes, {s.agents} agents, {s.minutes:g} minutes"
+    ttl = f" --id-ttl {s.id_ttl:g}" if s.id_ttl is not None else ""
+    if s.id_ttl is not None:
+        title += f", ids held {s.id_ttl:g} s"
     lines = [BEGIN, f"## {title}", ""]
     if label:
         lines += [f"**{label}**", ""]
     lines += [
-        f"Run: `scripts/soak.py --minutes {s.minutes:g} --panes {s.panes} --agents {s.agents}` (`make soak`). "
+        f"Run: `scripts/soak.py --minutes {s.minutes:g} --panes {s.panes} --agents {s.agents}{ttl}` (`make soak`). "
         f"Ring of {s.agents} stand-ins (turn 0.2 s), each sending one message every {s.period:g} s; "
         f"policy for the run: sender_per_window and pair_per_window raised to {int(60 / s.period) * 2 + 10} per minute "
-        "(defaults 30 and 10), live_ids_per_principal 100000, hop_limit 1000000 (each pair's messages are one conversation, so the default 4 would card the fifth).",
+        "(defaults 30 and 10), live_ids_per_principal 100000, hop_limit 1000000 (each pair's messages are one conversation, so the default 4 would card the fifth)"
+        + (f", id_ttl {s.id_ttl:g} s (default 3600: the hub holds a final message until its id's hour ends)" if s.id_ttl is not None else "")
+        + ".",
         "",
         f"* messages sent: {len(s.sent)} ({rate:.2f} messages/s over {s.seconds:.0f} s); refused at send: "
         f"{sum(s.refused_at_send.values())} {dict(s.refused_at_send) or ''}",
         f"* outcomes: {', '.join(f'{k} {v}' for k, v in sorted(s.outcomes.items()))}",
         f"* not final after the drain: {len(s.not_final)} {s.not_final[:5] if s.not_final else ''}",
-        f"* times each message appears in its recipient's log: {dict(sorted(s.typed_counts.items()))}",
+        f"* times each message appears in its recipient's log: {dict(sorted(s.typed_counts.items()))} "
+        f"(all but the {s.agents} first messages, which opened the cards and are counted in outcomes only)",
         f"* load average at the end of sending: {s.load}",
         "",
         *rows,
