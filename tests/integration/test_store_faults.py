@@ -1,12 +1,15 @@
-"""The data directory's file system full while a real daemon serves (a real tmpfs mount).
+"""The data directory's file system full, or turned read-only, while a real daemon serves (a real
+tmpfs mount; a real ext4 file system on a loop device that an error turns read-only).
 
 Claim: while the store cannot write, every call that would write gets a clear error naming the cause
 (agents: the tool's error; the person: 503 ``store_unavailable``), nothing is typed, nothing that was
 not acknowledged is stored, nothing acknowledged is lost, the daemon keeps serving, and it works again
 as soon as space (or write access) returns.
 
-(A read-only remount is refused by the kernel while the daemon holds its database open for writing,
-so a data directory that turns read-only is met at start, where ``serve`` says so.)
+A read-only remount is refused by the kernel while the daemon holds its database open for writing;
+what does turn a file system read-only under a running program is an error: ext4 mounted with
+``errors=remount-ro`` goes read-only at once when its ``trigger_fs_error`` is written, as it would on a
+failing disk. Recovering from that takes a stop, a file system check and a new start.
 
 Mounting needs root (CI runs as root); without it the test fails saying so, it never skips.
 """
@@ -139,3 +142,76 @@ def test_a_delivery_due_while_the_disk_is_full_waits_for_its_record_and_is_typed
     wait_for(lambda: any("due while the disk is full" in p for p in b.prompts()), 20, "delivered once space returned")
     anyio.run(anyio.sleep, 1.0)
     assert sum("due while the disk is full" in p for p in b.prompts()) == 1
+
+
+@pytest.fixture
+def ext4_data_dir(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """An ext4 file system on a loop device, mounted errors=remount-ro where the daemon keeps its data."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting an ext4 loop device for the data directory needs root (run the suite as root, as CI does)")
+    image, mount = tmp_path / "data.img", tmp_path / "data"
+    mount.mkdir()
+    subprocess.run(["truncate", "-s", "32M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", str(image)], check=True)
+    device = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        subprocess.run(["mount", "-o", "errors=remount-ro", device, str(mount)], check=True)
+        yield mount, device
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+        subprocess.run(["losetup", "-d", device], check=False)
+
+
+def _turn_read_only(device: str, mount: Path) -> None:
+    Path(f"/sys/fs/ext4/{Path(device).name}/trigger_fs_error").write_text("connect test: the disk failed\n")
+    wait_for(lambda: _refuses_writes(mount), 5, "the file system read-only")
+
+
+def _refuses_writes(mount: Path) -> bool:
+    """(statvfs does not show ext4's emergency read-only: a write attempt does.)"""
+    try:
+        (mount / "probe").write_text("x")
+    except OSError:
+        return True
+    return False
+
+
+def test_a_data_directory_turned_read_only_refuses_clearly_types_nothing_and_loses_nothing(
+    tmp_path: Path, ext4_data_dir: tuple[Path, str]
+) -> None:
+    mount, device = ext4_data_dir
+    with TmuxServer("connect-store-ro") as tmux:
+        tmux.new_session("main", width=160, height=40)
+        daemon = DaemonProcess(tmp_path, tmux).start()
+        assert daemon.data_dir == mount
+        try:
+            a, b = daemon.launch("a"), daemon.launch("b")
+            daemon.wait_ready(b)
+            err, queued = _send(daemon, a, b.address, "acknowledged before the disk failed", "m-1")
+            assert not err and queued["outcome"] == "queued", queued  # type: ignore[index]
+            card = daemon.wait_card()
+
+            _turn_read_only(device, mount)
+            _assert_clear(_send(daemon, a, b.address, "while read-only", "m-2"))
+            refused = daemon.http().post(f"/api/cards/{card['id']}/approve", json={})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"] == UNAVAILABLE and "nothing was changed" in refused.json()["message"]
+            assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon ended"
+            assert b.prompts() == [], "typed while its record could not be written"
+        finally:
+            daemon.stop()
+        # The person's way back: stop, check the file system, mount it again, start.
+        subprocess.run(["umount", str(mount)], check=True)
+        fsck = subprocess.run(["e2fsck", "-fy", device], capture_output=True, text=True)
+        assert fsck.returncode in (0, 1), fsck.stdout + fsck.stderr
+        subprocess.run(["mount", "-o", "errors=remount-ro", device, str(mount)], check=True)
+        daemon.start()
+        try:
+            assert [c["id"] for c in daemon.cards()] == [card["id"]], "the acknowledged message's card was lost"
+            assert "m-2" not in _message_ids(daemon), "a refused message was stored"
+            daemon.api("POST", f"/api/cards/{card['id']}/approve", {})
+            wait_for(lambda: any("acknowledged before the disk failed" in p for p in b.prompts()), 20, "delivered after the restart")
+            anyio.run(anyio.sleep, 1.0)
+            assert sum("acknowledged before the disk failed" in p for p in b.prompts()) == 1
+        finally:
+            daemon.stop()

@@ -58,8 +58,8 @@ def new_owner_token() -> str:
     return OWNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def write_secret(path: Path, value: str) -> None:
-    """Replace the secret in ``path`` whole (0600 temp file, fsync, rename): never half written."""
+def _durable_temp(path: Path, value: str) -> Path:
+    """``value`` in a fresh 0600 file beside ``path``, written and fsynced (not yet under its name)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), SECRET_FILE_MODE)
     try:
@@ -67,22 +67,50 @@ def write_secret(path: Path, value: str) -> None:
             f.write(value + "\n")
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a name made or replaced in ``path``'s directory durable."""
+    fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_secret(path: Path, value: str) -> None:
+    """Replace the secret in ``path`` whole (0600 temp file, fsync, rename, fsync of the directory):
+    never half written, and never an empty file after a crash or a failing disk."""
+    tmp = _durable_temp(path, value)
+    try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _sync_dir(path)
 
 
 def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets.token_urlsafe(32)) -> str:
-    """The secret in ``path``, created (0600, never following a symlink) at first start."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, SECRET_FILE_MODE)
-    except FileExistsError:
-        pass
-    else:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(make() + "\n")
+    """The secret in ``path``, created (0600, never following a symlink) at first start.
+
+    Created durably: written and fsynced under a temporary name, then linked to its name (which fails
+    if another process made it first: theirs is kept), then the directory fsynced. Written in place,
+    a disk that failed or a power cut right after the first start left an empty file, and the daemon
+    refused to start (found by tests/integration/test_store_faults.py's read-only test).
+    """
+    if not path.exists() and not path.is_symlink():
+        tmp = _durable_temp(path, make())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        _sync_dir(path)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "r", encoding="utf-8") as f:
         info = os.fstat(f.fileno())
