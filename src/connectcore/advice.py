@@ -109,6 +109,15 @@ def daemon_running(data_dir: str, cli: str = "connectd") -> Advice:
     )
 
 
+def unusable_secret(path: str, why: str) -> Advice:
+    """A secret file of the data directory the daemon cannot use: removed, a new one is made at start."""
+    return Advice(
+        f"{path} {why}",
+        f"rm {shlex.quote(path)}  (the next start makes a new one; page logins and links made with the "
+        "old one stop working)",
+    )
+
+
 def fleet_warnings(
     *, tmux_server_running: bool, harnesses_on_path: Collection[str], cli: str = "connectd"
 ) -> tuple[Advice, ...]:

@@ -124,11 +124,14 @@ def start_daemon(config: Config) -> Daemon:
     import errno
 
     from connectd.app import DataDirLocked, build_daemon
+    from connectd.http.owner_auth import UnusableSecret
 
     try:
         return build_daemon(config)
     except DataDirLocked as exc:
         raise CliError.of(advice.daemon_running(str(exc.data_dir), facts.cli_command())) from None
+    except UnusableSecret as exc:
+        raise CliError.of(advice.unusable_secret(str(exc.path), exc.why)) from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise CliError.of(advice.port_in_use(config.port, cli=facts.cli_command())) from None

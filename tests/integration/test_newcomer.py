@@ -208,6 +208,17 @@ def test_a_busy_port_and_a_second_daemon_are_one_line_and_a_fix(tmp_path: Path) 
             d.stop()
 
 
+def test_an_unusable_owner_token_file_is_one_line_and_a_fix(tmp_path: Path) -> None:
+    """A data directory whose owner_token is empty (a disk that failed right after the first start,
+    before secrets were written durably) ended in a traceback (ValueError from owner_auth)."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "owner_token").write_text("")
+    os.chmod(data / "owner_token", 0o600)
+    done = connectd("serve", "--data-dir", str(data), "--port", "0", "--tmux-socket", "cn-none", "--no-history")
+    assert_refusal(done, f"{data / 'owner_token'} does not hold a usable secret", f"rm {data / 'owner_token'}")
+
+
 @pytest.fixture
 def daemon_and_tmux(tmp_path: Path) -> Iterator[tuple[DaemonProcess, TmuxServer]]:
     with TmuxServer("connect-nc") as tmux:

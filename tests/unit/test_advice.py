@@ -98,3 +98,12 @@ def test_a_withheld_token_and_an_unreachable_daemon_name_the_command_that_tells_
     gone = A.unreachable("/d", "http://127.0.0.1:7878", "[Errno 111] Connection refused", cli="c")
     assert gone == A.Advice("cannot reach the daemon at http://127.0.0.1:7878: [Errno 111] Connection refused",
                             "see whether it runs: `c doctor --data-dir /d`")
+
+
+def test_an_unusable_secret_is_removed_to_be_made_again_and_its_path_is_quoted() -> None:
+    """Claim: the fix is the rm of exactly that file, quoted for the shell, and says what stops working."""
+    from connectcore.advice import unusable_secret
+
+    got = unusable_secret("/home/a b/data/owner_token", "does not hold a usable secret")
+    assert got.problem == "/home/a b/data/owner_token does not hold a usable secret"
+    assert got.fix.startswith("rm '/home/a b/data/owner_token'") and "stop working" in got.fix

@@ -58,6 +58,14 @@ def new_owner_token() -> str:
     return OWNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
+class UnusableSecret(ValueError):
+    """A secret file of the data directory that cannot be used (empty, garbled, not a regular file)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}")
+        self.path, self.why = path, why
+
+
 def _durable_temp(path: Path, value: str) -> Path:
     """``value`` in a fresh 0600 file beside ``path``, written and fsynced (not yet under its name)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -115,7 +123,7 @@ def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets
     with os.fdopen(fd, "r", encoding="utf-8") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"{path} is not a regular file")
+            raise UnusableSecret(path, "is not a regular file")
         if info.st_mode & 0o077:
             log.warning(
                 "%s was readable by others (mode %o): tightening it to 0600", path, info.st_mode & 0o777
@@ -123,9 +131,7 @@ def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets
             os.fchmod(f.fileno(), SECRET_FILE_MODE)
         value = f.read().strip()
     if len(value) < 16 or any(c.isspace() or not c.isprintable() for c in value):
-        raise ValueError(
-            f"{path} does not hold a usable secret (at least 16 printable characters, no spaces)"
-        )
+        raise UnusableSecret(path, "does not hold a usable secret (at least 16 printable characters, no spaces)")
     return value
 
 
