@@ -402,52 +402,16 @@ class HistoryIndex:
     ) -> None:
         """An incremental pass: read what changed, write it 500 files per transaction."""
         resolver = RepoResolver()
-        with self._lock:
-            if paths is None:
-                known = {row.path: row for row in self._file_rows()}
-            else:
-                wanted = list(dict.fromkeys(paths))
-                known = {}
-                for _, p in wanted:
-                    known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
-        gone: list[FileRow] = []
-        todo: list[tuple[int, Harness, str]] = []
         if paths is None:
-            found = list(discover(Path(claude_root), Path(codex_root)))
-            seen: set[str] = set()
-            for done, (harness, path) in enumerate(found, 1):
-                seen.add(path)
-                row = known.get(path)
-                if row is not None and not row.missing:
-                    try:
-                        st = os.stat(path)
-                    except OSError:
-                        st = None
-                    if st is not None and (row.size, row.mtime_ns, row.inode) == (
-                        st.st_size,
-                        st.st_mtime_ns,
-                        st.st_ino,
-                    ):
-                        continue  # unchanged: not opened
-                todo.append((done, harness, path))
-            gone = [row for p, row in known.items() if p not in seen and not row.missing]
+            known = self._known()
+            found, todo, gone = self._scan(Path(claude_root), Path(codex_root), known)
         else:
-            found = wanted
-            for done, (harness, path) in enumerate(wanted, 1):
-                if os.path.lexists(path):
-                    todo.append((done, harness, path))
-                elif (row := known.get(path)) is not None and not row.missing:
-                    gone.append(row)
-        report.files_seen = len(found)
-        total = len(found)
+            found = list(dict.fromkeys(paths))
+            known = self._known([p for _, p in found])
+            todo, gone = self._named(found, known)
+        report.files_seen = total = len(found)
         jobs = [
-            Job(
-                harness,
-                path,
-                _prior(known.get(path)),
-                self._state(path) if path in known else None,
-                self.max_line_bytes,
-            )
+            Job(harness, path, _prior(known.get(path)), self._state(path) if path in known else None, self.max_line_bytes)
             for _, harness, path in todo
         ]
         done_at = [done for done, _, _ in todo]
@@ -467,12 +431,7 @@ class HistoryIndex:
                 fresh: dict[str, FileResult] = {}
                 if batch:
                     self._apply(db, batch, known, dirty, report, fresh)
-                for row in gone:
-                    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
-                    report.files_missing += 1
-                    report.skips.append(Skip(row.path, SkipReason.VANISHED))
-                    if row.session_id:
-                        dirty.add((Harness(row.harness), row.session_id))
+                dirty |= self._mark_missing(db, gone, report)
                 dirty |= self._update_codex_titles(db, Path(codex_root), report)
                 self._rebuild(db, dirty, report, resolver, post, fresh)
                 post.flush()
@@ -481,6 +440,64 @@ class HistoryIndex:
                 post.flush()
         if progress is not None:
             progress(total, total)
+
+    def _known(self, paths: Sequence[str] | None = None) -> dict[str, FileRow]:
+        """The index's rows of these transcript paths (all of them when ``paths`` is None)."""
+        with self._lock:
+            if paths is None:
+                return {row.path: row for row in self._file_rows()}
+            known: dict[str, FileRow] = {}
+            for p in paths:
+                known.update((row.path, row) for row in self._file_rows("WHERE path=?", (p,)))
+            return known
+
+    @staticmethod
+    def _unchanged(row: FileRow | None, path: str) -> bool:
+        """The file is as the index last read it (size, mtime, inode): not opened again."""
+        if row is None or row.missing:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return (row.size, row.mtime_ns, row.inode) == (st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def _scan(
+        self, claude_root: Path, codex_root: Path, known: Mapping[str, FileRow]
+    ) -> tuple[list[tuple[Harness, str]], list[tuple[int, Harness, str]], list[FileRow]]:
+        """A scan of both roots: every transcript found, those to read (with their position, for
+        progress), and the rows whose file is gone."""
+        found = list(discover(claude_root, codex_root))
+        seen = {path for _, path in found}
+        todo = [(done, harness, path) for done, (harness, path) in enumerate(found, 1) if not self._unchanged(known.get(path), path)]
+        gone = [row for p, row in known.items() if p not in seen and not row.missing]
+        return found, todo, gone
+
+    @staticmethod
+    def _named(
+        wanted: Sequence[tuple[Harness, str]], known: Mapping[str, FileRow]
+    ) -> tuple[list[tuple[int, Harness, str]], list[FileRow]]:
+        """The watcher's changed paths: those that exist are read, the indexed ones that do not are gone."""
+        todo: list[tuple[int, Harness, str]] = []
+        gone: list[FileRow] = []
+        for done, (harness, path) in enumerate(wanted, 1):
+            if os.path.lexists(path):
+                todo.append((done, harness, path))
+            elif (row := known.get(path)) is not None and not row.missing:
+                gone.append(row)
+        return todo, gone
+
+    @staticmethod
+    def _mark_missing(db: sqlite3.Connection, gone: Sequence[FileRow], report: IndexReport) -> set[Key]:
+        """Mark the gone files missing; the sessions they held, to rebuild."""
+        dirty: set[Key] = set()
+        for row in gone:
+            db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+            report.files_missing += 1
+            report.skips.append(Skip(row.path, SkipReason.VANISHED))
+            if row.session_id:
+                dirty.add((Harness(row.harness), row.session_id))
+        return dirty
 
     def _build(
         self,
