@@ -563,18 +563,7 @@ class HistoryIndex:
         with several transcripts keeps the entry of its first and is then built again from all of
         them, as an incremental pass builds it.
         """
-        with self._lock:
-            page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
-        db.execute(f"PRAGMA page_size={int(page_size)}")  # the backup API needs the index's page size
-        db.execute("PRAGMA journal_mode=OFF")  # the file is thrown away unless it is complete
-        db.execute("PRAGMA synchronous=OFF")
-        db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
-        db.execute("BEGIN")
-        _create_schema(db, reset=False)
-        self._update_codex_titles(db, codex_root, report)
-        context = RowContext(
-            {str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")}
-        )
+        context = self._begin_build(db, codex_root, report)
         found = list(discover(claude_root, codex_root))
         total = report.files_seen = len(found)
         jobs = [Job(harness, path, None, None, self.max_line_bytes) for harness, path in found]
@@ -612,13 +601,32 @@ class HistoryIndex:
                 files, entries = [], []
                 if progress is not None and done < total:
                     progress(done, total)
+        self._end_build(db, docs, again, orphans, report)
+
+    def _begin_build(self, db: sqlite3.Connection, codex_root: Path, report: IndexReport) -> RowContext:
+        """The build file set up for one bulk write (no journal, no syncs: thrown away unless complete),
+        its schema, and Codex's titles, which the readers need to name Codex sessions."""
+        with self._lock:
+            page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute(f"PRAGMA page_size={int(page_size)}")  # the backup API needs the index's page size
+        db.execute("PRAGMA journal_mode=OFF")  # the file is thrown away unless it is complete
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
+        db.execute("BEGIN")
+        _create_schema(db, reset=False)
+        self._update_codex_titles(db, codex_root, report)
+        return RowContext({str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")})
+
+    def _end_build(
+        self, db: sqlite3.Connection, docs: Mapping[Key, int], again: set[Key], orphans: list[int], report: IndexReport
+    ) -> None:
+        """The staged postings written in key order, a session's later transcripts' documents dropped,
+        the sessions with several transcripts built again from all of them; committed."""
         db.execute("CREATE INDEX temp.bulk_key ON bulk(word, chunk)")
         db.execute(_BULK_POSTINGS)
         db.execute("DROP TABLE temp.bulk")
         if orphans:
-            db.execute(
-                "DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),)
-            )
+            db.execute("DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),))
         report.changed |= set(docs)
         if again:
             post = _Postings(db)
