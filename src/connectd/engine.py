@@ -222,9 +222,9 @@ class Engine:
     async def launch(self, launcher_name: str, **kw: Any) -> dict[str, Any]:
         return await self.launches.launch(launcher_name, **kw)
 
-    async def restart_to_connect(self, pane_id: str, preset: Preset) -> dict[str, Any]:
+    async def restart_to_connect(self, pane_id: str, preset: Preset, *, by: str = "owner") -> dict[str, Any]:
         """Relaunch a running agent onto its own session, connected (never mid-turn, never over a draft)."""
-        return await self.restarts.begin(pane_id, preset)
+        return await self.restarts.begin(pane_id, preset, by=by)
 
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
         return self.person.cards(include_closed)

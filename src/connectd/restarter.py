@@ -60,8 +60,9 @@ class Restarts:
 
     # --- starting ---------------------------------------------------------------------------------
 
-    async def begin(self, pane_id: str, preset: Preset) -> dict[str, Any]:
-        """Plan the restart (refusing what cannot be restarted, with the reason) and start it."""
+    async def begin(self, pane_id: str, preset: Preset, *, by: str = "owner") -> dict[str, Any]:
+        """Plan the restart (refusing what cannot be restarted, with the reason) and start it; ``by``:
+        the person's audit actor."""
         engine = self.engine
         scopes = PRESET_SCOPES[preset]
         if not scopes:
@@ -108,7 +109,7 @@ class Restarts:
         )
         session = (launcher.harness, session_id)
         try:
-            await engine.step(H.RestartPlanned(engine.clock(), state, session, scopes))
+            await engine.step(H.RestartPlanned(engine.clock(), state, session, scopes, by=by))
         except (H.RestartRefused, grants.GrantError) as exc:
             raise EngineError(exc.reason, str(exc)) from exc
         self.tokens[restart_id] = token

@@ -134,6 +134,25 @@ def test_restart_to_connect_relaunches_onto_the_same_session_connected(daemon: D
     assert not err and who["actor"] == "agent:claude:5b3a6e44-1c3e-4d52-9d6c-2f7e5c1d9a01"  # type: ignore[index]
 
 
+def test_a_restart_is_audited_under_the_person_who_asked_for_it(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Issue 24: the route dropped its actor for restart-to-connect (a getattr/inspect shim found no
+    ``by``), so a restart asked through the tunnel was audited as the bare owner token's."""
+    c = daemon.launch("c", "off", session="6c4b7f55-2d4f-4e63-8e7d-3f8e6d2e0b12")
+    daemon.wait_ready(c)
+    secret = (daemon.data_dir / "tunnel_secret").read_text().strip()
+    response = daemon.http().post(
+        "/api/restart",
+        json={"pane": c.pane, "preset": "observe"},
+        headers={"Authorization": "", "X-Tunnel-User": "alice", "X-Tunnel-Secret": secret},
+    )
+    assert response.status_code == 200, response.text
+    rows = wait_for(
+        lambda: [r for r in daemon.api("GET", "/api/audit") if r["action"].startswith(("restart", "grant"))], 10, "audited"
+    )
+    assert [r["actor"] for r in rows if r["action"] == "grant"] == ["owner:tunnel:alice"], rows
+    assert "owner" not in {r["actor"] for r in rows}, rows  # (restart.begin is the daemon's own: connectd)
+
+
 def test_restart_is_refused_for_a_pane_connectd_did_not_launch(daemon: DaemonProcess, tmux: TmuxServer) -> None:
     shell = next(x for x in daemon.api("GET", "/api/agents") if x["harness"] == "shell")
     response = daemon.http().post("/api/restart", json={"pane": shell["pane"], "preset": "observe"})

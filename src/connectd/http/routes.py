@@ -7,9 +7,7 @@ passed) and sits behind :class:`connectd.http.loopback.LoopbackGuard`, like ever
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -36,15 +34,6 @@ from connectd.http.paging import (
     newest_first,
     page_response,
 )
-
-
-def _call_with_by(fn: Callable[..., Awaitable[Any]], *args: Any, by: str) -> Awaitable[Any]:
-    """Pass ``by=`` (the audit actor) when the engine method takes it."""
-    try:
-        takes_by = "by" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes_by = False
-    return fn(*args, by=by) if takes_by else fn(*args)
 
 
 class OwnerApi:
@@ -273,11 +262,7 @@ class OwnerApi:
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
         preset = Preset(body.preset)
-        restart_to_connect = getattr(self.engine, "restart_to_connect", None)
-        if restart_to_connect is None:
-            raise Problem(501, "not_implemented", "restart-to-connect is not available in this daemon")
-        result = await _call_with_by(restart_to_connect, body.pane, preset, by=actor)
-        return result if result is not None else {"pane": body.pane, "connect": preset.value, "restarting": True}
+        return await self.engine.restart_to_connect(body.pane, preset, by=actor)
 
     # --- the table ----------------------------------------------------------------------------
 
