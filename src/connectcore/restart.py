@@ -19,7 +19,8 @@ R5  Bounded. Every wait has a deadline (:class:`RestartLimits`). Before the reco
     giving up (timeout, owner cancel, agent changed, pane unreadable) touches nothing. A cancel while
     rechecking (the option is already on) takes the recovery path; later it is refused. After it, each
     entry into recovery is counted, and past ``limits.recoveries`` the machine gives up loudly: the
-    record is closed ``gave_up`` and the owner is told.
+    record is closed ``gave_up`` and the owner is told, with the tmux command that puts the pane's own
+    remain-on-exit back (:func:`restore_command`), since the option may still be on.
 R6  The hub (:mod:`connectcore.hub`) owns the connect: it feeds :class:`Cancel` when the agent's grant
     changes, marks the record ``connect_withdrawn`` (persisted), and gives the respawned process a token
     only with the grant stored then. This machine only carries the mark.
@@ -556,13 +557,24 @@ def _enter(
     # dst is CLOSED: after the option was restored, or the pane is gone, or the machine gives up.
     if name == "give_up":
         outcome = RestartOutcome.GAVE_UP
-        detail = f"{_trouble(state, event, cause)}; gave up after {rec.attempts} recoveries"
+        detail = (
+            f"{_trouble(state, event, cause)}; gave up after {rec.attempts} recoveries; "
+            f"{rec.pane_id} may still have remain-on-exit on: {restore_command(rec)}"
+        )
     elif name == "pane_gone":
         outcome, detail = RestartOutcome.PANE_GONE, "the pane is gone; nothing to restore"
     else:
         outcome, detail = rec.outcome or RestartOutcome.RESTARTED, ""
     new = _advance(state, dst, now, deadline=None, outcome=outcome)
     return new, (_persist(new), _audit(new, "close", outcome, now, detail), _notify(new, detail))
+
+
+def restore_command(rec: RestartRecord) -> str:
+    """The tmux command that puts the pane's own remain-on-exit back (what the person runs when the
+    machine gave up before it could: R5)."""
+    if rec.original_remain_on_exit is None:
+        return f"tmux set-option -p -u -t {rec.pane_id} {REMAIN_ON_EXIT}"
+    return f"tmux set-option -p -t {rec.pane_id} {REMAIN_ON_EXIT} {rec.original_remain_on_exit}"
 
 
 def _advance(

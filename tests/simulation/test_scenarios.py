@@ -403,6 +403,35 @@ def test_a_restore_that_failed_is_never_answered_done_after_a_store_error() -> N
     check(scenario(script))
 
 
+def test_a_restart_that_gives_up_with_the_option_on_tells_the_person_how_to_restore_it() -> None:
+    """Seed 4030 (a pane left with remain-on-exit on): tmux failed through every recovery, the machine
+    gave up (R5) and the option stayed on, with nothing telling the person. The give-up now names the
+    tmux command that puts the pane's own option back (the invariant accepts the option on only then)."""
+
+    async def script(sim: Sim) -> None:
+        b = await launch(sim)
+        await trio.sleep(2)
+        before, calls = sim.faults.before, []
+
+        def fail_every_restore(view: SimTmux, op: str, pane_id: str | None) -> None:
+            if op == "set_pane_option" and pane_id == b:
+                calls.append(op)
+                if len(calls) >= 2:  # the first sets remain-on-exit; every restore fails
+                    raise TmuxError("simulated failure of set_pane_option")
+            before(view, op, pane_id)
+
+        sim.faults.before = fail_every_restore  # type: ignore[method-assign]
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(120)
+        assert sim.engine is not None and not sim.engine.hub.restarts
+        assert sim.server.panes[b].options.get("remain-on-exit") == "on"
+        gave_up = sim.engine.store.audit(outcome="gave_up", limit=10)
+        assert len(gave_up) == 1 and f"tmux set-option -p -u -t {b} remain-on-exit" in (gave_up[0].detail or "")
+
+    check(scenario(script))
+
+
 def test_a_failed_capture_of_an_idle_frame_is_read_again_before_the_sweep() -> None:
     """Seed 693 (kind ``idle_stall``): the capture of a recipient's idle frame, drawn as its turn ended,
     failed; the pane drew nothing more, so only the sweep (every 5 minutes) would read it again, and a

@@ -632,7 +632,7 @@ def test_recovery_past_the_limit_gives_up_loudly_and_closes_the_record() -> None
     state, (effects,) = run(state, Timeout(now=144.0))
     assert state.step is S.CLOSED
     assert state.record.outcome is RestartOutcome.GAVE_UP
-    detail = "step recovering timed out; gave up after 2 recoveries"
+    detail = "step recovering timed out; gave up after 2 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"
     assert effects == (
         persist(record_at(state)),
         audit("restart.close", "gave_up", 144.0, detail),
@@ -646,9 +646,9 @@ def test_giving_up_names_the_last_trouble() -> None:
     state = dataclasses.replace(state, record=record_at(state, attempts=1))
     after, (effects,) = run(state, dead(110.0))
     assert after.record.outcome is RestartOutcome.GAVE_UP
-    assert effects[1].detail == "the respawned process exited; gave up after 1 recoveries"  # type: ignore[attr-defined]
+    assert effects[1].detail == "the respawned process exited; gave up after 1 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"  # type: ignore[attr-defined]
     after, (effects,) = run(state, StepFailed(now=110.0, step=S.RESPAWNED, reason="gone"))
-    assert effects[1].detail == "step respawned failed: gone; gave up after 1 recoveries"  # type: ignore[attr-defined]
+    assert effects[1].detail == "step respawned failed: gone; gave up after 1 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"  # type: ignore[attr-defined]
 
 
 def test_the_last_allowed_recovery_is_still_taken() -> None:
@@ -910,3 +910,14 @@ def test_the_same_state_and_event_give_the_same_answer_and_change_nothing() -> N
     assert state == before and state.step is S.EXIT_SENT
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.record.step = S.CLOSED  # type: ignore[misc]
+
+
+def test_giving_up_tells_the_person_how_to_put_the_pane_s_own_option_back() -> None:
+    """Claim (R5): the restore command names the pane and its original remain-on-exit, or unsets it
+    when the pane had none (seed 4030: tmux failed through every recovery, the option stayed on)."""
+    from connectcore.restart import restore_command
+
+    unset = plan_restart(plan(), LIMITS).record
+    assert restore_command(unset) == "tmux set-option -p -u -t %3 remain-on-exit"
+    had = plan_restart(plan(original_remain_on_exit="failed"), LIMITS).record
+    assert restore_command(had) == "tmux set-option -p -t %3 remain-on-exit failed"
