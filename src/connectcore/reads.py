@@ -267,6 +267,12 @@ def waiting(hub: H.Hub, pane_id: str, incarnation: str, recipient: Recipient) ->
     return tuple((m.id, waits_for(hub, m, recipient)) for m in found)
 
 
+def awaited(hub: H.Hub) -> frozenset[tuple[str, str]]:
+    """The (pane, incarnation) pairs some message not final is addressed to: the only ones
+    :func:`waiting` can list anything for (one pass over the messages, not one per pane)."""
+    return frozenset((m.recipient_pane, m.recipient_incarnation) for m in hub.messages.values() if not m.is_final)
+
+
 def waiting_lines(waits: Sequence[str]) -> tuple[str, ...]:
     """The lines a person reads under a recipient: one per distinct wait, in order of first showing,
     counted (``2 messages wait: until its release is known``)."""
@@ -357,6 +363,7 @@ __all__ = [
     "refusal_reason",
     "replies",
     "wait_over",
+    "awaited",
     "waiting",
     "waiting_lines",
     "waits_for",

@@ -106,16 +106,18 @@ class AgentCalls:
         """The fleet directory as the owner sees it (the caller's own copy of each entry), each pane
         with ``waiting``: its messages not final and what each waits for (:func:`connectcore.reads.waiting`;
         agents' ``list_agents`` does not show other agents' messages)."""
+        hub = self.engine.hub
         tokens = {record.pane_id: record.token for record in self.engine.directory.records()}
-        return [
-            dict(entry, waiting=[
-                {"message": message_id, "waits_for": words}
-                for message_id, words in R.waiting(
-                    self.engine.hub, entry["pane"], tokens[entry["pane"]], self.recipient(entry["pane"], tokens[entry["pane"]])
-                )
-            ])
-            for entry in self.directory_view()
-        ]
+        awaited = R.awaited(hub)
+
+        def waiting(pane: str) -> list[dict[str, str]]:
+            incarnation = tokens[pane]
+            if (pane, incarnation) not in awaited:
+                return []
+            found = R.waiting(hub, pane, incarnation, self.recipient(pane, incarnation))
+            return [{"message": message_id, "waits_for": words} for message_id, words in found]
+
+        return [dict(entry, waiting=waiting(entry["pane"])) for entry in self.directory_view()]
 
     def recipient(self, pane_id: str, incarnation: str) -> R.Recipient:
         """What the daemon knows of a recipient pane's incarnation for :func:`connectcore.reads.waits_for`:

@@ -153,3 +153,13 @@ def test_waiting_lists_a_recipient_s_messages_oldest_first_and_the_lines_count_t
         "2 messages wait: until its release is known",
         f"1 message waits: until the person answers card {w.card_of(carded)}",
     )
+
+
+def test_awaited_names_exactly_the_incarnations_some_message_not_final_is_for() -> None:
+    w = World()
+    a, b, c = w.launch("a"), w.launch("b"), w.launch("c")
+    assert R.awaited(w.hub) == frozenset()
+    declined = w.send(a, c)
+    w.decide(declined, Decision.DECLINE)  # final: c awaits nothing
+    w.send(a, b)
+    assert R.awaited(w.hub) == {(b.pane, b.incarnation)}
