@@ -98,3 +98,12 @@ def test_a_withheld_token_and_an_unreachable_daemon_name_the_command_that_tells_
     gone = A.unreachable("/d", "http://127.0.0.1:7878", "[Errno 111] Connection refused", cli="c")
     assert gone == A.Advice("cannot reach the daemon at http://127.0.0.1:7878: [Errno 111] Connection refused",
                             "see whether it runs: `c doctor --data-dir /d`")
+
+
+def test_a_count_of_one_takes_the_singular_and_any_other_the_plural() -> None:
+    """Issue 23 item 8: "1 panes"; every count the CLI prints goes through advice.counted."""
+    from connectcore.advice import counted
+
+    assert [counted(n, "pane") for n in (0, 1, 2)] == ["0 panes", "1 pane", "2 panes"]
+    assert counted(1, "index entry", "index entries") == "1 index entry"
+    assert counted(3, "index entry", "index entries") == "3 index entries"
