@@ -28,7 +28,7 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
   launch whose session is not bound yet (:mod:`connectcore.opencode_binding`); its handle
   naming no single pane; the message before it being typed, or the turn that message started not yet
   seen; the recipient's screen (no reading yet, a turn running, a question shown, a draft in its
-  composer); else its next wait for input. The release and the screen's reading are the daemon's
+  composer, a screen not read as any known one); else its next wait for input. The release and the screen's reading are the daemon's
   facts, handed in as data (:class:`Recipient`). A final message waits for nothing (""). Nothing
   else holds an admitted message: the rate limits refuse a message before admission, never queue it.
 - **What a card shows the person** (:func:`card_view`): both panes by name with their tmux
@@ -253,6 +253,8 @@ def _ready_waits_for(hub: H.Hub, message: Message, recipient: Recipient) -> str:
         return "until the question on its screen is answered"
     if recipient.composer is Composer.DRAFT:
         return "until the draft in its composer is sent or cleared"
+    if recipient.activity is Activity.UNKNOWN:
+        return "until its screen reads as waiting for input (it is not read as any known screen now)"
     return "until it next waits for input with an empty composer"
 
 

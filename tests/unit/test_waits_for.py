@@ -76,6 +76,9 @@ def test_a_message_to_a_busy_a_questioning_or_a_drafting_recipient_says_which() 
     assert words(w, key, R.Recipient(ReleaseStatus.VERIFIED, Activity.IDLE, Composer.DRAFT)) == (
         "until the draft in its composer is sent or cleared"
     )
+    assert words(w, key, R.Recipient(ReleaseStatus.VERIFIED, Activity.UNKNOWN, Composer.ABSENT)) == (
+        "until its screen reads as waiting for input (it is not read as any known screen now)"
+    )
     assert words(w, key) == "until it next waits for input with an empty composer"
 
 
