@@ -38,6 +38,12 @@ from connectcore.releases import VERIFIED
 HARNESSES: tuple[str, ...] = tuple(VERIFIED)
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``n`` and the noun, singular for one (``1 pane``, ``3 panes``, ``2 entries``): every count the
+    CLI prints goes through here. ``plural`` when the noun does not take an ``s``."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 @dataclass(frozen=True)
 class Advice:
     """A problem in one line, and the command (or step) that fixes it ("" when nothing does)."""

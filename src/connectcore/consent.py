@@ -15,7 +15,10 @@ Rules (specification: shared/seeds/000, "Consent", "Loops and runaways"):
 - A card says in words what each answer allows (:func:`card_words`): approve-once this message only,
   approve-pair every message from the sender to the recipient until the recipient's process ends,
   decline nothing typed. It names panes where a person finds them (``%N (session:window)``), says
-  what its hop means, and a reply card quotes the message it answers (bounded).
+  what its hop means, and a reply card quotes the message it answers (bounded). An answered card
+  says how (:func:`state_words`): approved once or for the pair and by whom, declined, expired
+  unanswered, or withdrawn (its message ended first: revoked, cancelled); only an open card has time
+  left to answer.
 """
 
 from __future__ import annotations
@@ -135,6 +138,21 @@ def card_words(
         hop=hop_words(card.hop, hop_limit),
         answers=None if answers is None else quote(answers),
     )
+
+
+def state_words(card: Card, why: str = "") -> str:
+    """A card's state for the person (``cards --all``): open, or how it was answered and by whom;
+    ``why`` a withdrawn card's reason (its message's final reason, when known)."""
+    by = f" by {card.answered_by}" if card.answered_by else ""
+    words = {
+        CardState.PENDING: "open",
+        CardState.APPROVED_ONCE: f"approved once{by}",
+        CardState.APPROVED_PAIR: f"approved for the pair{by}",
+        CardState.DECLINED: f"declined{by}",
+        CardState.EXPIRED: "expired unanswered",
+        CardState.CANCELLED: "withdrawn before an answer",
+    }[card.state]
+    return f"{words} ({why})" if why and card.state is CardState.CANCELLED else words
 
 
 def needs_card(*, pair_approved: bool, hop: int, hop_limit: int) -> bool:

@@ -504,6 +504,17 @@ def placed(text: str, windows: Mapping[str, str]) -> str:
     return f"{text} ({window})" if window else text
 
 
+_PANE_OR_ADDRESS = re.compile(rf"(?<![\w%])(%(?:0|[1-9][0-9]{{0,9}}))(?:@[0-9a-f]{{{TOKEN_HEX}}})?(?![\w@])")
+
+
+def placed_in(text: str, windows: Mapping[str, str]) -> str:
+    """Every pane id or address standing on its own in ``text`` (an audit record's detail) with its
+    ``session:window`` beside it when known, as :func:`placed` does for a whole text."""
+    return _PANE_OR_ADDRESS.sub(
+        lambda m: f"{m.group(0)} ({windows[m.group(1)]})" if windows.get(m.group(1)) else m.group(0), text
+    )
+
+
 def pane_label(record: PaneRecord | None, pane_id: str, window: str = "") -> str:
     """A pane named for a person: its place, its program, and its title, else the directory it works
     in (a pane with neither, or one that is gone, is named by its place alone)."""

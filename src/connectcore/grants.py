@@ -159,6 +159,18 @@ def preset_of(scopes: frozenset[Scope]) -> Preset | None:
     return None
 
 
+def connect_label(principal: Principal | None, scopes: frozenset[Scope]) -> str:
+    """What a pane's Connect shows (the fleet list, ``connectd agents``, ``launch --here``): ``off``
+    with no connected agent, ``control`` for the control role (its act scope is no preset), else the
+    preset its scopes are exactly, else ``custom`` (an advanced grant)."""
+    if principal is None:
+        return "off"
+    if principal.control:
+        return "control"
+    preset = preset_of(scopes)
+    return preset.value if preset is not None else "custom"
+
+
 def check_grantable(scopes: frozenset[Scope], cap: Preset, *, control: bool = False) -> None:
     """Raise :class:`GrantError` unless ``scopes`` may be granted under the policy ``cap``."""
     if control:

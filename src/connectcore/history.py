@@ -313,6 +313,17 @@ class LivenessView:
             raise HistoryError(f"pane id must look like %N, got {self.pane!r}")
 
 
+def with_daemon_pane(view: LivenessView, daemon_pane: str | None) -> LivenessView:
+    """Liveness as the history CLI shows it, given the pane the running daemon says holds the session
+    (``None``: none of its panes). The CLI's own probe sees only the tmux server it can reach, so a
+    session in the daemon's panes on another server (the demo's, a ``--tmux-socket``) reads as running
+    elsewhere, or unknown: the daemon's pane names where it runs. A probe that finds the session's
+    process gone, or finds it in a pane itself, is kept: what this machine shows now beats a binding."""
+    if daemon_pane is None or view.state in (Liveness.NOT_RUNNING, Liveness.RUNNING_IN_PANE):
+        return view
+    return LivenessView(Liveness.RUNNING_IN_PANE, daemon_pane)
+
+
 @dataclass(frozen=True)
 class SearchScope:
     """Which entries a search may consider at all. ``repos=None`` means every repository."""

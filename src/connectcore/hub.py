@@ -403,6 +403,10 @@ def _restart_session(state: restart_.Restart) -> SessionKey:
     return (state.record.harness, state.record.session_id)
 
 
+#: The words of a message's reason while its handle names no pane or several (it waits, never guessed).
+NO_SINGLE_PANE = "names no single pane"
+
+
 def restart_of_pane(hub: Hub, pane_id: str) -> str | None:  # public: the shell asks it too
     """The open restart of this pane, if any (at most one)."""
     return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
@@ -1107,6 +1111,14 @@ def _submit(hub: Hub, ev: Submit) -> Step:
     return hub, (*effects, *more)
 
 
+def consent_detail(hub: Hub, card: Card) -> str:
+    """A consent record names both ends by their panes (``from %1@... to %2@...``): the sender's live
+    pane (its actor when it has none left), and the recipient the card is for."""
+    tokens = grants.live_tokens(hub.book, card.sender)
+    sender = f"{tokens[0].pane_id}@{tokens[0].incarnation}" if tokens else card.sender_actor
+    return f"from {sender} to {card.recipient_pane}@{card.recipient_incarnation}"
+
+
 def _decide(hub: Hub, ev: Decide) -> Step:
     card = hub.cards.get(ev.card_id)
     if card is None:
@@ -1123,6 +1135,7 @@ def _decide(hub: Hub, ev: Decide) -> Step:
             outcome=answered.state.value,
             target=card.sender_actor,
             message_id=card.message[1],
+            detail=consent_detail(hub, card),
             at=ev.now,
         ),
         Notify("card", (card.id,), payload={"state": answered.state.value}),
@@ -1262,7 +1275,7 @@ def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
         # Never guessed: the message waits until its handle names exactly one pane again, at the back
         # of the pane's queue, so that it does not hold up the messages behind it (the next idle tries
         # the next one; found by the simulation).
-        reason = f"handle {message.handle} names no single pane ({target.reason if target else 'unresolved'})"
+        reason = f"handle {message.handle} {NO_SINGLE_PANE} ({target.reason if target else 'unresolved'})"
         hub = replace(hub, messages={k: v for k, v in hub.messages.items() if k != message.key})
         return _guard_waits(hub, message, attempts, seen, now, reason, arming.guard_hold)
     typing = delivery.advance(message, "guard_pass", now=now, reason="typing started")

@@ -19,6 +19,18 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **What a sender is told** (:func:`sender_reason`): while its message waits on a person, its reason
   says so and names the card (``awaiting consent: card <id>``), on ``send_message``, ``get_message``
   and ``list_messages`` alike; otherwise the message's own reason.
+- **What a message waits for** (:func:`waits_for`): the words, for the person (the owner API's
+  messages, ``connectd messages``, and per recipient in the fleet list: :func:`waiting`), for what a
+  message that is not final waits on before it is typed, the first that holds of: a person's answer to
+  its open card; the check before typing, or the confirmation of typing, under way; the recipient's
+  restart-to-connect; connect's own unsent draft left in its composer (Needs you); its release
+  unknown, or unverified (no message is typed into either: :mod:`connectcore.releases`); an OpenCode
+  launch whose session is not bound yet (:mod:`connectcore.opencode_binding`); its handle
+  naming no single pane; the message before it being typed, or the turn that message started not yet
+  seen; the recipient's screen (no reading yet, a turn running, a question shown, a draft in its
+  composer, a screen not read as any known one); else its next wait for input. The release and the screen's reading are the daemon's
+  facts, handed in as data (:class:`Recipient`). A final message waits for nothing (""). Nothing
+  else holds an admitted message: the rate limits refuse a message before admission, never queue it.
 - **What a card shows the person** (:func:`card_view`): both panes by name with their tmux
   ``session:window`` (the shell reads the windows from ``list-panes`` and hands them in as data), the
   answers in words, the hop explained, and for a reply the message it answers.
@@ -29,17 +41,20 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from connectcore import consent, grants
+from connectcore import advice, consent, grants
 from connectcore import directory as D
 from connectcore import hub as H
 from connectcore._machine import ConnectError
+from connectcore.arming import Arming
 from connectcore.delivery import Message, MessageState
 from connectcore.effects import Audit
 from connectcore.grants import GrantBook, Principal, Scope
+from connectcore.releases import ReleaseStatus
+from connectcore.screen import Activity, Composer
 
 #: The scope each agent call needs (``None``: a connected token is enough).
 CALL_SCOPES: Mapping[str, Scope | None] = MappingProxyType(
@@ -183,6 +198,95 @@ def sender_reason(hub: H.Hub, message: Message) -> str:
 
 
 @dataclass(frozen=True)
+class Recipient:
+    """What the daemon last knew of a recipient pane, for :func:`waits_for`: the agent's release
+    status (None: not an agent) and its screen's newest reading (None: no reading yet)."""
+
+    release: ReleaseStatus | None = ReleaseStatus.VERIFIED
+    activity: Activity | None = None
+    composer: Composer | None = None
+    binding: bool = False  # an OpenCode launch whose session is not bound yet (nothing is typed meanwhile)
+
+
+def waits_for(hub: H.Hub, message: Message, recipient: Recipient) -> str:
+    """What a message that is not final waits for, in words (``until ...``); "" for a final one."""
+    if message.is_final:
+        return ""
+    if message.state is MessageState.AWAITING_CONSENT:
+        card = hub.cards.get(message.card) if message.card else None
+        if card is not None and consent.is_open(card):
+            return f"until the person answers card {card.id}"
+        return "until the person answers its card"
+    if message.state is MessageState.GUARDING:
+        return "until the check of its screen just before typing ends"
+    if message.state is MessageState.TYPING:
+        return "until its typing is confirmed on the recipient's screen"
+    return _ready_waits_for(hub, message, recipient)
+
+
+def _ready_waits_for(hub: H.Hub, message: Message, recipient: Recipient) -> str:
+    pane, incarnation = message.recipient_pane, message.recipient_incarnation
+    if H.restart_of_pane(hub, pane) is not None:
+        return "until its restart-to-connect ends"
+    left = hub.drafts.get(pane)
+    if left is not None and left.incarnation == incarnation:
+        return "until connect's unsent draft in its composer is cleared (see Needs you)"
+    if recipient.release is ReleaseStatus.UNKNOWN:
+        return "until its release is known"
+    if recipient.release is ReleaseStatus.UNVERIFIED:
+        return "until its release is verified (make compat) or trusted (connectd serve --trust-release)"
+    if recipient.binding:
+        return "until its OpenCode session is bound"
+    if message.handle is not None and H.NO_SINGLE_PANE in message.reason:
+        return f"until {message.handle} names a single pane again"
+    ahead = hub.attempts.get(pane)
+    if ahead is not None and ahead != message.key:
+        return "until the message before it is typed"
+    view = hub.panes.get(pane)
+    if view is not None and view.incarnation == incarnation and view.arming is Arming.AWAITING_TURN:
+        return "until the turn of the message typed before it shows"
+    if recipient.activity is None or view is None or view.incarnation != incarnation or view.arming is Arming.UNSEEN:
+        return "until its screen is read"
+    if recipient.activity is Activity.BUSY:
+        return "until it finishes its turn (busy)"
+    if recipient.activity is Activity.DIALOG:
+        return "until the question on its screen is answered"
+    if recipient.composer is Composer.DRAFT:
+        return "until the draft in its composer is sent or cleared"
+    if recipient.activity is Activity.UNKNOWN:
+        return "until its screen reads as waiting for input (it is not read as any known screen now)"
+    return "until it next waits for input with an empty composer"
+
+
+def waiting(hub: H.Hub, pane_id: str, incarnation: str, recipient: Recipient) -> tuple[tuple[str, str], ...]:
+    """The messages not final addressed to this pane's incarnation, oldest first: (message id, what
+    it waits for)."""
+    found = sorted(
+        (m for m in hub.messages.values()
+         if not m.is_final and m.recipient_pane == pane_id and m.recipient_incarnation == incarnation),
+        key=lambda m: (m.created_at, m.ref),
+    )
+    return tuple((m.id, waits_for(hub, m, recipient)) for m in found)
+
+
+def awaited(hub: H.Hub) -> frozenset[tuple[str, str]]:
+    """The (pane, incarnation) pairs some message not final is addressed to: the only ones
+    :func:`waiting` can list anything for (one pass over the messages, not one per pane)."""
+    return frozenset((m.recipient_pane, m.recipient_incarnation) for m in hub.messages.values() if not m.is_final)
+
+
+def waiting_lines(waits: Sequence[str]) -> tuple[str, ...]:
+    """The lines a person reads under a recipient: one per distinct wait, in order of first showing,
+    counted (``2 messages wait: until its release is known``)."""
+    counts: dict[str, int] = {}
+    for words in waits:
+        counts[words] = counts.get(words, 0) + 1
+    return tuple(
+        f"{advice.counted(n, 'message')} {'waits' if n == 1 else 'wait'}: {words}" for words, n in counts.items()
+    )
+
+
+@dataclass(frozen=True)
 class CardView:
     """A card as the person sees it (page, CLI)."""
 
@@ -192,6 +296,7 @@ class CardView:
     recipient_name: str
     words: consent.CardWords
     in_reply_to: str | None  # the ref of the message this one answers
+    state: str = "open"  # :func:`connectcore.consent.state_words`
 
 
 def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: Mapping[str, str]) -> CardView:
@@ -223,6 +328,7 @@ def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: M
             answers=answers,
         ),
         in_reply_to=in_reply_to,
+        state=consent.state_words(card, message.reason if message is not None and message.is_final else ""),
     )
 
 
@@ -259,4 +365,8 @@ __all__ = [
     "refusal_reason",
     "replies",
     "wait_over",
+    "awaited",
+    "waiting",
+    "waiting_lines",
+    "waits_for",
 ]

@@ -103,8 +103,40 @@ class AgentCalls:
             return self.agent_detail(target, admitted.principal)
 
     def agents(self) -> list[dict[str, Any]]:
-        """The fleet directory as agents and the owner see it (the caller's own copy of each entry)."""
-        return [dict(entry) for entry in self.directory_view()]
+        """The fleet directory as the owner sees it (the caller's own copy of each entry), each pane
+        with ``waiting``: its messages not final and what each waits for (:func:`connectcore.reads.waiting`;
+        agents' ``list_agents`` does not show other agents' messages)."""
+        hub = self.engine.hub
+        tokens = {record.pane_id: record.token for record in self.engine.directory.records()}
+        awaited = R.awaited(hub)
+
+        def waiting(pane: str) -> list[dict[str, str]]:
+            incarnation = tokens[pane]
+            if (pane, incarnation) not in awaited:
+                return []
+            found = R.waiting(hub, pane, incarnation, self.recipient(pane, incarnation))
+            return [{"message": message_id, "waits_for": words} for message_id, words in found]
+
+        return [dict(entry, waiting=waiting(entry["pane"])) for entry in self.directory_view()]
+
+    def recipient(self, pane_id: str, incarnation: str) -> R.Recipient:
+        """What the daemon knows of a recipient pane's incarnation for :func:`connectcore.reads.waits_for`:
+        its release status and its newest reading (none when the pane now holds another incarnation)."""
+        state = self.engine.panes.get(pane_id)
+        if state is None or state.record.token != incarnation:
+            return R.Recipient(release=None)
+        reading = state.reading
+        harness = reading.harness.value if reading else state.record.harness
+        release = releases.status(harness, self.engine.watcher.release_of(pane_id, incarnation), self.engine.trusted_releases)
+        binding = self.engine.launches.binding_pending(pane_id, incarnation)
+        return R.Recipient(release, reading.activity if reading else None, reading.composer if reading else None, binding)
+
+    def waits_for(self, message: Message) -> str:
+        """What a message waits for, in words, as the hub holds it now ("" when final or no longer held)."""
+        held = self.engine.hub.messages.get(message.key)
+        if held is None:
+            return ""
+        return R.waits_for(self.engine.hub, held, self.recipient(held.recipient_pane, held.recipient_incarnation))
 
     def directory_view(self) -> tuple[dict[str, Any], ...]:
         """The fleet directory as agents and the owner see it, made once for each state of what it shows.
@@ -171,7 +203,7 @@ class AgentCalls:
                 else None
             ),
             "actor": grants.actor_name(principal) if principal else None,
-            "connect": (grants.preset_of(frozenset(Scope(s) for s in scopes)) or "custom") if principal else "off",
+            "connect": grants.connect_label(principal, frozenset(Scope(s) for s in scopes)),
             "scopes": scopes,
             "reachable": "reachable" in scopes,
             "control": bool(principal and principal.control),

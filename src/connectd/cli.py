@@ -335,8 +335,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
             [[str(a["address"]), str(a["harness"]), str(a["activity"]), str(a["connect"]), _release(a),
               a.get("window") or "-", a.get("title") or "", a.get("cwd") or ""] for a in agents],
         )
+        from connectcore.reads import waiting_lines
+
         for a in agents:
-            for note in (a.get("note"), a.get("release_note"), a.get("session_note")):
+            waits = [str(w.get("waits_for") or "") for w in a.get("waiting") or ()]
+            for note in (a.get("note"), a.get("release_note"), a.get("session_note"), *waiting_lines(waits)):
                 if note:
                     print(visible(f"{a['address']}: {note}"))
     return 0
@@ -353,8 +356,11 @@ def _card_lines(c: dict[str, Any]) -> str:
     ]
     if c.get("answers") is not None:
         lines.append(f"    in reply to: {c['answers']!r}")
+    lines.append(f"    {c['text'][:200]!r}")
+    if c.get("state", "pending") != "pending":  # answered: its state, no countdown, nothing to answer
+        lines.append(f"    {visible(c.get('state_words') or c['state'])}")
+        return "\n".join(lines)
     lines += [
-        f"    {c['text'][:200]!r}",
         f"    {int(c['expires_in'])}s left to answer:",
         f"      connectd approve {c['id']}          {words['approve_once']}",
         f"      connectd approve {c['id']} --pair   {words['approve_pair']}",
@@ -552,24 +558,32 @@ def _print_page(args: argparse.Namespace, page: Page, lines: list[str]) -> None:
 
 
 def cmd_messages(args: argparse.Namespace) -> int:
-    from connectcore.directory import placed
-
     params = {"pane": args.pane} if args.pane else {}
     client = _client(args)
     page = _read_pages(client, "/api/messages", params, args)
     windows = {} if args.json else _windows(client)
-    _print_page(args, page, [f"{m['from']} -> {placed(m['to'], windows)} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}" for m in page.items])
+    _print_page(args, page, [_message_line(m, windows) for m in page.items])
     return 0
 
 
-def _audit_line(row: dict[str, Any], windows: dict[str, str] | None = None) -> str:
+def _message_line(m: dict[str, Any], windows: dict[str, str]) -> str:
+    """One message: who to whom (the recipient placed), its outcome and reason, and while it is not
+    final what it waits for (:func:`connectcore.reads.waits_for`)."""
     from connectcore.directory import placed
+
+    line = f"{m['from']} -> {placed(m['to'], windows)} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}"
+    return f"{line.rstrip()}; waits {m['waits_for']}" if m.get("waits_for") else line
+
+
+def _audit_line(row: dict[str, Any], windows: dict[str, str] | None = None) -> str:
+    from connectcore.directory import placed, placed_in
 
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.get("at") or 0))
     parts = [when, row.get("actor", ""), row.get("action", ""), row.get("outcome", "")]
     for key in ("scope", "target", "message_id", "detail"):
         if row.get(key):
-            value = placed(str(row[key]), windows or {}) if key == "target" else row[key]
+            value = (placed(str(row[key]), windows or {}) if key == "target"
+                     else placed_in(str(row[key]), windows or {}) if key == "detail" else row[key])
             parts.append(f"{key}={value}")
     return "  ".join(str(p) for p in parts)
 
@@ -600,7 +614,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     client = _client(args)
     plan = client.call("GET", "/api/restore")
-    print(f"restore {len(plan['items'])} sessions?")
+    print(f"restore {advice.counted(len(plan['items']), 'session')}?")
     for item in plan["items"]:
         print(visible(f"  {item['harness']}:{item['session_id']}  in {item['cwd']}  {item.get('title') or ''}"))
     for skip in plan["skipped"]:
@@ -690,7 +704,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 for session_id in ids:
                     client.call("POST", f"/api/page-sessions/{session_id}/end", {})
                 result, count = {"ended": len(ids)}, len(ids)
-            _print(args, result, [f"ended {count} page sessions"])
+            _print(args, result, [f"ended {advice.counted(count, 'page session')}"])
             return 0
         result = client.call("POST", f"/api/page-sessions/{args.id}/end", {})
         _print(args, result, [f"ended page session {result['ended']['id']} ({result['ended']['actor']})"])

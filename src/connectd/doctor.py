@@ -148,7 +148,7 @@ def check_daemon(data_dir: Path, port: int) -> Check:
         return Check("daemon", FAIL, getattr(exc, "problem", None) or str(exc.code).removeprefix("connectd: "),
                      f"restart it: `connectd serve --data-dir {data_dir}` (or `systemctl --user restart connectd`)")
     where = f"port {client.port}" + ("" if client.port == port else f" (not --port {port})")
-    return Check("daemon", OK, f"answers on {where}, pid {client.pid}; {len(agents)} panes in the directory")
+    return Check("daemon", OK, f"answers on {where}, pid {client.pid}; {advice.counted(len(agents), 'pane')} in the directory")
 
 
 def check_fleet() -> list[Check]:

@@ -129,7 +129,7 @@ async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> 
     principal = grants.principal_at(engine.hub.book, incarnation)
     return {
         "pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher,
-        "connect": "off" if principal is None else (grants.preset_of(pending.scopes) or "custom"),
+        "connect": grants.connect_label(principal, pending.scopes),
         "session": list(session_key) if session_key else None,
         "actor": grants.actor_name(principal) if principal else None,
     }

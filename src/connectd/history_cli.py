@@ -20,13 +20,17 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from connectcore.advice import counted
 from connectcore.history import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
     HistoryError,
+    Liveness,
+    LivenessView,
     SessionNotFound,
     iso_utc,
     parse_harness,
+    with_daemon_pane,
 )
 from connectd.history.index import IndexReport
 from connectd.history.service import (
@@ -166,9 +170,9 @@ def _fail(message: str, status: int = 2) -> int:
 def _print_report(report: IndexReport, service: HistoryService) -> None:
     d = report.as_dict()
     print(
-        f"{d['files_seen']} transcripts: {d['files_read']} read ({d['files_resumed']} resumed from their offset),"
-        f" {d['files_missing']} gone; {d['entries_written']} entries written, {service.index.count()} in the index;"
-        f" {d['bytes_read']} bytes in {d['seconds']:.2f}s"
+        f"{counted(d['files_seen'], 'transcript')}: {d['files_read']} read ({d['files_resumed']} resumed from their offset),"
+        f" {d['files_missing']} gone; {counted(d['entries_written'], 'entry', 'entries')} written, {service.index.count()} in the index;"
+        f" {counted(d['bytes_read'], 'byte')} in {d['seconds']:.2f}s"
     )
     counts = report.skip_counts()
     if counts:
@@ -193,14 +197,54 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _liveness_text(view: dict[str, object]) -> str:
+def _liveness_text(view: dict[str, object], windows: dict[str, str] | None = None) -> str:
+    from connectcore.directory import placed
+
     state = view["liveness"]
     if state == "running_in_pane":
-        return f"running in pane {view['pane']}"
+        return f"running in pane {placed(str(view['pane']), windows or {})}"
     return str(state).replace("_", " ")
 
 
-def _print_view(view: dict[str, object], out: TextIO) -> None:
+def daemon_panes(args: argparse.Namespace) -> tuple[dict[tuple[str, str], str], dict[str, str]]:
+    """Which sessions the running daemon of this data directory says its panes run, and each pane's
+    tmux ``session:window``, asked through its owner API as the other client commands ask it (the
+    listener is checked before the owner token is sent). No daemon, or one that does not answer:
+    nothing, and the local probe's liveness stands."""
+    from connectd.cli import Client
+
+    data_dir = Path(args.data_dir) if getattr(args, "data_dir", None) else default_data_dir()
+    if not (data_dir / "daemon.json").exists():
+        return {}, {}
+    try:
+        agents = Client(data_dir, None).call("GET", "/api/agents")
+    except (SystemExit, OSError, ValueError):
+        return {}, {}
+    sessions: dict[tuple[str, str], str] = {}
+    windows: dict[str, str] = {}
+    for agent in agents if isinstance(agents, list) else ():
+        pane, session = str(agent.get("pane") or ""), agent.get("session")
+        windows[pane] = str(agent.get("window") or "")
+        if isinstance(session, dict) and session.get("harness") and session.get("session_id"):
+            sessions[(str(session["harness"]), str(session["session_id"]))] = pane
+    return sessions, windows
+
+
+def _with_daemon(views: list[dict[str, Any]], args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The views with the running daemon's panes taken into account (:func:`connectcore.history.with_daemon_pane`)."""
+    if all(v["liveness"] in (Liveness.NOT_RUNNING.value, Liveness.RUNNING_IN_PANE.value) for v in views):
+        return views, {}
+    sessions, windows = daemon_panes(args)
+    shown = []
+    for view in views:
+        said = with_daemon_pane(
+            LivenessView(Liveness(view["liveness"]), view["pane"]), sessions.get((view["harness"], view["session_id"]))
+        )
+        shown.append({**view, "liveness": said.state.value, "pane": said.pane})
+    return shown, windows
+
+
+def _print_view(view: dict[str, object], out: TextIO, windows: dict[str, str] | None = None) -> None:
     title = view["title"] or "(untitled)"
     print(visible(f"{view['harness']} {view['session_id']}  {title}"), file=out)
     branches = view["branches"]
@@ -208,7 +252,7 @@ def _print_view(view: dict[str, object], out: TextIO) -> None:
     line = f"    {view['cwd']}"
     if branches:
         line += f"  [{', '.join(str(b) for b in branches)}]"
-    line += f"  last active {view['last_active'] or 'unknown'}  {_liveness_text(view)}"
+    line += f"  last active {view['last_active'] or 'unknown'}  {_liveness_text(view, windows)}"
     print(visible(line), file=out)
     prs = view["prs"]
     assert isinstance(prs, list)
@@ -234,6 +278,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         except HistoryError as exc:
             return _fail(str(exc))
+    results, windows = _with_daemon(results, args)
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -241,7 +286,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             where = "any repository" if repo is None else repo
             print(f"no sessions in {where} match {query!r}", file=sys.stderr)
         for view in results:
-            _print_view(view, sys.stdout)
+            _print_view(view, sys.stdout, windows)
     return 0 if results else 1
 
 
@@ -266,10 +311,12 @@ def cmd_get(args: argparse.Namespace) -> int:
             return _fail(str(exc), 1)
         except HistoryError as exc:
             return _fail(str(exc))
+    (shown,), windows = _with_daemon([dict(view)], args)
+    out.update(liveness=shown["liveness"], pane=shown["pane"])
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    _print_view(view, sys.stdout)
+    _print_view(shown, sys.stdout, windows)
     owner = out.get("owner")
     if owner:
         print(f"    entrypoint {owner['entrypoint']}, started {owner['started']}")
@@ -324,7 +371,7 @@ def cmd_expunge(args: argparse.Namespace, *, stdin: TextIO | None = None) -> int
         print(f"deleted {path}")
     for err in result.errors:
         print(f"could not delete {err}", file=sys.stderr)
-    print(f"{result.entries_removed} index entr{'y' if result.entries_removed == 1 else 'ies'} removed")
+    print(f"{counted(result.entries_removed, 'index entry', 'index entries')} removed")
     return 0 if not result.errors else 2
 
 

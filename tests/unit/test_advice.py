@@ -107,3 +107,12 @@ def test_an_unusable_secret_is_removed_to_be_made_again_and_its_path_is_quoted()
     got = unusable_secret("/home/a b/data/owner_token", "does not hold a usable secret")
     assert got.problem == "/home/a b/data/owner_token does not hold a usable secret"
     assert got.fix.startswith("rm '/home/a b/data/owner_token'") and "stop working" in got.fix
+
+
+def test_a_count_of_one_takes_the_singular_and_any_other_the_plural() -> None:
+    """Issue 23 item 8: "1 panes"; every count the CLI prints goes through advice.counted."""
+    from connectcore.advice import counted
+
+    assert [counted(n, "pane") for n in (0, 1, 2)] == ["0 panes", "1 pane", "2 panes"]
+    assert counted(1, "index entry", "index entries") == "1 index entry"
+    assert counted(3, "index entry", "index entries") == "3 index entries"

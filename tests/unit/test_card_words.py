@@ -85,3 +85,33 @@ def test_the_cli_prints_a_cards_names_with_control_characters_escaped() -> None:
     shown = _card_lines(card)
     assert "\x1b" not in shown and "\x07" not in shown
     assert "from %1 (main:0) · codex · \\x1b]0;owned\\x07" in shown
+
+
+def test_an_answered_card_says_how_and_by_whom_and_an_open_one_is_open() -> None:
+    """Issue 23 item 8: `cards --all` shows each answered card's state in words."""
+    from dataclasses import replace as _replace
+
+    from connectcore import consent as C
+
+    card = C.Card("card-1", ("p-a", "m1"), "p-a", "agent:a", "%2", "inc-2", "agent:b", "hi", 1, 0.0, 900.0)
+    assert C.state_words(card) == "open"
+    assert C.state_words(C.decide(card, C.Decision.APPROVE_ONCE, now=1.0, by="owner")) == "approved once by owner"
+    assert C.state_words(C.decide(card, C.Decision.APPROVE_PAIR, now=1.0, by="page:1")) == "approved for the pair by page:1"
+    assert C.state_words(C.decide(card, C.Decision.DECLINE, now=1.0, by="owner")) == "declined by owner"
+    assert C.state_words(C.expire(card, now=900.0)) == "expired unanswered"
+    cancelled = C.cancel(card, now=2.0, by="daemon")
+    assert C.state_words(cancelled, "revoked by owner") == "withdrawn before an answer (revoked by owner)"
+    assert C.state_words(cancelled) == "withdrawn before an answer"
+    assert C.state_words(_replace(card, answered_by=None, state=C.CardState.DECLINED)) == "declined"
+
+
+def test_every_pane_standing_in_an_audit_detail_gets_its_session_window() -> None:
+    """Issue 23 item 8: the consent row's detail names both panes, each placed as the rest of the audit."""
+    token = "ab" * (D.TOKEN_HEX // 2)
+    windows = {"%3": "main:1", "%12": "work:2"}
+    assert D.placed_in(f"from %3@{token} to %12@{token}", windows) == (
+        f"from %3@{token} (main:1) to %12@{token} (work:2)"
+    )
+    assert D.placed_in("tier=2 send_keys on %3", windows) == "tier=2 send_keys on %3 (main:1)"
+    assert D.placed_in("%4 gone, %31 and 100%3x", windows) == "%4 gone, %31 and 100%3x"  # unknown or inside a word
+    assert D.placed_in("agent:claude:pane:%3:99", {}) == "agent:claude:pane:%3:99"

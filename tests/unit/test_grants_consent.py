@@ -260,3 +260,21 @@ def test_outcome_names() -> None:
     assert consent.decide(card, Decision.APPROVE_ONCE, now=1, by="owner").state is CardState.APPROVED_ONCE
     with pytest.raises(TransitionNotAllowed):
         consent.decide(consent.expire(card, now=2), Decision.DECLINE, now=3, by="owner")
+
+
+def test_connect_is_labelled_off_control_its_preset_or_custom() -> None:
+    """Issue 23 item 8: a running control agent is shown as `control`, not `custom` (its act scope is no preset)."""
+    w = World()
+    collaborator = w.launch("a")
+    controller = w.launch("c", control=True, scopes=grants.CONTROL_SCOPES)
+    reader = w.launch("r", scopes=frozenset({Scope.READ}))
+    book = w.hub.book
+
+    def label(agent_token: str) -> str:
+        principal = grants.authenticate_or_none(book, agent_token)
+        return grants.connect_label(principal, grants.scopes_of(book, principal.id) if principal else frozenset())
+
+    assert label(collaborator.token) == "collaborate"
+    assert label(controller.token) == "control"
+    assert label(reader.token) == "custom"
+    assert grants.connect_label(None, frozenset()) == "off"

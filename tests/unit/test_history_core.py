@@ -459,3 +459,16 @@ def test_a_codex_session_that_only_received_messages_has_no_title():
 def test_a_title_from_a_long_first_prompt_is_its_first_line_clipped():
     e = build_entry([facts(cwd="/w", prompts=("x" * 500,))], "/w", title_override=(DELIVERED, 3))
     assert len(e.title) == 80 and e.title.endswith("…")
+
+
+def test_a_session_the_running_daemon_puts_in_its_pane_runs_in_that_pane_unless_its_process_is_gone() -> None:
+    """Issue 23 item 8: `history search` outside tmux called sessions in the daemon's panes "running elsewhere"."""
+    from connectcore.history import Liveness, LivenessView, with_daemon_pane
+
+    elsewhere, unknown = LivenessView(Liveness.RUNNING_ELSEWHERE), LivenessView(Liveness.RUNNING_UNKNOWN)
+    assert with_daemon_pane(elsewhere, "%3") == LivenessView(Liveness.RUNNING_IN_PANE, "%3")
+    assert with_daemon_pane(unknown, "%3") == LivenessView(Liveness.RUNNING_IN_PANE, "%3")
+    gone, here = LivenessView(Liveness.NOT_RUNNING), LivenessView(Liveness.RUNNING_IN_PANE, "%7")
+    assert with_daemon_pane(gone, "%3") == gone  # the process is gone: a binding does not revive it
+    assert with_daemon_pane(here, "%3") == here  # found in a pane by this machine's own probe
+    assert with_daemon_pane(elsewhere, None) == elsewhere  # none of the daemon's panes runs it

@@ -334,7 +334,8 @@ def test_decide_approve_pair_records_the_card_audit_pairs_and_ready_message(w: W
     assert ready.state is MessageState.READY and ready.reason == "approved_pair" and ready.final_at is None
     assert effects == (
         Persist("card", (card_id,), card),
-        Audit(actor="owner", action="consent", outcome="approved_pair", target=actor(w, a), message_id="m1", at=w.now),
+        Audit(actor="owner", action="consent", outcome="approved_pair", target=actor(w, a), message_id="m1",
+              detail=f"from {a.pane}@{a.incarnation} to {b.pane}@{b.incarnation}", at=w.now),
         Notify("card", (card_id,), payload={"state": "approved_pair"}),
         Persist("pairs", (), ((a.principal, b.incarnation),)),
         Persist("message", key, ready),
@@ -349,7 +350,8 @@ def test_decide_approve_once_by_someone_adds_no_pair_and_may_start_the_guard(w: 
     card_id = w.card_of(key)
     effects = w.step(H.Decide(w.now, card_id, Decision.APPROVE_ONCE, by="phone"))
     assert effects[1] == Audit(
-        actor="phone", action="consent", outcome="approved_once", target=actor(w, a), message_id="m1", at=w.now
+        actor="phone", action="consent", outcome="approved_once", target=actor(w, a), message_id="m1",
+        detail=f"from {a.pane}@{a.incarnation} to {b.pane}@{b.incarnation}", at=w.now,
     )
     assert w.hub.cards[card_id].answered_by == "phone"
     assert effects[3].record.reason == "approved_once"  # type: ignore[attr-defined]
@@ -365,7 +367,8 @@ def test_decline_finalizes_with_the_person_s_reason(w: World) -> None:
     card = w.hub.cards[card_id]
     assert effects[:3] == (
         Persist("card", (card_id,), card),
-        Audit(actor="owner", action="consent", outcome="declined", target=actor(w, a), message_id=key[1], at=w.now),
+        Audit(actor="owner", action="consent", outcome="declined", target=actor(w, a), message_id=key[1],
+              detail=f"from {a.pane}@{a.incarnation} to {b.pane}@{b.incarnation}", at=w.now),
         Notify("card", (card_id,), payload={"state": "declined"}),
     )
     assert effects[3:] == final_effects(w, key, "declined", "declined by the person")

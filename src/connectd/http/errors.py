@@ -124,9 +124,11 @@ def refusal(exc: Exception) -> Problem:
     return Problem(status, reason, str(exc), **({"fix": fix} if fix else {}))
 
 
-def owner_message_view(message: Message) -> dict[str, Any]:
-    """A message as the person sees it: the sender's view plus the text and the recipient."""
+def owner_message_view(message: Message, waits_for: str = "") -> dict[str, Any]:
+    """A message as the person sees it: the sender's view plus the text, the recipient and, while it
+    is not final, what it waits for (:func:`connectcore.reads.waits_for`)."""
     return message_view(message) | {
+        "waits_for": waits_for,
         "text": message.text,
         "recipient_pane": message.recipient_pane,
         "recipient_principal": message.recipient_principal,

@@ -104,7 +104,7 @@ class OwnerApi:
         return page_response(
             request, rows, limit, newest=newest,
             cursor=lambda m: encode_message_cursor(m.created_at, m.ref),
-            view=lambda m: owner_message_view(m) if isinstance(m, Message) else m,
+            view=lambda m: owner_message_view(m, self.engine.calls.waits_for(m)) if isinstance(m, Message) else m,
         )
 
     async def audit(self, request: Request, actor: str) -> Any:
