@@ -39,6 +39,11 @@ Rules:
   later reading of the same screen is the same answer. Not chosen: arming a confirming screen that
   stays unchanged for a while, or after the pane drew again. An agent may take any time to start its
   turn, and a redraw says nothing of whether it started, so both would arm the dangerous screen.
+- After a restart: a pane a message was being typed into when the daemon stopped starts ``used``
+  (:func:`typed_before_restart`), not unseen. The paste may have been submitted by the Enter the tmux
+  server owed it, and the first look then shows the message submitted with the turn not yet started
+  (the dangerous screen above); with no confirmation to tell it from the next idle, only a busy reading
+  (the turn) and a ready one after it, or the quiet rule, arm the pane (seed 4469).
 - Quiet: a pane whose newest reading is ready and that has not been armed for ``rearm_after``
   seconds since its view last changed phase (``awaiting_turn``, ``used``, or ``busy`` after a guard
   whose reading was not reported) is armed by the clock; the guard still rechecks it. So a pane that
@@ -163,6 +168,12 @@ def first(incarnation: str, seen: Seen, now: float) -> PaneView:
     return observe(unseen, seen, now)
 
 
+def typed_before_restart(incarnation: str, now: float) -> PaneView:
+    """The view, at a daemon's start, of a pane a message was being typed into when it stopped: its
+    idle was used by that typing; no reading yet."""
+    return PaneView(incarnation, Arming.USED, Seen(False, "", float("-inf")), now)
+
+
 def observe(view: PaneView, seen: Seen, now: float) -> PaneView:
     """A reading of the pane (the watcher's, or the guard's once reported)."""
     if seen.read_at < view.seen.read_at:
@@ -238,5 +249,6 @@ __all__ = [
     "observe",
     "quiet",
     "typed",
+    "typed_before_restart",
     "typing",
 ]

@@ -1454,8 +1454,11 @@ def _tick(hub: Hub, ev: Tick) -> Step:
 
 def _recover(hub: Hub, ev: Recover) -> Step:
     effects: tuple[Effect, ...] = ()
+    panes: dict[str, arming.PaneView] = {}
     for message in list(hub.messages.values()):
         if message.state is MessageState.TYPING:
+            # its idle was used by the typing: the first look is not the next idle (arming's rule)
+            panes[message.recipient_pane] = arming.typed_before_restart(message.recipient_incarnation, ev.now)
             hub, more = _finalize(hub, message, "not_confirmed", ev.now, "daemon restarted while typing")
             effects += more
             hub, more = _open_draft(hub, message, ev.now, "the daemon restarted while typing")
@@ -1466,7 +1469,7 @@ def _recover(hub: Hub, ev: Recover) -> Step:
             )
             hub = _store(hub, waiting)
             effects += (Persist("message", waiting.key, waiting),)
-    hub = replace(hub, attempts={}, panes={})
+    hub = replace(hub, attempts={}, panes=panes)
     hub, more = hub_acts.recover(hub, ev.now)
     effects += more
     hub, more = _tick(hub, Tick(ev.now))

@@ -609,3 +609,45 @@ def test_a_quiet_pane_is_rearmed_after_rearm_after_seconds() -> None:
     assert w.idle(b, "fp-final") == ()
     assert w.tick(9.0) == ()
     assert [e.message for e in w.tick(1.0) if isinstance(e, CheckGuard)] == [k2]
+
+
+def test_after_a_restart_that_caught_typing_the_first_idle_screen_is_not_the_next_idle(w: World) -> None:
+    """Seed 4469: the daemon was killed right after a paste; the server's owed Enter submitted it, and
+    the restarted daemon's first look showed the submitted message on an idle screen (the turn not
+    started yet). It read that as an idle transition and typed the next message into the turn about to
+    start. Claim: after Recover, a pane a message was being typed into takes the next message only after
+    a busy reading (the turn) and a new idle, or once it sat ready for rearm_after (the clock)."""
+    from connectcore.effects import CheckGuard
+
+    a, b = w.launch("a"), w.launch("b")
+    k1 = w.send(a, b)
+    w.decide(k1)
+    w.idle(b)
+    w.guard(k1, b)  # typing started; the daemon is killed after the paste
+    w.step(H.Recover(w.now))
+    w.send(a, b, text="the next one")  # the pair is approved: no card
+    w.now += 1
+    effects = w.idle(b, "fp-submitted")  # the restarted daemon's first look: idle, composer empty
+    assert not [e for e in effects if isinstance(e, CheckGuard)], "armed by the screen of the turn about to start"
+    w.now += 1
+    w.idle(b, "fp-turn", ready=False)  # the turn
+    w.now += 1
+    effects = w.idle(b, "fp-answered")  # its end: the next idle
+    assert [e for e in effects if isinstance(e, CheckGuard)]
+
+
+def test_after_a_restart_that_caught_typing_the_clock_still_arms_a_pane_that_sits_ready(w: World) -> None:
+    """Claim: the quiet rule still arms such a pane once it sat ready rearm_after seconds (never left unarmed)."""
+    from connectcore.effects import CheckGuard
+
+    a, b = w.launch("a"), w.launch("b")
+    k1 = w.send(a, b)
+    w.decide(k1)
+    w.idle(b)
+    w.guard(k1, b)
+    w.step(H.Recover(w.now))
+    w.send(a, b, text="the next one")  # the pair is approved: no card
+    w.idle(b, "fp-submitted")
+    w.now += w.hub.limits.rearm_after + 1
+    effects = w.step(H.Tick(w.now))
+    assert [e for e in effects if isinstance(e, CheckGuard)]

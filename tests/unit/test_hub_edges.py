@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from connectcore import arming
 from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.arming import Arming, Seen
@@ -977,7 +978,9 @@ def test_recover_types_nothing_again_and_puts_guards_back_to_wait(w: World) -> N
         Notify("needs", (b.pane,), payload={"state": "open", "ref": w.message(k1).ref}),
         Persist("message", k2, waiting),
     )
-    assert w.hub.attempts == {} and w.hub.panes == {}
+    # every view is forgotten but that of the pane typed into, whose idle the typing used (seed 4469)
+    assert w.hub.attempts == {} and w.hub.panes == {b.pane: arming.typed_before_restart(b.incarnation, w.now)}
+    assert w.hub.panes[b.pane].arming is arming.Arming.USED
     assert w.hub.drafts == {b.pane: H.LeftDraft(b.pane, b.incarnation, k1, w.message(k1).ref, w.now, "the daemon restarted while typing")}
 
 
