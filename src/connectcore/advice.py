@@ -69,6 +69,14 @@ def cli_command(*, running: str, on_path: str | None, python: str) -> str:
     return f"{shlex.quote(python)} -m connectd.cli"
 
 
+def login_command(cli: str, data_dir: str, default_data_dir: str) -> str:
+    """The command the owner page's login screen shows, exactly as it runs on the daemon's machine:
+    ``--data-dir`` only when the daemon does not use the default one (issue 23 item 8)."""
+    if data_dir == default_data_dir:
+        return f"{cli} token"
+    return f"{cli} token --data-dir {shlex.quote(data_dir)}"
+
+
 # --- connectd run -------------------------------------------------------------------------------------
 
 

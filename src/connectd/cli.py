@@ -49,7 +49,7 @@ class CliError(SystemExit):
 
 
 def default_data_dir() -> Path:
-    return Path(os.environ.get("CONNECT_DATA_DIR") or platformdirs.user_data_dir("connect"))
+    return facts.default_data_dir()
 
 
 # --- the daemon ---------------------------------------------------------------------------------------

@@ -11,8 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import platformdirs
+
 from connectcore import advice
 from connectd import procfs
+
+
+def default_data_dir() -> Path:
+    """The data directory a command uses when none is named: ``CONNECT_DATA_DIR``, else the platform's."""
+    return Path(os.environ.get("CONNECT_DATA_DIR") or platformdirs.user_data_dir("connect"))
 
 
 def cli_command() -> str:

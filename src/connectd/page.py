@@ -50,9 +50,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from connectcore import advice
 from connectcore import login as LG
 from connectcore.effects import Audit
 from connectcore.redact import LOGIN_CODE_PREFIX
+from connectd import facts
 from connectd.engine import Engine
 from connectd.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
 from connectd.http.bodies import Empty, Query
@@ -106,11 +108,11 @@ PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-LOGIN_HELP = "Run `connectd token` on the computer that runs connectd, and open the URL it prints."
-CODE_REFUSED = "This login link is used, expired or unknown. Run `connectd token` for a new one."
+LOGIN_HELP = "Run the command below on the computer that runs connectd, and open the URL it prints."
+CODE_REFUSED = "This login link is used, expired or unknown. Run the command below for a new one."
 LOGIN_PREVIEW = "This is a one-time connect login link: open it in the browser you will use (a preview does not use it up)."
-CROSS_SITE = "Refused: another site sent you here. Open the login link from `connectd token` yourself."
-THROTTLED = "Too many refused logins in the last minute: wait a minute, then run `connectd token` for a new link."
+CROSS_SITE = "Refused: another site sent you here. Open the login link the command below prints yourself."
+THROTTLED = "Too many refused logins in the last minute: wait a minute, then run the command below for a new link."
 
 # --------------------------------------------------------------------------------------------------
 # Login codes and sessions
@@ -252,7 +254,7 @@ class PageSessions:
             return None
         session = self.session_for(value)
         if session is None:
-            raise Problem(401, "session_expired", f"this page's login expired or was ended. {LOGIN_HELP}")
+            raise Problem(401, "session_expired", "this page's login expired or was ended.")
         if request.method not in SAFE_METHODS:
             sent = request.headers.get(CSRF_HEADER, "")
             if not hmac.compare_digest(sent.encode("utf-8"), session.csrf.encode("utf-8")):
@@ -363,10 +365,20 @@ class OwnerPage:
         self.auth = auth
         self.sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
         auth.sessions = self.sessions
-        self.index_template = (STATIC_DIR / "index.html").read_text(encoding="utf-8").replace(
-            "<!--ICONS-->", icon_sprite(STATIC_DIR / "icons")
+        self.index_template = ""  # set below, once the login command is known
+        # The login command as it runs on this machine, for this daemon's data directory.
+        self.login_command = advice.login_command(
+            facts.cli_command(), str(Path(data_dir)), str(facts.default_data_dir())
         )
-        self.login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
+        self.login_template = (STATIC_DIR / "login.html").read_text(encoding="utf-8").replace(
+            "{{command}}", html.escape(self.login_command)
+        )
+        self.index_template = (
+            (STATIC_DIR / "index.html")
+            .read_text(encoding="utf-8")
+            .replace("<!--ICONS-->", icon_sprite(STATIC_DIR / "icons"))
+            .replace("{{login_command}}", html.escape(self.login_command, quote=True))
+        )
         self.assets = load_assets(STATIC_DIR)
         self.gate = LG.LoginGate()
 
@@ -383,7 +395,7 @@ class OwnerPage:
         try:
             authenticate(request, self.engine, self.auth)
         except Problem as problem:
-            return self.login_page(f"{problem} " if problem.error == "session_expired" else LOGIN_HELP)
+            return self.login_page(f"{problem} {LOGIN_HELP}" if problem.error == "session_expired" else LOGIN_HELP)
         session = self.sessions.from_request(request)
         csrf = session.csrf if session is not None else ""
         return _page(self.index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))

@@ -112,6 +112,14 @@ class Page:
     def agent(self, pane: str) -> Any:
         return self.page.locator(f'#agents > li[data-pane="{pane}"]')
 
+    def facts(self, pane: str) -> Any:
+        """The agent's facts, unfolded (a phone folds them under Details; they stay open once opened)."""
+        fold = self.agent(pane).locator("details.facts-fold")
+        fold.wait_for(state="attached")
+        if fold.get_attribute("open") is None:
+            fold.locator("summary").click()
+        return fold
+
     def preset_button(self, pane: str, preset: str) -> Any:
         return self.agent(pane).locator(f'button[data-preset="{preset}"]')
 
@@ -192,7 +200,7 @@ def test_without_login_nothing_works(daemon: DaemonProcess) -> None:
     a, = fleet(daemon, "nologin")
     with httpx2.Client(base_url=daemon.base_url, timeout=10) as anon:
         page = anon.get("/")
-        assert page.status_code == 401 and "connectd token" in page.text
+        assert page.status_code == 401 and f"token --data-dir {daemon.data_dir}" in page.text
         assert a.pane not in page.text and "csrf-token" not in page.text  # no data, no token
         assert "default-src 'none'" in page.headers["content-security-policy"]
         for method, path in [("GET", "/api/agents"), ("GET", "/api/cards"), ("GET", "/api/audit"), ("GET", "/api/events"),
@@ -200,7 +208,7 @@ def test_without_login_nothing_works(daemon: DaemonProcess) -> None:
             response = anon.request(method, path, json={} if method == "POST" else None)
             assert response.status_code == 401, (method, path, response.text)
         bad = anon.get("/login", params={"code": "not-a-code-that-was-ever-issued"})
-        assert bad.status_code == 401 and "connectd token" in bad.text and "set-cookie" not in bad.headers
+        assert bad.status_code == 401 and f"token --data-dir {daemon.data_dir}" in bad.text and "set-cookie" not in bad.headers
     with httpx2.Client(base_url=daemon.base_url, timeout=10, cookies={cookie_name(daemon.port): "x" * 43}) as forged_client:
         forged = forged_client.get("/api/agents")
         assert forged.status_code == 401 and forged.json()["error"] == "session_expired"
@@ -320,7 +328,7 @@ def test_login_through_connectd_token_shows_the_page(browser: Any, daemon: Daemo
     try:
         anon = logged_out.new_page()
         response = anon.goto(f"{daemon.base_url}/")
-        assert response.status == 401 and "connectd token" in anon.inner_text("body")
+        assert response.status == 401 and f"token --data-dir {daemon.data_dir}" in anon.inner_text("body")
         assert anon.locator("#agents").count() == 0
     finally:
         logged_out.close()
@@ -482,7 +490,9 @@ def test_connect_is_disabled_with_its_reason_where_it_cannot_be_offered(page: Pa
         assert reason, pane
         card = page.agent(pane)
         card.locator(".why", has_text=reason).wait_for()
-        assert card.locator(".seg button:disabled").count() == 3, pane
+        # a shell is one compact line with nothing to connect; an agent that cannot be offered Connect
+        # shows the three presets disabled, with the reason
+        assert card.locator(".seg button:disabled").count() == (0 if pane == shell["pane"] else 3), pane
 
 
 @needs_browser
@@ -814,8 +824,8 @@ def test_an_agent_on_a_release_outside_the_matrix_is_marked_on_the_page(page: Pa
     mark.wait_for()
     assert mark.inner_text().strip() == "unverified release: messages wait until its screens are read"
     assert mark.get_attribute("role") == "status"
-    page.agent(unverified.pane).locator("dd", has_text="2.1.999 (unverified)").wait_for()
-    page.agent(verified.pane).locator("dd", has_text="2.1.332 (verified)").wait_for()
+    page.facts(unverified.pane).locator("dd", has_text="2.1.999 (unverified)").wait_for()
+    page.facts(verified.pane).locator("dd", has_text="2.1.332 (verified)").wait_for()
     assert page.agent(verified.pane).locator("[data-testid=release-note]").count() == 0
 
 
@@ -837,7 +847,74 @@ def test_a_hand_started_agent_is_connected_in_place_and_the_page_says_its_tools_
     page.preset_button(pane, "collaborate").click()
     note = ("connected: receives now; connect did not start it, so its tools arrive once it runs under connect: "
             f"quit it and run `connectd launch --here codex --session {session}` in its pane")
-    page.agent(pane).locator("dd", has_text=note).wait_for()
+    page.facts(pane).locator("dd", has_text=note).wait_for()
     view = daemon.agent_view(pane)
     assert view["connect"] == "collaborate" and view["reachable"] and view["note"] == note
     tmux.tmux("kill-pane", "-t", pane)
+
+
+@needs_browser
+def test_the_login_screen_shows_the_exact_command_for_this_data_directory(browser: Any, daemon: DaemonProcess) -> None:
+    """Issue 23 item 8: the login screen showed backticks literally and a command without --data-dir."""
+    logged_out = B.new_context(browser)
+    try:
+        anon = logged_out.new_page()
+        anon.goto(f"{daemon.base_url}/")
+        body = anon.inner_text("body")
+        command = anon.inner_text("pre.cmd").strip()
+        assert "`" not in body, body
+        assert command.endswith(f"token --data-dir {daemon.data_dir}"), command
+    finally:
+        logged_out.close()
+
+
+@needs_browser
+def test_the_fleet_actions_stay_together_and_other_panes_are_one_line(browser: Any, daemon: DaemonProcess) -> None:
+    """Issue 23 item 8: "Start control" floated away from "Disconnect all"; a shell got a full card."""
+    a, = fleet(daemon, "tb-a")
+    shell = next(x for x in daemon.api("GET", "/api/agents") if x["harness"] == "shell")
+    for viewport in (B.DESKTOP, B.PHONE):
+        p = Page(browser, daemon, viewport=viewport)
+        try:
+            p.agent(a.pane).wait_for()
+            assert p.page.locator(".fleet-actions #start-control, .fleet-actions #disconnect-all").count() == 2
+            boxes = [p.page.locator(f"#{i}").bounding_box() for i in ("start-control", "disconnect-all")]
+            if all(boxes):  # (Start control is hidden while a control agent runs)
+                left, right = sorted(boxes, key=lambda b: b["x"])  # type: ignore[index]
+                assert 0 <= right["x"] - (left["x"] + left["width"]) <= 24 and abs(left["y"] - right["y"]) < 4, boxes
+            other = p.agent(shell["pane"]).bounding_box()
+            agent = p.agent(a.pane).bounding_box()
+            assert other and agent and other["height"] <= 64 and other["height"] < agent["height"] / 2, (other, agent)
+            assert not p.errors, p.errors
+        finally:
+            p.close()
+
+
+@needs_browser
+def test_at_phone_width_two_agents_fit_on_the_first_screen(browser: Any, daemon: DaemonProcess) -> None:
+    """Issue 23 item 8: one agent's card filled a phone screen; its facts now fold under Details there."""
+    a, b = fleet(daemon, "ph-a", "ph-b")
+    p = Page(browser, daemon, viewport=B.PHONE)
+    try:
+        p.agent(b.pane).wait_for()
+        top = p.agent(a.pane).bounding_box()
+        assert top is not None
+        assert top["height"] <= B.PHONE["height"] / 2, top
+        assert p.agent(a.pane).locator("details.facts-fold").get_attribute("open") is None
+        assert not p.errors, p.errors
+    finally:
+        p.close()
+
+
+def test_an_agent_shows_what_its_messages_wait_for_and_the_audit_header_counts(page: Page, daemon: DaemonProcess) -> None:
+    """Issue 22 item 4 (the page's half) and issue 23 item 8 ("Records 3-27" gave ids, not a count)."""
+    a, b = fleet(daemon, "wt-a", "wt-b")
+    send(daemon, a, b, "waits on its card", "m-wait-1")
+    card = card_id_for(daemon, "m-wait-1")
+    line = page.agent(b.pane).locator("[data-testid=waiting]")
+    line.wait_for()
+    assert line.inner_text().strip() == f"1 message waits: until the person answers card {card}"
+    status = page.page.locator("#audit-status")
+    page.page.wait_for_selector("#audit > li")
+    shown = page.page.locator("#audit > li").count()
+    assert status.inner_text().startswith(f"{shown} record"), status.inner_text()

@@ -116,3 +116,9 @@ def test_a_count_of_one_takes_the_singular_and_any_other_the_plural() -> None:
     assert [counted(n, "pane") for n in (0, 1, 2)] == ["0 panes", "1 pane", "2 panes"]
     assert counted(1, "index entry", "index entries") == "1 index entry"
     assert counted(3, "index entry", "index entries") == "3 index entries"
+
+
+def test_the_login_command_names_the_data_directory_only_when_it_is_not_the_default() -> None:
+    """Claim: the page's login command runs as shown: --data-dir (quoted) only for a non-default one."""
+    assert A.login_command("connectd", "/d/default", "/d/default") == "connectd token"
+    assert A.login_command(".venv/bin/connectd", "/tmp/a b", "/d/default") == ".venv/bin/connectd token --data-dir '/tmp/a b'"

@@ -172,6 +172,12 @@
     return data;
   }
 
+  // the exact login command for this daemon (its data directory), as the server rendered it
+  function loginCommand() {
+    const meta = document.querySelector('meta[name="login-command"]');
+    return (meta && meta.content) || "connectd token";
+  }
+
   function showLoggedOut(message) {
     if (state.loggedOut) return;
     state.loggedOut = true;
@@ -182,7 +188,7 @@
     notice.replaceChildren(
       h("strong", { text: "Logged out. " }),
       message + " Run this on the computer that runs connectd and open the URL it prints:",
-      h("pre", { class: "cmd", text: "connectd token" }),
+      h("pre", { class: "cmd", text: loginCommand() }),
     );
     notice.hidden = false;
   }
@@ -556,6 +562,9 @@
     return a.activity || "unknown";
   }
 
+  const WIDE = window.matchMedia("(min-width: 760px)");
+  const openFacts = new Set(); // panes whose folded facts the person opened: they stay open across refreshes
+
   function renderAgents() {
     const list = $("agents");
     reconcile(
@@ -570,7 +579,27 @@
     $("start-control").hidden = state.agents.some(runsControl);
   }
 
+  // "2 messages wait: until ...": one line per distinct wait, counted, in the order the API lists them
+  function waitingLines(waiting) {
+    const counts = new Map();
+    for (const w of waiting || []) counts.set(w.waits_for, (counts.get(w.waits_for) || 0) + 1);
+    return [...counts].map(([words, n]) => `${n} ${n === 1 ? "message waits" : "messages wait"}: ${words}`);
+  }
+
+  // a pane that runs no agent (a shell): one line, nothing to connect
+  function buildOtherPane(a) {
+    return h(
+      "li",
+      { class: "card pane-compact", data: { connect: "off", pane: a.pane }, attrs: { "aria-label": `${paneLabel(a)}, not an agent` } },
+      h("span", { class: "badge-icon" }, icon("terminal", "A shell")),
+      h("span", { class: "pane-line" }, h("strong", { text: `${panePlace(a)} · ${a.harness}` }), " ", h("span", { class: "sub mono", text: a.cwd || "" })),
+      h("span", { class: "why", text: "not an agent" }),
+      h("button", { class: "btn quiet", attrs: { type: "button", "aria-label": `Activity of ${a.pane}` }, data: { focus: "activity" }, on: { click: () => showActivity(a.pane) } }, icon("scroll-text")),
+    );
+  }
+
   function buildAgent(a) {
+    if (a.harness === "shell") return buildOtherPane(a);
     const offer = connectOffer(a);
     const restart = state.restarts.get(a.pane);
     const running = restart && !restart.final;
@@ -643,7 +672,20 @@
         h("div", { class: "agent-title" }, h("strong", { text: `${panePlace(a)} · ${a.harness}` }), a.title ? h("span", { class: "sub", text: a.title }) : null),
         h("span", { class: "chip", data: { reading: reading(a) }, text: reading(a) }),
       ),
-      h("dl", { class: "facts" }, facts.map(([k, v, cls]) => [h("dt", { text: k }), h("dd", { class: cls, text: v })])),
+      waitingLines(a.waiting).length
+        ? h("div", { class: "waits", attrs: { role: "status" }, data: { testid: "waiting" } }, waitingLines(a.waiting).map((line) => h("p", null, icon("inbox"), h("span", { text: line }))))
+        : null,
+      // the facts: open on a wide screen, folded on a phone (so several agents fit on one screen)
+      h(
+        "details",
+        {
+          class: "facts-fold",
+          attrs: WIDE.matches || openFacts.has(a.pane) ? { open: "open" } : {},
+          on: { toggle: (e) => (e.target.open ? openFacts.add(a.pane) : openFacts.delete(a.pane)) },
+        },
+        h("summary", { text: "Details" }),
+        h("dl", { class: "facts" }, facts.map(([k, v, cls]) => [h("dt", { text: k }), h("dd", { class: cls, text: v })])),
+      ),
       a.release_note
         ? h("p", { class: "why release", attrs: { role: "status" }, data: { testid: "release-note" } }, icon("triangle-alert"), h("span", { text: a.release_note }))
         : null,
@@ -770,7 +812,7 @@
   async function endSession(s) {
     const ok = await confirmDialog({
       title: s.current ? "Log out this browser?" : `End session ${s.id}?`,
-      body: `The browser ${s.agent || ""} is logged out at once; it needs a new login link from \`connectd token\`.`,
+      body: `The browser ${s.agent || ""} is logged out at once; it needs a new login link from ${loginCommand()}.`,
       ok: s.current ? "Log out" : "End session",
     });
     if (!ok) return;
@@ -945,7 +987,7 @@
     $("audit-newer").disabled = !a.hasNewer || a.newest;
     $("audit-newest").disabled = a.newest && !a.hasNewer;
     $("audit-status").textContent = a.rows.length
-      ? `Records ${Math.min(...a.rows.map((r) => r.id))}–${Math.max(...a.rows.map((r) => r.id))}${a.newest ? " (newest)" : ""}`
+      ? `${a.rows.length} ${a.rows.length === 1 ? "record" : "records"} (ids ${Math.min(...a.rows.map((r) => r.id))}–${Math.max(...a.rows.map((r) => r.id))})${a.newest ? ", the newest" : ""}`
       : "No records match.";
   }
 
