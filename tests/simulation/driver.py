@@ -100,6 +100,10 @@ class Config:
     limits: Limits = field(default_factory=lambda: Limits(card_ttl=120.0, id_ttl=900.0))
     cap: Preset = Preset.COLLABORATE
     swarm: bool = True  # swarm testing: each seed turns some actions off and scales the faults
+    # the control role among the senders: a control agent launched at setup, which may message agents
+    # that hold no token (launched Off), so a message or card can be open for a tokenless incarnation
+    # (off by default: turning it on changes every seed's schedule)
+    control: bool = False
     weights: dict[str, float] = field(
         default_factory=lambda: {
             "send": 10,
@@ -675,6 +679,9 @@ class Sim:
         assert self.engine is not None
         for _ in range(self.cfg.agents):
             await self.engine.launch("claude", preset=Preset.COLLABORATE, cwd="/work")
+        if self.cfg.control:
+            await self.engine.launch("claude", preset=Preset.COLLABORATE, cwd="/work", control=True)
+            await self.engine.launch("claude", preset=Preset.OFF, cwd="/work")  # one it alone may message
         self.faults.on = True
 
     def pick(self) -> str:
