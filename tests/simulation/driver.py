@@ -50,6 +50,14 @@ from tests.simulation import invariants
 from tests.simulation.sim_tmux import Faults, SimServer, SimTmux
 
 BASE_TIME = 1_800_000_000.0
+
+
+def daemon_clock(sim: Sim) -> Callable[[], float]:
+    """The daemon's clock, as connectd.clock.LifeClock makes it: the wall clock read once at the start,
+    advanced by the monotonic clock (trio's), so a wall step during a life changes nothing in it; a
+    step made meanwhile shows at the next start."""
+    wall_at_start, mono_at_start = sim.wall(), trio.current_time()
+    return lambda: wall_at_start + (trio.current_time() - mono_at_start)
 BODY = re.compile(r"simmsg-\d+")
 STATS: dict[str, Any] = {
     "seeds": 0,
@@ -104,6 +112,7 @@ class Config:
     # that hold no token (launched Off), so a message or card can be open for a tokenless incarnation
     # (off by default: turning it on changes every seed's schedule)
     control: bool = False
+    wall_step: float = 0.03  # per action: the wall clock is stepped (NTP, a person, a VM resumed)
     weights: dict[str, float] = field(
         default_factory=lambda: {
             "send": 10,
@@ -256,6 +265,9 @@ class Sim:
         self.frng = random.Random(seed * 7919 + 1)  # the faults
         # the same-%N replacement race: its own stream, so adding it left every other draw of a seed as it was
         self.rrng = random.Random(seed * 104729 + 3)
+        # wall-clock steps: their own stream, so the schedule's draws stay as they were
+        self.wrng = random.Random(seed * 1299709 + 5)
+        self.wall_offset = 0.0  # how far the machine's wall clock is from the true timeline
         self.ids = SeededIds(random.Random(seed * 104729 + 2))
         self.data_dir = data_dir
         self.server = SimServer(self.now)
@@ -322,7 +334,19 @@ class Sim:
         return turn
 
     def now(self) -> float:
+        """The true timeline (the checker's, the simulated tmux server's): never stepped."""
         return BASE_TIME + trio.current_time()
+
+    def wall(self) -> float:
+        """The machine's wall clock: the true timeline plus every step made so far."""
+        return self.now() + self.wall_offset
+
+    def step_wall(self) -> None:
+        """A wall-clock step of seconds to hours, back or forward (issue 22 item 2)."""
+        if self.wrng.random() < self.cfg.wall_step:
+            step = self.wrng.choice([-7200.0, -3600.0, -120.0, -30.0, -2.0, 2.0, 30.0, 120.0, 3600.0])
+            self.wall_offset += step
+            self.log(f"fault: the wall clock steps {step:+g} s")
 
     def log(self, line: str) -> None:
         self.seq += 1
@@ -359,7 +383,7 @@ class Sim:
             limits=self.cfg.limits,
             cap=self.cfg.cap,
             timing=Timing(),
-            clock=self.now,
+            clock=daemon_clock(self),
             ids=self.ids,
             run_sync=self.run_sync_of(generation),
         )
@@ -664,6 +688,7 @@ class Sim:
             for _ in range(self.cfg.steps):
                 await trio.sleep(round(self.rng.expovariate(1 / self.cfg.gap), 3))
                 action = self.pick()
+                self.step_wall()
                 await self.act(action)
                 await trio.sleep(0)
                 self.steps += 1

@@ -137,6 +137,15 @@ def guard_ignores_incarnation_unmasked(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(Watcher, "release_of", release_of)
 
 
+def readings_on_the_stepped_wall_clock(mp: pytest.MonkeyPatch) -> None:
+    """Issue 22 item 2: the daemon stamps readings and measures intervals on the wall clock itself (no
+    LifeClock), so a wall step back makes every new reading "older" than the newest held and a pane is
+    never armed again for about the size of the step."""
+    from tests.simulation import driver
+
+    mp.setattr(driver, "daemon_clock", lambda sim: sim.wall)
+
+
 def reconcile_counts_only_tokens(mp: pytest.MonkeyPatch) -> None:
     """Issue 22: reconciliation at start counts only incarnations that hold a live token, so messages
     and cards for an agent that died (or was replaced) while the daemon was down stay open."""
@@ -169,7 +178,9 @@ MUTANTS: list[tuple[Callable[[pytest.MonkeyPatch], None], str, int, dict[str, fl
     (guard_ignores_incarnation_unmasked, "another incarnation", 30, {}, {}),
     # Issue 22's second planted defect: found once the control role is among the senders (the only
     # sender that may message an agent holding no token), agents exiting while the daemon is down
-    (reconcile_counts_only_tokens, "for the dead incarnation", 80, {"exit": 3}, {"control": True}),
+    (reconcile_counts_only_tokens, "for the dead incarnation", 100, {"exit": 4}, {"control": True}),
+    # Issue 22 item 2: wall-clock steps (seconds to hours, back and forward) as a fault of the schedule
+    (readings_on_the_stepped_wall_clock, "still ready after quiescence", 40, {}, {"wall_step": 0.1}),
 ]
 
 # Issue 22's first planted defect, as the issue plants it. Its invariant (same_incarnation) and schedule
