@@ -14,7 +14,11 @@ R3  The sequence: set remain-on-exit on; send the harness's own exit command; wa
 R4  Recovery. A timeout or failed step once the record is persisted, the planned agent changing under
     the machine, or a daemon restart finding an open record all take one path: inspect the pane. A dead
     pane is respawned as planned, a live pane is left alone, and either way the original option is
-    restored and the record closed. A pane that is gone: the record is closed, nothing to restore.
+    restored and the record closed. A pane that is gone: the record is closed, nothing to restore. One
+    exception: a record found at startup in ``exit_sent`` whose agent still runs was asked to exit, and
+    may be exiting (the Enter the tmux server owed the exit command came after the daemon died): the
+    machine waits for it to end, once, within the exit deadline, instead of restoring the option under
+    an agent about to exit (which would close its pane for good; found by the simulation).
 R5  Bounded. Every wait has a deadline (:class:`RestartLimits`). Before the record is persisted,
     giving up (timeout, owner cancel, agent changed, pane unreadable) touches nothing. A cancel while
     rechecking (the option is already on) takes the recovery path; later it is refused. After it, each
@@ -142,7 +146,11 @@ TABLE: Table[RestartStep] = Table(
         *((s, "step_failed", _S.RECOVERING) for s in _ORDERED_RECOVERABLE),
         *((s, "give_up", _S.CLOSED) for s in _ORDERED_RECOVERABLE),  # past limits.recoveries
         *((s, "pane_dead", _S.PROCESS_ENDED) for s in _ORDERED_RECOVERABLE),  # respawn as planned
-        *((s, "pane_live", _S.OPTION_RESTORED) for s in _ORDERED_RECOVERABLE),  # leave it alone
+        # leave it alone; but a record found open at startup in exit_sent, its agent still running, was
+        # asked to exit and may be exiting now (the Enter the server owed it came after the daemon died):
+        # wait for it to end, once (its deadline's timeout then recovers and leaves it alone)
+        *((s, "pane_live", _S.OPTION_RESTORED) for s in _ORDERED_RECOVERABLE if s is not _S.EXIT_SENT),
+        (_S.EXIT_SENT, "pane_live", _S.EXIT_SENT),
         *((s, "pane_gone", _S.CLOSED) for s in _ORDERED_RECOVERABLE),  # nothing to restore
     ),
 )
@@ -524,6 +532,10 @@ def _enter(
     if dst is _S.RECHECKING_IDLE:
         new = _advance(state, dst, now, deadline=max(state.idle_deadline, now + lim.step))
         return new, (_notify(new), observe)
+    if dst is _S.EXIT_SENT and name == "pane_live":  # found at startup: the exit asked for may be under way
+        new = _advance(state, dst, now, deadline=now + lim.exit)
+        detail = "recovery: the agent was asked to exit and still runs; waiting for it to end"
+        return new, (_persist(new), _audit(new, "recover", str(dst), now, detail), _notify(new, detail), observe)
     if dst is _S.EXIT_SENT:
         new = _advance(state, dst, now, deadline=now + lim.exit)
         exit_agent = ExitAgent(rec.pane_id, rec.exit_command)

@@ -273,7 +273,15 @@ class Daemon:
         self.segments.append((record, []))
         self.feed(Recover(now=self.now, condition=self.pane.condition(), env=ENV))
         for _ in range(50):
-            if not self.turn():
+            before = self.state
+            moved = self.turn()
+            if self.state is not None and not self.state.final and not self.queue and (not moved or self.state is before):
+                # nothing more happens by itself (an exit_sent record found live waits for an exit
+                # this cooperative pane will not make): its deadline answers
+                if self.state.deadline is None:
+                    break
+                self.time_out()
+            elif not moved:
                 break
         assert self.state is not None and self.state.final and not self.queue
 

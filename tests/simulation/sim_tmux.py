@@ -18,6 +18,7 @@ moment and whether the daemon could have seen it, every capture the daemon was g
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -504,9 +505,14 @@ class SimTmux:
         await self._done("press_enter", pane_id)
 
     async def send_exit_command(self, pane_id: str, command: str, *, settle: float = 0.4) -> None:
-        await self.paste_text(pane_id, command)
+        """As the real adapter: the paste has the server owe its Enter, and the early Enter after
+        ``settle`` is that same Enter, so a failed Enter or a daemon killed in between still submits."""
+        token = await self.paste_text(pane_id, command, submit_after=settle)
         await anyio.sleep(settle)
-        await self.press_enter(pane_id)
+        if token is None:
+            return
+        with contextlib.suppress(TmuxError):  # the server presses the Enter it owes once settle has passed
+            await self.enter_once(pane_id, token)
 
     # --- options ----------------------------------------------------------------------------------
 

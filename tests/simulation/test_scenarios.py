@@ -356,7 +356,7 @@ def test_a_store_error_as_a_recovered_restart_is_answered_does_not_strand_it() -
         after = sim.faults.after
 
         def kill_after_exit(view: SimTmux, op: str, pane_id: str | None) -> None:
-            if op == "press_enter" and pane_id == b and not sim.kills:
+            if op in ("enter_once", "press_enter") and pane_id == b and not sim.kills:
                 sim.fail_next_applies = 1  # the first write of the restart's record at the next start
                 sim.fail_applies_of = lambda records: any(getattr(r, "kind", "") == "restart" for r in records)
                 sim.kill("just after the exit command's Enter")
@@ -552,6 +552,42 @@ def test_agents_that_died_while_the_daemon_was_down_are_ended_at_start() -> None
         assert sim.engine is not None and token is not None
         assert grants.authenticate_or_none(sim.engine.hub.book, hash_token(token)) is None
         assert outcome(sim, "simmsg-1") == "cancelled"
+
+    check(scenario(script))
+
+
+def test_a_kill_between_the_exit_command_s_paste_and_its_enter_leaves_no_exit_draft() -> None:
+    """Issue 22 item 1: the daemon killed between the exit command's paste and its Enter left `/exit`
+    in the agent's composer (recovery found the agent live and left it alone) and the next message
+    waited behind a draft nobody cleared. The exit command is submitted as a message is (the Enter the
+    server owes), so the agent exits, recovery respawns it as planned, and the next message is typed.
+    (The simulated tmux pasted the exit command without the owed Enter, unlike the real adapter: fixed.)"""
+
+    async def script(sim: Sim) -> None:
+        a, b = await launch(sim), await launch(sim)
+        await trio.sleep(3)
+        after = sim.faults.after
+
+        def kill_after_exit_paste(view: SimTmux, op: str, pane_id: str | None) -> None:
+            agent = sim.server.panes[b].agent if b in sim.server.panes else None
+            if op == "paste_text" and pane_id == b and not sim.kills and agent is not None and "/exit" in agent.composer:
+                sim.kill("between the exit command's paste and its Enter")
+                return
+            after(view, op, pane_id)
+
+        sim.faults.after = kill_after_exit_paste  # type: ignore[method-assign]
+        assert sim.engine is not None
+        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await trio.sleep(60)
+        assert sim.kills == 1
+        assert b in sim.server.panes, "\n".join(sim.trace[-40:])
+        agent = sim.server.panes[b].agent
+        assert agent is not None and "/exit" not in agent.composer, agent.composer
+        assert sim.engine is not None and not sim.engine.hub.restarts
+        await send(sim, a, sim.address_of(b), "simmsg-after")
+        await approve_all(sim)
+        await trio.sleep(20)
+        assert outcome(sim, "simmsg-after") == "delivered"
 
     check(scenario(script))
 

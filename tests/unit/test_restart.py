@@ -178,7 +178,8 @@ def test_every_persisted_step_has_the_whole_recovery_path() -> None:
         assert TABLE.next(s, "step_failed") is S.RECOVERING
         assert TABLE.next(s, "give_up") is S.CLOSED
         assert TABLE.next(s, "pane_dead") is S.PROCESS_ENDED
-        assert TABLE.next(s, "pane_live") is S.OPTION_RESTORED
+        # (exit_sent found live at startup waits for the exit it asked for, once: see the test below)
+        assert TABLE.next(s, "pane_live") is (S.EXIT_SENT if s is S.EXIT_SENT else S.OPTION_RESTORED)
         assert TABLE.next(s, "pane_gone") is S.CLOSED
 
 
@@ -704,7 +705,9 @@ def test_after_a_daemon_restart_a_dead_pane_is_respawned_as_planned(record: Rest
     assert "new-secret" not in repr(state.record)
 
 
-@pytest.mark.parametrize("record", persisted_records(), ids=lambda r: str(r.step))
+@pytest.mark.parametrize(
+    "record", [r for r in persisted_records() if r.step is not S.EXIT_SENT], ids=lambda r: str(r.step)
+)  # (exit_sent, live: the agent asked to exit may be exiting; the test above)
 def test_after_a_daemon_restart_a_live_agent_is_left_alone(record: RestartRecord) -> None:
     state, out = run(
         record,
@@ -748,14 +751,16 @@ def test_in_process_recovery_from_every_persisted_step(target: RestartStep, cond
     state, (effects,) = run(state, Recover(now=400.0, condition=condition))
     expected = {
         PaneCondition.DEAD: S.PROCESS_ENDED,
-        PaneCondition.LIVE: S.OPTION_RESTORED,
+        PaneCondition.LIVE: S.EXIT_SENT if target is S.EXIT_SENT else S.OPTION_RESTORED,
         PaneCondition.GONE: S.CLOSED,
     }[condition]
     assert state.step is expected
     assert isinstance(effects[0], Persist)
     if condition is PaneCondition.DEAD:
         assert effects[1] == Respawn(PANE, ARGV, CWD, ENV)  # the plan's environment, held in memory
-    if condition is PaneCondition.LIVE:
+    if condition is PaneCondition.LIVE and target is S.EXIT_SENT:  # waits for the exit it asked for
+        assert not [e for e in effects if isinstance(e, (SetPaneOption, ExitAgent, Respawn))]
+    elif condition is PaneCondition.LIVE:
         assert effects[1] == SetPaneOption(PANE, "remain-on-exit", "failed")
 
 
@@ -769,7 +774,8 @@ def test_a_dead_pane_from_a_record_needs_the_respawn_environment() -> None:
     with pytest.raises(RestartError, match="respawning the dead pane needs the respawn environment"):
         step(record, Recover(now=500.0, condition=PaneCondition.DEAD))
     # a live or gone pane needs none
-    assert step(record, Recover(now=500.0, condition=PaneCondition.LIVE))[0].step is S.OPTION_RESTORED
+    assert record.step is S.EXIT_SENT
+    assert step(record, Recover(now=500.0, condition=PaneCondition.LIVE))[0].step is S.EXIT_SENT  # waits
     assert step(record, Recover(now=500.0, condition=PaneCondition.GONE))[0].step is S.CLOSED
 
 
@@ -921,3 +927,22 @@ def test_giving_up_tells_the_person_how_to_put_the_pane_s_own_option_back() -> N
     assert restore_command(unset) == "tmux set-option -p -u -t %3 remain-on-exit"
     had = plan_restart(plan(original_remain_on_exit="failed"), LIMITS).record
     assert restore_command(had) == "tmux set-option -p -t %3 remain-on-exit failed"
+
+
+def test_a_record_found_in_exit_sent_with_its_agent_running_waits_for_the_exit_then_leaves_it_alone() -> None:
+    """Claim (R4's exception, issue 22 item 1): at startup, an exit_sent record whose agent still runs
+    waits for it to end within the exit deadline, touching nothing (no second exit command, the option
+    kept on so the pane survives the exit); it ending is respawned as planned; a timeout then recovers
+    and leaves it alone with the option restored."""
+    rec = dataclasses.replace(plan_restart(plan(), LIMITS).record, step=S.EXIT_SENT, updated_at=10.0)
+    waiting, effects = step(rec, Recover(now=20.0, condition=PaneCondition.LIVE, env=ENV))
+    assert waiting.step is S.EXIT_SENT and waiting.deadline == 20.0 + LIMITS.exit
+    assert not [e for e in effects if isinstance(e, (ExitAgent, SetPaneOption, Respawn))]
+    assert [e.detail for e in effects if isinstance(e, Audit)] == [
+        "recovery: the agent was asked to exit and still runs; waiting for it to end"
+    ]
+    ended, effects = step(waiting, obs(25.0, agent_running=False, pane_dead=True))
+    assert ended.step is S.PROCESS_ENDED and [e for e in effects if isinstance(e, Respawn)]
+    recovering, _ = step(waiting, Timeout(now=20.0 + LIMITS.exit))
+    alone, effects = step(recovering, Recover(now=45.0, condition=PaneCondition.LIVE, env=ENV))
+    assert alone.step is S.OPTION_RESTORED and [e for e in effects if isinstance(e, SetPaneOption)]
