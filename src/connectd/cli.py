@@ -345,9 +345,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def _card_lines(c: dict[str, Any]) -> str:
-    """One card in words: who to whom (panes with their session:window), the hop, the question a reply
-    answers, the text, and what each answer allows with the command that gives it."""
+def _card_lines(c: dict[str, Any], cli: str = "connectd", dd: str = "") -> list[str]:
+    """One card in words, a line each (each escaped on its own when printed): who to whom (panes with
+    their session:window), the hop, the question a reply answers, the text, and what each answer allows
+    with the command that gives it, as it runs (``cli``: how connectd runs here; ``dd``: its
+    ``--data-dir`` when not the default)."""
     words = {key: visible(value) for key, value in c["words"].items()}  # names hold agents' titles
     lines = [
         f"{c['id']}  from {visible(c['sender_name'])}",
@@ -359,19 +361,23 @@ def _card_lines(c: dict[str, Any]) -> str:
     lines.append(f"    {c['text'][:200]!r}")
     if c.get("state", "pending") != "pending":  # answered: its state, no countdown, nothing to answer
         lines.append(f"    {visible(c.get('state_words') or c['state'])}")
-        return "\n".join(lines)
+        return lines
+    once, pair, decline = (f"{cli} approve {c['id']}{dd}", f"{cli} approve {c['id']} --pair{dd}", f"{cli} decline {c['id']}{dd}")
+    width = max(len(once), len(pair), len(decline))
     lines += [
         f"    {int(c['expires_in'])}s left to answer:",
-        f"      connectd approve {c['id']}          {words['approve_once']}",
-        f"      connectd approve {c['id']} --pair   {words['approve_pair']}",
-        f"      connectd decline {c['id']}          {words['decline']}",
+        f"      {once:<{width}}   {words['approve_once']}",
+        f"      {pair:<{width}}   {words['approve_pair']}",
+        f"      {decline:<{width}}   {words['decline']}",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def cmd_cards(args: argparse.Namespace) -> int:
     cards = _client(args).call("GET", "/api/cards" + ("?all=1" if args.all else ""))
-    _print(args, cards, [_card_lines(c) for c in cards])
+    data_dir = Path(args.data_dir)
+    dd = "" if data_dir == default_data_dir() else f" --data-dir {shlex.quote(str(data_dir))}"
+    _print(args, cards, [line for c in cards for line in _card_lines(c, facts.cli_command(), dd)])
     return 0
 
 

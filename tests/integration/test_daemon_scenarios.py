@@ -286,9 +286,11 @@ def test_cli_cards_say_what_each_answer_allows_and_every_pane_has_its_session_wi
     card_id = json.loads(cli("cards", "--json"))[0]["id"]
     assert f"{card_id}  from {at_a} · claude" in cards and f"to {at_b} · claude" in cards
     assert "Starts a conversation (hop 1)." in cards
-    assert f"connectd approve {card_id}          Approve once: this message only" in cards
-    assert f"connectd approve {card_id} --pair   Approve pair: every message from {at_a} to {at_b} until {at_b} ends" in cards
-    assert f"connectd decline {card_id}          Decline: nothing is typed" in cards
+    dd = f"--data-dir {daemon.data_dir}"
+    lines = cards.splitlines()
+    assert any(f"approve {card_id} {dd}" in line and line.rstrip().endswith("Approve once: this message only") for line in lines), cards
+    assert any(f"approve {card_id} --pair {dd}" in line and line.rstrip().endswith(f"Approve pair: every message from {at_a} to {at_b} until {at_b} ends") for line in lines), cards
+    assert any(f"decline {card_id} {dd}" in line and "Decline: nothing is typed" in line for line in lines), cards
     cli("approve", card_id)
     wait_for(lambda: any(p.endswith("via the cli, in words") for p in b.prompts()), 15, "delivery")
     assert f"-> {b.address} ({where[b.pane]}) m-words:" in cli("messages")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -89,8 +90,8 @@ def test_cards_all_shows_each_answered_card_s_state_without_a_countdown_and_cons
     blocks = {card_id: text[start:end] for (start, card_id), end in zip(starts, ends, strict=True)}
     assert "approved once by owner" in blocks[ids["m-once"]] and "left to answer" not in blocks[ids["m-once"]]
     assert "declined by owner" in blocks[ids["m-no"]] and "left to answer" not in blocks[ids["m-no"]]
-    assert "connectd approve" not in blocks[ids["m-once"]] + blocks[ids["m-no"]]
-    assert "s left to answer:" in blocks[ids["m-open"]] and f"connectd approve {ids['m-open']}" in blocks[ids["m-open"]]
+    assert " approve " not in blocks[ids["m-once"]] + blocks[ids["m-no"]]
+    assert "s left to answer:" in blocks[ids["m-open"]] and f" approve {ids['m-open']} --data-dir" in blocks[ids["m-open"]]
     states = {c["id"]: c["state_words"] for c in json.loads(connectd(daemon, "cards", "--all", "--json"))}
     assert states == {ids["m-once"]: "approved once by owner", ids["m-no"]: "declined by owner", ids["m-open"]: "open"}
 
@@ -148,3 +149,27 @@ def test_history_search_outside_tmux_places_a_session_in_the_running_daemon_s_pa
         assert f"running in pane {c.pane}" in got, got
     finally:
         daemon.stop()
+
+
+def test_cards_prints_one_card_over_several_lines_with_commands_that_run_as_printed(daemon: DaemonProcess) -> None:
+    """Found walking the README from a fresh clone: `connectd cards` printed each card on one line with
+    its line breaks shown as `\\x0a` (the whole card went through the escaping meant for agent text),
+    and its commands as `connectd approve ...`, which does not run from a checkout or without the data
+    directory the daemon uses."""
+    (a, b) = agents(daemon, "a", "b")
+    assert not run(send, daemon, a, b.address, "line one\nline two", "m-lines")[0]
+    card = daemon.wait_card()
+    shown = connectd(daemon, "cards")
+    assert "\\x0a" not in shown, shown
+    lines = shown.splitlines()
+    assert lines[0].startswith(f"{card['id']}  from "), lines
+    approve = next(line.strip() for line in lines if "--pair" in line and "approve" in line)
+    command = approve.split("   ")[0]  # the command, then its words
+    assert f"approve {card['id']} --pair --data-dir {daemon.data_dir}" in command, approve
+    assert "'line one\\nline two'" in shown  # the agent's text: shown as data, its newline escaped
+    done = subprocess.run(  # the printed command, run as printed
+        shlex.split(command), capture_output=True, text=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert wait_for(lambda: any("line one" in p for p in b.prompts()), 20, "delivered after the printed approve")

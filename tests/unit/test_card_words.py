@@ -82,7 +82,7 @@ def test_the_cli_prints_a_cards_names_with_control_characters_escaped() -> None:
     words = {"approve_once": "Approve once: this message only", "approve_pair": "Approve pair: \x1b[2J", "decline": "Decline", "hop": "hop"}
     card = {"id": "card-1", "sender_name": "%1 (main:0) · codex · \x1b]0;owned\x07", "recipient_name": "%2 (main:1)",
             "words": words, "answers": None, "text": "hi", "expires_in": 10}
-    shown = _card_lines(card)
+    shown = "\n".join(_card_lines(card))
     assert "\x1b" not in shown and "\x07" not in shown
     assert "from %1 (main:0) · codex · \\x1b]0;owned\\x07" in shown
 
