@@ -67,3 +67,57 @@ def test_only_a_rollout_codex_itself_writes_in_its_sessions_directory_binds(
         view = daemon.agent_view(pane)
         assert view["harness"] == "codex", (why, view)
         assert view.get("session") is None, (why, view)
+
+
+CONTROL = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4aff"
+ACT_TOOLS = {"send_keys", "launch_agent", "resume_session", "handoff", "shell_text", "close_pane", "get_act"}
+
+
+def test_an_observe_codex_holding_a_rollout_named_after_control_never_gains_act(
+    daemon: DaemonProcess, tmux: TmuxServer, roots: tuple[Path, Path]  # noqa: F811
+) -> None:
+    """Issue 21 item 1, the attack as the review ran it, end to end: a running control Codex holds its
+    rollout; an Observe stand-in Codex that connect launched holds open, for writing, in the Codex
+    sessions directory, a file named after control's session. Before, its token became control's
+    principal with `act` and got a launch_agent card; also once control's pane closed. Now its scopes
+    stay Observe's (read, history) while control runs and after it is gone, it lists no act tool, and
+    launch_agent is refused with no card (as the wire says: an unknown tool)."""
+    import anyio
+
+    from connectd.demo_agent import install_wrapper
+    from tests.support.daemon import call, mcp_agent
+
+    codex = install_wrapper(daemon.tmp / "bin", "codex")
+    with (daemon.data_dir / "launchers.toml").open("a") as f:
+        f.write(f'[launchers.cx]\nharness = "codex"\nargv = ["{codex}"]\nresume = ["{codex}", "resume", "{{session_id}}"]\n')
+    daemon.stop()
+    daemon.start()
+    sessions = roots[1] / "sessions" / "2026" / "12" / "03"
+    ctl_rollout = _rollout(sessions, CONTROL)
+    ctl = daemon.launch("ctl", "collaborate", launcher="cx", control=True, env={"DEMO_AGENT_HOLD": str(ctl_rollout)})
+    wait_for(lambda: (daemon.agent_view(ctl.pane).get("session") or {}).get("session_id") == CONTROL, 20, "control bound")
+    forged = _rollout(roots[1] / "sessions" / "2026" / "12" / "04", CONTROL)  # another file, control's session id
+    spy = daemon.launch("spy", "observe", launcher="cx", env={"DEMO_AGENT_HOLD": str(forged)})
+    assert spy.token
+
+    async def what_it_holds() -> tuple[set[str], dict[str, object], tuple[bool, object]]:
+        async with mcp_agent(daemon.mcp_url, spy.token or "") as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            err, who = await call(client, "whoami")
+            assert not err, who
+            launched = await call(client, "launch_agent", launcher="cx", cwd=str(daemon.workdir))
+            return tools, who, launched  # type: ignore[return-value]
+
+    def check(when: str) -> None:
+        time.sleep(3)  # several watcher polls: the forged file has been seen
+        tools, who, (refused, said) = anyio.run(what_it_holds)
+        assert not tools & ACT_TOOLS, (when, tools)
+        assert sorted(who["scopes"]) == ["history", "read"], (when, who)  # type: ignore[call-overload]
+        assert who["actor"] != f"agent:codex:{CONTROL}" or sorted(who["scopes"]) == ["history", "read"], (when, who)
+        assert refused, (when, said)
+        assert daemon.api("GET", "/api/acts") == [], (when, "an act card was opened")
+
+    check("while control runs")
+    tmux.tmux("kill-pane", "-t", ctl.pane)
+    wait_for(lambda: all(a["pane"] != ctl.pane for a in daemon.api("GET", "/api/agents")), 15, "control's pane gone")
+    check("after control's pane closed")
