@@ -274,6 +274,24 @@ def _advance_token(record: TokenRecord, event: str) -> TokenRecord:
 # --- transitions of the book ----------------------------------------------------------------------
 
 
+def control_session_refusal(book: GrantBook, session: SessionKey | None, *, control: bool) -> GrantError | None:
+    """Why an ordinary (not control) launch, resume or in-place connection may not take ``session``:
+    it is the control role's session, and joining its principal would hand the pane ``act``. (A
+    session id is evidence any process can claim: a forged Claude registry record or Codex rollout
+    name binds a hand-started pane to it once control's own pane is gone; found by
+    tests/integration/test_session_binding_attacks.py.) None when it may."""
+    existing = book.aliases.get(session) if session is not None else None
+    if session is None or existing is None or control:
+        return None
+    if not book.principals[canonical(book, existing)].control:
+        return None
+    return GrantError(
+        "control_session",
+        f"{session[0]} session {session[1]} is the control agent's: only a control launch may take it "
+        "(connectd launch --control)",
+    )
+
+
 def issue_token(
     book: GrantBook,
     *,
@@ -296,6 +314,9 @@ def issue_token(
     if token_hash in book.tokens:
         raise GrantError("token_reused", "this token was already issued")
     check_grantable(scopes, book.cap, control=control)
+    refused = control_session_refusal(book, session, control=control)
+    if refused is not None:
+        raise refused
     effects: list[Effect] = []
     existing = book.aliases.get(session) if session is not None else None
     principals = dict(book.principals)

@@ -221,6 +221,9 @@ class PersonCalls:
                 "ambiguous_binding",
                 f"{pane_id} holds no unambiguously bound agent session: connect it at launch instead",
             )
+        refused = grants.control_session_refusal(engine.hub.book, session, control=principal is not None and principal.control)
+        if refused is not None:  # the core's rule: asked before anything changes
+            raise EngineError(refused.reason, str(refused))
         await self.set_grant(session, preset, by)
         if principal is None:
             await self._connect_in_place(record, session, preset)

@@ -121,3 +121,58 @@ def test_an_observe_codex_holding_a_rollout_named_after_control_never_gains_act(
     tmux.tmux("kill-pane", "-t", ctl.pane)
     wait_for(lambda: all(a["pane"] != ctl.pane for a in daemon.api("GET", "/api/agents")), 15, "control's pane gone")
     check("after control's pane closed")
+
+
+CLAUDE_CONTROL = "5c3a6e44-1c3e-4d52-9d6c-2f7e5c1d9aff"
+
+
+def test_a_claude_registry_record_forged_for_control_s_session_never_raises_a_grant(
+    daemon: DaemonProcess, tmux: TmuxServer, roots: tuple[Path, Path]  # noqa: F811
+) -> None:
+    """Issue 21 item 1, Claude's registry: any process running as the person can write
+    `<claude root>/sessions/<its pid>.json` naming any session, with its own pid and start time (so the
+    record is "trusted"). A hand-started Claude stand-in writes one naming the running control's
+    session. While control runs the record binds nothing (its session is held); once control's pane
+    closed it binds, and connecting the pane in place is refused (before: the pane joined control's
+    principal and was listed as control with act)."""
+    from connectd.demo_agent import install_wrapper
+
+    ctl = daemon.launch("ctl", "collaborate", control=True, session=CLAUDE_CONTROL)
+    wait_for(lambda: daemon.agent_view(ctl.pane).get("control"), 15, "control running")
+    claude = install_wrapper(daemon.tmp / "bin", "claude")
+    registry = roots[0] / "sessions"
+    registry.mkdir(parents=True, exist_ok=True)
+    forge = daemon.tmp / "forge.py"  # writes a registry record for its parent (the shell about to exec claude)
+    forge.write_text(
+        "import json, os, sys, time\n"
+        "pid = os.getppid()\n"
+        "start = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[19])\n"
+        "record = {'pid': pid, 'sessionId': sys.argv[2], 'cwd': os.getcwd(),\n"
+        "          'startedAt': int(time.time() * 1000), 'procStart': start}\n"
+        "json.dump(record, open(os.path.join(sys.argv[1], f'{pid}.json'), 'w'))\n"
+    )
+    # bash writes the record for its own pid (through a child), then becomes the stand-in (same pid)
+    pane = _pane(daemon, tmux, f"bash -c '{sys.executable} {forge} {registry} {CLAUDE_CONTROL} && exec {claude}'")
+    try:
+        wait_for(lambda: daemon.agent_view(pane).get("harness") == "claude", 15, "the stand-in drawn")
+    except AssertionError:
+        raise AssertionError(tmux.tmux("capture-pane", "-p", "-t", pane)) from None
+    wait_for(lambda: any(registry.glob("*.json")), 10, "the forged record")
+    time.sleep(3)  # several binding scans
+    # while control runs its session is held: the forged record binds nothing, so Connect is refused
+    refused = daemon.http().post(f"/api/panes/{pane}/connect", json={"preset": "observe"})
+    assert refused.status_code == 409 and refused.json()["error"] == "ambiguous_binding", refused.text
+    view = daemon.agent_view(pane)
+    assert view["connect"] == "off" and not view.get("control") and not view.get("session"), view
+    tmux.tmux("kill-pane", "-t", ctl.pane)
+    wait_for(lambda: all(a["pane"] != ctl.pane for a in daemon.api("GET", "/api/agents")), 15, "control's pane gone")
+    # once no live process holds it, the record binds the pane to that session; connecting it in place
+    # would join control's principal (act): refused, naming why, nothing changed (before: the pane was
+    # listed as control, with act, message, reachable)
+    wait_for(lambda: (daemon.agent_view(pane).get("session") or {}).get("session_id") == CLAUDE_CONTROL, 15, "bound")
+    answer = daemon.http().post(f"/api/panes/{pane}/connect", json={"preset": "observe"})
+    assert answer.status_code == 400 and answer.json()["error"] == "control_session", answer.text
+    time.sleep(2)
+    view = daemon.agent_view(pane)
+    assert view["connect"] == "off" and not view.get("control"), (answer.text, {k: view.get(k) for k in ("connect", "control", "actor", "scopes")})
+    assert daemon.api("GET", "/api/acts") == []
