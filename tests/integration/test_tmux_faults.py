@@ -235,6 +235,11 @@ def test_a_daemon_killed_between_the_exit_command_and_its_enter_leaves_no_draft(
             return [r["outcome"] for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "restart.close"]
 
         assert wait_for(closed, 60, "the restart closed") == ["restarted"], d.log_text()
+        steps = [(r["action"], r["outcome"]) for r in reversed(d.api("GET", "/api/audit?limit=1000"))]
+        assert [s for s in steps if s[0].startswith("restart.")] == [
+            ("restart.begin", "waiting_idle"), ("restart.exit", "exit_sent"),
+            ("restart.respawn", "process_ended"), ("restart.close", "restarted"),
+        ], steps
         assert "/exit" not in tmux.tmux("capture-pane", "-p", "-t", c.pane)
         ready = lambda: (v := d.agent_view(c.pane))["connect"] == "collaborate" and v["composer"] == "empty" and v  # noqa: E731
         view = wait_for(ready, 30, "connected, its composer empty")
