@@ -6,12 +6,14 @@ The wrapper reads ``$CONNECTD_TEST_FAULTS/<tmux subcommand>``: when that file ex
 of that subcommand whose arguments contain the file's text (a pane id, or anything when empty) takes
 the file away atomically and fails with tmux's own kind of error. ``after-<subcommand>`` holding
 ``<other subcommand> <text>`` arms that second fault when the first subcommand runs (a fault at the
-moment right after a paste, say). Only the daemon has the variable.
+moment right after a paste, say). ``kill-<subcommand>`` is the same with a harder fault: the wrapper
+SIGKILLs its caller (the daemon) and the call never reaches tmux. Only the daemon has the variable.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import time
 from collections.abc import Iterator
@@ -39,6 +41,13 @@ if [ -n "$sub" ] && [ -e "$f" ]; then
   want=$(cat "$f" 2>/dev/null)
   if [ -z "$want" ] || [[ " $* " == *" $want "* ]]; then
     if mv "$f" "$f.fired" 2>/dev/null; then echo "injected fault: $sub failed" >&2; exit 1; fi
+  fi
+fi
+k="$CONNECTD_TEST_FAULTS/kill-$sub"
+if [ -n "$sub" ] && [ -e "$k" ]; then
+  want=$(cat "$k" 2>/dev/null)
+  if [ -z "$want" ] || [[ " $* " == *" $want "* ]]; then
+    if mv "$k" "$k.fired" 2>/dev/null; then kill -9 "$PPID"; exit 1; fi
   fi
 fi
 exec REAL "$@"
@@ -189,3 +198,59 @@ def test_an_exit_command_whose_enter_fails_is_still_submitted(tmp_path: Path, tm
         assert "/exit" not in tmux.tmux("capture-pane", "-p", "-t", c.pane)
         assert wait_for(lambda: d.agent_view(c.pane)["connect"] == "observe", 30, "connected")
         _still_serving(d)
+
+
+def test_a_daemon_killed_between_the_exit_command_and_its_enter_leaves_no_draft(
+    tmp_path: Path, tmux: TmuxServer
+) -> None:
+    """Issue 22.1: the daemon SIGKILLed after pasting the exit command, as it presses its Enter; `serve`
+    again on the same data directory: the exit command is not left as a draft (the server's owed Enter
+    submitted it), the restart closes `restarted`, and the next message to that pane is delivered."""
+    faults = Faults(tmp_path)
+    saved = dict(os.environ)
+    os.environ["PATH"] = f"{faults.bin}{os.pathsep}{os.environ['PATH']}"
+    os.environ["CONNECTD_TEST_FAULTS"] = str(faults.dir)
+    try:
+        d = DaemonProcess(tmp_path, tmux).start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        (a,) = agents(d, "a")
+        c = d.launch("c", "off", session="7a6b5c4d-3e2f-4a1b-8c0d-9e8f7a6b5c4d")
+        d.wait_ready(c)
+        # the exit command's paste (the only paste) arms the kill at the daemon's own Enter for it
+        faults.arm_after("load-buffer", "kill-if-shell", c.pane)
+        d.api("POST", "/api/restart", {"pane": c.pane, "preset": "collaborate"})
+        assert d.proc is not None
+        d.proc.wait(30)
+        assert faults.fired("kill-if-shell") and d.stop() == -signal.SIGKILL, d.log_text()
+    except BaseException:
+        d.stop(signal.SIGKILL)
+        raise
+    d.start()  # serve again, on the same data directory, with the real tmux
+    try:
+
+        def closed() -> list[str]:
+            return [r["outcome"] for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "restart.close"]
+
+        assert wait_for(closed, 60, "the restart closed") == ["restarted"], d.log_text()
+        steps = [(r["action"], r["outcome"]) for r in reversed(d.api("GET", "/api/audit?limit=1000"))]
+        assert [s for s in steps if s[0].startswith("restart.")] == [
+            ("restart.begin", "waiting_idle"), ("restart.exit", "exit_sent"),
+            ("restart.respawn", "process_ended"), ("restart.close", "restarted"),
+        ], steps
+        assert "/exit" not in tmux.tmux("capture-pane", "-p", "-t", c.pane)
+        ready = lambda: (v := d.agent_view(c.pane))["connect"] == "collaborate" and v["composer"] == "empty" and v  # noqa: E731
+        view = wait_for(ready, 30, "connected, its composer empty")
+        err, sent = run(send, d, a, view["address"], "after the restart", "m-after")
+        assert not err, sent
+        d.api("POST", f"/api/cards/{d.wait_card()['id']}/approve", {"pair": True})
+        assert run(get_message, d, a, "m-after", 30.0)["outcome"] == "delivered"
+        assert c.prompts() == ["/exit"]  # the first agent: its exit command submitted once, by the Enter owed
+        # the relaunched agent (its environment not kept, so no log) shows the message it took, once
+        wait_for(lambda: "after the restart" in tmux.tmux("capture-pane", "-p", "-t", c.pane), 10, "the message shown")
+        assert tmux.tmux("capture-pane", "-p", "-S", "-200", "-t", c.pane).count("after the restart") == 1
+        _still_serving(d)
+    finally:
+        assert d.stop() == 0, d.log_text()
