@@ -166,16 +166,21 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal act
 
 
 def check_act_args(tool: Tool, args: Mapping[str, Any]) -> None:
-    """No act argument holds a control character (C0, DEL, C1): a card's text can never move the
-    cursor or rewrite another card. A handoff's text (one message, several lines) and send_keys' keys have their own rules."""
+    """No act argument holds a control character (C0, DEL, C1) or any other character that is not
+    printable (a bidi override, a zero-width mark, a line separator): a card's text can never move the
+    cursor, rewrite another card, or read in another order than it runs. A handoff's text (one
+    message, several lines) and send_keys' keys have their own rules."""
     for name, value in args.items():
         if (tool, name) in ((Tool.HANDOFF, "text"), (Tool.SEND_KEYS, "keys")):
             continue  # their own rules: delivery.check_text, check_keys
         for item in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(item, str) and (m := _CONTROL.search(item)):
+            if not isinstance(item, str):
+                continue
+            bad = next(((i, ch) for i, ch in enumerate(item) if not ch.isprintable()), None)
+            if bad is not None:
                 raise ActRefused(
                     "control_character",
-                    f"{tool.value}'s {name} holds a control character at offset {m.start()} ({m.group()!r})",
+                    f"{tool.value}'s {name} holds a control character at offset {bad[0]} ({bad[1]!r})",
                 )
 
 

@@ -275,11 +275,13 @@ def _advance_token(record: TokenRecord, event: str) -> TokenRecord:
 
 
 def control_session_refusal(book: GrantBook, session: SessionKey | None, *, control: bool) -> GrantError | None:
-    """Why an ordinary (not control) launch, resume or in-place connection may not take ``session``:
-    it is the control role's session, and joining its principal would hand the pane ``act``. (A
-    session id is evidence any process can claim: a forged Claude registry record or Codex rollout
-    name binds a hand-started pane to it once control's own pane is gone; found by
-    tests/integration/test_session_binding_attacks.py.) None when it may."""
+    """Why connecting a running pane in place to ``session`` is refused: it is the control role's
+    session, and joining its principal would hand the pane ``act``. A pane's session there comes from
+    evidence any process can write (a forged Claude registry record or Codex rollout name binds a
+    hand-started pane to it once control's own pane is gone; found by
+    tests/integration/test_session_binding_attacks.py). A launch by connect that resumes control's
+    session (restart-to-connect, restore) stays control (:func:`connectcore.hub_acts.launches_control`):
+    the person asked for that process. None when it may."""
     existing = book.aliases.get(session) if session is not None else None
     if session is None or existing is None or control:
         return None
@@ -314,9 +316,6 @@ def issue_token(
     if token_hash in book.tokens:
         raise GrantError("token_reused", "this token was already issued")
     check_grantable(scopes, book.cap, control=control)
-    refused = control_session_refusal(book, session, control=control)
-    if refused is not None:
-        raise refused
     effects: list[Effect] = []
     existing = book.aliases.get(session) if session is not None else None
     principals = dict(book.principals)

@@ -411,3 +411,19 @@ def test_handoff_to_a_session_no_pane_holds_resumes_it_then_messages_it(tmp_path
         assert message["to"].startswith(view["pane"] + "@")
     finally:
         d.stop()
+
+
+def test_an_act_argument_with_control_characters_is_refused_over_mcp_and_nothing_is_carded(
+    daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 21 item 5, end to end: a cwd holding cursor movement or a bidi override (which redrew one
+    card over another in a terminal) is refused at proposal with a tool error naming it; no card, no act
+    id consumed, and `connectd acts` afterwards shows none."""
+    ctl, _pure = control_and_pure(daemon)
+    for bad in (f"{daemon.workdir}\x1b[2K\x1b[1A", f"{daemon.workdir}/\u202egnp.txt", f"{daemon.workdir}\rls -la"):
+        err, text = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=bad)
+        assert err and "control" in str(text).lower(), (bad, text)
+        assert "\x1b" not in str(text) and "\u202e" not in str(text), text  # the refusal shows it escaped
+    assert daemon.api("GET", "/api/acts") == []
+    err, act = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=str(daemon.workdir), preset="off")
+    assert not err and act["act_id"], act  # the refusals consumed nothing: the next proposal is carded
