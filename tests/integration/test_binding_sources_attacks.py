@@ -1,11 +1,12 @@
 """Issue 21 item 1, the same class for the other binding sources: a Claude Code session registry file
 (``<root>/sessions/<pid>.json``, which any process of the user can write for its own pid) naming the
 running control agent's session, or after control's pane closed, gives the pane that forged it no grant
-and no join into control's principal. Real daemon, real tmux, stand-in agents. (The OpenCode answer is
-the same rule applied to another source: tests/unit/test_grants_edges.py and the bind test below.)"""
+and no join into control's principal; so does an OpenCode server answer naming it. Real daemon, real tmux,
+stand-in agents; the rule is connectcore.grants.binding_refusal (tests/unit/test_grants_edges.py)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -91,3 +92,70 @@ def test_a_launched_observe_agent_s_first_binding_naming_control_s_session_raise
     _register(roots[0], _agent_pid(tmux, obs.pane), CONTROL_SESSION, str(daemon.workdir))
     _assert_no_grant_raised(daemon, obs.pane, ctl.pane)
     assert daemon.agent_view(obs.pane)["actor"] == before["actor"]  # still its own launch's session
+
+
+def test_an_opencode_server_answering_control_s_session_raises_no_grant(tmp_path: Path) -> None:
+    """An Observe OpenCode launch whose own server answers with the session id of the running control
+    agent (an OpenCode launch too, bound to it), and again after control's pane closed: the Observe
+    token keeps Observe and never joins control's principal; control keeps its own."""
+    import anyio
+
+    from tests.integration.test_opencode_launch import ROOT as OC_ROOT
+    from tests.support.daemon import call, mcp_agent
+    from tests.support.fake_opencode_server import SESSION_ID, install_wrapper
+
+    with TmuxServer("connect-oc-attack") as tmux:
+        tmux.new_session("main", width=80, height=24)
+        d = DaemonProcess(tmp_path, tmux)
+        wrapper = install_wrapper(tmp_path / "oc-bin", OC_ROOT)
+        with (d.data_dir / "launchers.toml").open("a") as f:
+            f.write(f'[launchers.oc]\nharness = "opencode"\nargv = [{json.dumps(str(wrapper))}]\n')
+        d.start()
+        try:
+            def launched(connect: str, name: str, **extra: object) -> dict[str, object]:
+                env = {"FAKE_OPENCODE_LOG": str(tmp_path / f"oc-{name}.jsonl"), "DEMO_AGENT_REVEAL_TOKEN": "1"}
+                body = {"launcher": "oc", "connect": connect, "cwd": str(d.workdir), "env": env, **extra}
+                return d.api("POST", "/api/launch", body)  # type: ignore[no-any-return]
+
+            ctl = launched("off", "ctl", control=True)
+            ctl_pane = str(ctl["pane"])
+            wait_for(lambda: d.agent_view(ctl_pane)["actor"] == f"agent:opencode:{SESSION_ID}", 30, "control bound")
+            assert d.agent_view(ctl_pane)["control"]
+
+            def attacked(name: str, control_pane: str | None) -> None:
+                pane = str(launched("observe", name)["pane"])
+                wait_for(lambda: any(r["action"] == "opencode.bind" and r["target"] == pane
+                                     for r in d.api("GET", "/api/audit?limit=500")), 30, "the bind answered")
+                time.sleep(3.0)  # bind rounds
+                view = d.agent_view(pane)
+                assert view["scopes"] == ["history", "read"] and not view["control"], view
+                assert view["actor"] != f"agent:opencode:{SESSION_ID}", view
+                token = _env_token(tmux.pane_pid(pane))
+
+                async def as_agent() -> tuple[set[str], dict[str, object], tuple[bool, object]]:
+                    async with mcp_agent(d.mcp_url, token) as client:
+                        tools = {t.name for t in (await client.list_tools()).tools}
+                        err, me = await call(client, "whoami")
+                        assert not err, me
+                        return tools, me, await call(client, "launch_agent", launcher="oc", cwd=str(d.workdir))
+
+                tools, me, (err, text) = anyio.run(as_agent)
+                assert me["scopes"] == ["history", "read"] and "launch_agent" not in tools, (me, tools)
+                assert err and "act" in str(text), text
+                assert d.api("GET", "/api/acts?all=1") == []
+                if control_pane is not None:
+                    ctl_view = d.agent_view(control_pane)
+                    assert ctl_view["control"] and ctl_view["actor"] == f"agent:opencode:{SESSION_ID}", ctl_view
+
+            attacked("obs-a", ctl_pane)
+            tmux.tmux("kill-pane", "-t", ctl_pane)
+            wait_for(lambda: d.agent_view(ctl_pane)["activity"] == "gone", 15, "control's pane gone")
+            attacked("obs-b", None)
+            assert "Traceback" not in d.log_text()
+        finally:
+            d.stop()
+
+
+def _env_token(pid: int) -> str:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)["CONNECT_TOKEN"]
