@@ -411,3 +411,38 @@ def test_handoff_to_a_session_no_pane_holds_resumes_it_then_messages_it(tmp_path
         assert message["to"].startswith(view["pane"] + "@")
     finally:
         d.stop()
+
+
+def test_an_act_argument_with_a_control_or_bidi_character_is_refused_and_a_card_shows_them_escaped(
+    daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 21 item 5 end to end: control's launch_agent with a cwd holding an erase-line escape or a
+    right-to-left override is a tool error naming the argument and the character, and leaves no act
+    (nothing stored, audited as refused); a card whose shown text holds such characters (a dialog's
+    subject read off the screen) shows them as escapes, and so does `connectd acts`, never raw."""
+    import json
+    import os
+
+    ctl, pure = control_and_pure(daemon)
+    for cwd, shown in ((f"{daemon.workdir}/x\x1b[2K", "'\\x1b'"), (f"{daemon.workdir}/\u202etxt.exe", "'\\u202e'")):
+        err, text = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=cwd)
+        assert err and "control_character" in text and "launch_agent's cwd" in text and shown in text, text
+    assert daemon.api("GET", "/api/acts?all=1") == []
+    refused = [r for r in audit(daemon) if r["action"] == "launch_agent"]
+    assert len(refused) == 2 and all(r["outcome"] != "awaiting_consent" for r in refused), refused
+
+    show_dialog(daemon, tmux, pure, "echo \u202eharmless\u200b")
+    err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert not err, act
+    assert "harmless" in act["shown"] and not any(ch in act["shown"] for ch in "\u202e\u200b"), act["shown"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "connectd.cli", "acts", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "\\u202eharmless\\u200b" in out.stdout, out.stdout
+    assert not any(ch in out.stdout for ch in "\x1b\u202e\u200b"), out.stdout
+    assert [a["act_id"] for a in json.loads(subprocess.run(
+        [sys.executable, "-m", "connectd.cli", "acts", "--json", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+        capture_output=True, text=True, env=env, timeout=60, check=True).stdout)] == [act["act_id"]]
