@@ -2,7 +2,8 @@
 own rollout), and an Observe Codex stand-in that holds open, for writing, inside its own
 ``CODEX_HOME/sessions``, a file named ``rollout-<time>-<control's session id>.jsonl``: (a) while control
 runs, (b) after control's pane closed. A real ``connectd serve``, a private tmux server, the SDK's MCP
-client. The Observe token keeps exactly what the person granted (no act, no message), lists no act
+client. Also (issue 21 item 1's other two cases) the same name held for writing outside its
+``CODEX_HOME/sessions``, and held read-only inside it. The Observe token keeps exactly what the person granted (no act, no message), lists no act
 tool, its ``launch_agent`` and ``send_message`` are refused and no act card reaches the owner API."""
 
 from __future__ import annotations
@@ -61,12 +62,12 @@ def _as_agent(daemon: DaemonProcess, token: str, to: str) -> tuple[set[str], dic
     return anyio.run(go)
 
 
-def _observer_claiming(daemon: DaemonProcess, name: str) -> AgentHandle:
-    """An Observe Codex whose own CODEX_HOME/sessions holds, open for writing, control's session name."""
+def _observer_claiming(daemon: DaemonProcess, name: str, where: str = "sessions", hold: str = "DEMO_AGENT_HOLD") -> AgentHandle:
+    """An Observe Codex holding a file named after control's session: by default open for writing in its
+    own CODEX_HOME/sessions; ``where`` another folder of its CODEX_HOME, ``hold`` DEMO_AGENT_HOLD_READ read-only."""
     home = daemon.tmp / f"codex-{name}"
-    forged = _rollout(home / "sessions", CONTROL_SESSION)
-    agent = daemon.launch(name, "observe", launcher="democodex",
-                          env={"CODEX_HOME": str(home), "DEMO_AGENT_HOLD": str(forged)})
+    forged = _rollout(home / where, CONTROL_SESSION)
+    agent = daemon.launch(name, "observe", launcher="democodex", env={"CODEX_HOME": str(home), hold: str(forged)})
     assert agent.token
     return agent
 
@@ -99,6 +100,10 @@ def test_an_observe_codex_naming_control_s_session_never_becomes_control(daemon:
     ctl = daemon.launch("ctl", "off", control=True, launcher="democodex", env={"DEMO_AGENT_HOLD": str(own)})
     view = wait_for(lambda: (v := daemon.agent_view(ctl.pane)).get("session") and v, 20, "control bound to its rollout")
     assert view["session"] == {"harness": "codex", "session_id": CONTROL_SESSION} and view["control"], view
+
+    # outside its CODEX_HOME/sessions (held for writing), and inside it read-only, while control runs
+    _assert_held(daemon, _observer_claiming(daemon, "obs-out", where="elsewhere"), ctl.pane)
+    _assert_held(daemon, _observer_claiming(daemon, "obs-ro", hold="DEMO_AGENT_HOLD_READ"), ctl.pane)
 
     # (a) while control runs
     running = _observer_claiming(daemon, "obs-a")
