@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -446,3 +447,51 @@ def test_an_act_argument_with_a_control_or_bidi_character_is_refused_and_a_card_
     assert [a["act_id"] for a in json.loads(subprocess.run(
         [sys.executable, "-m", "connectd.cli", "acts", "--json", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
         capture_output=True, text=True, env=env, timeout=60, check=True).stdout)] == [act["act_id"]]
+
+
+def test_review_a_pane_titled_control_is_not_control_and_control_stop_ends_every_card_and_token(
+    daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 21's review, redone: (1) a pane titled ``control`` (as any process can, OSC 2) is not what
+    the ``control`` handle names and gains nothing; (2) an act card still awaiting consent when
+    ``control stop`` runs is cancelled and can no longer be approved into an action; (3) control's old token, reused
+    after the stop, proposes nothing and lists no act tool."""
+    ctl, pure = control_and_pure(daemon)
+    peer = daemon.launch("peer", "collaborate")
+    daemon.wait_ready(peer)
+    # (1) the mimic: an ordinary agent pane whose title reads "control"
+    tmux.tmux("select-pane", "-t", peer.pane, "-T", "control")
+    wait_for(lambda: daemon.agent_view(peer.pane)["title"] == "control", 10, "the mimic's title")
+
+    async def ask() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            return await call(client, "get_agent", target="control")
+
+    err, found = anyio.run(ask)
+    assert not err and found["data"]["pane"] == ctl.pane, found
+    mimic = daemon.agent_view(peer.pane)
+    assert not mimic["control"] and "act" not in mimic["scopes"], mimic
+
+    # (2) a card awaiting consent, then control stop, then the person taps approve
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err and act["state"] == "awaiting_consent", act
+    daemon.api("POST", "/api/control/stop", {})
+    response = daemon.http().post(f"/api/acts/{act['act_id']}/approve", json={})
+    time.sleep(1.0)
+    assert daemon.agent_view(pure.pane)["activity"] != "gone", (response.status_code, response.text)
+    assert not [a for a in daemon.api("GET", "/api/acts") if a["state"] == "awaiting_consent"]
+    states = {a["act_id"]: a["state"] for a in daemon.api("GET", "/api/acts?all=1")}
+    assert states[act["act_id"]] == "cancelled", states
+    assert response.status_code == 409 and "card_closed" in response.text, response.text
+
+    # (3) the old token after the stop
+    async def reuse() -> tuple[set[str], tuple[bool, Any]]:
+        async with mcp_agent(daemon.mcp_url, ctl.token or "") as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            return tools, await call(client, "close_pane", to=pure.address)
+
+    tools, (err, text) = anyio.run(reuse)
+    assert not {"close_pane", "launch_agent", "send_keys"} & tools, tools
+    assert err and "not_connected" in text, text
+    assert daemon.api("GET", "/api/acts") == []
+    assert daemon.agent_view(pure.pane)["activity"] != "gone"
