@@ -516,6 +516,7 @@ def test_review_proposals_racing_control_stop_leave_no_card_to_approve(daemon: D
         return results
 
     results = anyio.run(race)
+    print("RACE", results, daemon.api("GET", "/api/acts?all=1"))
     refused = [i for i, (err, _) in enumerate(results) if err]
     assert refused and refused == list(range(refused[0], len(results))), results  # none accepted after a refusal
     assert all("not_connected" in str(text) for _, text in results[refused[0]:]), results
@@ -549,6 +550,7 @@ def test_review_control_stop_racing_proposals_leaves_no_card_to_approve(daemon: 
         return results
 
     results = anyio.run(race)
+    print("RACE", results, daemon.api("GET", "/api/acts?all=1"))
     assert results and results[-1][0] and "not_connected" in str(results[-1][1]), results
     time.sleep(1.0)
     acts = daemon.api("GET", "/api/acts?all=1")
