@@ -425,12 +425,13 @@ def test_an_act_argument_with_a_control_or_bidi_character_is_refused_and_a_card_
     import os
 
     ctl, pure = control_and_pure(daemon)
-    for cwd, shown in ((f"{daemon.workdir}/x\x1b[2K", "'\\x1b'"), (f"{daemon.workdir}/\u202etxt.exe", "'\\u202e'")):
+    for cwd, shown in ((f"{daemon.workdir}/x\x1b[2K", "'\\x1b'"), (f"{daemon.workdir}/x\r", "'\\r'"),
+                       (f"{daemon.workdir}/\u202etxt.exe", "'\\u202e'")):
         err, text = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=cwd)
         assert err and "control_character" in text and "launch_agent's cwd" in text and shown in text, text
     assert daemon.api("GET", "/api/acts?all=1") == []
     refused = [r for r in audit(daemon) if r["action"] == "launch_agent"]
-    assert len(refused) == 2 and all(r["outcome"] != "awaiting_consent" for r in refused), refused
+    assert len(refused) == 3 and all(r["outcome"] != "awaiting_consent" for r in refused), refused
 
     show_dialog(daemon, tmux, pure, "echo \u202eharmless\u200b")
     err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
