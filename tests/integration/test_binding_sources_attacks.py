@@ -122,7 +122,7 @@ def test_an_opencode_server_answering_control_s_session_raises_no_grant(tmp_path
             wait_for(lambda: d.agent_view(ctl_pane)["actor"] == f"agent:opencode:{SESSION_ID}", 30, "control bound")
             assert d.agent_view(ctl_pane)["control"]
 
-            def attacked(name: str, control_pane: str | None) -> None:
+            def attacked(name: str, control_pane: str | None) -> str:
                 pane = str(launched("observe", name)["pane"])
                 wait_for(lambda: any(r["action"] == "opencode.bind" and r["target"] == pane
                                      for r in d.api("GET", "/api/audit?limit=500")), 30, "the bind answered")
@@ -146,10 +146,12 @@ def test_an_opencode_server_answering_control_s_session_raises_no_grant(tmp_path
                 if control_pane is not None:
                     ctl_view = d.agent_view(control_pane)
                     assert ctl_view["control"] and ctl_view["actor"] == f"agent:opencode:{SESSION_ID}", ctl_view
+                return pane
 
-            attacked("obs-a", ctl_pane)
-            tmux.tmux("kill-pane", "-t", ctl_pane)
-            wait_for(lambda: d.agent_view(ctl_pane)["activity"] == "gone", 15, "control's pane gone")
+            first = attacked("obs-a", ctl_pane)
+            for pane in (ctl_pane, first):  # nobody else claims the session any more: only the rule refuses
+                tmux.tmux("kill-pane", "-t", pane)
+                wait_for(lambda p=pane: d.agent_view(p)["activity"] == "gone", 15, "the pane gone")
             attacked("obs-b", None)
             assert "Traceback" not in d.log_text()
         finally:
