@@ -37,7 +37,7 @@ acts of tiers 2 and 3 are :class:`Act` values stepped through ``ACT_TABLE``.
 from __future__ import annotations
 
 import hashlib
-import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -162,26 +162,31 @@ def check_key_target(*, recipient_kind: str, question_fingerprint: str | None) -
     return question_fingerprint
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal acts on these
 
 
 def check_act_args(tool: Tool, args: Mapping[str, Any]) -> None:
-    """No act argument holds a control character (C0, DEL, C1) or any other character that is not
-    printable (a bidi override, a zero-width mark, a line separator): a card's text can never move the
-    cursor, rewrite another card, or read in another order than it runs. A handoff's text (one
-    message, several lines) and send_keys' keys have their own rules."""
+    """No act argument holds a control character (C0, DEL, C1) or an invisible format character (a bidi
+    override, a zero-width character, a line separator): a card's text can never move the cursor,
+    rewrite another card or read other than it is. A handoff's text (one message, several lines) and send_keys' keys have their own rules."""
     for name, value in args.items():
         if (tool, name) in ((Tool.HANDOFF, "text"), (Tool.SEND_KEYS, "keys")):
             continue  # their own rules: delivery.check_text, check_keys
         for item in value if isinstance(value, (list, tuple)) else (value,):
-            if not isinstance(item, str):
-                continue
-            bad = next(((i, ch) for i, ch in enumerate(item) if not ch.isprintable()), None)
-            if bad is not None:
+            if isinstance(item, str) and (at := _hidden_at(item)) is not None:
                 raise ActRefused(
                     "control_character",
-                    f"{tool.value}'s {name} holds a control character at offset {bad[0]} ({bad[1]!r})",
+                    f"{tool.value}'s {name} holds a control character at offset {at} ({item[at]!r})",
                 )
+
+
+# Cc: C0, DEL, C1 (a terminal acts on these). Cf: bidi overrides and isolates, zero-width characters,
+# the BOM. Zl, Zp: the line and paragraph separators. Each moves, reorders or hides what a card shows.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _hidden_at(text: str) -> int | None:
+    """The offset of the first character of ``text`` that is not shown as itself, or None."""
+    return next((i for i, ch in enumerate(text) if unicodedata.category(ch) in _HIDDEN_CATEGORIES), None)
 
 
 def check_shell_text(*, recipient_kind: str, text: str) -> str:

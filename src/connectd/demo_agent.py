@@ -10,7 +10,8 @@ claude``), accepts and ignores Claude Code's flags, and understands three prompt
 With ``DEMO_AGENT_LOOK=codex`` (the ``codex`` wrapper of :func:`install_wrapper`) it draws a screen
 shaped like Codex's instead (its session banner, a ``›`` composer with the placeholder, the status
 line under a blank line, "Worked for Ns" at a turn's end). ``DEMO_AGENT_HOLD`` names a file it keeps
-open while it runs, as Codex holds its rollout file open.
+open (for appending) while it runs, as Codex holds its rollout file open; ``DEMO_AGENT_HOLD_READ`` names
+one it keeps open read-only.
 
 Its banner names the release it stands in for (``Claude Code v2.1.332``, ``OpenAI Codex (v0.171.0)``,
 the pins whose screens it draws), so connectd reads it as that release; ``DEMO_AGENT_RELEASE`` names
@@ -230,6 +231,7 @@ def main() -> int:
             token = os.environ.get("CONNECT_TOKEN")
             fh.write(json.dumps({"start": time.time(), "token": token, "argv": sys.argv[1:], "pid": os.getpid()}) + "\n")
     held = [open(path, "a", encoding="utf-8") for path in os.environ.get("DEMO_AGENT_HOLD", "").split(os.pathsep) if path]  # noqa: SIM115 - held open for the agent's life
+    held += [open(path, encoding="utf-8") for path in os.environ.get("DEMO_AGENT_HOLD_READ", "").split(os.pathsep) if path]  # noqa: SIM115
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +428,118 @@ def test_an_act_argument_with_control_characters_is_refused_over_mcp_and_nothing
     assert daemon.api("GET", "/api/acts") == []
     err, act = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=str(daemon.workdir), preset="off")
     assert not err and act["act_id"], act  # the refusals consumed nothing: the next proposal is carded
+
+
+def test_an_act_argument_with_a_control_or_bidi_character_is_refused_and_a_card_shows_them_escaped(
+    daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 21 item 5 end to end: control's launch_agent with a cwd holding an erase-line escape or a
+    right-to-left override is a tool error naming the argument and the character, and leaves no act
+    (nothing stored, audited as refused); a card whose shown text holds such characters (a dialog's
+    subject read off the screen) shows them as escapes, and so does `connectd acts`, never raw."""
+    import json
+    import os
+
+    ctl, pure = control_and_pure(daemon)
+    for cwd, shown in ((f"{daemon.workdir}/x\x1b[2K", "'\\x1b'"), (f"{daemon.workdir}/x\r", "'\\r'"),
+                       (f"{daemon.workdir}/\u202etxt.exe", "'\\u202e'")):
+        err, text = act_tool(daemon, ctl, "launch_agent", launcher="demo", cwd=cwd)
+        assert err and "control_character" in text and "launch_agent's cwd" in text and shown in text, text
+    assert daemon.api("GET", "/api/acts?all=1") == []
+    refused = [r for r in audit(daemon) if r["action"] == "launch_agent"]
+    assert len(refused) == 3 and all(r["outcome"] != "awaiting_consent" for r in refused), refused
+
+    show_dialog(daemon, tmux, pure, "echo \u202eharmless\u200b")
+    err, act = act_tool(daemon, ctl, "send_keys", to=pure.address, keys=["1"])
+    assert not err, act
+    assert "harmless" in act["shown"] and not any(ch in act["shown"] for ch in "\u202e\u200b"), act["shown"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "connectd.cli", "acts", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "\\u202eharmless\\u200b" in out.stdout, out.stdout
+    assert not any(ch in out.stdout for ch in "\x1b\u202e\u200b"), out.stdout
+    assert [a["act_id"] for a in json.loads(subprocess.run(
+        [sys.executable, "-m", "connectd.cli", "acts", "--json", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)],
+        capture_output=True, text=True, env=env, timeout=60, check=True).stdout)] == [act["act_id"]]
+
+
+def test_review_a_pane_titled_control_is_not_control_and_control_stop_ends_every_card_and_token(
+    daemon: DaemonProcess, tmux: TmuxServer
+) -> None:
+    """Issue 21's review, redone: (1) a pane titled ``control`` (as any process can, OSC 2) is not what
+    the ``control`` handle names and gains nothing; (2) an act card still awaiting consent when
+    ``control stop`` runs is cancelled and can no longer be approved into an action; (3) control's old token, reused
+    after the stop, proposes nothing and lists no act tool."""
+    ctl, pure = control_and_pure(daemon)
+    peer = daemon.launch("peer", "collaborate")
+    daemon.wait_ready(peer)
+    # (1) the mimic: an ordinary agent pane whose title reads "control"
+    tmux.tmux("select-pane", "-t", peer.pane, "-T", "control")
+    wait_for(lambda: daemon.agent_view(peer.pane)["title"] == "control", 10, "the mimic's title")
+
+    async def ask() -> tuple[bool, Any]:
+        async with mcp_agent(daemon.mcp_url, peer.token or "") as client:
+            return await call(client, "get_agent", target="control")
+
+    err, found = anyio.run(ask)
+    assert not err and found["data"]["pane"] == ctl.pane, found
+    mimic = daemon.agent_view(peer.pane)
+    assert not mimic["control"] and "act" not in mimic["scopes"], mimic
+
+    # (2) a card awaiting consent, then control stop, then the person taps approve
+    err, act = act_tool(daemon, ctl, "close_pane", to=pure.address)
+    assert not err and act["state"] == "awaiting_consent", act
+    daemon.api("POST", "/api/control/stop", {})
+    response = daemon.http().post(f"/api/acts/{act['act_id']}/approve", json={})
+    time.sleep(1.0)
+    assert daemon.agent_view(pure.pane)["activity"] != "gone", (response.status_code, response.text)
+    assert not [a for a in daemon.api("GET", "/api/acts") if a["state"] == "awaiting_consent"]
+    states = {a["act_id"]: a["state"] for a in daemon.api("GET", "/api/acts?all=1")}
+    assert states[act["act_id"]] == "cancelled", states
+    assert response.status_code == 409 and "card_closed" in response.text, response.text
+
+    # (3) the old token after the stop
+    async def reuse() -> tuple[set[str], tuple[bool, Any]]:
+        async with mcp_agent(daemon.mcp_url, ctl.token or "") as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            return tools, await call(client, "close_pane", to=pure.address)
+
+    tools, (err, text) = anyio.run(reuse)
+    assert not {"close_pane", "launch_agent", "send_keys"} & tools, tools
+    assert err and "not_connected" in text, text
+    assert daemon.api("GET", "/api/acts") == []
+    assert daemon.agent_view(pure.pane)["activity"] != "gone"
+
+
+def test_review_proposals_racing_control_stop_leave_no_card_to_approve(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+    """Review: control proposes close_pane over and over while the person runs ``control stop``; once the
+    stop has answered, no act awaits consent, none is done, and the pane is still there."""
+    ctl, pure = control_and_pure(daemon)
+
+    async def race() -> list[tuple[bool, Any]]:
+        results: list[tuple[bool, Any]] = []
+
+        async def propose(client: Any) -> None:
+            for _ in range(8):
+                results.append(await call(client, "close_pane", to=pure.address))
+
+        async with mcp_agent(daemon.mcp_url, ctl.token or "") as client, anyio.create_task_group() as tg:
+            tg.start_soon(propose, client)
+            await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(lambda: daemon.api("POST", "/api/control/stop", {}))
+        return results
+
+    results = anyio.run(race)
+    refused = [i for i, (err, _) in enumerate(results) if err]
+    assert refused and refused == list(range(refused[0], len(results))), results  # none accepted after a refusal
+    assert all("not_connected" in str(text) for _, text in results[refused[0]:]), results
+    assert daemon.api("GET", "/api/acts") == []
+    states = {a["state"] for a in daemon.api("GET", "/api/acts?all=1")}
+    assert states <= {"cancelled"}, states
+    time.sleep(1.0)
+    assert daemon.agent_view(pure.pane)["activity"] != "gone"
+    assert "act" not in daemon.agent_view(ctl.pane)["scopes"]
+

@@ -308,6 +308,15 @@ def test_control_handle() -> None:
     assert err.reason is TargetRefusal.AMBIGUOUS and err.candidates == 2
 
 
+def test_a_pane_that_calls_itself_control_is_not_what_the_control_handle_names() -> None:
+    """The control handle names only the pane the person made control, never one whose title, session
+    title, launcher, foreground command or repository reads ``control`` (any process can set those)."""
+    mimic = obs(1, title="control", session_title="Control", launcher="control", foreground="control", repo="/r/control")
+    assert refusal(fleet(mimic), "control").reason is TargetRefusal.NO_PANE
+    assert resolve(fleet(mimic, obs(2, is_control=True)), "control").pane_id == "%2"
+    assert resolve(fleet(mimic, obs(2, is_control=True)), "title:control").pane_id == "%1"  # a title handle, not the role
+    assert not resolve(fleet(mimic), "title:control").is_control
+
 def test_resolves_to_for_the_delivery_guard() -> None:
     d = fleet(obs(1, title="a"), obs(2, title="b"), obs(3, title="b"))
     assert resolves_to(d, "title:a") == "%1"

@@ -111,6 +111,14 @@ def test_a_new_incarnation_under_the_lock_cancels_the_act() -> None:
          "control_character"),
         (C.Tool.RESUME_SESSION, None, None, {"harness": "claude", "session_id": "s\x1b[A", "cwd": "/"},
          "control_character"),
+        # a right-to-left override, a zero-width space or a line separator reorders or hides what the card
+        # shows (the page and the CLI escape them, but a card is never made of one)
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\u202etxt.exe", "preset": "off"},
+         "control_character"),
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\u200b", "preset": "off"},
+         "control_character"),
+        (C.Tool.LAUNCH_AGENT, None, None, {"launcher": "claude", "cwd": "/x\u2028y", "preset": "off"},
+         "control_character"),
         (C.Tool.HANDOFF, "pure", None, {"text": "take over\x1b[1A\x1b[2K"}, "control_character"),
     ],
 )
