@@ -537,6 +537,21 @@ def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:
     return record.binding
 
 
+def pane_session(
+    bound: SessionBinding | Unknown, recorded: tuple[str, str | None] | None
+) -> tuple[str, str] | None:
+    """The (harness, session id) to act on for a pane: its unambiguous binding when it has one, else
+    the session connect itself recorded for it (``recorded``: the launch record's for a restart, the
+    connected principal's for the per-pane toggle), else None. A recorded session without an id (or
+    with an empty one) is none: nothing is guessed. The binding wins because it is what the pane holds
+    now; a record can be stale (the agent started another session in the same pane)."""
+    if isinstance(bound, SessionBinding):
+        return (bound.harness, bound.session_id)
+    if recorded is None or not recorded[1]:
+        return None
+    return (recorded[0], recorded[1])
+
+
 def panes_holding(directory: Directory, harness: str, session_id: str) -> tuple[str, ...]:
     """The live panes unambiguously bound to (harness, session id): zero or one pane id."""
     return tuple(

@@ -456,3 +456,16 @@ def test_two_sessions_held_bind_neither() -> None:
     other = _ROLLOUT.replace(_SID, "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5c")
     assert D.rollout_binding([_held(), _held(other)]) is None
     assert D.rollout_binding([_held(), _held(other, writable=False)]) == _SID
+
+
+def test_pane_session_prefers_the_binding_over_what_connect_recorded() -> None:
+    """The pane's session is its unambiguous binding; the recorded session (launch or grant) is only the
+    fallback, and a record without an id gives none (issue 24: one rule for restarter and person)."""
+    bound = SessionBinding("claude", "now", (EvidenceSource.REGISTRY,))
+    unknown = Unknown(Unbound.NO_PANE, "no live pane")
+    assert D.pane_session(bound, ("claude", "recorded")) == ("claude", "now")
+    assert D.pane_session(bound, None) == ("claude", "now")
+    assert D.pane_session(unknown, ("codex", "recorded")) == ("codex", "recorded")
+    assert D.pane_session(unknown, ("codex", None)) is None
+    assert D.pane_session(unknown, ("codex", "")) is None
+    assert D.pane_session(unknown, None) is None
