@@ -537,6 +537,22 @@ def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:
     return record.binding
 
 
+def recipient_harness(read: str | None, *, launched: str = "", recorded: str = "") -> str:
+    """Which harness a pane runs, as a recipient (its kind, for :func:`connectcore.consent.may_receive`
+    and the submit settle): the screen's reading when it names one; else the harness connect itself
+    just launched there (``launched``: its screen not read yet, or still naming none); else, with no
+    reading at all, the directory's record; else ``"unknown"`` (not an agent: it receives nothing).
+    A reading that names no harness wins over the record: a stale record must not make a pane an
+    agent recipient while its screen shows none."""
+    if read is not None and read != "unknown":
+        return read
+    if launched:
+        return launched
+    if read is not None:
+        return read
+    return recorded or "unknown"
+
+
 def pane_session(
     bound: SessionBinding | Unknown, recorded: tuple[str, str | None] | None
 ) -> tuple[str, str] | None:

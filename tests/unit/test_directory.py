@@ -469,3 +469,17 @@ def test_pane_session_prefers_the_binding_over_what_connect_recorded() -> None:
     assert D.pane_session(unknown, ("codex", None)) is None
     assert D.pane_session(unknown, ("codex", "")) is None
     assert D.pane_session(unknown, None) is None
+
+
+def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> None:
+    """A recipient's harness is the screen's when it names one; else the harness connect launched there;
+    else, with no reading at all, the directory's record; else unknown. A reading that names none beats
+    the record (issue 24: one rule for agent_calls, act_calls, acts_io and watcher)."""
+    assert D.recipient_harness("codex", launched="claude", recorded="opencode") == "codex"
+    assert D.recipient_harness("shell", launched="claude") == "shell"
+    assert D.recipient_harness("unknown", launched="claude", recorded="opencode") == "claude"
+    assert D.recipient_harness(None, launched="claude", recorded="opencode") == "claude"
+    assert D.recipient_harness(None, recorded="opencode") == "opencode"
+    assert D.recipient_harness("unknown", recorded="claude") == "unknown"
+    assert D.recipient_harness(None) == "unknown"
+    assert D.recipient_harness(None, recorded="") == "unknown"
