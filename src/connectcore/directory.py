@@ -537,6 +537,37 @@ def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:
     return record.binding
 
 
+def recipient_harness(read: str | None, *, launched: str = "", recorded: str = "") -> str:
+    """Which harness a pane runs, as a recipient (its kind, for :func:`connectcore.consent.may_receive`
+    and the submit settle): the screen's reading when it names one; else the harness connect itself
+    just launched there (``launched``: its screen not read yet, or still naming none); else, with no
+    reading at all, the directory's record; else ``"unknown"`` (not an agent: it receives nothing).
+    A reading that names no harness wins over the record: a stale record must not make a pane an
+    agent recipient while its screen shows none."""
+    if read is not None and read != "unknown":
+        return read
+    if launched:
+        return launched
+    if read is not None:
+        return read
+    return recorded or "unknown"
+
+
+def pane_session(
+    bound: SessionBinding | Unknown, recorded: tuple[str, str | None] | None
+) -> tuple[str, str] | None:
+    """The (harness, session id) to act on for a pane: its unambiguous binding when it has one, else
+    the session connect itself recorded for it (``recorded``: the launch record's for a restart, the
+    connected principal's for the per-pane toggle), else None. A recorded session without an id (or
+    with an empty one) is none: nothing is guessed. The binding wins because it is what the pane holds
+    now; a record can be stale (the agent started another session in the same pane)."""
+    if isinstance(bound, SessionBinding):
+        return (bound.harness, bound.session_id)
+    if recorded is None or not recorded[1]:
+        return None
+    return (recorded[0], recorded[1])
+
+
 def panes_holding(directory: Directory, harness: str, session_id: str) -> tuple[str, ...]:
     """The live panes unambiguously bound to (harness, session id): zero or one pane id."""
     return tuple(

@@ -210,6 +210,13 @@ class SessionNotFound(HistoryError):
         self.session_id = session_id
 
 
+class SessionRunning(HistoryError):
+    """Expunge refused: the session is running (stop it first)."""
+
+    def __init__(self, harness: str, session_id: str) -> None:
+        super().__init__(f"{harness} session {session_id!r} is running; stop it before expunging it")
+
+
 class OutOfScope(HistoryError):
     """The entry (or the repo asked for) is outside the repos the caller may read."""
 
@@ -382,6 +389,27 @@ def check_readable(entry: SessionEntry, allowed_repos: frozenset[str] | None) ->
 # ---------------------------------------------------------------------------------------------------
 # Prompts, PR links, titles
 # ---------------------------------------------------------------------------------------------------
+
+
+def expunge_refusal(
+    harness: str,
+    session_id: str,
+    *,
+    running: bool,
+    paths: Sequence[tuple[str, str]],
+    roots: Iterable[str],
+    sep: str = "/",
+) -> HistoryError | None:
+    """Why a session may not be expunged, or None: a running session is refused first; then any file or
+    directory (``paths``: each as named and as its real path) whose real path is not strictly inside one
+    of the transcript ``roots``. The service raises what this returns, before deleting anything."""
+    if running:
+        return SessionRunning(harness, session_id)
+    roots = tuple(roots)
+    for named, real in paths:
+        if not any(real.startswith(root + sep) for root in roots):
+            return HistoryError(f"refusing to delete {named!r}: it is outside the transcript roots")
+    return None
 
 
 def is_human_prompt(text: str) -> bool:

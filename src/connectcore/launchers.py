@@ -26,7 +26,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from connectcore import opencode_binding as OC
@@ -601,6 +601,28 @@ def check_opencode_argv(name: str, argv: Sequence[str]) -> None:
         )
 
 
+def _preset_argv(argv: Sequence[str], session_id: str) -> tuple[str, ...]:
+    """``argv`` with the harness's preset session id flag (Claude Code's ``--session-id``) after the program."""
+    return (argv[0], f"--session-id={session_id}", *argv[1:])
+
+
+def off_session_presettable(launcher: Launcher) -> bool:
+    """Whether a launch with connect off (and no session asked for) gets a preset session id: where the
+    harness takes one (Claude Code's ``--session-id``), the launcher is not opaque, and the user's argv
+    picks none. The pane is then bound to its session from the start, so restart-to-connect can resume
+    it later; without it nothing names the session."""
+    rule = HARNESS_RULES.get(launcher.harness)
+    if launcher.opaque is not None or rule is None or not rule.presets_session_id:
+        return False
+    return not _session_picked(rule, launcher.argv)
+
+
+def with_preset_session(plan: LaunchPlan, session_id: str) -> LaunchPlan:
+    """``plan`` with ``session_id`` preset in its argv and recorded as its session (an Off launch's,
+    when :func:`off_session_presettable`)."""
+    return replace(plan, argv=_preset_argv(plan.argv, session_id), session_id=session_id)
+
+
 def _session_picked(rule: HarnessRule, argv: Sequence[str]) -> bool:
     for arg in argv[1:]:
         if arg == "--":
@@ -704,7 +726,7 @@ def inject(
                 reason="bad_session_id",
             )
         preset = session_id.lower()
-        argv = (argv[0], f"--session-id={preset}", *argv[1:])
+        argv = _preset_argv(argv, preset)
     return _connected_plan(
         launcher,
         argv,

@@ -53,7 +53,7 @@ class ActCalls:
         record = targets.resolve(engine, to)
         state = engine.panes.get(record.pane_id)
         reading = state.reading if state is not None else None
-        kind = reading.harness.value if reading is not None else record.harness
+        kind = D.recipient_harness(reading.harness.value if reading is not None else None, recorded=record.harness)
         question = ((reading.question.prompt, reading.question.options, reading.question.subject, reading.question.selected)
                     if reading and reading.question else None)
         return H.Recipient(record.pane_id, record.token, kind, D.handle_of(to)), question

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.control import QuestionShown
@@ -111,10 +112,11 @@ class ActsIO:
         if token_hash is None:
             raise RuntimeError("control is no longer connected")
         state = engine.panes.get(pane_id)
-        kind = state.reading.harness.value if state and state.reading else "unknown"
-        if kind == "unknown":  # not read yet: what the launch started, else the directory's record
-            record = engine.directory.panes.get(pane_id)
-            kind = harness or (record.harness if record is not None and record.harness else kind)
+        record = engine.directory.panes.get(pane_id)
+        kind = D.recipient_harness(
+            state.reading.harness.value if state and state.reading else None,
+            launched=harness, recorded=record.harness if record is not None else "",
+        )
         message_id = f"handoff-{act_id}"
         await engine.step(
             H.Submit(

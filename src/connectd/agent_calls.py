@@ -319,7 +319,7 @@ class AgentCalls:
         async with self.call(token, "send_message", str(to), message_id) as admitted:
             record = targets.resolve(engine, to)
             state = engine.panes.get(record.pane_id)
-            kind = state.reading.harness.value if state and state.reading else record.harness
+            kind = D.recipient_harness(state.reading.harness.value if state and state.reading else None, recorded=record.harness)
             recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))
             submit = H.Submit(
                 engine.clock(), hash_token(token), message_id, text, recipient,

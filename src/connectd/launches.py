@@ -18,7 +18,7 @@ unbound with the reason shown (:meth:`Launches.session_note`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -298,20 +298,7 @@ def launch_plan(
         token = engine.ids.new_token()
         assert plan.token_env is not None
         return plan, token, {**env_all, plan.token_env: token}, server
-    preset_id = _off_session_preset(launcher, engine.ids.new_uuid) if session is None else None
-    if preset_id is not None:
-        plan = replace(plan, argv=(plan.argv[0], f"--session-id={preset_id}", *plan.argv[1:]), session_id=preset_id)
+    if session is None and L.off_session_presettable(launcher):  # the core's rule; a fresh id only then
+        plan = L.with_preset_session(plan, engine.ids.new_uuid())
     return plan, None, env_all, server
-
-
-def _off_session_preset(launcher: L.Launcher, new_uuid: Callable[[], str]) -> str | None:
-    """A session id to preset on a launch with connect off, where the harness takes one (Claude Code's
-    ``--session-id``) and the user's argv picks none. The pane is then bound to its session from the
-    start, so restart-to-connect can resume it later; without it nothing names the session."""
-    rule = L.HARNESS_RULES.get(launcher.harness)
-    if launcher.opaque is not None or rule is None or not rule.presets_session_id:
-        return None
-    if L._session_picked(rule, launcher.argv):
-        return None
-    return new_uuid()
 

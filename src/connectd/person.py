@@ -201,13 +201,7 @@ class PersonCalls:
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
         principal = grants.principal_at(engine.hub.book, record.token)
-        binding = record.binding
-        if isinstance(binding, D.SessionBinding):
-            session = (binding.harness, binding.session_id)
-        elif principal is not None and principal.session is not None:
-            session = principal.session
-        else:
-            session = None
+        session = D.pane_session(record.binding, principal.session if principal is not None else None)
         if preset is Preset.OFF:
             if principal is None and session is None:
                 raise EngineError("not_connected", f"{pane_id} is not connected")

@@ -81,10 +81,10 @@ class Restarts:
         if launcher is None or not launcher.restartable:
             reason = launcher.restart_refusal if launcher else f"launcher {launch.launcher!r} is no longer configured"
             raise EngineError("not_restartable", reason)
-        binding = D.binding(engine.watcher.directory, pane_id)
-        session_id = binding.session_id if isinstance(binding, D.SessionBinding) else launch.session_id
-        if not session_id:
+        session = D.pane_session(D.binding(engine.watcher.directory, pane_id), (launch.harness, launch.session_id))
+        if session is None:
             raise EngineError("ambiguous_binding", f"{pane_id} holds no unambiguously bound session to resume")
+        session_id = session[1]
         token = engine.ids.new_token()
         extra_env = engine.launches.env.get((pane_id, record.token), {})
         plan = L.resume_plan(launcher, session_id, endpoint_url=engine.endpoint_url, extra_env=extra_env)

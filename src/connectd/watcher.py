@@ -335,7 +335,7 @@ class Watcher:
         """Codex reports its session id only after launch: the rollout file its process tree holds
         open (``rollout-<time>-<session id>.jsonl``) binds the pane, once, when nothing else has."""
         state = self.panes.get(info.pane_id)
-        harness = state.reading.harness.value if state and state.reading else ""
+        harness = D.recipient_harness(state.reading.harness.value if state and state.reading else None)
         token = token_of(info)
         if harness != "codex" or token in self._codex_scanned or not info.pane_pid:
             return

@@ -465,3 +465,30 @@ def test_two_sessions_held_bind_neither() -> None:
     other = _ROLLOUT.replace(_SID, "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5c")
     assert D.rollout_binding([_held(), _held(other)]) is None
     assert D.rollout_binding([_held(), _held(other, writable=False)]) == _SID
+
+
+def test_pane_session_prefers_the_binding_over_what_connect_recorded() -> None:
+    """The pane's session is its unambiguous binding; the recorded session (launch or grant) is only the
+    fallback, and a record without an id gives none (issue 24: one rule for restarter and person)."""
+    bound = SessionBinding("claude", "now", (EvidenceSource.REGISTRY,))
+    unknown = Unknown(Unbound.NO_PANE, "no live pane")
+    assert D.pane_session(bound, ("claude", "recorded")) == ("claude", "now")
+    assert D.pane_session(bound, None) == ("claude", "now")
+    assert D.pane_session(unknown, ("codex", "recorded")) == ("codex", "recorded")
+    assert D.pane_session(unknown, ("codex", None)) is None
+    assert D.pane_session(unknown, ("codex", "")) is None
+    assert D.pane_session(unknown, None) is None
+
+
+def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> None:
+    """A recipient's harness is the screen's when it names one; else the harness connect launched there;
+    else, with no reading at all, the directory's record; else unknown. A reading that names none beats
+    the record (issue 24: one rule for agent_calls, act_calls, acts_io and watcher)."""
+    assert D.recipient_harness("codex", launched="claude", recorded="opencode") == "codex"
+    assert D.recipient_harness("shell", launched="claude") == "shell"
+    assert D.recipient_harness("unknown", launched="claude", recorded="opencode") == "claude"
+    assert D.recipient_harness(None, launched="claude", recorded="opencode") == "claude"
+    assert D.recipient_harness(None, recorded="opencode") == "opencode"
+    assert D.recipient_harness("unknown", recorded="claude") == "unknown"
+    assert D.recipient_harness(None) == "unknown"
+    assert D.recipient_harness(None, recorded="") == "unknown"

@@ -472,3 +472,21 @@ def test_a_session_the_running_daemon_puts_in_its_pane_runs_in_that_pane_unless_
     assert with_daemon_pane(gone, "%3") == gone  # the process is gone: a binding does not revive it
     assert with_daemon_pane(here, "%3") == here  # found in a pane by this machine's own probe
     assert with_daemon_pane(elsewhere, None) == elsewhere  # none of the daemon's panes runs it
+
+
+def test_expunge_refusal_refuses_a_running_session_first_then_anything_outside_the_roots() -> None:
+    """Expunge is refused for a running session (before any path is judged) and for any path whose real
+    path is not strictly inside a transcript root; otherwise nothing is refused (issue 24: the rule
+    moved from history/service.py into the core)."""
+    from connectcore.history import HistoryError, SessionRunning, expunge_refusal
+
+    inside = [("/t/a.jsonl", "/roots/claude/a.jsonl")]
+    outside = [("/t/link.jsonl", "/etc/passwd")]
+    running = expunge_refusal("claude", "s1", running=True, paths=outside, roots=["/roots/claude"])
+    assert isinstance(running, SessionRunning) and "is running" in str(running)
+    assert expunge_refusal("claude", "s1", running=False, paths=inside, roots=["/roots/claude"]) is None
+    refused = expunge_refusal("claude", "s1", running=False, paths=[*inside, *outside], roots=["/roots/claude"])
+    assert type(refused) is HistoryError and "'/t/link.jsonl'" in str(refused) and "outside the transcript roots" in str(refused)
+    # the root itself and a sibling sharing its prefix are not inside it
+    assert expunge_refusal("claude", "s1", running=False, paths=[("/r", "/roots/claude")], roots=["/roots/claude"]) is not None
+    assert expunge_refusal("claude", "s1", running=False, paths=[("/r", "/roots/claude2/x")], roots=["/roots/claude"]) is not None

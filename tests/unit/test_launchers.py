@@ -508,3 +508,28 @@ def test_resume_plan_fills_the_template_and_injects(h: str, sid: str, p: int) ->
     assert plan.argv[0] == template[0] and plan.argv[-2:] == (template[1], sid)
     assert plan.session_id == sid and plan.connectable
     assert not any(re.search(r"\{session_id\}", a) for a in plan.argv)
+
+
+@pytest.mark.parametrize(
+    ("launcher", "presettable"),
+    [
+        (Launcher("c", "claude", argv=("claude", "--model", "opus")), True),
+        (Launcher("c", "claude", argv=("claude", "--resume", "abc")), False),  # the argv picks a session
+        (Launcher("c", "claude", argv=("claude", "--session-id=abc")), False),
+        (Launcher("c", "claude", opaque="cd ~/src && claude"), False),  # opaque: argv unknown
+        (Launcher("x", "codex", argv=("codex",)), False),  # the harness takes no preset id
+        (Launcher("o", "opencode", argv=("opencode",)), False),
+    ],
+)
+def test_an_off_launch_presets_a_session_id_only_where_the_harness_takes_one_and_argv_picks_none(
+    launcher: Launcher, presettable: bool
+) -> None:
+    """An Off launch (no session asked for) gets a preset session id exactly when the harness presets
+    one, the launcher is not opaque and its argv picks no session; the preset goes right after the
+    program and is recorded as the plan's session (issue 24: moved from connectd/launches.py)."""
+    from connectcore.launchers import off_session_presettable, plain_plan, with_preset_session
+
+    assert off_session_presettable(launcher) is presettable
+    if presettable:
+        plan = with_preset_session(plain_plan(launcher), SID)
+        assert plan.argv == ("claude", f"--session-id={SID}", "--model", "opus") and plan.session_id == SID

@@ -29,6 +29,7 @@ from connectcore.history import (
     SessionNotFound,
     check_limit,
     check_readable,
+    expunge_refusal,
     iso_utc,
     parse_harness,
     project,
@@ -37,6 +38,7 @@ from connectcore.history import (
     scope_for,
     select_restorable,
 )
+from connectcore.history import SessionRunning as SessionRunning  # re-exported: the core decides it
 from connectd.history.index import HistoryIndex, IndexReport, Progress
 from connectd.history.liveness import LivenessProbe, LivenessSnapshot, ProcFS, tmux_pane_pids
 from connectd.history.parsers import MAX_LINE_BYTES
@@ -66,11 +68,6 @@ def default_claude_root() -> Path:
 def default_codex_root() -> Path:
     env = os.environ.get("CODEX_HOME")
     return Path(env) if env else Path.home() / ".codex"
-
-
-class SessionRunning(HistoryError):
-    def __init__(self, harness: str, session_id: str) -> None:
-        super().__init__(f"{harness} session {session_id!r} is running; stop it before expunging it")
 
 
 @dataclass(frozen=True)
@@ -297,8 +294,7 @@ class HistoryService:
         """
         entry = self._entry(harness, session_id, catch_up=True)
         snap = self._liveness([entry], pane_pids)
-        if snap.running(entry.harness, entry.session_id) is not None:
-            raise SessionRunning(entry.harness.value, entry.session_id)
+        running = snap.running(entry.harness, entry.session_id) is not None
         paths = list(self.index.files_of(entry.harness, entry.session_id))
         children = self.index.children(entry.harness, entry.session_id)
         extra_dirs: list[str] = []
@@ -309,10 +305,12 @@ class HistoryService:
                     extra_dirs.append(str(sibling))
             for child in children:
                 paths += self.index.files_of(entry.harness, child)
-        allowed_roots = self._transcript_roots()
-        for p in [*paths, *extra_dirs]:
-            if not _within(p, allowed_roots):
-                raise HistoryError(f"refusing to delete {p!r}: it is outside the transcript roots")
+        refusal = expunge_refusal(
+            entry.harness.value, entry.session_id, running=running,
+            paths=[(p, os.path.realpath(p)) for p in [*paths, *extra_dirs]], roots=self._transcript_roots(), sep=os.sep,
+        )
+        if refusal is not None:
+            raise refusal
         audit(
             {
                 "action": "history.expunge",
@@ -385,11 +383,6 @@ class HistoryService:
         # run the same conversation twice.
         running = frozenset(k for k in entries if snap.running(*k) is not None)
         return select_restorable(bindings, entries, existing_dirs=existing, running=running)
-
-
-def _within(path: str, roots: Iterable[str]) -> bool:
-    real = os.path.realpath(path)
-    return any(real.startswith(root + os.sep) for root in roots)
 
 
 def jsonl_audit(path: Path) -> AuditSink:
