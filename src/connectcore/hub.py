@@ -74,13 +74,15 @@ class UnknownItem(ConnectError):
 
 @dataclass(frozen=True)
 class LeftDraft:
-    """Needs you: connect may have left an unsent message in this pane's composer (typing that was
-    not confirmed with a draft in the composer, or that a daemon restart interrupted). It closes
-    when the pane is next read with an empty composer, or goes."""
+    """Needs you: connect may have left its own text unsent in this pane's composer: a message (typing
+    that was not confirmed with a draft in the composer, or that a daemon restart interrupted), or a
+    restart-to-connect's exit command (the agent was left alone after it was typed: ``message`` is
+    None and ``ref`` the restart id). It closes when the pane is next read with an empty composer, or
+    goes."""
 
     pane_id: str
     incarnation: str
-    message: MessageKey
+    message: MessageKey | None
     ref: str
     at: float
     why: str
@@ -88,6 +90,8 @@ class LeftDraft:
     @property
     def summary(self) -> str:
         """What the person is told."""
+        if self.message is None:
+            return f"connect may have left its exit command unsent in {self.pane_id}'s composer"
         return f"connect left an unsent message in {self.pane_id}'s composer"
 
 
@@ -436,7 +440,14 @@ def _closed(hub: Hub, restart_id: str, state: restart_.Restart, now: float) -> S
     if not state.final:
         return replace(hub, restarts={**hub.restarts, restart_id: state}), ()
     hub = replace(hub, restarts={k: v for k, v in hub.restarts.items() if k != restart_id})
-    return _maybe_attempt(hub, state.record.pane_id, now)
+    effects: tuple[Effect, ...] = ()
+    record = state.record
+    view = hub.panes.get(record.pane_id)
+    if restart_.left_exit_command(record) and (view is None or view.incarnation == record.incarnation):
+        why = f"a restart-to-connect typed {record.exit_command!r} and the agent did not exit"
+        hub, effects = _open_left(hub, LeftDraft(record.pane_id, record.incarnation, None, restart_id, now, why))
+    hub, more = _maybe_attempt(hub, record.pane_id, now)
+    return hub, effects + more
 
 
 def _withdraw_restarts(hub: Hub, restart_ids: Iterable[str], now: float, why: str) -> Step:
@@ -1179,6 +1190,10 @@ def _draft_cleared(hub: Hub, ev: PaneObserved) -> Step:
 
 def _open_draft(hub: Hub, message: Message, now: float, why: str) -> Step:
     left = LeftDraft(message.recipient_pane, message.recipient_incarnation, message.key, message.ref, now, why)
+    return _open_left(hub, left)
+
+
+def _open_left(hub: Hub, left: LeftDraft) -> Step:
     hub = replace(hub, drafts={**hub.drafts, left.pane_id: left})
     return hub, (Notify("needs", (left.pane_id,), payload={"state": "open", "ref": left.ref}),)
 

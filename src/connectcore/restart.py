@@ -14,7 +14,9 @@ R3  The sequence: set remain-on-exit on; send the harness's own exit command; wa
 R4  Recovery. A timeout or failed step once the record is persisted, the planned agent changing under
     the machine, or a daemon restart finding an open record all take one path: inspect the pane. A dead
     pane is respawned as planned, a live pane is left alone, and either way the original option is
-    restored and the record closed. A pane that is gone: the record is closed, nothing to restore. One
+    restored and the record closed. A live pane left alone after the exit command was typed may hold
+    that command unsent in its composer (:func:`left_exit_command`): the hub tells the person. A
+    pane that is gone: the record is closed, nothing to restore. One
     exception: a record found at startup in ``exit_sent`` whose agent still runs was asked to exit, and
     may be exiting (the Enter the tmux server owed the exit command came after the daemon died): the
     machine waits for it to end, once, within the exit deadline, instead of restoring the option under
@@ -269,6 +271,9 @@ class RestartRecord:
     # Why the connect this restart was to give was withdrawn while it was open (a revocation, a new
     # grant, disconnect-all; set by the hub, never by this machine): its respawn gets no token. "": not.
     connect_withdrawn: str = ""
+    # The exit command was typed into the pane (EXIT_SENT, R3) and the agent has not been seen to end
+    # since. A restart that then leaves the agent alone may have left that command unsent (R4).
+    exit_typed: bool = False
 
     @property
     def open(self) -> bool:
@@ -533,18 +538,19 @@ def _enter(
         new = _advance(state, dst, now, deadline=max(state.idle_deadline, now + lim.step))
         return new, (_notify(new), observe)
     if dst is _S.EXIT_SENT and name == "pane_live":  # found at startup: the exit asked for may be under way
-        new = _advance(state, dst, now, deadline=now + lim.exit)
+        new = _advance(state, dst, now, deadline=now + lim.exit, exit_typed=True)  # (a record from before the field)
         detail = "recovery: the agent was asked to exit and still runs; waiting for it to end"
         return new, (_persist(new), _audit(new, "recover", str(dst), now, detail), _notify(new, detail), observe)
     if dst is _S.EXIT_SENT:
-        new = _advance(state, dst, now, deadline=now + lim.exit)
+        new = _advance(state, dst, now, deadline=now + lim.exit, exit_typed=True)
         exit_agent = ExitAgent(rec.pane_id, rec.exit_command)
         return new, (_persist(new), exit_agent, _audit(new, "exit", str(dst), now), _notify(new), observe)
     if dst is _S.PROCESS_ENDED:
         env = state.env if not isinstance(event, Recover) or event.env is None else tuple(sorted(event.env.items()))
         # a respawn in flight: whatever an earlier run confirmed no longer describes the pane
-        new = replace(
-            _advance(state, dst, now, deadline=now + lim.step, outcome=None, new_incarnation=None), env=env
+        new = replace(  # (the agent ended: an exit command it was typed is used up)
+            _advance(state, dst, now, deadline=now + lim.step, outcome=None, new_incarnation=None, exit_typed=False),
+            env=env,
         )
         respawn = Respawn(rec.pane_id, rec.resume_argv, rec.cwd, dict(env or ()))
         detail = "recovery: the pane was dead" if name == "pane_dead" else ""
@@ -577,8 +583,16 @@ def _enter(
         outcome, detail = RestartOutcome.PANE_GONE, "the pane is gone; nothing to restore"
     else:
         outcome, detail = rec.outcome or RestartOutcome.RESTARTED, ""
+        if left_exit_command(rec):
+            detail = f"the agent did not exit; its exit command {rec.exit_command!r} may be left in the composer"
     new = _advance(state, dst, now, deadline=None, outcome=outcome)
     return new, (_persist(new), _audit(new, "close", outcome, now, detail), _notify(new, detail))
+
+
+def left_exit_command(rec: RestartRecord) -> bool:
+    """R4: the machine typed the exit command, then left the agent running: the command may sit
+    unsent in the composer (a harness that dropped the Enter), so the person is told."""
+    return rec.exit_typed and rec.outcome is RestartOutcome.LEFT_ALONE
 
 
 def restore_command(rec: RestartRecord) -> str:

@@ -40,7 +40,7 @@ class PersonCalls:
         drafts = sorted(hub.drafts.values(), key=lambda d: d.at, reverse=True)
         items = []
         for d in drafts:
-            message = hub.messages.get(d.message)
+            message = hub.messages.get(d.message) if d.message is not None else None
             items.append(
                 {
                     "kind": "left_draft",
@@ -48,7 +48,7 @@ class PersonCalls:
                     "pane": d.pane_id,
                     "summary": d.summary,
                     "why": d.why,
-                    "message_id": d.message[1],
+                    "message_id": d.message[1] if d.message is not None else None,
                     "ref": d.ref,
                     "sender": message.sender_actor if message is not None else None,
                     "at": d.at,

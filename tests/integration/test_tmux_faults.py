@@ -254,3 +254,26 @@ def test_a_daemon_killed_between_the_exit_command_and_its_enter_leaves_no_draft(
         _still_serving(d)
     finally:
         assert d.stop() == 0, d.log_text()
+
+
+def test_an_exit_command_a_harness_leaves_in_its_composer_is_told_to_the_person(tmp_path: Path, tmux: TmuxServer) -> None:
+    """Issue 22.1 (recovery): a harness that drops the exit command's Enter keeps ``/exit`` as a draft;
+    the restart gives up waiting for the exit, leaves the agent alone, and Needs you names the exit
+    command until the composer is empty again (it failed before: nothing in Needs you)."""
+    with faulty_daemon(tmp_path, tmux) as (d, _faults):
+        c = d.launch("c", "off", session="5e4d3c2b-1a0f-4e9d-8c7b-6a5f4e3d2c1b", env={"DEMO_DROP_EXIT_ENTER": "1"})
+        d.wait_ready(c)
+        d.api("POST", "/api/restart", {"pane": c.pane, "preset": "observe"})
+
+        def closed() -> list[str]:
+            return [r["outcome"] for r in d.api("GET", "/api/audit?limit=1000") if r["action"] == "restart.close"]
+
+        assert wait_for(closed, 90, "the restart closed") == ["left_alone"]
+        assert "/exit" in tmux.tmux("capture-pane", "-p", "-t", c.pane)  # the harness kept it as a draft
+        needs = wait_for(lambda: d.api("GET", "/api/needs"), 30, "a Needs you item")
+        assert [(n["pane"], n["message_id"]) for n in needs] == [(c.pane, None)]
+        assert "exit command" in needs[0]["summary"] and "'/exit'" in needs[0]["why"]
+        tmux.tmux("send-keys", "-t", c.pane, "BSpace", "BSpace", "BSpace", "BSpace", "BSpace")  # the person clears it
+        assert wait_for(lambda: d.api("GET", "/api/needs") == [], 30, "the item closed")
+        assert c.prompts() == []  # nothing was submitted
+        _still_serving(d)

@@ -681,3 +681,50 @@ def test_the_old_process_ending_after_the_exit_command_does_not_cancel_the_resta
     w.hub = replace(w.hub, restarts={restart_id: replace(state, record=replace(state.record, step=S.EXIT_SENT))})
     w.step(H.PaneGone(w.now, b.pane, b.incarnation))
     assert restart_id in w.hub.restarts
+
+
+# --- issue 22.1: the exit command left in a composer is told, as a message left there is ---------------
+
+
+def _left_alone_after_exit(w: World, b: Agent) -> tuple[Effect, ...]:
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))  # fresh idle: the exit command is typed
+    assert step_of(w) is S.EXIT_SENT
+    w.now += LIMITS.exit
+    feed(w, R.Timeout(now=w.now))  # the agent did not exit (its harness dropped the Enter)
+    assert step_of(w) is S.RECOVERING
+    feed(w, R.Recover(now=w.now, condition=R.PaneCondition.LIVE))
+    return feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
+
+
+def test_a_restart_that_leaves_the_agent_alone_after_its_exit_command_tells_the_person() -> None:
+    """An agent left alone after the exit command was typed may hold it unsent in its composer: a
+    Needs you item names it (no message), and a reading with an empty composer closes it."""
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    effects = _left_alone_after_exit(w, b)
+    close = audits(effects, "restart.close")[0]
+    assert close.outcome == R.RestartOutcome.LEFT_ALONE and "'/exit' may be left in the composer" in close.detail
+    left = w.hub.drafts[b.pane]
+    assert (left.message, left.ref, left.incarnation) == (None, "r-1", b.incarnation)
+    assert "exit command" in left.summary and "'/exit'" in left.why
+    w.now += 1
+    w.idle(b, ready=False)  # still a draft in the composer: the item stays
+    assert b.pane in w.hub.drafts
+    w.now += 1
+    w.idle(b, ready=True)
+    assert w.hub.drafts == {}
+
+
+def test_a_restart_left_alone_before_its_exit_command_tells_nobody() -> None:
+    """Recovery that leaves the agent alone before the exit command was typed left nothing in its composer."""
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    to_rechecking(w, b)
+    w.step(H.Revoke(w.now, b.principal))
+    feed(w, R.Recover(now=w.now, condition=R.PaneCondition.LIVE))
+    effects = feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
+    assert audits(effects, "restart.close")[0].outcome == R.RestartOutcome.LEFT_ALONE
+    assert w.hub.drafts == {}

@@ -333,7 +333,7 @@ def test_the_whole_restart_effect_by_effect() -> None:
         (SetPaneOption(PANE, "remain-on-exit", "on"), notify("remain_on_exit_set")),
         (notify("rechecking_idle"), observe),
         (
-            persist(rec(S.EXIT_SENT, 104.0)),
+            persist(rec(S.EXIT_SENT, 104.0, exit_typed=True)),
             ExitAgent(PANE, "/exit"),
             audit("restart.exit", "exit_sent", 104.0),
             notify("exit_sent"),
@@ -689,8 +689,9 @@ def test_after_a_daemon_restart_a_dead_pane_is_respawned_as_planned(record: Rest
         StepDone(now=503.0, step=S.OPTION_RESTORED),
     )
     # a respawn in flight forgets what an earlier run confirmed (the record at option_restored had one)
+    # and an exit command typed is used up (the agent ended)
     respawning = dataclasses.replace(
-        record, step=S.PROCESS_ENDED, updated_at=500.0, outcome=None, new_incarnation=None
+        record, step=S.PROCESS_ENDED, updated_at=500.0, outcome=None, new_incarnation=None, exit_typed=False
     )
     assert out[0] == (
         persist(respawning),
@@ -946,3 +947,22 @@ def test_a_record_found_in_exit_sent_with_its_agent_running_waits_for_the_exit_t
     recovering, _ = step(waiting, Timeout(now=20.0 + LIMITS.exit))
     alone, effects = step(recovering, Recover(now=45.0, condition=PaneCondition.LIVE, env=ENV))
     assert alone.step is S.OPTION_RESTORED and [e for e in effects if isinstance(e, SetPaneOption)]
+
+
+def test_a_record_from_before_exit_typed_found_in_exit_sent_still_tells_when_left_alone() -> None:
+    """Claim: a record persisted in exit_sent by a daemon that did not yet store ``exit_typed`` (the
+    field missing: False) was still asked to exit, so leaving its agent alone says the exit command
+    may be in the composer (issue 22.1)."""
+    rec = dataclasses.replace(plan_restart(plan(), LIMITS).record, step=S.EXIT_SENT, updated_at=10.0)
+    assert rec.exit_typed is False
+    state, out = run(
+        rec,
+        Recover(now=20.0, condition=PaneCondition.LIVE, env=ENV),
+        Timeout(now=20.0 + LIMITS.exit),
+        Recover(now=45.0, condition=PaneCondition.LIVE, env=ENV),
+        StepDone(now=46.0, step=S.OPTION_RESTORED),
+    )
+    assert state.step is S.CLOSED and state.record.outcome is RestartOutcome.LEFT_ALONE
+    assert [e.detail for e in out[-1] if isinstance(e, Audit)] == [
+        "the agent did not exit; its exit command '/exit' may be left in the composer"
+    ]

@@ -288,7 +288,9 @@
           "li",
           { class: "card note", attrs: { role: "status" }, data: { testid: "left-draft" } },
           h("p", { class: "summary", text: n.summary }),
-          h("p", { class: "meta", text: `${n.why}. Message ${n.message_id}${n.sender ? ` from ${describeActor(n.sender).name}` : ""}, ${fmtTime(n.at)}: clear the composer or send it yourself.` }),
+          h("p", { class: "meta", text: n.message_id
+            ? `${n.why}. Message ${n.message_id}${n.sender ? ` from ${describeActor(n.sender).name}` : ""}, ${fmtTime(n.at)}: clear the composer or send it yourself.`
+            : `${n.why} (restart ${n.ref}), ${fmtTime(n.at)}: clear the composer if the command is still there.` }),
         ),
     );
     renderNeedsCount();
