@@ -19,6 +19,7 @@ import pytest
 
 from connectd.demo_agent import install_wrapper
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon
 from tests.support.tmux_server import TmuxServer
 
 CONTROL_SESSION = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4c70"
@@ -38,15 +39,10 @@ def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
     claude_root, codex_root = tmp_path / "claude", tmp_path / "codex"
     (claude_root / "sessions").mkdir(parents=True)
     (codex_root / "sessions").mkdir(parents=True)
-    d = DaemonProcess(tmp_path, tmux, history_roots=(claude_root, codex_root))
-    codex = install_wrapper(tmp_path / "bin", "codex")
-    with (d.data_dir / "launchers.toml").open("a") as fh:  # a Codex-shaped stand-in the daemon launches
-        fh.write(f'[launchers.democodex]\nharness = "codex"\nargv = [{json.dumps(str(codex))}]\nexit_command = "/exit"\n')
-    d.start()
-    try:
+    codex = install_wrapper(tmp_path / "bin", "codex")  # a Codex-shaped stand-in the daemon launches
+    democodex = f'[launchers.democodex]\nharness = "codex"\nargv = [{json.dumps(str(codex))}]\nexit_command = "/exit"\n'
+    with running_daemon(tmp_path, tmux, launchers=democodex, history_roots=(claude_root, codex_root)) as d:
         yield d
-    finally:
-        d.stop()
 
 
 def _as_agent(daemon: DaemonProcess, token: str, to: str) -> tuple[set[str], dict[str, Any], tuple[bool, Any], tuple[bool, Any]]:

@@ -11,8 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +22,8 @@ from connectd.store import Store
 from tests.fixtures.history.transcripts import Claude, make_repo
 from tests.integration.test_daemon_e2e import agents, get_message, make_busy, run, send
 from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon as running
 from tests.support.tmux_server import TmuxServer
-
-
-@contextmanager
-def running(tmp_path: Path, tmux: TmuxServer, **kw: object) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux, **kw).start()  # type: ignore[arg-type]
-    try:
-        yield d
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    with running(tmp_path, tmux) as d:
-        yield d
 
 
 def test_an_unanswered_card_expires_and_the_sender_learns_it(tmp_path: Path, tmux: TmuxServer) -> None:

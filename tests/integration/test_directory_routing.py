@@ -25,6 +25,7 @@ from connectd.demo_agent import install_wrapper
 from tests.fixtures.history.transcripts import Claude, Codex, make_repo
 from tests.integration.test_daemon_e2e import agents, get_message, run, send
 from tests.support.daemon import DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon
 from tests.support.tmux_server import TmuxServer
 
 SESSION = "7c0f3d52-9a61-4b8e-a1d2-3e4f5a6b7c8d"
@@ -51,11 +52,8 @@ def daemon(tmp_path: Path, tmux: TmuxServer, roots: tuple[Path, Path]) -> Iterat
     Claude(SESSION, str(web), branch="login-fix").prompt("fix the login redirect loop").title(
         "custom-title", "Fix login redirect"
     ).pr_link(12).write(roots[0])
-    d = DaemonProcess(tmp_path, tmux, history_roots=roots).start()
-    try:
+    with running_daemon(tmp_path, tmux, history_roots=roots) as d:
         yield d
-    finally:
-        d.stop()
 
 
 async def _calls(d: DaemonProcess, token: str, *calls: tuple[str, dict[str, object]]) -> list[tuple[bool, object]]:

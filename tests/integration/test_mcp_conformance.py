@@ -19,7 +19,7 @@ import pytest
 from tests.support import mcp_conformance as suite
 from tests.support.bearer_proxy import bearer_proxy
 from tests.support.daemon import DaemonProcess
-from tests.support.tmux_server import TmuxServer
+from tests.support.fixtures import running_daemon, tmux_session
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +29,11 @@ def installed() -> Path:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    with TmuxServer("connect-conformance") as tmux:
-        tmux.new_session("main", width=160, height=40)
-        daemon = DaemonProcess(tmp_path_factory.mktemp("conformance"), tmux).start()
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
+    with (
+        tmux_session("connect-conformance") as tmux,
+        running_daemon(tmp_path_factory.mktemp("conformance"), tmux) as daemon,
+    ):
+        yield daemon
 
 
 def test_every_scenario_of_the_suite_is_held_or_said_not_to_apply(installed: Path) -> None:

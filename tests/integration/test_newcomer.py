@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from tests.support.daemon import ROOT, DaemonProcess, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
 
 
@@ -221,13 +222,8 @@ def test_an_unusable_owner_token_file_is_one_line_and_a_fix(tmp_path: Path) -> N
 
 @pytest.fixture
 def daemon_and_tmux(tmp_path: Path) -> Iterator[tuple[DaemonProcess, TmuxServer]]:
-    with TmuxServer("connect-nc") as tmux:
-        tmux.new_session("main", width=160, height=40)
-        d = DaemonProcess(tmp_path, tmux).start()
-        try:
-            yield d, tmux
-        finally:
-            d.stop()
+    with tmux_session("connect-nc") as tmux, running_daemon(tmp_path, tmux) as d:
+        yield d, tmux
 
 
 def test_a_client_pointed_at_the_wrong_data_directory_is_told_where_the_daemon_is(

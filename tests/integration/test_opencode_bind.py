@@ -19,15 +19,10 @@ import pytest
 from connectcore import opencode_binding as OC
 from connectd import opencode_bind
 from tests.support import harnesses as H
+from tests.support.fixtures import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-per-launch-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import pytest
 from connectcore import opencode_binding as OC
 from tests.support.daemon import DaemonProcess, call, mcp_agent, wait_for
 from tests.support.fake_opencode_server import SESSION_ID, install_wrapper
+from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.live import argv_holding, proc_argv
 from tests.support.tmux_server import TmuxServer
 
@@ -29,22 +30,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-oc") as server:
-        server.new_session("main", width=80, height=24)  # the stand-in draws the 80x24 idle screen
+    with tmux_session("connect-oc", width=80, height=24) as server:  # the stand-in draws the 80x24 idle screen
         yield server
 
 
 @pytest.fixture
 def daemon(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path, tmux)
     wrapper = install_wrapper(tmp_path / "oc-bin", ROOT)
-    with (d.data_dir / "launchers.toml").open("a") as f:
-        f.write(f'[launchers.oc]\nharness = "opencode"\nargv = [{json.dumps(str(wrapper))}]\n')
-    d.start()
-    try:
+    oc = f'[launchers.oc]\nharness = "opencode"\nargv = [{json.dumps(str(wrapper))}]\n'
+    with running_daemon(tmp_path, tmux, launchers=oc) as d:
         yield d
-    finally:
-        d.stop()
 
 
 def launch(daemon: DaemonProcess, tmp_path: Path, **env: str) -> tuple[dict[str, object], Path]:

@@ -45,6 +45,7 @@ from connectd.http import (
 )
 from connectd.mcp_endpoint import build_mcp
 from connectd.store import Store
+from tests.support.fixtures import tmux_session
 from tests.support.tmux_server import TmuxServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,8 +57,7 @@ OTHER_TOKEN = "ct_agent-b-token-for-tests-0000000000000"
 @pytest.fixture(scope="module")
 def tmux() -> Iterator[TmuxServer]:
     """One private tmux server for the module; its first pane runs a plain `cat` (no agent)."""
-    with TmuxServer("connect-owner-api") as server:
-        server.new_session("main", ["sh", "-c", "exec cat"], width=120, height=30)
+    with tmux_session("connect-owner-api", ["sh", "-c", "exec cat"], width=120, height=30) as server:
         yield server
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import stat
 import sys
 import time
@@ -34,6 +33,7 @@ import pytest
 from connectd.page import SESSIONS_FILE, PageSessions, cookie_name
 from tests.support import browser as B
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import free_port, running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,12 +45,6 @@ MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script
 WAIT_MS = 15_000
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # --------------------------------------------------------------------------------------------------
 # Fixtures: one tmux server, one daemon (on a fixed port, so a restart keeps the page's origin), one
 # browser for the module
@@ -59,24 +53,21 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-page") as server:
-        server.new_session("main", width=160, height=40)
+    with tmux_session("connect-page") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, tmux: TmuxServer) -> Iterator[DaemonProcess]:
     port = free_port()
-    d = DaemonProcess(tmp_path_factory.mktemp("page"), tmux, extra_args=("--port", str(port)))
-    wrapper = json.dumps(str(d.tmp / "bin" / "claude"))
-    with (d.data_dir / "launchers.toml").open("a") as f:  # two launchers Connect cannot be offered for
-        f.write(f'[launchers.mine]\ncommand = {json.dumps("exec " + json.loads(wrapper))}\n')
-        f.write(f'[launchers.noresume]\nharness = "claude"\nargv = [{wrapper}]\nresume = []\n')
-    d.start()
-    try:
+    tmp = tmp_path_factory.mktemp("page")
+    wrapper = json.dumps(str(tmp / "bin" / "claude"))  # the stand-in DaemonProcess installs
+    launchers = (  # two launchers Connect cannot be offered for
+        f'[launchers.mine]\ncommand = {json.dumps("exec " + json.loads(wrapper))}\n'
+        f'[launchers.noresume]\nharness = "claude"\nargv = [{wrapper}]\nresume = []\n'
+    )
+    with running_daemon(tmp, tmux, launchers=launchers, extra_args=("--port", str(port))) as d:
         yield d
-    finally:
-        d.stop()
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from connectcore.effects import Audit
 from connectd.store import Store
 from tests.integration.test_store import HashedWorld
 from tests.support.daemon import ROOT, DaemonProcess
+from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
 
 RECORDS = 250
@@ -30,13 +31,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
             w.send(a, b, f"message {n}", message_id=f"m-{n}")
             w.now += 1
         store.apply(w.effects)
-    with TmuxServer("connect-paged") as tmux:
-        tmux.new_session("main", width=120, height=30)
-        d = DaemonProcess(tmp, tmux).start()
-        try:
-            yield d
-        finally:
-            d.stop()
+    with tmux_session("connect-paged", width=120, height=30) as tmux, running_daemon(tmp, tmux) as d:
+        yield d
 
 
 def cli(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,25 +17,22 @@ import httpx2
 import pytest
 
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # the shared tmux and daemon, once for the module
 def tmux() -> Iterator[TmuxServer]:
-    with TmuxServer("connect-security") as server:
-        server.new_session("main", width=160, height=40)
+    with tmux_session("connect-security") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, tmux: TmuxServer) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(tmp_path_factory.mktemp("security"), tmux).start()
-    try:
+    with running_daemon(tmp_path_factory.mktemp("security"), tmux) as d:
         yield d
-    finally:
-        d.stop()
 
 
 def ready(daemon: DaemonProcess, name: str, connect: str = "collaborate") -> AgentHandle:

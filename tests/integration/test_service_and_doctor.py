@@ -13,6 +13,7 @@ import pytest
 from connectd import compat
 from connectd.cli import main
 from tests.support.daemon import DaemonProcess
+from tests.support.fixtures import free_port
 from tests.support.harnesses import PINNED
 from tests.support.tmux_server import TmuxServer
 
@@ -100,12 +101,6 @@ def doctor(capsys: pytest.CaptureFixture[str], data: Path, port: int) -> tuple[i
     answer = json.loads(out)
     assert answer["ok"] is (status == 0)
     return status, {c["name"]: c for c in answer["checks"]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_doctor_passes_a_ready_machine_and_names_a_loose_data_directory(

@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
+from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
 
 UNAVAILABLE = "store_unavailable"
@@ -45,13 +46,8 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def daemon(small_fs: Path) -> Iterator[DaemonProcess]:
-    with TmuxServer("connect-store-faults") as tmux:
-        tmux.new_session("main", width=160, height=40)
-        d = DaemonProcess(small_fs, tmux).start()
-        try:
-            yield d
-        finally:
-            d.stop()
+    with tmux_session("connect-store-faults") as tmux, running_daemon(small_fs, tmux) as d:
+        yield d
 
 
 def _send(daemon: DaemonProcess, sender: AgentHandle, to: str, text: str, message_id: str) -> tuple[bool, object]:

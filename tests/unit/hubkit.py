@@ -10,8 +10,8 @@ from types import MappingProxyType
 
 from connectcore import hub as H
 from connectcore.consent import Decision
-from connectcore.delivery import AfterTyping, Limits
-from connectcore.effects import Effect
+from connectcore.delivery import AfterTyping, Limits, MessageState
+from connectcore.effects import Audit, CheckGuard, Effect, Notify, Persist
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.screen import Activity, Composer
 
@@ -173,3 +173,38 @@ class World:
     def tick(self, seconds: float = 0.0) -> tuple[Effect, ...]:
         self.now += seconds
         return self.step(H.Tick(self.now))
+
+
+def actor(w: World, agent: Agent) -> str:
+    return H.grants.actor_name(w.hub.book.principals[agent.principal])
+
+
+def final_effects(w: World, key: tuple[str, str], outcome: str, reason: str) -> tuple[object, ...]:
+    """What _finalize emits for a message with no open card: persist, audit, wake the sender."""
+    done = w.message(key)
+    assert done.outcome == outcome and done.reason == reason and done.final_at == w.now
+    return (
+        Persist("message", key, done),
+        Audit(
+            actor=done.sender_actor,
+            action="send_message",
+            outcome=outcome,
+            scope="message",
+            target=f"{done.recipient_pane}@{done.recipient_incarnation}",
+            message_id=key[1],
+            detail=reason,
+            at=w.now,
+        ),
+        Notify("message", key, principal=key[0], payload={"outcome": outcome}),
+    )
+
+
+def guarding(
+    w: World, a: Agent, b: Agent, decision: Decision = Decision.APPROVE_PAIR, **kw: object
+) -> tuple[str, str]:
+    """A consented message to b whose guard is out (CheckGuard emitted)."""
+    key = w.send(a, b, **kw)
+    w.decide(key, decision)
+    assert [type(e) for e in w.idle(b)] == [CheckGuard]
+    assert w.message(key).state is MessageState.GUARDING
+    return key

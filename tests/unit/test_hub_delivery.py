@@ -17,11 +17,6 @@ def kinds(effects: tuple[object, ...]) -> list[str]:
     return [type(e).__name__ for e in effects]
 
 
-@pytest.fixture
-def w() -> World:
-    return World()
-
-
 def test_first_message_opens_a_card_and_waits(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = w.send(a, b, "please review")

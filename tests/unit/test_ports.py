@@ -1,40 +1,43 @@
-"""The daemon's adapters (and the tests' fake clock) conform to the core's ports, member by member,
-and the check names each way a wrong implementation differs."""
+"""The daemon's adapters and the tests' stand-ins for them (the simulator's pane server, the fake clock)
+conform to the core's ports, member by member, and the check names each way a wrong implementation
+differs. (``isinstance`` against a runtime-checkable Protocol only looks for names, ``print`` is a
+``Clock``; these tests do not use it.)"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from connectcore.ports import Clock, Panes, PaneText
+from connectcore.ports import Clock, Panes
+from connectd.clock import LifeClock
 from connectd.tmux import Capture, TmuxAdapter
+from tests.simulation.sim_tmux import SimServer
 from tests.support.conformance import port_mismatches
 from tests.support.fakes import FakeClock
 
-
-def test_isinstance_against_a_port_proves_nothing() -> None:
-    """A runtime-checkable Protocol only checks names: why the tests below do not use isinstance."""
-    assert isinstance(print, Clock)
-    assert port_mismatches(Clock, print) != []
-
-
-def test_the_real_adapter_conforms_to_panes() -> None:
-    """TmuxAdapter has every Panes method, async, with the port's parameters and return types."""
-    assert port_mismatches(Panes, TmuxAdapter(socket_name="connect-ports-never-started")) == []
-    assert port_mismatches(PaneText, Capture("", (0, 0), 80, 24)) == []  # no methods: vacuous by design
-    assert isinstance(Capture("x", (0, 0), 80, 24), PaneText)
+# Every implementation of a port the daemon or a test runs against: the real one and each stand-in.
+IMPLEMENTATIONS: list[tuple[type, str, Callable[[], object]]] = [
+    (Panes, "connectd.tmux.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
+    (Panes, "tests.simulation.sim_tmux.SimTmux", lambda: SimServer(FakeClock()).view()),
+    (Clock, "time.time", lambda: time.time),
+    (Clock, "connectd.clock.LifeClock", LifeClock),
+    (Clock, "tests.support.fakes.FakeClock", FakeClock),
+]
 
 
-def test_the_daemon_clock_and_the_fake_clock_conform_and_agree() -> None:
+@pytest.mark.parametrize(("port", "make"), [(p, m) for p, _, m in IMPLEMENTATIONS], ids=[n for _, n, _ in IMPLEMENTATIONS])
+def test_each_implementation_conforms_to_its_port(port: type, make: Callable[[], object]) -> None:
+    """Every method of the port exists, async as declared, with the port's parameters (names, kinds,
+    defaults, annotations) and return type; a capture's class has PaneText's attributes and types."""
+    assert port_mismatches(port, make()) == []
+
+
+def test_the_daemon_clock_and_the_fake_clock_agree() -> None:
     """time.time, the daemon's LifeClock and FakeClock all give float seconds that never go back; the fake moves only when told."""
     fake = FakeClock()
-    assert port_mismatches(Clock, time.time) == [] and port_mismatches(Clock, fake) == []
-    from connectd.clock import LifeClock
-
     life = LifeClock()
-    assert port_mismatches(Clock, life) == []
     now = life()
     assert type(now) is float and life() >= now and abs(now - time.time()) < 60
     first, second = time.time(), time.time()
