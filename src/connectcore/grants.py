@@ -259,6 +259,13 @@ def live_tokens(book: GrantBook, principal_id: str) -> tuple[TokenRecord, ...]:
     return tuple(t for t in book.tokens.values() if t.principal in members and t.state is TokenState.LIVE)
 
 
+def sending_token(book: GrantBook, principal_id: str) -> str | None:
+    """The token hash a message of this principal's is submitted with when the daemon sends it on
+    the principal's behalf (control's hand-off): its first live token; None: it is not connected."""
+    tokens = live_tokens(book, principal_id)
+    return tokens[0].token_hash if tokens else None
+
+
 def principal_at(book: GrantBook, incarnation: str) -> Principal | None:
     """The canonical principal holding a live token for this pane incarnation, if any."""
     for record in book.tokens.values():

@@ -42,7 +42,7 @@ from connectcore import directory as D
 from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
 from connectcore import opencode_binding as OC
-from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
+from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
 from connectd.history.service import default_claude_root, default_codex_root
@@ -518,9 +518,7 @@ class Watcher:
             state.release = releases.shown_on_screen(reading.harness.value, capture.text)
             state.retell = state.retell or state.release is not None
             await self._keep_release(state, reading.harness.value)
-        changed = state.retell or state.reading is None or (
-            state.reading.fingerprint, state.reading.ready_for_message
-        ) != (reading.fingerprint, reading.ready_for_message)
+        changed = is_news(state.reading, reading, retell=state.retell)
         harness_changed = state.reading is None or state.reading.harness != reading.harness
         told, state.reading, state.capture = state.reading, reading, capture
         if harness_changed:
@@ -553,9 +551,7 @@ def _shown(record: D.PaneRecord) -> tuple[object, ...]:
 
 
 def _self_published_title(info: PaneInfo) -> str:
-    """tmux's default pane title is the host name; only a title the program set counts."""
-    title = info.title.strip()
-    return "" if title in {_HOSTNAME, ""} else title
+    return D.self_published_title(info.title, _HOSTNAME)
 
 
 def _held_rollouts(pane_pid: int, codex_root: str | None) -> list[D.HeldRollout]:

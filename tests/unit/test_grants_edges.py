@@ -599,3 +599,16 @@ def test_an_ordinary_launch_or_in_place_connection_never_takes_the_control_sessi
         )
         assert grants.control_session_refusal(state, ("claude", "sc"), control=True) is None
         assert grants.control_session_refusal(state, ("claude", "other"), control=False) is None
+
+
+def test_the_sending_token_is_the_principal_s_first_live_token_or_none() -> None:
+    """Claim: a message sent on a principal's behalf (control's hand-off) uses its first live token;
+    a principal with none (revoked, ended) has no sending token (issue 24: was in connectd/acts_io.py)."""
+    from connectcore import hub as H
+    from tests.unit.hubkit import World
+
+    w = World()
+    a = w.launch("a")
+    assert grants.sending_token(w.hub.book, a.principal) == a.token
+    w.step(H.Revoke(w.now, a.principal))
+    assert grants.sending_token(w.hub.book, a.principal) is None
