@@ -483,6 +483,13 @@ def note_facts(
 # --------------------------------------------------------------------------------------------------
 
 
+def self_published_title(title: str, hostname: str) -> str:
+    """The pane title a program set, or "": tmux's default pane title is the host name, and only a
+    title the program published counts (for the ``title:`` handle and the directory)."""
+    title = title.strip()
+    return "" if title in {hostname, ""} else title
+
+
 def window_name(session_name: str, window_index: int) -> str:
     """The tmux ``session:window`` a person switches to (``main:1``), from what ``list-panes`` read."""
     return f"{session_name}:{window_index}"
@@ -728,6 +735,17 @@ def resolve(directory: Directory, target: Target | str) -> PaneRecord:
             candidates=len(found),
         )
     return found[0]
+
+
+def resolve_control(directory: Directory, control: tuple[str, str] | None) -> PaneRecord:
+    """The pane the ``control`` handle names: the running control's live token's (pane, incarnation)
+    (``control``, from :func:`connectcore.hub_acts.control_pane`), only while the directory shows
+    that very incarnation in that pane; else :class:`TargetError` ``no_pane`` (a control stopped a
+    moment ago, or a pane that now runs another process, is never named)."""
+    record = directory.panes.get(control[0]) if control is not None else None
+    if control is None or record is None or record.token != control[1]:
+        raise TargetError(TargetRefusal.NO_PANE, "no control agent is running")
+    return record
 
 
 def resolves_to(directory: Directory, handle: Handle | str) -> str | None:

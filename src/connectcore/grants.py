@@ -126,6 +126,10 @@ class TokenRecord:
     pid: int
     state: TokenState = TokenState.LIVE
     issued_at: float = 0.0
+    # Issued to a running process connect did not give an endpoint (the per-pane toggle's connect in
+    # place): the token is never revealed, the agent can receive but holds no tools until its next
+    # launch by connect. Persisted, so a daemon restart still says so (:func:`receive_only`).
+    in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,13 @@ def live_tokens(book: GrantBook, principal_id: str) -> tuple[TokenRecord, ...]:
     return tuple(t for t in book.tokens.values() if t.principal in members and t.state is TokenState.LIVE)
 
 
+def sending_token(book: GrantBook, principal_id: str) -> str | None:
+    """The token hash a message of this principal's is submitted with when the daemon sends it on
+    the principal's behalf (control's hand-off): its first live token; None: it is not connected."""
+    tokens = live_tokens(book, principal_id)
+    return tokens[0].token_hash if tokens else None
+
+
 def principal_at(book: GrantBook, incarnation: str) -> Principal | None:
     """The canonical principal holding a live token for this pane incarnation, if any."""
     for record in book.tokens.values():
@@ -272,6 +283,49 @@ def _advance_token(record: TokenRecord, event: str) -> TokenRecord:
 
 
 # --- transitions of the book ----------------------------------------------------------------------
+
+
+def receive_only(book: GrantBook, incarnation: str, *, launched: bool) -> bool:
+    """Connected, but its process holds no endpoint: a pane incarnation connected in place (a live
+    in-place token), or a process connect did not launch."""
+    return not launched or any(
+        t.in_place for t in book.tokens.values() if t.incarnation == incarnation and t.state is TokenState.LIVE
+    )
+
+
+@dataclass(frozen=True)
+class PaneToggle:
+    """What the per-pane toggle does, decided by :func:`pane_toggle` before anything changes:
+    set the grant of ``session`` (None: none), then revoke ``revoke`` (a principal id), then, when
+    ``connect_in_place``, give the running incarnation a principal under that grant."""
+
+    session: SessionKey | None
+    revoke: str | None = None
+    connect_in_place: bool = False
+
+
+def pane_toggle(
+    book: GrantBook, pane_id: str, incarnation: str, session: SessionKey | None, scopes: frozenset[Scope]
+) -> PaneToggle:
+    """The per-pane toggle, a shortcut for the one agent session in that pane (``session``: the
+    pane's binding, else its principal's, by :func:`connectcore.directory.pane_session`). Off sets
+    that session's grant to nothing and revokes the pane's principal (``not_connected`` when it has
+    neither). A preset needs one session (``ambiguous_binding``), never control's for a pane that is
+    not control (:func:`control_session_refusal`); a pane with no principal is then connected in
+    place. Raises :class:`GrantError` with the reason; nothing changes."""
+    principal = principal_at(book, incarnation)
+    if not scopes:
+        if principal is None and session is None:
+            raise GrantError("not_connected", f"{pane_id} is not connected")
+        return PaneToggle(session, principal.id if principal is not None else None)
+    if session is None:
+        raise GrantError(
+            "ambiguous_binding", f"{pane_id} holds no unambiguously bound agent session: connect it at launch instead"
+        )
+    refused = control_session_refusal(book, session, control=principal is not None and principal.control)
+    if refused is not None:
+        raise refused
+    return PaneToggle(session, connect_in_place=principal is None)
 
 
 def control_session_refusal(book: GrantBook, session: SessionKey | None, *, control: bool) -> GrantError | None:
@@ -307,8 +361,10 @@ def issue_token(
     scopes: frozenset[Scope],
     session: SessionKey | None = None,
     control: bool = False,
+    in_place: bool = False,
 ) -> tuple[GrantBook, Principal, tuple[Effect, ...]]:
-    """Launch (or resume) an agent with a fresh token.
+    """Launch (or resume) an agent with a fresh token (``in_place``: a running process connected
+    where it runs, its token never revealed: :attr:`TokenRecord.in_place`).
 
     ``principal_id`` is a fresh id the daemon generated; when ``session`` is already aliased to a
     principal (a resume), the token joins that principal instead and the fresh id is not used.
@@ -339,7 +395,7 @@ def issue_token(
         if session is not None:
             aliases[session] = principal.id
         effects.append(Persist("principal", (principal.id,), principal))
-    token = TokenRecord(token_hash, principal.id, incarnation, pane_id, pid, issued_at=now)
+    token = TokenRecord(token_hash, principal.id, incarnation, pane_id, pid, issued_at=now, in_place=in_place)
     tokens = {**book.tokens, token_hash: token}
     grants = dict(book.grants)
     if not control:

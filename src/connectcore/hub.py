@@ -138,6 +138,7 @@ class Launch:
     scopes: frozenset[Scope]
     session: SessionKey | None = None
     control: bool = False
+    in_place: bool = False  # a running process connected where it runs (grants.TokenRecord.in_place)
 
 
 @dataclass(frozen=True)
@@ -877,6 +878,7 @@ def _launch(hub: Hub, ev: Launch) -> Step:
         scopes=ev.scopes,
         session=ev.session,
         control=ev.control,
+        in_place=ev.in_place,
     )
     return replace(hub, book=book), effects
 

@@ -180,6 +180,50 @@ class Launcher:
 
 
 @dataclass(frozen=True)
+class ConnectOffer:
+    """Whether the person's Connect toggle can connect a pane, and how: ``live`` (a connected agent,
+    or a running one bound to its session: the toggle changes the grant at once) or ``restart`` (a
+    running agent connect launched Off: connected only by relaunching it); else why not."""
+
+    enabled: bool
+    mode: str = ""  # "live" | "restart" when enabled
+    reason: str = ""  # why not, when not enabled
+
+
+def connect_offer(
+    *, connected: bool, harness: str | None, launcher_name: str | None, launcher: Launcher | None, session_bound: bool
+) -> ConnectOffer:
+    """The toggle's offer for one pane (the page shows it; was decided in the page's script).
+    ``launcher_name``: the launcher connect started the pane with (None: not started by connect);
+    ``launcher``: that launcher as configured now (None: no longer configured)."""
+    if connected:
+        return ConnectOffer(True, "live")
+    if harness == "shell":
+        return ConnectOffer(False, reason="A shell, not an agent: there is nothing to connect.")
+    if not harness or harness == "unknown":
+        return ConnectOffer(False, reason="connectd cannot tell which agent runs here, so it cannot offer Connect.")
+    if launcher_name is None:
+        if session_bound:
+            return ConnectOffer(True, "live")
+        return ConnectOffer(
+            False,
+            reason="Not started by connectd, and no agent session is bound to it yet: connect it at its next "
+            "launch (connectd launch … --connect observe).",
+        )
+    if launcher is None:
+        return ConnectOffer(False, reason=f"Its launcher “{launcher_name}” is no longer configured.")
+    if launcher.restart_refusal:
+        return ConnectOffer(False, reason=launcher.restart_refusal)
+    if not session_bound:
+        return ConnectOffer(
+            False,
+            reason="No agent session is bound to this pane unambiguously, so a relaunch could not resume it: "
+            "connect it at launch.",
+        )
+    return ConnectOffer(True, "restart")
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     """What the daemon runs: ``argv`` under its environment plus ``env_add``.
 

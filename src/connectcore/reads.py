@@ -144,6 +144,14 @@ UNKNOWN_TOOL = "unknown_tool"
 BAD_ARGUMENTS = "bad_arguments"
 
 
+def tools_listed(book: grants.GrantBook, token_hash: str | None, names: Sequence[str]) -> tuple[str, ...]:
+    """The tools ``list_tools`` shows a caller, in the order given: control's act tools only to a
+    caller whose principal holds ``act`` (every call is gated anyway: this is what is shown)."""
+    principal = grants.authenticate_or_none(book, token_hash) if token_hash else None
+    acts = principal is not None and grants.Scope.ACT in grants.scopes_of(book, principal.id)
+    return tuple(n for n in names if acts or CALL_SCOPES.get(n) is not grants.Scope.ACT)
+
+
 def refused_at_the_edge(hub: H.Hub, *, token_hash: str, action: str, reason: str, now: float) -> Audit:
     """The one audit record of a call refused before its handler ran (an unknown tool, arguments the
     tool's schema refuses): the agent the token names (``agent:unknown`` for none), the call's name as

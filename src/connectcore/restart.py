@@ -49,6 +49,8 @@ from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Any
 
+from connectcore import advice as A
+from connectcore import launchers as L
 from connectcore._machine import ConnectError, Table
 from connectcore.effects import Audit, Effect, ExitAgent, Notify, Persist, Respawn, SetPaneOption
 
@@ -587,6 +589,50 @@ def _enter(
             detail = f"the agent did not exit; its exit command {rec.exit_command!r} may be left in the composer"
     new = _advance(state, dst, now, deadline=None, outcome=outcome)
     return new, (_persist(new), _audit(new, "close", outcome, now, detail), _notify(new, detail))
+
+
+@dataclass(frozen=True)
+class PlanRefusal:
+    """Why restart-to-connect cannot be planned for a pane (``reason`` is the refusal code)."""
+
+    reason: str
+    problem: str
+    fix: str = ""
+
+
+def plan_refusal(
+    pane_id: str,
+    *,
+    scopes_given: bool,
+    pane_live: bool,
+    launched: bool,
+    launcher_name: str,
+    launcher: L.Launcher | None,
+    session: tuple[str, str] | None,
+    read_harness: str | None = None,
+    bound_session: str | None = None,
+) -> PlanRefusal | None:
+    """The restartability rule, before anything is touched or any id is taken (None: it may be
+    planned). In order: a preset with no scope (``bad_preset``); no live pane ``pane_id``
+    (``unknown_target``); a pane connect did not launch
+    (``not_restartable``, with the advice to relaunch it by hand: ``read_harness`` and
+    ``bound_session`` are what the pane shows); a launcher that is gone or cannot restart
+    (``not_restartable``); no single session to resume (``ambiguous_binding``, ``session`` from
+    :func:`connectcore.directory.pane_session`)."""
+    if not scopes_given:
+        return PlanRefusal("bad_preset", "restart-to-connect needs observe or collaborate")
+    if not pane_live:
+        return PlanRefusal("unknown_target", f"no live pane {pane_id}")
+    if not launched:
+        advice = A.hand_started_restart_refusal(pane_id, read_harness or None, bound_session)
+        return PlanRefusal("not_restartable", advice.problem, advice.fix)
+    if launcher is None:
+        return PlanRefusal("not_restartable", f"launcher {launcher_name!r} is no longer configured")
+    if not launcher.restartable:
+        return PlanRefusal("not_restartable", launcher.restart_refusal)
+    if session is None:
+        return PlanRefusal("ambiguous_binding", f"{pane_id} holds no unambiguously bound session to resume")
+    return None
 
 
 def left_exit_command(rec: RestartRecord) -> bool:

@@ -162,6 +162,15 @@ def read_screen(
     return Reading(Harness.UNKNOWN, Activity.UNKNOWN, Composer.ABSENT, None, _fingerprint(lines, (), None))
 
 
+def is_news(told: Reading | None, reading: Reading, *, retell: bool = False) -> bool:
+    """Whether the core hears this reading of a pane (``PaneObserved``): the first, one whose
+    fingerprint or readiness differs from the reading last told, or any once ``retell`` asks (the
+    harness release just became known, and readiness depends on it)."""
+    if retell or told is None:
+        return True
+    return (told.fingerprint, told.ready_for_message) != (reading.fingerprint, reading.ready_for_message)
+
+
 def composer_draft(text: str, foreground_command: str) -> Draft | None:
     """The composer of an agent's screen (``text`` as for :func:`read_screen`), or None when there is
     none to read: not an agent, a dialog, no composer frame at the bottom."""

@@ -105,10 +105,7 @@ class ActsIO:
         """Control's message to the pane, through the delivery machine (approved on the act's card)."""
         engine = self.engine
         act = engine.hub.acts[act_id]
-        token_hash = next(
-            (t.token_hash for t in grants.live_tokens(engine.hub.book, act.principal) if t.state is grants.TokenState.LIVE),
-            None,
-        )
+        token_hash = grants.sending_token(engine.hub.book, act.principal)
         if token_hash is None:
             raise RuntimeError("control is no longer connected")
         state = engine.panes.get(pane_id)

@@ -19,11 +19,12 @@ from connectcore import directory as D
 from connectcore import grants, redact, releases
 from connectcore import history as HI
 from connectcore import hub as H
+from connectcore import launchers as L
 from connectcore import reads as R
 from connectcore import routing as RT
 from connectcore.advice import receive_only_note
 from connectcore.delivery import Message
-from connectcore.grants import Scope
+from connectcore.grants import Preset, Scope
 from connectd import targets
 from connectd.ids import EngineError, hash_token
 
@@ -117,7 +118,16 @@ class AgentCalls:
             found = R.waiting(hub, pane, incarnation, self.recipient(pane, incarnation))
             return [{"message": message_id, "waits_for": words} for message_id, words in found]
 
-        return [dict(entry, waiting=waiting(entry["pane"])) for entry in self.directory_view()]
+        return [dict(entry, waiting=waiting(entry["pane"]), offer=self.offer(entry)) for entry in self.directory_view()]
+
+    def offer(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """The person's Connect toggle for this pane (:func:`connectcore.launchers.connect_offer`)."""
+        name = entry["launcher"]
+        offer = L.connect_offer(
+            connected=entry["connect"] != Preset.OFF.value, harness=entry["harness"], launcher_name=name,
+            launcher=self.engine.launchers.get(name) if name is not None else None, session_bound=bool(entry["session"]),
+        )
+        return {"enabled": offer.enabled, "mode": offer.mode, "reason": offer.reason}
 
     def recipient(self, pane_id: str, incarnation: str) -> R.Recipient:
         """What the daemon knows of a recipient pane's incarnation for :func:`connectcore.reads.waits_for`:

@@ -46,9 +46,10 @@ class Delivery:
         engine = self.engine
         async with engine.tmux.pane_lock(check.pane_id):
             message = engine.hub.messages.get(check.message)
+            listed = None
             if message is not None and message.handle is not None:
-                await engine.watcher.poll()  # the handle is checked against what tmux says now (titles)
-            info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id)
+                listed = await engine.watcher.poll()  # the handle is checked against what tmux says now (titles)
+            info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id, listed)
             read_at = engine.clock()
             reading: Reading | None = None
             if info is not None:

@@ -34,7 +34,6 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit
-from connectcore.grants import Scope
 from connectd import __version__
 from connectd.act_calls import ActCalls
 from connectd.agent_calls import AgentCalls
@@ -125,10 +124,8 @@ class _ConnectServer(MCPServer):
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
         access = get_access_token()
-        principal = grants.authenticate_or_none(self.engine.hub.book, hash_token(access.token)) if access else None
-        if principal is not None and Scope.ACT in grants.scopes_of(self.engine.hub.book, principal.id):
-            return tools
-        return [t for t in tools if R.CALL_SCOPES.get(t.name) is not Scope.ACT]
+        shown = set(R.tools_listed(self.engine.hub.book, hash_token(access.token) if access else None, [t.name for t in tools]))
+        return [t for t in tools if t.name in shown]
 
 
 def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 class PersonCalls:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        # Incarnations connected in place: they receive, but their process holds no endpoint.
-        self.in_place: set[str] = set()
 
     def needs_you(self) -> list[dict[str, Any]]:
         """What needs the person besides cards: drafts connect may have left in a composer (the core
@@ -202,26 +200,21 @@ class PersonCalls:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
         principal = grants.principal_at(engine.hub.book, record.token)
         session = D.pane_session(record.binding, principal.session if principal is not None else None)
+        try:
+            toggle = grants.pane_toggle(engine.hub.book, pane_id, record.token, session, PRESET_SCOPES[preset])
+        except grants.GrantError as exc:  # the core's rule: asked before anything changes
+            raise EngineError(exc.reason, str(exc)) from exc
+        if toggle.session is not None:
+            await self.set_grant(toggle.session, preset, by)
+        if toggle.revoke is not None:
+            await self.revoke_principals([toggle.revoke], by)
         if preset is Preset.OFF:
-            if principal is None and session is None:
-                raise EngineError("not_connected", f"{pane_id} is not connected")
-            if session is not None:
-                await self.set_grant(session, preset, by)
-            if principal is not None:
-                await self.revoke_principals([principal.id], by)
             return {"pane": pane_id, "connect": "off"}
-        if session is None:
-            raise EngineError(
-                "ambiguous_binding",
-                f"{pane_id} holds no unambiguously bound agent session: connect it at launch instead",
-            )
-        refused = grants.control_session_refusal(engine.hub.book, session, control=principal is not None and principal.control)
-        if refused is not None:  # the core's rule: asked before anything changes
-            raise EngineError(refused.reason, str(refused))
-        await self.set_grant(session, preset, by)
-        if principal is None:
+        session = toggle.session
+        assert session is not None  # (pane_toggle refuses a preset without one)
+        if toggle.connect_in_place:
             await self._connect_in_place(record, session, preset)
-        in_place = record.token in self.in_place
+        in_place = self.receive_only(record.token, launched=record.launcher is not None)
         return {
             "pane": pane_id,
             "connect": preset.value,
@@ -250,13 +243,13 @@ class PersonCalls:
                 record.token,
                 PRESET_SCOPES[preset],
                 session,
+                in_place=True,
             )
         )
-        self.in_place.add(record.token)
 
     def receive_only(self, incarnation: str, launched: bool) -> bool:
-        """Connected, but its process holds no endpoint: connected in place, or not launched by connect."""
-        return incarnation in self.in_place or not launched
+        """Connected, but its process holds no endpoint (the core's rule, :func:`connectcore.grants.receive_only`)."""
+        return grants.receive_only(self.engine.hub.book, incarnation, launched=launched)
 
     async def disconnect_all(self, by: str = "owner") -> int:
         engine = self.engine

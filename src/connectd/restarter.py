@@ -28,7 +28,6 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import restart as R
-from connectcore.advice import hand_started_restart_refusal
 from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
@@ -65,25 +64,21 @@ class Restarts:
         the person's audit actor."""
         engine = self.engine
         scopes = PRESET_SCOPES[preset]
-        if not scopes:
-            raise EngineError("bad_preset", "restart-to-connect needs observe or collaborate")
         record = engine.watcher.directory.panes.get(pane_id)
-        if record is None:
-            raise EngineError("unknown_target", f"no live pane {pane_id}")
-        launch = await engine.launches.record_for(pane_id, record.token)
-        if launch is None:
-            bound = D.binding(engine.watcher.directory, pane_id)
-            advice = hand_started_restart_refusal(
-                pane_id, record.harness or None, bound.session_id if isinstance(bound, D.SessionBinding) else None
-            )
-            raise EngineError("not_restartable", advice.problem, advice.fix)
-        launcher = engine.launchers.get(launch.launcher)
-        if launcher is None or not launcher.restartable:
-            reason = launcher.restart_refusal if launcher else f"launcher {launch.launcher!r} is no longer configured"
-            raise EngineError("not_restartable", reason)
-        session = D.pane_session(D.binding(engine.watcher.directory, pane_id), (launch.harness, launch.session_id))
-        if session is None:
-            raise EngineError("ambiguous_binding", f"{pane_id} holds no unambiguously bound session to resume")
+        launch = await engine.launches.record_for(pane_id, record.token) if record is not None else None
+        bound = D.binding(engine.watcher.directory, pane_id)
+        launcher = engine.launchers.get(launch.launcher) if launch is not None else None
+        session = D.pane_session(bound, (launch.harness, launch.session_id)) if launch is not None else None
+        refusal = R.plan_refusal(
+            pane_id, scopes_given=bool(scopes), pane_live=record is not None, launched=launch is not None,
+            launcher_name=launch.launcher if launch is not None else "", launcher=launcher, session=session,
+            read_harness=record.harness if record is not None else None,
+            bound_session=bound.session_id if isinstance(bound, D.SessionBinding) else None,
+        )
+        if refusal is not None:
+            raise EngineError(refusal.reason, refusal.problem, refusal.fix)
+        assert record is not None and launch is not None and launcher is not None and session is not None
+        assert launcher.exit_command  # a launcher that can restart has one (Launcher.restart_refusal)
         session_id = session[1]
         token = engine.ids.new_token()
         extra_env = engine.launches.env.get((pane_id, record.token), {})
@@ -100,7 +95,7 @@ class Restarts:
                 harness=launcher.harness,
                 session_id=session_id,
                 launcher=launcher.name,
-                exit_command=launcher.exit_command or "/exit",
+                exit_command=launcher.exit_command,
                 resume_argv=plan.argv,
                 cwd=launch.cwd or record.cwd,
                 env={**plan.env_add, plan.token_env: token},

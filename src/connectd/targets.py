@@ -20,8 +20,4 @@ def resolve(engine: Engine, target: str) -> D.PaneRecord:
     """The one live pane ``target`` names, or :class:`connectcore.directory.TargetError`."""
     if D.handle_of(target) != CONTROL:
         return D.resolve(engine.directory, target)
-    found = hub_acts.control_pane(engine.hub.book)
-    record = engine.directory.panes.get(found[0]) if found else None
-    if found is None or record is None or record.token != found[1]:
-        raise D.TargetError(D.TargetRefusal.NO_PANE, "no control agent is running")
-    return record
+    return D.resolve_control(engine.directory, hub_acts.control_pane(engine.hub.book))

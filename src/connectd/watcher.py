@@ -42,7 +42,7 @@ from connectcore import directory as D
 from connectcore import grants, hub_acts, releases
 from connectcore import hub as H
 from connectcore import opencode_binding as OC
-from connectcore.screen import AGENT_HARNESSES, Reading, read_screen
+from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe
 from connectd.history.service import default_claude_root, default_codex_root
@@ -182,10 +182,15 @@ class Watcher:
         binding = incarnation is not None and self.engine.launches.binding_pending(pane_id, incarnation)
         return OC.ready_for_message(ready, binding=binding)
 
-    async def fresh_incarnation(self, pane_id: str) -> tuple[PaneInfo | None, str | None]:
-        for info in await self.engine.tmux.list_panes():
-            if info.pane_id == pane_id and alive(info):
-                info = self._effective(info)
+    async def fresh_incarnation(
+        self, pane_id: str, listed: list[PaneInfo] | None = None
+    ) -> tuple[PaneInfo | None, str | None]:
+        """The pane and its incarnation as tmux lists them now (``listed``: a :meth:`poll`'s answer,
+        taken a moment ago under the same send lock, so the panes are not listed twice)."""
+        if listed is None:
+            listed = [self._effective(p) for p in await self.engine.tmux.list_panes() if alive(p)]
+        for info in listed:
+            if info.pane_id == pane_id:
                 return info, token_of(info)
         return None, None
 
@@ -227,7 +232,10 @@ class Watcher:
             for s in self.panes.values()
         )
 
-    async def poll(self) -> None:
+    async def poll(self) -> list[PaneInfo]:
+        """One look at the whole server: list the panes (one tmux call), then update the directory,
+        the bindings and the pane states. Returns the live panes it listed, so a caller that needs a
+        pane's incarnation now (:meth:`fresh_incarnation`) need not list them again."""
         engine = self.engine
         tmux = engine.tmux
         since, self._polled_at = self._polled_at, engine.clock()
@@ -283,6 +291,7 @@ class Watcher:
         await self._bind_sessions()
         self._publish_changes(before)
         tmux.forget_pane_locks(set(self.panes))
+        return infos
 
     def _publish_changes(self, before: D.Directory) -> None:
         """Tell the page about a pane whose binding or routing facts changed without its screen changing."""
@@ -518,9 +527,7 @@ class Watcher:
             state.release = releases.shown_on_screen(reading.harness.value, capture.text)
             state.retell = state.retell or state.release is not None
             await self._keep_release(state, reading.harness.value)
-        changed = state.retell or state.reading is None or (
-            state.reading.fingerprint, state.reading.ready_for_message
-        ) != (reading.fingerprint, reading.ready_for_message)
+        changed = is_news(state.reading, reading, retell=state.retell)
         harness_changed = state.reading is None or state.reading.harness != reading.harness
         told, state.reading, state.capture = state.reading, reading, capture
         if harness_changed:
@@ -553,9 +560,7 @@ def _shown(record: D.PaneRecord) -> tuple[object, ...]:
 
 
 def _self_published_title(info: PaneInfo) -> str:
-    """tmux's default pane title is the host name; only a title the program set counts."""
-    title = info.title.strip()
-    return "" if title in {_HOSTNAME, ""} else title
+    return D.self_published_title(info.title, _HOSTNAME)
 
 
 def _held_rollouts(pane_pid: int, codex_root: str | None) -> list[D.HeldRollout]:

@@ -360,3 +360,19 @@ def test_a_cap_lowered_in_policy_binds_existing_grants_after_a_restart(daemon: D
     assert shown[b.pane]["scopes"] == ["history", "read"] and shown[b.pane]["connect"] == "observe"
     assert shown[b.pane]["reachable"] is False
     assert daemon.cards() == [] and b.prompts() == []
+
+
+def test_an_agent_connected_in_place_is_still_receive_only_after_a_daemon_restart(daemon: DaemonProcess) -> None:
+    """Issue 24 (the in-place mark was only in the shell's memory): an agent launched Off and then
+    connected with the per-pane toggle receives but holds no endpoint; after `serve` restarts on the
+    same data directory the view still says its tools come at its next launch (it failed before: the
+    note was gone, the agent shown as if it held its tools)."""
+    c = daemon.launch("c", "off", session="4d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a")
+    daemon.wait_ready(c)
+    granted = daemon.api("POST", f"/api/panes/{c.pane}/connect", {"preset": "collaborate"})
+    assert granted["needs_restart"] is True and granted["note"]
+    assert daemon.agent_view(c.pane)["note"] == granted["note"]
+    daemon.stop()
+    daemon.start()
+    view = wait_for(lambda: (v := daemon.agent_view(c.pane)).get("connect") == "collaborate" and v, 30, "the agent seen again")
+    assert view["note"] == granted["note"]

@@ -492,3 +492,26 @@ def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> N
     assert D.recipient_harness("unknown", recorded="claude") == "unknown"
     assert D.recipient_harness(None) == "unknown"
     assert D.recipient_harness(None, recorded="") == "unknown"
+
+
+def test_the_control_handle_names_control_s_pane_only_while_that_incarnation_is_shown_there() -> None:
+    """Claim: ``control`` resolves to the pane of control's live token only while the directory shows
+    that same incarnation there; no control, a pane gone, or another process in it: ``no_pane``
+    (issue 24: was an `if` in connectd/targets.py)."""
+    d = fleet(obs(1), obs(2))
+    token = d.panes["%2"].token
+    assert D.resolve_control(d, ("%2", token)).pane_id == "%2"
+    for control in (None, ("%3", token), ("%2", "another-incarnation")):
+        with pytest.raises(TargetError) as info:
+            D.resolve_control(d, control)
+        assert info.value.reason is D.TargetRefusal.NO_PANE
+
+
+def test_only_a_title_the_program_set_counts() -> None:
+    """Claim: tmux's default pane title (the host name) and a blank title count as no title; any
+    other title is kept, stripped (issue 24: was an `if` in connectd/watcher.py)."""
+    assert D.self_published_title("box1", "box1") == ""
+    assert D.self_published_title("  box1 ", "box1") == ""
+    assert D.self_published_title("   ", "box1") == ""
+    assert D.self_published_title(" reviewer ", "box1") == "reviewer"
+    assert D.self_published_title("box1-agent", "box1") == "box1-agent"

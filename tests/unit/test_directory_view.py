@@ -58,10 +58,11 @@ def _observe(engine: Engine, *panes: int) -> None:
         engine.panes.setdefault(f"%{n}", PaneState(_info(n), engine.directory.panes[f"%{n}"]))
 
 
-def _launch(engine: Engine, n: int, preset: Preset = Preset.COLLABORATE) -> None:
+def _launch(engine: Engine, n: int, preset: Preset = Preset.COLLABORATE, *, in_place: bool = False) -> None:
     token = D.incarnation_token(_incarnation(n))
     engine.hub, _ = H.step(
-        engine.hub, H.Launch(1000.0, f"tok-{n}", f"p-{n}", "claude", f"%{n}", 100 + n, token, PRESET_SCOPES[preset])
+        engine.hub,
+        H.Launch(1000.0, f"tok-{n}", f"p-{n}", "claude", f"%{n}", 100 + n, token, PRESET_SCOPES[preset], in_place=in_place),
     )
 
 
@@ -111,10 +112,14 @@ def test_a_release_named_later_makes_the_view_anew(engine: Engine) -> None:
 
 
 def test_connecting_in_place_makes_the_view_anew(engine: Engine) -> None:
+    """The receive-only mark is the token's (grants.TokenRecord.in_place, in the grant book): a pane
+    connected in place shows the note, one launched connected does not."""
     _launch(engine, 1)
     assert _entry(engine)["note"] == ""
-    engine.person.in_place.add(engine.directory.panes["%1"].token)
-    assert _entry(engine)["note"] != ""
+    _observe(engine, 1, 2)
+    assert _entry(engine, "%2")["note"] == ""
+    _launch(engine, 2, in_place=True)
+    assert _entry(engine, "%2")["note"] != "" and _entry(engine)["note"] == ""
 
 
 def test_a_copy_handed_out_leaves_the_view_as_it_was(engine: Engine) -> None:

@@ -599,3 +599,63 @@ def test_an_ordinary_launch_or_in_place_connection_never_takes_the_control_sessi
         )
         assert grants.control_session_refusal(state, ("claude", "sc"), control=True) is None
         assert grants.control_session_refusal(state, ("claude", "other"), control=False) is None
+
+
+def test_the_sending_token_is_the_principal_s_first_live_token_or_none() -> None:
+    """Claim: a message sent on a principal's behalf (control's hand-off) uses its first live token;
+    a principal with none (revoked, ended) has no sending token (issue 24: was in connectd/acts_io.py)."""
+    from connectcore import hub as H
+    from tests.unit.hubkit import World
+
+    w = World()
+    a = w.launch("a")
+    assert grants.sending_token(w.hub.book, a.principal) == a.token
+    w.step(H.Revoke(w.now, a.principal))
+    assert grants.sending_token(w.hub.book, a.principal) is None
+
+
+def test_the_pane_toggle_decides_before_anything_changes() -> None:
+    """Claim: the per-pane toggle's rule (issue 24: was decided in connectd/person.py): Off sets the
+    session's grant and revokes the pane's principal, refused ``not_connected`` with neither; a preset
+    needs a session (``ambiguous_binding``), never control's for a pane that is not control
+    (``control_session``), and connects in place only a pane without a principal."""
+    from tests.unit.hubkit import World
+
+    w = World()
+    a = w.launch("a", session=("claude", "sess-a"))
+    book = w.hub.book
+    collab = PRESET_SCOPES[Preset.COLLABORATE]
+    assert grants.pane_toggle(book, a.pane, a.incarnation, ("claude", "sess-a"), frozenset()) == grants.PaneToggle(
+        ("claude", "sess-a"), a.principal
+    )
+    assert grants.pane_toggle(book, "%9", "inc-none", ("claude", "sess-x"), frozenset()) == grants.PaneToggle(("claude", "sess-x"))
+    with pytest.raises(GrantError) as off:
+        grants.pane_toggle(book, "%9", "inc-none", None, frozenset())
+    assert off.value.reason == "not_connected"
+    with pytest.raises(GrantError) as none:
+        grants.pane_toggle(book, "%9", "inc-none", None, collab)
+    assert none.value.reason == "ambiguous_binding"
+    assert grants.pane_toggle(book, a.pane, a.incarnation, ("claude", "sess-a"), collab) == grants.PaneToggle(("claude", "sess-a"))
+    assert grants.pane_toggle(book, "%9", "inc-none", ("claude", "sess-x"), collab).connect_in_place
+    c = w.launch("control", session=("claude", "sess-c"), control=True)
+    with pytest.raises(GrantError) as taken:
+        grants.pane_toggle(w.hub.book, "%9", "inc-none", ("claude", "sess-c"), collab)
+    assert taken.value.reason == "control_session"
+    assert not grants.pane_toggle(w.hub.book, c.pane, c.incarnation, ("claude", "sess-c"), collab).connect_in_place
+
+
+def test_receive_only_is_an_in_place_token_or_a_process_connect_did_not_launch() -> None:
+    """Claim: a pane incarnation is receive-only when a live token of it was issued in place, or when
+    connect did not launch its process; a revoked in-place token no longer counts."""
+    from connectcore import hub as H
+    from tests.unit.hubkit import World
+
+    w = World()
+    a = w.launch("a")
+    assert not grants.receive_only(w.hub.book, a.incarnation, launched=True)
+    assert grants.receive_only(w.hub.book, a.incarnation, launched=False)
+    w.step(H.Launch(w.now, "tok-in", "p-in", "claude", "%7", 4007, "inc-7", PRESET_SCOPES[Preset.OBSERVE], ("claude", "s-7"), in_place=True))
+    assert grants.receive_only(w.hub.book, "inc-7", launched=True)
+    assert w.hub.book.tokens["tok-in"].in_place
+    w.step(H.Revoke(w.now, grants.principal_at(w.hub.book, "inc-7").id))  # type: ignore[union-attr]
+    assert not grants.receive_only(w.hub.book, "inc-7", launched=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
@@ -533,3 +534,38 @@ def test_an_off_launch_presets_a_session_id_only_where_the_harness_takes_one_and
     if presettable:
         plan = with_preset_session(plain_plan(launcher), SID)
         assert plan.argv == ("claude", f"--session-id={SID}", "--model", "opus") and plan.session_id == SID
+
+
+def test_the_connect_offer_is_decided_in_the_core_in_order() -> None:
+    """Claim: the page's Connect toggle is offered live for a connected agent or a hand-started one
+    bound to its session, by restart for an agent connect launched whose launcher can restart and
+    whose session is bound; refused, each with its reason, for a shell, an unknown program, a
+    hand-started agent not yet bound, a launcher gone or unable to restart, or no bound session
+    (issue 24: was decided in the page's script)."""
+    from dataclasses import replace as copy
+
+    from connectcore.launchers import ConnectOffer, builtin_launchers, connect_offer
+
+    claude = builtin_launchers()["claude"]
+    base: dict[str, Any] = dict(connected=False, harness="claude", launcher_name="claude", launcher=claude, session_bound=True)
+
+    def offer(**over: Any) -> ConnectOffer:
+        return connect_offer(**{**base, **over})
+
+    assert offer() == ConnectOffer(True, "restart")
+    assert offer(connected=True, harness="shell", launcher=None) == ConnectOffer(True, "live")
+    assert offer(launcher_name=None, launcher=None) == ConnectOffer(True, "live")
+    refused = {
+        "shell": offer(harness="shell"),
+        "unknown": offer(harness="unknown"),
+        "none": offer(harness=None),
+        "hand-started, unbound": offer(launcher_name=None, launcher=None, session_bound=False),
+        "launcher gone": offer(launcher=None),
+        "no exit command": offer(launcher=copy(claude, exit_command=None)),
+        "unbound": offer(session_bound=False),
+    }
+    assert all(not o.enabled and o.reason and not o.mode for o in refused.values())
+    assert "A shell" in refused["shell"].reason and "cannot tell" in refused["unknown"].reason
+    assert refused["launcher gone"].reason == "Its launcher “claude” is no longer configured."
+    assert refused["no exit command"].reason == copy(claude, exit_command=None).restart_refusal
+    assert "unambiguously" in refused["unbound"].reason and "next launch" in refused["hand-started, unbound"].reason

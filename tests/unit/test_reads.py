@@ -484,3 +484,21 @@ def test_a_declined_or_pair_approved_message_is_not_said_to_await_consent() -> N
     w.decide(w.send(a, b), Decision.APPROVE_PAIR)
     later = w.send(a, b)
     assert w.message(later).card is None and R.sender_reason(w.hub, w.message(later)) == "pair_approved"
+
+
+# --- issue 24: what list_tools shows is the core's rule (was an `if` in connectd/mcp_endpoint.py) ------
+
+
+def test_act_tools_are_listed_only_to_a_caller_whose_principal_holds_act() -> None:
+    """Claim: control's act tools are shown to a token whose principal holds act, to nobody else
+    (an Observe or Collaborate agent, an unknown or missing token); the other tools keep their order."""
+    w = World()
+    control = w.launch("control", control=True)
+    plain = w.launch("plain", Preset.COLLABORATE)
+    names = ["list_agents", "send_keys", "send_message", "launch_agent", "no_such_tool"]
+    assert grants.Scope.ACT in grants.scopes_of(w.hub.book, control.principal)
+    assert R.tools_listed(w.hub.book, control.token, names) == tuple(names)
+    for token in (plain.token, "tok-unknown", None, ""):
+        assert R.tools_listed(w.hub.book, token, names) == ("list_agents", "send_message", "no_such_tool")
+    w.step(H.Revoke(w.now, control.principal))
+    assert R.tools_listed(w.hub.book, control.token, names) == ("list_agents", "send_message", "no_such_tool")

@@ -966,3 +966,36 @@ def test_a_record_from_before_exit_typed_found_in_exit_sent_still_tells_when_lef
     assert [e.detail for e in out[-1] if isinstance(e, Audit)] == [
         "the agent did not exit; its exit command '/exit' may be left in the composer"
     ]
+
+
+def test_the_restartability_rule_refuses_in_order_and_names_each_reason() -> None:
+    """Claim: restart-to-connect is refused, before anything is touched, for a preset with no scope,
+    then a pane that is not live, then a pane connect did not launch (with the by-hand advice), then a
+    launcher gone or unable to restart, then no single session to resume; else it may be planned
+    (issue 24: was decided in connectd/restarter.py)."""
+    from dataclasses import replace as copy
+
+    from connectcore import launchers as L
+    from connectcore.restart import plan_refusal
+
+    claude = L.builtin_launchers()["claude"]
+    ok: dict[str, Any] = dict(
+        scopes_given=True, pane_live=True, launched=True, launcher_name="claude", launcher=claude,
+        session=("claude", "sess-1"),
+    )
+    assert plan_refusal("%3", **ok) is None
+
+    def reason(**over: Any) -> tuple[str, str]:
+        refusal = plan_refusal("%3", **{**ok, **over})
+        assert refusal is not None
+        return refusal.reason, refusal.problem
+
+    assert reason(scopes_given=False, pane_live=False, launched=False)[0] == "bad_preset"
+    assert reason(pane_live=False, launched=False) == ("unknown_target", "no live pane %3")
+    hand = plan_refusal("%3", **{**ok, "launched": False}, read_harness="codex", bound_session="s-9")
+    assert hand is not None and hand.reason == "not_restartable" and "not started by connectd" in hand.problem
+    assert "codex" in hand.fix and "s-9" in hand.fix
+    assert reason(launcher=None) == ("not_restartable", "launcher 'claude' is no longer configured")
+    no_exit = copy(claude, exit_command=None)
+    assert reason(launcher=no_exit) == ("not_restartable", no_exit.restart_refusal)
+    assert reason(session=None)[0] == "ambiguous_binding"

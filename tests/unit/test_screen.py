@@ -503,3 +503,24 @@ def test_ready_for_command_needs_the_shell_in_the_foreground_at_an_empty_prompt(
     assert not read_screen("user@host:~$ python3\n>>> \n", "python3").ready_for_command
     assert not read_screen("user@host:~$ cat prompt.txt\n$ \n", "cat").ready_for_command
     assert not read_screen("user@host:~$ ls\nfile.txt\n", "bash").ready_for_command
+
+
+def test_a_reading_is_news_when_first_when_its_fingerprint_or_readiness_changed_or_when_retold() -> None:
+    """Claim: the core hears the first reading, one whose fingerprint or readiness differs from the
+    reading last told, and any reading while ``retell`` is set; an unchanged reading is not news
+    (issue 24: was an `if` in connectd/watcher.py)."""
+    from dataclasses import replace
+
+    from connectcore.screen import is_news
+
+    idle = read(codex_screen(""), "codex")
+    assert idle.ready_for_message
+    drafted = read(codex_screen("half a thought"), "codex")
+    assert not drafted.ready_for_message
+    assert is_news(None, idle)
+    assert not is_news(idle, idle)
+    assert is_news(idle, idle, retell=True)
+    assert is_news(idle, replace(idle, fingerprint=idle.fingerprint + "x"))
+    assert is_news(idle, replace(idle, composer=Composer.DRAFT))  # readiness alone
+    assert is_news(idle, drafted)
+    assert not is_news(idle, replace(idle, answered=True))  # nothing the core reads changed

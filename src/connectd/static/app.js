@@ -542,19 +542,9 @@
 
   // Whether Connect can be offered on this pane, and how: "live" (a connected agent: the toggle
   // changes its grant at once), "restart" (a running agent that can be connected only by relaunch).
+  // The daemon decides (connectcore.launchers.connect_offer); the page only shows it.
   function connectOffer(a) {
-    if (a.connect !== "off") return { enabled: true, mode: "live" };
-    if (a.harness === "shell") return { enabled: false, reason: "A shell, not an agent: there is nothing to connect." };
-    if (!a.harness || a.harness === "unknown") return { enabled: false, reason: "connectd cannot tell which agent runs here, so it cannot offer Connect." };
-    if (!a.launcher && a.session) return { enabled: true, mode: "live" };
-    if (!a.launcher) return { enabled: false, reason: "Not started by connectd, and no agent session is bound to it yet: connect it at its next launch (connectd launch … --connect observe)." };
-    const l = state.launchers.get(a.launcher);
-    if (!l) return { enabled: false, reason: `Its launcher “${a.launcher}” is no longer configured.` };
-    if (l.opaque) return { enabled: false, reason: l.reason || `Launcher “${l.name}” is an opaque shell command, which connectd never edits.` };
-    if (!l.connectable) return { enabled: false, reason: l.reason || `Launcher “${l.name}” cannot be connected.` };
-    if (!l.restartable) return { enabled: false, reason: l.restart_refusal || "No resume command: it can be connected only at launch." };
-    if (!a.session) return { enabled: false, reason: "No agent session is bound to this pane unambiguously, so a relaunch could not resume it: connect it at launch." };
-    return { enabled: true, mode: "restart" };
+    return a.offer || { enabled: false, reason: "connectd has not said whether Connect can be offered here." };
   }
 
   function reading(a) {
