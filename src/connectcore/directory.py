@@ -561,18 +561,21 @@ def recipient_harness(read: str | None, *, launched: str = "", recorded: str = "
 
 
 def pane_session(
-    bound: SessionBinding | Unknown, recorded: tuple[str, str | None] | None
+    bound: SessionBinding | Unknown, *recorded: tuple[str, str | None] | None
 ) -> tuple[str, str] | None:
     """The (harness, session id) to act on for a pane: its unambiguous binding when it has one, else
-    the session connect itself recorded for it (``recorded``: the launch record's for a restart, the
-    connected principal's for the per-pane toggle), else None. A recorded session without an id (or
-    with an empty one) is none: nothing is guessed. The binding wins because it is what the pane holds
-    now; a record can be stale (the agent started another session in the same pane)."""
+    the first session connect itself recorded for it (``recorded``, in order: the launch record's for a
+    restart; the connected principal's, then the launch record's, for the per-pane toggle), else None.
+    A recorded session without an id (or with an empty one) is none: nothing is guessed. The binding
+    wins because it is what the pane holds now; a record can be stale (the agent started another
+    session in the same pane). The launch record answers before the watcher's next poll has bound
+    the pane from it (a grant right after `connectd launch ... --connect off`)."""
     if isinstance(bound, SessionBinding):
         return (bound.harness, bound.session_id)
-    if recorded is None or not recorded[1]:
-        return None
-    return (recorded[0], recorded[1])
+    for record in recorded:
+        if record is not None and record[1]:
+            return (record[0], record[1])
+    return None
 
 
 def panes_holding(directory: Directory, harness: str, session_id: str) -> tuple[str, ...]:

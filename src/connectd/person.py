@@ -199,7 +199,12 @@ class PersonCalls:
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
         principal = grants.principal_at(engine.hub.book, record.token)
-        session = D.pane_session(record.binding, principal.session if principal is not None else None)
+        launch = await engine.launches.record_for(pane_id, record.token)
+        session = D.pane_session(
+            record.binding,
+            principal.session if principal is not None else None,
+            (launch.harness, launch.session_id) if launch is not None else None,
+        )
         try:
             toggle = grants.pane_toggle(engine.hub.book, pane_id, record.token, session, PRESET_SCOPES[preset])
         except grants.GrantError as exc:  # the core's rule: asked before anything changes

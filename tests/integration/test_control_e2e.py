@@ -521,15 +521,23 @@ def test_review_proposals_racing_control_stop_leave_no_card_to_approve(daemon: D
 
     async def race() -> list[tuple[bool, Any]]:
         results: list[tuple[bool, Any]] = []
+        stopped = anyio.Event()
 
         async def propose(client: Any) -> None:
-            for _ in range(8):
+            # until the stop has answered, and twice after it (bounded): however slow the machine, the
+            # race has proposals on both sides of the stop
+            after = 0
+            for _ in range(400):
                 results.append(await call(client, "close_pane", to=pure.address))
+                after += stopped.is_set()
+                if after >= 2:
+                    return
 
         async with mcp_agent(daemon.mcp_url, ctl.token or "") as client, anyio.create_task_group() as tg:
             tg.start_soon(propose, client)
             await anyio.sleep(0.05)
             await anyio.to_thread.run_sync(lambda: daemon.api("POST", "/api/control/stop", {}))
+            stopped.set()
         return results
 
     results = anyio.run(race)

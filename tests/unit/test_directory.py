@@ -478,6 +478,11 @@ def test_pane_session_prefers_the_binding_over_what_connect_recorded() -> None:
     assert D.pane_session(unknown, ("codex", None)) is None
     assert D.pane_session(unknown, ("codex", "")) is None
     assert D.pane_session(unknown, None) is None
+    # several records: the first with an id (the toggle: the principal's, then the launch record's)
+    assert D.pane_session(unknown, None, ("codex", "launched")) == ("codex", "launched")
+    assert D.pane_session(unknown, ("claude", "granted"), ("codex", "launched")) == ("claude", "granted")
+    assert D.pane_session(unknown, ("claude", None), ("codex", "launched")) == ("codex", "launched")
+    assert D.pane_session(bound, None, ("codex", "launched")) == ("claude", "now")
 
 
 def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> None:

@@ -162,3 +162,21 @@ def test_an_opencode_binding_note_makes_the_view_anew(engine: Engine) -> None:
     assert _entry(engine)["session_note"] == ""
     engine.launches.servers[("%1", token)] = object()  # type: ignore[assignment]  # a launch whose binding is due
     assert _entry(engine)["session_note"] == OC.BINDING_WORDS
+
+
+def test_the_toggle_connects_a_pane_connect_launched_before_a_poll_has_bound_it(tmp_path: Path) -> None:
+    """A grant right after `connectd launch ... --connect off` (found by make test under load: the
+    pane's binding was not yet made from its launch record, and the toggle answered ambiguous_binding):
+    the toggle takes the launch record's session when the pane holds no binding and no principal."""
+    import anyio
+
+    from connectd.tmux import TmuxAdapter
+
+    engine = Engine(Store.open(tmp_path), TmuxAdapter(socket_name="connect-view-never-started"), endpoint_url="http://127.0.0.1:9/mcp")
+    _observe(engine, 1)
+    assert not isinstance(engine.directory.panes["%1"].binding, D.SessionBinding)
+    token = engine.directory.panes["%1"].token
+    anyio.run(lambda: engine.launches.record("%1", token, launcher="claude", harness="claude", session_id="sess-1", cwd="/tmp", argv=["claude"], started_at=1.0))
+    result = anyio.run(engine.person.set_pane_preset, "%1", Preset.OBSERVE)
+    assert result["session"] == ["claude", "sess-1"] and result["connect"] == "observe"
+    assert engine.person.receive_only(token, launched=True)
