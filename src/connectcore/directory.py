@@ -544,6 +544,16 @@ def binding(directory: Directory, pane_id: str) -> SessionBinding | Unknown:
     return record.binding
 
 
+def bound_sessions(directory: Directory) -> dict[tuple[str, str], PaneRecord]:
+    """Each (harness, session id) a live pane holds unambiguously, with that pane (the first in pane
+    order when two claim one session)."""
+    held: dict[tuple[str, str], PaneRecord] = {}
+    for r in directory.records():
+        if isinstance(r.binding, SessionBinding):
+            held.setdefault((r.binding.harness, r.binding.session_id), r)
+    return held
+
+
 def recipient_harness(read: str | None, *, launched: str = "", recorded: str = "") -> str:
     """Which harness a pane runs, as a recipient (its kind, for :func:`connectcore.consent.may_receive`
     and the submit settle): the screen's reading when it names one; else the harness connect itself

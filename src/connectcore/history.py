@@ -780,6 +780,21 @@ class PaneBinding:
             raise HistoryError(f"harness must be a Harness, got {self.harness!r}")
 
 
+def restore_candidates(
+    stored: Iterable[tuple[str, str, str]], live: Iterable[tuple[str, str]]
+) -> tuple[PaneBinding, ...]:
+    """Of the stored pane bindings ``(pane id, harness, session id)``, the ones restore considers: a
+    session of a harness the history knows (Claude Code, Codex) that no live pane holds now (a
+    session still running is not relaunched a second time). In the order stored."""
+    running = set(live)
+    known = {h.value for h in Harness}
+    return tuple(
+        PaneBinding(pane, Harness(harness), session)
+        for pane, harness, session in stored
+        if harness in known and (harness, session) not in running
+    )
+
+
 @dataclass(frozen=True)
 class RestoreItem:
     pane_id: str

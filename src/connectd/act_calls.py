@@ -115,11 +115,8 @@ class ActCalls:
         return await self._propose(token, C.Tool.HANDOFF, to, {"text": text})
 
     def _pane_holding(self, harness: str, session_id: str) -> str | None:
-        for record in self.engine.directory.records():
-            b = record.binding
-            if isinstance(b, D.SessionBinding) and (b.harness, b.session_id) == (harness, session_id):
-                return str(record.address)
-        return None
+        record = D.bound_sessions(self.engine.directory).get((harness, session_id))
+        return str(record.address) if record is not None else None
 
     async def _session_cwd(self, caller: grants.Principal, harness: str, session_id: str) -> str:
         """The past session's directory, if the caller may read that session: the same rule as

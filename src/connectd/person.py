@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from connectcore import consent, grants, hub_acts
 from connectcore import directory as D
-from connectcore import grants, hub_acts
 from connectcore import hub as H
 from connectcore import reads as R
 from connectcore.advice import receive_only_note
@@ -69,7 +69,7 @@ class PersonCalls:
         views = [
             R.card_view(engine.hub, engine.directory, c, windows)
             for c in cards
-            if include_closed or c.state.value == "pending"
+            if include_closed or consent.is_open(c)
         ]
         return [
             {

@@ -28,21 +28,15 @@ if TYPE_CHECKING:
 
 
 def _plan(engine: Engine) -> Any:
-    from connectcore.history import Harness, PaneBinding
+    from connectcore.history import restore_candidates
     from connectd.engine import EngineError
 
     if engine.history is None:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
-    live = {
-        (r.binding.harness, r.binding.session_id)
-        for r in engine.directory.records()
-        if isinstance(r.binding, D.SessionBinding)
-    }
-    bindings = []
-    for row in engine.store.bindings():
-        if (row.harness, row.session_id) in live or row.harness not in {h.value for h in Harness}:
-            continue
-        bindings.append(PaneBinding(row.pane_id, Harness(row.harness), row.session_id))
+    bindings = restore_candidates(
+        ((row.pane_id, row.harness, row.session_id) for row in engine.store.bindings()),
+        D.bound_sessions(engine.directory),
+    )
     return engine.history.restorable(bindings, pane_pids=engine.pane_pids())
 
 

@@ -520,3 +520,16 @@ def test_only_a_title_the_program_set_counts() -> None:
     assert D.self_published_title("   ", "box1") == ""
     assert D.self_published_title(" reviewer ", "box1") == "reviewer"
     assert D.self_published_title("box1-agent", "box1") == "box1-agent"
+
+
+def test_bound_sessions_names_each_session_a_live_pane_holds_the_first_pane_first() -> None:
+    """Claim: each session a live pane holds unambiguously is named with its pane, and nothing else is
+    (issue 24: was a loop in connectd/act_calls.py and connectd/restore.py)."""
+    d = fleet(obs(1, harness="claude"), obs(2, harness="claude"), obs(3, harness="claude"))
+    d = claim(d, 1, EvidenceSource.REGISTRY, "s-1")
+    d = claim(d, 3, EvidenceSource.REGISTRY, "s-3")
+    held = D.bound_sessions(d)
+    assert {k: r.pane_id for k, r in held.items()} == {("claude", "s-1"): "%1", ("claude", "s-3"): "%3"}
+    both = claim(d, 2, EvidenceSource.REGISTRY, "s-1")  # two panes claiming one session: neither is bound
+    assert {k: r.pane_id for k, r in D.bound_sessions(both).items()} == {("claude", "s-3"): "%3"}
+    assert D.bound_sessions(fleet(obs(1))) == {}

@@ -490,3 +490,16 @@ def test_expunge_refusal_refuses_a_running_session_first_then_anything_outside_t
     # the root itself and a sibling sharing its prefix are not inside it
     assert expunge_refusal("claude", "s1", running=False, paths=[("/r", "/roots/claude")], roots=["/roots/claude"]) is not None
     assert expunge_refusal("claude", "s1", running=False, paths=[("/r", "/roots/claude2/x")], roots=["/roots/claude"]) is not None
+
+
+def test_restore_considers_known_harnesses_whose_session_no_live_pane_holds() -> None:
+    """Claim: restore's candidates are the stored bindings of Claude Code and Codex sessions that no
+    live pane holds now, in the order stored (issue 24: was decided in connectd/restore.py)."""
+    from connectcore.history import Harness, PaneBinding, restore_candidates
+
+    stored = [("%1", "claude", "s-1"), ("%2", "codex", "s-2"), ("%3", "opencode", "s-3"), ("%4", "claude", "s-4")]
+    assert restore_candidates(stored, {("claude", "s-4")}) == (
+        PaneBinding("%1", Harness.CLAUDE, "s-1"),
+        PaneBinding("%2", Harness.CODEX, "s-2"),
+    )
+    assert restore_candidates([], set()) == ()
