@@ -81,3 +81,40 @@ def test_a_key_readable_by_others_is_tightened_to_0600(tmp_path: Path) -> None:
     os.chmod(path, 0o644)
     assert K.read(tmp_path) == made
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_init_makes_the_keys_and_names_the_box_once(tmp_path: Path) -> None:
+    data_dir = tmp_path / "dd"
+    made = K.init(data_dir, "laptop")
+    assert K.read(data_dir) == made
+    assert (data_dir / K.FEDERATION_FILE).read_text() == 'name = "laptop"\n'
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    with pytest.raises(K.BoxKeyError, match="set up for federation already"):
+        K.init(data_dir, "other")
+    assert K.read(data_dir) == made and "laptop" in (data_dir / K.FEDERATION_FILE).read_text()
+
+
+def test_init_keeps_keys_it_finds_and_checks_the_name_before_touching_anything(tmp_path: Path) -> None:
+    from connectcore.federation.boxes import BoxError
+
+    with pytest.raises(BoxError, match="box name"):
+        K.init(tmp_path, "Not A Name")
+    assert list(tmp_path.iterdir()) == []
+    first = K.create(tmp_path)
+    assert K.init(tmp_path, "laptop") == first
+
+
+def test_federate_init_prints_the_box_id_and_fingerprint_and_refuses_a_second_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from connectcore.federation.boxes import BoxKeys
+    from connectd import cli
+    from connectd.federation.seal import LocalBox
+
+    assert cli.main(["--data-dir", str(tmp_path), "federate", "init", "--name", "laptop", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    local = LocalBox.from_secrets(K.read(tmp_path))
+    keys = BoxKeys(bytes(local.signing.verify_key), bytes(local.sealing.public_key))
+    assert shown == {"name": "laptop", "box": keys.box_id, "fingerprint": keys.fingerprint}
+    with pytest.raises(SystemExit, match="set up for federation already"):
+        cli.main(["--data-dir", str(tmp_path), "federate", "init", "--name", "laptop"])

@@ -1,4 +1,5 @@
-"""``box.key``: this box's two secret keys, created once (0600, durably) and read; never rewritten.
+"""``box.key``: this box's two secret keys, created once (0600, durably) and read; never rewritten;
+and ``federate init``, which makes them and writes the box's name into ``federation.toml``.
 
 The file (docs/federation.md, "Box identity") is canonical JSON of two independent 32-byte secrets:
 ``{"seal_secret": "<base64url>", "sign_seed": "<base64url>", "v": 1}``: the Ed25519 signing seed and
@@ -25,6 +26,7 @@ from pathlib import Path
 log = logging.getLogger("connectd.federation")
 
 BOX_KEY_FILE = "box.key"
+FEDERATION_FILE = "federation.toml"
 KEY_FILE_MODE = 0o600
 SECRET_BYTES = 32
 VERSION = 1
@@ -85,21 +87,45 @@ def create(data_dir: Path) -> BoxSecrets:
     if path.exists() or path.is_symlink():
         raise BoxKeyError(f"{path} exists: this box has its keys, and they are never replaced")
     made = BoxSecrets(secrets.token_bytes(SECRET_BYTES), secrets.token_bytes(SECRET_BYTES))
+    _create_durably(path, made.encode(), "its keys are kept")
+    return made
+
+
+def init(data_dir: Path, name: str) -> BoxSecrets:
+    """``connectd federate init --name NAME``: this box's keys (made now if ``box.key`` is missing,
+    else the ones it has: never replaced) and ``federation.toml`` naming the box. The name is checked
+    first (:func:`connectcore.federation.boxes.check_box_name`); a ``federation.toml`` that exists
+    is refused: this box is set up already."""
+    from connectcore.federation.boxes import check_box_name
+
+    check_box_name(name)
+    config = data_dir / FEDERATION_FILE
+    if config.exists() or config.is_symlink():
+        raise BoxKeyError(f"{config} exists: this box is set up for federation already")
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    have = (data_dir / BOX_KEY_FILE).exists() or (data_dir / BOX_KEY_FILE).is_symlink()
+    made = read(data_dir) if have else create(data_dir)
+    _create_durably(config, f'name = "{name}"\n'.encode("ascii"), "it is kept")
+    return made
+
+
+def _create_durably(path: Path, data: bytes, kept: str) -> None:
+    """``data`` in a new 0600 file ``path``: written and fsynced under a temporary name, linked (never
+    replacing a file made meanwhile), the directory fsynced."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), KEY_FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(made.encode())
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         try:
             os.link(tmp, path)  # never replaces: a file made meanwhile wins, and we refuse
         except FileExistsError:
-            raise BoxKeyError(f"{path} was created meanwhile by another process: its keys are kept") from None
+            raise BoxKeyError(f"{path} was created meanwhile by another process: {kept}") from None
     finally:
         tmp.unlink(missing_ok=True)
-    _sync_dir(data_dir)
-    return made
+    _sync_dir(path.parent)
 
 
 def read(data_dir: Path) -> BoxSecrets:
