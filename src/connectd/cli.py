@@ -757,6 +757,27 @@ def cmd_service(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_federate(args: argparse.Namespace) -> int:
+    """``federate init --name NAME``: this box's keys and name (docs/federation.md, "Box identity")."""
+    from connectcore.federation.boxes import BoxError
+    from connectd.federation import keys
+    from connectd.federation.seal import LocalBox
+
+    data_dir = Path(args.data_dir).expanduser()
+    try:
+        local = LocalBox.from_secrets(keys.init(data_dir, args.name))
+    except BoxError as exc:
+        raise CliError(str(exc), "choose a name of a-z, 0-9 and -, at most 32 characters") from None
+    except keys.BoxKeyError as exc:
+        raise CliError(str(exc)) from None
+    _print(args, {"name": args.name, "box": local.box_id, "fingerprint": local.keys.fingerprint}, [
+        f"box {args.name}: id {local.box_id}",
+        f"fingerprint {local.keys.fingerprint} (compare it out of band when you pair)",
+        f"keys in {data_dir / keys.BOX_KEY_FILE} (0600; never replaced: new keys would be a new box)",
+    ])
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from connectd import doctor
 
@@ -883,6 +904,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_service)
     p = sub.add_parser("doctor", parents=[common, reads], help="is this machine ready? tmux, harness releases, port, data directory, daemon")
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("federate", parents=[common, reads], help="federation across machines: `federate init --name NAME` makes this box's keys")
+    p.add_argument("action", choices=("init",))
+    p.add_argument("--name", required=True, help="this box's name, a-z 0-9 and -, at most 32 characters (e.g. laptop)")
+    p.set_defaults(func=cmd_federate)
 
     history_cli.register(sub)
     return parser
