@@ -801,19 +801,6 @@ def _recipient_scopes(hub: Hub, incarnation: str) -> tuple[Principal | None, fro
     return principal, frozenset(s.value for s in grants.scopes_of(hub.book, principal.id))
 
 
-def _queued_bytes(hub: Hub, incarnation: str) -> tuple[int, int]:
-    """The typed bytes of every message not final yet: those to this recipient incarnation, and all.
-    One pass over the messages (every submit makes it, and a deep queue is long)."""
-    to_it = total = 0
-    for m in hub.messages.values():
-        if not m.is_final:
-            size = m.typed_bytes
-            total += size
-            if m.recipient_incarnation == incarnation:
-                to_it += size
-    return to_it, total
-
-
 def _open_card(hub: Hub, message: Message, card_id: str, now: float, recipient_actor: str) -> Step:
     if card_id in hub.cards:
         raise ConnectError(f"card id {card_id} was already used")
@@ -1008,15 +995,9 @@ def _submit(hub: Hub, ev: Submit) -> Step:
     sender_token = hub.book.tokens[ev.token_hash]
     try:
         delivery.check_message_id(ev.message_id, limits)
-        existing = message_for(hub, sender.id, ev.message_id)
-        if existing is not None:
-            raise Refused(
-                "duplicate_id",
-                f"message_id {ev.message_id!r} was already used (outcome: {existing.outcome}); it is never typed twice",
-            )
+        delivery.check_not_duplicate(ev.message_id, message_for(hub, sender.id, ev.message_id))
         delivery.check_text(ev.text)
-        if ev.recipient.incarnation == sender_token.incarnation:
-            raise Refused("self", "an agent cannot message its own pane")
+        delivery.check_not_self(ev.recipient.incarnation, sender_token.incarnation)
         recipient_principal, recipient_scopes = _recipient_scopes(hub, ev.recipient.incarnation)
         sender_scopes = frozenset(s.value for s in grants.scopes_of(hub.book, sender.id))
         why = consent.may_receive(
@@ -1026,14 +1007,10 @@ def _submit(hub: Hub, ev: Submit) -> Step:
             raise Refused(
                 why, f"{ev.recipient.pane_id} cannot receive peer messages ({why.replace('_', ' ')})"
             )
-        if ev.in_reply_to is not None:
-            original_key = hub.refs.get(ev.in_reply_to)
-            original = hub.messages.get(original_key) if original_key is not None else None
-            members = grants.group(hub.book, sender.id)
-            if original is None or original.recipient_principal not in members:
-                raise Refused(
-                    "bad_reply", f"in_reply_to {ev.in_reply_to!r} names no message this agent received"
-                )
+        members = grants.group(hub.book, sender.id)
+        original_key = hub.refs.get(ev.in_reply_to) if ev.in_reply_to is not None else None
+        original = hub.messages.get(original_key) if original_key is not None else None
+        delivery.check_reply(ev.in_reply_to, original, members)
         provenance = delivery.provenance_line(
             ref=ev.ref,
             sender_actor=actor,
@@ -1044,27 +1021,14 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         )
         typed = delivery.compose(provenance, ev.text)
         delivery.check_size(typed, limits)
-        members = grants.group(hub.book, sender.id)
-        live_ids = sum(1 for key in hub.messages if key[0] in members)
-        if live_ids >= limits.live_ids_per_principal:
-            raise Refused(
-                "id_cap",
-                f"{live_ids} message ids are reserved (at most {limits.live_ids_per_principal} per hour)",
-            )
+        delivery.check_id_cap(delivery.live_ids(hub.messages, members), limits)
         sent = sent_within(hub, sender.id, ev.now)
         delivery.check_rate(len(sent), limits.sender_per_window, "sender", limits.rate_window)
         pair: PairKey = (sender.id, ev.recipient.incarnation)
         pair_sent = pair_sent_within(hub, sender.id, ev.recipient.incarnation, ev.now)
         delivery.check_rate(len(pair_sent), limits.pair_per_window, "pair", limits.rate_window)
-        size = len(typed.encode("utf-8"))
-        queued_to_it, queued = _queued_bytes(hub, ev.recipient.incarnation)
-        if queued_to_it + size > limits.queued_bytes_per_recipient:
-            raise Refused(
-                "queue_full",
-                f"{ev.recipient.pane_id} already has {limits.queued_bytes_per_recipient} bytes queued",
-            )
-        if queued + size > limits.queued_bytes_total:
-            raise Refused("queue_full", f"the daemon already has {limits.queued_bytes_total} bytes queued")
+        queued_to_it, queued = delivery.queued_bytes(hub.messages.values(), ev.recipient.incarnation)
+        delivery.check_queue(len(typed.encode("utf-8")), queued_to_it, queued, ev.recipient.pane_id, limits)
         if ev.ref in hub.refs:
             raise ConnectError(f"message ref {ev.ref} was already used")
     except Refused as exc:
