@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from connectcore import arming, consent, control, delivery, grants, hub_acts
@@ -572,16 +573,6 @@ def _restart_recovered(hub: Hub, ev: RestartRecovered) -> Step:
         raise RestartRefused("restart_running", f"a restart of {record.pane_id} is already under way")
     state = restart_.resume(record, ev.limits)
     return replace(hub, restarts={**hub.restarts, record.restart_id: state}), ()
-
-
-def _restart_step(hub: Hub, ev: RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered) -> Step:
-    if isinstance(ev, RestartPlanned):
-        return _restart_planned(hub, ev)
-    if isinstance(ev, RestartStepped):
-        return _restart_stepped(hub, ev)
-    if isinstance(ev, RestartRespawned):
-        return _restart_respawned(hub, ev)
-    return _restart_recovered(hub, ev)
 
 
 def _restart_holds(hub: Hub, message: Message, now: float) -> Step:
@@ -1482,49 +1473,47 @@ def _reconcile(hub: Hub, ev: Reconcile) -> Step:
     return hub, effects
 
 
+def _revoke_event(hub: Hub, ev: Revoke) -> Step:
+    return _revoke(hub, ev.principal_id, ev.now, ev.by)
+
+
+#: Every event's handler, by the event's type: :func:`step` dispatches through it (as the interpreter
+#: does with effects); an event type not in it is refused loudly.
+HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
+    {
+        Submit: _submit,
+        PaneObserved: _pane_observed,
+        GuardObserved: _guard,
+        TypingObserved: _typed,
+        Tick: _tick,
+        Decide: _decide,
+        Launch: _launch,
+        BindSession: _bind,
+        SetGrant: _set_grant,
+        Revoke: _revoke_event,
+        RevokePane: _revoke_pane,
+        DisconnectAll: _disconnect_all,
+        PaneGone: _pane_gone,
+        Recover: _recover,
+        Reconcile: _reconcile,
+        RestartPlanned: _restart_planned,
+        RestartStepped: _restart_stepped,
+        RestartRespawned: _restart_respawned,
+        RestartRecovered: _restart_recovered,
+        ActProposed: hub_acts.propose,
+        ActDecided: hub_acts.decide,
+        ActGuarded: hub_acts.guarded,
+        ActExecuted: hub_acts.executed,
+    }
+)
+
+
 def step(hub: Hub, event: Event) -> Step:
     """Apply one event. Pure: the same hub and event always give the same hub and effects."""
-    if isinstance(event, Submit):
-        return _submit(hub, event)
-    if isinstance(event, PaneObserved):
-        return _pane_observed(hub, event)
-    if isinstance(event, GuardObserved):
-        return _guard(hub, event)
-    if isinstance(event, TypingObserved):
-        return _typed(hub, event)
-    if isinstance(event, Tick):
-        return _tick(hub, event)
-    if isinstance(event, Decide):
-        return _decide(hub, event)
-    if isinstance(event, Launch):
-        return _launch(hub, event)
-    if isinstance(event, BindSession):
-        return _bind(hub, event)
-    if isinstance(event, SetGrant):
-        return _set_grant(hub, event)
-    if isinstance(event, Revoke):
-        return _revoke(hub, event.principal_id, event.now, event.by)
-    if isinstance(event, RevokePane):
-        return _revoke_pane(hub, event)
-    if isinstance(event, DisconnectAll):
-        return _disconnect_all(hub, event)
-    if isinstance(event, PaneGone):
-        return _pane_gone(hub, event)
-    if isinstance(event, Recover):
-        return _recover(hub, event)
-    if isinstance(event, Reconcile):
-        return _reconcile(hub, event)
-    if isinstance(event, RestartPlanned | RestartStepped | RestartRespawned | RestartRecovered):
-        return _restart_step(hub, event)
-    if isinstance(event, ActProposed):
-        return hub_acts.propose(hub, event)
-    if isinstance(event, ActDecided):
-        return hub_acts.decide(hub, event)
-    if isinstance(event, ActGuarded):
-        return hub_acts.guarded(hub, event)
-    if isinstance(event, ActExecuted):
-        return hub_acts.executed(hub, event)
-    raise ConnectError(f"unknown event {type(event).__name__}")  # pragma: no cover
+    handler = HANDLERS.get(type(event))
+    if handler is None:
+        raise ConnectError(f"unknown event {type(event).__name__}: no handler in hub.HANDLERS")
+    return handler(hub, event)
 
 
 def restore(
@@ -1560,6 +1549,7 @@ __all__ = [
     "DisconnectAll",
     "Event",
     "GuardObserved",
+    "HANDLERS",
     "HandleResolution",
     "Hub",
     "Launch",

@@ -1268,3 +1268,24 @@ def test_the_paste_settles_as_long_as_the_recipients_harness_needs(w: World) -> 
         assert typed.settle == SUBMIT_SETTLE[harness] == submit_settle(harness)
     assert SUBMIT_SETTLE["claude"] != SUBMIT_SETTLE["codex"]  # the harness decides, not one constant
     assert submit_settle("opencode") == submit_settle("a-harness-never-measured") == UNMEASURED_SETTLE
+
+
+def test_every_event_type_has_exactly_one_handler_and_an_unknown_one_is_refused_loudly(w: World) -> None:
+    """Claim: ``step`` dispatches through one table (issue 24): each event type of ``H.Event`` has its
+    handler, nothing else is in the table, and an event the table does not name raises instead of
+    being ignored (a subclass too: the table keys on the exact type)."""
+    import typing
+
+    assert set(H.HANDLERS) == set(typing.get_args(H.Event))
+
+    class NotAnEvent:
+        now = 0.0
+
+    with pytest.raises(ConnectError, match="unknown event NotAnEvent"):
+        H.step(w.hub, NotAnEvent())  # type: ignore[arg-type]
+
+    class TickLike(H.Tick):
+        pass
+
+    with pytest.raises(ConnectError, match="unknown event TickLike"):
+        H.step(w.hub, TickLike(1.0))
