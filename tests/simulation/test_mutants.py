@@ -46,7 +46,7 @@ def restart_undoes_revocation(mp: pytest.MonkeyPatch) -> None:
         return original(replace(hub, book=book, restarts={**hub.restarts, ev.restart_id: state}), ev)
 
     handle(mp, H.RestartRespawned, respawned)
-    mp.setattr(H, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))
+    mp.setattr(H.revocations, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))  # where revocations call it
 
 
 def reconcile_forgets(mp: pytest.MonkeyPatch) -> None:
@@ -121,13 +121,13 @@ def guard_ignores_incarnation(mp: pytest.MonkeyPatch) -> None:
     def passes(view: AR.PaneView | None, incarnation: str | None, seen: AR.Seen) -> bool:
         return original_passes(view, view.incarnation if view is not None else incarnation, seen)
 
-    original_decides = H._guard_decides
+    original_decides = H.messages._guard_decides
 
     def decides(hub: H.Hub, ev: H.GuardObserved, message: Any) -> H.Step:
         return original_decides(hub, replace(ev, incarnation=message.recipient_incarnation), message)
 
     mp.setattr(AR, "guard_passes", passes)
-    mp.setattr(H, "_guard_decides", decides)
+    mp.setattr(H.messages, "_guard_decides", decides)  # where _guard calls it
 
 
 def guard_ignores_incarnation_unmasked(mp: pytest.MonkeyPatch) -> None:
