@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
@@ -464,6 +464,74 @@ def within_window(times: tuple[float, ...], now: float, window: float) -> tuple[
 def check_rate(count: int, limit: int, what: str, window: float) -> None:
     if count >= limit:
         raise Refused("rate_limited", f"{what} rate limit: at most {limit} messages per {window:g} s")
+
+
+def check_not_duplicate(message_id: str, existing: Message | None) -> None:
+    """A message id the sender's merge group already used (``existing``, whatever its outcome) is
+    refused: an id is never typed twice."""
+    if existing is not None:
+        raise Refused(
+            "duplicate_id",
+            f"message_id {message_id!r} was already used (outcome: {existing.outcome}); it is never typed twice",
+        )
+
+
+def check_not_self(recipient_incarnation: str, sender_incarnation: str) -> None:
+    """An agent cannot message its own pane (the incarnation its token is bound to)."""
+    if recipient_incarnation == sender_incarnation:
+        raise Refused("self", "an agent cannot message its own pane")
+
+
+def check_reply(in_reply_to: str | None, original: Message | None, members: frozenset[str]) -> None:
+    """``in_reply_to`` must name a message (``original``, looked up by its ref) that this agent, any
+    principal of its merge group ``members``, received; no ``in_reply_to`` is always fine."""
+    if in_reply_to is None:
+        return
+    if original is None or original.recipient_principal not in members:
+        raise Refused("bad_reply", f"in_reply_to {in_reply_to!r} names no message this agent received")
+
+
+def live_ids(keys: Iterable[MessageKey], members: frozenset[str]) -> int:
+    """How many message ids the merge group ``members`` holds reserved (every message the hub still
+    holds under one of its principals, final or not: an id is released only past its hour)."""
+    return sum(1 for key in keys if key[0] in members)
+
+
+def check_id_cap(reserved: int, limits: Limits = DEFAULT_LIMITS) -> None:
+    """At the live-id cap a new message is refused; a reserved id is never evicted."""
+    if reserved >= limits.live_ids_per_principal:
+        raise Refused(
+            "id_cap",
+            f"{reserved} message ids are reserved (at most {limits.live_ids_per_principal} per hour)",
+        )
+
+
+def queued_bytes(messages: Iterable[Message], incarnation: str) -> tuple[int, int]:
+    """The typed bytes of every message not final yet: those to this recipient incarnation, and all.
+    One pass over the messages (every submit makes it, and a deep queue is long)."""
+    to_it = total = 0
+    for m in messages:
+        if not m.is_final:
+            size = m.typed_bytes
+            total += size
+            if m.recipient_incarnation == incarnation:
+                to_it += size
+    return to_it, total
+
+
+def check_queue(
+    size: int, queued_to_it: int, queued: int, recipient_pane: str, limits: Limits = DEFAULT_LIMITS
+) -> None:
+    """A message of ``size`` typed bytes must fit in the recipient's queued-byte budget, then in the
+    daemon's (``queued_to_it`` / ``queued``: what is queued now, :func:`queued_bytes`); the budgets
+    are inclusive."""
+    if queued_to_it + size > limits.queued_bytes_per_recipient:
+        raise Refused(
+            "queue_full",
+            f"{recipient_pane} already has {limits.queued_bytes_per_recipient} bytes queued",
+        )
+    if queued + size > limits.queued_bytes_total:
+        raise Refused("queue_full", f"the daemon already has {limits.queued_bytes_total} bytes queued")
 
 
 def assign_hop(

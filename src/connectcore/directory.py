@@ -752,7 +752,7 @@ def resolve(directory: Directory, target: Target | str) -> PaneRecord:
 
 def resolve_control(directory: Directory, control: tuple[str, str] | None) -> PaneRecord:
     """The pane the ``control`` handle names: the running control's live token's (pane, incarnation)
-    (``control``, from :func:`connectcore.hub_acts.control_pane`), only while the directory shows
+    (``control``, from :func:`connectcore.hub.acts.control_pane`), only while the directory shows
     that very incarnation in that pane; else :class:`TargetError` ``no_pane`` (a control stopped a
     moment ago, or a pane that now runs another process, is never named)."""
     record = directory.panes.get(control[0]) if control is not None else None

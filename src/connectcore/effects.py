@@ -131,7 +131,7 @@ class EndSubscriptions(Effect):
     principal: str
 
 
-# --- control's acts (connectcore.hub_acts) -----------------------------------------------------------
+# --- control's acts (connectcore.hub.acts) -----------------------------------------------------------
 # Each names its act; the daemon answers every one of them with ``ActExecuted`` (or, for the guard,
 # ``ActGuarded``). The pane effects come out of the guard's step, taken under the pane's send lock.
 

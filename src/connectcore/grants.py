@@ -334,7 +334,7 @@ def control_session_refusal(book: GrantBook, session: SessionKey | None, *, cont
     evidence any process can write (a forged Claude registry record or Codex rollout name binds a
     hand-started pane to it once control's own pane is gone; found by
     tests/integration/test_session_binding_attacks.py). A launch by connect that resumes control's
-    session (restart-to-connect, restore) stays control (:func:`connectcore.hub_acts.launches_control`):
+    session (restart-to-connect, restore) stays control (:func:`connectcore.hub.acts.launches_control`):
     the person asked for that process. None when it may."""
     existing = book.aliases.get(session) if session is not None else None
     if session is None or existing is None or control:

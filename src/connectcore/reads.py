@@ -68,7 +68,7 @@ CALL_SCOPES: Mapping[str, Scope | None] = MappingProxyType(
         "send_message": Scope.MESSAGE,
         "get_message": Scope.MESSAGE,
         "list_messages": Scope.MESSAGE,
-        # control's acts (connectcore.hub_acts): only the control role holds act
+        # control's acts (connectcore.hub.acts): only the control role holds act
         "send_keys": Scope.ACT,
         "launch_agent": Scope.ACT,
         "resume_session": Scope.ACT,

@@ -1,6 +1,6 @@
 """Control's acts on real panes: the guard under the send lock, then the one effect that executes it.
 
-The core decides (:mod:`connectcore.hub_acts`): whether an act may run, on which pane, and what it
+The core decides (:mod:`connectcore.hub.acts`): whether an act may run, on which pane, and what it
 does. This module takes the target pane's send lock, reads the pane afresh (its incarnation and the
 question on screen) and reports ``ActGuarded`` while holding it; the step's execution effect
 (``PressKeys``, ``TypeShellText``, ``ClosePane``, ``HandOff``) runs inside that step, so under the

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants, hub_acts
+from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import opencode_binding as OC
 from connectcore.advice import no_tmux_session
 from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
 from connectd import facts, opencode_bind
 from connectd.ids import EngineError, hash_token

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from connectcore import consent, grants, hub_acts
+from connectcore import consent, grants
 from connectcore import directory as D
 from connectcore import hub as H
 from connectcore import reads as R
 from connectcore.advice import receive_only_note
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.hub import acts as hub_acts
 from connectd.act_calls import act_view
 from connectd.ids import EngineError, hash_token
 

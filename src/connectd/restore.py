@@ -18,9 +18,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from connectcore import directory as D
-from connectcore import grants, hub_acts
+from connectcore import grants
 from connectcore.effects import Audit
 from connectcore.grants import Preset
+from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

@@ -1,6 +1,6 @@
 """Where a target names, for every agent call and the delivery guard: the directory's rule
 (:func:`connectcore.directory.resolve`), and for the ``control`` handle the core's running control
-(:func:`connectcore.hub_acts.control_pane`: the one control's live token), read at the moment of the
+(:func:`connectcore.hub.acts.control_pane`: the one control's live token), read at the moment of the
 call, so a control that was stopped a moment ago is never named by a directory snapshot."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from connectcore import directory as D
-from connectcore import hub_acts
+from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants, hub_acts, releases
+from connectcore import grants, releases
 from connectcore import hub as H
 from connectcore import opencode_binding as OC
+from connectcore.hub import acts as hub_acts
 from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
 from connectd import procfs
 from connectd.history.liveness import LivenessProbe

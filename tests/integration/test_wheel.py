@@ -31,7 +31,7 @@ def test_the_built_wheel_holds_the_static_page_and_the_entry_point(tmp_path: Pat
     static = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "connectd" / "static").rglob("*") if p.is_file())
     assert static and set(static) <= names, sorted(set(static) - names)
     assert {"connectd/static/index.html", "connectd/static/app.js", "connectd/static/icons/LICENSE"} <= names
-    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli.py", "connectcore/hub.py"} <= names
+    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli.py", "connectcore/hub/__init__.py"} <= names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "connectd = connectd.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from connectcore import grants, hub_acts
+from connectcore import grants
 from connectcore._machine import ConnectError
 from connectcore.grants import CONTROL_SCOPES, PRESET_SCOPES, GrantBook, GrantError, Preset, Scope
+from connectcore.hub import acts as hub_acts
 
 SESSIONS = [("codex", f"s{i}") for i in range(4)]
 PRESETS = [Preset.OBSERVE, Preset.COLLABORATE]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -24,10 +25,16 @@ from tests.simulation.driver import Config, run_seed
 ALL = os.environ.get("SIM_MUTANTS") == "1"
 
 
+def handle(mp: pytest.MonkeyPatch, event: type[Any], handler: Callable[..., H.Step]) -> None:
+    """Step ``event`` with ``handler``: ``H.step`` dispatches through the table ``H.HANDLERS``, so a
+    mutant replaces the table's entry (patching the handler's module name would not reach it)."""
+    mp.setattr(H, "HANDLERS", MappingProxyType({**H.HANDLERS, event: handler}))
+
+
 def restart_undoes_revocation(mp: pytest.MonkeyPatch) -> None:
     """Issue 10's first defect: the respawn gets the grant of when the restart began, and a revocation
     no longer withdraws the restart in flight."""
-    original = H._restart_respawned
+    original = H.HANDLERS[H.RestartRespawned]
 
     def respawned(hub: H.Hub, ev: H.RestartRespawned) -> H.Step:
         state = hub.restarts[ev.restart_id]
@@ -38,18 +45,18 @@ def restart_undoes_revocation(mp: pytest.MonkeyPatch) -> None:
         state = replace(state, record=replace(state.record, connect_withdrawn=""))
         return original(replace(hub, book=book, restarts={**hub.restarts, ev.restart_id: state}), ev)
 
-    mp.setattr(H, "_restart_respawned", respawned)
-    mp.setattr(H, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))
+    handle(mp, H.RestartRespawned, respawned)
+    mp.setattr(H.revocations, "_withdraw_restarts", lambda hub, ids, now, why: (hub, ()))  # where revocations call it
 
 
 def reconcile_forgets(mp: pytest.MonkeyPatch) -> None:
     """Issue 10: agents that died while the daemon was down stay connected."""
-    mp.setattr(H, "_reconcile", lambda hub, ev: (hub, ()))
+    handle(mp, H.Reconcile, lambda hub, ev: (hub, ()))
 
 
 def recovery_retypes(mp: pytest.MonkeyPatch) -> None:
     """A message caught typing by a crash is typed again after the restart (instead of unconfirmed)."""
-    original = H._recover
+    original = H.HANDLERS[H.Recover]
 
     def recover(hub: H.Hub, ev: H.Recover) -> H.Step:
         messages = {
@@ -58,12 +65,12 @@ def recovery_retypes(mp: pytest.MonkeyPatch) -> None:
         }
         return original(replace(hub, messages=messages), ev)
 
-    mp.setattr(H, "_recover", recover)
+    handle(mp, H.Recover, recover)
 
 
 def blind_guard(mp: pytest.MonkeyPatch) -> None:
     """The guard trusts the hub's last view instead of the screen it reads under the send lock."""
-    original = H._guard
+    original = H.HANDLERS[H.GuardObserved]
 
     def guard(hub: H.Hub, ev: H.GuardObserved) -> H.Step:
         message = hub.messages.get(ev.message)
@@ -72,7 +79,7 @@ def blind_guard(mp: pytest.MonkeyPatch) -> None:
             ev = replace(ev, ready=True, fingerprint=view.fingerprint)
         return original(hub, ev)
 
-    mp.setattr(H, "_guard", guard)
+    handle(mp, H.GuardObserved, guard)
 
 
 def answered_by_any_idle(mp: pytest.MonkeyPatch) -> None:
@@ -114,13 +121,13 @@ def guard_ignores_incarnation(mp: pytest.MonkeyPatch) -> None:
     def passes(view: AR.PaneView | None, incarnation: str | None, seen: AR.Seen) -> bool:
         return original_passes(view, view.incarnation if view is not None else incarnation, seen)
 
-    original_decides = H._guard_decides
+    original_decides = H.messages._guard_decides
 
     def decides(hub: H.Hub, ev: H.GuardObserved, message: Any) -> H.Step:
         return original_decides(hub, replace(ev, incarnation=message.recipient_incarnation), message)
 
     mp.setattr(AR, "guard_passes", passes)
-    mp.setattr(H, "_guard_decides", decides)
+    mp.setattr(H.messages, "_guard_decides", decides)  # where _guard calls it
 
 
 def guard_ignores_incarnation_unmasked(mp: pytest.MonkeyPatch) -> None:
@@ -164,7 +171,7 @@ def reconcile_counts_only_tokens(mp: pytest.MonkeyPatch) -> None:
             effects += more
         return hub, effects
 
-    mp.setattr(H, "_reconcile", reconcile)
+    handle(mp, H.Reconcile, reconcile)
 
 
 # (mutant, the violation that finds it, within how many seeds, action weights, other Config fields)

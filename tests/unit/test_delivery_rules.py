@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from connectcore import consent, delivery
@@ -221,6 +223,67 @@ def test_six_final_outcomes_and_one_interim_answer() -> None:
         assert delivery.outcome(state) == (state.value if state in FINAL else "queued")
     assert delivery.MESSAGE_TABLE.initial is MessageState.AWAITING_CONSENT
     assert delivery.MESSAGE_TABLE.finals == FINAL
+
+
+# --- admission rules (moved from hub._submit, issue 24) ---------------------------------------------
+
+
+def test_a_used_id_is_refused_whatever_its_outcome() -> None:
+    delivery.check_not_duplicate("m1", None)
+    for state, outcome in ((MessageState.READY, "queued"), (MessageState.DELIVERED, "delivered")):
+        err = refusal(delivery.check_not_duplicate, "m1", make(state))
+        assert err.reason == "duplicate_id"
+        assert str(err) == f"message_id 'm1' was already used (outcome: {outcome}); it is never typed twice"
+
+
+def test_an_agent_cannot_message_its_own_incarnation() -> None:
+    delivery.check_not_self("i2", "i1")
+    err = refusal(delivery.check_not_self, "i1", "i1")
+    assert err.reason == "self" and str(err) == "an agent cannot message its own pane"
+
+
+def test_a_reply_must_name_a_message_the_merge_group_received() -> None:
+    delivery.check_reply(None, None, frozenset({"p9"}))  # no in_reply_to: nothing to check
+    delivery.check_reply("r1", make(), frozenset({"p2"}))
+    delivery.check_reply("r1", make(), frozenset({"p7", "p2"}))  # received under another principal of the group
+    for original, members in ((None, frozenset({"p2"})), (make(), frozenset({"p1"})), (make(), frozenset())):
+        err = refusal(delivery.check_reply, "r1", original, members)
+        assert err.reason == "bad_reply" and str(err) == "in_reply_to 'r1' names no message this agent received"
+
+
+def test_live_ids_count_every_held_message_of_the_merge_group() -> None:
+    keys = [("p1", "a"), ("p1", "b"), ("p2", "a"), ("p3", "c")]
+    assert delivery.live_ids(keys, frozenset({"p1"})) == 2
+    assert delivery.live_ids(keys, frozenset({"p1", "p3"})) == 3
+    assert delivery.live_ids(keys, frozenset({"p4"})) == 0
+
+
+def test_id_cap_refuses_at_the_cap_not_below() -> None:
+    limits = Limits(live_ids_per_principal=3)
+    delivery.check_id_cap(2, limits)
+    err = refusal(delivery.check_id_cap, 3, limits)
+    assert err.reason == "id_cap" and str(err) == "3 message ids are reserved (at most 3 per hour)"
+    delivery.check_id_cap(999)
+    assert refusal(delivery.check_id_cap, 1000).reason == "id_cap"
+
+
+def test_queued_bytes_count_only_messages_not_final() -> None:
+    other = replace(make(MessageState.READY), recipient_incarnation="i3", id="m2")
+    messages = [make(MessageState.READY), make(MessageState.GUARDING), other, make(MessageState.DELIVERED)]
+    assert delivery.queued_bytes(messages, "i2") == (16, 24)
+    assert delivery.queued_bytes(messages, "i9") == (0, 24)
+    assert delivery.queued_bytes([], "i2") == (0, 0)
+
+
+def test_queue_budgets_are_inclusive_recipient_first() -> None:
+    limits = Limits(queued_bytes_per_recipient=100, queued_bytes_total=150)
+    delivery.check_queue(40, 60, 110, "%2", limits)  # both exactly full
+    err = refusal(delivery.check_queue, 41, 60, 60, "%2", limits)
+    assert err.reason == "queue_full" and str(err) == "%2 already has 100 bytes queued"
+    err = refusal(delivery.check_queue, 41, 0, 110, "%2", limits)
+    assert err.reason == "queue_full" and str(err) == "the daemon already has 150 bytes queued"
+    err = refusal(delivery.check_queue, 41, 60, 110, "%2", limits)  # both over: the recipient's is named
+    assert str(err) == "%2 already has 100 bytes queued"
 
 
 # --- consent --------------------------------------------------------------------------------------

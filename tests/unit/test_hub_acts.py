@@ -1,4 +1,4 @@
-"""Control's acts in the hub (connectcore.hub_acts): proposed onto a card, guarded, executed once."""
+"""Control's acts in the hub (connectcore.hub.acts): proposed onto a card, guarded, executed once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 
 from connectcore import control as C
 from connectcore import hub as H
-from connectcore import hub_acts
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import (
@@ -22,6 +21,7 @@ from connectcore.effects import (
     TypeShellText,
 )
 from connectcore.grants import Preset
+from connectcore.hub import acts as hub_acts
 from tests.unit.hubkit import Agent, World
 
 QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)

@@ -635,7 +635,7 @@ def test_revoking_the_agent_holding_the_restarted_incarnation_cancels_its_restar
 
 
 def test_a_restarted_control_stays_control_and_a_second_control_is_not_connected() -> None:
-    from connectcore import hub_acts
+    from connectcore.hub import acts as hub_acts
 
     w = World()
     ctl = w.launch("ctl", Preset.OFF, control=True, session=("claude", "sess-b"))

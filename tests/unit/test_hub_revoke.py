@@ -8,16 +8,18 @@ from __future__ import annotations
 import pytest
 
 from connectcore import hub as H
+from connectcore.arming import Arming
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import (
     Audit,
+    CheckGuard,
     EndSubscriptions,
     Notify,
     Persist,
 )
 from connectcore.grants import Preset, Scope, TokenState
-from tests.unit.hubkit import World, actor, final_effects
+from tests.unit.hubkit import World, actor, final_effects, guarding
 
 # --- revoke / grants / disconnect ---------------------------------------------------------------------
 
@@ -167,3 +169,19 @@ def test_narrowing_names_who_set_the_grant(w: World) -> None:
     w.launch("a", session=("claude", "s1"))
     effects = w.step(H.SetGrant(w.now, ("claude", "s1"), frozenset({Scope.READ}), by="phone"))
     assert effects[1].actor == "phone"  # type: ignore[attr-defined]
+
+
+def test_a_revocation_that_cancels_a_guarded_message_leaves_the_next_one_for_the_guards_answer(w: World) -> None:
+    """Claim (pins why the state-triggered step is not yet derived once after every event, issue 24):
+    a revocation that cancels a message under its guard frees the armed pane, but starts no guard in
+    its own step; the next consented message for the pane is tried when the stale guard answers."""
+    a, c, b = w.launch("a"), w.launch("c"), w.launch("b")
+    first = guarding(w, a, b)
+    second = w.send(c, b)
+    w.decide(second)
+    assert w.message(second).state is MessageState.READY
+    effects = w.step(H.Revoke(w.now, a.principal))
+    assert w.message(first).state is MessageState.CANCELLED and not w.hub.attempts
+    assert w.hub.panes[b.pane].arming is Arming.ARMED
+    assert not [e for e in effects if isinstance(e, CheckGuard)]
+    assert w.guard(first, b) == (CheckGuard(b.pane, b.incarnation, second),)

@@ -147,7 +147,7 @@ def test_every_effect_type_the_core_defines_is_emitted_by_the_core() -> None:
     from pathlib import Path
 
     built: set[str] = set()
-    for path in Path(connectcore.__path__[0]).glob("*.py"):
+    for path in Path(connectcore.__path__[0]).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connectcore import control as C
 from connectcore import delivery, grants
@@ -44,9 +44,8 @@ from connectcore.effects import (
     TypeShellText,
 )
 from connectcore.grants import Preset, Scope
-
-if TYPE_CHECKING:
-    from connectcore.hub import ActDecided, ActExecuted, ActGuarded, ActProposed, Hub, Step
+from connectcore.hub.gate import CallRefused, authorize
+from connectcore.hub.state import ActDecided, ActExecuted, ActGuarded, ActProposed, Hub, Step, UnknownItem
 
 PANE_TOOLS = frozenset({C.Tool.SEND_KEYS, C.Tool.SHELL_TEXT, C.Tool.CLOSE_PANE})
 FINAL_KEPT = 3600.0  # a final act stays readable in the hub this long (the store keeps it for good)
@@ -133,8 +132,6 @@ def _checked_args(hub: Hub, ev: ActProposed, own_incarnations: frozenset[str]) -
 
 def propose(hub: Hub, ev: ActProposed) -> Step:
     """Admit an act onto its card, or refuse it before anything is stored."""
-    from connectcore.hub import CallRefused, authorize
-
     target_name = f"{ev.target.pane_id}@{ev.target.incarnation}" if ev.target else "new window"
     principal, _allowed = authorize(
         hub, token_hash=ev.token_hash, scope=Scope.ACT, action=ev.tool.value, now=ev.now, target=target_name
@@ -166,8 +163,6 @@ def propose(hub: Hub, ev: ActProposed) -> Step:
 
 
 def decide(hub: Hub, ev: ActDecided) -> Step:
-    from connectcore.hub import UnknownItem
-
     act = hub.acts.get(ev.act_id)
     if act is None:
         raise UnknownItem("unknown_act", f"no act {ev.act_id}")
