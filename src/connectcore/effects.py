@@ -90,11 +90,14 @@ class TypeText(Effect):
 
 @dataclass(frozen=True)
 class ConfirmTyping(Effect):
-    """Ask the daemon to re-read the pane after typing and answer with ``TypingObserved``."""
+    """Ask the daemon to re-read the pane after typing and answer with ``TypingObserved``. With
+    ``failure`` (typing failed partway: the guard that ran it failed), one last look only, answered
+    with that failure (the outcome is unconfirmed; the look tells whether a draft was left)."""
 
     pane_id: str
     incarnation: str
     message: tuple[str, str]
+    failure: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Delivery I/O: the guard, the typing and its confirmation, on real panes.
 
-The core decides whether a message may be typed (``GuardObserved``) and whether it landed
+The core decides whether a message may be typed (``GuardObserved``, or ``GuardFailed`` when the
+guard could not finish), whether the guard's reading also counts as the pane's next observation
+(:func:`connectcore.hub.guard_reading_counts`), and whether it landed
 (``TypingObserved``, :func:`connectcore.delivery.landed`); this module only takes the recipient's
 send lock, reads the pane afresh, resolves the message's handle again and reports what it saw, each
 reading with when it was read. The effects of the guard's step (``Persist`` typing started,
@@ -21,7 +23,7 @@ import anyio
 from connectcore import delivery as M
 from connectcore import directory as D
 from connectcore import hub as H
-from connectcore.delivery import AfterTyping, Landing, MessageKey, MessageState
+from connectcore.delivery import AfterTyping, Landing, MessageKey
 from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
@@ -63,29 +65,21 @@ class Delivery:
                 engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
                 card_id=engine.ids.new_id("card"),
             )
-            effects = await engine.step(guard)
-        if any(isinstance(e, ConfirmTyping) for e in effects):
-            return
-        after = engine.hub.messages.get(check.message)
-        if after is not None and after.state is MessageState.READY and reading is not None and incarnation:
-            # The guard's fresh reading is the pane's next observation. Report it (paced like the
-            # watcher): a pane whose screen changed under the guard and then stays still re-arms.
+            await engine.step(guard)  # the typing, if the core allows it, runs inside this step
+        if reading is not None and incarnation and H.guard_reading_counts(engine.hub, check.message):
+            # The guard's fresh reading is the pane's next observation (the core's rule). Report it
+            # (paced like the watcher): a pane whose screen changed under the guard and then stays still re-arms.
             await anyio.sleep(engine.timing.capture)
             engine.watcher.remember_reading(check.pane_id, incarnation, reading)
             await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
 
     async def guard_failed(self, check: CheckGuard, exc: Exception) -> None:
-        """The guard could not read the pane (it exited between two tmux calls, tmux failed): the core
-        hears a reading that is not ready, so the message waits for the next idle (or, if typing had
-        already started, that it was not confirmed)."""
+        """The guard could not finish (the pane exited between two tmux calls, tmux failed, the typing
+        it ran failed partway): the core hears why and decides (``GuardFailed``); the pane is read
+        again at the next capture round, even if unchanged."""
         engine = self.engine
-        message = engine.hub.messages.get(check.message)
-        if message is not None and message.state is MessageState.TYPING:
-            await self.unconfirmed(check.message, f"typing failed: {exc}", check.pane_id)
-            return
-        now = engine.clock()
-        await engine.step(H.GuardObserved(now, check.message, check.incarnation, False, "", now))
-        engine.watcher.look_again(check.pane_id)  # its next reading is news to the core, even if unchanged
+        await engine.step(H.GuardFailed(engine.clock(), check.message, check.incarnation, f"typing failed: {exc}"))
+        engine.watcher.look_again(check.pane_id)
 
     def resolve(self, handle: str | None) -> H.HandleResolution | None:
         """Where the message's handle names now: one pane, or why not (no pane, several)."""

@@ -174,7 +174,10 @@ class Interpreter:
         await self.engine.delivery.type_text(effect)
 
     async def _confirm(self, effect: ConfirmTyping) -> None:
-        await self.engine.delivery.confirm(effect)
+        if effect.failure:  # one last look, answered with the failure (the core's GuardFailed)
+            await self.engine.delivery.unconfirmed(effect.message, effect.failure, effect.pane_id)
+        else:
+            await self.engine.delivery.confirm(effect)
 
     async def _set_option(self, effect: SetPaneOption) -> None:
         await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)

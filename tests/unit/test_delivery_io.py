@@ -230,11 +230,20 @@ def test_a_guard_that_fails_while_typing_ends_the_message_unconfirmed_with_a_las
     key, pane = _typing(w)
     draft = (SCREENS / "07_draft_pasted_80.txt").read_text()
     engine = _Engine(w.hub, _Tmux([draft]))
+    looked: list[str] = []
+    engine.watcher = SimpleNamespace(command_of=lambda pane: "claude", drawn=_no_output, look_again=looked.append)
     check = CheckGuard(pane, w.message(key).recipient_incarnation, key)
-    anyio.run(Delivery(engine).guard_failed, check, TmuxError("server exited"))  # type: ignore[arg-type]
+    delivery = Delivery(engine)  # type: ignore[arg-type]
+    anyio.run(delivery.guard_failed, check, TmuxError("server exited"))
+    (failed,) = engine.stepped
+    assert isinstance(failed, H.GuardFailed) and failed.reason == "typing failed: server exited"
+    # the core asks for one last look, answered with the failure (as the interpreter runs it)
+    (confirm,) = H.step(w.hub, failed)[1]
+    assert isinstance(confirm, ConfirmTyping) and confirm.failure == failed.reason
+    anyio.run(delivery.unconfirmed, confirm.message, confirm.failure, confirm.pane_id)
     message = engine.hub.messages[key]
     assert message.state.value == "unconfirmed"
-    (observed,) = engine.stepped
+    observed = engine.stepped[-1]
     assert isinstance(observed, H.TypingObserved) and observed.failure == "typing failed: server exited"
     assert engine.tmux.captured == 1 and observed.reading is not None and observed.reading.left_draft
 
@@ -255,8 +264,8 @@ def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_a
     check = CheckGuard(b.pane, b.incarnation, key)
     anyio.run(Delivery(engine).guard_failed, check, TmuxError("can't find pane"))  # type: ignore[arg-type]
     (observed,) = engine.stepped
-    assert isinstance(observed, H.GuardObserved)
-    assert (observed.message, observed.incarnation, observed.ready) == (key, b.incarnation, False)
+    assert isinstance(observed, H.GuardFailed)
+    assert (observed.message, observed.incarnation) == (key, b.incarnation)
     assert engine.hub.messages[key].state.value == "ready"
     view = engine.hub.panes[b.pane]
     assert view.arming.value == "busy" and not view.ready  # never counted ready (the clock would re-arm it)

@@ -252,3 +252,38 @@ def test_reroute_to_an_approved_pair_persists_the_moved_message(w: World) -> Non
     effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude"))
     assert effects == (Persist("message", key, w.message(key)),)
     assert w.message(key).state is MessageState.READY
+
+
+def test_a_failed_guard_is_the_core_s_to_judge(w: World) -> None:
+    """Claim (issue 24: was decided in connectd/delivery_io.py): a guard that failed before typing is a
+    reading that is not ready (the message waits, the pane's idle unused); one that failed after typing
+    began asks for one last look answered with the failure (unconfirmed follows); a message the hub no
+    longer holds gets nothing."""
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    effects = w.step(H.GuardFailed(w.now, key, b.incarnation, "typing failed: can't find pane"))
+    assert effects == () and w.message(key).state is MessageState.READY
+    assert w.hub.panes[b.pane].arming is not Arming.ARMED
+    w.now += 1
+    w.idle(b, fingerprint="fp-again")  # the pane read again: guarded anew
+    assert w.message(key).state is MessageState.GUARDING
+    typed = w.guard(key, b, fingerprint="fp-again")
+    assert any(isinstance(e, ConfirmTyping) for e in typed) and w.message(key).state is MessageState.TYPING
+    (confirm,) = w.step(H.GuardFailed(w.now, key, b.incarnation, "typing failed: server exited"))
+    assert confirm == ConfirmTyping(b.pane, b.incarnation, key, "typing failed: server exited")
+    assert w.message(key).state is MessageState.TYPING  # unconfirmed comes with the last look's answer
+    assert w.step(H.GuardFailed(w.now, ("p-none", "m-none"), b.incarnation, "x")) == ()
+
+
+def test_the_guard_s_reading_counts_as_the_pane_s_next_observation_only_while_its_message_waits(w: World) -> None:
+    """Claim (issue 24: was an `if` in connectd/delivery_io.py): after a guard that typed nothing, its
+    reading is also the pane's next observation while the message it checked is ready; not once it
+    is typing or final, nor for a message the hub does not hold."""
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    assert not H.guard_reading_counts(w.hub, key)  # guarding
+    w.guard(key, b, ready=False)  # the pane was busy under the lock: the message waits again
+    assert w.message(key).state is MessageState.READY and H.guard_reading_counts(w.hub, key)
+    assert not H.guard_reading_counts(w.hub, ("p-none", "m-none"))
+    w.step(H.Revoke(w.now, a.principal))
+    assert not H.guard_reading_counts(w.hub, key)

@@ -36,6 +36,7 @@ from connectcore.hub import acts as hub_acts
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.state import (
     Decide,
+    GuardFailed,
     GuardObserved,
     Hub,
     LeftDraft,
@@ -411,6 +412,28 @@ def _guard(hub: Hub, ev: GuardObserved) -> Step:
         hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
         effects += more
     return hub, effects
+
+
+def guard_reading_counts(hub: Hub, key: MessageKey) -> bool:
+    """After a guard that typed nothing, whether its fresh reading is also the pane's next observation
+    (``PaneObserved``): while the message it checked still waits (ready). A pane whose screen changed
+    under the guard and then stays still re-arms from it."""
+    message = hub.messages.get(key)
+    return message is not None and message.state is MessageState.READY
+
+
+def _guard_failed(hub: Hub, ev: GuardFailed) -> Step:
+    """The guard failed. If typing had started (the guard's step ran it), the message is unconfirmed
+    after one last look at the pane (``ConfirmTyping`` with the failure: a draft left there is seen);
+    otherwise the failure counts as a reading that is not ready: the message waits for the next idle
+    (the pane is read again). A message the hub no longer holds: nothing to do."""
+    message = hub.messages.get(ev.message)
+    if message is None:
+        return hub, ()
+    if message.state is MessageState.TYPING:
+        confirm = ConfirmTyping(message.recipient_pane, message.recipient_incarnation, message.key, ev.reason)
+        return hub, (confirm,)
+    return _guard(hub, GuardObserved(ev.now, ev.message, ev.incarnation, False, "", ev.now))
 
 
 def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:

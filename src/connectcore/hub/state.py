@@ -210,6 +210,18 @@ class GuardObserved:
 
 
 @dataclass(frozen=True)
+class GuardFailed:
+    """The guard could not finish (the pane exited between two tmux calls, tmux failed, the typing it
+    ran failed partway): ``reason`` says what failed. The core decides what that means for the
+    message (:func:`connectcore.hub.messages._guard_failed`)."""
+
+    now: float
+    message: MessageKey
+    incarnation: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class TypingObserved:
     """The daemon's last re-read after typing (None: typing failed before any reading), or why the
     typing failed partway (``failure``: unconfirmed whatever the reading)."""
@@ -365,6 +377,7 @@ Event = (
     | PaneObserved
     | PaneGone
     | GuardObserved
+    | GuardFailed
     | TypingObserved
     | Tick
     | Recover
