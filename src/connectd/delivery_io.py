@@ -27,6 +27,7 @@ from connectcore.delivery import AfterTyping, Landing, MessageKey
 from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
+from connectd.store import STORE_ERRORS
 from connectd.tmux import TmuxError
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ log = logging.getLogger("connectd.delivery")
 
 SCROLLBACK_LINES = 200
 CONFIRM_EVERY = 0.2  # the longest wait between confirming re-reads (each is taken as the pane draws)
+STORE_RETRY, STORE_RETRY_MAX = 0.5, 30.0  # a store that failed the outcome: the first wait, and where doubling stops
 
 
 class Delivery:
@@ -150,7 +152,7 @@ class Delivery:
             verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
             if verdict is not Landing.LOOKING:
                 break
-        await engine.step(H.TypingObserved(engine.clock(), effect.message, reading))
+        await self._step_outcome(effect.message, reading)
 
     async def read_after_typing(self, pane_id: str, typed: str) -> AfterTyping:
         engine = self.engine
@@ -181,4 +183,19 @@ class Delivery:
                 reading = await self.read_after_typing(pane_id, message.typed)
             except (TmuxError, OSError) as exc:
                 log.info("no reading of %s after a failed typing: %s", pane_id, exc)
-        await engine.step(H.TypingObserved(engine.clock(), key, reading, failure=detail))
+        await self._step_outcome(key, reading, detail)
+
+    async def _step_outcome(self, key: MessageKey, reading: AfterTyping | None, failure: str = "") -> None:
+        """Tell the core what the typing came to, until the store takes it: a commit that fails rolls
+        the step back (connectd.runner), and the message would stay ``typing`` until the next start
+        (found by the simulation: the confirmation's commit and then the unconfirmed one both failed).
+        The same backoff as the restart driver's; a daemon stopping meanwhile leaves it to recovery."""
+        engine, wait = self.engine, STORE_RETRY
+        while True:
+            try:
+                await engine.step(H.TypingObserved(engine.clock(), key, reading, failure=failure))
+                return
+            except STORE_ERRORS as exc:
+                log.warning("the outcome of %s: the store failed (%s); stepping it again in %.1fs", key[1], exc, wait)
+                await anyio.sleep(wait)
+                wait = min(wait * 2, STORE_RETRY_MAX)

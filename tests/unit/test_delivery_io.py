@@ -270,3 +270,28 @@ def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_a
     view = engine.hub.panes[b.pane]
     assert view.arming.value == "busy" and not view.ready  # never counted ready (the clock would re-arm it)
     assert looked == [b.pane]
+
+
+def test_an_outcome_the_store_refuses_twice_is_stepped_again_until_it_is_taken(monkeypatch: Any) -> None:
+    """Claim: the typing's outcome is stepped until a commit takes it: two failed commits (the
+    confirmation's, then the one after) leave the message typing no longer (before: it stayed
+    ``typing`` until the daemon's next start)."""
+    import connectd.delivery_io as DIO
+    from connectd.store import StoreError
+
+    monkeypatch.setattr(DIO, "STORE_RETRY", 0.01)
+    w = World()
+    key, pane = _typing(w)
+    busy = (SCREENS / "09_busy_waiting_80.txt").read_text()
+    engine = _Engine(w.hub, _Tmux([busy]))
+    failures = [StoreError("disk full"), StoreError("disk full")]
+    real_step = engine.step
+
+    async def flaky_step(event: Any) -> tuple[Any, ...]:
+        if isinstance(event, H.TypingObserved) and failures:
+            raise failures.pop()  # the runner rolled the step back: the hub is unchanged
+        return await real_step(event)
+
+    engine.step = flaky_step  # type: ignore[method-assign]
+    anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
+    assert not failures and engine.hub.messages[key].state.value == "unconfirmed"
