@@ -67,8 +67,8 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
         from connectd.cli import write_daemon_info
 
         write_daemon_info(data_dir, d.port, d.mcp_url)
-        a = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
-        b = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent B"})
+        a = await d.engine.launches.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
+        b = await d.engine.launches.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent B"})
         print(f"connectd demo on {d.base_url} (MCP {d.mcp_url}); data in {data_dir}", flush=True)
         print(f"  agents: A in {a['address']}, B in {b['address']}", flush=True)
         await anyio.sleep(1.5)

@@ -35,7 +35,7 @@ def _plan(engine: Engine) -> Any:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
     live = {
         (r.binding.harness, r.binding.session_id)
-        for r in engine.directory.records()
+        for r in engine.watcher.directory.records()
         if isinstance(r.binding, D.SessionBinding)
     }
     bindings = []
@@ -43,7 +43,7 @@ def _plan(engine: Engine) -> Any:
         if (row.harness, row.session_id) in live or row.harness not in {h.value for h in Harness}:
             continue
         bindings.append(PaneBinding(row.pane_id, Harness(row.harness), row.session_id))
-    return engine.history.restorable(bindings, pane_pids=engine.pane_pids())
+    return engine.history.restorable(bindings, pane_pids=engine.watcher.pane_pids())
 
 
 async def restore_plan(engine: Engine) -> dict[str, Any]:
@@ -68,7 +68,7 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
         session = (item["harness"], item["session_id"])
         preset = grants.preset_of(grants.session_scopes(engine.hub.book, session)) or Preset.OFF
         control = hub_acts.control_to_restore(engine.hub.book, session)  # a lost control comes back as control
-        result = await engine.launch(
+        result = await engine.launches.launch(
             item["harness"], preset=preset, cwd=item["cwd"], session=item["session_id"], control=control
         )
         launched.append(result)

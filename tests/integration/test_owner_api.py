@@ -117,7 +117,7 @@ async def rig(
     sock.listen(16)
     port = int(sock.getsockname()[1])
     engine = Engine(store, tmux.adapter(), endpoint_url=f"http://127.0.0.1:{port}/mcp", launchers=launchers)
-    await engine.poll_once()
+    await engine.watcher.poll()
     auth = OwnerAuth.load_or_create(data_dir)
     mcp = build_mcp(engine)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
@@ -811,7 +811,7 @@ def test_restart_route_maps_the_engines_refusals(
 ) -> None:
     async def body() -> None:
         async with rig(tmp_path, tmux) as r:
-            cat_pane = r.engine.agents()[0]["pane"]
+            cat_pane = r.engine.calls.agents()[0]["pane"]
             for payload, status, error in (
                 ({"pane": "%999", "preset": "collaborate"}, 404, "unknown_target"),
                 ({"pane": cat_pane, "preset": "off"}, 400, "bad_preset"),

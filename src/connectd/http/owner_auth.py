@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -135,12 +135,19 @@ def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets
     return value
 
 
+class EndedSession(Protocol):
+    """A page session as the owner API records its end (``connectd.page.PageSession``)."""
+
+    @property
+    def actor(self) -> str: ...
+
+
 class SessionAuth(Protocol):
     """The page's sessions as :func:`authenticate` sees them (``connectd.page.PageSessions``)."""
 
     def authenticate(self, request: Request) -> str | None: ...
 
-    def end_all(self) -> list[Any]:
+    def end_all(self) -> Sequence[EndedSession]:
         """End every page session; the ended ones (each with an ``actor``)."""
         ...
 
@@ -220,7 +227,7 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
         if actor is not None:
             return actor
     token = bearer_token(authorization)
-    if token is not None and engine.principal_for(token) is not None:
+    if token is not None and engine.calls.principal_for(token) is not None:
         raise Problem(403, "agent_token", "agent tokens are not valid on the owner API")
     if authorization is None:
         raise Problem(
