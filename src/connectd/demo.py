@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import platformdirs
@@ -23,6 +23,9 @@ from connectcore import advice
 from connectcore import launchers as L
 from connectcore.grants import Preset
 from connectd import facts
+
+if TYPE_CHECKING:
+    from connectd.app import Daemon
 
 DEMO_SOCKET = "connect-demo"
 DEMO_MESSAGE_ID = "demo-hello"
@@ -63,7 +66,7 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     config = Config(data_dir=data_dir, port=port, tmux_socket=DEMO_SOCKET, launchers=launchers)
     cli = facts.cli_command()
 
-    async def ready(d: Any, tg: TaskGroup) -> None:
+    async def ready(d: Daemon, tg: TaskGroup) -> None:
         from connectd.cli import write_daemon_info
 
         write_daemon_info(data_dir, d.port, d.mcp_url)

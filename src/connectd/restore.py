@@ -82,7 +82,7 @@ def restore_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
 
     async def handle(request: Request) -> Response:
         try:
-            by = authenticate(request, engine, auth)
+            by = authenticate(request, engine.calls, auth)
             payload = await (restore(engine, by) if request.method == "POST" else restore_plan(engine))
             return Response(json.dumps(payload), media_type="application/json")
         except Problem as problem:

@@ -32,7 +32,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.launchers import Launcher
-from connectd.engine import Engine, hash_token
+from connectd.engine import Engine, Subscribers, hash_token
 from connectd.http import (
     EVENT_BUFFER,
     MAX_BODY_BYTES,
@@ -885,14 +885,10 @@ def test_events_stream_delivers_a_card_and_unregisters_on_disconnect(
 def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
     """A subscriber the engine dropped (its buffer overflowed) gets what it had, then `overflow`, then EOF."""
 
-    class Subs:
-        owner: set[Any] = set()
-
-    class FakeEngine:
-        subscribers = Subs()
+    subscribers = Subscribers()
 
     async def body() -> None:
-        stream = EventStream(FakeEngine(), keepalive=30)  # type: ignore[arg-type]
+        stream = EventStream(subscribers, keepalive=30)
         sent: list[dict[str, Any]] = []
         disconnect = anyio.Event()
 
@@ -903,12 +899,12 @@ def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
             if len(sent) == 2:  # headers and the greeting went out: the engine publishes, then drops us
-                (sender,) = FakeEngine.subscribers.owner
+                (sender,) = subscribers.owner
                 for n in range(EVENT_BUFFER + 5):
                     try:
                         sender.send_nowait({"topic": "pane", "n": n})
                     except anyio.WouldBlock:
-                        FakeEngine.subscribers.owner.discard(sender)
+                        subscribers.owner.discard(sender)
                         break
 
         with anyio.fail_after(10):
@@ -917,7 +913,7 @@ def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
         data = [b for b in bodies if b.startswith("data: ")]
         assert len(data) == EVENT_BUFFER and json.loads(data[-1][6:])["n"] == EVENT_BUFFER - 1
         assert bodies[-1].startswith("event: overflow") and sent[-1]["more_body"] is False
-        assert FakeEngine.subscribers.owner == set()
+        assert subscribers.owner == set()
 
     run(body)
 

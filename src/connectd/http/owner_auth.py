@@ -35,7 +35,7 @@ from connectd.http.errors import Problem, json_response, problem_response, refus
 from connectd.store import StoreUnavailable
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.agent_calls import AgentCalls
 
 log = logging.getLogger("connectd.http")
 
@@ -205,8 +205,8 @@ def bearer_token(header_value: str | None) -> str | None:
 
 
 
-def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
-    """The audit actor of an owner request, or a 401/403 :class:`Problem`."""
+def authenticate(request: Request, calls: AgentCalls, auth: OwnerAuth) -> str:
+    """The audit actor of an owner request, or a 401/403 :class:`Problem` (``calls`` tells an agent's token)."""
     headers = request.headers
     tunnel_user = headers.get("x-tunnel-user")
     tunnel_secret = headers.get("x-tunnel-secret")
@@ -227,7 +227,7 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
         if actor is not None:
             return actor
     token = bearer_token(authorization)
-    if token is not None and engine.calls.principal_for(token) is not None:
+    if token is not None and calls.principal_for(token) is not None:
         raise Problem(403, "agent_token", "agent tokens are not valid on the owner API")
     if authorization is None:
         raise Problem(
@@ -239,12 +239,12 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
 Handler = Callable[[Request, str], Awaitable[Any]]
 
 
-def owner_endpoint(engine: Engine, auth: OwnerAuth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def owner_endpoint(calls: AgentCalls, auth: OwnerAuth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """The one wrapper of every owner route: authenticate, run, answer JSON; refusals become 4xx."""
 
     async def run(request: Request) -> Response:
         try:
-            actor = authenticate(request, engine, auth)
+            actor = authenticate(request, calls, auth)
             result = await handler(request, actor)
         except Problem as problem:
             return problem_response(problem)

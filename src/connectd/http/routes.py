@@ -134,7 +134,7 @@ class OwnerApi:
 
     async def events(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return AsResponse(EventStream(self.engine, self.keepalive))
+        return AsResponse(EventStream(self.engine.subscribers, self.keepalive))
 
     async def session_dirs(self, request: Request, actor: str) -> Any:
         query = Query(request, {"limit"})
@@ -300,7 +300,7 @@ class OwnerApi:
             ("/api/events", self.events, get),
             ("/api/sessions/dirs", self.session_dirs, get),
         ]
-        routes = [Route(path, owner_endpoint(self.engine, self.auth, fn), methods=methods) for path, fn, methods in table]
+        routes = [Route(path, owner_endpoint(self.engine.calls, self.auth, fn), methods=methods) for path, fn, methods in table]
 
         async def not_found(request: Request, actor: str) -> Any:
             allowed = sorted(
@@ -314,7 +314,7 @@ class OwnerApi:
 
         catch_all = Route(
             "/api/{rest:path}",
-            owner_endpoint(self.engine, self.auth, not_found),
+            owner_endpoint(self.engine.calls, self.auth, not_found),
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         )
         return [*routes, catch_all]
