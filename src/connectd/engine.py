@@ -35,10 +35,10 @@ from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.acts_io import ActsIO
-from connectd.agent_calls import AgentCalls, message_view
+from connectd.agent_calls import AgentCalls
 from connectd.clock import LifeClock
 from connectd.delivery_io import Delivery
-from connectd.ids import EngineError, Ids, hash_token
+from connectd.ids import Ids
 from connectd.interpreter import Interpreter
 from connectd.launches import Launches
 from connectd.person import PersonCalls
@@ -47,9 +47,9 @@ from connectd.restarter import Restarts
 from connectd.runner import CoreRunner, RunSync
 from connectd.supervisor import Kind, Supervisor
 from connectd.tmux import TmuxAdapter
-from connectd.watcher import PaneState, Watcher
+from connectd.watcher import Watcher
 
-__all__ = ["Engine", "EngineError", "PaneState", "Subscribers", "Timing", "hash_token", "message_view"]
+__all__ = ["Engine", "Subscribers", "Timing"]
 
 log = logging.getLogger("connectd.engine")
 

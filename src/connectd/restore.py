@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def _plan(engine: Engine) -> Any:
     from connectcore.history import Harness, PaneBinding
-    from connectd.engine import EngineError
+    from connectd.ids import EngineError
 
     if engine.history is None:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
@@ -77,8 +77,8 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
 
 
 def restore_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
-    from connectd.engine import EngineError
     from connectd.http import Problem, authenticate
+    from connectd.ids import EngineError
 
     async def handle(request: Request) -> Response:
         try:
