@@ -51,7 +51,7 @@ class ActCalls:
         """The pane ``to`` names now, and the question it shows (if any)."""
         engine = self.engine
         record = targets.resolve(engine, to)
-        state = engine.panes.get(record.pane_id)
+        state = engine.watcher.panes.get(record.pane_id)
         reading = state.reading if state is not None else None
         kind = D.recipient_harness(reading.harness.value if reading is not None else None, recorded=record.harness)
         question = ((reading.question.prompt, reading.question.options, reading.question.subject, reading.question.selected)
@@ -115,7 +115,7 @@ class ActCalls:
         return await self._propose(token, C.Tool.HANDOFF, to, {"text": text})
 
     def _pane_holding(self, harness: str, session_id: str) -> str | None:
-        record = D.bound_sessions(self.engine.directory).get((harness, session_id))
+        record = D.bound_sessions(self.engine.watcher.directory).get((harness, session_id))
         return str(record.address) if record is not None else None
 
     async def _session_cwd(self, caller: grants.Principal, harness: str, session_id: str) -> str:

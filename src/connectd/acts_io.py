@@ -108,8 +108,8 @@ class ActsIO:
         token_hash = grants.sending_token(engine.hub.book, act.principal)
         if token_hash is None:
             raise RuntimeError("control is no longer connected")
-        state = engine.panes.get(pane_id)
-        record = engine.directory.panes.get(pane_id)
+        state = engine.watcher.panes.get(pane_id)
+        record = engine.watcher.directory.panes.get(pane_id)
         kind = D.recipient_harness(
             state.reading.harness.value if state and state.reading else None,
             launched=harness, recorded=record.harness if record is not None else "",

@@ -84,7 +84,7 @@ class AgentCalls:
     async def whoami(self, token: str) -> dict[str, Any]:
         async with self.call(token, "whoami") as admitted:
             principal, book = admitted.principal, self.engine.hub.book
-            record = R.own_record(self.engine.directory, book, principal)
+            record = R.own_record(self.engine.watcher.directory, book, principal)
             return {
                 "actor": grants.actor_name(principal),
                 "harness": principal.harness,
@@ -108,7 +108,7 @@ class AgentCalls:
         with ``waiting``: its messages not final and what each waits for (:func:`connectcore.reads.waiting`;
         agents' ``list_agents`` does not show other agents' messages)."""
         hub = self.engine.hub
-        tokens = {record.pane_id: record.token for record in self.engine.directory.records()}
+        tokens = {record.pane_id: record.token for record in self.engine.watcher.directory.records()}
         awaited = R.awaited(hub)
 
         def waiting(pane: str) -> list[dict[str, str]]:
@@ -132,7 +132,7 @@ class AgentCalls:
     def recipient(self, pane_id: str, incarnation: str) -> R.Recipient:
         """What the daemon knows of a recipient pane's incarnation for :func:`connectcore.reads.waits_for`:
         its release status and its newest reading (none when the pane now holds another incarnation)."""
-        state = self.engine.panes.get(pane_id)
+        state = self.engine.watcher.panes.get(pane_id)
         if state is None or state.record.token != incarnation:
             return R.Recipient(release=None)
         reading = state.reading
@@ -159,7 +159,7 @@ class AgentCalls:
         :meth:`agents` does).
         """
         engine = self.engine
-        directory, book, inputs = engine.directory, engine.hub.book, self._view_inputs()
+        directory, book, inputs = engine.watcher.directory, engine.hub.book, self._view_inputs()
         cached = self._view
         if cached is not None and cached[0] is directory and cached[1] is book and cached[2] == inputs:
             return cached[3]
@@ -170,9 +170,9 @@ class AgentCalls:
     def _view_inputs(self) -> tuple[Any, ...]:
         """What the directory view shows beyond the directory and the grant book, pane by pane."""
         engine = self.engine
-        panes, release_of, receive_only = engine.panes, engine.watcher.release_of, engine.person.receive_only
+        panes, release_of, receive_only = engine.watcher.panes, engine.watcher.release_of, engine.person.receive_only
         shown = []
-        for pane_id, record in engine.directory.panes.items():
+        for pane_id, record in engine.watcher.directory.panes.items():
             state = panes.get(pane_id)
             reading = state.reading if state else None
             shown.append(
@@ -189,7 +189,7 @@ class AgentCalls:
 
     def _entry(self, record: D.PaneRecord, book: grants.GrantBook) -> dict[str, Any]:
         """One pane's entry in the directory view."""
-        state = self.engine.panes.get(record.pane_id)
+        state = self.engine.watcher.panes.get(record.pane_id)
         reading = state.reading if state else None
         principal = grants.principal_at(book, record.token)
         scopes = sorted(s.value for s in grants.scopes_of(book, principal.id)) if principal else []
@@ -252,7 +252,7 @@ class AgentCalls:
         for ``caller`` (None: a reader without control's act scope), always redacted."""
         book = self.engine.hub.book
         record = targets.resolve(self.engine, target)
-        state = self.engine.panes.get(record.pane_id)
+        state = self.engine.watcher.panes.get(record.pane_id)
         entry = dict(next(a for a in self.directory_view() if a["pane"] == record.pane_id))
         caller_scopes = grants.scopes_of(book, caller.id) if caller is not None else frozenset()
         policy = redact.tail_policy(
@@ -290,7 +290,7 @@ class AgentCalls:
                 past = await self.engine.run_sync(
                     lambda: history.find_sessions(query, limit=RT.RESOLVE_LIMIT_MAX, allowed_repos=allowed)
                 )
-            return RT.rank_request(query, self.engine.directory.records(), past, limit=limit)
+            return RT.rank_request(query, self.engine.watcher.directory.records(), past, limit=limit)
 
     # --- history ----------------------------------------------------------------------------------
 
@@ -314,7 +314,7 @@ class AgentCalls:
 
     async def history_scope(self, principal: grants.Principal, service: Any) -> frozenset[str]:
         """The repositories the caller may read (the core's rule), from its own pane's directory."""
-        record = R.own_record(self.engine.directory, self.engine.hub.book, principal)
+        record = R.own_record(self.engine.watcher.directory, self.engine.hub.book, principal)
         cwd = record.cwd if record is not None else ""
         own: str | None = await self.engine.run_sync(service.repo_of, cwd) if cwd else None
         return HI.caller_repos(own)
@@ -328,7 +328,7 @@ class AgentCalls:
         engine = self.engine
         async with self.call(token, "send_message", str(to), message_id) as admitted:
             record = targets.resolve(engine, to)
-            state = engine.panes.get(record.pane_id)
+            state = engine.watcher.panes.get(record.pane_id)
             kind = D.recipient_harness(state.reading.harness.value if state and state.reading else None, recorded=record.harness)
             recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))
             submit = H.Submit(

@@ -137,7 +137,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
     if config.history is True:
         from connectd.history.service import HistoryService
 
-        config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.pane_pids)
+        config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.watcher.pane_pids)
     engine.history = config.history or None
     mcp = build_mcp(engine, engine.history)  # None when the daemon serves no history (--no-history)
     mcp_app = capped_mcp_app(mcp, engine)
@@ -154,7 +154,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine, auth, config.data_dir),
             *restore_routes(engine, auth),
-            *owner_routes(engine, auth, config.history),
+            *owner_routes(engine, auth, engine.history),
             Mount("/", app=mcp_app),
         ],
         lifespan=lifespan,
@@ -173,12 +173,12 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.engine.run)
             if daemon.config.watch_control_mode:
-                daemon.engine.spawn_service(Kind.CONTROL_MODE, lambda: _watch_control_mode(daemon), "control-mode reader")
+                daemon.engine.supervisor.spawn(Kind.CONTROL_MODE, lambda: _watch_control_mode(daemon), name="control-mode reader")
             if daemon.config.otlp_endpoint:
                 from connectd.otlp import OtlpExporter
 
                 exporter = OtlpExporter(daemon.config.otlp_endpoint, daemon.store)
-                daemon.engine.spawn_service(Kind.EXPORT, exporter.run, "OTLP exporter")
+                daemon.engine.supervisor.spawn(Kind.EXPORT, exporter.run, name="OTLP exporter")
             http_done = anyio.Event()
             daemon.engine.supervisor.spawn(Kind.HTTP, _serve_http, server, daemon.sock, http_done, name="http server")
             while not server.started:  # (if it fails to start, _serve_http raises and the group ends)
@@ -236,7 +236,7 @@ async def _watch_control_mode(daemon: Daemon) -> None:
         from connectd.control_mode import ControlModeWatcher
     except ImportError:  # pragma: no cover - the watcher is optional; the sweep still sees everything
         return
-    watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.mark_output, on_structure=daemon.engine.mark_structure)
+    watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.watcher.mark_output, on_structure=daemon.engine.watcher.mark_structure)
     daemon.engine.watcher.output_reported = lambda: watcher.complete
     try:
         await watcher.run()

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import platformdirs
@@ -23,6 +23,9 @@ from connectcore import advice
 from connectcore import launchers as L
 from connectcore.grants import Preset
 from connectd import facts
+
+if TYPE_CHECKING:
+    from connectd.app import Daemon
 
 DEMO_SOCKET = "connect-demo"
 DEMO_MESSAGE_ID = "demo-hello"
@@ -63,12 +66,12 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     config = Config(data_dir=data_dir, port=port, tmux_socket=DEMO_SOCKET, launchers=launchers)
     cli = facts.cli_command()
 
-    async def ready(d: Any, tg: TaskGroup) -> None:
+    async def ready(d: Daemon, tg: TaskGroup) -> None:
         from connectd.cli import write_daemon_info
 
         write_daemon_info(data_dir, d.port, d.mcp_url)
-        a = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
-        b = await d.engine.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent B"})
+        a = await d.engine.launches.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
+        b = await d.engine.launches.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent B"})
         print(f"connectd demo on {d.base_url} (MCP {d.mcp_url}); data in {data_dir}", flush=True)
         print(f"  agents: A in {a['address']}, B in {b['address']}", flush=True)
         await anyio.sleep(1.5)

@@ -10,12 +10,17 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   :class:`connectd.delivery_io.Delivery` (guard, typing, confirmation),
   :class:`connectd.launches.Launches`, :class:`connectd.restarter.Restarts` and
   :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
+
+The engine holds the parts and the state they share (the hub behind ``step``, the clock, the store,
+the subscribers); it forwards nothing: a caller addresses the part that does the work
+(``engine.person.decide``, ``engine.watcher.directory``, ``engine.launches.launch``,
+``engine.restarts.begin``, ``engine.calls.agents``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,7 +28,6 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
-from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
 from connectcore import launchers as L
@@ -31,10 +35,10 @@ from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.acts_io import ActsIO
-from connectd.agent_calls import AgentCalls, message_view
+from connectd.agent_calls import AgentCalls
 from connectd.clock import LifeClock
 from connectd.delivery_io import Delivery
-from connectd.ids import EngineError, Ids, hash_token
+from connectd.ids import Ids
 from connectd.interpreter import Interpreter
 from connectd.launches import Launches
 from connectd.person import PersonCalls
@@ -43,9 +47,9 @@ from connectd.restarter import Restarts
 from connectd.runner import CoreRunner, RunSync
 from connectd.supervisor import Kind, Supervisor
 from connectd.tmux import TmuxAdapter
-from connectd.watcher import PaneState, Watcher
+from connectd.watcher import Watcher
 
-__all__ = ["Engine", "EngineError", "PaneState", "Subscribers", "Timing", "hash_token", "message_view"]
+__all__ = ["Engine", "Subscribers", "Timing"]
 
 log = logging.getLogger("connectd.engine")
 
@@ -168,10 +172,6 @@ class Engine:
             finally:
                 self._supervisor = None
 
-    def spawn_service(self, kind: Kind, fn: Callable[[], Awaitable[Any]], name: str) -> None:
-        """A long-running part of the daemon (the control-mode reader, the exporter), supervised."""
-        self.supervisor.spawn(kind, fn, name=name)
-
     async def _recover(self) -> None:
         await self.step(H.Recover(self.clock()))
 
@@ -193,67 +193,3 @@ class Engine:
 
     async def audit(self, record: Audit) -> None:
         await self.runner.audit(record)
-
-    # --- the parts, as the endpoints and tests address them ----------------------------------------
-
-    @property
-    def directory(self) -> D.Directory:
-        return self.watcher.directory
-
-    @property
-    def panes(self) -> dict[str, PaneState]:
-        return self.watcher.panes
-
-    def mark_output(self, pane_id: str) -> None:
-        self.watcher.mark_output(pane_id)
-
-    def mark_structure(self) -> None:
-        self.watcher.mark_structure()
-
-    def pane_pids(self) -> dict[int, str]:
-        return self.watcher.pane_pids()
-
-    async def poll_once(self) -> None:
-        await self.watcher.poll()
-
-    async def observe_pane(self, pane_id: str) -> Any:
-        return await self.watcher.observe_pane(pane_id)
-
-    async def launch(self, launcher_name: str, **kw: Any) -> dict[str, Any]:
-        return await self.launches.launch(launcher_name, **kw)
-
-    async def restart_to_connect(self, pane_id: str, preset: Preset, *, by: str = "owner") -> dict[str, Any]:
-        """Relaunch a running agent onto its own session, connected (never mid-turn, never over a draft)."""
-        return await self.restarts.begin(pane_id, preset, by=by)
-
-    def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
-        return self.person.cards(include_closed)
-
-    def needs_you(self) -> list[dict[str, Any]]:
-        return self.person.needs_you()
-
-    async def decide(self, card_id: str, decision: Any, by: str = "owner") -> dict[str, Any]:
-        return await self.person.decide(card_id, decision, by)
-
-    async def revoke_principals(self, principal_ids: Any, by: str = "owner") -> None:
-        await self.person.revoke_principals(principal_ids, by)
-
-    async def revoke_pane(self, pane_id: str, by: str = "owner") -> dict[str, Any]:
-        return await self.person.revoke_pane(pane_id, by)
-
-    async def set_grant(self, session: tuple[str, str], preset: Preset, by: str = "owner") -> None:
-        await self.person.set_grant(session, preset, by)
-
-    async def set_pane_preset(self, pane_id: str, preset: Preset, by: str = "owner") -> dict[str, Any]:
-        return await self.person.set_pane_preset(pane_id, preset, by)
-
-    async def disconnect_all(self, by: str = "owner") -> int:
-        return await self.person.disconnect_all(by)
-
-    # --- agent calls (connectd.agent_calls) ---------------------------------------------------------
-
-    def principal_for(self, token: str) -> grants.Principal | None:
-        return self.calls.principal_for(token)
-
-    def agents(self) -> list[dict[str, Any]]:
-        return self.calls.agents()

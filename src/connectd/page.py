@@ -393,7 +393,7 @@ class OwnerPage:
 
     async def index(self, request: Request) -> Response:
         try:
-            authenticate(request, self.engine, self.auth)
+            authenticate(request, self.engine.calls, self.auth)
         except Problem as problem:
             return self.login_page(f"{problem} {LOGIN_HELP}" if problem.error == "session_expired" else LOGIN_HELP)
         session = self.sessions.from_request(request)
@@ -484,7 +484,7 @@ class OwnerPage:
 
     def routes(self) -> list[BaseRoute]:
         def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-            return owner_endpoint(self.engine, self.auth, handler)
+            return owner_endpoint(self.engine.calls, self.auth, handler)
 
         return [
             Route("/", self.index, methods=["GET"]),

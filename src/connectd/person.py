@@ -59,7 +59,7 @@ class PersonCalls:
         """Each live pane's tmux ``session:window``, as the last ``list-panes`` read it."""
         return {
             pane_id: D.window_name(state.info.session_name, state.info.window_index)
-            for pane_id, state in self.engine.panes.items()
+            for pane_id, state in self.engine.watcher.panes.items()
         }
 
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
@@ -68,7 +68,7 @@ class PersonCalls:
         cards = sorted(engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
         windows = self.windows()
         views = [
-            R.card_view(engine.hub, engine.directory, c, windows)
+            R.card_view(engine.hub, engine.watcher.directory, c, windows)
             for c in cards
             if include_closed or consent.is_open(c)
         ]

@@ -30,15 +30,15 @@ if TYPE_CHECKING:
 
 def _plan(engine: Engine) -> Any:
     from connectcore.history import restore_candidates
-    from connectd.engine import EngineError
+    from connectd.ids import EngineError
 
     if engine.history is None:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
     bindings = restore_candidates(
         ((row.pane_id, row.harness, row.session_id) for row in engine.store.bindings()),
-        D.bound_sessions(engine.directory),
+        D.bound_sessions(engine.watcher.directory),
     )
-    return engine.history.restorable(bindings, pane_pids=engine.pane_pids())
+    return engine.history.restorable(bindings, pane_pids=engine.watcher.pane_pids())
 
 
 async def restore_plan(engine: Engine) -> dict[str, Any]:
@@ -63,7 +63,7 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
         session = (item["harness"], item["session_id"])
         preset = grants.preset_of(grants.session_scopes(engine.hub.book, session)) or Preset.OFF
         control = hub_acts.control_to_restore(engine.hub.book, session)  # a lost control comes back as control
-        result = await engine.launch(
+        result = await engine.launches.launch(
             item["harness"], preset=preset, cwd=item["cwd"], session=item["session_id"], control=control
         )
         launched.append(result)
@@ -72,12 +72,12 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
 
 
 def restore_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
-    from connectd.engine import EngineError
     from connectd.http import Problem, authenticate
+    from connectd.ids import EngineError
 
     async def handle(request: Request) -> Response:
         try:
-            by = authenticate(request, engine, auth)
+            by = authenticate(request, engine.calls, auth)
             payload = await (restore(engine, by) if request.method == "POST" else restore_plan(engine))
             return Response(json.dumps(payload), media_type="application/json")
         except Problem as problem:

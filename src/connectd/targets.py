@@ -19,5 +19,5 @@ CONTROL = str(D.Handle(D.HandleKind.CONTROL))
 def resolve(engine: Engine, target: str) -> D.PaneRecord:
     """The one live pane ``target`` names, or :class:`connectcore.directory.TargetError`."""
     if D.handle_of(target) != CONTROL:
-        return D.resolve(engine.directory, target)
-    return D.resolve_control(engine.directory, hub_acts.control_pane(engine.hub.book))
+        return D.resolve(engine.watcher.directory, target)
+    return D.resolve_control(engine.watcher.directory, hub_acts.control_pane(engine.hub.book))

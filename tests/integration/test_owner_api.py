@@ -32,7 +32,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.launchers import Launcher
-from connectd.engine import Engine, hash_token
+from connectd.engine import Engine, Subscribers
 from connectd.http import (
     EVENT_BUFFER,
     MAX_BODY_BYTES,
@@ -43,6 +43,7 @@ from connectd.http import (
     OwnerAuth,
     owner_routes,
 )
+from connectd.ids import hash_token
 from connectd.mcp_endpoint import build_mcp
 from connectd.store import Store
 from tests.support.fixtures import tmux_session
@@ -117,7 +118,7 @@ async def rig(
     sock.listen(16)
     port = int(sock.getsockname()[1])
     engine = Engine(store, tmux.adapter(), endpoint_url=f"http://127.0.0.1:{port}/mcp", launchers=launchers)
-    await engine.poll_once()
+    await engine.watcher.poll()
     auth = OwnerAuth.load_or_create(data_dir)
     mcp = build_mcp(engine)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
@@ -811,7 +812,7 @@ def test_restart_route_maps_the_engines_refusals(
 ) -> None:
     async def body() -> None:
         async with rig(tmp_path, tmux) as r:
-            cat_pane = r.engine.agents()[0]["pane"]
+            cat_pane = r.engine.calls.agents()[0]["pane"]
             for payload, status, error in (
                 ({"pane": "%999", "preset": "collaborate"}, 404, "unknown_target"),
                 ({"pane": cat_pane, "preset": "off"}, 400, "bad_preset"),
@@ -885,14 +886,10 @@ def test_events_stream_delivers_a_card_and_unregisters_on_disconnect(
 def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
     """A subscriber the engine dropped (its buffer overflowed) gets what it had, then `overflow`, then EOF."""
 
-    class Subs:
-        owner: set[Any] = set()
-
-    class FakeEngine:
-        subscribers = Subs()
+    subscribers = Subscribers()
 
     async def body() -> None:
-        stream = EventStream(FakeEngine(), keepalive=30)  # type: ignore[arg-type]
+        stream = EventStream(subscribers, keepalive=30)
         sent: list[dict[str, Any]] = []
         disconnect = anyio.Event()
 
@@ -903,12 +900,12 @@ def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
             if len(sent) == 2:  # headers and the greeting went out: the engine publishes, then drops us
-                (sender,) = FakeEngine.subscribers.owner
+                (sender,) = subscribers.owner
                 for n in range(EVENT_BUFFER + 5):
                     try:
                         sender.send_nowait({"topic": "pane", "n": n})
                     except anyio.WouldBlock:
-                        FakeEngine.subscribers.owner.discard(sender)
+                        subscribers.owner.discard(sender)
                         break
 
         with anyio.fail_after(10):
@@ -917,7 +914,7 @@ def test_an_event_stream_the_engine_dropped_ends_with_overflow() -> None:
         data = [b for b in bodies if b.startswith("data: ")]
         assert len(data) == EVENT_BUFFER and json.loads(data[-1][6:])["n"] == EVENT_BUFFER - 1
         assert bodies[-1].startswith("event: overflow") and sent[-1]["more_body"] is False
-        assert FakeEngine.subscribers.owner == set()
+        assert subscribers.owner == set()
 
     run(body)
 

@@ -452,7 +452,7 @@ class Sim:
 
     def _output(self, pane_id: str) -> None:
         if self.engine is not None:
-            self.engine.mark_output(pane_id)
+            self.engine.watcher.mark_output(pane_id)
 
     def _later(self, at: float, fn: Callable[[], None]) -> None:
         async def timer() -> None:
@@ -516,7 +516,7 @@ class Sim:
 
     def address_of(self, pane_id: str) -> str:
         """The pane's address as the agents last listed it (possibly stale)."""
-        if self.engine is not None and (record := self.engine.directory.panes.get(pane_id)) is not None:
+        if self.engine is not None and (record := self.engine.watcher.directory.panes.get(pane_id)) is not None:
             self.addresses[pane_id] = str(record.address)
         return self.addresses.get(pane_id, f"{pane_id}@0000000000000000")
 
@@ -573,15 +573,15 @@ class Sim:
         elif action == "preset" and pane is not None:
             preset = rng.choice([Preset.COLLABORATE, Preset.OBSERVE, Preset.OFF])
             self.call(
-                f"the pane toggle of {pane}: {preset}", lambda e, p=pane, pr=preset: e.set_pane_preset(p, pr)
+                f"the pane toggle of {pane}: {preset}", lambda e, p=pane, pr=preset: e.person.set_pane_preset(p, pr)
             )
         elif action == "decide" and self.engine is not None:
-            cards = self.engine.cards()
+            cards = self.engine.person.cards()
             if cards:
                 card = rng.choice(cards)
                 decision = rng.choice([Decision.APPROVE_ONCE, Decision.APPROVE_PAIR, Decision.DECLINE])
                 self.call(
-                    f"decide {card['id']} {decision}", lambda e, c=card["id"], d=decision: e.decide(c, d)
+                    f"decide {card['id']} {decision}", lambda e, c=card["id"], d=decision: e.person.decide(c, d)
                 )
         elif action == "revoke" and self.principals():
             principal = rng.choice(self.principals())
@@ -597,10 +597,10 @@ class Sim:
                 self.call(f"grant {session} {preset}", lambda e, s=session, p=preset: self._grant(e, s, p))
         elif action == "restart" and pane is not None:
             preset = rng.choice([Preset.COLLABORATE, Preset.OBSERVE])
-            self.call(f"restart {pane} {preset}", lambda e, p=pane, pr=preset: e.restart_to_connect(p, pr))
+            self.call(f"restart {pane} {preset}", lambda e, p=pane, pr=preset: e.restarts.begin(p, pr))
         elif action == "launch":
             preset = rng.choice([Preset.COLLABORATE, Preset.COLLABORATE, Preset.OFF])
-            self.call(f"launch {preset}", lambda e, p=preset: e.launch("claude", preset=p, cwd="/work"))
+            self.call(f"launch {preset}", lambda e, p=preset: e.launches.launch("claude", preset=p, cwd="/work"))
         elif action == "draft" and pane is not None:
             self.log(f"person types a draft into {pane}")
             server.person_types(pane, rng.choice(["wip", "fix the", "hmm "]))
@@ -653,9 +653,9 @@ class Sim:
         members = {m for p in principal_ids for m in grants.group(engine.hub.book, p)}
         in_flight = self._in_flight(engine, members, everyone)
         if everyone:
-            await engine.disconnect_all()
+            await engine.person.disconnect_all()
         else:
-            await engine.revoke_principals(principal_ids)
+            await engine.person.revoke_principals(principal_ids)
         # Noted only once the revocation returned: one that failed (the store) withdrew nothing. The
         # check is on state (a live token of a withdrawn restart), so a respawn that came in between is
         # still caught.
@@ -670,7 +670,7 @@ class Sim:
             for m in grants.group(engine.hub.book, p)
         }
         in_flight = self._in_flight(engine, members, False) if preset is Preset.OFF else frozenset()
-        await engine.set_grant(session, preset)
+        await engine.person.set_grant(session, preset)
         if preset is Preset.OFF:
             self.checker.note_withdrawn(in_flight)
             self.log(f"revocation returned: {sorted(members)}")
@@ -703,10 +703,10 @@ class Sim:
         await self.start_daemon()
         assert self.engine is not None
         for _ in range(self.cfg.agents):
-            await self.engine.launch("claude", preset=Preset.COLLABORATE, cwd="/work")
+            await self.engine.launches.launch("claude", preset=Preset.COLLABORATE, cwd="/work")
         if self.cfg.control:
-            await self.engine.launch("claude", preset=Preset.COLLABORATE, cwd="/work", control=True)
-            await self.engine.launch("claude", preset=Preset.OFF, cwd="/work")  # one it alone may message
+            await self.engine.launches.launch("claude", preset=Preset.COLLABORATE, cwd="/work", control=True)
+            await self.engine.launches.launch("claude", preset=Preset.OFF, cwd="/work")  # one it alone may message
         self.faults.on = True
 
     def pick(self) -> str:
@@ -728,9 +728,9 @@ class Sim:
                 if agent is not None and agent.composer and not agent.busy(self.now()):
                     self.server.person_clears(pane_id)
             if self.engine is not None:
-                for card in self.engine.cards():
+                for card in self.engine.person.cards():
                     self.call(
-                        f"approve {card['id']}", lambda e, c=card["id"]: e.decide(c, Decision.APPROVE_ONCE)
+                        f"approve {card['id']}", lambda e, c=card["id"]: e.person.decide(c, Decision.APPROVE_ONCE)
                     )
             await trio.sleep(5.0)
             self.checker.after_step()

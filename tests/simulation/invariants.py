@@ -327,7 +327,7 @@ def _handle_unresolved(engine: Engine, message: Message) -> bool:
     if message.handle is None:
         return False
     try:
-        D.resolve(engine.directory, message.handle)
+        D.resolve(engine.watcher.directory, message.handle)
     except D.TargetError:
         return True
     return False

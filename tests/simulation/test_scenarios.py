@@ -40,7 +40,7 @@ def scenario(script: Script, **cfg: Any) -> Sim:
 
 async def launch(sim: Sim, preset: Preset = Preset.COLLABORATE) -> str:
     assert sim.engine is not None
-    return str((await sim.engine.launch("claude", preset=preset, cwd="/work"))["pane"])
+    return str((await sim.engine.launches.launch("claude", preset=preset, cwd="/work"))["pane"])
 
 
 async def send(sim: Sim, sender: str, to: str, body: str) -> dict[str, Any]:
@@ -53,8 +53,8 @@ async def send(sim: Sim, sender: str, to: str, body: str) -> dict[str, Any]:
 
 async def approve_all(sim: Sim, decision: Decision = Decision.APPROVE_PAIR) -> None:
     assert sim.engine is not None
-    for card in sim.engine.cards():
-        await sim.engine.decide(card["id"], decision)
+    for card in sim.engine.person.cards():
+        await sim.engine.person.decide(card["id"], decision)
 
 
 def outcome(sim: Sim, body: str) -> str:
@@ -210,7 +210,7 @@ def test_a_restart_right_after_a_delivery_waits_for_the_turn_it_started() -> Non
         while outcome(sim, "simmsg-1") != "delivered":
             await trio.sleep(0.05)
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(60)
         assert not sim.engine.hub.restarts
 
@@ -224,7 +224,7 @@ def test_a_revoked_sender_learns_nothing_about_the_directory() -> None:
         a = await launch(sim)
         await trio.sleep(2)
         assert sim.engine is not None
-        await sim.engine.revoke_principals([principal_of(sim, a)])
+        await sim.engine.person.revoke_principals([principal_of(sim, a)])
         for target in ("%99@0000000000000000", "title:nobody"):
             try:
                 await send(sim, a, target, "simmsg-1")
@@ -284,7 +284,7 @@ def test_a_store_error_inside_a_restart_step_does_not_strand_the_restart() -> No
         b = await launch(sim)
         await trio.sleep(2)
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         sim.fail_next_applies = 1
         await trio.sleep(120)
         assert sim.engine is not None and sim.starts == 1
@@ -366,7 +366,7 @@ def test_a_store_error_as_a_recovered_restart_is_answered_does_not_strand_it() -
 
         sim.faults.after = kill_after_exit  # type: ignore[method-assign]
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(120)
         assert sim.kills == 1 and sim.fail_next_applies == 0
         assert sim.engine is not None and not sim.engine.hub.restarts, list(sim.engine.hub.restarts.values())
@@ -394,7 +394,7 @@ def test_a_restore_that_failed_is_never_answered_done_after_a_store_error() -> N
 
         sim.faults.before = fail_the_restore  # type: ignore[method-assign]
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(120)
         assert sim.fail_next_applies == 0
         assert sim.engine is not None and not sim.engine.hub.restarts
@@ -422,7 +422,7 @@ def test_a_restart_that_gives_up_with_the_option_on_tells_the_person_how_to_rest
 
         sim.faults.before = fail_every_restore  # type: ignore[method-assign]
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(120)
         assert sim.engine is not None and not sim.engine.hub.restarts
         assert sim.server.panes[b].options.get("remain-on-exit") == "on"
@@ -497,9 +497,9 @@ def test_a_revocation_during_a_restart_waiting_for_idle_is_not_undone() -> None:
         sim.server.person_submits(b, "a long turn", 60.0)
         await trio.sleep(2)
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(5)
-        await sim.engine.revoke_principals([principal_of(sim, b)])
+        await sim.engine.person.revoke_principals([principal_of(sim, b)])
         state["pane"] = b
         await trio.sleep(120)
 
@@ -577,7 +577,7 @@ def test_a_kill_between_the_exit_command_s_paste_and_its_enter_leaves_no_exit_dr
 
         sim.faults.after = kill_after_exit_paste  # type: ignore[method-assign]
         assert sim.engine is not None
-        await sim.engine.restart_to_connect(b, Preset.COLLABORATE)
+        await sim.engine.restarts.begin(b, Preset.COLLABORATE)
         await trio.sleep(60)
         assert sim.kills == 1
         assert b in sim.server.panes, "\n".join(sim.trace[-40:])

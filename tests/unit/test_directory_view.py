@@ -51,11 +51,11 @@ def engine(tmp_path: Path) -> Engine:
 
 def _observe(engine: Engine, *panes: int) -> None:
     engine.watcher.directory = D.observe(
-        engine.directory,
+        engine.watcher.directory,
         [D.PaneObservation(_incarnation(n), "claude", "claude", launcher="claude") for n in panes],
     )
     for n in panes:
-        engine.panes.setdefault(f"%{n}", PaneState(_info(n), engine.directory.panes[f"%{n}"]))
+        engine.watcher.panes.setdefault(f"%{n}", PaneState(_info(n), engine.watcher.directory.panes[f"%{n}"]))
 
 
 def _launch(engine: Engine, n: int, preset: Preset = Preset.COLLABORATE, *, in_place: bool = False) -> None:
@@ -90,7 +90,7 @@ def test_a_new_pane_makes_the_view_anew(engine: Engine) -> None:
 
 
 def test_a_new_reading_makes_the_view_anew_even_on_the_same_pane_state(engine: Engine) -> None:
-    state = engine.panes["%1"]
+    state = engine.watcher.panes["%1"]
     state.reading = _reading(Activity.IDLE)
     assert _entry(engine)["activity"] == "idle"
     state.reading = _reading(Activity.BUSY)  # the watcher changes the pane's state in place
@@ -100,14 +100,14 @@ def test_a_new_reading_makes_the_view_anew_even_on_the_same_pane_state(engine: E
 def test_the_view_names_each_panes_tmux_session_and_window_and_a_move_makes_it_anew(engine: Engine) -> None:
     """Issue 23 item 5: the fleet list shows session:window beside %N, as tmux reads it now."""
     assert _entry(engine)["window"] == "main:0"
-    state = engine.panes["%1"]
+    state = engine.watcher.panes["%1"]
     state.info = dataclasses.replace(state.info, session_name="work", window_index=3)  # moved in place
     assert _entry(engine)["window"] == "work:3"
 
 
 def test_a_release_named_later_makes_the_view_anew(engine: Engine) -> None:
     assert _entry(engine)["release"] is None
-    engine.panes["%1"].release = "2.1.0"
+    engine.watcher.panes["%1"].release = "2.1.0"
     assert _entry(engine)["release"] == "2.1.0"
 
 
@@ -125,7 +125,7 @@ def test_connecting_in_place_makes_the_view_anew(engine: Engine) -> None:
 def test_a_copy_handed_out_leaves_the_view_as_it_was(engine: Engine) -> None:
     _launch(engine, 1)
     engine.calls.agents()[0]["activity"] = "scribbled"
-    engine.calls.agent_detail(str(engine.directory.panes["%1"].address))["pr_links"] = ["scribbled"]
+    engine.calls.agent_detail(str(engine.watcher.directory.panes["%1"].address))["pr_links"] = ["scribbled"]
     assert _entry(engine)["activity"] == "unknown"
     assert "screen_tail" not in _entry(engine)
 
@@ -174,8 +174,8 @@ def test_the_toggle_connects_a_pane_connect_launched_before_a_poll_has_bound_it(
 
     engine = Engine(Store.open(tmp_path), TmuxAdapter(socket_name="connect-view-never-started"), endpoint_url="http://127.0.0.1:9/mcp")
     _observe(engine, 1)
-    assert not isinstance(engine.directory.panes["%1"].binding, D.SessionBinding)
-    token = engine.directory.panes["%1"].token
+    assert not isinstance(engine.watcher.directory.panes["%1"].binding, D.SessionBinding)
+    token = engine.watcher.directory.panes["%1"].token
     anyio.run(lambda: engine.launches.record("%1", token, launcher="claude", harness="claude", session_id="sess-1", cwd="/tmp", argv=["claude"], started_at=1.0))
     result = anyio.run(engine.person.set_pane_preset, "%1", Preset.OBSERVE)
     assert result["session"] == ["claude", "sess-1"] and result["connect"] == "observe"

@@ -22,7 +22,8 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.delivery import Message
 from connectcore.launchers import LauncherError
-from connectd.engine import EngineError, message_view
+from connectd.agent_calls import message_view
+from connectd.ids import EngineError
 
 #: HTTP status of a refusal, by the reason code the engine or the core gives.
 STATUS_BY_REASON: Mapping[str, int] = {

@@ -9,7 +9,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connectd.engine import Engine
+from connectd.engine import Subscribers
 from connectd.http.errors import _dumps
 
 EVENT_BUFFER = 256
@@ -26,12 +26,12 @@ class EventStream:
     reconnects by itself).
     """
 
-    def __init__(self, engine: Engine, keepalive: float) -> None:
-        self.engine = engine
+    def __init__(self, subscribers: Subscribers, keepalive: float) -> None:
+        self.subscribers = subscribers
         self.keepalive = keepalive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        subscribers = self.engine.subscribers.owner
+        subscribers = self.subscribers.owner
         sender, events = anyio.create_memory_object_stream[dict[str, Any]](EVENT_BUFFER)
         subscribers.add(sender)
         try:
@@ -64,7 +64,7 @@ class EventStream:
         events: MemoryObjectReceiveStream[dict[str, Any]],
         send: Send,
     ) -> None:
-        subscribers = self.engine.subscribers.owner
+        subscribers = self.subscribers.owner
         await self._write(send, f"retry: {SSE_RETRY_MS}\n: connected\n\n")
         while True:
             try:

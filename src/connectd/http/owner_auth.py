@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,12 +30,12 @@ from starlette.responses import Response
 
 from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
-from connectd.engine import EngineError
 from connectd.http.errors import Problem, json_response, problem_response, refusal
+from connectd.ids import EngineError
 from connectd.store import StoreUnavailable
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.agent_calls import AgentCalls
 
 log = logging.getLogger("connectd.http")
 
@@ -135,12 +135,19 @@ def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets
     return value
 
 
+class EndedSession(Protocol):
+    """A page session as the owner API records its end (``connectd.page.PageSession``)."""
+
+    @property
+    def actor(self) -> str: ...
+
+
 class SessionAuth(Protocol):
     """The page's sessions as :func:`authenticate` sees them (``connectd.page.PageSessions``)."""
 
     def authenticate(self, request: Request) -> str | None: ...
 
-    def end_all(self) -> list[Any]:
+    def end_all(self) -> Sequence[EndedSession]:
         """End every page session; the ended ones (each with an ``actor``)."""
         ...
 
@@ -198,8 +205,8 @@ def bearer_token(header_value: str | None) -> str | None:
 
 
 
-def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
-    """The audit actor of an owner request, or a 401/403 :class:`Problem`."""
+def authenticate(request: Request, calls: AgentCalls, auth: OwnerAuth) -> str:
+    """The audit actor of an owner request, or a 401/403 :class:`Problem` (``calls`` tells an agent's token)."""
     headers = request.headers
     tunnel_user = headers.get("x-tunnel-user")
     tunnel_secret = headers.get("x-tunnel-secret")
@@ -220,7 +227,7 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
         if actor is not None:
             return actor
     token = bearer_token(authorization)
-    if token is not None and engine.principal_for(token) is not None:
+    if token is not None and calls.principal_for(token) is not None:
         raise Problem(403, "agent_token", "agent tokens are not valid on the owner API")
     if authorization is None:
         raise Problem(
@@ -232,12 +239,12 @@ def authenticate(request: Request, engine: Engine, auth: OwnerAuth) -> str:
 Handler = Callable[[Request, str], Awaitable[Any]]
 
 
-def owner_endpoint(engine: Engine, auth: OwnerAuth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def owner_endpoint(calls: AgentCalls, auth: OwnerAuth, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """The one wrapper of every owner route: authenticate, run, answer JSON; refusals become 4xx."""
 
     async def run(request: Request) -> Response:
         try:
-            actor = authenticate(request, engine, auth)
+            actor = authenticate(request, calls, auth)
             result = await handler(request, actor)
         except Problem as problem:
             return problem_response(problem)

@@ -8,7 +8,7 @@ passed) and sits behind :class:`connectd.http.loopback.LoopbackGuard`, like ever
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -21,7 +21,7 @@ from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
 from connectd import facts, here
-from connectd.engine import Engine, EngineError
+from connectd.engine import Engine
 from connectd.http import bodies as B
 from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
 from connectd.http.errors import Problem, owner_message_view, refusal
@@ -34,12 +34,19 @@ from connectd.http.paging import (
     newest_first,
     page_response,
 )
+from connectd.ids import EngineError
+
+
+class RecentDirs(Protocol):
+    """What the owner API asks of the session history (:class:`connectd.history.service.HistoryService`)."""
+
+    def recent_dirs(self, limit: int = 20) -> list[dict[str, object]]: ...
 
 
 class OwnerApi:
     """The handlers, each ``(request, actor) -> JSON-able``; :meth:`routes` mounts them."""
 
-    def __init__(self, engine: Engine, auth: OwnerAuth, history: object | None, keepalive: float) -> None:
+    def __init__(self, engine: Engine, auth: OwnerAuth, history: RecentDirs | None, keepalive: float) -> None:
         self.engine = engine
         self.auth = auth
         self.history = history
@@ -53,7 +60,7 @@ class OwnerApi:
 
     async def agents(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return self.engine.agents()
+        return self.engine.calls.agents()
 
     async def warnings(self, request: Request, actor: str) -> Any:
         """What leaves this daemon with nothing to show (no tmux server, no harness on PATH), each
@@ -68,11 +75,11 @@ class OwnerApi:
 
     async def cards(self, request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
-        return self.engine.cards(include_closed=query.flag("all"))
+        return self.engine.person.cards(include_closed=query.flag("all"))
 
     async def needs(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return self.engine.needs_you()
+        return self.engine.person.needs_you()
 
     async def launchers(self, request: Request, actor: str) -> Any:
         Query(request, set())
@@ -128,16 +135,17 @@ class OwnerApi:
 
     async def events(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return AsResponse(EventStream(self.engine, self.keepalive))
+        return AsResponse(EventStream(self.engine.subscribers, self.keepalive))
 
     async def session_dirs(self, request: Request, actor: str) -> Any:
         query = Query(request, {"limit"})
         limit = query.integer("limit", default=20, low=1, high=MAX_LIMIT)
-        recent = getattr(self.history, "recent_dirs", None)
-        if recent is None:
+        assert limit is not None  # it has a default
+        history = self.history
+        if history is None:
             return []
         try:
-            return await anyio.to_thread.run_sync(lambda: recent(limit))
+            return await anyio.to_thread.run_sync(lambda: history.recent_dirs(limit))
         except ConnectError as exc:  # the history index's own refusals
             raise bad("history", str(exc)) from None
 
@@ -146,41 +154,41 @@ class OwnerApi:
     async def approve(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Approve)
         decision = Decision.APPROVE_PAIR if body.pair else Decision.APPROVE_ONCE
-        return await self.engine.decide(request.path_params["card_id"], decision, by=actor)
+        return await self.engine.person.decide(request.path_params["card_id"], decision, by=actor)
 
     async def decline(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await self.engine.decide(request.path_params["card_id"], Decision.DECLINE, by=actor)
+        return await self.engine.person.decide(request.path_params["card_id"], Decision.DECLINE, by=actor)
 
     async def set_grant(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.SetGrant)
         preset = Preset(body.preset)
-        await self.engine.set_grant((body.harness, body.session_id), preset, by=actor)
+        await self.engine.person.set_grant((body.harness, body.session_id), preset, by=actor)
         return {"session": {"harness": body.harness, "session_id": body.session_id}, "connect": preset.value}
 
     async def pane_connect(self, request: Request, actor: str) -> Any:
         pane = parse_pane(request.path_params["pane"], "the pane in the path")
         body = await parse_body(request, B.PanePreset)
-        return await self.engine.set_pane_preset(pane, Preset(body.preset), by=actor)
+        return await self.engine.person.set_pane_preset(pane, Preset(body.preset), by=actor)
 
     async def revoke(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Revoke)
         engine = self.engine
         if body.pane is not None:
-            return await engine.revoke_pane(body.pane, by=actor)
+            return await engine.person.revoke_pane(body.pane, by=actor)
         principal_id = str(body.principal)
-        await engine.revoke_principals([principal_id], by=actor)  # the core refuses an unknown principal
+        await engine.person.revoke_principals([principal_id], by=actor)  # the core refuses an unknown principal
         root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
         return {"revoked": grants.actor_name(root), "principal": root.id}
 
     async def disconnect_all(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.DisconnectAll)
-        result: dict[str, Any] = {"disconnected": await self.engine.disconnect_all(by=actor)}
+        result: dict[str, Any] = {"disconnected": await self.engine.person.disconnect_all(by=actor)}
         if body.end_page_sessions:
             sessions = self.auth.sessions
             ended = sessions.end_all() if sessions is not None else []
             for session in ended:
-                await self.record(actor, "page_session_end", "done", getattr(session, "actor", None), "disconnect-all")
+                await self.record(actor, "page_session_end", "done", session.actor, "disconnect-all")
             result["page_sessions_ended"] = len(ended)
         return result
 
@@ -196,7 +204,7 @@ class OwnerApi:
             raise bad("bad_cwd", f"cwd must be an existing absolute directory, not {body.cwd[:256]!r}", field="cwd")
         preset = Preset(body.connect)
         try:
-            result = await self.engine.launch(
+            result = await self.engine.launches.launch(
                 body.launcher, preset=preset, cwd=body.cwd, session=body.session, extra_env=dict(body.env),
                 control=body.control,
             )
@@ -260,7 +268,7 @@ class OwnerApi:
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
         preset = Preset(body.preset)
-        return await self.engine.restart_to_connect(body.pane, preset, by=actor)
+        return await self.engine.restarts.begin(body.pane, preset, by=actor)
 
     # --- the table ----------------------------------------------------------------------------
 
@@ -293,7 +301,7 @@ class OwnerApi:
             ("/api/events", self.events, get),
             ("/api/sessions/dirs", self.session_dirs, get),
         ]
-        routes = [Route(path, owner_endpoint(self.engine, self.auth, fn), methods=methods) for path, fn, methods in table]
+        routes = [Route(path, owner_endpoint(self.engine.calls, self.auth, fn), methods=methods) for path, fn, methods in table]
 
         async def not_found(request: Request, actor: str) -> Any:
             allowed = sorted(
@@ -307,7 +315,7 @@ class OwnerApi:
 
         catch_all = Route(
             "/api/{rest:path}",
-            owner_endpoint(self.engine, self.auth, not_found),
+            owner_endpoint(self.engine.calls, self.auth, not_found),
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         )
         return [*routes, catch_all]
@@ -316,7 +324,7 @@ class OwnerApi:
 def owner_routes(
     engine: Engine,
     auth: OwnerAuth,
-    history: object | None = None,
+    history: RecentDirs | None = None,
     *,
     keepalive: float = KEEPALIVE_SECONDS,
     api: OwnerApi | None = None,
