@@ -255,6 +255,7 @@ class Sent:
     message_id: str
     to: str
     answer: dict[str, Any] | None = None
+    life: int = 0  # the daemon's life (its start count) the send was called in: its message's created_at is that life's clock
 
 
 class Sim:
@@ -547,7 +548,7 @@ class Sim:
                     if rng.random() < 0.8
                     else f"title:{rng.choice(['reviewer', 'builder'])}"
                 )
-                sent = Sent(body, self.token_of(sender) or "", f"m{len(self.sent) + 1}", to)
+                sent = Sent(body, self.token_of(sender) or "", f"m{len(self.sent) + 1}", to, life=self.starts)
                 self.sent[body] = sent
                 self.log(f"send {sender} -> {to} {body}")
 

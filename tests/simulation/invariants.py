@@ -39,7 +39,11 @@ class Checker:
         self.typed: dict[str, int] = {}  # message body -> pastes of it
         self.finals: dict[str, str] = {}  # message ref -> its final outcome, once durable
         self.races = 0  # pastes into a pane that changed after the daemon's last look (unseeable)
-        self.revocations: list[tuple[frozenset[str], float]] = []  # (principals, clock when it returned)
+        # (principals, the daemon's life, the daemon's clock when it returned): a message's created_at is
+        # the clock of the life it was admitted in, and the wall clock may be stepped between two lives,
+        # so admissions are ordered by life first, then by that life's clock (never against the true
+        # timeline: seeds 875 and 6206 compared a clock stepped back 120 s with it)
+        self.revocations: list[tuple[frozenset[str], int, float]] = []
         self.withdrawn: set[str] = (
             set()
         )  # token hashes of restarts in flight when their connect was withdrawn
@@ -80,13 +84,18 @@ class Checker:
             self.sim.violate(f"{body} typed {self.typed[body]} times")
 
     def note_revocation(self, principals: frozenset[str]) -> None:
-        self.revocations.append((principals, self.sim.now()))
+        engine = self.sim.engine
+        assert engine is not None  # it returned: the daemon is up
+        self.revocations.append((principals, self.sim.starts, engine.clock()))
 
     def not_after_revocation(self, message: Message, body: str) -> None:
         """Nothing of a message admitted before the revocation of either end is typed after it returned."""
         ends = {message.sender} | ({message.recipient_principal} if message.recipient_principal else set())
-        for principals, returned in self.revocations:
-            if ends & principals and message.created_at < returned:
+        sent = self.sim.sent.get(body)
+        life = sent.life if sent is not None else self.sim.starts
+        for principals, revoked_life, returned in self.revocations:
+            before = life < revoked_life or (life == revoked_life and message.created_at < returned)
+            if ends & principals and before:
                 self.sim.violate(f"{body} typed after the revocation of {sorted(ends & principals)} returned")
 
     def handle_still_names(self, message: Message, paste: Paste, body: str) -> None:
