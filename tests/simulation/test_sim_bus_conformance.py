@@ -40,7 +40,7 @@ def test_the_check_sees_a_bus_that_differs() -> None:
     """A SimBus whose fetch takes its batch positionally is told apart (the check can fail)."""
 
     class Positional(SimBus):
-        async def fetch(self, batch: int, timeout: float) -> list[Delivery]:  # type: ignore[override]
+        async def fetch(self, batch: int, timeout: float) -> list[Delivery]:
             return []
 
     assert {p.split(":")[0] for p in port_mismatches(Bus, Positional)} == {"Bus.fetch"}
@@ -137,7 +137,7 @@ async def test_natsbus_runs_the_script(nats_server: NatsServer) -> None:
 
     async def bus(box: str, consumer: str | None = None) -> NatsBus:
         made = NatsBus(box, consumer=consumer, call_timeout=2)
-        await made.connect(nats_server.url, **nats_server.credentials(box))
+        await nats_server.connect(made)
         opened.append(made)
         return made
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from connectd.federation.bus import NatsBus
 from connectd.federation.provision import permissions, provision_box, provision_stream
 
 ADMIN = ("admin", "admin-secret")
@@ -89,8 +90,10 @@ class NatsServer:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
-    def credentials(self, box_id: str) -> dict[str, str]:
-        return {"user": f"box-{box_id}", "password": box_password(box_id)}
+    async def connect(self, bus: NatsBus) -> NatsBus:
+        """Connect ``bus`` as its box's user (``box-<id>``)."""
+        await bus.connect(self.url, user=f"box-{bus.box_id}", password=box_password(bus.box_id))
+        return bus
 
     def start(self, timeout: float = 15.0) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
