@@ -10,9 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from connectcore.ports import Clock, Panes
+from connectcore.ports import Bus, Clock, Panes
 from connectd.clock import LifeClock
+from connectd.federation.bus import NatsBus
 from connectd.tmux import Capture, TmuxAdapter
+from tests.simulation.sim_bus import SimNetwork
 from tests.simulation.sim_tmux import SimServer
 from tests.support.conformance import port_mismatches
 from tests.support.fakes import FakeClock
@@ -24,6 +26,8 @@ IMPLEMENTATIONS: list[tuple[type, str, Callable[[], object]]] = [
     (Clock, "time.time", lambda: time.time),
     (Clock, "connectd.clock.LifeClock", LifeClock),
     (Clock, "tests.support.fakes.FakeClock", FakeClock),
+    (Bus, "connectd.federation.bus.NatsBus", lambda: NatsBus("aaaaaaaaaaaaaaaa")),
+    (Bus, "tests.simulation.sim_bus.SimBus", lambda: SimNetwork().bus("aaaaaaaaaaaaaaaa")),
 ]
 
 
