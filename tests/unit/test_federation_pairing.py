@@ -169,7 +169,7 @@ def test_several_requests_may_be_pending_on_one_invitation() -> None:
         ({"now": T0 + P.DEFAULT_EXPIRES}, Ref.INVITATION_EXPIRED),
         ({"keys": OWN}, Ref.SELF_PAIRING),
         ({"name": "Not A Name"}, Ref.BAD_NAME),
-        ({"request_id": ""}, Ref.CONFLICT),
+        ({"request_id": ""}, Ref.BAD_ID),
     ],
 )
 def test_a_request_is_refused_and_changes_nothing(change: dict[str, Any], reason: P.Refusal) -> None:

@@ -165,7 +165,7 @@ class Refusal(StrEnum):
     UNKNOWN_PAIRING = "unknown_pairing"
     NOT_REQUESTED = "not_requested"
     REMOVED = "removed"
-    CONFLICT = "conflict"
+    BAD_ID = "bad_id"
 
 
 class PairingError(ConnectError):
@@ -301,7 +301,7 @@ def _with(mapping: Mapping[str, Any], items: Iterable[tuple[str, Any]]) -> dict[
 def _check_id(what: str, value: str) -> str:
     if not isinstance(value, str) or not value or len(value) > 128:
         raise PairingError(
-            Refusal.CONFLICT, f"a {what} id is a non-empty string of at most 128 characters, got {value!r}"
+            Refusal.BAD_ID, f"a {what} id is a non-empty string of at most 128 characters, got {value!r}"
         )
     return value
 
@@ -427,7 +427,7 @@ def _closed_reason(invitation: Invitation) -> Refusal:
         _I.CONSUMED: Refusal.INVITATION_USED,
         _I.EXPIRED: Refusal.INVITATION_EXPIRED,
         _I.REVOKED: Refusal.INVITATION_REVOKED,
-    }.get(invitation.state, Refusal.CONFLICT)
+    }.get(invitation.state, Refusal.BAD_ID)
 
 
 def receive_request(
