@@ -21,6 +21,7 @@ MODULES = [
     "connectcore.restart",
     "connectcore.arming",
     "connectcore.control",
+    "connectcore.federation.pairing",
 ]
 
 

@@ -4,8 +4,9 @@ across them, decided here and executed by ``connectd.federation`` (design: docs/
 What federation owns, one module each: box identity (``boxes``: box ids and fingerprints from public
 keys, box names, targets qualified by a box and their ambiguity) and the envelope (``envelope``: its
 outer and inner fields per kind, the canonical encoding, and the receiver's judgement of a wire from
-the facts the shell reports). Pairing, the outbox and inbox, the recipient box's rules for a remote
-sender and the remote directory follow (docs/federation.md, "Build order").
+the facts the shell reports) and pairing (``pairing``: invitations, pair requests and pairings, their
+tables, atomic consumption, repeats and conflicts). The outbox and inbox, the recipient box's rules for
+a remote sender and the remote directory follow (docs/federation.md, "Build order").
 
 Like the rest of ``connectcore`` it is pure: it may use ``hashlib`` and ``base64``, never ``nacl`` or
 ``nats`` (import-linter). Keys never enter it: the core decides on facts the shell reports (the

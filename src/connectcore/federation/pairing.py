@@ -1,0 +1,856 @@
+"""Pairing: invitations, pair requests and pairings, their tables, atomic consumption, repeats and
+conflicts (the core of docs/federation.md, "Pairing").
+
+Rules:
+
+P1  Two approvals. The invitee's owner accepts a code (:func:`accept_code`: its pairing ``requested``,
+    the inviter's keys pinned from the code); the inviter's owner approves the request that code sent
+    (:func:`approve`). On the inviter a pairing exists only once approved, and is created ``active``.
+P2  The invitation keeps the SHA-256 of its secret, never the secret (as for tokens). A request's
+    secret is hashed here and compared with :func:`hmac.compare_digest` (constant time). It lives
+    15 minutes by default, at most 24 hours (:data:`DEFAULT_EXPIRES`, :data:`MAX_EXPIRES`).
+P3  A received request is judged in this order, the first that holds deciding: ``unknown_invitation``;
+    ``bad_secret``; a request from the same box on the same invitation is a **repeat** (after the
+    decision it answers the stored decision, :func:`answer`; before it, it is the pending request
+    again: either way nothing changes); a decided (consumed) invitation refuses anything else
+    ``invitation_used`` (a conflicting answer fails); ``invitation_revoked``; ``invitation_expired``
+    (by state, or ``now`` at or past its expiry); ``self_pairing``; ``already_paired`` (an active
+    pairing with that box exists: remove it first). Otherwise the request is stored ``pending``;
+    several may be pending on one invitation.
+P4  One invitation, one decision, in one step: :func:`approve` consumes the invitation, approves the
+    request, refuses every other pending request on it (``invitation_used``) and makes the pairing
+    ``active`` with the requester's keys pinned and a pairing id given as a value; :func:`decline`
+    consumes the invitation and declines the request, refusing the others the same way.
+P5  At most one active pairing per remote box (``already_paired``), checked when a request arrives, at
+    approval, when the invitee accepts a code and when its pair_accept arrives.
+P6  Names. A pairing's name is unique among this box's own name and its active pairings'
+    (:func:`connectcore.federation.boxes.check_name_free`); a collision refuses the approval (or the
+    acceptance of a code) ``name_taken``, asking for another name. The name stays when the peer
+    renames itself.
+P7  Removal is permanent for that pairing: the row stays (its id, its pinned keys, when and by whom:
+    ``removed_by`` is :data:`BY_OWNER` or :data:`BY_PEER`) and nothing makes it active again. Removing
+    a removed pairing is refused ``removed``; a peer's repeated unpair changes nothing. Pairing again
+    needs a new invitation and makes a new pairing.
+P8  Expiry by ``now`` (:func:`expire`): an open invitation past its expiry expires with its pending
+    requests; an invitee's requested pairing expires :data:`ANSWER_GRACE` after the code's expiry (the
+    inviter may approve until the code expires, and its answer may take a while to arrive).
+P9  Every refusal is a :class:`PairingError` (a :class:`ConnectError`) with a reason code
+    (:class:`Refusal`) and a message naming the problem, and changes nothing (auditing it is the
+    caller's: :meth:`PairingError.audit`). An event a table does not allow is a bug in the caller and
+    raises :class:`connectcore._machine.TransitionNotAllowed`. Every state change goes through a table.
+P10 The core invents nothing: ids (invitation, request, pairing), the secret's hash and ``now`` arrive
+    as values. Each step returns ``(book, effects)``: a :class:`Persist` per record it changed, one
+    :class:`Audit`, and a :class:`Notify` (topic :data:`TOPIC`) for the owner's page where a person
+    decides or must know. What the inviter publishes after a decision (and again on a repeat) is
+    :func:`answer`'s to say; publishing is the shell's (slice 4's daemon flow).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from connectcore._machine import ConnectError, Table, freeze
+from connectcore.effects import Audit, Effect, Notify, Persist
+from connectcore.federation.boxes import BoxError, BoxKeys, check_box_name, check_name_free
+
+DEFAULT_EXPIRES = 15 * 60.0  # seconds an invitation lives by default
+MAX_EXPIRES = 24 * 3600.0  # the longest an invitation may live
+ANSWER_GRACE = 3600.0  # seconds past the code's expiry an invitee waits for the inviter's answer
+SECRET_HASH_HEX = 64  # the SHA-256 of a secret, in hex
+TOPIC = "pairing"  # Notify.topic of every pairing notice
+OWNER = "owner"  # the audit actor of the owner's decisions
+BY_OWNER = "owner"  # removed_by: this box's owner removed it
+BY_PEER = "peer"  # removed_by: the other box removed it (its unpair or tombstone)
+
+STORE_INVITATION = "pair_invitation"  # Persist.kind of each record
+STORE_REQUEST = "pair_request"
+STORE_PAIRING = "pairing"
+
+
+# --------------------------------------------------------------------------------------------------
+# Rules as data
+# --------------------------------------------------------------------------------------------------
+
+
+class InvitationState(StrEnum):
+    OPEN = "open"  # printed; requests may use it
+    CONSUMED = "consumed"  # decided (approved or declined) (final)
+    EXPIRED = "expired"  # past its expiry, undecided (final)
+    REVOKED = "revoked"  # the owner withdrew it (final)
+
+
+class RequestState(StrEnum):
+    PENDING = "pending"  # waits for the owner
+    APPROVED = "approved"  # (final)
+    DECLINED = "declined"  # (final)
+    REFUSED = "refused"  # another request on its invitation was decided, or it was revoked (final)
+    EXPIRED = "expired"  # its invitation expired first (final)
+
+
+class PairingState(StrEnum):
+    REQUESTED = "requested"  # the invitee accepted a code and waits for the inviter's answer
+    ACTIVE = "active"
+    DECLINED = "declined"  # (final)
+    EXPIRED = "expired"  # (final)
+    REMOVED = "removed"  # by either side; permanent (final)
+
+
+class Role(StrEnum):
+    INVITER = "inviter"  # this box printed the invitation
+    INVITEE = "invitee"  # this box accepted the code
+
+
+_I, _R, _P = InvitationState, RequestState, PairingState
+
+INVITATION_TABLE: Table[InvitationState] = Table(
+    name="invitation",
+    initial=_I.OPEN,
+    finals=frozenset({_I.CONSUMED, _I.EXPIRED, _I.REVOKED}),
+    edges=(
+        (_I.OPEN, "approve", _I.CONSUMED),
+        (_I.OPEN, "decline", _I.CONSUMED),
+        (_I.OPEN, "expire", _I.EXPIRED),
+        (_I.OPEN, "revoke", _I.REVOKED),
+    ),
+)
+
+REQUEST_TABLE: Table[RequestState] = Table(
+    name="pair_request",
+    initial=_R.PENDING,
+    finals=frozenset({_R.APPROVED, _R.DECLINED, _R.REFUSED, _R.EXPIRED}),
+    edges=(
+        (_R.PENDING, "approve", _R.APPROVED),
+        (_R.PENDING, "decline", _R.DECLINED),
+        (_R.PENDING, "invitation_used", _R.REFUSED),
+        (_R.PENDING, "expire", _R.EXPIRED),
+    ),
+)
+
+PAIRING_TABLE: Table[PairingState] = Table(
+    name="pairing",
+    initial=_P.REQUESTED,  # on the invitee; the inviter creates it active by the approval (P1)
+    finals=frozenset({_P.DECLINED, _P.EXPIRED, _P.REMOVED}),
+    edges=(
+        (_P.REQUESTED, "pair_accept", _P.ACTIVE),
+        (_P.REQUESTED, "pair_decline", _P.DECLINED),
+        (_P.REQUESTED, "expire", _P.EXPIRED),
+        (_P.REQUESTED, "remove", _P.REMOVED),
+        (_P.ACTIVE, "remove", _P.REMOVED),
+        (_P.ACTIVE, "removed_by_peer", _P.REMOVED),
+    ),
+)
+
+
+class Refusal(StrEnum):
+    """Why a pairing step was refused."""
+
+    UNKNOWN_INVITATION = "unknown_invitation"
+    BAD_SECRET = "bad_secret"
+    INVITATION_USED = "invitation_used"
+    INVITATION_REVOKED = "invitation_revoked"
+    INVITATION_EXPIRED = "invitation_expired"
+    SELF_PAIRING = "self_pairing"
+    ALREADY_PAIRED = "already_paired"
+    NAME_TAKEN = "name_taken"
+    BAD_NAME = "bad_name"
+    BAD_EXPIRY = "bad_expiry"
+    ID_IN_USE = "id_in_use"
+    UNKNOWN_REQUEST = "unknown_request"
+    NOT_PENDING = "not_pending"
+    UNKNOWN_PAIRING = "unknown_pairing"
+    NOT_REQUESTED = "not_requested"
+    REMOVED = "removed"
+    BAD_ID = "bad_id"
+
+
+class PairingError(ConnectError):
+    """A refused pairing step: ``reason`` (:class:`Refusal`) and a message naming the problem. Nothing
+    changed."""
+
+    def __init__(self, reason: Refusal, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def audit(self, *, actor: str, action: str, target: str | None = None, at: float = 0.0) -> Audit:
+        """The audit line the caller writes for this refusal."""
+        return Audit(
+            actor=actor,
+            action=action,
+            outcome="refused",
+            target=target,
+            detail=f"{self.reason}: {self}",
+            at=at,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Invitation:
+    """An invitation this box printed. Never its secret: the SHA-256 of it, in hex (P2)."""
+
+    id: str
+    secret_hash: str
+    created_at: float
+    expires_at: float
+    state: InvitationState = _I.OPEN
+    decided_at: float | None = None
+
+
+@dataclass(frozen=True)
+class PairRequest:
+    """A pair_request this box received on one of its invitations."""
+
+    id: str
+    invitation: str
+    box_id: str
+    keys: BoxKeys
+    name: str  # the requester's own name for itself
+    received_at: float
+    state: RequestState = _R.PENDING
+    reason: str = ""  # why it was refused or expired
+    decided_at: float | None = None
+    pairing: str | None = None  # the pairing its approval made
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """A pairing with another box, keyed in the book by the invitation that made it (both boxes know
+    it; the invitee learns the pairing id only from the pair_accept)."""
+
+    invitation: str
+    role: Role
+    box_id: str
+    keys: BoxKeys  # pinned
+    name: str  # this box's name for the other box
+    state: PairingState
+    since: float  # when it entered its state
+    id: str | None = None  # the pairing id the inviter chose (None while requested)
+    expires_at: float | None = None  # an invitee's requested pairing: when it gives up waiting
+    removed_by: str | None = None  # BY_OWNER or BY_PEER once removed
+
+
+@dataclass(frozen=True)
+class PairBook:
+    """Every invitation, request and pairing of this box. Read-only: steps return a new book."""
+
+    own_box: str
+    own_name: str
+    invitations: Mapping[str, Invitation] = field(default_factory=dict)
+    requests: Mapping[str, PairRequest] = field(default_factory=dict)
+    pairings: Mapping[str, Pairing] = field(default_factory=dict)  # by invitation id
+
+    def active(self) -> tuple[Pairing, ...]:
+        return tuple(p for p in self.pairings.values() if p.state is _P.ACTIVE)
+
+    def active_with(self, box_id: str) -> Pairing | None:
+        """The active pairing with ``box_id`` (at most one, P5)."""
+        return next((p for p in self.active() if p.box_id == box_id), None)
+
+    def active_names(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.active())
+
+    def by_pairing_id(self, pairing_id: str) -> Pairing | None:
+        return next((p for p in self.pairings.values() if p.id == pairing_id), None)
+
+    def named(self, name: str) -> Pairing | None:
+        """The active pairing called ``name``, else the latest requested one."""
+        found = [p for p in self.pairings.values() if p.name == name and p.state in (_P.ACTIVE, _P.REQUESTED)]
+        found.sort(key=lambda p: (p.state is _P.ACTIVE, p.since))
+        return found[-1] if found else None
+
+    def requests_on(self, invitation_id: str) -> tuple[PairRequest, ...]:
+        return tuple(r for r in self.requests.values() if r.invitation == invitation_id)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the inviter publishes to the requester after a decision (and again on each repeat)."""
+
+    kind: str  # "pair_accept" or "pair_decline"
+    to: str  # the requester's box id
+    invitation: str
+    pairing: str | None  # the new pairing's id (pair_accept only)
+    at: float
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def secret_hash(secret: bytes) -> str:
+    """The SHA-256 of an invitation's secret, in hex: what the inviter stores (P2)."""
+    if not isinstance(secret, bytes) or not secret:
+        raise PairingError(Refusal.BAD_SECRET, "an invitation's secret is a non-empty byte string")
+    return hashlib.sha256(secret).hexdigest()
+
+
+def _with(mapping: Mapping[str, Any], items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    return freeze([*mapping.items(), *items])
+
+
+def _check_id(what: str, value: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 128:
+        raise PairingError(
+            Refusal.BAD_ID, f"a {what} id is a non-empty string of at most 128 characters, got {value!r}"
+        )
+    return value
+
+
+def _name(name: str, book: PairBook, *, whose: str) -> str:
+    try:
+        check_box_name(name)
+    except BoxError as error:
+        raise PairingError(Refusal.BAD_NAME, f"{whose}: {error}") from None
+    try:
+        return check_name_free(name, book.own_name, book.active_names())
+    except BoxError as error:
+        raise PairingError(Refusal.NAME_TAKEN, f"{whose}: {error} (give it one with --name)") from None
+
+
+def _persist(record: Invitation | PairRequest | Pairing) -> Persist:
+    if isinstance(record, Invitation):
+        return Persist(STORE_INVITATION, (record.id,), record)
+    if isinstance(record, PairRequest):
+        return Persist(STORE_REQUEST, (record.id,), record)
+    return Persist(STORE_PAIRING, (record.invitation,), record)
+
+
+def _notify(event: str, key: str, **payload: Any) -> Notify:
+    return Notify(topic=TOPIC, key=(key,), payload={"event": event, **payload})
+
+
+def _refuse_others(
+    book: PairBook, invitation_id: str, keep: str, now: float
+) -> tuple[dict[str, PairRequest], list[Effect]]:
+    requests = dict(book.requests)
+    effects: list[Effect] = []
+    for other in book.requests_on(invitation_id):
+        if other.id != keep and other.state is _R.PENDING:
+            refused = replace(
+                other,
+                state=REQUEST_TABLE.next(other.state, "invitation_used"),
+                reason=str(Refusal.INVITATION_USED),
+                decided_at=now,
+            )
+            requests[other.id] = refused
+            effects.append(_persist(refused))
+    return requests, effects
+
+
+# --------------------------------------------------------------------------------------------------
+# The inviter
+# --------------------------------------------------------------------------------------------------
+
+
+def invite(
+    book: PairBook, *, invitation_id: str, secret_hash: str, now: float, expires_in: float = DEFAULT_EXPIRES
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """A new open invitation (``pair invite``), living ``expires_in`` seconds (P2)."""
+    _check_id("invitation", invitation_id)
+    if invitation_id in book.invitations or invitation_id in book.pairings:
+        raise PairingError(
+            Refusal.ID_IN_USE, f"invitation id {invitation_id!r} is already in use on this box"
+        )
+    if (
+        not isinstance(secret_hash, str)
+        or len(secret_hash) != SECRET_HASH_HEX
+        or secret_hash.strip("0123456789abcdef")
+    ):
+        raise PairingError(
+            Refusal.BAD_SECRET, "an invitation keeps the SHA-256 of its secret as 64 lowercase hex digits"
+        )
+    if (
+        isinstance(expires_in, bool)
+        or not isinstance(expires_in, int | float)
+        or not 0 < expires_in <= MAX_EXPIRES
+    ):
+        raise PairingError(
+            Refusal.BAD_EXPIRY,
+            f"an invitation lives more than 0 s and at most {MAX_EXPIRES:.0f} s (24 h), got {expires_in!r}",
+        )
+    invitation = Invitation(
+        id=invitation_id, secret_hash=secret_hash, created_at=now, expires_at=now + expires_in
+    )
+    book = replace(book, invitations=_with(book.invitations, [(invitation_id, invitation)]))
+    return book, (
+        _persist(invitation),
+        Audit(actor=OWNER, action="pair.invite", outcome="open", target=invitation_id, at=now),
+    )
+
+
+def revoke_invitation(
+    book: PairBook, invitation_id: str, *, now: float
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The owner withdraws an open invitation (``pair invite --revoke ID``); its pending requests are
+    refused (reason ``invitation_revoked``)."""
+    invitation = book.invitations.get(invitation_id)
+    if invitation is None:
+        raise PairingError(Refusal.UNKNOWN_INVITATION, f"no invitation {invitation_id!r} on this box")
+    if invitation.state is not _I.OPEN:
+        raise PairingError(
+            _closed_reason(invitation), f"invitation {invitation_id!r} is {invitation.state}, not open"
+        )
+    revoked = replace(invitation, state=INVITATION_TABLE.next(invitation.state, "revoke"), decided_at=now)
+    requests = dict(book.requests)
+    effects: list[Effect] = [_persist(revoked)]
+    for other in book.requests_on(invitation_id):
+        if other.state is _R.PENDING:
+            refused = replace(
+                other,
+                state=REQUEST_TABLE.next(other.state, "invitation_used"),
+                reason=str(Refusal.INVITATION_REVOKED),
+                decided_at=now,
+            )
+            requests[other.id] = refused
+            effects.append(_persist(refused))
+    effects.append(Audit(actor=OWNER, action="pair.invite", outcome="revoked", target=invitation_id, at=now))
+    book = replace(
+        book,
+        invitations=_with(book.invitations, [(invitation_id, revoked)]),
+        requests=freeze(requests.items()),
+    )
+    return book, tuple(effects)
+
+
+def _closed_reason(invitation: Invitation) -> Refusal:
+    return {
+        _I.CONSUMED: Refusal.INVITATION_USED,
+        _I.EXPIRED: Refusal.INVITATION_EXPIRED,
+        _I.REVOKED: Refusal.INVITATION_REVOKED,
+    }.get(invitation.state, Refusal.BAD_ID)
+
+
+def receive_request(
+    book: PairBook,
+    *,
+    request_id: str,
+    invitation_id: str,
+    keys: BoxKeys,
+    name: str,
+    secret: bytes,
+    now: float,
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """Judge a received pair_request (P3): stored ``pending``, a repeat that changes nothing, or a
+    :class:`PairingError`. The envelope's own checks (signature, keys giving the sender's box id,
+    seal, binding) came first (:mod:`connectcore.federation.envelope`)."""
+    invitation = book.invitations.get(invitation_id)
+    if invitation is None:
+        raise PairingError(Refusal.UNKNOWN_INVITATION, f"no invitation {invitation_id!r} on this box")
+    if not isinstance(secret, bytes) or not hmac.compare_digest(secret_hash(secret), invitation.secret_hash):
+        raise PairingError(
+            Refusal.BAD_SECRET, f"the request's secret does not match invitation {invitation_id!r}"
+        )
+    box = keys.box_id
+    same = next((r for r in book.requests_on(invitation_id) if r.box_id == box and r.keys == keys), None)
+    if same is not None and same.state in (_R.PENDING, _R.APPROVED, _R.DECLINED):
+        outcome = "repeat" if same.state is _R.PENDING else f"repeat of {same.state}"
+        return book, (
+            Audit(
+                actor=f"box:{box}",
+                action="pair.request",
+                outcome="duplicate",
+                target=same.id,
+                detail=outcome,
+                at=now,
+            ),
+        )
+    if invitation.state is _I.CONSUMED:
+        raise PairingError(
+            Refusal.INVITATION_USED, f"invitation {invitation_id!r} was already used by another request"
+        )
+    if invitation.state is _I.REVOKED:
+        raise PairingError(
+            Refusal.INVITATION_REVOKED, f"invitation {invitation_id!r} was revoked by its owner"
+        )
+    if invitation.state is _I.EXPIRED or now >= invitation.expires_at:
+        raise PairingError(
+            Refusal.INVITATION_EXPIRED, f"invitation {invitation_id!r} expired; ask for a new one"
+        )
+    if box == book.own_box:
+        raise PairingError(Refusal.SELF_PAIRING, "a box cannot pair with itself")
+    if book.active_with(box) is not None:
+        raise PairingError(
+            Refusal.ALREADY_PAIRED, f"box {box} is already paired with this box; remove that pairing first"
+        )
+    _check_id("request", request_id)
+    if request_id in book.requests:
+        raise PairingError(Refusal.ID_IN_USE, f"request id {request_id!r} is already in use on this box")
+    try:
+        check_box_name(name)
+    except BoxError as error:
+        raise PairingError(Refusal.BAD_NAME, f"the requester's name: {error}") from None
+    request = PairRequest(
+        id=request_id, invitation=invitation_id, box_id=box, keys=keys, name=name, received_at=now
+    )
+    book = replace(book, requests=_with(book.requests, [(request_id, request)]))
+    return book, (
+        _persist(request),
+        Audit(actor=f"box:{box}", action="pair.request", outcome="pending", target=request_id, at=now),
+        _notify(
+            "request", request_id, box=box, name=name, fingerprint=keys.fingerprint, invitation=invitation_id
+        ),
+    )
+
+
+def _pending(book: PairBook, request_id: str, now: float) -> tuple[PairRequest, Invitation]:
+    request = book.requests.get(request_id)
+    if request is None:
+        raise PairingError(Refusal.UNKNOWN_REQUEST, f"no pair request {request_id!r} on this box")
+    if request.state is not _R.PENDING:
+        raise PairingError(
+            Refusal.NOT_PENDING, f"pair request {request_id!r} is {request.state}, not pending"
+        )
+    invitation = book.invitations[request.invitation]
+    if invitation.state is not _I.OPEN:
+        raise PairingError(_closed_reason(invitation), f"invitation {invitation.id!r} is {invitation.state}")
+    if now >= invitation.expires_at:
+        raise PairingError(
+            Refusal.INVITATION_EXPIRED, f"invitation {invitation.id!r} expired; ask for a new one"
+        )
+    return request, invitation
+
+
+def approve(
+    book: PairBook, request_id: str, *, pairing_id: str, now: float, name: str | None = None
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """Approval 2 (P4): in one step the invitation consumed, the request approved, the other pending
+    requests on it refused, the pairing active with the requester's keys pinned under ``name`` (the
+    requester's own name when ``None``; P6)."""
+    request, invitation = _pending(book, request_id, now)
+    if book.active_with(request.box_id) is not None:
+        raise PairingError(
+            Refusal.ALREADY_PAIRED,
+            f"box {request.box_id} is already paired with this box; remove that pairing first",
+        )
+    _check_id("pairing", pairing_id)
+    if book.by_pairing_id(pairing_id) is not None:
+        raise PairingError(Refusal.ID_IN_USE, f"pairing id {pairing_id!r} is already in use on this box")
+    chosen = _name(request.name if name is None else name, book, whose=f"box {request.box_id}")
+    consumed = replace(invitation, state=INVITATION_TABLE.next(invitation.state, "approve"), decided_at=now)
+    approved = replace(
+        request, state=REQUEST_TABLE.next(request.state, "approve"), decided_at=now, pairing=pairing_id
+    )
+    pairing = Pairing(
+        invitation=invitation.id,
+        role=Role.INVITER,
+        box_id=request.box_id,
+        keys=request.keys,
+        name=chosen,
+        state=_P.ACTIVE,
+        since=now,
+        id=pairing_id,
+    )
+    requests, refused = _refuse_others(book, invitation.id, request_id, now)
+    requests[request_id] = approved
+    book = replace(
+        book,
+        invitations=_with(book.invitations, [(invitation.id, consumed)]),
+        requests=freeze(requests.items()),
+        pairings=_with(book.pairings, [(invitation.id, pairing)]),
+    )
+    return book, (
+        _persist(consumed),
+        _persist(approved),
+        *refused,
+        _persist(pairing),
+        Audit(
+            actor=OWNER,
+            action="pair.approve",
+            outcome="active",
+            target=pairing_id,
+            detail=f"box {request.box_id} as {chosen}",
+            at=now,
+        ),
+        _notify("active", pairing_id, box=request.box_id, name=chosen, fingerprint=request.keys.fingerprint),
+    )
+
+
+def decline(book: PairBook, request_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The owner declines a request (P4): the invitation is consumed too (one invitation, one decision)."""
+    request, invitation = _pending(book, request_id, now)
+    consumed = replace(invitation, state=INVITATION_TABLE.next(invitation.state, "decline"), decided_at=now)
+    declined = replace(request, state=REQUEST_TABLE.next(request.state, "decline"), decided_at=now)
+    requests, refused = _refuse_others(book, invitation.id, request_id, now)
+    requests[request_id] = declined
+    book = replace(
+        book,
+        invitations=_with(book.invitations, [(invitation.id, consumed)]),
+        requests=freeze(requests.items()),
+    )
+    return book, (
+        _persist(consumed),
+        _persist(declined),
+        *refused,
+        Audit(actor=OWNER, action="pair.decline", outcome="declined", target=request_id, at=now),
+        _notify("declined", request_id, box=request.box_id),
+    )
+
+
+def answer(book: PairBook, request_id: str) -> Answer | None:
+    """What the inviter publishes for a decided request (again on each repeat): ``pair_accept`` with the
+    pairing id, ``pair_decline``, or ``None`` (undecided, refused or expired: nothing to say)."""
+    request = book.requests.get(request_id)
+    if request is None or request.decided_at is None:
+        return None
+    if request.state is _R.APPROVED:
+        return Answer("pair_accept", request.box_id, request.invitation, request.pairing, request.decided_at)
+    if request.state is _R.DECLINED:
+        return Answer("pair_decline", request.box_id, request.invitation, None, request.decided_at)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The invitee
+# --------------------------------------------------------------------------------------------------
+
+
+def accept_code(
+    book: PairBook,
+    *,
+    invitation_id: str,
+    keys: BoxKeys,
+    name: str,
+    expires_at: float,
+    now: float,
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """Approval 1 (``pair accept CODE``, P1): a ``requested`` pairing with the inviter's keys pinned
+    from the code, under ``name`` (the code's name, or the one the owner gave; P6). The shell then
+    sends the pair_request."""
+    _check_id("invitation", invitation_id)
+    if invitation_id in book.pairings or invitation_id in book.invitations:
+        raise PairingError(
+            Refusal.INVITATION_USED, f"invitation {invitation_id!r} was already used on this box"
+        )
+    if now >= expires_at:
+        raise PairingError(
+            Refusal.INVITATION_EXPIRED, f"invitation {invitation_id!r} expired; ask for a new one"
+        )
+    box = keys.box_id
+    if box == book.own_box:
+        raise PairingError(Refusal.SELF_PAIRING, "a box cannot pair with itself")
+    if book.active_with(box) is not None:
+        raise PairingError(
+            Refusal.ALREADY_PAIRED, f"box {box} is already paired with this box; remove that pairing first"
+        )
+    chosen = _name(name, book, whose=f"box {box}")
+    pairing = Pairing(
+        invitation=invitation_id,
+        role=Role.INVITEE,
+        box_id=box,
+        keys=keys,
+        name=chosen,
+        state=PAIRING_TABLE.initial,
+        since=now,
+        expires_at=expires_at + ANSWER_GRACE,
+    )
+    book = replace(book, pairings=_with(book.pairings, [(invitation_id, pairing)]))
+    return book, (
+        _persist(pairing),
+        Audit(
+            actor=OWNER,
+            action="pair.accept",
+            outcome="requested",
+            target=invitation_id,
+            detail=f"box {box} as {chosen}",
+            at=now,
+        ),
+    )
+
+
+def _requested(book: PairBook, invitation_id: str) -> Pairing:
+    pairing = book.pairings.get(invitation_id)
+    if pairing is None or pairing.role is not Role.INVITEE:
+        raise PairingError(Refusal.UNKNOWN_PAIRING, f"this box accepted no invitation {invitation_id!r}")
+    return pairing
+
+
+def pair_accepted(
+    book: PairBook, invitation_id: str, *, pairing_id: str, now: float
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The inviter's pair_accept arrived (verified with the keys pinned from the code): ``requested``
+    becomes ``active`` with the inviter's pairing id. An identical repeat changes nothing."""
+    pairing = _requested(book, invitation_id)
+    if pairing.state is _P.ACTIVE and pairing.id == pairing_id:
+        return book, ()
+    if pairing.state is not _P.REQUESTED:
+        raise PairingError(
+            Refusal.REMOVED if pairing.state is _P.REMOVED else Refusal.NOT_REQUESTED,
+            f"the pairing from invitation {invitation_id!r} is {pairing.state}: this pair_accept changes nothing",
+        )
+    _check_id("pairing", pairing_id)
+    if book.by_pairing_id(pairing_id) is not None:
+        raise PairingError(Refusal.ID_IN_USE, f"pairing id {pairing_id!r} is already in use on this box")
+    if book.active_with(pairing.box_id) is not None:
+        raise PairingError(
+            Refusal.ALREADY_PAIRED,
+            f"box {pairing.box_id} is already paired with this box; remove that pairing first",
+        )
+    _name(pairing.name, book, whose=f"box {pairing.box_id}")
+    active = replace(
+        pairing,
+        state=PAIRING_TABLE.next(pairing.state, "pair_accept"),
+        since=now,
+        id=pairing_id,
+        expires_at=None,
+    )
+    book = replace(book, pairings=_with(book.pairings, [(invitation_id, active)]))
+    return book, (
+        _persist(active),
+        Audit(
+            actor=f"box:{pairing.box_id}", action="pair.accept", outcome="active", target=pairing_id, at=now
+        ),
+        _notify(
+            "active", pairing_id, box=pairing.box_id, name=pairing.name, fingerprint=pairing.keys.fingerprint
+        ),
+    )
+
+
+def pair_declined(book: PairBook, invitation_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The inviter's pair_decline arrived: ``requested`` becomes ``declined``; a repeat changes nothing."""
+    pairing = _requested(book, invitation_id)
+    if pairing.state is _P.DECLINED:
+        return book, ()
+    if pairing.state is not _P.REQUESTED:
+        raise PairingError(
+            Refusal.NOT_REQUESTED,
+            f"the pairing from invitation {invitation_id!r} is {pairing.state}: this pair_decline changes nothing",
+        )
+    declined = replace(
+        pairing, state=PAIRING_TABLE.next(pairing.state, "pair_decline"), since=now, expires_at=None
+    )
+    book = replace(book, pairings=_with(book.pairings, [(invitation_id, declined)]))
+    return book, (
+        _persist(declined),
+        Audit(
+            actor=f"box:{pairing.box_id}",
+            action="pair.decline",
+            outcome="declined",
+            target=invitation_id,
+            at=now,
+        ),
+        _notify("declined", invitation_id, box=pairing.box_id, name=pairing.name),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Both sides
+# --------------------------------------------------------------------------------------------------
+
+
+def expire(book: PairBook, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+    """Everything past its time by ``now`` (P8): open invitations and their pending requests, an
+    invitee's requested pairings. Nothing due: the same book and no effects."""
+    invitations = dict(book.invitations)
+    requests = dict(book.requests)
+    pairings = dict(book.pairings)
+    effects: list[Effect] = []
+    for invitation in book.invitations.values():
+        if invitation.state is _I.OPEN and now >= invitation.expires_at:
+            expired = replace(
+                invitation, state=INVITATION_TABLE.next(invitation.state, "expire"), decided_at=now
+            )
+            invitations[invitation.id] = expired
+            effects.append(_persist(expired))
+            for request in book.requests_on(invitation.id):
+                if request.state is _R.PENDING:
+                    gone = replace(
+                        request,
+                        state=REQUEST_TABLE.next(request.state, "expire"),
+                        reason=str(Refusal.INVITATION_EXPIRED),
+                        decided_at=now,
+                    )
+                    requests[request.id] = gone
+                    effects.append(_persist(gone))
+            effects.append(
+                Audit(actor="connectd", action="pair.invite", outcome="expired", target=invitation.id, at=now)
+            )
+    for key, pairing in book.pairings.items():
+        if pairing.state is _P.REQUESTED and pairing.expires_at is not None and now >= pairing.expires_at:
+            expired_pairing = replace(pairing, state=PAIRING_TABLE.next(pairing.state, "expire"), since=now)
+            pairings[key] = expired_pairing
+            effects.append(_persist(expired_pairing))
+            effects.append(
+                Audit(actor="connectd", action="pair.accept", outcome="expired", target=key, at=now)
+            )
+            effects.append(_notify("expired", key, box=pairing.box_id, name=pairing.name))
+    if not effects:
+        return book, ()
+    book = replace(
+        book,
+        invitations=freeze(invitations.items()),
+        requests=freeze(requests.items()),
+        pairings=freeze(pairings.items()),
+    )
+    return book, tuple(effects)
+
+
+def remove(book: PairBook, invitation_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The owner removes a pairing (``pair remove BOX``; the pairing is found by :meth:`PairBook.named`),
+    active or still requested: permanent (P7). What follows from it (unpair, tombstone, messages in
+    flight) is the shell's and slice 6's."""
+    pairing = book.pairings.get(invitation_id)
+    if pairing is None:
+        raise PairingError(
+            Refusal.UNKNOWN_PAIRING, f"no pairing from invitation {invitation_id!r} on this box"
+        )
+    if pairing.state not in (_P.ACTIVE, _P.REQUESTED):
+        raise PairingError(
+            Refusal.REMOVED if pairing.state is _P.REMOVED else Refusal.NOT_REQUESTED,
+            f"the pairing with box {pairing.box_id} ({pairing.name}) is {pairing.state}: nothing to remove",
+        )
+    removed = replace(
+        pairing,
+        state=PAIRING_TABLE.next(pairing.state, "remove"),
+        since=now,
+        removed_by=BY_OWNER,
+        expires_at=None,
+    )
+    book = replace(book, pairings=_with(book.pairings, [(invitation_id, removed)]))
+    return book, (
+        _persist(removed),
+        Audit(
+            actor=OWNER,
+            action="pair.remove",
+            outcome="removed",
+            target=pairing.id or invitation_id,
+            detail=f"box {pairing.box_id} ({pairing.name})",
+            at=now,
+        ),
+        _notify("removed", pairing.id or invitation_id, box=pairing.box_id, name=pairing.name, by=BY_OWNER),
+    )
+
+
+def removed_by_peer(book: PairBook, pairing_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The other box removed the pairing (its verified unpair or tombstone): ``active`` becomes
+    ``removed`` by the peer (P7). A repeat, once removed, changes nothing."""
+    pairing = book.by_pairing_id(pairing_id)
+    if pairing is None:
+        raise PairingError(Refusal.UNKNOWN_PAIRING, f"no pairing {pairing_id!r} on this box")
+    if pairing.state is _P.REMOVED:
+        return book, ()
+    removed = replace(
+        pairing, state=PAIRING_TABLE.next(pairing.state, "removed_by_peer"), since=now, removed_by=BY_PEER
+    )
+    book = replace(book, pairings=_with(book.pairings, [(pairing.invitation, removed)]))
+    return book, (
+        _persist(removed),
+        Audit(
+            actor=f"box:{pairing.box_id}",
+            action="pair.remove",
+            outcome="removed",
+            target=pairing_id,
+            detail=f"by box {pairing.name}",
+            at=now,
+        ),
+        _notify("removed", pairing_id, box=pairing.box_id, name=pairing.name, by=BY_PEER),
+    )

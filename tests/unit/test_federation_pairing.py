@@ -1,0 +1,507 @@
+"""Pairing: invitations, pair requests and pairings, each transition of their tables, every refusal
+changing nothing, repeats and conflicts, removal for good, name collisions
+(connectcore.federation.pairing; docs/federation.md "Pairing")."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from connectcore._machine import TransitionNotAllowed
+from connectcore.effects import Audit, Notify, Persist
+from connectcore.federation import pairing as P
+from connectcore.federation.boxes import BoxKeys
+
+OWN = BoxKeys(bytes(range(32)), bytes(range(32, 64)))
+B1 = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
+B2 = BoxKeys(bytes([3]) * 32, bytes([4]) * 32)
+SECRET = b"s" * 32
+T0 = 1_000_000.0
+
+IS, R, PS, Ref = P.InvitationState, P.RequestState, P.PairingState, P.Refusal
+
+
+def empty() -> P.PairBook:
+    return P.PairBook(own_box=OWN.box_id, own_name="laptop")
+
+
+def invited(expires_in: float = P.DEFAULT_EXPIRES) -> P.PairBook:
+    book, _ = P.invite(
+        empty(), invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0, expires_in=expires_in
+    )
+    return book
+
+
+def requested(*boxes: tuple[str, BoxKeys, str]) -> P.PairBook:
+    book = invited()
+    for request_id, keys, name in boxes:
+        book, _ = P.receive_request(
+            book, request_id=request_id, invitation_id="inv1", keys=keys, name=name, secret=SECRET, now=T0 + 1
+        )
+    return book
+
+
+def paired() -> P.PairBook:
+    book, _ = P.approve(requested(("r1", B1, "devbox")), "r1", pairing_id="pa1", now=T0 + 2)
+    return book
+
+
+def refused(
+    step: Callable[[], Any], reason: P.Refusal, book: P.PairBook, match: str | None = None
+) -> P.PairingError:
+    """The step raises a PairingError with ``reason`` and leaves ``book`` exactly as it was."""
+    before = copy.deepcopy(book)
+    with pytest.raises(P.PairingError, match=match) as caught:
+        step()
+    assert caught.value.reason is reason
+    assert book == before
+    return caught.value
+
+
+def persisted(effects: tuple[Any, ...]) -> dict[tuple[str, tuple[Any, ...]], Any]:
+    return {(e.kind, e.key): e.record for e in effects if isinstance(e, Persist)}
+
+
+# --- the tables -------------------------------------------------------------------------------------
+
+
+def test_the_tables_are_the_documented_ones() -> None:
+    """Claim: each table is exactly the doc's rows, finals included (docs/federation.md "The tables")."""
+    assert {(s.value, e, d.value) for s, e, d in P.INVITATION_TABLE.edges} == {
+        ("open", "approve", "consumed"),
+        ("open", "decline", "consumed"),
+        ("open", "expire", "expired"),
+        ("open", "revoke", "revoked"),
+    }
+    assert {(s.value, e, d.value) for s, e, d in P.REQUEST_TABLE.edges} == {
+        ("pending", "approve", "approved"),
+        ("pending", "decline", "declined"),
+        ("pending", "invitation_used", "refused"),
+        ("pending", "expire", "expired"),
+    }
+    assert {(s.value, e, d.value) for s, e, d in P.PAIRING_TABLE.edges} == {
+        ("requested", "pair_accept", "active"),
+        ("requested", "pair_decline", "declined"),
+        ("requested", "expire", "expired"),
+        ("requested", "remove", "removed"),
+        ("active", "remove", "removed"),
+        ("active", "removed_by_peer", "removed"),
+    }
+    assert P.PAIRING_TABLE.finals == {PS.DECLINED, PS.EXPIRED, PS.REMOVED}
+    with pytest.raises(TransitionNotAllowed):
+        P.PAIRING_TABLE.next(PS.REMOVED, "pair_accept")
+
+
+# --- invite -----------------------------------------------------------------------------------------
+
+
+def test_invite_stores_the_hash_of_the_secret_never_the_secret() -> None:
+    book, effects = P.invite(empty(), invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0)
+    invitation = book.invitations["inv1"]
+    assert invitation.secret_hash == hashlib.sha256(SECRET).hexdigest()
+    assert SECRET.decode() not in repr(book) and SECRET.decode() not in repr(effects)
+    assert (invitation.state, invitation.expires_at) == (IS.OPEN, T0 + 900)
+    assert persisted(effects) == {("pair_invitation", ("inv1",)): invitation}
+    assert any(isinstance(e, Audit) and e.action == "pair.invite" for e in effects)
+
+
+@pytest.mark.parametrize("expires_in", [0, -1, P.MAX_EXPIRES + 1, True])
+def test_an_invitation_lives_more_than_nothing_and_at_most_a_day(expires_in: float) -> None:
+    book = empty()
+    refused(
+        lambda: P.invite(book, invitation_id="i", secret_hash="0" * 64, now=T0, expires_in=expires_in),
+        Ref.BAD_EXPIRY,
+        book,
+        "at most 86400 s",
+    )
+
+
+def test_invite_refuses_a_reused_id_and_a_hash_that_is_not_one() -> None:
+    book = invited()
+    refused(lambda: P.invite(book, invitation_id="inv1", secret_hash="0" * 64, now=T0), Ref.ID_IN_USE, book)
+    refused(lambda: P.invite(book, invitation_id="inv2", secret_hash="secret", now=T0), Ref.BAD_SECRET, book)
+
+
+def test_revoke_an_open_invitation_refuses_its_pending_requests_and_later_ones() -> None:
+    book = requested(("r1", B1, "devbox"))
+    book, effects = P.revoke_invitation(book, "inv1", now=T0 + 5)
+    assert book.invitations["inv1"].state is IS.REVOKED
+    assert (book.requests["r1"].state, book.requests["r1"].reason) == (R.REFUSED, "invitation_revoked")
+    assert len(persisted(effects)) == 2
+    refused(lambda: P.revoke_invitation(book, "inv1", now=T0 + 6), Ref.INVITATION_REVOKED, book)
+    refused(
+        lambda: P.receive_request(
+            book, request_id="r2", invitation_id="inv1", keys=B2, name="b2", secret=SECRET, now=T0 + 6
+        ),
+        Ref.INVITATION_REVOKED,
+        book,
+    )
+
+
+# --- a received request -----------------------------------------------------------------------------
+
+
+def test_a_request_is_stored_pending_and_shown_with_its_fingerprint() -> None:
+    book, effects = P.receive_request(
+        invited(), request_id="r1", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 1
+    )
+    request = book.requests["r1"]
+    assert (request.state, request.box_id, request.keys, request.name) == (R.PENDING, B1.box_id, B1, "devbox")
+    assert persisted(effects) == {("pair_request", ("r1",)): request}
+    (notice,) = [e for e in effects if isinstance(e, Notify)]
+    assert notice.topic == "pairing" and notice.payload["fingerprint"] == B1.fingerprint
+
+
+def test_several_requests_may_be_pending_on_one_invitation() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "build"))
+    assert [r.state for r in book.requests.values()] == [R.PENDING, R.PENDING]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"invitation_id": "nope"}, Ref.UNKNOWN_INVITATION),
+        ({"secret": b"wrong" * 6}, Ref.BAD_SECRET),
+        ({"now": T0 + P.DEFAULT_EXPIRES}, Ref.INVITATION_EXPIRED),
+        ({"keys": OWN}, Ref.SELF_PAIRING),
+        ({"name": "Not A Name"}, Ref.BAD_NAME),
+        ({"request_id": ""}, Ref.BAD_ID),
+    ],
+)
+def test_a_request_is_refused_and_changes_nothing(change: dict[str, Any], reason: P.Refusal) -> None:
+    book = invited()
+    args: dict[str, Any] = dict(
+        request_id="r1", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 1
+    )
+    args.update(change)
+    refused(lambda: P.receive_request(book, **args), reason, book)
+
+
+def test_the_secret_is_checked_before_the_invitation_s_state_is_told() -> None:
+    """Claim: without the secret, a requester learns nothing about the invitation (not even expiry)."""
+    book = invited()
+    refused(
+        lambda: P.receive_request(
+            book, request_id="r1", invitation_id="inv1", keys=B1, name="d", secret=b"x", now=T0 + 10_000
+        ),
+        Ref.BAD_SECRET,
+        book,
+    )
+
+
+def test_a_request_from_a_box_already_paired_is_refused() -> None:
+    book, _ = P.invite(paired(), invitation_id="inv2", secret_hash=P.secret_hash(SECRET), now=T0 + 3)
+    refused(
+        lambda: P.receive_request(
+            book, request_id="r9", invitation_id="inv2", keys=B1, name="devbox", secret=SECRET, now=T0 + 4
+        ),
+        Ref.ALREADY_PAIRED,
+        book,
+        "remove that pairing first",
+    )
+
+
+def test_a_repeat_before_the_decision_changes_nothing() -> None:
+    book = requested(("r1", B1, "devbox"))
+    again, effects = P.receive_request(
+        book, request_id="r2", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 3
+    )
+    assert again is book
+    assert not persisted(effects) and [e.outcome for e in effects if isinstance(e, Audit)] == ["duplicate"]
+
+
+def test_an_identical_repeat_after_the_approval_answers_the_stored_accept_and_changes_nothing() -> None:
+    book = paired()
+    again, effects = P.receive_request(
+        book, request_id="r7", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 99_999
+    )
+    assert again is book and not persisted(effects)
+    assert P.answer(book, "r1") == P.Answer("pair_accept", B1.box_id, "inv1", "pa1", T0 + 2)
+
+
+def test_an_identical_repeat_after_the_decline_answers_the_stored_decline() -> None:
+    book, _ = P.decline(requested(("r1", B1, "devbox")), "r1", now=T0 + 2)
+    again, effects = P.receive_request(
+        book, request_id="r7", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 3
+    )
+    assert again is book and not persisted(effects)
+    assert P.answer(book, "r1") == P.Answer("pair_decline", B1.box_id, "inv1", None, T0 + 2)
+
+
+def test_a_conflicting_request_after_the_decision_is_refused_invitation_used() -> None:
+    book = paired()
+    refused(
+        lambda: P.receive_request(
+            book, request_id="r2", invitation_id="inv1", keys=B2, name="build", secret=SECRET, now=T0 + 3
+        ),
+        Ref.INVITATION_USED,
+        book,
+    )
+
+
+def test_answer_says_nothing_for_a_pending_refused_or_unknown_request() -> None:
+    book = requested(("r1", B1, "devbox"))
+    assert P.answer(book, "r1") is None and P.answer(book, "zz") is None
+
+
+# --- approve and decline ----------------------------------------------------------------------------
+
+
+def test_approve_consumes_approves_refuses_the_others_and_activates_in_one_step() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "build"))
+    book, effects = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)
+    assert book.invitations["inv1"].state is IS.CONSUMED
+    assert book.requests["r1"].state is R.APPROVED and book.requests["r1"].pairing == "pa1"
+    assert (book.requests["r2"].state, book.requests["r2"].reason) == (R.REFUSED, "invitation_used")
+    pairing = book.pairings["inv1"]
+    assert (pairing.state, pairing.id, pairing.keys, pairing.name, pairing.role) == (
+        PS.ACTIVE,
+        "pa1",
+        B1,
+        "devbox",
+        P.Role.INVITER,
+    )
+    assert set(persisted(effects)) == {
+        ("pair_invitation", ("inv1",)),
+        ("pair_request", ("r1",)),
+        ("pair_request", ("r2",)),
+        ("pairing", ("inv1",)),
+    }
+    assert book.active_with(B1.box_id) == pairing
+
+
+def test_approve_under_another_name() -> None:
+    book, _ = P.approve(requested(("r1", B1, "devbox")), "r1", pairing_id="pa1", now=T0 + 2, name="gpu")
+    assert book.pairings["inv1"].name == "gpu"
+
+
+@pytest.mark.parametrize("name", ["laptop", None])
+def test_a_name_taken_by_this_box_or_an_active_pairing_asks_for_another(name: str | None) -> None:
+    """Claim: 'laptop' is this box's own name; the second request's own name 'devbox' is the active
+    pairing's name. Either way the approval is refused name_taken, asking for --name."""
+    book = paired()
+    book, _ = P.invite(book, invitation_id="inv2", secret_hash=P.secret_hash(SECRET), now=T0 + 3)
+    book, _ = P.receive_request(
+        book, request_id="r2", invitation_id="inv2", keys=B2, name="devbox", secret=SECRET, now=T0 + 4
+    )
+    refused(
+        lambda: P.approve(book, "r2", pairing_id="pa2", now=T0 + 5, name=name), Ref.NAME_TAKEN, book, "--name"
+    )
+    book, _ = P.approve(book, "r2", pairing_id="pa2", now=T0 + 5, name="devbox-2")
+    assert book.active_names() == {"devbox", "devbox-2"}
+
+
+def test_approve_refusals_change_nothing() -> None:
+    book = requested(("r1", B1, "devbox"))
+    refused(lambda: P.approve(book, "zz", pairing_id="pa1", now=T0 + 2), Ref.UNKNOWN_REQUEST, book)
+    refused(
+        lambda: P.approve(book, "r1", pairing_id="pa1", now=T0 + P.DEFAULT_EXPIRES),
+        Ref.INVITATION_EXPIRED,
+        book,
+    )
+    refused(lambda: P.approve(book, "r1", pairing_id="pa1", now=T0 + 2, name="B@d"), Ref.BAD_NAME, book)
+    done = paired()
+    refused(lambda: P.approve(done, "r1", pairing_id="pa9", now=T0 + 3), Ref.NOT_PENDING, done)
+    refused(lambda: P.decline(done, "r1", now=T0 + 3), Ref.NOT_PENDING, done)
+
+
+def test_approve_refuses_a_second_pairing_with_the_same_box_and_a_reused_pairing_id() -> None:
+    book = requested(("r1", B1, "devbox"))
+    book, _ = P.invite(book, invitation_id="inv2", secret_hash=P.secret_hash(SECRET), now=T0)
+    book, _ = P.receive_request(
+        book, request_id="r2", invitation_id="inv2", keys=B1, name="devbox", secret=SECRET, now=T0 + 1
+    )
+    book, _ = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)
+    refused(lambda: P.approve(book, "r2", pairing_id="pa2", now=T0 + 3, name="x"), Ref.ALREADY_PAIRED, book)
+    book, _ = P.invite(book, invitation_id="inv3", secret_hash=P.secret_hash(SECRET), now=T0)
+    book, _ = P.receive_request(
+        book, request_id="r3", invitation_id="inv3", keys=B2, name="build", secret=SECRET, now=T0 + 1
+    )
+    refused(lambda: P.approve(book, "r3", pairing_id="pa1", now=T0 + 3), Ref.ID_IN_USE, book)
+
+
+def test_decline_consumes_the_invitation_and_refuses_the_others() -> None:
+    book, effects = P.decline(requested(("r1", B1, "devbox"), ("r2", B2, "build")), "r1", now=T0 + 2)
+    assert book.invitations["inv1"].state is IS.CONSUMED
+    assert [book.requests[r].state for r in ("r1", "r2")] == [R.DECLINED, R.REFUSED]
+    assert not book.pairings
+    assert len(persisted(effects)) == 3
+
+
+# --- expiry -----------------------------------------------------------------------------------------
+
+
+def test_expire_ends_open_invitations_and_their_pending_requests_only_when_due() -> None:
+    book = requested(("r1", B1, "devbox"))
+    same, effects = P.expire(book, now=T0 + P.DEFAULT_EXPIRES - 1)
+    assert same is book and effects == ()
+    book, effects = P.expire(book, now=T0 + P.DEFAULT_EXPIRES)
+    assert book.invitations["inv1"].state is IS.EXPIRED
+    assert (book.requests["r1"].state, book.requests["r1"].reason) == (R.EXPIRED, "invitation_expired")
+    assert len(persisted(effects)) == 2
+    refused(lambda: P.approve(book, "r1", pairing_id="pa1", now=T0), Ref.NOT_PENDING, book)
+    refused(
+        lambda: P.receive_request(
+            book, request_id="r2", invitation_id="inv1", keys=B2, name="b", secret=SECRET, now=T0
+        ),
+        Ref.INVITATION_EXPIRED,
+        book,
+    )
+
+
+def test_expire_leaves_decided_invitations_and_active_pairings_alone() -> None:
+    book = paired()
+    same, effects = P.expire(book, now=T0 + 10 * P.MAX_EXPIRES)
+    assert same is book and effects == ()
+
+
+# --- the invitee ------------------------------------------------------------------------------------
+
+
+def accepted_code(name: str = "laptop-a") -> P.PairBook:
+    book, _ = P.accept_code(
+        P.PairBook(own_box=B1.box_id, own_name="devbox"),
+        invitation_id="inv1",
+        keys=OWN,
+        name=name,
+        expires_at=T0 + 900,
+        now=T0,
+    )
+    return book
+
+
+def test_accepting_a_code_pins_the_inviter_s_keys_requested() -> None:
+    book = accepted_code()
+    pairing = book.pairings["inv1"]
+    assert (pairing.state, pairing.keys, pairing.box_id, pairing.id, pairing.role) == (
+        PS.REQUESTED,
+        OWN,
+        OWN.box_id,
+        None,
+        P.Role.INVITEE,
+    )
+    assert pairing.expires_at == T0 + 900 + P.ANSWER_GRACE
+
+
+def test_accepting_a_code_refusals_change_nothing() -> None:
+    book = P.PairBook(own_box=B1.box_id, own_name="devbox")
+
+    def accept(**change: Any) -> Callable[[], Any]:
+        args: dict[str, Any] = dict(
+            invitation_id="inv1", keys=OWN, name="laptop", expires_at=T0 + 900, now=T0
+        )
+        args.update(change)
+        return lambda: P.accept_code(book, **args)
+
+    refused(accept(now=T0 + 900), Ref.INVITATION_EXPIRED, book)
+    refused(accept(keys=B1), Ref.SELF_PAIRING, book)
+    refused(accept(name="devbox"), Ref.NAME_TAKEN, book, "this box's own name")
+    done = accepted_code()
+    refused(
+        lambda: P.accept_code(done, invitation_id="inv1", keys=OWN, name="x", expires_at=T0 + 900, now=T0),
+        Ref.INVITATION_USED,
+        done,
+    )
+
+
+def test_pair_accept_makes_the_requested_pairing_active_and_a_repeat_changes_nothing() -> None:
+    book, effects = P.pair_accepted(accepted_code(), "inv1", pairing_id="pa1", now=T0 + 5)
+    pairing = book.pairings["inv1"]
+    assert (pairing.state, pairing.id, pairing.since) == (PS.ACTIVE, "pa1", T0 + 5)
+    assert persisted(effects) == {("pairing", ("inv1",)): pairing}
+    again, effects = P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 6)
+    assert again is book and effects == ()
+    refused(lambda: P.pair_accepted(book, "inv1", pairing_id="pa2", now=T0 + 6), Ref.NOT_REQUESTED, book)
+    refused(lambda: P.pair_accepted(book, "nope", pairing_id="pa1", now=T0 + 6), Ref.UNKNOWN_PAIRING, book)
+
+
+def test_pair_accept_refused_when_another_pairing_with_that_box_became_active() -> None:
+    book = accepted_code()
+    book, _ = P.accept_code(
+        book, invitation_id="inv2", keys=OWN, name="laptop-b", expires_at=T0 + 900, now=T0
+    )
+    book, _ = P.pair_accepted(book, "inv2", pairing_id="pa2", now=T0 + 1)
+    refused(lambda: P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 2), Ref.ALREADY_PAIRED, book)
+
+
+def test_pair_decline_and_expiry_on_the_invitee() -> None:
+    book, _ = P.pair_declined(accepted_code(), "inv1", now=T0 + 5)
+    assert book.pairings["inv1"].state is PS.DECLINED
+    again, effects = P.pair_declined(book, "inv1", now=T0 + 6)
+    assert again is book and effects == ()
+    refused(lambda: P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 6), Ref.NOT_REQUESTED, book)
+    waiting = accepted_code()
+    same, _ = P.expire(waiting, now=T0 + 900 + P.ANSWER_GRACE - 1)
+    assert same is waiting
+    gone, effects = P.expire(waiting, now=T0 + 900 + P.ANSWER_GRACE)
+    assert gone.pairings["inv1"].state is PS.EXPIRED and persisted(effects)
+
+
+# --- removal ----------------------------------------------------------------------------------------
+
+
+def test_remove_is_permanent_the_row_stays_and_nothing_makes_it_active_again() -> None:
+    book, effects = P.remove(paired(), "inv1", now=T0 + 10)
+    pairing = book.pairings["inv1"]
+    assert (pairing.state, pairing.removed_by, pairing.since, pairing.keys, pairing.id) == (
+        PS.REMOVED,
+        P.BY_OWNER,
+        T0 + 10,
+        B1,
+        "pa1",
+    )
+    assert persisted(effects) == {("pairing", ("inv1",)): pairing}
+    assert book.active_with(B1.box_id) is None and book.active_names() == frozenset()
+    refused(lambda: P.remove(book, "inv1", now=T0 + 11), Ref.REMOVED, book)
+    # the same request again finds its invitation consumed: a repeat, answered, still removed
+    again, _ = P.receive_request(
+        book, request_id="r8", invitation_id="inv1", keys=B1, name="devbox", secret=SECRET, now=T0 + 12
+    )
+    assert again.pairings["inv1"].state is PS.REMOVED
+    assert P.removed_by_peer(book, "pa1", now=T0 + 12) == (book, ())
+    refused(lambda: P.approve(book, "r1", pairing_id="pa9", now=T0 + 12), Ref.NOT_PENDING, book)
+    refused(lambda: P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 12), Ref.UNKNOWN_PAIRING, book)
+
+
+def test_pairing_again_after_removal_makes_a_new_pairing_with_a_new_id() -> None:
+    book, _ = P.remove(paired(), "inv1", now=T0 + 10)
+    book, _ = P.invite(book, invitation_id="inv2", secret_hash=P.secret_hash(SECRET), now=T0 + 11)
+    book, _ = P.receive_request(
+        book, request_id="r2", invitation_id="inv2", keys=B1, name="devbox", secret=SECRET, now=T0 + 12
+    )
+    refused(lambda: P.approve(book, "r2", pairing_id="pa1", now=T0 + 13), Ref.ID_IN_USE, book)
+    book, _ = P.approve(book, "r2", pairing_id="pa2", now=T0 + 13)
+    assert book.pairings["inv1"].state is PS.REMOVED and book.pairings["inv2"].state is PS.ACTIVE
+    assert book.active_with(B1.box_id) == book.pairings["inv2"]
+
+
+def test_removing_a_requested_pairing_on_the_invitee() -> None:
+    book, _ = P.remove(accepted_code(), "inv1", now=T0 + 1)
+    assert book.pairings["inv1"].state is PS.REMOVED
+    refused(lambda: P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 2), Ref.REMOVED, book)
+
+
+def test_removed_by_peer_and_its_repeat() -> None:
+    book, effects = P.removed_by_peer(paired(), "pa1", now=T0 + 10)
+    assert (book.pairings["inv1"].state, book.pairings["inv1"].removed_by) == (PS.REMOVED, P.BY_PEER)
+    assert persisted(effects)
+    again, effects = P.removed_by_peer(book, "pa1", now=T0 + 11)
+    assert again is book and effects == ()
+    refused(lambda: P.removed_by_peer(book, "nope", now=T0 + 11), Ref.UNKNOWN_PAIRING, book)
+    refused(lambda: P.remove(book, "inv1", now=T0 + 11), Ref.REMOVED, book)
+
+
+def test_named_finds_the_active_pairing_by_its_name() -> None:
+    book = paired()
+    assert book.named("devbox") == book.pairings["inv1"]
+    assert book.named("other") is None
+
+
+def test_a_refusal_audits_itself_on_request() -> None:
+    error = P.PairingError(Ref.INVITATION_USED, "invitation 'inv1' was already used")
+    line = error.audit(actor="box:x", action="pair.request", target="inv1", at=T0)
+    assert (line.outcome, line.detail) == ("refused", "invitation_used: invitation 'inv1' was already used")
