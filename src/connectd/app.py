@@ -27,7 +27,7 @@ from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
 from connectd.mcp_endpoint import build_mcp, capped_mcp_app
 from connectd.page import page_routes
 from connectd.restore import restore_routes
-from connectd.store import Store
+from connectd.store.store import Store
 from connectd.supervisor import Kind
 from connectd.tmux import TmuxAdapter
 

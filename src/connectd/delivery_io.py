@@ -27,7 +27,7 @@ from connectcore.delivery import AfterTyping, Landing, MessageKey
 from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
-from connectd.store import STORE_ERRORS
+from connectd.store.store import STORE_ERRORS
 from connectd.tmux import TmuxError
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
 from connectd import facts, opencode_bind
 from connectd.ids import EngineError, hash_token
-from connectd.store import LaunchRow
+from connectd.store.store import LaunchRow
 from connectd.supervisor import Kind
 
 if TYPE_CHECKING:

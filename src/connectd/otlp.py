@@ -36,7 +36,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from connectd.safetext import visible
-from connectd.store import AuditRow, Store
+from connectd.store.store import AuditRow, Store
 
 log = logging.getLogger("connectd.otlp")
 BATCH = 500

@@ -34,7 +34,7 @@ from connectcore.screen import Activity, Composer, read_screen
 from connectd import here
 from connectd.ids import EngineError, hash_token
 from connectd.interpreter import RestartEffectFailed
-from connectd.store import STORE_ERRORS
+from connectd.store.store import STORE_ERRORS
 from connectd.supervisor import Kind
 from connectd.tmux import TmuxError
 from connectd.watcher import token_of

@@ -45,7 +45,7 @@ from connectd.http import (
 )
 from connectd.ids import hash_token
 from connectd.mcp_endpoint import build_mcp
-from connectd.store import Store
+from connectd.store.store import Store
 from tests.support.fixtures import tmux_session
 from tests.support.tmux_server import TmuxServer
 

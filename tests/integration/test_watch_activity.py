@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from connectd.engine import Engine
-from connectd.store import Store
+from connectd.store.store import Store
 from tests.support.tmux_server import TmuxServer, tmux_server_fixture
 
 

@@ -3,7 +3,7 @@
 One :class:`Sim` is one run of one seed (after FoundationDB's simulation and TigerBeetle's VOPR):
 
 - the REAL :class:`connectd.engine.Engine` (watcher, delivery I/O, interpreter, restarter,
-  supervisor, runner) and the REAL :class:`connectd.store.Store` on a SQLite file in a tmp dir, run
+  supervisor, runner) and the REAL :class:`connectd.store.store.Store` on a SQLite file in a tmp dir, run
   on trio with ``trio.testing.MockClock(autojump_threshold=0)``: time is virtual and jumps to the
   next deadline whenever every task waits, so an hour of daemon life takes a fraction of a second;
 - trio's own scheduler is made deterministic and seeded (the batch order of runnable tasks is the
@@ -44,7 +44,7 @@ from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.ids import EngineError, Ids, hash_token
 from connectd.release_probe import NoProbe
-from connectd.store import Store
+from connectd.store.store import Store
 from connectd.tmux import TmuxError
 from tests.simulation import invariants
 from tests.simulation.sim_tmux import Faults, SimServer, SimTmux

@@ -277,7 +277,7 @@ def test_an_outcome_the_store_refuses_twice_is_stepped_again_until_it_is_taken(m
     confirmation's, then the one after) leave the message typing no longer (before: it stayed
     ``typing`` until the daemon's next start)."""
     import connectd.delivery_io as DIO
-    from connectd.store import StoreError
+    from connectd.store.store import StoreError
 
     monkeypatch.setattr(DIO, "STORE_RETRY", 0.01)
     w = World()

@@ -21,7 +21,7 @@ from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, Harness, Reading
 from connectd.engine import Engine
 from connectd.mcp_endpoint import _Listed, build_mcp
-from connectd.store import Store
+from connectd.store.store import Store
 from connectd.tmux import PaneInfo
 from connectd.watcher import PaneState
 

@@ -32,7 +32,7 @@ from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
 from connectd.http.errors import Problem, json_response, problem_response, refusal
 from connectd.ids import EngineError
-from connectd.store import StoreUnavailable
+from connectd.store.store import StoreUnavailable
 
 if TYPE_CHECKING:
     from connectd.agent_calls import AgentCalls

@@ -2,7 +2,7 @@
 
 ``connect.db`` in the data directory (0700; the database and its ``-wal``/``-shm`` files 0600), WAL
 mode with ``synchronous=FULL``, foreign keys on. Every table has the typed columns the daemon queries
-on plus, for the core's records, a ``body`` column with the whole record as JSON (:mod:`connectd.codec`).
+on plus, for the core's records, a ``body`` column with the whole record as JSON (:mod:`connectd.store.codec`).
 
 Rules:
 
@@ -49,7 +49,7 @@ from connectcore.effects import Audit, Effect, Persist
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
 from connectcore.restart import FINAL as RESTART_FINAL
 from connectcore.restart import RestartRecord
-from connectd import codec
+from connectd.store import codec
 
 DB_NAME = "connect.db"
 _TOKEN_HASH_RE = re.compile(r"[0-9a-f]{64}")
