@@ -29,7 +29,7 @@ from connectd.page import page_routes
 from connectd.restore import restore_routes
 from connectd.store.store import Store
 from connectd.supervisor import Kind
-from connectd.tmux import TmuxAdapter
+from connectd.tmux.adapter import TmuxAdapter
 
 log = logging.getLogger("connectd")
 
@@ -233,7 +233,7 @@ async def _until_signal() -> None:
 async def _watch_control_mode(daemon: Daemon) -> None:
     """Capture only panes that produced output; the slow list-panes poll stays the source of truth."""
     try:
-        from connectd.control_mode import ControlModeWatcher
+        from connectd.tmux.control_mode import ControlModeWatcher
     except ImportError:  # pragma: no cover - the watcher is optional; the sweep still sees everything
         return
     watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.watcher.mark_output, on_structure=daemon.engine.watcher.mark_structure)

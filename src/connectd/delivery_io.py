@@ -28,7 +28,7 @@ from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
 from connectd import targets
 from connectd.store.store import STORE_ERRORS
-from connectd.tmux import TmuxError
+from connectd.tmux.adapter import TmuxError
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

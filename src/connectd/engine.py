@@ -6,7 +6,7 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   records before it returns; :class:`connectd.interpreter.Interpreter` executes every other effect;
 - :class:`connectd.supervisor.Supervisor` starts every task in the daemon's one task group, each
   under its kind's written failure policy (no I/O error ends the daemon);
-- :class:`connectd.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
+- :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
   :class:`connectd.delivery_io.Delivery` (guard, typing, confirmation),
   :class:`connectd.launches.Launches`, :class:`connectd.restarter.Restarts` and
   :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
@@ -42,12 +42,12 @@ from connectd.ids import Ids
 from connectd.interpreter import Interpreter
 from connectd.launches import Launches
 from connectd.person import PersonCalls
-from connectd.release_probe import ReleaseProbe
 from connectd.restarter import Restarts
 from connectd.runner import CoreRunner, RunSync
 from connectd.supervisor import Kind, Supervisor
-from connectd.tmux import TmuxAdapter
-from connectd.watcher import Watcher
+from connectd.tmux.adapter import TmuxAdapter
+from connectd.tmux.release_probe import ReleaseProbe
+from connectd.tmux.watcher import Watcher
 
 __all__ = ["Engine", "Subscribers", "Timing"]
 
@@ -135,7 +135,7 @@ class Engine:
         self.person = PersonCalls(self)
         self.calls = AgentCalls(self)
         self.history: Any | None = None  # the session index, when the daemon serves history
-        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.release_probe)
+        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
         self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
 

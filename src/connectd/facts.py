@@ -14,7 +14,7 @@ from pathlib import Path
 import platformdirs
 
 from connectcore import advice
-from connectd import procfs
+from connectd.tmux import procfs
 
 
 def default_data_dir() -> Path:

@@ -28,9 +28,9 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
-from connectd import procfs
 from connectd.ids import EngineError, hash_token
 from connectd.launches import Server, launch_plan
+from connectd.tmux import procfs
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

@@ -53,9 +53,9 @@ from connectcore.effects import (
     TypeText,
 )
 from connectd import here
-from connectd.procfs import ProcStatError
 from connectd.supervisor import Kind
-from connectd.tmux import TmuxError, TmuxInputError
+from connectd.tmux.adapter import TmuxError, TmuxInputError
+from connectd.tmux.procfs import ProcStatError
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

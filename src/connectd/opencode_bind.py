@@ -18,7 +18,7 @@ import anyio
 import httpx2
 
 from connectcore import opencode_binding as OC
-from connectd import procfs
+from connectd.tmux import procfs
 
 T = TypeVar("T")
 

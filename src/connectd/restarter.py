@@ -36,8 +36,8 @@ from connectd.ids import EngineError, hash_token
 from connectd.interpreter import RestartEffectFailed
 from connectd.store.store import STORE_ERRORS
 from connectd.supervisor import Kind
-from connectd.tmux import TmuxError
-from connectd.watcher import token_of
+from connectd.tmux.adapter import TmuxError
+from connectd.tmux.watcher import token_of
 
 if TYPE_CHECKING:
     from connectd.engine import Engine

@@ -43,9 +43,9 @@ from connectcore.delivery import Limits, MessageState
 from connectcore.grants import Preset
 from connectd.engine import Engine, Timing
 from connectd.ids import EngineError, Ids, hash_token
-from connectd.release_probe import NoProbe
 from connectd.store.store import Store
-from connectd.tmux import TmuxError
+from connectd.tmux.adapter import TmuxError
+from connectd.tmux.release_probe import NoProbe
 from tests.simulation import invariants
 from tests.simulation.sim_tmux import Faults, SimServer, SimTmux
 

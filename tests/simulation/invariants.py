@@ -283,7 +283,7 @@ class Checker:
             )
 
     def _tokens_of_ended(self, engine: Engine) -> list[Any]:
-        from connectd.watcher import token_of
+        from connectd.tmux.watcher import token_of
 
         live = {
             token_of(self.sim.server.info(p)) for p in self.sim.server.panes.values() if p.agent is not None

@@ -133,7 +133,7 @@ def guard_ignores_incarnation(mp: pytest.MonkeyPatch) -> None:
 def guard_ignores_incarnation_unmasked(mp: pytest.MonkeyPatch) -> None:
     """guard_ignores_incarnation with the shell's mask removed: the watcher answers a pane's release
     for any incarnation of it (not only the one it read), so the respawned pane reads as ready."""
-    from connectd.watcher import Watcher
+    from connectd.tmux.watcher import Watcher
 
     guard_ignores_incarnation(mp)
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 import trio
 
-from connectd.tmux import TYPING_OPTION, TmuxAdapter, TmuxError
+from connectd.tmux.adapter import TYPING_OPTION, TmuxAdapter, TmuxError
 from tests.simulation.sim_tmux import SimServer, SimTmux, port_methods
 from tests.support.tmux_server import TmuxServer
 

@@ -13,7 +13,7 @@ from connectcore import hub as H
 from connectcore.effects import ConfirmTyping
 from connectd.delivery_io import Delivery
 from connectd.person import PersonCalls
-from connectd.tmux import Capture
+from connectd.tmux.adapter import Capture
 from tests.unit.hubkit import World
 
 SCREENS = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / "claude" / "2.1.332"
@@ -172,7 +172,7 @@ class _Pane:
 
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
         if self.fail_capture:
-            from connectd.tmux import TmuxError
+            from connectd.tmux.adapter import TmuxError
 
             raise TmuxError("can't find pane: %2")
         text = self.screens.pop(0) if len(self.screens) > 1 else self.screens[0]
@@ -224,7 +224,7 @@ def test_a_guard_that_fails_while_typing_ends_the_message_unconfirmed_with_a_las
     """Claim: a guard task that fails once typing began ends the message unconfirmed, naming the
     failure, with one last look at the pane (the core sees the draft it shows)."""
     from connectcore.effects import CheckGuard
-    from connectd.tmux import TmuxError
+    from connectd.tmux.adapter import TmuxError
 
     w = World()
     key, pane = _typing(w)
@@ -253,7 +253,7 @@ def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_a
     keeps waiting, the pane's idle is not used), and the watcher reports the pane's next reading even
     if its screen did not change."""
     from connectcore.effects import CheckGuard
-    from connectd.tmux import TmuxError
+    from connectd.tmux.adapter import TmuxError
 
     w = World()
     key, b = _ready(w)

@@ -514,7 +514,7 @@ def test_the_control_handle_names_control_s_pane_only_while_that_incarnation_is_
 
 def test_only_a_title_the_program_set_counts() -> None:
     """Claim: tmux's default pane title (the host name) and a blank title count as no title; any
-    other title is kept, stripped (issue 24: was an `if` in connectd/watcher.py)."""
+    other title is kept, stripped (issue 24: was an `if` in connectd/tmux/watcher.py)."""
     assert D.self_published_title("box1", "box1") == ""
     assert D.self_published_title("  box1 ", "box1") == ""
     assert D.self_published_title("   ", "box1") == ""

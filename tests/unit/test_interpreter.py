@@ -177,8 +177,8 @@ def test_the_adapters_own_refusals_still_read_as_io_failures() -> None:
     """Claim: TmuxInputError (an argument tmux must not get) and ProcStatError (a /proc file that vanished)
     are I/O failures: the message ends unconfirmed and the daemon goes on."""
     from connectcore.effects import TypeText
-    from connectd.procfs import ProcStatError
-    from connectd.tmux import TmuxInputError
+    from connectd.tmux.adapter import TmuxInputError
+    from connectd.tmux.procfs import ProcStatError
 
     for exc in (TmuxInputError("a control character in the target"), ProcStatError("no /proc/123/stat")):
         engine = _failing_engine()

@@ -12,14 +12,14 @@ import pytest
 
 from connectcore.ports import Clock, Panes
 from connectd.clock import LifeClock
-from connectd.tmux import Capture, TmuxAdapter
+from connectd.tmux.adapter import Capture, TmuxAdapter
 from tests.simulation.sim_tmux import SimServer
 from tests.support.conformance import port_mismatches
 from tests.support.fakes import FakeClock
 
 # Every implementation of a port the daemon or a test runs against: the real one and each stand-in.
 IMPLEMENTATIONS: list[tuple[type, str, Callable[[], object]]] = [
-    (Panes, "connectd.tmux.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
+    (Panes, "connectd.tmux.adapter.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
     (Panes, "tests.simulation.sim_tmux.SimTmux", lambda: SimServer(FakeClock()).view()),
     (Clock, "time.time", lambda: time.time),
     (Clock, "connectd.clock.LifeClock", LifeClock),

@@ -20,9 +20,9 @@
   gets its session id from the binding through its own server, which each reading of the pane starts
   when the core says it is due (:meth:`connectd.launches.Launches.bind_when_due`).
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
-  changed (:class:`connectd.routing_facts.FactsCache`).
+  changed (:class:`connectd.tmux.repo_facts.FactsCache`).
 - Each agent's release: from its session banner when a reading shows one, else once per incarnation
-  from its program's ``--version`` (:mod:`connectd.release_probe`). What the core hears of a pane's
+  from its program's ``--version`` (:mod:`connectd.tmux.release_probe`). What the core hears of a pane's
   readiness is :func:`connectcore.releases.ready_for_message`: on an unverified or unknown release a
   message is never typed (it waits).
 """
@@ -44,17 +44,17 @@ from connectcore import hub as H
 from connectcore import opencode_binding as OC
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
-from connectd import procfs
 from connectd.history.liveness import LivenessProbe
 from connectd.history.service import default_claude_root, default_codex_root
-from connectd.routing_facts import FactsCache
-from connectd.tmux import Capture, PaneInfo, TmuxError
+from connectd.tmux import procfs
+from connectd.tmux.adapter import Capture, PaneInfo, TmuxError
+from connectd.tmux.repo_facts import FactsCache
 
 if TYPE_CHECKING:
     from connectd.engine import Engine
     from connectd.launches import LaunchRecord
 
-log = logging.getLogger("connectd.watcher")
+log = logging.getLogger("connectd.tmux.watcher")
 
 SCROLLBACK_LINES = 200
 _HOSTNAME = socket.gethostname()

@@ -43,7 +43,7 @@ import anyio.to_thread
 import libtmux
 
 from connectcore.control import NAMED_KEYS
-from connectd import procfs
+from connectd.tmux import procfs
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from connectcore import releases
 from connectcore.screen_harnesses import RULES, VERSION_COMMAND, Harness
-from connectd import procfs
+from connectd.tmux import procfs
 
 log = logging.getLogger("connectd.release")
 

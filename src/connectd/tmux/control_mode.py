@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from connectd.tmux import TmuxAdapter, TmuxError
+from connectd.tmux.adapter import TmuxAdapter, TmuxError
 
 log = logging.getLogger(__name__)
 
