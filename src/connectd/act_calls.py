@@ -19,10 +19,10 @@ from connectcore import grants
 from connectcore import history as HI
 from connectcore import hub as H
 from connectd import targets
-from connectd.ids import EngineError, hash_token
+from connectd.daemon.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 MAX_WAIT = 60.0
 Prepare = Callable[[grants.Principal], Awaitable[dict[str, Any]]]  # given the admitted caller

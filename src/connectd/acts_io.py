@@ -24,7 +24,7 @@ from connectcore.grants import Preset
 from connectcore.screen import read_screen
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 log = logging.getLogger("connectd.acts")
 

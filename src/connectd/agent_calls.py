@@ -26,10 +26,10 @@ from connectcore.advice import receive_only_note
 from connectcore.delivery import Message
 from connectcore.grants import Preset, Scope
 from connectd import targets
-from connectd.ids import EngineError, hash_token
+from connectd.daemon.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 SCREEN_TAIL_LINES = 40
 MAX_WAIT = 60.0

@@ -29,7 +29,7 @@ from connectd import facts, history_cli
 from connectd.safetext import cell, visible
 
 if TYPE_CHECKING:
-    from connectd.app import Config, Daemon
+    from connectd.daemon.app import Config, Daemon
 
 PRESETS = ("off", "observe", "collaborate")
 DEFAULT_PORT = 7878
@@ -79,8 +79,8 @@ def remove_daemon_info(data_dir: Path) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from connectd.app import Config, serve
-    from connectd.policy import load_policy
+    from connectd.daemon.app import Config, serve
+    from connectd.daemon.config import load_policy
 
     data_dir = Path(args.data_dir)
     policy = load_policy(data_dir / "policy.toml") if args.policy is None else load_policy(Path(args.policy))
@@ -123,7 +123,7 @@ def start_daemon(config: Config) -> Daemon:
     line and its fix (:mod:`connectcore.advice`), not a traceback."""
     import errno
 
-    from connectd.app import DataDirLocked, build_daemon
+    from connectd.daemon.app import DataDirLocked, build_daemon
     from connectd.http.owner_auth import UnusableSecret
 
     try:

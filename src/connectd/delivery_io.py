@@ -31,7 +31,7 @@ from connectd.store.store import STORE_ERRORS
 from connectd.tmux.adapter import TmuxError
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 log = logging.getLogger("connectd.delivery")
 
@@ -187,7 +187,7 @@ class Delivery:
 
     async def _step_outcome(self, key: MessageKey, reading: AfterTyping | None, failure: str = "") -> None:
         """Tell the core what the typing came to, until the store takes it: a commit that fails rolls
-        the step back (connectd.runner), and the message would stay ``typing`` until the next start
+        the step back (connectd.daemon.runner), and the message would stay ``typing`` until the next start
         (found by the simulation: the confirmation's commit and then the unconfirmed one both failed).
         The same backoff as the restart driver's; a daemon stopping meanwhile leaves it to recovery."""
         engine, wait = self.engine, STORE_RETRY

@@ -25,7 +25,7 @@ from connectcore.grants import Preset
 from connectd import facts
 
 if TYPE_CHECKING:
-    from connectd.app import Daemon
+    from connectd.daemon.app import Daemon
 
 DEMO_SOCKET = "connect-demo"
 DEMO_MESSAGE_ID = "demo-hello"
@@ -49,8 +49,8 @@ def demo_launcher(bin_dir: Path) -> L.Launcher:
 
 
 def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
-    from connectd.app import Config, DataDirLocked, lock_data_dir, serve
     from connectd.cli import CliError, start_daemon
+    from connectd.daemon.app import Config, DataDirLocked, lock_data_dir, serve
 
     data_dir = data_dir or Path(platformdirs.user_data_dir("connect-demo"))
     try:  # a demo already running keeps its fleet and store: this one is refused before touching them

@@ -28,12 +28,12 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
-from connectd.ids import EngineError, hash_token
+from connectd.daemon.ids import EngineError, hash_token
 from connectd.launches import Server, launch_plan
 from connectd.tmux import procfs
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 #: How long a relaunch handover waits for the other side (the supervisor, or the restart's Respawn).
 RELAUNCH_WAIT = 20.0

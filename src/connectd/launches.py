@@ -34,12 +34,12 @@ from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
 from connectd import facts, opencode_bind
-from connectd.ids import EngineError, hash_token
+from connectd.daemon.ids import EngineError, hash_token
+from connectd.daemon.supervisor import Kind
 from connectd.store.store import LaunchRow
-from connectd.supervisor import Kind
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 LaunchRecord = LaunchRow
 log = logging.getLogger("connectd.launches")

@@ -55,7 +55,7 @@ from connectcore import login as LG
 from connectcore.effects import Audit
 from connectcore.redact import LOGIN_CODE_PREFIX
 from connectd import facts
-from connectd.engine import Engine
+from connectd.daemon.parts import Engine
 from connectd.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
 from connectd.http.bodies import Empty, Query
 

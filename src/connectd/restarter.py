@@ -32,15 +32,15 @@ from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
 from connectd import here
-from connectd.ids import EngineError, hash_token
-from connectd.interpreter import RestartEffectFailed
+from connectd.daemon.ids import EngineError, hash_token
+from connectd.daemon.interpreter import RestartEffectFailed
+from connectd.daemon.supervisor import Kind
 from connectd.store.store import STORE_ERRORS
-from connectd.supervisor import Kind
 from connectd.tmux.adapter import TmuxError
 from connectd.tmux.watcher import token_of
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 log = logging.getLogger("connectd.restart")
 POLL = 0.25

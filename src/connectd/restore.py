@@ -24,13 +24,13 @@ from connectcore.grants import Preset
 from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
     from connectd.http import OwnerAuth
 
 
 def _plan(engine: Engine) -> Any:
     from connectcore.history import restore_candidates
-    from connectd.ids import EngineError
+    from connectd.daemon.ids import EngineError
 
     if engine.history is None:
         raise EngineError("no_history", "restore needs the session history index (serve without --no-history)")
@@ -72,8 +72,8 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
 
 
 def restore_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
+    from connectd.daemon.ids import EngineError
     from connectd.http import Problem, authenticate
-    from connectd.ids import EngineError
 
     async def handle(request: Request) -> Response:
         try:

@@ -11,7 +11,7 @@ from connectcore import directory as D
 from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 CONTROL = str(D.Handle(D.HandleKind.CONTROL))
 

@@ -32,7 +32,8 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.launchers import Launcher
-from connectd.engine import Engine, Subscribers
+from connectd.daemon.ids import hash_token
+from connectd.daemon.parts import Engine, Subscribers
 from connectd.http import (
     EVENT_BUFFER,
     MAX_BODY_BYTES,
@@ -43,7 +44,6 @@ from connectd.http import (
     OwnerAuth,
     owner_routes,
 )
-from connectd.ids import hash_token
 from connectd.mcp_endpoint import build_mcp
 from connectd.store.store import Store
 from tests.support.fixtures import tmux_session

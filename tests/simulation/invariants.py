@@ -19,7 +19,7 @@ from connectcore.delivery import Message, MessageState
 from connectcore.grants import TokenState
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
     from tests.simulation.driver import Sim
     from tests.simulation.sim_tmux import Paste
 

@@ -98,8 +98,8 @@ def answered_by_any_idle(mp: pytest.MonkeyPatch) -> None:
 def commit_loses_final_outcomes(mp: pytest.MonkeyPatch) -> None:
     """The runner takes a message's final outcome as durable (callers hear it) but never writes it, so
     a restart brings the message back as it was before (what one_final_outcome judges: durable state)."""
-    from connectd import runner
-    from connectd.runner import records_of
+    from connectd.daemon import runner
+    from connectd.daemon.runner import records_of
 
     def kept(effects: tuple[Any, ...]) -> list[Any]:
         return [

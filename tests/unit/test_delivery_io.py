@@ -128,7 +128,7 @@ class _Keys:
 
 def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
     from connectcore.effects import TypeText
-    from connectd.interpreter import Interpreter
+    from connectd.daemon.interpreter import Interpreter
 
     keys = _Keys()
     engine = SimpleNamespace(tmux=keys, watcher=SimpleNamespace(drawn=_no_output, command_of=lambda p: "claude"))

@@ -19,7 +19,7 @@ from connectcore import hub as H
 from connectcore import opencode_binding as OC
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, Harness, Reading
-from connectd.engine import Engine
+from connectd.daemon.parts import Engine
 from connectd.mcp_endpoint import _Listed, build_mcp
 from connectd.store.store import Store
 from connectd.tmux.adapter import PaneInfo

@@ -11,7 +11,7 @@ import pytest
 
 import connectcore
 from connectcore.effects import Effect, Notify
-from connectd.interpreter import Interpreter
+from connectd.daemon.interpreter import Interpreter
 
 
 def _effect_types() -> set[type[Effect]]:
@@ -131,7 +131,7 @@ def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and
     """Claim: a restart's tmux effect that fails raises RestartEffectFailed (its driver steps
     StepFailed) carrying the effect and the cause; nothing is swallowed."""
     from connectcore.effects import SetPaneOption
-    from connectd.interpreter import RestartEffectFailed
+    from connectd.daemon.interpreter import RestartEffectFailed
 
     engine = _failing_engine()
     effect = SetPaneOption("%2", "remain-on-exit", "on")

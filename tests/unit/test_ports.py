@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from connectcore.ports import Clock, Panes
-from connectd.clock import LifeClock
+from connectd.daemon.clock import LifeClock
 from connectd.tmux.adapter import Capture, TmuxAdapter
 from tests.simulation.sim_tmux import SimServer
 from tests.support.conformance import port_mismatches
@@ -22,7 +22,7 @@ IMPLEMENTATIONS: list[tuple[type, str, Callable[[], object]]] = [
     (Panes, "connectd.tmux.adapter.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
     (Panes, "tests.simulation.sim_tmux.SimTmux", lambda: SimServer(FakeClock()).view()),
     (Clock, "time.time", lambda: time.time),
-    (Clock, "connectd.clock.LifeClock", LifeClock),
+    (Clock, "connectd.daemon.clock.LifeClock", LifeClock),
     (Clock, "tests.support.fakes.FakeClock", FakeClock),
 ]
 

@@ -23,7 +23,7 @@ from connectcore._machine import ConnectError
 from connectcore.delivery import Message
 from connectcore.launchers import LauncherError
 from connectd.agent_calls import message_view
-from connectd.ids import EngineError
+from connectd.daemon.ids import EngineError
 
 #: HTTP status of a refusal, by the reason code the engine or the core gives.
 STATUS_BY_REASON: Mapping[str, int] = {

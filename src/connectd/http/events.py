@@ -9,7 +9,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connectd.engine import Subscribers
+from connectd.daemon.parts import Subscribers
 from connectd.http.errors import _dumps
 
 EVENT_BUFFER = 256

@@ -30,8 +30,8 @@ from starlette.responses import Response
 
 from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
+from connectd.daemon.ids import EngineError
 from connectd.http.errors import Problem, json_response, problem_response, refusal
-from connectd.ids import EngineError
 from connectd.store.store import StoreUnavailable
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
 from connectd import facts, here
-from connectd.engine import Engine
+from connectd.daemon.ids import EngineError
+from connectd.daemon.parts import Engine
 from connectd.http import bodies as B
 from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
 from connectd.http.errors import Problem, owner_message_view, refusal
@@ -34,7 +35,6 @@ from connectd.http.paging import (
     newest_first,
     page_response,
 )
-from connectd.ids import EngineError
 
 
 class RecentDirs(Protocol):

@@ -19,7 +19,7 @@ from connectcore.history import Harness
 from connectd.history.repos import git_facts
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 GitKey = tuple[str, str]  # (incarnation, cwd)
 EntryKey = tuple[str, str, str]  # (incarnation, harness, session id)

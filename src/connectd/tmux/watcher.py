@@ -51,10 +51,10 @@ from connectd.tmux.adapter import Capture, PaneInfo, TmuxError
 from connectd.tmux.repo_facts import FactsCache
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
     from connectd.launches import LaunchRecord
 
-log = logging.getLogger("connectd.tmux.watcher")
+log = logging.getLogger("connectd.watcher")
 
 SCROLLBACK_LINES = 200
 _HOSTNAME = socket.gethostname()

@@ -2,9 +2,9 @@
 
 The shell is a thin interpreter of the core (``docs/architecture.md``):
 
-- :class:`connectd.runner.CoreRunner` steps the core under the core lock and commits each step's
-  records before it returns; :class:`connectd.interpreter.Interpreter` executes every other effect;
-- :class:`connectd.supervisor.Supervisor` starts every task in the daemon's one task group, each
+- :class:`connectd.daemon.runner.CoreRunner` steps the core under the core lock and commits each step's
+  records before it returns; :class:`connectd.daemon.interpreter.Interpreter` executes every other effect;
+- :class:`connectd.daemon.supervisor.Supervisor` starts every task in the daemon's one task group, each
   under its kind's written failure policy (no I/O error ends the daemon);
 - :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
   :class:`connectd.delivery_io.Delivery` (guard, typing, confirmation),
@@ -36,15 +36,15 @@ from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.acts_io import ActsIO
 from connectd.agent_calls import AgentCalls
-from connectd.clock import LifeClock
+from connectd.daemon.clock import LifeClock
+from connectd.daemon.ids import Ids
+from connectd.daemon.interpreter import Interpreter
+from connectd.daemon.runner import CoreRunner, RunSync
+from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.delivery_io import Delivery
-from connectd.ids import Ids
-from connectd.interpreter import Interpreter
 from connectd.launches import Launches
 from connectd.person import PersonCalls
 from connectd.restarter import Restarts
-from connectd.runner import CoreRunner, RunSync
-from connectd.supervisor import Kind, Supervisor
 from connectd.tmux.adapter import TmuxAdapter
 from connectd.tmux.release_probe import ReleaseProbe
 from connectd.tmux.watcher import Watcher

@@ -1,7 +1,7 @@
 """Supervision: one way to start a task, and a written failure policy for every kind of task.
 
 After trio's ``serve_listeners``: the supervisor takes the task group it runs in (the daemon's one
-group, opened by :meth:`connectd.engine.Engine.run`), and every task of the daemon is started through
+group, opened by :meth:`connectd.daemon.parts.Engine.run`), and every task of the daemon is started through
 :meth:`Supervisor.spawn`. Nothing is fire-and-forget and no exception from tmux, the store or the
 network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
 

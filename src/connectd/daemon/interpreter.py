@@ -1,7 +1,7 @@
 """The interpreter: the one place that executes the effects the core emits, in order.
 
 Every step of the core, for every caller (agent calls, the person's calls, the watcher, delivery,
-restarts), returns its effects to :class:`connectd.runner.CoreRunner`, which commits ``Persist`` and
+restarts), returns its effects to :class:`connectd.daemon.runner.CoreRunner`, which commits ``Persist`` and
 ``Audit`` under the core lock and hands every effect to :meth:`Interpreter.run`. Each effect type has
 exactly one handler here (the table built in ``Interpreter.__init__``); an effect with no handler is a loud
 ``TypeError``, never ignored.
@@ -53,12 +53,12 @@ from connectcore.effects import (
     TypeText,
 )
 from connectd import here
-from connectd.supervisor import Kind
+from connectd.daemon.supervisor import Kind
 from connectd.tmux.adapter import TmuxError, TmuxInputError
 from connectd.tmux.procfs import ProcStatError
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 log = logging.getLogger("connectd.interpreter")
 

@@ -18,7 +18,7 @@ durable before the first byte is pasted):
 - A refusal at the core's gate (``CallRefused``) changes no state; its audit record is committed the
   same way before the refusal is raised.
 
-Then the interpreter executes the rest of the step's effects in order (:mod:`connectd.interpreter`).
+Then the interpreter executes the rest of the step's effects in order (:mod:`connectd.daemon.interpreter`).
 """
 
 from __future__ import annotations
