@@ -478,7 +478,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _launch_here(args: argparse.Namespace, env: dict[str, str]) -> int:
     """``launch --here``: run the launcher in this pane under a connectd-owned supervisor (this process)."""
-    from connectd.here import run_here
+    from connectd.agents.launch_here import run_here
 
     client = _client(args)
     status = run_here(client.call, launcher=args.launcher, connect=args.connect, cwd=os.path.abspath(args.cwd),

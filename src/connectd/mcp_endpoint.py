@@ -36,7 +36,7 @@ from connectcore._machine import ConnectError
 from connectcore.effects import Audit
 from connectd import __version__
 from connectd.act_calls import ActCalls
-from connectd.agent_calls import AgentCalls
+from connectd.agents.agent_calls import AgentCalls
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.parts import Engine
 from connectd.http.owner_auth import bearer_token
@@ -130,7 +130,7 @@ class _ConnectServer(MCPServer):
 
 
 def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
-    """The MCP server: each tool is one :class:`connectd.agent_calls.AgentCalls` call, which passes
+    """The MCP server: each tool is one :class:`connectd.agents.agent_calls.AgentCalls` call, which passes
     the core's gate before it looks anything up."""
     server = _ConnectServer(
         name="connect",

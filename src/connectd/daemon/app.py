@@ -22,12 +22,12 @@ from starlette.routing import Mount, Route
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.grants import Preset
+from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
 from connectd.daemon.supervisor import Kind
 from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
 from connectd.mcp_endpoint import build_mcp, capped_mcp_app
 from connectd.page import page_routes
-from connectd.restore import restore_routes
 from connectd.store.store import Store
 from connectd.tmux.adapter import TmuxAdapter
 

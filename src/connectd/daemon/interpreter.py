@@ -52,7 +52,7 @@ from connectcore.effects import (
     TypeShellText,
     TypeText,
 )
-from connectd import here
+from connectd.agents import launch_here as here
 from connectd.daemon.supervisor import Kind
 from connectd.tmux.adapter import TmuxError, TmuxInputError
 from connectd.tmux.procfs import ProcStatError

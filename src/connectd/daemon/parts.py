@@ -8,7 +8,7 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   under its kind's written failure policy (no I/O error ends the daemon);
 - :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
   :class:`connectd.delivery_io.Delivery` (guard, typing, confirmation),
-  :class:`connectd.launches.Launches`, :class:`connectd.restarter.Restarts` and
+  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.restart_to_connect.Restarts` and
   :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
 
 The engine holds the parts and the state they share (the hub behind ``step``, the clock, the store,
@@ -35,16 +35,16 @@ from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.acts_io import ActsIO
-from connectd.agent_calls import AgentCalls
+from connectd.agents.agent_calls import AgentCalls
+from connectd.agents.launch import Launches
+from connectd.agents.restart_to_connect import Restarts
 from connectd.daemon.clock import LifeClock
 from connectd.daemon.ids import Ids
 from connectd.daemon.interpreter import Interpreter
 from connectd.daemon.runner import CoreRunner, RunSync
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.delivery_io import Delivery
-from connectd.launches import Launches
 from connectd.person import PersonCalls
-from connectd.restarter import Restarts
 from connectd.tmux.adapter import TmuxAdapter
 from connectd.tmux.release_probe import ReleaseProbe
 from connectd.tmux.watcher import Watcher

@@ -22,7 +22,7 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.delivery import Message
 from connectcore.launchers import LauncherError
-from connectd.agent_calls import message_view
+from connectd.agents.agent_calls import message_view
 from connectd.daemon.ids import EngineError
 
 #: HTTP status of a refusal, by the reason code the engine or the core gives.

@@ -35,7 +35,7 @@ from connectd.http.errors import Problem, json_response, problem_response, refus
 from connectd.store.store import StoreUnavailable
 
 if TYPE_CHECKING:
-    from connectd.agent_calls import AgentCalls
+    from connectd.agents.agent_calls import AgentCalls
 
 log = logging.getLogger("connectd.http")
 

@@ -20,7 +20,8 @@ from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
-from connectd import facts, here
+from connectd import facts
+from connectd.agents import launch_here as here
 from connectd.daemon.ids import EngineError
 from connectd.daemon.parts import Engine
 from connectd.http import bodies as B

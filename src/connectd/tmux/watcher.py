@@ -18,7 +18,7 @@
   <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
   file its process holds open; a bound principal gets its session alias. An OpenCode launch's record
   gets its session id from the binding through its own server, which each reading of the pane starts
-  when the core says it is due (:meth:`connectd.launches.Launches.bind_when_due`).
+  when the core says it is due (:meth:`connectd.agents.launch.Launches.bind_when_due`).
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
   changed (:class:`connectd.tmux.repo_facts.FactsCache`).
 - Each agent's release: from its session banner when a reading shows one, else once per incarnation
@@ -51,8 +51,8 @@ from connectd.tmux.adapter import Capture, PaneInfo, TmuxError
 from connectd.tmux.repo_facts import FactsCache
 
 if TYPE_CHECKING:
+    from connectd.agents.launch import LaunchRecord
     from connectd.daemon.parts import Engine
-    from connectd.launches import LaunchRecord
 
 log = logging.getLogger("connectd.watcher")
 

@@ -31,7 +31,7 @@ from connectcore import restart as R
 from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
-from connectd import here
+from connectd.agents import launch_here as here
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.interpreter import RestartEffectFailed
 from connectd.daemon.supervisor import Kind

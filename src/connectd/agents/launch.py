@@ -6,7 +6,7 @@ directory read later; only this daemon writes it, so each incarnation's record i
 once. It changes once at most: an OpenCode launch learns its session after it started, and the record
 then gets the session id (as Claude's preset id is in it from the start).
 
-OpenCode's session binding (:mod:`connectcore.opencode_binding`, the rules; :mod:`connectd.opencode_bind`,
+OpenCode's session binding (:mod:`connectcore.opencode_binding`, the rules; :mod:`connectd.agents.opencode_session`,
 the I/O): a launch that starts a new OpenCode session serves on a loopback port picked here, behind a
 fresh password held in memory only (:class:`Server`). Once the watcher reads the pane as OpenCode idle
 (:meth:`Launches.bind_when_due`, asking the core), one supervised task runs the binding; its result is
@@ -33,7 +33,8 @@ from connectcore.advice import no_tmux_session
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
-from connectd import facts, opencode_bind
+from connectd import facts
+from connectd.agents import opencode_session as opencode_bind
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.supervisor import Kind
 from connectd.store.store import LaunchRow

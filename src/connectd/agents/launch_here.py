@@ -28,8 +28,8 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
+from connectd.agents.launch import Server, launch_plan
 from connectd.daemon.ids import EngineError, hash_token
-from connectd.launches import Server, launch_plan
 from connectd.tmux import procfs
 
 if TYPE_CHECKING:
