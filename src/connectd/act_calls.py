@@ -18,8 +18,8 @@ from connectcore import directory as D
 from connectcore import grants
 from connectcore import history as HI
 from connectcore import hub as H
-from connectd import targets
 from connectd.daemon.ids import EngineError, hash_token
+from connectd.delivery import targets
 
 if TYPE_CHECKING:
     from connectd.daemon.parts import Engine

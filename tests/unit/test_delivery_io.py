@@ -11,7 +11,7 @@ import anyio
 
 from connectcore import hub as H
 from connectcore.effects import ConfirmTyping
-from connectd.delivery_io import Delivery
+from connectd.delivery.guard import Delivery
 from connectd.person import PersonCalls
 from connectd.tmux.adapter import Capture
 from tests.unit.hubkit import World
@@ -276,7 +276,7 @@ def test_an_outcome_the_store_refuses_twice_is_stepped_again_until_it_is_taken(m
     """Claim: the typing's outcome is stepped until a commit takes it: two failed commits (the
     confirmation's, then the one after) leave the message typing no longer (before: it stayed
     ``typing`` until the daemon's next start)."""
-    import connectd.delivery_io as DIO
+    import connectd.delivery.guard as DIO
     from connectd.store.store import StoreError
 
     monkeypatch.setattr(DIO, "STORE_RETRY", 0.01)

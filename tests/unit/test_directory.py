@@ -502,7 +502,7 @@ def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> N
 def test_the_control_handle_names_control_s_pane_only_while_that_incarnation_is_shown_there() -> None:
     """Claim: ``control`` resolves to the pane of control's live token only while the directory shows
     that same incarnation there; no control, a pane gone, or another process in it: ``no_pane``
-    (issue 24: was an `if` in connectd/targets.py)."""
+    (issue 24: was an `if` in connectd/delivery/targets.py)."""
     d = fleet(obs(1), obs(2))
     token = d.panes["%2"].token
     assert D.resolve_control(d, ("%2", token)).pane_id == "%2"

@@ -25,8 +25,8 @@ from connectcore import routing as RT
 from connectcore.advice import receive_only_note
 from connectcore.delivery import Message
 from connectcore.grants import Preset, Scope
-from connectd import targets
 from connectd.daemon.ids import EngineError, hash_token
+from connectd.delivery import targets
 
 if TYPE_CHECKING:
     from connectd.daemon.parts import Engine

@@ -7,7 +7,7 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
 - :class:`connectd.daemon.supervisor.Supervisor` starts every task in the daemon's one task group, each
   under its kind's written failure policy (no I/O error ends the daemon);
 - :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
-  :class:`connectd.delivery_io.Delivery` (guard, typing, confirmation),
+  :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
   :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.restart_to_connect.Restarts` and
   :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
 
@@ -43,7 +43,7 @@ from connectd.daemon.ids import Ids
 from connectd.daemon.interpreter import Interpreter
 from connectd.daemon.runner import CoreRunner, RunSync
 from connectd.daemon.supervisor import Kind, Supervisor
-from connectd.delivery_io import Delivery
+from connectd.delivery.guard import Delivery
 from connectd.person import PersonCalls
 from connectd.tmux.adapter import TmuxAdapter
 from connectd.tmux.release_probe import ReleaseProbe

@@ -26,7 +26,7 @@ from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey
 from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
-from connectd import targets
+from connectd.delivery import targets
 from connectd.store.store import STORE_ERRORS
 from connectd.tmux.adapter import TmuxError
 
