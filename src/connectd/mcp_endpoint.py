@@ -35,8 +35,8 @@ from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit
 from connectd import __version__
-from connectd.act_calls import ActCalls
 from connectd.agents.agent_calls import AgentCalls
+from connectd.control.act_calls import ActCalls
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.parts import Engine
 from connectd.http.owner_auth import bearer_token

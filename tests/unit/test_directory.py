@@ -524,7 +524,7 @@ def test_only_a_title_the_program_set_counts() -> None:
 
 def test_bound_sessions_names_each_session_a_live_pane_holds_the_first_pane_first() -> None:
     """Claim: each session a live pane holds unambiguously is named with its pane, and nothing else is
-    (issue 24: was a loop in connectd/act_calls.py and connectd/agents/restore_fleet.py)."""
+    (issue 24: was a loop in connectd/control/act_calls.py and connectd/agents/restore_fleet.py)."""
     d = fleet(obs(1, harness="claude"), obs(2, harness="claude"), obs(3, harness="claude"))
     d = claim(d, 1, EvidenceSource.REGISTRY, "s-1")
     d = claim(d, 3, EvidenceSource.REGISTRY, "s-3")

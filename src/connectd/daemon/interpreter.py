@@ -203,7 +203,7 @@ class Interpreter:
         )
 
     async def _act(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
-        """Control's act, once (its outcome, done or failed, is reported by connectd.acts_io)."""
+        """Control's act, once (its outcome, done or failed, is reported by connectd.control.acts)."""
         with anyio.CancelScope(shield=True):
             await self.engine.acts_io.execute(effect)
 

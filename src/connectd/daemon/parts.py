@@ -34,10 +34,10 @@ from connectcore import launchers as L
 from connectcore.delivery import DEFAULT_LIMITS, Limits
 from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
-from connectd.acts_io import ActsIO
 from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
 from connectd.agents.restart_to_connect import Restarts
+from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
 from connectd.daemon.ids import Ids
 from connectd.daemon.interpreter import Interpreter
