@@ -124,7 +124,7 @@ def start_daemon(config: Config) -> Daemon:
     import errno
 
     from connectd.daemon.app import DataDirLocked, build_daemon
-    from connectd.http.owner_auth import UnusableSecret
+    from connectd.edges.http.owner_auth import UnusableSecret
 
     try:
         return build_daemon(config)
@@ -499,7 +499,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 
 def _limit(value: str) -> int:
-    from connectd.http.bodies import MAX_LIMIT
+    from connectd.edges.http.bodies import MAX_LIMIT
 
     if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
         raise argparse.ArgumentTypeError(f"--limit must be a whole number from 1 to {MAX_LIMIT}, not {value!r}")
@@ -731,7 +731,7 @@ def cmd_rotate_owner_token(args: argparse.Namespace) -> int:
         _client(args).call("POST", "/api/owner-token/rotate", {})
         print("owner token rotated: the old one no longer works (the new one is in the owner_token file, 0600)")
         return 0
-    from connectd.http.owner_auth import OWNER_TOKEN_FILE, new_owner_token, write_secret
+    from connectd.edges.http.owner_auth import OWNER_TOKEN_FILE, new_owner_token, write_secret
 
     if not (data_dir / OWNER_TOKEN_FILE).exists():
         raise SystemExit(f"connectd: no owner token in {data_dir}")

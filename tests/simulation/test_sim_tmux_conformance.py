@@ -30,7 +30,7 @@ def test_every_adapter_call_the_daemon_makes_is_simulated() -> None:
     from pathlib import Path
 
     src = Path(__file__).resolve().parents[2] / "src" / "connectd"
-    used = {m for path in src.glob("*.py") for m in re.findall(r"\.tmux\.([a-z_]+)\(", path.read_text())}
+    used = {m for path in src.rglob("*.py") for m in re.findall(r"\.tmux\.([a-z_]+)\(", path.read_text())}
     assert used <= set(port_methods()), used - set(port_methods())
 
 

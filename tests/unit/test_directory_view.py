@@ -20,7 +20,7 @@ from connectcore import opencode_binding as OC
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, Harness, Reading
 from connectd.daemon.parts import Engine
-from connectd.mcp_endpoint import _Listed, build_mcp
+from connectd.edges.mcp import _Listed, build_mcp
 from connectd.store.store import Store
 from connectd.tmux.adapter import PaneInfo
 from connectd.tmux.watcher import PaneState

@@ -25,7 +25,7 @@ from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
     from connectd.daemon.parts import Engine
-    from connectd.http import OwnerAuth
+    from connectd.edges.http import OwnerAuth
 
 
 def _plan(engine: Engine) -> Any:
@@ -73,7 +73,7 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
 
 def restore_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
     from connectd.daemon.ids import EngineError
-    from connectd.http import Problem, authenticate
+    from connectd.edges.http import Problem, authenticate
 
     async def handle(request: Request) -> Response:
         try:

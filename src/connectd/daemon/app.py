@@ -25,9 +25,9 @@ from connectcore.grants import Preset
 from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
 from connectd.daemon.supervisor import Kind
-from connectd.http import LoopbackGuard, OwnerAuth, owner_routes
-from connectd.mcp_endpoint import build_mcp, capped_mcp_app
-from connectd.page import page_routes
+from connectd.edges.http import LoopbackGuard, OwnerAuth, owner_routes
+from connectd.edges.http.page import page_routes
+from connectd.edges.mcp import build_mcp, capped_mcp_app
 from connectd.store.store import Store
 from connectd.tmux.adapter import TmuxAdapter
 
@@ -175,7 +175,7 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
             if daemon.config.watch_control_mode:
                 daemon.engine.supervisor.spawn(Kind.CONTROL_MODE, lambda: _watch_control_mode(daemon), name="control-mode reader")
             if daemon.config.otlp_endpoint:
-                from connectd.otlp import OtlpExporter
+                from connectd.edges.otlp import OtlpExporter
 
                 exporter = OtlpExporter(daemon.config.otlp_endpoint, daemon.store)
                 daemon.engine.supervisor.spawn(Kind.EXPORT, exporter.run, name="OTLP exporter")

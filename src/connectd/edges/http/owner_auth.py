@@ -31,7 +31,7 @@ from starlette.responses import Response
 from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
 from connectd.daemon.ids import EngineError
-from connectd.http.errors import Problem, json_response, problem_response, refusal
+from connectd.edges.http.errors import Problem, json_response, problem_response, refusal
 from connectd.store.store import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -136,14 +136,14 @@ def _read_or_create_secret(path: Path, make: Callable[[], str] = lambda: secrets
 
 
 class EndedSession(Protocol):
-    """A page session as the owner API records its end (``connectd.page.PageSession``)."""
+    """A page session as the owner API records its end (``connectd.edges.http.page.PageSession``)."""
 
     @property
     def actor(self) -> str: ...
 
 
 class SessionAuth(Protocol):
-    """The page's sessions as :func:`authenticate` sees them (``connectd.page.PageSessions``)."""
+    """The page's sessions as :func:`authenticate` sees them (``connectd.edges.http.page.PageSessions``)."""
 
     def authenticate(self, request: Request) -> str | None: ...
 
@@ -164,7 +164,7 @@ class OwnerAuth:
         self.owner_token = owner_token
         self._owner_digest = _digest(owner_token)
         self._tunnel_digest = _digest(tunnel_secret)
-        #: The owner page's login sessions (``connectd.page.PageSessions``), set when the page is served.
+        #: The owner page's login sessions (``connectd.edges.http.page.PageSessions``), set when the page is served.
         self.sessions: SessionAuth | None = None
 
     @classmethod

@@ -4,7 +4,7 @@ and ``POST /api/login-codes``.
 Rules (issue 6):
 
 - Nothing works without login. ``GET /`` without a session answers 401 with a page that says how to
-  log in; every ``/api/`` route answers 401 (``connectd.http.owner_auth.authenticate``).
+  log in; every ``/api/`` route answers 401 (``connectd.edges.http.owner_auth.authenticate``).
 - A login code is minted by the person (``POST /api/login-codes`` with the owner token; ``connectd
   token`` shows ``<base>/login?code=...`` and clears it, or writes it to a 0600 file). It is random
   (144 bits, ``cl_``-prefixed so screen tails redact it), kept only as a digest, valid for
@@ -56,8 +56,8 @@ from connectcore.effects import Audit
 from connectcore.redact import LOGIN_CODE_PREFIX
 from connectd import facts
 from connectd.daemon.parts import Engine
-from connectd.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
-from connectd.http.bodies import Empty, Query
+from connectd.edges.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
+from connectd.edges.http.bodies import Empty, Query
 
 log = logging.getLogger("connectd.page")
 
@@ -500,7 +500,7 @@ class OwnerPage:
 def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
     """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
 
-    Attaches the page sessions to ``auth`` so :func:`connectd.http.owner_auth.authenticate` accepts
+    Attaches the page sessions to ``auth`` so :func:`connectd.edges.http.owner_auth.authenticate` accepts
     the session cookie (with its CSRF token) on every owner API route.
     """
     return OwnerPage(engine, auth, data_dir).routes()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connectd.http.errors import Problem, problem_response
+from connectd.edges.http.errors import Problem, problem_response
 
 
 class LoopbackGuard:

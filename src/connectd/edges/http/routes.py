@@ -1,8 +1,8 @@
 """The owner API's routes under ``/api/``: the person's reads and decisions.
 
-Every route runs through :func:`connectd.http.owner_auth.owner_endpoint` (who is asking), takes its
-body as a pydantic model from :mod:`connectd.http.bodies` (nothing is called before the whole request
-passed) and sits behind :class:`connectd.http.loopback.LoopbackGuard`, like every other route.
+Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint` (who is asking), takes its
+body as a pydantic model from :mod:`connectd.edges.http.bodies` (nothing is called before the whole request
+passed) and sits behind :class:`connectd.edges.http.loopback.LoopbackGuard`, like every other route.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from connectd import facts
 from connectd.agents import launch_here as here
 from connectd.daemon.ids import EngineError
 from connectd.daemon.parts import Engine
-from connectd.http import bodies as B
-from connectd.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
-from connectd.http.errors import Problem, owner_message_view, refusal
-from connectd.http.events import KEEPALIVE_SECONDS, AsResponse, EventStream
-from connectd.http.owner_auth import Handler, OwnerAuth, owner_endpoint
-from connectd.http.paging import (
+from connectd.edges.http import bodies as B
+from connectd.edges.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
+from connectd.edges.http.errors import Problem, owner_message_view, refusal
+from connectd.edges.http.events import KEEPALIVE_SECONDS, AsResponse, EventStream
+from connectd.edges.http.owner_auth import Handler, OwnerAuth, owner_endpoint
+from connectd.edges.http.paging import (
     audit_cursor,
     encode_message_cursor,
     message_cursor,

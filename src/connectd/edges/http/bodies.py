@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 from starlette.requests import ClientDisconnect, Request
 
 from connectcore.grants import Preset
-from connectd.http.errors import Problem
+from connectd.edges.http.errors import Problem
 
 #: A pane in a path or body: ``%N`` (or the bare number, for scripts that cannot encode ``%``).
 PANE_RE = re.compile(r"%?([0-9]{1,9})")

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from connectd.daemon.parts import Subscribers
-from connectd.http.errors import _dumps
+from connectd.edges.http.errors import _dumps
 
 EVENT_BUFFER = 256
 KEEPALIVE_SECONDS = 15.0

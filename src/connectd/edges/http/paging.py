@@ -2,8 +2,8 @@
 
 Rules (issue 14, item 6):
 
-- A list read answers at most ``limit`` rows (1 to :data:`~connectd.http.bodies.MAX_LIMIT`, default
-  :data:`~connectd.http.bodies.DEFAULT_LIMIT`), **newest first** by default; ``order=oldest`` walks
+- A list read answers at most ``limit`` rows (1 to :data:`~connectd.edges.http.bodies.MAX_LIMIT`, default
+  :data:`~connectd.edges.http.bodies.DEFAULT_LIMIT`), **newest first** by default; ``order=oldest`` walks
   the other way (what ``connectd audit --follow`` and the page's "newer" button do).
 - ``before=CURSOR`` / ``after=CURSOR`` bound the window (both may be given). A cursor is the one a
   listing gave: an audit record's id, or a message's opaque cursor.
@@ -28,8 +28,8 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from connectd.http.bodies import Query, bad
-from connectd.http.errors import json_response
+from connectd.edges.http.bodies import Query, bad
+from connectd.edges.http.errors import json_response
 
 T = TypeVar("T")
 
