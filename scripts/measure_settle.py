@@ -9,7 +9,7 @@ connect types a message with one tmux call: a bracketed paste, and the server pr
 ``submit_after`` seconds later (``connectd.tmux.adapter.SyncTmux.paste_text``; the daemon passes
 ``Timing.settle``, 0.4 s). This script finds out what each harness really needs. For each harness
 (the pinned Claude Code and Codex of tests/support/harnesses.py, and the stand-in
-``connectd.demo_agent``) it:
+``connectd.cli.demo_agent``) it:
 
 - starts the program in its own private tmux server (``tmux -L connect-settle-...``), offline against
   the scripted model server (tests/support/model_server.py) in a private HOME, exactly as the live
@@ -77,7 +77,7 @@ import anyio  # noqa: E402
 import anyio.from_thread  # noqa: E402
 
 from connectcore.screen import Activity, Composer, Reading, read_screen  # noqa: E402
-from connectd.demo_agent import install_wrapper  # noqa: E402
+from connectd.cli.demo_agent import install_wrapper  # noqa: E402
 from connectd.tmux.adapter import SyncTmux  # noqa: E402
 from connectd.tmux.control_mode import ControlModeReader, PaneOutput  # noqa: E402
 from tests.support import harnesses as H  # noqa: E402
@@ -491,7 +491,7 @@ def release_of(name: str) -> str:
     if name == "demo":
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True).stdout.strip()
-        return f"connectd.demo_agent@{head or 'unknown'}"
+        return f"connectd.cli.demo_agent@{head or 'unknown'}"
     return H.version(name)
 
 

@@ -31,9 +31,9 @@ def test_the_built_wheel_holds_the_static_page_and_the_entry_point(tmp_path: Pat
     static = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "connectd" / "edges" / "http" / "static").rglob("*") if p.is_file())
     assert static and set(static) <= names, sorted(set(static) - names)
     assert {"connectd/edges/http/static/index.html", "connectd/edges/http/static/app.js", "connectd/edges/http/static/icons/LICENSE"} <= names
-    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli.py", "connectcore/hub/__init__.py"} <= names
+    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli/main.py", "connectcore/hub/__init__.py"} <= names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "connectd = connectd.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "connectd = connectd.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     # What an installed copy sees: unpacked alone on the path, it finds its page and runs its CLI.
     site = tmp_path / "site"

@@ -2,7 +2,7 @@
 
 :class:`SimServer` is the world (one tmux server): panes, their processes (pid, start time: one
 incarnation each), the stand-in agents that draw Claude-Code-shaped screens (the shapes
-:func:`connectcore.screen.read_screen` reads, as ``connectd.demo_agent`` draws them), and the person
+:func:`connectcore.screen.read_screen` reads, as ``connectd.cli.demo_agent`` draws them), and the person
 who types into composers and opens menus. Time is the simulation's virtual clock; an agent's turn
 ends by itself (its screen is a function of the clock), so agents need no tasks.
 

@@ -33,8 +33,8 @@ from connectcore.advice import no_tmux_session
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
-from connectd import facts
 from connectd.agents import opencode_session as opencode_bind
+from connectd.cli import facts
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.supervisor import Kind
 from connectd.store.store import LaunchRow

@@ -35,7 +35,7 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from connectd.safetext import visible
+from connectd.cli.safetext import visible
 from connectd.store.store import AuditRow, Store
 
 log = logging.getLogger("connectd.otlp")

@@ -54,7 +54,7 @@ from connectcore import advice
 from connectcore import login as LG
 from connectcore.effects import Audit
 from connectcore.redact import LOGIN_CODE_PREFIX
-from connectd import facts
+from connectd.cli import facts
 from connectd.daemon.parts import Engine
 from connectd.edges.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
 from connectd.edges.http.bodies import Empty, Query

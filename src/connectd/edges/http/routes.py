@@ -20,8 +20,8 @@ from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
-from connectd import facts
 from connectd.agents import launch_here as here
+from connectd.cli import facts
 from connectd.daemon.ids import EngineError
 from connectd.daemon.parts import Engine
 from connectd.edges.http import bodies as B

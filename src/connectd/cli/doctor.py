@@ -1,8 +1,8 @@
 """``connectd doctor``: is this machine ready? Each check says what it found and, when something is
 wrong, what to do about it.
 
-Checks: tmux (present, at least :data:`connectd.compat.TMUX_MINIMUM`), the harness releases on PATH
-against the verified ones (:data:`connectd.compat.VERIFIED`; an unknown release is a warning: its
+Checks: tmux (present, at least :data:`connectd.verified.TMUX_MINIMUM`), the harness releases on PATH
+against the verified ones (:data:`connectd.verified.VERIFIED`; an unknown release is a warning: its
 messages wait until its screens are read), the port (free, or held by this data directory's daemon),
 the data directory (ours, 0700; its secrets 0600) and the daemon (answers the owner API).
 A failure makes the exit status 1; warnings do not.
@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from connectcore import advice
-from connectd import compat, facts
+from connectd import verified as compat
+from connectd.cli import facts
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -96,7 +97,7 @@ def check_port(port: int, data_dir: Path) -> Check:
         else:
             return Check("port", OK, f"127.0.0.1:{port} is free for `connectd serve`")
     if info.get("port") == port:
-        from connectd.cli import listener_refusal
+        from connectd.cli.main import listener_refusal
 
         why = listener_refusal(port, int(str(info.get("pid") or 0)))
         if why is None:
@@ -139,7 +140,7 @@ def check_daemon(data_dir: Path, port: int) -> Check:
     if not info:
         return Check("daemon", WARN, f"no daemon is running on {data_dir}",
                      f"start it: `connectd serve --data-dir {data_dir}` or `connectd service install`")
-    from connectd.cli import Client
+    from connectd.cli.main import Client
 
     try:
         client = Client(data_dir, None)

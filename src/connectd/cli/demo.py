@@ -1,6 +1,6 @@
 """``make run`` on a machine with no tmux server: an isolated demo fleet.
 
-A private tmux server (``tmux -L connect-demo``) with two stand-in agents (``connectd.demo_agent``)
+A private tmux server (``tmux -L connect-demo``) with two stand-in agents (``connectd.cli.demo_agent``)
 launched connected (Collaborate), a daemon on it with its own data directory, and one real MCP call:
 agent A sends agent B a message, which waits on a consent card until you approve it.
 """
@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from connectcore import advice
 from connectcore import launchers as L
 from connectcore.grants import Preset
-from connectd import facts
+from connectd.cli import facts
 
 if TYPE_CHECKING:
     from connectd.daemon.app import Daemon
@@ -36,7 +36,7 @@ def _tmux(*args: str) -> None:
 
 
 def demo_launcher(bin_dir: Path) -> L.Launcher:
-    from connectd.demo_agent import install_wrapper
+    from connectd.cli.demo_agent import install_wrapper
 
     wrapper = str(install_wrapper(bin_dir))
     return L.Launcher(
@@ -49,7 +49,7 @@ def demo_launcher(bin_dir: Path) -> L.Launcher:
 
 
 def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
-    from connectd.cli import CliError, start_daemon
+    from connectd.cli.main import CliError, start_daemon
     from connectd.daemon.app import Config, DataDirLocked, lock_data_dir, serve
 
     data_dir = data_dir or Path(platformdirs.user_data_dir("connect-demo"))
@@ -67,7 +67,7 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     cli = facts.cli_command()
 
     async def ready(d: Daemon, tg: TaskGroup) -> None:
-        from connectd.cli import write_daemon_info
+        from connectd.cli.main import write_daemon_info
 
         write_daemon_info(data_dir, d.port, d.mcp_url)
         a = await d.engine.launches.launch("demo", preset=Preset.COLLABORATE, cwd=str(workdir), tmux_session="demo", extra_env={"DEMO_AGENT_NAME": "agent A"}, reveal_token=True)
@@ -92,7 +92,7 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        from connectd.cli import remove_daemon_info
+        from connectd.cli.main import remove_daemon_info
 
         remove_daemon_info(data_dir)
         subprocess.run(["tmux", "-L", DEMO_SOCKET, "kill-server"], capture_output=True)
@@ -101,7 +101,7 @@ def run_demo(port: int = 7878, data_dir: Path | None = None) -> int:
 
 
 def demo_commands(cli: str, data_dir: Path, *, inside_tmux: bool) -> list[str]:
-    """What to type next, as commands that run as printed (``cli``: :func:`connectd.facts.cli_command`).
+    """What to type next, as commands that run as printed (``cli``: :func:`connectd.cli.facts.cli_command`).
     Inside tmux, attaching to the demo's server is a nested client, which tmux allows once $TMUX is unset."""
     dd = f"--data-dir {shlex.quote(str(data_dir))}"
     attach = f"{'TMUX= ' if inside_tmux else ''}tmux -L {DEMO_SOCKET} attach"

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 
 from connectcore import advice
-from connectd import facts, history_cli
-from connectd.safetext import cell, visible
+from connectd.cli import facts
+from connectd.cli.safetext import cell, visible
+from connectd.history import cli as history_cli
 
 if TYPE_CHECKING:
     from connectd.daemon.app import Config, Daemon
@@ -160,7 +161,7 @@ def _launchers(data_dir: Path) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """``make run``: serve against the running tmux server (with every option of ``serve``), or an
     isolated demo fleet when none runs or ``--demo`` asks for it; it says which."""
-    from connectd.demo import run_demo
+    from connectd.cli.demo import run_demo
 
     tmux = ("tmux", *(("-L", args.tmux_socket) if args.tmux_socket else ()),
             *(("-S", args.tmux_socket_path) if args.tmux_socket_path else ()))
@@ -744,7 +745,7 @@ def cmd_rotate_owner_token(args: argparse.Namespace) -> int:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    from connectd import service
+    from connectd.cli import service
 
     data_dir = Path(args.data_dir).expanduser().absolute()
     if args.action == "install":
@@ -779,7 +780,7 @@ def cmd_federate(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from connectd import doctor
+    from connectd.cli import doctor
 
     status, text = doctor.report(doctor.run_checks(Path(args.data_dir), args.port), args.json)
     print(text)

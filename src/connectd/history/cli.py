@@ -2,7 +2,7 @@
 
 The lead's main CLI calls :func:`register` with its subparsers; each leaf command sets
 ``func=<handler>`` (``handler(args) -> int`` exit status). Standalone:
-``python -m connectd.history_cli history search QUERY``.
+``python -m connectd.history.cli history search QUERY``.
 
 Exit status: 0 success, 1 nothing found / declined, 2 bad input or refused.
 """
@@ -32,6 +32,7 @@ from connectcore.history import (
     parse_harness,
     with_daemon_pane,
 )
+from connectd.cli.safetext import visible
 from connectd.history.index import IndexReport
 from connectd.history.service import (
     HistoryService,
@@ -40,7 +41,6 @@ from connectd.history.service import (
     default_data_dir,
     jsonl_audit,
 )
-from connectd.safetext import visible
 
 #: A build that visits at least this many transcripts shows a progress bar on a terminal.
 PROGRESS_MIN_FILES = 200
@@ -211,7 +211,7 @@ def daemon_panes(args: argparse.Namespace) -> tuple[dict[tuple[str, str], str], 
     tmux ``session:window``, asked through its owner API as the other client commands ask it (the
     listener is checked before the owner token is sent). No daemon, or one that does not answer:
     nothing, and the local probe's liveness stands."""
-    from connectd.cli import Client
+    from connectd.cli.main import Client
 
     data_dir = Path(args.data_dir) if getattr(args, "data_dir", None) else default_data_dir()
     if not (data_dir / "daemon.json").exists():
@@ -383,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry: ``python -m connectd.history_cli history ...``."""
+    """Standalone entry: ``python -m connectd.history.cli history ...``."""
     parser = build_parser()
     args = parser.parse_args(argv)
     func = args.func
