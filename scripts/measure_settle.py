@@ -6,15 +6,15 @@
     make measure-settle                                       # the same, after `make harnesses`
 
 connect types a message with one tmux call: a bracketed paste, and the server presses Enter
-``submit_after`` seconds later (``connectd.tmux.SyncTmux.paste_text``; the daemon passes
+``submit_after`` seconds later (``connectd.tmux.adapter.SyncTmux.paste_text``; the daemon passes
 ``Timing.settle``, 0.4 s). This script finds out what each harness really needs. For each harness
 (the pinned Claude Code and Codex of tests/support/harnesses.py, and the stand-in
-``connectd.demo_agent``) it:
+``connectd.cli.demo_agent``) it:
 
 - starts the program in its own private tmux server (``tmux -L connect-settle-...``), offline against
   the scripted model server (tests/support/model_server.py) in a private HOME, exactly as the live
   acceptance does (the same home builders, the same pinned binaries);
-- attaches a control-mode client (``connectd.control_mode.ControlModeReader``) to the pane's session
+- attaches a control-mode client (``connectd.tmux.control_mode.ControlModeReader``) to the pane's session
   before the program starts, so every byte the pane draws is seen with the time it arrived;
 - waits until the daemon's own screen reader (``connectcore.screen.read_screen``) reads the pane idle
   with an empty composer, and the screen has been still for a moment;
@@ -77,9 +77,9 @@ import anyio  # noqa: E402
 import anyio.from_thread  # noqa: E402
 
 from connectcore.screen import Activity, Composer, Reading, read_screen  # noqa: E402
-from connectd.control_mode import ControlModeReader, PaneOutput  # noqa: E402
-from connectd.demo_agent import install_wrapper  # noqa: E402
-from connectd.tmux import SyncTmux  # noqa: E402
+from connectd.cli.demo_agent import install_wrapper  # noqa: E402
+from connectd.tmux.adapter import SyncTmux  # noqa: E402
+from connectd.tmux.control_mode import ControlModeReader, PaneOutput  # noqa: E402
 from tests.support import harnesses as H  # noqa: E402
 from tests.support.model_server import ModelServer  # noqa: E402
 from tests.support.tmux_server import TmuxServer  # noqa: E402
@@ -491,7 +491,7 @@ def release_of(name: str) -> str:
     if name == "demo":
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True).stdout.strip()
-        return f"connectd.demo_agent@{head or 'unknown'}"
+        return f"connectd.cli.demo_agent@{head or 'unknown'}"
     return H.version(name)
 
 
@@ -722,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
         "method": {"delays": delays, "kinds": kinds, "trials_per_delay_and_kind": args.trials,
                    "typed_trials_per_delay": args.typed_trials, "seed": seed,
                    "grace_s": GRACE, "pane": [WIDTH, HEIGHT],
-                   "paste": "connectd.tmux.SyncTmux.paste_text(pane, text, submit_after=delay)",
+                   "paste": "connectd.tmux.adapter.SyncTmux.paste_text(pane, text, submit_after=delay)",
                    "echo": "paste without submit; on each %output of the pane capture it; Enter "
                            "(SyncTmux.press_enter) once the composer reads as a draft showing the last line "
                            "or a pasted-text placeholder"},

@@ -26,12 +26,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-SHELL_MODULES = ["runner", "interpreter", "delivery_io", "supervisor", "watcher"]
+SHELL_MODULES = ["daemon.runner", "daemon.interpreter", "delivery.guard", "daemon.supervisor", "tmux.watcher"]
 # Of the watcher, the methods that decide what the core hears at startup and after (which incarnations
 # live, startup reconciliation, what a pane shows); its session-binding and routing-fact code is tested
 # by the integration tests, which a mutation run does not include.
 SHELL_METHODS = {
-    "watcher": (
+    "tmux.watcher": (
         "Watcher",
         ["poll", "reconcile", "_step_gone", "observe_pane", "capture_dirty", "mark_output", "drawn",
          "look_again", "remember_reading", "fresh_incarnation", "sweep"],
@@ -56,7 +56,7 @@ def shell_copy(modules: list[str]) -> Path:
     shutil.copytree(ROOT, copy, dirs_exist_ok=True, ignore=ignore)
     pyproject = copy / "pyproject.toml"
     text = pyproject.read_text()
-    files = ", ".join(f'"src/connectd/{m}.py"' for m in modules)
+    files = ", ".join(f'"src/connectd/{m.replace(".", "/")}.py"' for m in modules)
     text = text.replace('source_paths = ["src/connectcore/"]', f"source_paths = [{files}]")
     text = text.replace('also_copy = ["src/connectd/",', 'also_copy = ["src/connectcore/", "src/connectd/",')
     text = re.sub(r"do_not_mutate = \[[^\]]*\]", "do_not_mutate = []", text)
@@ -98,9 +98,11 @@ def main(argv: list[str]) -> int:
     for line in out.stdout.splitlines():
         match = re.match(rf"^\s*(({package}\.[A-Za-z_]+)\.\S+):\s*(\w[\w ]*)$", line)
         if match and any(fnmatch.fnmatchcase(match.group(1), name) for name in names):
-            per[match.group(2)][match.group(3).strip()] += 1
+            # a module in a folder (the shell's daemon.runner) is named whole, not by its folder
+            module = next((f"{package}.{m}" for m in modules if match.group(1).startswith(f"{package}.{m}.")), match.group(2))
+            per[module][match.group(3).strip()] += 1
     if modules:
-        per = {k: v for k, v in per.items() if k.split(".")[1] in modules}
+        per = {k: v for k, v in per.items() if k.removeprefix(f"{package}.") in modules}
     rows = []
     total = Counter[str]()
     for module in sorted(per):

@@ -3,7 +3,7 @@
 For each harness: the live rig (:class:`tests.support.live.LiveFleet`: the scripted model server, a
 private tmux server, a real ``connectd serve`` subprocess, private HOMEs) with the real binary as
 recipient B, launched through connectd, its model answering every prompt with a short reply so it
-is idle again at once. The sender A is the stand-in agent (``connectd.demo_agent``) launched through
+is idle again at once. The sender A is the stand-in agent (``connectd.cli.demo_agent``) launched through
 the same daemon, whose token the bench uses as a direct MCP client (as the stand-in section does);
 the pair is approved once beforehand.
 
@@ -35,7 +35,7 @@ import anyio
 from benchlib.common import log, pct, wait_for
 from benchlib.memory import QUEUED_POLICY
 from connectcore.screen import Activity, Composer, read_screen
-from connectd.demo_agent import install_wrapper
+from connectd.cli.demo_agent import install_wrapper
 from tests.support import harnesses as H
 from tests.support.daemon import call, mcp_agent
 from tests.support.live import Agent, LiveFleet

@@ -2,8 +2,8 @@
 
 The core never calls these (it returns effects as data); they describe, in the core's own terms, what
 the daemon's adapters must offer to carry the effects out, so a reader can hold ``connectd`` against
-the design. ``connectd.tmux.TmuxAdapter`` implements :class:`Panes` (its ``capture`` returns a
-``connectd.tmux.Capture``, a :class:`PaneText`); the daemon's clock is ``time.time``.
+the design. ``connectd.tmux.adapter.TmuxAdapter`` implements :class:`Panes` (its ``capture`` returns a
+``connectd.tmux.adapter.Capture``, a :class:`PaneText`); the daemon's clock is ``time.time``.
 ``tests/unit/test_ports.py`` holds each implementation against these declarations, method by method
 (``isinstance`` against a runtime-checkable Protocol only looks for names: ``print`` is a ``Clock``).
 :class:`Bus` is what a federated box publishes and receives envelopes through

@@ -20,11 +20,11 @@ from connectcore.advice import receive_only_note
 from connectcore.consent import Decision
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.hub import acts as hub_acts
-from connectd.act_calls import act_view
-from connectd.ids import EngineError, hash_token
+from connectd.control.act_calls import act_view
+from connectd.daemon.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
 
 
 

@@ -73,7 +73,7 @@ def _agent_pid(tmux: TmuxServer, pane: str) -> int:
 
 
 def _is_demo(pid: int) -> bool:
-    from connectd import procfs
+    from connectd.tmux import procfs
 
     return any(a.endswith("demo_agent.py") for a in procfs.cmdline(pid) or [])
 

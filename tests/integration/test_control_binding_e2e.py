@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from connectd.demo_agent import install_wrapper
+from connectd.cli.demo_agent import install_wrapper
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.fixtures import running_daemon
 from tests.support.tmux_server import TmuxServer

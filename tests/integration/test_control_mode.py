@@ -9,8 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from connectd import procfs
-from connectd.control_mode import (
+from connectd.tmux import procfs
+from connectd.tmux.adapter import TmuxAdapter
+from connectd.tmux.control_mode import (
     Activity,
     ControlModeReader,
     ControlModeWatcher,
@@ -22,7 +23,6 @@ from connectd.control_mode import (
     control_client_argv,
     unescape,
 )
-from connectd.tmux import TmuxAdapter
 from tests.support.tmux_server import TmuxServer, tmux_server_fixture
 
 PRINTER = ["sh", "-c", "while :; do echo tick; sleep 0.1; done"]

@@ -18,7 +18,7 @@ import pytest
 
 from connectcore.delivery import MessageState
 from connectcore.effects import Persist
-from connectd.store import Store
+from connectd.store.store import Store
 from tests.fixtures.history.transcripts import Claude, make_repo
 from tests.integration.test_daemon_e2e import agents, get_message, make_busy, run, send
 from tests.support.daemon import ROOT, DaemonProcess, call, mcp_agent, wait_for

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from connectd import procfs
-from connectd.demo_agent import install_wrapper
+from connectd.cli.demo_agent import install_wrapper
+from connectd.tmux import procfs
 from tests.fixtures.history.transcripts import Claude, Codex, make_repo
 from tests.integration.test_daemon_e2e import agents, get_message, run, send
 from tests.support.daemon import DaemonProcess, call, mcp_agent, wait_for

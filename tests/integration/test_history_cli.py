@@ -1,4 +1,4 @@
-"""``connectd history`` run in-process and as ``python -m connectd.history_cli``, with no daemon."""
+"""``connectd history`` run in-process and as ``python -m connectd.history.cli``, with no daemon."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from connectcore.history import ALLOWED_FIELDS
-from connectd import history_cli
+from connectd.history import cli as history_cli
 from tests.fixtures.history.transcripts import Claude, make_repo, write_jsonl
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "history"
@@ -159,7 +159,7 @@ def test_standalone_module_works_without_a_daemon(tmp_path, env):
         [
             sys.executable,
             "-m",
-            "connectd.history_cli",
+            "connectd.history.cli",
             "history",
             "search",
             "reconnect",

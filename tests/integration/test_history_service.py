@@ -21,8 +21,8 @@ from connectcore.history import (
     RestoreReason,
     SessionNotFound,
 )
-from connectd import procfs
 from connectd.history.service import HistoryService, SessionRunning
+from connectd.tmux import procfs
 from tests.fixtures.history.transcripts import Claude, Codex, claude_subagent, make_repo
 from tests.support.tmux_server import TmuxServer
 

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from connectcore import releases
-from connectd import procfs
-from connectd.release_probe import ReleaseProbe
+from connectd.tmux import procfs
+from connectd.tmux.release_probe import ReleaseProbe
 from tests.support import harnesses as H
 from tests.support.live import (
     Agent,

@@ -1,4 +1,4 @@
-"""connectd.opencode_bind on real tmux: the pane's process serves on the launch's port and is bound
+"""connectd.agents.opencode_session on real tmux: the pane's process serves on the launch's port and is bound
 through it; a listener outside the pane, a wrong password or no listener leaves it unbound.
 
 The pane runs a stand-in for OpenCode's server (tests/support/fake_opencode_server.py); the same
@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from connectcore import opencode_binding as OC
-from connectd import opencode_bind
+from connectd.agents import opencode_session as opencode_bind
 from tests.support import harnesses as H
 from tests.support.fixtures import free_port
 

@@ -23,8 +23,8 @@ import pytest
 
 from connectcore import opencode_binding as OC
 from connectcore.launchers import harness_injection
-from connectd import opencode_bind
-from connectd.procfs import alive
+from connectd.agents import opencode_session as opencode_bind
+from connectd.tmux.procfs import alive
 from tests.support import harnesses as H
 from tests.support.live import argv_holding
 from tests.support.model_server import ModelServer, Turn

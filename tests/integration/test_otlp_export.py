@@ -14,9 +14,9 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from connectcore.effects import Audit
-from connectd import otlp
-from connectd.otlp import ExportFailed, OtlpExporter
-from connectd.store import Store
+from connectd.edges import otlp
+from connectd.edges.otlp import ExportFailed, OtlpExporter
+from connectd.store.store import Store
 from tests.support.collector import Collector
 from tests.support.daemon import DaemonProcess, wait_for
 from tests.support.tmux_server import TmuxServer

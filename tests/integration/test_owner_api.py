@@ -32,8 +32,9 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.launchers import Launcher
-from connectd.engine import Engine, Subscribers
-from connectd.http import (
+from connectd.daemon.ids import hash_token
+from connectd.daemon.parts import Engine, Subscribers
+from connectd.edges.http import (
     EVENT_BUFFER,
     MAX_BODY_BYTES,
     OWNER_TOKEN_FILE,
@@ -43,9 +44,8 @@ from connectd.http import (
     OwnerAuth,
     owner_routes,
 )
-from connectd.ids import hash_token
-from connectd.mcp_endpoint import build_mcp
-from connectd.store import Store
+from connectd.edges.mcp import build_mcp
+from connectd.store.store import Store
 from tests.support.fixtures import tmux_session
 from tests.support.tmux_server import TmuxServer
 

@@ -30,7 +30,7 @@ import anyio
 import httpx2
 import pytest
 
-from connectd.page import SESSIONS_FILE, PageSessions, cookie_name
+from connectd.edges.http.page import SESSIONS_FILE, PageSessions, cookie_name
 from tests.support import browser as B
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent, wait_for
 from tests.support.fixtures import free_port, running_daemon, tmux_session

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from connectcore.effects import Audit
-from connectd.store import Store
+from connectd.store.store import Store
 from tests.integration.test_store import HashedWorld
 from tests.support.daemon import ROOT, DaemonProcess
 from tests.support.fixtures import running_daemon, tmux_session

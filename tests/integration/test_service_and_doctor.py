@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from connectd import compat
-from connectd.cli import main
+from connectd import verified as compat
+from connectd.cli.main import main
 from tests.support.daemon import DaemonProcess
 from tests.support.fixtures import free_port
 from tests.support.harnesses import PINNED

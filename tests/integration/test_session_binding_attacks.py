@@ -84,7 +84,7 @@ def test_an_observe_codex_holding_a_rollout_named_after_control_never_gains_act(
     launch_agent is refused with no card (as the wire says: an unknown tool)."""
     import anyio
 
-    from connectd.demo_agent import install_wrapper
+    from connectd.cli.demo_agent import install_wrapper
     from tests.support.daemon import call, mcp_agent
 
     codex = install_wrapper(daemon.tmp / "bin", "codex")
@@ -135,7 +135,7 @@ def test_a_claude_registry_record_forged_for_control_s_session_never_raises_a_gr
     session. While control runs the record binds nothing (its session is held); once control's pane
     closed it binds, and connecting the pane in place is refused (before: the pane joined control's
     principal and was listed as control with act)."""
-    from connectd.demo_agent import install_wrapper
+    from connectd.cli.demo_agent import install_wrapper
 
     ctl = daemon.launch("ctl", "collaborate", control=True, session=CLAUDE_CONTROL)
     wait_for(lambda: daemon.agent_view(ctl.pane).get("control"), 15, "control running")

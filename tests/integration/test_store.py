@@ -24,8 +24,16 @@ from connectcore.consent import CardState, Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import Audit, Notify, Persist, TypeText
 from connectcore.grants import Preset, Principal, Scope, TokenRecord, scopes_of
-from connectd import store as store_mod
-from connectd.store import AuditRow, BindingRow, LaunchRow, Store, StoreError, hash_token, message_cursor
+from connectd.store import store as store_mod
+from connectd.store.store import (
+    AuditRow,
+    BindingRow,
+    LaunchRow,
+    Store,
+    StoreError,
+    hash_token,
+    message_cursor,
+)
 from tests.unit.hubkit import World
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from connectcore.delivery import Message
 from connectcore.effects import Persist
 from connectcore.grants import Principal, Scope, TokenRecord
 from connectcore.restart import RestartRecord
-from connectd import codec
-from connectd import store as store_mod
-from connectd.store import DB_NAME, Store
+from connectd.store import codec
+from connectd.store import store as store_mod
+from connectd.store.store import DB_NAME, Store
 from tests.integration.test_store import _restart_effects, _scenario
 from tests.support import legacy_codec
 from tests.unit.test_hub_acts import QUESTION, approve, propose, world

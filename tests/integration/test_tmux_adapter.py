@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from connectd import procfs
-from connectd.tmux import (
+from connectd.tmux import procfs
+from connectd.tmux.adapter import (
     Capture,
     PaneInfo,
     SyncTmux,

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from connectd.engine import Engine
-from connectd.store import Store
+from connectd.daemon.parts import Engine
+from connectd.store.store import Store
 from tests.support.tmux_server import TmuxServer, tmux_server_fixture
 
 

@@ -1,5 +1,5 @@
 """Issue 14, item 4: what ``pipx install .`` / ``uv tool install .`` install is the wheel, and the wheel
-carries the owner page (``connectd/static``: HTML, CSS, JS, the icons) and the ``connectd`` script."""
+carries the owner page (``connectd/edges/http/static``: HTML, CSS, JS, the icons) and the ``connectd`` script."""
 
 from __future__ import annotations
 
@@ -28,19 +28,19 @@ def test_the_built_wheel_holds_the_static_page_and_the_entry_point(tmp_path: Pat
     assert out.returncode == 0, out.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("connect-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    static = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "connectd" / "static").rglob("*") if p.is_file())
+    static = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "connectd" / "edges" / "http" / "static").rglob("*") if p.is_file())
     assert static and set(static) <= names, sorted(set(static) - names)
-    assert {"connectd/static/index.html", "connectd/static/app.js", "connectd/static/icons/LICENSE"} <= names
-    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli.py", "connectcore/hub/__init__.py"} <= names
+    assert {"connectd/edges/http/static/index.html", "connectd/edges/http/static/app.js", "connectd/edges/http/static/icons/LICENSE"} <= names
+    assert {"connectd/py.typed", "connectcore/py.typed", "connectd/cli/main.py", "connectcore/hub/__init__.py"} <= names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "connectd = connectd.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "connectd = connectd.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     # What an installed copy sees: unpacked alone on the path, it finds its page and runs its CLI.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     probe = subprocess.run(
-        [sys.executable, "-c", "import connectd, connectd.page as p; print(connectd.__file__); print((p.STATIC_DIR / 'index.html').is_file())"],
+        [sys.executable, "-c", "import connectd, connectd.edges.http.page as p; print(connectd.__file__); print((p.STATIC_DIR / 'index.html').is_file())"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
     )
     assert probe.returncode == 0, probe.stderr

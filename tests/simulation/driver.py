@@ -2,8 +2,8 @@
 
 One :class:`Sim` is one run of one seed (after FoundationDB's simulation and TigerBeetle's VOPR):
 
-- the REAL :class:`connectd.engine.Engine` (watcher, delivery I/O, interpreter, restarter,
-  supervisor, runner) and the REAL :class:`connectd.store.Store` on a SQLite file in a tmp dir, run
+- the REAL :class:`connectd.daemon.parts.Engine` (watcher, delivery I/O, interpreter, restarter,
+  supervisor, runner) and the REAL :class:`connectd.store.store.Store` on a SQLite file in a tmp dir, run
   on trio with ``trio.testing.MockClock(autojump_threshold=0)``: time is virtual and jumps to the
   next deadline whenever every task waits, so an hour of daemon life takes a fraction of a second;
 - trio's own scheduler is made deterministic and seeded (the batch order of runnable tasks is the
@@ -41,11 +41,11 @@ from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import Limits, MessageState
 from connectcore.grants import Preset
-from connectd.engine import Engine, Timing
-from connectd.ids import EngineError, Ids, hash_token
-from connectd.release_probe import NoProbe
-from connectd.store import Store
-from connectd.tmux import TmuxError
+from connectd.daemon.ids import EngineError, Ids, hash_token
+from connectd.daemon.parts import Engine, Timing
+from connectd.store.store import Store
+from connectd.tmux.adapter import TmuxError
+from connectd.tmux.release_probe import NoProbe
 from tests.simulation import invariants
 from tests.simulation.sim_tmux import Faults, SimServer, SimTmux
 
@@ -53,7 +53,7 @@ BASE_TIME = 1_800_000_000.0
 
 
 def daemon_clock(sim: Sim) -> Callable[[], float]:
-    """The daemon's clock, as connectd.clock.LifeClock makes it: the wall clock read once at the start,
+    """The daemon's clock, as connectd.daemon.clock.LifeClock makes it: the wall clock read once at the start,
     advanced by the monotonic clock (trio's), so a wall step during a life changes nothing in it; a
     step made meanwhile shows at the next start."""
     wall_at_start, mono_at_start = sim.wall(), trio.current_time()

@@ -19,7 +19,7 @@ from connectcore.delivery import Message, MessageState
 from connectcore.grants import TokenState
 
 if TYPE_CHECKING:
-    from connectd.engine import Engine
+    from connectd.daemon.parts import Engine
     from tests.simulation.driver import Sim
     from tests.simulation.sim_tmux import Paste
 
@@ -292,7 +292,7 @@ class Checker:
             )
 
     def _tokens_of_ended(self, engine: Engine) -> list[Any]:
-        from connectd.watcher import token_of
+        from connectd.tmux.watcher import token_of
 
         live = {
             token_of(self.sim.server.info(p)) for p in self.sim.server.panes.values() if p.agent is not None

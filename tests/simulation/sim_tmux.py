@@ -2,12 +2,12 @@
 
 :class:`SimServer` is the world (one tmux server): panes, their processes (pid, start time: one
 incarnation each), the stand-in agents that draw Claude-Code-shaped screens (the shapes
-:func:`connectcore.screen.read_screen` reads, as ``connectd.demo_agent`` draws them), and the person
+:func:`connectcore.screen.read_screen` reads, as ``connectd.cli.demo_agent`` draws them), and the person
 who types into composers and opens menus. Time is the simulation's virtual clock; an agent's turn
 ends by itself (its screen is a function of the clock), so agents need no tasks.
 
 :class:`SimTmux` is one daemon's view of that server: the same async methods as
-:class:`connectd.tmux.TmuxAdapter` that the engine uses, each a fault point (``SimServer.faults``
+:class:`connectd.tmux.adapter.TmuxAdapter` that the engine uses, each a fault point (``SimServer.faults``
 decides whether the call fails, whether the pane exits just before it, whether the daemon is
 killed there). Every daemon generation gets its own view (its own send locks, as a new process
 would); once its daemon is killed, every call of that view parks until the cancellation lands.
@@ -26,7 +26,7 @@ import anyio
 import trio
 
 from connectcore import directory as D
-from connectd.tmux import (
+from connectd.tmux.adapter import (
     TYPING_OPTION,
     Capture,
     PaneInfo,
@@ -386,7 +386,7 @@ class SimServer:
 
 
 class SimTmux:
-    """The port the engine uses (the async methods of :class:`connectd.tmux.TmuxAdapter`)."""
+    """The port the engine uses (the async methods of :class:`connectd.tmux.adapter.TmuxAdapter`)."""
 
     def __init__(self, server: SimServer, generation: int) -> None:
         self.server = server

@@ -98,8 +98,8 @@ def answered_by_any_idle(mp: pytest.MonkeyPatch) -> None:
 def commit_loses_final_outcomes(mp: pytest.MonkeyPatch) -> None:
     """The runner takes a message's final outcome as durable (callers hear it) but never writes it, so
     a restart brings the message back as it was before (what one_final_outcome judges: durable state)."""
-    from connectd import runner
-    from connectd.runner import records_of
+    from connectd.daemon import runner
+    from connectd.daemon.runner import records_of
 
     def kept(effects: tuple[Any, ...]) -> list[Any]:
         return [
@@ -133,7 +133,7 @@ def guard_ignores_incarnation(mp: pytest.MonkeyPatch) -> None:
 def guard_ignores_incarnation_unmasked(mp: pytest.MonkeyPatch) -> None:
     """guard_ignores_incarnation with the shell's mask removed: the watcher answers a pane's release
     for any incarnation of it (not only the one it read), so the respawned pane reads as ready."""
-    from connectd.watcher import Watcher
+    from connectd.tmux.watcher import Watcher
 
     guard_ignores_incarnation(mp)
 

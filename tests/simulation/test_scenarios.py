@@ -18,8 +18,8 @@ from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.delivery import Limits
 from connectcore.grants import Preset
-from connectd.ids import EngineError, hash_token
-from connectd.tmux import TYPING_OPTION, TmuxError
+from connectd.daemon.ids import EngineError, hash_token
+from connectd.tmux.adapter import TYPING_OPTION, TmuxError
 from tests.simulation.driver import Config, Sim, StoreFault, check, run_seed
 from tests.simulation.sim_tmux import SimTmux
 

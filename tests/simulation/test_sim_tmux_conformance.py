@@ -13,7 +13,7 @@ import anyio
 import pytest
 import trio
 
-from connectd.tmux import TYPING_OPTION, TmuxAdapter, TmuxError
+from connectd.tmux.adapter import TYPING_OPTION, TmuxAdapter, TmuxError
 from tests.simulation.sim_tmux import SimServer, SimTmux, port_methods
 from tests.support.tmux_server import TmuxServer
 
@@ -30,7 +30,7 @@ def test_every_adapter_call_the_daemon_makes_is_simulated() -> None:
     from pathlib import Path
 
     src = Path(__file__).resolve().parents[2] / "src" / "connectd"
-    used = {m for path in src.glob("*.py") for m in re.findall(r"\.tmux\.([a-z_]+)\(", path.read_text())}
+    used = {m for path in src.rglob("*.py") for m in re.findall(r"\.tmux\.([a-z_]+)\(", path.read_text())}
     assert used <= set(port_methods()), used - set(port_methods())
 
 

@@ -1,6 +1,6 @@
 """A real ``connectd serve`` in a subprocess, on a private tmux server, for end-to-end tests.
 
-Agents are the stand-in ``connectd.demo_agent`` launched through the daemon's owner API with the real
+Agents are the stand-in ``connectd.cli.demo_agent`` launched through the daemon's owner API with the real
 injection; each writes the prompts it receives (and, for the test only, its token) to a log file, so
 a test can act as that agent over MCP and check exactly what was typed.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx2
 
-from connectd.demo_agent import install_wrapper
+from connectd.cli.demo_agent import install_wrapper
 from tests.support.tmux_server import TmuxServer
 
 ROOT = Path(__file__).resolve().parents[2]

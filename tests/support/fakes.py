@@ -2,7 +2,7 @@
 
 Only the clock: ``Panes`` has no fake here (the one that stood here was used by no test); an
 in-memory pane server must pass ``tests.support.conformance.port_mismatches(Panes, ...)`` as the
-real ``connectd.tmux.TmuxAdapter`` and the simulation's ``SimTmux`` do (``tests/unit/test_ports.py``).
+real ``connectd.tmux.adapter.TmuxAdapter`` and the simulation's ``SimTmux`` do (``tests/unit/test_ports.py``).
 """
 
 from __future__ import annotations

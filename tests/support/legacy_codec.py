@@ -1,4 +1,4 @@
-# The hand-written codec as src/connectd/codec.py was before it moved to pydantic (at 5571919), kept
+# The hand-written codec as src/connectd/store/codec.py was before it moved to pydantic (at 5571919), kept
 # unchanged as the oracle of tests/unit/test_codec_compat.py and tests/integration/test_store_compat.py.
 """A JSON codec for the core's frozen dataclasses, driven by their type hints.
 

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import httpx2
 
 from connectcore import releases
-from connectd.procfs import alive
+from connectd.tmux.procfs import alive
 from tests.support import harnesses as H
 from tests.support.model_server import ModelServer, Request, ToolCall, Turn
 from tests.support.tmux_server import TmuxServer

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connectd.procfs import alive
+from connectd.tmux.procfs import alive
 
 T = TypeVar("T")
 
@@ -105,8 +105,8 @@ class TmuxServer:
         )
 
     def adapter(self, **kwargs: Any) -> Any:
-        """A `connectd.tmux.TmuxAdapter` on this server (config file /dev/null)."""
-        from connectd.tmux import TmuxAdapter
+        """A `connectd.tmux.adapter.TmuxAdapter` on this server (config file /dev/null)."""
+        from connectd.tmux.adapter import TmuxAdapter
 
         return TmuxAdapter(socket_name=self.socket_name, config_file="/dev/null", **kwargs)
 

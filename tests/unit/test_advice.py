@@ -33,7 +33,7 @@ def test_the_printed_command_is_connectd_only_when_that_is_what_path_runs() -> N
     assert A.cli_command(running=script, on_path="/usr/local/bin/connectd", python="/p") == script  # another install
     spaced = "/home/u/my src/.venv/bin/connectd"
     assert A.cli_command(running=spaced, on_path=None, python="/p") == "'/home/u/my src/.venv/bin/connectd'"
-    cli_py = "/home/u/src/connect/src/connectd/cli.py"  # python -m connectd.cli
+    cli_py = "/home/u/src/connect/src/connectd/cli/__main__.py"  # python -m connectd.cli
     assert A.cli_command(running=cli_py, on_path=None, python="/v/bin/python") == "/v/bin/python -m connectd.cli"
 
 

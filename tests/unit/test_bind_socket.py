@@ -2,7 +2,7 @@
 
 With Nagle on, a response written as headers then body waits for the client's delayed ACK before the
 body leaves (about 40 ms per 2026-07-28 MCP call on Linux); asyncio sets ``TCP_NODELAY`` only on a
-connection whose socket names its protocol, which :func:`connectd.app.bind_socket` does.
+connection whose socket names its protocol, which :func:`connectd.daemon.app.bind_socket` does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from connectd.app import bind_socket
+from connectd.daemon.app import bind_socket
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])

@@ -77,7 +77,7 @@ def test_a_pane_or_address_in_a_row_gets_its_window_beside_it_and_other_text_is_
 
 def test_the_cli_prints_a_cards_names_with_control_characters_escaped() -> None:
     """A pane's name holds an agent's title: the CLI never writes a terminal control sequence from it."""
-    from connectd.cli import _card_lines
+    from connectd.cli.main import _card_lines
 
     words = {"approve_once": "Approve once: this message only", "approve_pair": "Approve pair: \x1b[2J", "decline": "Decline", "hop": "hop"}
     card = {"id": "card-1", "sender_name": "%1 (main:0) · codex · \x1b]0;owned\x07", "recipient_name": "%2 (main:1)",

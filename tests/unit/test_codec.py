@@ -22,8 +22,8 @@ from connectcore.control import Act, Tool
 from connectcore.delivery import Message, MessageState
 from connectcore.grants import GrantBook, Principal, Scope, TokenRecord
 from connectcore.restart import RestartOutcome, RestartRecord, RestartStep
-from connectd import codec
-from connectd.codec import CodecError, decode, dumps, encode, loads
+from connectd.store import codec
+from connectd.store.codec import CodecError, decode, dumps, encode, loads
 
 # --- generated records ------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from connectcore.control import Act
 from connectcore.delivery import Message
 from connectcore.grants import Principal, Scope, TokenRecord
 from connectcore.restart import RestartRecord, RestartStep
-from connectd import codec
+from connectd.store import codec
 from tests.support import legacy_codec as legacy
 
 STORED: dict[str, Any] = {

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connectd import compat
+from connectd import verified as compat
 
 ROOT = Path(__file__).resolve().parents[2]
 

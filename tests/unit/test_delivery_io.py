@@ -11,9 +11,9 @@ import anyio
 
 from connectcore import hub as H
 from connectcore.effects import ConfirmTyping
-from connectd.delivery_io import Delivery
+from connectd.delivery.guard import Delivery
 from connectd.person import PersonCalls
-from connectd.tmux import Capture
+from connectd.tmux.adapter import Capture
 from tests.unit.hubkit import World
 
 SCREENS = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / "claude" / "2.1.332"
@@ -128,7 +128,7 @@ class _Keys:
 
 def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
     from connectcore.effects import TypeText
-    from connectd.interpreter import Interpreter
+    from connectd.daemon.interpreter import Interpreter
 
     keys = _Keys()
     engine = SimpleNamespace(tmux=keys, watcher=SimpleNamespace(drawn=_no_output, command_of=lambda p: "claude"))
@@ -172,7 +172,7 @@ class _Pane:
 
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
         if self.fail_capture:
-            from connectd.tmux import TmuxError
+            from connectd.tmux.adapter import TmuxError
 
             raise TmuxError("can't find pane: %2")
         text = self.screens.pop(0) if len(self.screens) > 1 else self.screens[0]
@@ -224,7 +224,7 @@ def test_a_guard_that_fails_while_typing_ends_the_message_unconfirmed_with_a_las
     """Claim: a guard task that fails once typing began ends the message unconfirmed, naming the
     failure, with one last look at the pane (the core sees the draft it shows)."""
     from connectcore.effects import CheckGuard
-    from connectd.tmux import TmuxError
+    from connectd.tmux.adapter import TmuxError
 
     w = World()
     key, pane = _typing(w)
@@ -253,7 +253,7 @@ def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_a
     keeps waiting, the pane's idle is not used), and the watcher reports the pane's next reading even
     if its screen did not change."""
     from connectcore.effects import CheckGuard
-    from connectd.tmux import TmuxError
+    from connectd.tmux.adapter import TmuxError
 
     w = World()
     key, b = _ready(w)
@@ -276,8 +276,8 @@ def test_an_outcome_the_store_refuses_twice_is_stepped_again_until_it_is_taken(m
     """Claim: the typing's outcome is stepped until a commit takes it: two failed commits (the
     confirmation's, then the one after) leave the message typing no longer (before: it stayed
     ``typing`` until the daemon's next start)."""
-    import connectd.delivery_io as DIO
-    from connectd.store import StoreError
+    import connectd.delivery.guard as DIO
+    from connectd.store.store import StoreError
 
     monkeypatch.setattr(DIO, "STORE_RETRY", 0.01)
     w = World()

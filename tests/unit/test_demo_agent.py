@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectd.demo_agent import PASTE_END, PASTE_START, Agent
+from connectd.cli.demo_agent import PASTE_END, PASTE_START, Agent
 
 
 @pytest.mark.parametrize("cuts", [(), (4090,), (4090, 6212), (3,), (-3,), (-5,), (-1,)])

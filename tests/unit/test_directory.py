@@ -502,7 +502,7 @@ def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> N
 def test_the_control_handle_names_control_s_pane_only_while_that_incarnation_is_shown_there() -> None:
     """Claim: ``control`` resolves to the pane of control's live token only while the directory shows
     that same incarnation there; no control, a pane gone, or another process in it: ``no_pane``
-    (issue 24: was an `if` in connectd/targets.py)."""
+    (issue 24: was an `if` in connectd/delivery/targets.py)."""
     d = fleet(obs(1), obs(2))
     token = d.panes["%2"].token
     assert D.resolve_control(d, ("%2", token)).pane_id == "%2"
@@ -514,7 +514,7 @@ def test_the_control_handle_names_control_s_pane_only_while_that_incarnation_is_
 
 def test_only_a_title_the_program_set_counts() -> None:
     """Claim: tmux's default pane title (the host name) and a blank title count as no title; any
-    other title is kept, stripped (issue 24: was an `if` in connectd/watcher.py)."""
+    other title is kept, stripped (issue 24: was an `if` in connectd/tmux/watcher.py)."""
     assert D.self_published_title("box1", "box1") == ""
     assert D.self_published_title("  box1 ", "box1") == ""
     assert D.self_published_title("   ", "box1") == ""
@@ -524,7 +524,7 @@ def test_only_a_title_the_program_set_counts() -> None:
 
 def test_bound_sessions_names_each_session_a_live_pane_holds_the_first_pane_first() -> None:
     """Claim: each session a live pane holds unambiguously is named with its pane, and nothing else is
-    (issue 24: was a loop in connectd/act_calls.py and connectd/restore.py)."""
+    (issue 24: was a loop in connectd/control/act_calls.py and connectd/agents/restore_fleet.py)."""
     d = fleet(obs(1, harness="claude"), obs(2, harness="claude"), obs(3, harness="claude"))
     d = claim(d, 1, EvidenceSource.REGISTRY, "s-1")
     d = claim(d, 3, EvidenceSource.REGISTRY, "s-3")

@@ -19,11 +19,11 @@ from connectcore import hub as H
 from connectcore import opencode_binding as OC
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, Harness, Reading
-from connectd.engine import Engine
-from connectd.mcp_endpoint import _Listed, build_mcp
-from connectd.store import Store
-from connectd.tmux import PaneInfo
-from connectd.watcher import PaneState
+from connectd.daemon.parts import Engine
+from connectd.edges.mcp import _Listed, build_mcp
+from connectd.store.store import Store
+from connectd.tmux.adapter import PaneInfo
+from connectd.tmux.watcher import PaneState
 
 
 def _incarnation(n: int) -> D.Incarnation:
@@ -170,7 +170,7 @@ def test_the_toggle_connects_a_pane_connect_launched_before_a_poll_has_bound_it(
     the toggle takes the launch record's session when the pane holds no binding and no principal."""
     import anyio
 
-    from connectd.tmux import TmuxAdapter
+    from connectd.tmux.adapter import TmuxAdapter
 
     engine = Engine(Store.open(tmp_path), TmuxAdapter(socket_name="connect-view-never-started"), endpoint_url="http://127.0.0.1:9/mcp")
     _observe(engine, 1)

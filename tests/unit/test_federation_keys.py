@@ -108,7 +108,7 @@ def test_federate_init_prints_the_box_id_and_fingerprint_and_refuses_a_second_ti
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from connectcore.federation.boxes import BoxKeys
-    from connectd import cli
+    from connectd.cli import main as cli
     from connectd.federation.seal import LocalBox
 
     assert cli.main(["--data-dir", str(tmp_path), "federate", "init", "--name", "laptop", "--json"]) == 0

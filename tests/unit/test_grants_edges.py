@@ -603,7 +603,7 @@ def test_an_ordinary_launch_or_in_place_connection_never_takes_the_control_sessi
 
 def test_the_sending_token_is_the_principal_s_first_live_token_or_none() -> None:
     """Claim: a message sent on a principal's behalf (control's hand-off) uses its first live token;
-    a principal with none (revoked, ended) has no sending token (issue 24: was in connectd/acts_io.py)."""
+    a principal with none (revoked, ended) has no sending token (issue 24: was in connectd/control/acts.py)."""
     from connectcore import hub as H
     from tests.unit.hubkit import World
 

@@ -18,7 +18,7 @@ import pytest
 from connectcore.history import Entrypoint, Harness
 from connectd.history.index import HistoryIndex
 from connectd.history.liveness import verify_claude_record
-from connectd.procfs import ProcStat
+from connectd.tmux.procfs import ProcStat
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 PROMPTS = ("hello, who are you", "which files are in this project?")  # as typed by the capture

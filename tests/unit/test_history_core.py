@@ -494,7 +494,7 @@ def test_expunge_refusal_refuses_a_running_session_first_then_anything_outside_t
 
 def test_restore_considers_known_harnesses_whose_session_no_live_pane_holds() -> None:
     """Claim: restore's candidates are the stored bindings of Claude Code and Codex sessions that no
-    live pane holds now, in the order stored (issue 24: was decided in connectd/restore.py)."""
+    live pane holds now, in the order stored (issue 24: was decided in connectd/agents/restore_fleet.py)."""
     from connectcore.history import Harness, PaneBinding, restore_candidates
 
     stored = [("%1", "claude", "s-1"), ("%2", "codex", "s-2"), ("%3", "opencode", "s-3"), ("%4", "claude", "s-4")]

@@ -255,7 +255,7 @@ def test_reroute_to_an_approved_pair_persists_the_moved_message(w: World) -> Non
 
 
 def test_a_failed_guard_is_the_core_s_to_judge(w: World) -> None:
-    """Claim (issue 24: was decided in connectd/delivery_io.py): a guard that failed before typing is a
+    """Claim (issue 24: was decided in connectd/delivery/guard.py): a guard that failed before typing is a
     reading that is not ready (the message waits, the pane's idle unused); one that failed after typing
     began asks for one last look answered with the failure (unconfirmed follows); a message the hub no
     longer holds gets nothing."""
@@ -276,7 +276,7 @@ def test_a_failed_guard_is_the_core_s_to_judge(w: World) -> None:
 
 
 def test_the_guard_s_reading_counts_as_the_pane_s_next_observation_only_while_its_message_waits(w: World) -> None:
-    """Claim (issue 24: was an `if` in connectd/delivery_io.py): after a guard that typed nothing, its
+    """Claim (issue 24: was an `if` in connectd/delivery/guard.py): after a guard that typed nothing, its
     reading is also the pane's next observation while the message it checked is ready; not once it
     is typing or final, nor for a message the hub does not hold."""
     a, b = w.launch("a"), w.launch("b")

@@ -11,7 +11,7 @@ import pytest
 
 import connectcore
 from connectcore.effects import Effect, Notify
-from connectd.interpreter import Interpreter
+from connectd.daemon.interpreter import Interpreter
 
 
 def _effect_types() -> set[type[Effect]]:
@@ -131,7 +131,7 @@ def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and
     """Claim: a restart's tmux effect that fails raises RestartEffectFailed (its driver steps
     StepFailed) carrying the effect and the cause; nothing is swallowed."""
     from connectcore.effects import SetPaneOption
-    from connectd.interpreter import RestartEffectFailed
+    from connectd.daemon.interpreter import RestartEffectFailed
 
     engine = _failing_engine()
     effect = SetPaneOption("%2", "remain-on-exit", "on")
@@ -177,8 +177,8 @@ def test_the_adapters_own_refusals_still_read_as_io_failures() -> None:
     """Claim: TmuxInputError (an argument tmux must not get) and ProcStatError (a /proc file that vanished)
     are I/O failures: the message ends unconfirmed and the daemon goes on."""
     from connectcore.effects import TypeText
-    from connectd.procfs import ProcStatError
-    from connectd.tmux import TmuxInputError
+    from connectd.tmux.adapter import TmuxInputError
+    from connectd.tmux.procfs import ProcStatError
 
     for exc in (TmuxInputError("a control character in the target"), ProcStatError("no /proc/123/stat")):
         engine = _failing_engine()

@@ -527,7 +527,7 @@ def test_an_off_launch_presets_a_session_id_only_where_the_harness_takes_one_and
 ) -> None:
     """An Off launch (no session asked for) gets a preset session id exactly when the harness presets
     one, the launcher is not opaque and its argv picks no session; the preset goes right after the
-    program and is recorded as the plan's session (issue 24: moved from connectd/launches.py)."""
+    program and is recorded as the plan's session (issue 24: moved from connectd/agents/launch.py)."""
     from connectcore.launchers import off_session_presettable, plain_plan, with_preset_session
 
     assert off_session_presettable(launcher) is presettable

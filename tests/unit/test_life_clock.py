@@ -1,10 +1,10 @@
-"""The daemon's clock (connectd.clock.LifeClock): wall time at start, advanced by the monotonic clock."""
+"""The daemon's clock (connectd.daemon.clock.LifeClock): wall time at start, advanced by the monotonic clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from connectd.clock import LifeClock
+from connectd.daemon.clock import LifeClock
 
 
 @pytest.mark.parametrize("step", [-3.0, -120.0, -7200.0, 5.0, 3600.0, 86400.0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from connectcore.grants import Preset
-from connectd.policy import PolicyError, load_policy, parse_policy
+from connectd.daemon.config import PolicyError, load_policy, parse_policy
 
 
 def test_empty_policy_is_the_defaults(tmp_path) -> None:  # type: ignore[no-untyped-def]

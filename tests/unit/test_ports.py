@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from connectcore.ports import Bus, Clock, Panes
-from connectd.clock import LifeClock
+from connectd.daemon.clock import LifeClock
 from connectd.federation.bus import NatsBus
-from connectd.tmux import Capture, TmuxAdapter
+from connectd.tmux.adapter import Capture, TmuxAdapter
 from tests.simulation.sim_bus import SimNetwork
 from tests.simulation.sim_tmux import SimServer
 from tests.support.conformance import port_mismatches
@@ -21,10 +21,10 @@ from tests.support.fakes import FakeClock
 
 # Every implementation of a port the daemon or a test runs against: the real one and each stand-in.
 IMPLEMENTATIONS: list[tuple[type, str, Callable[[], object]]] = [
-    (Panes, "connectd.tmux.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
+    (Panes, "connectd.tmux.adapter.TmuxAdapter", lambda: TmuxAdapter(socket_name="connect-ports-never-started")),
     (Panes, "tests.simulation.sim_tmux.SimTmux", lambda: SimServer(FakeClock()).view()),
     (Clock, "time.time", lambda: time.time),
-    (Clock, "connectd.clock.LifeClock", LifeClock),
+    (Clock, "connectd.daemon.clock.LifeClock", LifeClock),
     (Clock, "tests.support.fakes.FakeClock", FakeClock),
     (Bus, "connectd.federation.bus.NatsBus", lambda: NatsBus("aaaaaaaaaaaaaaaa")),
     (Bus, "tests.simulation.sim_bus.SimBus", lambda: SimNetwork().bus("aaaaaaaaaaaaaaaa")),

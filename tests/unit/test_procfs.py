@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from connectd import procfs
+from connectd.tmux import procfs
 
 # A real-shaped stat line (from `cat /proc/self/stat`) with the comm replaced by one that holds
 # spaces and the sequence ") (" that breaks naive parsers: fields 3.. follow the LAST ')'.

@@ -486,7 +486,7 @@ def test_a_declined_or_pair_approved_message_is_not_said_to_await_consent() -> N
     assert w.message(later).card is None and R.sender_reason(w.hub, w.message(later)) == "pair_approved"
 
 
-# --- issue 24: what list_tools shows is the core's rule (was an `if` in connectd/mcp_endpoint.py) ------
+# --- issue 24: what list_tools shows is the core's rule (was an `if` in connectd/edges/mcp.py) ------
 
 
 def test_act_tools_are_listed_only_to_a_caller_whose_principal_holds_act() -> None:

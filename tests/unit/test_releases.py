@@ -10,7 +10,7 @@ import pytest
 
 from connectcore import releases
 from connectcore.releases import TRUSTED_NOTE, UNKNOWN_NOTE, UNVERIFIED_NOTE, ReleaseStatus
-from connectd import compat
+from connectd import verified as compat
 from tests.support import harnesses as H
 
 SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens"

@@ -972,7 +972,7 @@ def test_the_restartability_rule_refuses_in_order_and_names_each_reason() -> Non
     """Claim: restart-to-connect is refused, before anything is touched, for a preset with no scope,
     then a pane that is not live, then a pane connect did not launch (with the by-hand advice), then a
     launcher gone or unable to restart, then no single session to resume; else it may be planned
-    (issue 24: was decided in connectd/restarter.py)."""
+    (issue 24: was decided in connectd/agents/restart_to_connect.py)."""
     from dataclasses import replace as copy
 
     from connectcore import launchers as L

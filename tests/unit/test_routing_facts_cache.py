@@ -19,7 +19,7 @@ from connectcore.directory import (
     observe,
 )
 from connectcore.history import Harness
-from connectd.routing_facts import FactsCache
+from connectd.tmux.repo_facts import FactsCache
 
 
 class _Index:

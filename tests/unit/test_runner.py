@@ -15,8 +15,8 @@ import pytest
 from connectcore import hub as H
 from connectcore.effects import Audit
 from connectcore.grants import PRESET_SCOPES, Preset
-from connectd.runner import CoreRunner, records_of
-from connectd.store import Store, StoreError, hash_token
+from connectd.daemon.runner import CoreRunner, records_of
+from connectd.store.store import Store, StoreError, hash_token
 
 SCOPES = PRESET_SCOPES[Preset.COLLABORATE]
 

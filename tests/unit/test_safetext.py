@@ -1,4 +1,4 @@
-"""connectd.safetext: agent-supplied text shown with its controls, bidi and zero-width characters visible."""
+"""connectd.cli.safetext: agent-supplied text shown with its controls, bidi and zero-width characters visible."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
-from connectd.safetext import cell, visible
+from connectd.cli.safetext import cell, visible
 
 
 @pytest.mark.parametrize(

@@ -508,7 +508,7 @@ def test_ready_for_command_needs_the_shell_in_the_foreground_at_an_empty_prompt(
 def test_a_reading_is_news_when_first_when_its_fingerprint_or_readiness_changed_or_when_retold() -> None:
     """Claim: the core hears the first reading, one whose fingerprint or readiness differs from the
     reading last told, and any reading while ``retell`` is set; an unchanged reading is not news
-    (issue 24: was an `if` in connectd/watcher.py)."""
+    (issue 24: was an `if` in connectd/tmux/watcher.py)."""
     from dataclasses import replace
 
     from connectcore.screen import is_news

@@ -9,7 +9,7 @@ import pytest
 
 from connectcore._machine import TransitionNotAllowed
 from connectcore.effects import Audit
-from connectd.supervisor import POLICIES, Kind, Shape, Supervisor
+from connectd.daemon.supervisor import POLICIES, Kind, Shape, Supervisor
 
 
 def run(fn):  # type: ignore[no-untyped-def]

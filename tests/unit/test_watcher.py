@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import trio
 import trio.testing
 
-from connectd.watcher import Watcher
+from connectd.tmux.watcher import Watcher
 
 
 def _watcher() -> Watcher:
@@ -150,7 +150,7 @@ def test_a_pane_a_message_waits_for_is_read_at_the_awaited_pace() -> None:
 def test_the_guards_reading_is_kept_only_for_the_incarnation_it_was_read_from() -> None:
     """Claim: the watcher keeps the guard's reading as the pane's last (so an unchanged screen is not
     reported again), but never for a pane whose process was replaced meanwhile."""
-    from connectd.watcher import PaneState
+    from connectd.tmux.watcher import PaneState
 
     watcher = _watcher()
     record = SimpleNamespace(token="inc-1")

@@ -13,8 +13,8 @@ import anyio
 
 from connectcore import directory as D
 from connectcore import hub as H
-from connectd.tmux import Capture, PaneInfo
-from connectd.watcher import PaneState, Watcher, incarnation_of
+from connectd.tmux.adapter import Capture, PaneInfo
+from connectd.tmux.watcher import PaneState, Watcher, incarnation_of
 
 SCREENS = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / "claude" / "2.1.332"
 IDLE = SCREENS / "03_idle_empty_80"
@@ -148,7 +148,7 @@ def test_the_probe_asks_only_executables_named_like_the_harness(tmp_path: Path) 
     import shutil
     import subprocess
 
-    from connectd.release_probe import ReleaseProbe, executables
+    from connectd.tmux.release_probe import ReleaseProbe, executables
 
     fake = tmp_path / "claude"
     shutil.copy(shutil.which("sleep") or "/bin/sleep", fake)

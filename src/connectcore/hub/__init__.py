@@ -27,7 +27,7 @@ revocation or a new grant withdraws their connect, and a pane being restarted is
 The other way round, a restart does not take a pane as idle while a message is typed into it or its
 turn has not been seen since (arming ``awaiting_turn``).
 
-The hub is a package, split by machine (docs/architecture.md, "The layout to come"): this module holds
+The hub is a package, split by machine (docs/architecture.md, "The layout"): this module holds
 :func:`step` and its event table :data:`HANDLERS`, and re-exports the names the daemon and the tests
 use (``from connectcore import hub as H``). The parts import downwards only, never back (import-linter's
 layers contract): :mod:`~connectcore.hub.state` (the hub's state, its events and errors),

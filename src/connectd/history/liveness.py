@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectcore.history import Entrypoint, Harness, Liveness, LivenessView, SessionEntry
-from connectd.procfs import ProcStat, ProcStatError, parse_stat
+from connectd.tmux.procfs import ProcStat, ProcStatError, parse_stat
 
 #: How far a registry's ``startedAt`` may be from the process start time and still be trusted.
 START_TOLERANCE_S = 10.0

@@ -1,0 +1,306 @@
+"""Launches: a structured launcher in a new tmux window, with the endpoint injected when connected.
+
+The token travels only in the agent's environment (through the tmux adapter's 0700 exec script). The
+launch record (which launcher, harness, session, cwd, argv) is what restart-to-connect and the
+directory read later; only this daemon writes it, so each incarnation's record is read from the store
+once. It changes once at most: an OpenCode launch learns its session after it started, and the record
+then gets the session id (as Claude's preset id is in it from the start).
+
+OpenCode's session binding (:mod:`connectcore.opencode_binding`, the rules; :mod:`connectd.agents.opencode_session`,
+the I/O): a launch that starts a new OpenCode session serves on a loopback port picked here, behind a
+fresh password held in memory only (:class:`Server`). Once the watcher reads the pane as OpenCode idle
+(:meth:`Launches.bind_when_due`, asking the core), one supervised task runs the binding; its result is
+audited, a session id goes into the launch record (so the directory binds the pane from the launch,
+and the hub attaches the session to the principal, as for Claude Code), and a refusal leaves the pane
+unbound with the reason shown (:meth:`Launches.session_note`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import directory as D
+from connectcore import grants
+from connectcore import hub as H
+from connectcore import launchers as L
+from connectcore import opencode_binding as OC
+from connectcore.advice import no_tmux_session
+from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.hub import acts as hub_acts
+from connectcore.screen import Activity, Reading
+from connectd.agents import opencode_session as opencode_bind
+from connectd.cli import facts
+from connectd.daemon.ids import EngineError, hash_token
+from connectd.daemon.supervisor import Kind
+from connectd.store.store import LaunchRow
+
+if TYPE_CHECKING:
+    from connectd.daemon.parts import Engine
+
+LaunchRecord = LaunchRow
+log = logging.getLogger("connectd.launches")
+
+
+@dataclass(frozen=True)
+class Server:
+    """A launch's own server (OpenCode): where it listens, its password (in memory only), the cwd."""
+
+    port: int
+    password: str = ""
+
+
+class Launches:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._records: dict[tuple[str, str], LaunchRecord | None] = {}
+        # The --env a launch was given, by (pane, incarnation), so a restart relaunches under the same
+        # environment. In memory only: values may be secrets, so they are never persisted.
+        self.env: dict[tuple[str, str], dict[str, str]] = {}
+        # OpenCode launches that serve for their session binding, by (pane, incarnation), until it ran;
+        # and each binding's result (None while it runs). In memory only: the password is a secret.
+        self.servers: dict[tuple[str, str], Server] = {}
+        self.binds: dict[tuple[str, str], str | OC.Refusal | None] = {}
+
+    async def record_for(self, pane_id: str, incarnation: str) -> LaunchRecord | None:
+        """Which launcher started this pane incarnation (read from the store once per incarnation)."""
+        key = (pane_id, incarnation)
+        if key not in self._records:
+            found = await self.engine.run_sync(self.engine.store.launch_for, pane_id, incarnation)
+            self._records.setdefault(key, found)  # a record written meanwhile wins over a stale miss
+        return self._records[key]
+
+    async def record(self, pane_id: str, incarnation: str, **fields: Any) -> None:
+        store = self.engine.store
+        await self.engine.run_sync(lambda: store.record_launch(pane_id, incarnation, **fields))
+        self._records[(pane_id, incarnation)] = await self.engine.run_sync(store.launch_for, pane_id, incarnation)
+
+    def forget(self, pane_id: str, incarnation: str) -> None:
+        self._records.pop((pane_id, incarnation), None)
+        self.servers.pop((pane_id, incarnation), None)
+        self.binds.pop((pane_id, incarnation), None)
+
+    # --- OpenCode: the session binding through the launch's own server ------------------------------
+
+    def serve(self, pane_id: str, incarnation: str, server: Server | None) -> None:
+        """This launch serves for its binding: bind it once the pane reads idle (read it again now, in
+        case its idle screen was read before this was known)."""
+        if server is None:
+            return
+        self.servers[(pane_id, incarnation)] = server
+        self.engine.watcher.look_again(pane_id)
+
+    def bind_when_due(self, pane_id: str, incarnation: str, reading: Reading, pane_pid: int) -> None:
+        """The watcher read this pane: start its binding if the core says it is due."""
+        key = (pane_id, incarnation)
+        server = self.servers.get(key)
+        if server is None:
+            return
+        if not OC.bind_due(
+            harness=reading.harness.value,
+            idle=reading.activity is Activity.IDLE,
+            bound=self._bound_session(pane_id, incarnation) is not None,
+            started=key in self.binds,
+        ):
+            return
+        self.binds[key] = None
+        self.engine.supervisor.spawn(
+            Kind.BIND, self._bind, key, server, pane_pid, name=f"bind {pane_id}",
+            on_error=lambda exc: self._bound(key, OC.Refusal.FAILED),
+        )
+
+    def _bound_session(self, pane_id: str, incarnation: str) -> str | None:
+        record = self.engine.watcher.directory.panes.get(pane_id)
+        if record is None or record.token != incarnation or not isinstance(record.binding, D.SessionBinding):
+            return None
+        return record.binding.session_id
+
+    async def _bind(self, key: tuple[str, str], server: Server, pane_pid: int) -> None:
+        launch = await self.record_for(*key)
+        directory = launch.cwd if launch is not None and launch.cwd else ""
+        if not directory:
+            await self._bound(key, OC.Refusal.FAILED)
+            return
+        found = await opencode_bind.bind(
+            port=server.port, password=server.password, directory=directory, pane_pid=pane_pid,
+            run_sync=self.engine.run_sync,
+        )
+        if not isinstance(found, OC.Refusal) and not await self._shown(key[0]):
+            found = OC.Refusal.NOT_SHOWN
+        await self._bound(key, found)
+
+    async def _shown(self, pane_id: str) -> bool:
+        """Whether the TUI left its home screen after the selection (within ``OC.SHOWN_WAIT`` seconds)
+        and, ``OC.SHOWN_SETTLE`` seconds later, still shows the session."""
+        shown = False
+        with anyio.move_on_after(OC.SHOWN_WAIT):
+            while not shown:
+                shown = not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
+                if not shown:
+                    await anyio.sleep(0.2)
+        if not shown:
+            return False
+        await anyio.sleep(OC.SHOWN_SETTLE)
+        return not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
+
+    def binding_pending(self, pane_id: str, incarnation: str) -> bool:
+        """This launch serves for its binding and the binding has not ended yet (due, or running)."""
+        key = (pane_id, incarnation)
+        return key in self.servers or (key in self.binds and self.binds[key] is None)
+
+    async def _bound(self, key: tuple[str, str], result: str | OC.Refusal) -> None:
+        """Report a binding's result: audited; a session id goes into the launch record, from which
+        the directory binds the pane and the hub the principal (at the poll that follows)."""
+        engine = self.engine
+        pane_id, incarnation = key
+        self.servers.pop(key, None)  # the password is not needed again
+        await engine.audit(OC.bind_audit(pane_id, result, at=engine.clock()))
+        if key not in self.binds:
+            return  # the incarnation went meanwhile (forgotten): nothing to bind
+        self.binds[key] = result
+        engine.watcher.look_again(pane_id)  # its readiness is the plain reading's again: tell the core
+        launch = await self.record_for(pane_id, incarnation)
+        if not isinstance(result, OC.Refusal) and launch is not None:  # (a Refusal is a str too)
+            await self.record(
+                pane_id, incarnation, launcher=launch.launcher, harness=launch.harness, session_id=result,
+                cwd=launch.cwd, argv=list(launch.argv), started_at=launch.started_at,
+            )
+            await engine.watcher.poll()
+        else:
+            log.info("%s stays unbound: %s", pane_id, result)
+        engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+
+    def session_note(self, pane_id: str, incarnation: str) -> str:
+        """Why an OpenCode launch's pane is not bound (yet), in words for the page and the CLI."""
+        key = (pane_id, incarnation)
+        if key not in self.binds:
+            return OC.BINDING_WORDS if key in self.servers else ""
+        result = self.binds[key]
+        if result is None:
+            return OC.BINDING_WORDS
+        return OC.REFUSAL_WORDS[result] if isinstance(result, OC.Refusal) else ""
+
+    async def launch(
+        self,
+        launcher_name: str,
+        *,
+        preset: Preset = Preset.OFF,
+        cwd: str,
+        session: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        tmux_session: str | None = None,
+        control: bool = False,
+        reveal_token: bool = False,
+    ) -> dict[str, Any]:
+        """Open a new tmux window running a structured launcher, with the injection when connected.
+
+        ``reveal_token`` also returns the token, for the demo and tests that act as the agent.
+        """
+        engine = self.engine
+        launcher = engine.launchers.get(launcher_name)
+        if launcher is None:
+            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(engine.launchers))})")
+        scopes = PRESET_SCOPES[preset]
+        grants.check_grantable(scopes, engine.hub.book.cap)
+        if control:  # one control at a time: refused before any window opens
+            hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
+        plan, token, env_all, server = launch_plan(
+            engine, launcher, launcher_name, connect=bool(scopes or control), session=session, extra_env=extra_env
+        )
+        target_session = tmux_session or await self._default_tmux_session()
+        pane_id = await engine.tmux.new_window(target_session, plan.argv, cwd, env_all)
+        info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
+        if info is None or incarnation is None:
+            raise EngineError("launch_failed", f"{launcher_name} exited at once in {pane_id}")
+        session_key = (launcher.harness, plan.session_id) if plan.session_id else None
+        self.env[(pane_id, incarnation)] = dict(extra_env or {})
+        self.serve(pane_id, incarnation, server)
+        await self.record(
+            pane_id,
+            incarnation,
+            launcher=launcher_name,
+            harness=launcher.harness,
+            session_id=session_key[1] if session_key else None,
+            cwd=cwd,
+            argv=list(plan.argv),
+            started_at=engine.clock(),
+        )
+        actor = None
+        if token is not None:
+            await engine.step(
+                H.Launch(
+                    engine.clock(),
+                    hash_token(token),
+                    engine.ids.new_id("principal"),
+                    launcher.harness,
+                    pane_id,
+                    info.pane_pid or 0,
+                    incarnation,
+                    scopes,
+                    session_key,
+                    control,
+                )
+            )
+            principal = grants.principal_at(engine.hub.book, incarnation)
+            actor = grants.actor_name(principal) if principal else None
+        await engine.watcher.poll()
+        extra = {"token": token} if reveal_token and token else {}
+        return extra | {
+            "pane": pane_id,
+            "address": f"{pane_id}@{incarnation}",
+            "launcher": launcher_name,
+            "connect": preset.value if token else "off",
+            "control": control,
+            "session": list(session_key) if session_key else None,
+            "actor": actor,
+        }
+
+    async def _default_tmux_session(self) -> str:
+        sessions = await self.engine.tmux.list_sessions()
+        if sessions:
+            return sessions[0].name
+        advice = no_tmux_session(facts.cli_command())
+        raise EngineError("no_tmux_session", advice.problem, advice.fix)
+
+
+def launch_plan(
+    engine: Engine, launcher: L.Launcher, launcher_name: str, *, connect: bool, session: str | None,
+    extra_env: Mapping[str, str] | None,
+) -> tuple[L.LaunchPlan, str | None, dict[str, str], Server | None]:
+    """The argv, the token (when connected), the environment and the launch's own server (OpenCode)
+    of a launch, in a new window or in the person's own pane (``--here``): connected, the endpoint
+    injected with a fresh token (resuming ``session`` if given); Off, plain, with a preset session id
+    where the harness takes one. Where the core wants a server port (a new OpenCode session, connected
+    or Off: :func:`connectcore.launchers.server_port_wanted`), a free loopback port and a fresh
+    password, which goes into the environment as the token does (never argv)."""
+    env = dict(extra_env or {})
+    port = opencode_bind.free_port() if L.server_port_wanted(launcher, session=session) else None
+    if connect:
+        if not launcher.connectable:
+            raise EngineError("unconnectable", f"{launcher_name} cannot be connected: {launcher.unconnectable_reason}")
+        if session is not None:
+            plan = L.resume_plan(launcher, session, endpoint_url=engine.endpoint_url, extra_env=env)
+        else:
+            plan = L.inject(launcher, endpoint_url=engine.endpoint_url, session_id=engine.ids.new_uuid(),
+                            extra_env=env, server_port=port)
+    elif session is None:
+        plan = L.plain_plan(launcher, extra_env=env, server_port=port)
+    else:
+        plan = replace(L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session)
+    env_all = dict(plan.env_add)
+    server = None
+    if plan.password_env is not None and plan.server_port is not None:
+        server = Server(plan.server_port, engine.ids.new_token())
+        env_all[plan.password_env] = server.password
+    if connect:
+        token = engine.ids.new_token()
+        assert plan.token_env is not None
+        return plan, token, {**env_all, plan.token_env: token}, server
+    if session is None and L.off_session_presettable(launcher):  # the core's rule; a fresh id only then
+        plan = L.with_preset_session(plan, engine.ids.new_uuid())
+    return plan, None, env_all, server
+

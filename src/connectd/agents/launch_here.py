@@ -1,0 +1,256 @@
+"""``connectd launch --here``: a structured launcher in the person's own pane, under a supervisor.
+
+A person who types ``claude`` in a shell today runs ``connectd launch --here claude`` instead (a shell
+function can make ``claude`` mean that, see the README). The command is a small supervisor process: it
+asks the daemon for the launch plan (:func:`plan`), starts the agent as its child with that argv and
+environment (the token only in the child's environment), holds the child before ``exec`` until the
+daemon has recorded it (:func:`started`), hands it the terminal (its own process group in the
+foreground), waits, and gives the terminal back: the shell survives the agent's exit.
+
+While the child lives, the pane's incarnation is the child's process life (the watcher reads the
+child's pid and start time in place of the shell's), so the agent gets its own token and address, and
+its exit ends them (``PaneGone``) while the pane lives on as the shell it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import grants
+from connectcore import hub as H
+from connectcore.effects import Respawn
+from connectcore.grants import PRESET_SCOPES, Preset, Scope
+from connectd.agents.launch import Server, launch_plan
+from connectd.daemon.ids import EngineError, hash_token
+from connectd.tmux import procfs
+
+if TYPE_CHECKING:
+    from connectd.daemon.parts import Engine
+
+#: How long a relaunch handover waits for the other side (the supervisor, or the restart's Respawn).
+RELAUNCH_WAIT = 20.0
+
+
+# --- connectd launch --here: the launcher in the person's own pane, under a supervisor -----------------
+
+
+@dataclass(frozen=True)
+class HerePending:
+    """A plan handed to a ``--here`` supervisor, waiting for the child it starts."""
+
+    launcher: str
+    harness: str
+    scopes: frozenset[Scope]
+    token: str | None
+    session_id: str | None
+    cwd: str
+    argv: tuple[str, ...]
+    relaunch: bool = False  # a restart-to-connect's respawn: the restarter records it and binds the token
+    extra_env: tuple[tuple[str, str], ...] = ()  # the launch's own --env, for a relaunch (never persisted)
+    server: Server | None = None  # the launch's own server, for its session binding (OpenCode)
+
+
+async def plan(
+    engine: Engine, launcher_name: str, preset: Preset, *, cwd: str, pane_id: str, supervisor: int,
+    session: str | None = None, extra_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The argv and environment (the token included, when connected) a ``--here`` supervisor runs.
+
+    Only a process running inside ``pane_id`` may ask (its ancestry reaches the pane's process); the
+    launch is recorded and its token issued once the supervisor names the child (:func:`started`).
+    """
+    launcher = engine.launchers.get(launcher_name)
+    if launcher is None:
+        raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(engine.launchers))})")
+    await _check_inside(engine, pane_id, supervisor)
+    scopes = PRESET_SCOPES[preset]
+    grants.check_grantable(scopes, engine.hub.book.cap)
+    plan, token, env_all, server = launch_plan(
+        engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
+    )
+    for key in [k for k in engine.watcher.here_pending if not procfs.alive(k[1])]:
+        del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
+    engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
+        launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
+        extra_env=tuple(sorted((extra_env or {}).items())), server=server,
+    )
+    return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
+
+
+async def _check_inside(engine: Engine, pane_id: str, pid: int) -> int:
+    """The pane's root process pid, if ``pid`` runs inside that pane; else refused."""
+    root = next((i.pane_pid for i in await engine.tmux.list_panes() if i.pane_id == pane_id and i.pane_pid), None)
+    if root is None:
+        raise EngineError("unknown_target", f"no live pane {pane_id}")
+    if root not in await engine.run_sync(procfs.ancestry, pid):
+        raise EngineError("not_in_pane", f"process {pid} does not run inside {pane_id}")
+    return root
+
+
+async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> dict[str, Any]:
+    """The supervisor started its child (held before exec): the pane's incarnation is now the child's
+    process life. Record the launch, issue the token, and let the child run."""
+    pending = engine.watcher.here_pending.pop((pane_id, supervisor), None)
+    if pending is None:
+        raise EngineError("no_plan", f"no --here plan for process {supervisor} in {pane_id}")
+    await _check_inside(engine, pane_id, supervisor)
+    stat = await engine.run_sync(procfs.read_stat, child)
+    if stat is None or stat.ppid != supervisor:
+        raise EngineError("not_in_pane", f"process {child} is not the supervisor's child")
+    engine.watcher.here[pane_id] = (supervisor, child, stat.start_time)
+    engine.watcher.here_supervisors[pane_id] = supervisor
+    info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
+    if info is None or incarnation is None or info.pane_pid != child:
+        engine.watcher.here.pop(pane_id, None)
+        raise EngineError("launch_failed", f"the agent in {pane_id} exited at once")
+    if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn_here)
+        return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
+    engine.launches.env[(pane_id, incarnation)] = dict(pending.extra_env)
+    engine.launches.serve(pane_id, incarnation, pending.server)
+    await engine.launches.record(
+        pane_id, incarnation, launcher=pending.launcher, harness=pending.harness, session_id=pending.session_id,
+        cwd=pending.cwd, argv=list(pending.argv), started_at=engine.clock(),
+    )
+    session_key = (pending.harness, pending.session_id) if pending.session_id else None
+    if pending.token is not None:
+        await engine.step(
+            H.Launch(engine.clock(), hash_token(pending.token), engine.ids.new_id("principal"), pending.harness,
+                     pane_id, child, incarnation, pending.scopes, session_key)
+        )
+    await engine.watcher.poll()
+    principal = grants.principal_at(engine.hub.book, incarnation)
+    return {
+        "pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher,
+        "connect": grants.connect_label(principal, pending.scopes),
+        "session": list(session_key) if session_key else None,
+        "actor": grants.actor_name(principal) if principal else None,
+    }
+
+
+async def next_plan(engine: Engine, pane_id: str, supervisor: int, wait: float = RELAUNCH_WAIT) -> dict[str, Any]:
+    """The supervisor's agent exited: relaunch it in place when a restart-to-connect of this pane is
+    under way (its Respawn hands the plan over, :func:`respawn_here`), else let the supervisor end."""
+    await _check_inside(engine, pane_id, supervisor)
+    waited = 0.0
+    while H.restart_of_pane(engine.hub, pane_id) is not None and waited < wait:
+        handed = engine.watcher.here_relaunch.pop(pane_id, None)
+        if handed is not None:
+            pending, env = handed
+            engine.watcher.here_pending[(pane_id, supervisor)] = pending
+            return {"relaunch": True, "argv": list(pending.argv), "env": env, "cwd": pending.cwd}
+        await anyio.sleep(0.1)
+        waited += 0.1
+    engine.watcher.here_supervisors.pop(pane_id, None)
+    return {"relaunch": False}
+
+
+def is_here(engine: Engine, pane_id: str) -> bool:
+    """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
+    supervisor = engine.watcher.here_supervisors.get(pane_id)
+    return supervisor is not None and procfs.alive(supervisor)
+
+
+def waiting(engine: Engine, pane_id: str) -> bool:
+    """The supervisor lives but its agent has exited: to a restart, the agent's process is dead."""
+    return is_here(engine, pane_id) and pane_id not in engine.watcher.here
+
+
+async def respawn_here(engine: Engine, effect: Respawn) -> None:
+    """A restart's Respawn of a ``--here`` pane: hand the plan to the supervisor and wait for the child
+    it starts (raises ``TimeoutError`` if none comes: the restart step fails and says so)."""
+    record = engine.hub.restarts[H.restart_of_pane(engine.hub, effect.pane_id) or ""].record
+    launcher = engine.launchers[record.launcher]
+    pending = HerePending(record.launcher, launcher.harness, frozenset(), None, record.session_id, effect.cwd,
+                          tuple(effect.argv), relaunch=True)
+    engine.watcher.here.pop(effect.pane_id, None)
+    engine.watcher.here_relaunch[effect.pane_id] = (pending, dict(effect.env))
+    with anyio.fail_after(RELAUNCH_WAIT):
+        while effect.pane_id not in engine.watcher.here:
+            await anyio.sleep(0.05)
+
+
+# --- the supervisor (runs in the person's pane, as the CLI) ----------------------------------------------
+
+
+def run_here(call: Any, *, launcher: str, connect: str, cwd: str, session: str | None, env: Mapping[str, str]) -> int:
+    """Run ``launcher`` in this pane as this process's child; return its exit status.
+
+    ``call(method, path, body)`` is the owner API client. The child waits before ``exec`` until the
+    daemon has recorded it, so its first MCP call already finds its token.
+    """
+    pane = os.environ.get("TMUX_PANE", "")
+    if not pane:
+        raise SystemExit("connectd: --here runs inside a tmux pane ($TMUX_PANE is not set)")
+    body: dict[str, Any] = {"launcher": launcher, "connect": connect, "cwd": cwd, "env": dict(env), "pane": pane, "pid": os.getpid()}
+    if session:
+        body["session"] = session
+    got = call("POST", "/api/launch/here", body)
+    status = _run_child(call, pane, got)
+    while True:  # a restart-to-connect relaunches the agent in place, through this supervisor
+        nxt = call("POST", "/api/launch/here/next", {"pane": pane, "pid": os.getpid()})
+        if not nxt.get("relaunch"):
+            return status
+        status = _run_child(call, pane, nxt)
+
+
+def _run_child(call: Any, pane: str, plan: Mapping[str, Any]) -> int:
+    release_r, release_w = os.pipe()
+    child = _spawn(list(plan["argv"]), {**os.environ, **plan["env"]}, str(plan["cwd"]), release_r, release_w)
+    try:
+        started = call("POST", "/api/launch/here/started", {"pane": pane, "pid": os.getpid(), "child": child})
+    except BaseException:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        raise
+    print(f"connectd: {started['launcher']} in {started['address']} (connect: {started['connect']})", file=sys.stderr, flush=True)
+    with _foreground(child):
+        os.write(release_w, b"go")
+        os.close(release_w)
+        _pid, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _spawn(argv: list[str], env: dict[str, str], cwd: str, release_r: int, release_w: int) -> int:
+    """Fork the agent in its own process group, held before ``exec`` until ``release_w`` is written
+    (its pid and start time, which the daemon records, do not change at ``exec``)."""
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the daemon's record, then become the agent
+        try:
+            os.setpgid(0, 0)
+            os.close(release_w)
+            if os.read(release_r, 2) != b"go":
+                os._exit(125)
+            os.close(release_r)
+            os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    with contextlib.suppress(OSError):  # both sides set it, so neither waits for the other (job control)
+        os.setpgid(pid, pid)
+    os.close(release_r)
+    return pid
+
+
+@contextlib.contextmanager
+def _foreground(pgid: int) -> Any:
+    """Give the terminal to the agent's process group, and take it back when it is done."""
+    tty = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        if tty is not None:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(tty, pgid)
+        yield
+    finally:
+        if tty is not None:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(tty, os.getpgrp())
+        signal.signal(signal.SIGTTOU, old)

@@ -1,0 +1,193 @@
+"""``connectd doctor``: is this machine ready? Each check says what it found and, when something is
+wrong, what to do about it.
+
+Checks: tmux (present, at least :data:`connectd.verified.TMUX_MINIMUM`), the harness releases on PATH
+against the verified ones (:data:`connectd.verified.VERIFIED`; an unknown release is a warning: its
+messages wait until its screens are read), the port (free, or held by this data directory's daemon),
+the data directory (ours, 0700; its secrets 0600) and the daemon (answers the owner API).
+A failure makes the exit status 1; warnings do not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from connectcore import advice
+from connectd import verified as compat
+from connectd.cli import facts
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def _version_of(program: str) -> tuple[str | None, str]:
+    """(the program's version, its banner) from ``program --version`` (tmux: ``-V``)."""
+    flag = "-V" if Path(program).name == "tmux" else "--version"
+    try:
+        out = subprocess.run([program, flag], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    banner = (out.stdout or out.stderr).strip()
+    return compat.parse_version(banner), banner
+
+
+def check_tmux() -> Check:
+    path = shutil.which("tmux")
+    if path is None:
+        return Check("tmux", FAIL, "tmux is not on PATH", "install it: `sudo apt-get install -y tmux` (or your system's package)")
+    version, banner = _version_of(path)
+    if version is None:
+        return Check("tmux", FAIL, f"{path} gave no version ({banner[:80]!r})", "reinstall tmux")
+    minimum = ".".join(map(str, compat.TMUX_MINIMUM))
+    if compat.version_tuple(version)[:2] < compat.TMUX_MINIMUM:
+        return Check("tmux", FAIL, f"tmux {version} at {path} is older than {minimum}", f"upgrade tmux to {minimum} or newer")
+    note = "" if version == compat.TMUX_TESTED else f" (tested on {compat.TMUX_TESTED})"
+    return Check("tmux", OK, f"tmux {version} at {path}{note}")
+
+
+def check_harness(harness: str) -> Check:
+    package, verified = compat.VERIFIED[harness]
+    path = shutil.which(harness)
+    listed = ", ".join(verified)
+    if path is None:
+        return Check(harness, OK, f"not on PATH (needed only to run {harness}; verified: {listed})")
+    version, banner = _version_of(path)
+    if version is None:
+        return Check(harness, WARN, f"{path} gave no version ({banner[:80]!r})", f"reinstall it: `npm install -g {package}@{verified[-1]}`")
+    if compat.is_verified(harness, version):
+        return Check(harness, OK, f"{harness} {version} at {path}: a verified release")
+    return Check(
+        harness, WARN,
+        f"{harness} {version} at {path} is an unverified release (verified: {listed}): "
+        "messages to it wait until its screens are read",
+        f"use a verified release (`npm install -g {package}@{verified[-1]}`) or see docs/compatibility.md",
+    )
+
+
+def _daemon_info(data_dir: Path) -> dict[str, object]:
+    try:
+        info = json.loads((data_dir / "daemon.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def check_port(port: int, data_dir: Path) -> Check:
+    info = _daemon_info(data_dir)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            busy = str(exc)
+        else:
+            return Check("port", OK, f"127.0.0.1:{port} is free for `connectd serve`")
+    if info.get("port") == port:
+        from connectd.cli.main import listener_refusal
+
+        why = listener_refusal(port, int(str(info.get("pid") or 0)))
+        if why is None:
+            return Check("port", OK, f"127.0.0.1:{port} is held by this data directory's daemon (pid {info.get('pid')})")
+        return Check("port", FAIL, f"127.0.0.1:{port} is held, but not by the daemon daemon.json names: {why}",
+                     f"stop whatever listens there (`ss -ltnp 'sport = :{port}'`) or run connectd on another --port")
+    busy_advice = advice.port_in_use(port, busy, facts.cli_command())
+    return Check("port", FAIL, busy_advice.problem, busy_advice.fix)
+
+
+def check_data_dir(data_dir: Path) -> Check:
+    if not data_dir.exists():
+        return Check("data directory", OK, f"{data_dir} does not exist yet (`connectd serve` creates it 0700)")
+    try:
+        st = data_dir.lstat()
+    except OSError as exc:
+        return Check("data directory", FAIL, f"{data_dir}: {exc}", "fix the path or pass another --data-dir")
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return Check("data directory", FAIL, f"{data_dir} is not a directory", "pass a directory as --data-dir")
+    if st.st_uid != os.getuid():
+        return Check("data directory", FAIL, f"{data_dir} belongs to uid {st.st_uid}, not you ({os.getuid()})",
+                     f"use your own directory, or `sudo chown -R {os.getuid()} {data_dir}`")
+    mode = stat.S_IMODE(st.st_mode)
+    problems, fixes = [], []
+    if mode != 0o700:
+        problems.append(f"{data_dir} is {mode:04o}, not 0700")
+        fixes.append(f"chmod 700 {data_dir}")
+    for name in ("owner_token", "tunnel_secret", "connect.db", "page_sessions.json"):
+        path = data_dir / name
+        if path.exists() and stat.S_IMODE(path.lstat().st_mode) & 0o077:
+            problems.append(f"{name} is {stat.S_IMODE(path.lstat().st_mode):04o}, readable by others")
+            fixes.append(f"chmod 600 {path}")
+    if problems:
+        return Check("data directory", FAIL, "; ".join(problems), " && ".join(fixes))
+    return Check("data directory", OK, f"{data_dir} is yours and 0700")
+
+
+def check_daemon(data_dir: Path, port: int) -> Check:
+    info = _daemon_info(data_dir)
+    if not info:
+        return Check("daemon", WARN, f"no daemon is running on {data_dir}",
+                     f"start it: `connectd serve --data-dir {data_dir}` or `connectd service install`")
+    from connectd.cli.main import Client
+
+    try:
+        client = Client(data_dir, None)
+        agents = client.call("GET", "/api/agents")
+    except SystemExit as exc:
+        return Check("daemon", FAIL, getattr(exc, "problem", None) or str(exc.code).removeprefix("connectd: "),
+                     f"restart it: `connectd serve --data-dir {data_dir}` (or `systemctl --user restart connectd`)")
+    where = f"port {client.port}" + ("" if client.port == port else f" (not --port {port})")
+    return Check("daemon", OK, f"answers on {where}, pid {client.pid}; {advice.counted(len(agents), 'pane')} in the directory")
+
+
+def check_fleet() -> list[Check]:
+    """Warnings when a daemon would have nothing to show: no tmux server runs (on the default
+    socket, the one `connectd serve` watches), no harness is on PATH (:func:`connectcore.advice.fleet_warnings`)."""
+    found = advice.fleet_warnings(
+        tmux_server_running=facts.tmux_server_running(), harnesses_on_path=facts.harnesses_on_path(), cli=facts.cli_command()
+    )
+    checks = [Check(a.about, WARN, a.problem, a.fix) for a in found]
+    if not any(c.name == "tmux server" for c in checks):
+        checks.insert(0, Check("tmux server", OK, "a tmux server is running"))
+    return checks
+
+
+def run_checks(data_dir: Path, port: int) -> list[Check]:
+    return [
+        check_tmux(),
+        *check_fleet(),
+        *(check_harness(h) for h in compat.VERIFIED),
+        check_data_dir(data_dir),
+        check_port(port, data_dir),
+        check_daemon(data_dir, port),
+    ]
+
+
+def report(checks: list[Check], as_json: bool) -> tuple[int, str]:
+    status = 1 if any(c.status == FAIL for c in checks) else 0
+    if as_json:
+        return status, json.dumps({"ok": status == 0, "checks": [asdict(c) for c in checks]}, indent=2)
+    mark = {OK: "ok  ", WARN: "warn", FAIL: "FAIL"}
+    lines = []
+    for c in checks:
+        lines.append(f"[{mark[c.status]}] {c.name}: {c.detail}")
+        if c.fix:
+            lines.append(f"       fix: {c.fix}")
+    failed, warned = sum(c.status == FAIL for c in checks), sum(c.status == WARN for c in checks)
+    if failed:
+        lines.append(f"{failed} problem{'s' if failed > 1 else ''} to fix")
+    else:
+        lines.append("ready" if not warned else f"ready, with {warned} warning{'s' if warned > 1 else ''} (above, each with its fix)")
+    return status, "\n".join(lines)

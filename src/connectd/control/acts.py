@@ -1,0 +1,124 @@
+"""Control's acts on real panes: the guard under the send lock, then the one effect that executes it.
+
+The core decides (:mod:`connectcore.hub.acts`): whether an act may run, on which pane, and what it
+does. This module takes the target pane's send lock, reads the pane afresh (its incarnation and the
+question on screen) and reports ``ActGuarded`` while holding it; the step's execution effect
+(``PressKeys``, ``TypeShellText``, ``ClosePane``, ``HandOff``) runs inside that step, so under the
+same lock. An act that opens a window has no pane to lock. Every execution is answered with
+``ActExecuted``: done, or failed with the error (never retried: an act runs at most once).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+
+from connectcore import directory as D
+from connectcore import grants
+from connectcore import hub as H
+from connectcore.control import QuestionShown
+from connectcore.effects import CheckActGuard, ClosePane, HandOff, OpenWindow, PressKeys, TypeShellText
+from connectcore.grants import Preset
+from connectcore.screen import read_screen
+
+if TYPE_CHECKING:
+    from connectd.daemon.parts import Engine
+
+log = logging.getLogger("connectd.acts")
+
+SCROLLBACK_LINES = 200
+
+
+class ActsIO:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def guard(self, check: CheckActGuard) -> None:
+        """Read the act's pane afresh under its send lock and report; the act runs inside that step."""
+        engine = self.engine
+        if not check.pane_id:  # it opens a window: nothing on screen to check
+            await engine.step(H.ActGuarded(engine.clock(), check.act, ""))
+            return
+        async with engine.tmux.pane_lock(check.pane_id):
+            info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id)
+            question: QuestionShown | None = None
+            at_empty_prompt = False
+            if info is not None:
+                capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
+                reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
+                if reading.question is not None:
+                    question = (reading.question.prompt, reading.question.options, reading.question.subject,
+                                reading.question.selected)
+                at_empty_prompt = reading.ready_for_command
+            await engine.step(H.ActGuarded(engine.clock(), check.act, incarnation, question, at_empty_prompt))
+
+    async def guard_failed(self, check: CheckActGuard, exc: Exception) -> None:
+        """The pane could not be read: the core hears it gone (the act is cancelled, nothing runs)."""
+        log.info("act %s: guard failed: %s", check.act, exc)
+        await self.engine.step(H.ActGuarded(self.engine.clock(), check.act, None))
+
+    async def execute(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
+        """Run one act's effect and report its outcome (any failure is the act's, never the daemon's)."""
+        engine = self.engine
+        act_id = effect.act
+        try:
+            detail = await self._run(effect)
+        except Exception as exc:  # noqa: BLE001 - reported to the core as the act's failure
+            log.info("act %s failed: %s", act_id, exc)
+            await engine.step(H.ActExecuted(engine.clock(), act_id, error=f"{type(exc).__name__}: {exc}"[:500]))
+            return
+        await engine.step(H.ActExecuted(engine.clock(), act_id, detail=detail))
+
+    async def _run(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> str:
+        tmux, settle = self.engine.tmux, self.engine.timing.settle
+        if isinstance(effect, PressKeys):
+            await tmux.send_named_keys(effect.pane_id, effect.keys)
+            return f"pressed {' '.join(effect.keys)}"
+        if isinstance(effect, TypeShellText):
+            await tmux.paste_text(effect.pane_id, effect.text, submit_after=settle)
+            await anyio.sleep(settle)
+            return "typed and submitted"
+        if isinstance(effect, ClosePane):
+            await tmux.kill_pane(effect.pane_id)
+            await self.engine.watcher.poll()
+            return f"closed {effect.pane_id}"
+        if isinstance(effect, HandOff):
+            return await self._hand_off(effect.act, effect.pane_id, effect.incarnation, effect.text)
+        assert isinstance(effect, OpenWindow)
+        return await self._open(effect)
+
+    async def _open(self, effect: OpenWindow) -> str:
+        opened = await self.engine.launches.launch(
+            effect.launcher, preset=Preset(effect.preset), cwd=effect.cwd, session=effect.session
+        )
+        pane, address = opened["pane"], opened["address"]
+        if not effect.message:
+            return f"opened {address}"
+        incarnation = address.split("@", 1)[1]
+        harness = self.engine.launchers[effect.launcher].harness  # not yet read: the launcher says what runs
+        sent = await self._hand_off(effect.act, pane, incarnation, effect.message, harness)
+        return f"opened {address}; {sent}"
+
+    async def _hand_off(self, act_id: str, pane_id: str, incarnation: str, text: str, harness: str = "") -> str:
+        """Control's message to the pane, through the delivery machine (approved on the act's card)."""
+        engine = self.engine
+        act = engine.hub.acts[act_id]
+        token_hash = grants.sending_token(engine.hub.book, act.principal)
+        if token_hash is None:
+            raise RuntimeError("control is no longer connected")
+        state = engine.watcher.panes.get(pane_id)
+        record = engine.watcher.directory.panes.get(pane_id)
+        kind = D.recipient_harness(
+            state.reading.harness.value if state and state.reading else None,
+            launched=harness, recorded=record.harness if record is not None else "",
+        )
+        message_id = f"handoff-{act_id}"
+        await engine.step(
+            H.Submit(
+                engine.clock(), token_hash, message_id, text, H.Recipient(pane_id, incarnation, kind),
+                engine.ids.new_id("msg"), engine.ids.new_id("card"), act=act_id,
+            )
+        )
+        return f"message {message_id} queued for {pane_id}"

@@ -1,0 +1,223 @@
+"""The interpreter: the one place that executes the effects the core emits, in order.
+
+Every step of the core, for every caller (agent calls, the person's calls, the watcher, delivery,
+restarts), returns its effects to :class:`connectd.daemon.runner.CoreRunner`, which commits ``Persist`` and
+``Audit`` under the core lock and hands every effect to :meth:`Interpreter.run`. Each effect type has
+exactly one handler here (the table built in ``Interpreter.__init__``); an effect with no handler is a loud
+``TypeError``, never ignored.
+
+Failure policy, per effect: an I/O error while executing an effect (tmux, the filesystem) ends that
+effect's sequence (no later effect of the same message or restart runs) and is turned into the core's
+event by :meth:`Interpreter.failed`: typing that failed partway -> ``TypingObserved`` unconfirmed with
+the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, which steps
+``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
+already decided.
+
+Stops: a message's ``TypeText`` pastes in one tmux call that makes the server owe the paste its
+Enter (pressed after the settle unless the daemon's early Enter came first; tmux presses it once),
+and ``TypeText`` is shielded from cancellation, so a daemon stopped or killed
+after the paste still submits it; if a draft is left anyway, the core shows it to the
+person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
+
+Locks: ``TypeText`` and ``ConfirmTyping`` come out of the step that the delivery guard
+takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
+restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import restart as R
+from connectcore.effects import (
+    Audit,
+    CheckActGuard,
+    CheckGuard,
+    ClosePane,
+    ConfirmTyping,
+    Effect,
+    EndSubscriptions,
+    ExitAgent,
+    HandOff,
+    Notify,
+    OpenWindow,
+    Persist,
+    PressKeys,
+    Respawn,
+    SetPaneOption,
+    TypeShellText,
+    TypeText,
+)
+from connectd.agents import launch_here as here
+from connectd.daemon.supervisor import Kind
+from connectd.tmux.adapter import TmuxError, TmuxInputError
+from connectd.tmux.procfs import ProcStatError
+
+if TYPE_CHECKING:
+    from connectd.daemon.parts import Engine
+
+log = logging.getLogger("connectd.interpreter")
+
+# What the world can do to an effect: tmux failing or refusing an argument, a file or socket error, a
+# /proc file gone. Anything else (a bare ValueError included) is a bug: it reaches the task's supervisor,
+# which logs it loudly, instead of reading as a failed send.
+IO_ERRORS: tuple[type[Exception], ...] = (TmuxError, TmuxInputError, OSError, ProcStatError)
+
+
+class RestartEffectFailed(Exception):
+    """A restart effect could not be executed; its driver steps ``StepFailed``."""
+
+    def __init__(self, effect: Effect, cause: Exception) -> None:
+        super().__init__(f"{type(effect).__name__} failed: {cause}")
+        self.effect = effect
+        self.cause = cause
+
+
+def subject(effect: Effect) -> tuple[Any, ...]:
+    """What a sequence of effects is about: a failure skips the rest of the same subject."""
+    message = getattr(effect, "message", None)
+    if message is not None:
+        return ("message", *message)
+    pane = getattr(effect, "pane_id", None)
+    return ("pane", pane) if pane is not None else ("none",)
+
+
+class Interpreter:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._handlers: dict[type[Effect], Callable[[Any], Awaitable[None]]] = {
+            Persist: self._persist,
+            Audit: self._audit,
+            Notify: self._notify,
+            EndSubscriptions: self._end,
+            CheckGuard: self._check_guard,
+            TypeText: self._type_text,
+            ConfirmTyping: self._confirm,
+            SetPaneOption: self._set_option,
+            ExitAgent: self._exit_agent,
+            Respawn: self._respawn,
+            R.ObservePane: self._answered_by_driver,
+            R.InspectPane: self._answered_by_driver,
+            CheckActGuard: self._check_act_guard,
+            PressKeys: self._act,
+            TypeShellText: self._act,
+            ClosePane: self._act,
+            OpenWindow: self._act,
+            HandOff: self._act,
+        }
+
+    def handled(self) -> frozenset[type[Effect]]:
+        """The effect types this interpreter executes (a test checks it is every type the core emits)."""
+        return frozenset(self._handlers)
+
+    async def run(self, effects: tuple[Effect, ...]) -> None:
+        failed: set[tuple[Any, ...]] = set()
+        for effect in effects:
+            key = subject(effect)
+            if key in failed:
+                continue
+            try:
+                if isinstance(effect, TypeText):
+                    # Paste and Enter run to their end even when the daemon is stopped meanwhile: a
+                    # stop in that window would leave connect's own text as a draft in a composer.
+                    with anyio.CancelScope(shield=True):
+                        await self.execute(effect)
+                else:
+                    await self.execute(effect)
+            except IO_ERRORS as exc:
+                failed.add(key)
+                await self.failed(effect, exc)
+
+    def published(self, record: Audit) -> None:
+        """An audit record reached the store: tell the owner's stream."""
+        self.engine.subscribers.publish({"topic": "audit", "actor": record.actor, "action": record.action})
+
+    # --- execution: one handler per effect type, as a table ----------------------------------------
+    # (a table, not decorators: the dispatch is data a test can read, and mutation testing reaches
+    # every handler's body)
+
+    async def execute(self, effect: Effect) -> None:
+        handler = self._handlers.get(type(effect))
+        if handler is None:
+            raise TypeError(f"the interpreter has no handler for {type(effect).__name__}: {effect!r}")
+        await handler(effect)
+
+    async def _persist(self, effect: Persist) -> None:
+        """Committed by the runner under the core lock before any effect runs; nothing more to do."""
+
+    async def _audit(self, effect: Audit) -> None:
+        self.published(effect)  # committed by the runner; the owner's stream hears of it
+
+    async def _notify(self, effect: Notify) -> None:
+        subscribers = self.engine.subscribers
+        subscribers.wake(effect.principal)
+        subscribers.publish({"topic": effect.topic, "key": list(effect.key), **dict(effect.payload)})
+
+    async def _end(self, effect: EndSubscriptions) -> None:
+        self.engine.subscribers.end(effect.principal)
+
+    async def _check_guard(self, effect: CheckGuard) -> None:
+        delivery = self.engine.delivery
+        self.engine.supervisor.spawn(
+            Kind.GUARD,
+            delivery.guard,
+            effect,
+            name=f"guard {effect.pane_id} {effect.message[1]}",
+            on_error=lambda exc: delivery.guard_failed(effect, exc),
+        )
+
+    async def _type_text(self, effect: TypeText) -> None:
+        await self.engine.delivery.type_text(effect)
+
+    async def _confirm(self, effect: ConfirmTyping) -> None:
+        if effect.failure:  # one last look, answered with the failure (the core's GuardFailed)
+            await self.engine.delivery.unconfirmed(effect.message, effect.failure, effect.pane_id)
+        else:
+            await self.engine.delivery.confirm(effect)
+
+    async def _set_option(self, effect: SetPaneOption) -> None:
+        await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
+
+    async def _exit_agent(self, effect: ExitAgent) -> None:
+        await self.engine.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.engine.timing.settle)
+
+    async def _respawn(self, effect: Respawn) -> None:
+        if here.is_here(self.engine, effect.pane_id):  # launched --here: its supervisor relaunches it
+            await here.respawn_here(self.engine, effect)
+        else:
+            await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
+        await self.engine.restarts.respawned(effect)
+
+    async def _check_act_guard(self, effect: CheckActGuard) -> None:
+        acts = self.engine.acts_io
+        self.engine.supervisor.spawn(
+            Kind.GUARD,
+            acts.guard,
+            effect,
+            name=f"act guard {effect.act}",
+            on_error=lambda exc: acts.guard_failed(effect, exc),
+        )
+
+    async def _act(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
+        """Control's act, once (its outcome, done or failed, is reported by connectd.control.acts)."""
+        with anyio.CancelScope(shield=True):
+            await self.engine.acts_io.execute(effect)
+
+    async def _answered_by_driver(self, effect: R.ObservePane | R.InspectPane) -> None:
+        """A question the restart driver that stepped it answers (it reads the step's effects)."""
+
+    # --- failures: turned into the core's events ---------------------------------------------------
+
+    async def failed(self, effect: Effect, exc: Exception) -> None:
+        if isinstance(effect, TypeText | ConfirmTyping):
+            assert effect.message is not None
+            what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
+            await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}", effect.pane_id)
+        elif isinstance(effect, SetPaneOption | ExitAgent | Respawn):
+            raise RestartEffectFailed(effect, exc) from exc
+        else:
+            log.warning("effect %s failed: %s", type(effect).__name__, exc)

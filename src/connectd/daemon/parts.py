@@ -1,0 +1,195 @@
+"""The engine: the daemon's composition root, and the agent calls the MCP endpoint makes.
+
+The shell is a thin interpreter of the core (``docs/architecture.md``):
+
+- :class:`connectd.daemon.runner.CoreRunner` steps the core under the core lock and commits each step's
+  records before it returns; :class:`connectd.daemon.interpreter.Interpreter` executes every other effect;
+- :class:`connectd.daemon.supervisor.Supervisor` starts every task in the daemon's one task group, each
+  under its kind's written failure policy (no I/O error ends the daemon);
+- :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
+  :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
+  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.restart_to_connect.Restarts` and
+  :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
+
+The engine holds the parts and the state they share (the hub behind ``step``, the clock, the store,
+the subscribers); it forwards nothing: a caller addresses the part that does the work
+(``engine.person.decide``, ``engine.watcher.directory``, ``engine.launches.launch``,
+``engine.restarts.begin``, ``engine.calls.agents``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
+
+from connectcore import grants
+from connectcore import hub as H
+from connectcore import launchers as L
+from connectcore.delivery import DEFAULT_LIMITS, Limits
+from connectcore.effects import Audit, Effect
+from connectcore.grants import Preset
+from connectd.agents.agent_calls import AgentCalls
+from connectd.agents.launch import Launches
+from connectd.agents.restart_to_connect import Restarts
+from connectd.control.acts import ActsIO
+from connectd.daemon.clock import LifeClock
+from connectd.daemon.ids import Ids
+from connectd.daemon.interpreter import Interpreter
+from connectd.daemon.runner import CoreRunner, RunSync
+from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.delivery.guard import Delivery
+from connectd.person import PersonCalls
+from connectd.tmux.adapter import TmuxAdapter
+from connectd.tmux.release_probe import ReleaseProbe
+from connectd.tmux.watcher import Watcher
+
+__all__ = ["Engine", "Subscribers", "Timing"]
+
+log = logging.getLogger("connectd.engine")
+
+
+
+@dataclass
+class Timing:
+    """How often the daemon looks; all in seconds."""
+
+    # list-panes -a, the source of truth for which incarnations live (one tmux call for every pane): at
+    # once (within ``capture``) when control mode reports a structure change; every ``poll`` seconds while
+    # some pane draws (a process may have started or ended in it), control mode is not reading, or an
+    # agent pane waits for its session binding; else every ``poll_quiet`` seconds (the safety net)
+    poll: float = 1.0
+    poll_quiet: float = 5.0
+    capture: float = 0.25  # capture a pane that produced output at once, then at most this often while it draws
+    # ... and this often for a pane a consented message waits for (``hub.awaited_panes``): its turn's end
+    # is the idle the message waits for, seen up to ``capture`` sooner
+    capture_awaited: float = 0.1
+    sweep: float = 300.0  # capture every pane even without output: the last safety net
+    bind: float = 1.0  # an unbound agent's session evidence (Claude's registry, Codex's rollout), at most this often
+    tick: float = 1.0  # expiry of cards and ids
+    settle: float = 0.4  # between the paste and the Enter
+    confirm: float = 4.0  # how long to look for the typed text to land
+
+
+@dataclass
+class Subscribers:
+    """Owner event stream listeners and agents' long polls."""
+
+    owner: set[MemoryObjectSendStream[dict[str, Any]]] = field(default_factory=set)
+    waits: dict[str, set[anyio.Event]] = field(default_factory=dict)
+
+    def wake(self, principal: str | None) -> None:
+        for event in self.waits.pop(principal, set()) if principal else ():
+            event.set()
+
+    def end(self, principal: str) -> None:
+        self.wake(principal)
+
+    def publish(self, item: dict[str, Any]) -> None:
+        for stream in list(self.owner):
+            try:
+                stream.send_nowait(item)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.owner.discard(stream)
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Any,
+        tmux: TmuxAdapter,
+        *,
+        endpoint_url: str,
+        limits: Limits = DEFAULT_LIMITS,
+        timing: Timing | None = None,
+        launchers: Mapping[str, L.Launcher] | None = None,
+        cap: Preset = Preset.COLLABORATE,
+        clock: Callable[[], float] | None = None,
+        ids: Ids | None = None,
+        run_sync: RunSync | None = None,
+        trusted_releases: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        self.store = store
+        self.tmux = tmux
+        self.endpoint_url = endpoint_url
+        self.timing = timing or Timing()
+        self.launchers = dict(launchers or L.builtin_launchers())
+        self.clock: Callable[[], float] = clock or LifeClock()
+        self.ids = ids or Ids()
+        self.run_sync: RunSync = run_sync or anyio.to_thread.run_sync
+        hub = store.load_hub(self.clock(), limits)
+        self.runner = CoreRunner(store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
+        self.interpreter = Interpreter(self)
+        self.runner.interpreter = self.interpreter
+        self.subscribers = Subscribers()
+        self.watcher = Watcher(self)
+        self.delivery = Delivery(self)
+        self.acts_io = ActsIO(self)
+        self.launches = Launches(self)
+        self.restarts = Restarts(self)
+        self.person = PersonCalls(self)
+        self.calls = AgentCalls(self)
+        self.history: Any | None = None  # the session index, when the daemon serves history
+        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
+        self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
+        self._supervisor: Supervisor | None = None
+
+    # --- life -------------------------------------------------------------------------------------
+
+    @property
+    def supervisor(self) -> Supervisor:
+        if self._supervisor is None:
+            raise RuntimeError("the engine is not running: no supervisor to start tasks in")
+        return self._supervisor
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The daemon's life: recover, look at the world, reconcile, then watch and tick until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._supervisor = supervisor = Supervisor(tg, audit=self.audit, clock=self.clock)
+            start = supervisor.until_done
+            await start(Kind.START, self._recover, name="recover")
+            await start(Kind.START, self.watcher.poll, name="first look")
+            await start(Kind.START, self.watcher.reconcile, name="reconcile")
+            await start(Kind.START, self.restarts.recover_open, name="open restarts")
+            timing, watcher, spawn = self.timing, self.watcher, self._supervisor.spawn
+            spawn(Kind.WATCH, watcher.poll_when_due, every=timing.poll, name="poll")
+            spawn(Kind.WATCH, watcher.capture_dirty, every=0, name="capture")  # each round waits for news
+            spawn(Kind.WATCH, watcher.sweep, every=timing.sweep, name="sweep")
+            spawn(Kind.TICK, self._tick, every=timing.tick, name="tick")
+            if self.history is not None:
+                # The watcher scans once its watches are in place, then follows the transcripts' changes.
+                from connectd.history.watch import HistoryWatcher
+
+                spawn(Kind.HISTORY_WATCH, HistoryWatcher(self.history, run_sync=self.run_sync).run, name="history watcher")
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._supervisor = None
+
+    async def _recover(self) -> None:
+        await self.step(H.Recover(self.clock()))
+
+    async def _tick(self) -> None:
+        await self.step(H.Tick(self.clock()))
+
+    # --- the core ---------------------------------------------------------------------------------
+
+    @property
+    def hub(self) -> H.Hub:
+        return self.runner.hub
+
+    @hub.setter
+    def hub(self, hub: H.Hub) -> None:
+        self.runner.hub = hub
+
+    async def step(self, event: H.Event) -> tuple[Effect, ...]:
+        return await self.runner.step(event)
+
+    async def audit(self, record: Audit) -> None:
+        await self.runner.audit(record)

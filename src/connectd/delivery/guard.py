@@ -1,0 +1,201 @@
+"""Delivery I/O: the guard, the typing and its confirmation, on real panes.
+
+The core decides whether a message may be typed (``GuardObserved``, or ``GuardFailed`` when the
+guard could not finish), whether the guard's reading also counts as the pane's next observation
+(:func:`connectcore.hub.guard_reading_counts`), and whether it landed
+(``TypingObserved``, :func:`connectcore.delivery.landed`); this module only takes the recipient's
+send lock, reads the pane afresh, resolves the message's handle again and reports what it saw, each
+reading with when it was read. The effects of the guard's step (``Persist`` typing started,
+``TypeText`` with its Enter, ``ConfirmTyping``) are executed by the interpreter inside that step, so
+they run while the lock is held: the send lock is the linearization point of delivery, revocation
+and restarts. The paste call also makes the tmux server owe the paste its Enter (a fallback it
+presses after the settle, so a daemon that dies after the paste still submits it); the daemon presses
+that same Enter earlier, as soon as the pane shows the paste, and tmux presses it exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+
+from connectcore import delivery as M
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore.delivery import AfterTyping, Landing, MessageKey
+from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
+from connectcore.screen import Reading, composer_draft, read_screen
+from connectd.delivery import targets
+from connectd.store.store import STORE_ERRORS
+from connectd.tmux.adapter import TmuxError
+
+if TYPE_CHECKING:
+    from connectd.daemon.parts import Engine
+
+log = logging.getLogger("connectd.delivery")
+
+SCROLLBACK_LINES = 200
+CONFIRM_EVERY = 0.2  # the longest wait between confirming re-reads (each is taken as the pane draws)
+STORE_RETRY, STORE_RETRY_MAX = 0.5, 30.0  # a store that failed the outcome: the first wait, and where doubling stops
+
+
+class Delivery:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._typed_at: dict[str, float] = {}  # pane -> when its paste began (anyio's clock)
+
+    async def guard(self, check: CheckGuard) -> None:
+        """Recheck under the recipient's send lock and report; typing follows inside the same step."""
+        engine = self.engine
+        async with engine.tmux.pane_lock(check.pane_id):
+            message = engine.hub.messages.get(check.message)
+            listed = None
+            if message is not None and message.handle is not None:
+                listed = await engine.watcher.poll()  # the handle is checked against what tmux says now (titles)
+            info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id, listed)
+            read_at = engine.clock()
+            reading: Reading | None = None
+            if info is not None:
+                capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
+                reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
+            ready, fingerprint = (
+                (engine.watcher.ready(check.pane_id, incarnation, reading), reading.fingerprint) if reading else (False, "")
+            )
+            handle = self.resolve(message.handle) if message is not None else None
+            guard = H.GuardObserved(
+                engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
+                card_id=engine.ids.new_id("card"),
+            )
+            await engine.step(guard)  # the typing, if the core allows it, runs inside this step
+        if reading is not None and incarnation and H.guard_reading_counts(engine.hub, check.message):
+            # The guard's fresh reading is the pane's next observation (the core's rule). Report it
+            # (paced like the watcher): a pane whose screen changed under the guard and then stays still re-arms.
+            await anyio.sleep(engine.timing.capture)
+            engine.watcher.remember_reading(check.pane_id, incarnation, reading)
+            await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
+
+    async def guard_failed(self, check: CheckGuard, exc: Exception) -> None:
+        """The guard could not finish (the pane exited between two tmux calls, tmux failed, the typing
+        it ran failed partway): the core hears why and decides (``GuardFailed``); the pane is read
+        again at the next capture round, even if unchanged."""
+        engine = self.engine
+        await engine.step(H.GuardFailed(engine.clock(), check.message, check.incarnation, f"typing failed: {exc}"))
+        engine.watcher.look_again(check.pane_id)
+
+    def resolve(self, handle: str | None) -> H.HandleResolution | None:
+        """Where the message's handle names now: one pane, or why not (no pane, several)."""
+        if handle is None:
+            return None
+        try:
+            record = targets.resolve(self.engine, handle)
+        except D.TargetError as exc:
+            return H.Unresolved(exc.reason.value)
+        return H.Recipient(record.pane_id, record.token, record.harness, handle)
+
+    async def type_text(self, effect: TypeText) -> None:
+        """Paste. With ``submit`` the same tmux call has the server owe the paste its Enter, pressed
+        ``effect.settle`` later (the fallback, which needs nothing more from this daemon); press it
+        earlier, as soon as the pane's output shows the paste in its composer (the core's
+        :func:`connectcore.delivery.paste_shown`). Return once it is pressed or due."""
+        engine, pane = self.engine, effect.pane_id
+        self._typed_at[pane] = anyio.current_time()  # the confirmation reads output from here on
+        submit_after = effect.settle if effect.submit else None
+        token = await engine.tmux.paste_text(pane, effect.text, submit_after=submit_after)
+        if submit_after is None or token is None:
+            return
+        due = anyio.current_time() + submit_after
+        try:
+            if await self._enter_early(pane, effect.text, token, due):
+                return
+        except TmuxError as exc:  # the fallback still presses the Enter; the confirmation reads the pane
+            log.info("no early Enter for %s: %s", pane, exc)
+        await anyio.sleep_until(due)
+
+    async def _enter_early(self, pane: str, typed: str, token: str, due: float) -> bool:
+        """Read the pane's composer at once, then each time the pane draws before ``due``; once it
+        shows the paste, press the paste's Enter (``enter_once``: tmux presses it once, whether this
+        or the fallback comes first), make the confirmation read the output from then on, and answer
+        True."""
+        engine = self.engine
+        since: float | None = None
+        reads, start = 0, anyio.current_time()
+        while (left := due - anyio.current_time()) > 0:
+            if since is not None:
+                await engine.watcher.drawn(pane, within=left, since=since)
+            since = anyio.current_time()
+            if since >= due:
+                break
+            capture = await engine.tmux.capture(pane)
+            reads += 1
+            if M.paste_shown(typed, composer_draft(capture.text, engine.watcher.command_of(pane))):
+                self._typed_at[pane] = anyio.current_time()
+                await engine.tmux.enter_once(pane, token)
+                log.debug("early Enter for %s %.0f ms after the paste call returned, %d reads", pane, (since - start) * 1000, reads)
+                return True
+        log.debug("the Enter for %s is left to the fallback, %d reads", pane, reads)
+        return False
+
+    async def confirm(self, effect: ConfirmTyping) -> None:
+        """Re-read the pane each time it draws (at least every ``CONFIRM_EVERY``) until the core says
+        the text landed, or the deadline passes; report the last reading (the core decides delivered
+        or unconfirmed from it)."""
+        engine = self.engine
+        typed = engine.hub.messages[effect.message].typed
+        deadline = anyio.current_time() + engine.timing.confirm
+        since = self._typed_at.pop(effect.pane_id, None)  # output since the paste began is news
+        while True:
+            # Read as soon as it draws: at once if it drew since the paste (first) or the last read began.
+            await engine.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY, since=since)
+            since = anyio.current_time()
+            reading = await self.read_after_typing(effect.pane_id, typed)
+            verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
+            if verdict is not Landing.LOOKING:
+                break
+        await self._step_outcome(effect.message, reading)
+
+    async def read_after_typing(self, pane_id: str, typed: str) -> AfterTyping:
+        engine = self.engine
+        read_at = engine.clock()
+        capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
+        reading = read_screen(
+            capture.text, engine.watcher.command_of(pane_id), capture.cursor, height=capture.height,
+            typed_marker=M.marker(typed),
+        )
+        return AfterTyping(
+            M.marker_seen(typed, capture.text),
+            reading.activity,
+            reading.composer,
+            reading.ready_for_message,
+            reading.fingerprint,
+            read_at,
+            answered=reading.answered,
+        )
+
+    async def unconfirmed(self, key: MessageKey, detail: str, pane_id: str | None = None) -> None:
+        """Typing failed partway: unconfirmed, with one last look at the pane if it can still be read
+        (so the core sees a draft the daemon may have left in the composer)."""
+        engine = self.engine
+        message = engine.hub.messages.get(key)
+        reading: AfterTyping | None = None
+        if pane_id is not None and message is not None:
+            try:
+                reading = await self.read_after_typing(pane_id, message.typed)
+            except (TmuxError, OSError) as exc:
+                log.info("no reading of %s after a failed typing: %s", pane_id, exc)
+        await self._step_outcome(key, reading, detail)
+
+    async def _step_outcome(self, key: MessageKey, reading: AfterTyping | None, failure: str = "") -> None:
+        """Tell the core what the typing came to, until the store takes it: a commit that fails rolls
+        the step back (connectd.daemon.runner), and the message would stay ``typing`` until the next start
+        (found by the simulation: the confirmation's commit and then the unconfirmed one both failed).
+        The same backoff as the restart driver's; a daemon stopping meanwhile leaves it to recovery."""
+        engine, wait = self.engine, STORE_RETRY
+        while True:
+            try:
+                await engine.step(H.TypingObserved(engine.clock(), key, reading, failure=failure))
+                return
+            except STORE_ERRORS as exc:
+                log.warning("the outcome of %s: the store failed (%s); stepping it again in %.1fs", key[1], exc, wait)
+                await anyio.sleep(wait)
+                wait = min(wait * 2, STORE_RETRY_MAX)

@@ -1,0 +1,583 @@
+"""The watcher: which panes live, what they show, and which agent session each holds.
+
+- ``list-panes -a`` (:meth:`Watcher.poll`) is the source of truth for which incarnations live; a pane
+  that went, or whose process was replaced, is stepped into the core as ``PaneGone``. At startup the
+  first poll is followed by :meth:`Watcher.reconcile`: every token, queued message and open card of an
+  incarnation that no longer exists is ended, exactly as if the daemon had seen the pane go.
+- The control-mode reader marks panes that produced output (:meth:`mark_output`); they are captured
+  within ``timing.capture``. Its structure notices (:meth:`mark_structure`) make the next round poll.
+  Otherwise a poll runs each ``timing.poll`` while some pane draws, control mode is not reading, or
+  an agent pane waits for its session binding, and each ``timing.poll_quiet`` while every pane is
+  quiet and bound (:meth:`poll_when_due`).
+  In case a notice was lost, each poll marks the panes whose window drew since the previous poll
+  (tmux's ``window_activity``), and a slow sweep recaptures every pane. A pane that drew nothing costs
+  nothing but its line in ``list-panes``.
+  Each reading whose screen or readiness changed is stepped into the core as ``PaneObserved``.
+- Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
+  session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
+  <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
+  file its process holds open; a bound principal gets its session alias. An OpenCode launch's record
+  gets its session id from the binding through its own server, which each reading of the pane starts
+  when the core says it is due (:meth:`connectd.agents.launch.Launches.bind_when_due`).
+- Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
+  changed (:class:`connectd.tmux.repo_facts.FactsCache`).
+- Each agent's release: from its session banner when a reading shows one, else once per incarnation
+  from its program's ``--version`` (:mod:`connectd.tmux.release_probe`). What the core hears of a pane's
+  readiness is :func:`connectcore.releases.ready_for_message`: on an unverified or unknown release a
+  message is never typed (it waits).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import directory as D
+from connectcore import grants, releases
+from connectcore import hub as H
+from connectcore import opencode_binding as OC
+from connectcore.hub import acts as hub_acts
+from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
+from connectd.history.liveness import LivenessProbe
+from connectd.history.service import default_claude_root, default_codex_root
+from connectd.tmux import procfs
+from connectd.tmux.adapter import Capture, PaneInfo, TmuxError
+from connectd.tmux.repo_facts import FactsCache
+
+if TYPE_CHECKING:
+    from connectd.agents.launch import LaunchRecord
+    from connectd.daemon.parts import Engine
+
+log = logging.getLogger("connectd.watcher")
+
+SCROLLBACK_LINES = 200
+_HOSTNAME = socket.gethostname()
+
+
+@dataclass
+class PaneState:
+    info: PaneInfo
+    record: D.PaneRecord
+    reading: Reading | None = None
+    capture: Capture | None = None
+    release: str | None = None  # the agent's release, once its banner or its program named it
+    probed: bool = False  # its program was asked (once per incarnation)
+    retell: bool = False  # tell the core this pane's next reading even if unchanged (its release came)
+    release_kept: bool = False  # its release is in the store (kept across a daemon restart)
+
+
+def incarnation_of(info: PaneInfo) -> D.Incarnation:
+    return D.Incarnation(
+        server_pid=info.server_pid,
+        server_start=info.server_start_time,
+        pane_id=info.pane_id,
+        pane_pid=info.pane_pid or 0,
+        process_start=info.process_start_time or 0,
+    )
+
+
+def token_of(info: PaneInfo) -> str:
+    return D.incarnation_token(incarnation_of(info))
+
+
+def alive(info: PaneInfo) -> bool:
+    return not info.dead and bool(info.pane_pid) and bool(info.process_start_time)
+
+
+class Watcher:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.directory = D.Directory()
+        self.panes: dict[str, PaneState] = {}
+        self._dirty: set[str] = set()
+        self._drew: dict[str, anyio.Event] = {}  # pane -> set at its next %output (delivery waits on it)
+        self._output_at: dict[str, float] = {}  # pane -> when its last %output came (anyio's clock)
+        self._news = anyio.Event()  # a pane drew that was not waiting to be captured, or the layout changed
+        self._read_at: dict[str, float] = {}  # pane -> when it was last captured (anyio's clock)
+        self._structure = False  # a structure notice came: list-panes at the next capture round
+        self._awaited_for: object = None  # the hub state ``_awaited_panes`` was computed from
+        self._awaited_panes: frozenset[str] = frozenset()
+        self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
+        self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
+        self._drew_since_poll = False  # a %output came since the last poll began
+        #: Whether control mode reports output now (set by the daemon's control-mode reader); without it
+        #: nothing marks a pane as drawing, so :meth:`poll_when_due` polls every ``timing.poll``.
+        self.output_reported: Callable[[], bool] = lambda: False
+        self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
+        self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
+        self.facts = FactsCache(retry=engine.timing.bind)
+        self._codex_tried: dict[str, float] = {}
+        self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
+        # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
+        # plans handed to supervisors that have not named their child yet.
+        self.here: dict[str, tuple[int, int, int]] = {}
+        self.here_pending: dict[tuple[str, int], Any] = {}
+        self.here_supervisors: dict[str, int] = {}  # pane -> supervisor pid, between its agents too
+        self.here_relaunch: dict[str, Any] = {}  # pane -> a restart's plan handed to its supervisor
+
+    # --- the control-mode reader and history liveness -------------------------------------------
+
+    def mark_output(self, pane_id: str) -> None:
+        """The control-mode reader saw output from this pane: capture it at the next round, and wake
+        whoever waits for it to draw."""
+        self._drew_since_poll = True
+        self._output_at[pane_id] = anyio.current_time()
+        if pane_id not in self._dirty:
+            self._dirty.add(pane_id)
+            self._news.set()
+        if (drew := self._drew.pop(pane_id, None)) is not None:
+            drew.set()
+
+    async def drawn(self, pane_id: str, within: float, *, since: float | None = None) -> None:
+        """Return once this pane produces output, or after ``within`` seconds (a lost notice, or no
+        control mode: the caller reads anyway); at once if it produced output after ``since`` (anyio's
+        clock), so output that came before the caller began to wait is not missed."""
+        if since is not None and self._output_at.get(pane_id, float("-inf")) > since:
+            return
+        drew = self._drew.setdefault(pane_id, anyio.Event())
+        with anyio.move_on_after(within):
+            await drew.wait()
+
+    def mark_structure(self) -> None:
+        """The control-mode reader saw panes, windows or sessions come, go or move: poll at the next round."""
+        self._structure = True
+        self._news.set()
+
+    def pane_pids(self) -> dict[int, str]:
+        """{pane process pid: pane id} of the watched tmux server, for history liveness."""
+        return {s.info.pane_pid: p for p, s in self.panes.items() if s.info.pane_pid}
+
+    def command_of(self, pane_id: str) -> str:
+        state = self.panes.get(pane_id)
+        return state.info.current_command if state else ""
+
+    def remember_reading(self, pane_id: str, incarnation: str, reading: Reading) -> None:
+        state = self.panes.get(pane_id)
+        if state is not None and state.record.token == incarnation:
+            state.reading = reading
+
+    def look_again(self, pane_id: str) -> None:
+        """Capture this pane at the next round and report the reading even if the screen is unchanged."""
+        state = self.panes.get(pane_id)
+        if state is not None:
+            state.reading = None
+        self._dirty.add(pane_id)
+
+    def release_of(self, pane_id: str, incarnation: str | None) -> str | None:
+        state = self.panes.get(pane_id)
+        return state.release if state is not None and state.record.token == incarnation else None
+
+    def ready(self, pane_id: str, incarnation: str | None, reading: Reading) -> bool:
+        """What the core hears of this reading's readiness (:func:`connectcore.releases.ready_for_message`,
+        and :func:`connectcore.opencode_binding.ready_for_message` while an OpenCode launch binds)."""
+        ready = releases.ready_for_message(
+            reading.ready_for_message, reading.harness.value, self.release_of(pane_id, incarnation),
+            self.engine.trusted_releases,
+        )
+        binding = incarnation is not None and self.engine.launches.binding_pending(pane_id, incarnation)
+        return OC.ready_for_message(ready, binding=binding)
+
+    async def fresh_incarnation(
+        self, pane_id: str, listed: list[PaneInfo] | None = None
+    ) -> tuple[PaneInfo | None, str | None]:
+        """The pane and its incarnation as tmux lists them now (``listed``: a :meth:`poll`'s answer,
+        taken a moment ago under the same send lock, so the panes are not listed twice)."""
+        if listed is None:
+            listed = [self._effective(p) for p in await self.engine.tmux.list_panes() if alive(p)]
+        for info in listed:
+            if info.pane_id == pane_id:
+                return info, token_of(info)
+        return None, None
+
+    def _effective(self, info: PaneInfo) -> PaneInfo:
+        """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
+        process life (pid and start time), so the agent's exit ends it while the shell lives on."""
+        held = self.here.get(info.pane_id)
+        if held is None:
+            return info
+        supervisor, child, start = held
+        stat = procfs.read_stat(child)
+        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.exited:
+            del self.here[info.pane_id]
+            return info
+        return replace(info, pane_pid=child, process_start_time=start)
+
+    # --- list-panes: the source of truth ----------------------------------------------------------
+
+    async def poll_when_due(self) -> None:
+        """The timed poll (run every ``timing.poll``): poll if some pane drew since the last poll,
+        control mode is not reporting output, or an agent pane waits for its session binding; else only
+        ``timing.poll_quiet`` after the last poll. An idle, bound fleet then costs a list-panes every few
+        seconds, not every second."""
+        quiet_for = self.engine.clock() - self._polled_at
+        if (
+            self._drew_since_poll
+            or not self.output_reported()
+            or self._binding_pending()
+            or quiet_for >= self.engine.timing.poll_quiet
+        ):
+            await self.poll()
+
+    def _binding_pending(self) -> bool:
+        """Some agent pane is not bound to its session yet: its evidence (a launch record, Claude's
+        registry, Codex's rollout file) may appear without the pane drawing, and polls look for it."""
+        return any(
+            s.reading is not None and s.reading.harness in AGENT_HARNESSES
+            and not isinstance(s.record.binding, D.SessionBinding)
+            for s in self.panes.values()
+        )
+
+    async def poll(self) -> list[PaneInfo]:
+        """One look at the whole server: list the panes (one tmux call), then update the directory,
+        the bindings and the pane states. Returns the live panes it listed, so a caller that needs a
+        pane's incarnation now (:meth:`fresh_incarnation`) need not list them again."""
+        engine = self.engine
+        tmux = engine.tmux
+        since, self._polled_at = self._polled_at, engine.clock()
+        self._drew_since_poll = False
+        # One tmux call: list-panes reaps first (no server: no panes).
+        infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
+        observations = []
+        launches: dict[str, LaunchRecord] = {}
+        for info in infos:
+            launch = await engine.launches.record_for(info.pane_id, token_of(info))
+            if launch is not None:
+                launches[info.pane_id] = launch
+            observations.append(self._observation(info, launch))
+        before = self.directory
+        self.directory = D.observe(before, observations)
+        for info in infos:
+            await self._codex_evidence(info)
+            await self._probe_release(info)
+        for info in infos:
+            launch = launches.get(info.pane_id)
+            if launch is not None and launch.session_id is not None:
+                self.directory = D.note_evidence(
+                    self.directory,
+                    D.Evidence(info.pane_id, token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id),
+                )
+        await self._claude_evidence()
+        self.directory = await self.facts.refresh(engine, self.directory)
+        ended: list[str] = []
+        for pane_id, record in before.panes.items():
+            now_record = self.directory.panes.get(pane_id)
+            if now_record is None or now_record.token != record.token:
+                self.panes.pop(pane_id, None)
+                self._read_at.pop(pane_id, None)
+                self._output_at.pop(pane_id, None)
+                self._codex_tried.pop(record.token, None)
+                engine.launches.forget(pane_id, record.token)
+                self._gone.add((pane_id, record.token))
+                ended.append(record.token)
+        if ended:  # their releases are no longer needed
+            await engine.run_sync(engine.store.forget_releases, ended)
+        await self._step_gone()
+        for info in infos:
+            record = self.directory.panes[info.pane_id]
+            state = self.panes.get(info.pane_id)
+            if state is None or state.record.token != record.token:
+                state = self.panes[info.pane_id] = PaneState(info, record)
+                await self._kept_release(state)
+                self._dirty.add(info.pane_id)
+            else:
+                if info.activity >= int(since):  # its window drew since the last poll (whole seconds):
+                    self._dirty.add(info.pane_id)  # a lost %output costs one poll period, not a sweep
+                state.info, state.record = info, record
+        await self._bind_sessions()
+        self._publish_changes(before)
+        tmux.forget_pane_locks(set(self.panes))
+        return infos
+
+    def _publish_changes(self, before: D.Directory) -> None:
+        """Tell the page about a pane whose binding or routing facts changed without its screen changing."""
+        for pane_id, record in self.directory.panes.items():
+            old = before.panes.get(pane_id)
+            if old is not None and _shown(old) != _shown(record):
+                self.engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+
+    def _observation(self, info: PaneInfo, launch: LaunchRecord | None) -> D.PaneObservation:
+        """One pane of the poll, with what the daemon knows of it (its reading's harness, its launch,
+        its routing facts as last read, whether it is control)."""
+        old = self.panes.get(info.pane_id)
+        harness = "unknown"
+        if old is not None and old.info.incarnation_key == info.incarnation_key and old.reading is not None:
+            harness = old.reading.harness.value
+        token = token_of(info)
+        title = _self_published_title(info)
+        facts = self.facts.cached(info.pane_id, token, title)
+        control = hub_acts.control_pane(self.engine.hub.book)  # the running control's live token, if any
+        return D.PaneObservation(
+            incarnation=incarnation_of(info),
+            harness=harness,
+            foreground=info.current_command,
+            title=title,
+            session_title=facts.session_title,
+            cwd=info.current_path,
+            repo=facts.repo,
+            branch=facts.branch,
+            pr_links=facts.pr_links,
+            launcher=launch.launcher if launch else None,
+            is_control=control == (info.pane_id, token),
+        )
+
+    async def _step_gone(self) -> None:
+        """Tell the core of every incarnation seen going. One whose step failed (the store) stays here
+        and is stepped again at the next poll: the directory has moved on, so no later diff finds it."""
+        engine = self.engine
+        for pane_id, token in sorted(self._gone):
+            await engine.step(H.PaneGone(engine.clock(), pane_id, token))
+            self._gone.discard((pane_id, token))
+
+    async def reconcile(self) -> None:
+        """Startup, after the first poll: end what belongs to incarnations that died while the daemon
+        was down (their tokens, queued messages, open cards), as if the daemon had seen them go."""
+        engine = self.engine
+        live = frozenset(record.token for record in self.directory.panes.values())
+        await engine.step(H.Reconcile(engine.clock(), live))
+
+    async def _codex_evidence(self, info: PaneInfo) -> None:
+        """Codex reports its session id only after launch: the rollout file its process tree holds
+        open (``rollout-<time>-<session id>.jsonl``) binds the pane, once, when nothing else has."""
+        state = self.panes.get(info.pane_id)
+        harness = D.recipient_harness(state.reading.harness.value if state and state.reading else None)
+        token = token_of(info)
+        if harness != "codex" or token in self._codex_scanned or not info.pane_pid:
+            return
+        if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
+            return
+        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per bind interval
+        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.bind:
+            return
+        self._codex_tried[token] = now
+        held = await self.engine.run_sync(_held_rollouts, info.pane_pid, self._codex_root())
+        session_id = D.rollout_binding(held)
+        if session_id is not None:  # exactly one session Codex itself writes: unambiguous
+            self._codex_scanned.add(token)
+            self.directory = D.note_evidence(
+                self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", session_id)
+            )
+
+    def _codex_root(self) -> str:
+        history = self.engine.history
+        return str(history.codex_root if history is not None else default_codex_root())
+
+    async def _kept_release(self, state: PaneState) -> None:
+        """A pane incarnation seen for the first time: the release learned for it before a daemon
+        restart, if any (it cannot change while the process lives; its banner may have scrolled away)."""
+        engine = self.engine
+        kept = await engine.run_sync(engine.store.releases, [state.record.token])
+        if state.record.token in kept:
+            state.release, state.release_kept, state.probed = kept[state.record.token][1], True, True
+
+    async def _keep_release(self, state: PaneState, harness: str) -> None:
+        """Persist a release just learned, once per incarnation."""
+        if state.release is None or state.release_kept:
+            return
+        state.release_kept = True
+        engine = self.engine
+        token, release = state.record.token, state.release
+        await engine.run_sync(
+            lambda: engine.store.record_release(token, harness=harness, release=release, learned_at=engine.clock())
+        )
+
+    async def _probe_release(self, info: PaneInfo) -> None:
+        """An agent pane whose banner named no release: ask its program, once per incarnation."""
+        state = self.panes.get(info.pane_id)
+        if state is None or state.reading is None or state.release is not None or state.probed:
+            return
+        harness = state.reading.harness.value
+        if harness not in releases.AGENT_HARNESSES or state.record.token != token_of(info) or not info.pane_pid:
+            return
+        state.probed = True
+        found = await self.engine.run_sync(self.engine.release_probe.release, info.pane_pid, harness)
+        if found is not None and self.panes.get(info.pane_id) is state:
+            state.release, state.retell = found, True  # its readiness may change: tell the core again
+            await self._keep_release(state, harness)
+            self._dirty.add(info.pane_id)
+            self.engine.subscribers.publish({"topic": "pane", "pane": info.pane_id})
+
+    def _claude_root(self) -> Any:
+        history = self.engine.history
+        return history.claude_root if history is not None else default_claude_root()
+
+    async def _claude_evidence(self) -> None:
+        """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
+        registry: a record whose process start time matches /proc and whose process descends from the
+        pane's process. The registry is read when an unbound Claude pane appears, then at most once per
+        bind interval while one stays unbound."""
+        engine = self.engine
+        unbound = frozenset(
+            r.token
+            for p, r in self.directory.panes.items()
+            if (s := self.panes.get(p)) is not None and s.reading is not None and s.reading.harness.value == "claude"
+            and not isinstance(r.binding, D.SessionBinding)
+        )
+        seen, at = self._claude_scan
+        now = engine.clock()
+        if not unbound or (unbound <= seen and now - at < engine.timing.bind):
+            return
+        self._claude_scan = (unbound, now)
+        pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
+        probe = LivenessProbe(self._claude_root(), self._claude_root())
+        snap = await engine.run_sync(lambda: probe.snapshot(pane_pids, codex=False))
+        for session_id, running in sorted(snap.claude.items()):
+            pane_id = snap.ancestry.get(running.pid)
+            record = self.directory.panes.get(pane_id) if pane_id else None
+            if not running.trusted or record is None:
+                continue
+            start = await engine.run_sync(procfs.process_start_time, running.pid)
+            self.directory = D.note_evidence(
+                self.directory,
+                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", session_id,
+                           pid=running.pid, process_start=start),
+            )
+
+    async def _bind_sessions(self) -> None:
+        """Attach a session id to a principal once the directory binds its pane unambiguously."""
+        engine = self.engine
+        for pane_id, state in self.panes.items():
+            binding = D.binding(self.directory, pane_id)
+            if not isinstance(binding, D.SessionBinding):
+                continue
+            known = (binding.harness, binding.session_id, state.record.cwd)
+            if self._recorded_bindings.get(pane_id) != known:  # for restore after a lost server
+                self._recorded_bindings[pane_id] = known
+                await engine.run_sync(
+                    lambda p=pane_id, b=binding, c=state.record.cwd: engine.store.record_binding(
+                        p, harness=b.harness, session_id=b.session_id, cwd=c or None, updated_at=engine.clock()
+                    )
+                )
+            principal = grants.principal_at(engine.hub.book, state.record.token)
+            if principal is None or principal.session is not None:
+                continue
+            holder = grants.held_by_another(engine.hub.book, principal.id, (binding.harness, binding.session_id))
+            if holder is not None:
+                log.warning("binding %s: %s session %s is held by %s, which is still running",
+                            pane_id, binding.harness, binding.session_id, holder)
+                continue
+            try:
+                await engine.step(H.BindSession(engine.clock(), principal.id, (binding.harness, binding.session_id)))
+            except grants.GrantError as exc:
+                log.warning("binding %s: %s", pane_id, exc)
+
+    # --- captures ---------------------------------------------------------------------------------
+
+    async def capture_dirty(self) -> None:
+        """One round: capture the panes that drew, each at most once per ``timing.capture`` (a pane
+        that keeps drawing is read at that pace, or at ``timing.capture_awaited`` while a consented
+        message waits for it; the first output after a quiet spell is read at once); then, if a
+        structure notice came, poll (its new panes are read at the next round).
+        With nothing due, wait for news (a pane that drew, a structure notice) or for the next pane
+        to come due, at most ``timing.capture``."""
+        timing, now = self.engine.timing, anyio.current_time()
+        pace, awaited = timing.capture, self._awaited() if self._dirty else frozenset()
+        due_at = {
+            p: self._read_at.get(p, float("-inf")) + (timing.capture_awaited if p in awaited else pace)
+            for p in self._dirty
+        }
+        due = sorted(p for p, at in due_at.items() if at <= now)
+        if not due and not self._structure:
+            self._news = anyio.Event()
+            with anyio.move_on_after(min([*due_at.values(), now + pace]) - now):
+                await self._news.wait()
+            return
+        self._dirty.difference_update(due)
+        for pane_id in due:
+            if pane_id in self.panes:
+                await self.observe_pane(pane_id)
+        if self._structure:
+            self._structure = False
+            await self.poll()
+
+    def _awaited(self) -> frozenset[str]:
+        """The core's awaited panes (:func:`connectcore.hub.awaited_panes`), once per state of the hub."""
+        hub = self.engine.hub
+        if self._awaited_for is not hub:
+            self._awaited_for, self._awaited_panes = hub, H.awaited_panes(hub)
+        return self._awaited_panes
+
+    async def sweep(self) -> None:
+        for pane_id in sorted(self.panes):
+            await self.observe_pane(pane_id)
+
+    async def observe_pane(self, pane_id: str) -> Reading | None:
+        """Capture and read one pane, and tell the core what it saw (a pane that exited between two
+        tmux calls is read at the next poll)."""
+        engine = self.engine
+        state = self.panes.get(pane_id)
+        if state is None:
+            return None
+        read_at = engine.clock()  # when it was read: the core never lets an older reading overwrite it
+        self._read_at[pane_id] = anyio.current_time()
+        try:
+            capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
+        except TmuxError:
+            # Read it again at the next capture round (at most once per ``timing.capture``): what it
+            # drew may be its last frame for a long while (seed 693: an idle frame whose capture failed
+            # left a message waiting until the sweep). A pane that went is dropped by the next poll.
+            self._dirty.add(pane_id)
+            return None
+        reading = read_screen(capture.text, state.info.current_command, capture.cursor, height=capture.height)
+        if state.release is None:
+            state.release = releases.shown_on_screen(reading.harness.value, capture.text)
+            state.retell = state.retell or state.release is not None
+            await self._keep_release(state, reading.harness.value)
+        changed = is_news(state.reading, reading, retell=state.retell)
+        harness_changed = state.reading is None or state.reading.harness != reading.harness
+        told, state.reading, state.capture = state.reading, reading, capture
+        if harness_changed:
+            self.directory = replace(
+                self.directory,
+                panes={**self.directory.panes, pane_id: replace(state.record, harness=reading.harness.value)},
+            )
+            state.record = self.directory.panes[pane_id]
+        # an OpenCode launch that serves for its session binding: bound once it reads idle
+        engine.launches.bind_when_due(pane_id, state.record.token, reading, state.info.pane_pid or 0)
+        if changed:
+            try:
+                await engine.step(
+                    H.PaneObserved(
+                        engine.clock(), pane_id, state.record.token, self.ready(pane_id, state.record.token, reading),
+                        reading.fingerprint, read_at,
+                    )
+                )
+            except BaseException:  # the core never heard it: the next read that sees it tells it again,
+                state.reading = told  # and the next capture round reads it again (it may not draw again)
+                self._dirty.add(pane_id)
+                raise
+            state.retell = False
+            engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+        return reading
+
+
+def _shown(record: D.PaneRecord) -> tuple[object, ...]:
+    return (record.token, record.binding, record.repo, record.branch, record.session_title, record.pr_links)
+
+
+def _self_published_title(info: PaneInfo) -> str:
+    return D.self_published_title(info.title, _HOSTNAME)
+
+
+def _held_rollouts(pane_pid: int, codex_root: str | None) -> list[D.HeldRollout]:
+    """Facts about the files named like a rollout that a Codex pane's processes hold open (the rule
+    of which count is :func:`connectcore.directory.rollout_session_id`)."""
+    facts: list[D.HeldRollout] = []
+    for pid in [pane_pid, *procfs.descendants(pane_pid)]:
+        files = [f for f in procfs.open_files_with_modes(pid) if D.ROLLOUT_NAME.fullmatch(f.path.rpartition("/")[2])]
+        if not files:
+            continue
+        argv = procfs.cmdline(pid) or [""]
+        home = procfs.environ_value(pid, "CODEX_HOME")
+        if not home:
+            user_home = procfs.environ_value(pid, "HOME")
+            home = os.path.join(user_home, ".codex") if user_home else None
+        dirs = tuple(os.path.realpath(os.path.join(h, "sessions")) for h in (home, codex_root) if h)
+        program = os.path.basename(argv[0])
+        facts += [D.HeldRollout(f.pid, f.path, f.writable, program, dirs) for f in files]
+    return facts
