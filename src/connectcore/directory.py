@@ -560,8 +560,11 @@ def recipient_harness(read: str | None, *, launched: str = "", recorded: str = "
     just launched there (``launched``: its screen not read yet, or still naming none); else, with no
     reading at all, the directory's record; else ``"unknown"`` (not an agent: it receives nothing).
     A reading that names no harness wins over the record: a stale record must not make a pane an
-    agent recipient while its screen shows none."""
-    if read is not None and read != "unknown":
+    agent recipient while its screen shows none. A shell reading does not win over ``launched``: a
+    window connect just opened shows its launcher script's shell until the script execs the agent
+    (control's hand-off read it so under load and refused its own message); the guard still types
+    only into an agent that waits for input."""
+    if read is not None and read not in ("unknown", "shell"):
         return read
     if launched:
         return launched

@@ -781,6 +781,35 @@ def inject(
     )
 
 
+def launch_plan(
+    launcher: Launcher,
+    *,
+    connect: bool,
+    session: str | None,
+    endpoint_url: str,
+    fresh_session_id: str,
+    extra_env: Mapping[str, str] | None = None,
+    server_port: int | None = None,
+) -> LaunchPlan:
+    """Which plan a launch runs. Connected: the endpoint injected, resuming ``session`` if given, else
+    a new session (``fresh_session_id``, where the harness takes one); refused ``unconnectable`` for a
+    launcher that cannot be connected (never a quiet Off launch). Off: plain, or resuming ``session``
+    (its argv from the resume template, no injection)."""
+    if connect:
+        if not launcher.connectable:
+            raise LauncherError(
+                None, f"{launcher.name} cannot be connected: {launcher.unconnectable_reason}", reason="unconnectable"
+            )
+        if session is not None:
+            return resume_plan(launcher, session, endpoint_url=endpoint_url, extra_env=extra_env)
+        return inject(
+            launcher, endpoint_url=endpoint_url, session_id=fresh_session_id, extra_env=extra_env, server_port=server_port
+        )
+    if session is None:
+        return plain_plan(launcher, extra_env=extra_env, server_port=server_port)
+    return replace(plain_plan(launcher, extra_env=extra_env), argv=resume_argv(launcher, session), session_id=session)
+
+
 def resume_argv(launcher: Launcher, session_id: str) -> tuple[str, ...]:
     """The launcher's resume template with ``session_id`` filled in (no injection)."""
     if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):

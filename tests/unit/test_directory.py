@@ -490,7 +490,8 @@ def test_recipient_harness_is_the_reading_then_the_launch_then_the_record() -> N
     else, with no reading at all, the directory's record; else unknown. A reading that names none beats
     the record (issue 24: one rule for agent_calls, act_calls, acts_io and watcher)."""
     assert D.recipient_harness("codex", launched="claude", recorded="opencode") == "codex"
-    assert D.recipient_harness("shell", launched="claude") == "shell"
+    assert D.recipient_harness("shell", launched="claude") == "claude"  # the launcher script, before its exec
+    assert D.recipient_harness("shell", recorded="claude") == "shell"
     assert D.recipient_harness("unknown", launched="claude", recorded="opencode") == "claude"
     assert D.recipient_harness(None, launched="claude", recorded="opencode") == "claude"
     assert D.recipient_harness(None, recorded="opencode") == "opencode"

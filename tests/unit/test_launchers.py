@@ -569,3 +569,29 @@ def test_the_connect_offer_is_decided_in_the_core_in_order() -> None:
     assert refused["launcher gone"].reason == "Its launcher “claude” is no longer configured."
     assert refused["no exit command"].reason == copy(claude, exit_command=None).restart_refusal
     assert "unambiguously" in refused["unbound"].reason and "next launch" in refused["hand-started, unbound"].reason
+
+
+def test_which_plan_a_launch_runs_is_the_core_s() -> None:
+    """Claim (issue 24: was decided in connectd/launches.py): a connected launch injects (resuming the
+    session given, else the fresh id), and one whose launcher cannot be connected is refused
+    ``unconnectable``, never run Off; an Off launch is plain, or resumes the session given."""
+    from connectcore.launchers import LauncherError, builtin_launchers, launch_plan
+
+    claude = builtin_launchers()["claude"]
+    url = "http://127.0.0.1:7000/mcp"
+    sid = "0b4e9c2a-1f3d-4c5e-8a7b-9c0d1e2f3a4b"
+    fresh = "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d"
+    connected = launch_plan(claude, connect=True, session=None, endpoint_url=url, fresh_session_id=fresh)
+    assert connected.token_env is not None and connected.session_id == fresh
+    resumed = launch_plan(claude, connect=True, session=sid, endpoint_url=url, fresh_session_id=fresh)
+    assert resumed.token_env is not None and resumed.session_id == sid and sid in resumed.argv
+    off = launch_plan(claude, connect=False, session=None, endpoint_url=url, fresh_session_id=fresh)
+    assert off.token_env is None and off.argv == claude.argv
+    off_resumed = launch_plan(claude, connect=False, session=sid, endpoint_url=url, fresh_session_id=fresh)
+    assert off_resumed.token_env is None and off_resumed.session_id == sid and sid in off_resumed.argv
+    plain = Launcher("plain", "bash", argv=("bash",))
+    assert not plain.connectable
+    with pytest.raises(LauncherError) as refused:
+        launch_plan(plain, connect=True, session=None, endpoint_url=url, fresh_session_id=fresh)
+    assert refused.value.reason == "unconnectable" and str(refused.value).startswith("plain cannot be connected: ")
+    assert launch_plan(plain, connect=False, session=None, endpoint_url=url, fresh_session_id=fresh).argv == ("bash",)

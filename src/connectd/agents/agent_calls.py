@@ -136,7 +136,7 @@ class AgentCalls:
         if state is None or state.record.token != incarnation:
             return R.Recipient(release=None)
         reading = state.reading
-        harness = reading.harness.value if reading else state.record.harness
+        harness = self.engine.watcher.harness_of(state.record)
         release = releases.status(harness, self.engine.watcher.release_of(pane_id, incarnation), self.engine.trusted_releases)
         binding = self.engine.launches.binding_pending(pane_id, incarnation)
         return R.Recipient(release, reading.activity if reading else None, reading.composer if reading else None, binding)
@@ -198,7 +198,7 @@ class AgentCalls:
             "pane": record.pane_id,
             "window": D.window_name(state.info.session_name, state.info.window_index) if state else "",
             "address": str(record.address),
-            "harness": reading.harness.value if reading else record.harness,
+            "harness": self.engine.watcher.harness_of(record),
             "title": record.title or record.session_title,
             "cwd": record.cwd,
             "repo": record.repo,
@@ -218,7 +218,7 @@ class AgentCalls:
             "reachable": "reachable" in scopes,
             "control": bool(principal and principal.control),
             "launcher": record.launcher,
-            **self.release_view(record.pane_id, record.token, reading.harness.value if reading else record.harness),
+            **self.release_view(record.pane_id, record.token, self.engine.watcher.harness_of(record)),
             "note": (
                 receive_only_note(
                     started_by_connect=record.launcher is not None,
@@ -328,9 +328,7 @@ class AgentCalls:
         engine = self.engine
         async with self.call(token, "send_message", str(to), message_id) as admitted:
             record = targets.resolve(engine, to)
-            state = engine.watcher.panes.get(record.pane_id)
-            kind = D.recipient_harness(state.reading.harness.value if state and state.reading else None, recorded=record.harness)
-            recipient = H.Recipient(record.pane_id, record.token, kind, D.handle_of(to))
+            recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(
                 engine.clock(), hash_token(token), message_id, text, recipient,
                 engine.ids.new_id("msg"), engine.ids.new_id("card"), in_reply_to,

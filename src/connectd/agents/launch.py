@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -279,18 +279,10 @@ def launch_plan(
     password, which goes into the environment as the token does (never argv)."""
     env = dict(extra_env or {})
     port = opencode_bind.free_port() if L.server_port_wanted(launcher, session=session) else None
-    if connect:
-        if not launcher.connectable:
-            raise EngineError("unconnectable", f"{launcher_name} cannot be connected: {launcher.unconnectable_reason}")
-        if session is not None:
-            plan = L.resume_plan(launcher, session, endpoint_url=engine.endpoint_url, extra_env=env)
-        else:
-            plan = L.inject(launcher, endpoint_url=engine.endpoint_url, session_id=engine.ids.new_uuid(),
-                            extra_env=env, server_port=port)
-    elif session is None:
-        plan = L.plain_plan(launcher, extra_env=env, server_port=port)
-    else:
-        plan = replace(L.plain_plan(launcher, extra_env=env), argv=L.resume_argv(launcher, session), session_id=session)
+    plan = L.launch_plan(  # the core's rule (a connected launch of an unconnectable launcher: refused)
+        launcher, connect=connect, session=session, endpoint_url=engine.endpoint_url,
+        fresh_session_id=engine.ids.new_uuid(), extra_env=env, server_port=port,
+    )
     env_all = dict(plan.env_add)
     server = None
     if plan.password_env is not None and plan.server_port is not None:

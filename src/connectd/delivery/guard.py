@@ -91,7 +91,7 @@ class Delivery:
             record = targets.resolve(self.engine, handle)
         except D.TargetError as exc:
             return H.Unresolved(exc.reason.value)
-        return H.Recipient(record.pane_id, record.token, record.harness, handle)
+        return H.Recipient(record.pane_id, record.token, self.engine.watcher.harness_of(record), handle)
 
     async def type_text(self, effect: TypeText) -> None:
         """Paste. With ``submit`` the same tmux call has the server owe the paste its Enter, pressed

@@ -169,6 +169,13 @@ class Watcher:
             state.reading = None
         self._dirty.add(pane_id)
 
+    def harness_of(self, record: D.PaneRecord) -> str:
+        """The pane's harness by the core's one rule (:func:`connectcore.directory.recipient_harness`):
+        its newest reading when it names one, else what the directory recorded."""
+        state = self.panes.get(record.pane_id)
+        read = state.reading.harness.value if state is not None and state.reading is not None else None
+        return D.recipient_harness(read, recorded=record.harness)
+
     def release_of(self, pane_id: str, incarnation: str | None) -> str | None:
         state = self.panes.get(pane_id)
         return state.release if state is not None and state.record.token == incarnation else None
