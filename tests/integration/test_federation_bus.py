@@ -81,10 +81,10 @@ async def test_a_box_cannot_publish_as_another_nor_read_another_s_consumer(
     server: NatsServer, buses: dict[str, NatsBus]
 ) -> None:
     c = buses[C]
-    started = time.monotonic()
+    # the server's permissions violation, delivered through the error callback (a timeout would be
+    # BusUnavailable): no timing is asserted, the machine may be loaded
     with pytest.raises(BusRefused, match="permissions violation"):
         await c.publish(inbox(B, A), b"forged", msg_id="f-1")
-    assert time.monotonic() - started < 1.5  # the error callback, not the call's 2 s timeout
     thief = NatsBus(C, consumer=f"box-{B}", call_timeout=2.0)
     await server.connect(thief)
     try:
