@@ -345,6 +345,15 @@ def _live(directory: D.Directory, pane_id: str, incarnation: str) -> D.PaneRecor
     return record if record is not None and record.token == incarnation else None
 
 
+MAX_WAIT = 60.0  # the longest a get_message or get_act call waits (seconds)
+
+
+def bounded_wait(wait: float) -> float:
+    """How long a ``get_message`` / ``get_act`` call asked to wait ``wait`` seconds waits: never less
+    than none, never more than :data:`MAX_WAIT`."""
+    return max(0.0, min(wait, MAX_WAIT))
+
+
 def wait_over(message: Message, caller_inbox: tuple[Message, ...], *, timed_out: bool, woken: bool) -> bool:
     """Whether a ``get_message`` wait answers now: the message is final, the wait ran out, or the
     caller was woken and has something in its inbox."""

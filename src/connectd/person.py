@@ -77,7 +77,7 @@ class PersonCalls:
                 "id": v.card.id,
                 "state": v.card.state.value,
                 "state_words": v.state,
-                "open": v.card.state.value == "pending",
+                "open": consent.is_open(v.card),
                 "sender": v.card.sender_actor,
                 "recipient": v.card.recipient_actor,
                 "sender_pane": v.sender_pane,

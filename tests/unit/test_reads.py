@@ -502,3 +502,12 @@ def test_act_tools_are_listed_only_to_a_caller_whose_principal_holds_act() -> No
         assert R.tools_listed(w.hub.book, token, names) == ("list_agents", "send_message", "no_such_tool")
     w.step(H.Revoke(w.now, control.principal))
     assert R.tools_listed(w.hub.book, control.token, names) == ("list_agents", "send_message", "no_such_tool")
+
+
+def test_a_wait_is_bounded_by_the_one_cap() -> None:
+    """Claim (issue 24: the 60 s cap was written twice, in agent_calls and act_calls): a get_message or
+    get_act wait is never negative and never longer than reads.MAX_WAIT."""
+    from connectcore import reads as R
+
+    assert R.MAX_WAIT == 60.0
+    assert [R.bounded_wait(w) for w in (-5.0, 0.0, 12.5, 60.0, 3600.0)] == [0.0, 0.0, 12.5, 60.0, 60.0]

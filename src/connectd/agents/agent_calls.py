@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from connectd.daemon.parts import Engine
 
 SCREEN_TAIL_LINES = 40
-MAX_WAIT = 60.0
 
 
 class AgentCalls:
@@ -346,7 +345,7 @@ class AgentCalls:
 
     async def _await_outcome(self, token: str, principal_id: str, message_id: str, wait: float) -> dict[str, Any]:
         engine = self.engine
-        deadline = anyio.current_time() + max(0.0, min(wait, MAX_WAIT))
+        deadline = anyio.current_time() + R.bounded_wait(wait)
         woken = False
         while True:
             message = H.message_for(engine.hub, principal_id, message_id)

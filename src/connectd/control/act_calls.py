@@ -18,13 +18,13 @@ from connectcore import directory as D
 from connectcore import grants
 from connectcore import history as HI
 from connectcore import hub as H
+from connectcore import reads as R
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.delivery import targets
 
 if TYPE_CHECKING:
     from connectd.daemon.parts import Engine
 
-MAX_WAIT = 60.0
 Prepare = Callable[[grants.Principal], Awaitable[dict[str, Any]]]  # given the admitted caller
 
 
@@ -134,7 +134,7 @@ class ActCalls:
         engine = self.engine
         async with engine.calls.call(token, "get_act", act_id) as admitted:
             members = grants.group(engine.hub.book, admitted.principal.id)
-            with anyio.move_on_after(max(0.0, min(wait, MAX_WAIT))):
+            with anyio.move_on_after(R.bounded_wait(wait)):
                 while (act := engine.hub.acts.get(act_id)) is not None and not act.is_final:
                     await anyio.sleep(0.2)
             act = engine.hub.acts.get(act_id)
