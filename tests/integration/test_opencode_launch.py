@@ -155,7 +155,7 @@ def test_launch_here_binds_an_opencode_in_the_persons_own_pane(
     daemon.type_launch_here(tmux, pane, "oc", "--connect collaborate", f"--env FAKE_OPENCODE_LOG={log}")
     try:
         view = wait_for(  # the directory binds the pane, then the hub names the principal by its session
-            lambda: (v := daemon.agent_view(pane))["session"] and v["actor"] == f"agent:opencode:{SESSION_ID}" and v, 60,
+            lambda: (v := daemon.agent_view(pane)).get("session") and v["actor"] == f"agent:opencode:{SESSION_ID}" and v, 60,
             "the --here OpenCode bound and its principal named by its session",
         )
     except AssertionError:

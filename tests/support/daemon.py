@@ -193,7 +193,10 @@ class DaemonProcess:
 
     def agent_view(self, pane: str) -> dict[str, Any]:
         """The pane's entry in the directory; a pane between two processes (a restart) is absent."""
-        absent = {"pane": pane, "activity": "gone", "composer": "absent", "connect": "off", "address": None}
+        absent = {
+            "pane": pane, "activity": "gone", "composer": "absent", "connect": "off", "address": None,
+            "session": None, "actor": None, "title": "", "control": False, "scopes": [],
+        }  # (a predicate polling a pane between two processes reads it as not there, never a KeyError)
         return next((a for a in self.api("GET", "/api/agents") if a["pane"] == pane), absent)
 
     def wait_ready(self, agent: AgentHandle, timeout: float = 15.0) -> None:
