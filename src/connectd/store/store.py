@@ -29,7 +29,6 @@ daemon calls it directly or through ``anyio.to_thread``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -49,6 +48,9 @@ from connectcore.effects import Audit, Effect, Persist
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
 from connectcore.restart import FINAL as RESTART_FINAL
 from connectcore.restart import RestartRecord
+from connectd.daemon.ids import (
+    hash_token as hash_token,  # the one hash a token is kept as (SHA-256, 64 lowercase hex)
+)
 from connectd.store import codec
 
 DB_NAME = "connect.db"
@@ -245,11 +247,6 @@ class StoreUnavailable(StoreError):
 
 # What a write to the store can fail with (the runner then rolls the step back: it did not happen).
 STORE_ERRORS: tuple[type[Exception], ...] = (StoreError, sqlite3.Error, OSError)
-
-
-def hash_token(token: str) -> str:
-    """The only form of a token the store keeps: SHA-256, 64 lowercase hex digits."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 # --- rows -------------------------------------------------------------------------------------------
