@@ -1,7 +1,9 @@
 """Owner authentication: who the person is on every owner route, and the one wrapper every owner
 route (the API's and the page's) runs through.
 
-Rules (specification: shared/seeds/000, "The Connect toggle"; issue 4, "Owner API"):
+Rules (specification: shared/seeds/000, "The Connect toggle"; issue 4, "Owner API"); the order in
+which the credentials count and what each outcome is are :func:`connectcore.login.owner_actor`'s, this
+module compares the secrets:
 
 - The owner API answers only the person: ``Authorization: Bearer <owner token>`` (the token file in
   the data directory, compared in constant time), or ``X-Tunnel-User`` together with
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
+from connectcore import login as LG
 from connectcore._machine import ConnectError
 from connectcore.redact import OWNER_TOKEN_PREFIX
 from connectd.daemon.ids import EngineError
@@ -44,8 +47,6 @@ TUNNEL_SECRET_FILE = "tunnel_secret"
 SECRET_FILE_MODE = 0o600
 DATA_DIR_MODE = 0o700
 
-#: Who a tunnel may name: it becomes part of the audit actor ``owner:tunnel:<user>``.
-TUNNEL_USER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 BEARER_RE = re.compile(r"Bearer[ \t]+([^ \t]+)[ \t]*", re.IGNORECASE)
 
 
@@ -145,7 +146,10 @@ class EndedSession(Protocol):
 class SessionAuth(Protocol):
     """The page's sessions as :func:`authenticate` sees them (``connectd.edges.http.page.PageSessions``)."""
 
-    def authenticate(self, request: Request) -> str | None: ...
+    def cookie(self, request: Request) -> LG.PageCookie | None:
+        """The request's page session cookie (None without one): its live session's actor, and
+        whether the request carries that session's CSRF token."""
+        ...
 
     def end_all(self) -> Sequence[EndedSession]:
         """End every page session; the ended ones (each with an ``actor``)."""
@@ -190,11 +194,13 @@ class OwnerAuth:
         token = bearer_token(header_value)
         return token is not None and hmac.compare_digest(_digest(token), self._owner_digest)
 
+    def check_tunnel_secret(self, secret: str | None) -> bool:
+        """Whether an ``X-Tunnel-Secret`` header was sent and equals the tunnel secret."""
+        return secret is not None and hmac.compare_digest(_digest(secret), self._tunnel_digest)
+
     def check_tunnel(self, user: str | None, secret: str | None) -> bool:
-        """``X-Tunnel-User`` counts only with ``X-Tunnel-Secret`` equal to the tunnel secret."""
-        if user is None or secret is None or not TUNNEL_USER_RE.fullmatch(user):
-            return False
-        return hmac.compare_digest(_digest(secret), self._tunnel_digest)
+        """Whether tunnel headers are honoured (:func:`connectcore.login.tunnel_ok`)."""
+        return LG.tunnel_ok(user, self.check_tunnel_secret(secret))
 
 
 def bearer_token(header_value: str | None) -> str | None:
@@ -205,35 +211,39 @@ def bearer_token(header_value: str | None) -> str | None:
 
 
 
+#: The words of each refusal (:class:`connectcore.login.OwnerRefusal`; the core decides which).
+REFUSAL_WORDS = {
+    LG.OwnerRefusal.BAD_TUNNEL: "X-Tunnel-User is honoured only with a valid X-Tunnel-Secret (the tunnel_secret file in the data directory)",
+    LG.OwnerRefusal.SESSION_EXPIRED: "this page's login expired or was ended.",
+    LG.OwnerRefusal.CSRF: "refused: this request lacks the page's CSRF token (X-CSRF-Token header)",
+    LG.OwnerRefusal.AGENT_TOKEN: "agent tokens are not valid on the owner API",
+    LG.OwnerRefusal.NO_CREDENTIAL: "send Authorization: Bearer <owner token> (`connectd token` prints it)",
+    LG.OwnerRefusal.NOT_OWNER_TOKEN: "that is not the owner token (`connectd token` prints it)",
+}
+
+
 def authenticate(request: Request, calls: AgentCalls, auth: OwnerAuth) -> str:
-    """The audit actor of an owner request, or a 401/403 :class:`Problem` (``calls`` tells an agent's token)."""
+    """The audit actor of an owner request, or a 401/403 :class:`Problem`: the credentials are compared
+    here, the order and the outcome are :func:`connectcore.login.owner_actor`'s (``calls`` tells an
+    agent's token)."""
     headers = request.headers
     tunnel_user = headers.get("x-tunnel-user")
     tunnel_secret = headers.get("x-tunnel-secret")
-    if tunnel_user is not None or tunnel_secret is not None:
-        if not auth.check_tunnel(tunnel_user, tunnel_secret):
-            raise Problem(
-                401,
-                "unauthorized",
-                "X-Tunnel-User is honoured only with a valid X-Tunnel-Secret (the tunnel_secret file in the data directory)",
-            )
-        return f"owner:tunnel:{tunnel_user}"
     authorization = headers.get("authorization")
-    if auth.check_bearer(authorization):
-        return "owner"
-    if authorization is None and auth.sessions is not None:
-        # The page's session cookie; raises for a dead session or a non-read without the CSRF token.
-        actor: str | None = auth.sessions.authenticate(request)
-        if actor is not None:
-            return actor
     token = bearer_token(authorization)
-    if token is not None and calls.principal_for(token) is not None:
-        raise Problem(403, "agent_token", "agent tokens are not valid on the owner API")
-    if authorization is None:
-        raise Problem(
-            401, "unauthorized", "send Authorization: Bearer <owner token> (`connectd token` prints it)"
-        )
-    raise Problem(401, "unauthorized", "that is not the owner token (`connectd token` prints it)")
+    verdict = LG.owner_actor(
+        method=request.method,
+        tunnel_user=tunnel_user,
+        tunnel_secret_sent=tunnel_secret is not None,
+        tunnel_secret_ok=auth.check_tunnel_secret(tunnel_secret),
+        authorization_sent=authorization is not None,
+        owner_token_ok=auth.check_bearer(authorization),
+        agent_token=token is not None and calls.principal_for(token) is not None,
+        cookie=auth.sessions.cookie(request) if auth.sessions is not None else None,
+    )
+    if isinstance(verdict, LG.OwnerRefusal):
+        raise Problem(verdict.status, verdict.error, REFUSAL_WORDS[verdict])
+    return verdict
 
 
 Handler = Callable[[Request, str], Awaitable[Any]]

@@ -8,7 +8,8 @@ Rules (issue 6):
 - A login code is minted by the person (``POST /api/login-codes`` with the owner token; ``connectd
   token`` shows ``<base>/login?code=...`` and clears it, or writes it to a 0600 file). It is random
   (144 bits, ``cl_``-prefixed so screen tails redact it), kept only as a digest, valid for
-  :data:`LOGIN_CODE_TTL` seconds (minutes) and exactly once.
+  :data:`connectcore.login.CODE_TTL` seconds (minutes) and exactly once; at most
+  :data:`connectcore.login.MAX_OPEN_CODES` are open (:func:`connectcore.login.codes_kept`).
 - ``GET /login?code=`` exchanges a good code for a session cookie (HttpOnly, SameSite=Strict, Path=/,
   named per port so two daemons on one host do not clobber each other) and redirects (303) to ``/``.
   Which requests may try a code and which refusals are audited is :mod:`connectcore.login`: ``HEAD``
@@ -17,8 +18,9 @@ Rules (issue 6):
 - Sessions survive a daemon restart: they are kept in ``page_sessions.json`` in the data directory
   (0600), by the digest of the cookie value (the cookie itself is never written down), with the
   session's CSRF token and expiry.
-- Every request authenticated by the session cookie that is not a read (``GET``/``HEAD``/``OPTIONS``)
-  must carry the session's CSRF token in ``X-CSRF-Token`` (the page reads it from a meta tag); one
+- Every request authenticated by the session cookie that is not a read (``GET``/``HEAD``/``OPTIONS``,
+  :func:`connectcore.login.csrf_required`; the order of the credentials is
+  :func:`connectcore.login.owner_actor`'s) must carry the session's CSRF token in ``X-CSRF-Token`` (the page reads it from a meta tag); one
   without it, or with another, is refused (403) before anything is called. ``LoopbackGuard`` already
   refuses a foreign ``Origin``; SameSite=Strict keeps the cookie off cross-site requests; the token is
   the third lock.
@@ -65,14 +67,10 @@ log = logging.getLogger("connectd.page")
 # Rules as data
 # --------------------------------------------------------------------------------------------------
 
-LOGIN_CODE_TTL = 300.0  # seconds a login code stays valid (time to open it on a phone)
-SESSION_TTL = 30 * 86400.0  # seconds a page session lasts
-MAX_OPEN_CODES = 32  # unredeemed codes kept; minting more drops the oldest
 SESSION_RE = re.compile(r"[A-Za-z0-9_-]{32,64}")
 SESSIONS_FILE = "page_sessions.json"
 COOKIE_PREFIX = "connect_session_"
 CSRF_HEADER = "x-csrf-token"
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PAGE_ACTOR = "owner:page"
 SESSION_ID_RE = re.compile(r"[0-9a-f]{8,32}")
 
@@ -161,8 +159,8 @@ class PageSessions:
         path: Path,
         *,
         clock: Callable[[], float] = time.time,
-        code_ttl: float = LOGIN_CODE_TTL,
-        session_ttl: float = SESSION_TTL,
+        code_ttl: float = LG.CODE_TTL,
+        session_ttl: float = LG.SESSION_TTL,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
@@ -176,9 +174,7 @@ class PageSessions:
     def new_code(self) -> tuple[str, float]:
         """A fresh one-time login code and how many seconds it stays valid."""
         now = self.clock()
-        self._codes = {d: t for d, t in self._codes.items() if t > now}
-        while len(self._codes) >= MAX_OPEN_CODES:
-            del self._codes[min(self._codes, key=self._codes.__getitem__)]
+        self._codes = LG.codes_kept(self._codes, now)
         code = LOGIN_CODE_PREFIX + secrets.token_urlsafe(18)
         self._codes[_digest(code)] = now + self.code_ttl
         return code, self.code_ttl
@@ -189,7 +185,7 @@ class PageSessions:
             return None
         expires = self._codes.pop(_digest(code), None)
         now = self.clock()
-        if expires is None or expires <= now:
+        if not LG.code_valid(expires, now):
             return None
         value = secrets.token_urlsafe(32)
         session = PageSession(
@@ -205,7 +201,7 @@ class PageSessions:
         if value is None or not SESSION_RE.fullmatch(value):
             return None
         session = self._sessions.get(_digest(value))
-        if session is None or session.expires <= self.clock():
+        if session is None or not LG.session_live(session.expires, self.clock()):
             return None
         return session
 
@@ -222,7 +218,7 @@ class PageSessions:
     def live(self) -> list[PageSession]:
         """The sessions that have not expired, oldest first."""
         now = self.clock()
-        return sorted((s for s in self._sessions.values() if s.expires > now), key=lambda s: (s.created, s.id))
+        return sorted((s for s in self._sessions.values() if LG.session_live(s.expires, now)), key=lambda s: (s.created, s.id))
 
     def end_id(self, session_id: str) -> PageSession | None:
         """End the session with this id (its cookie stops working at once); None if there is none."""
@@ -243,25 +239,18 @@ class PageSessions:
     def from_request(self, request: Request) -> PageSession | None:
         return self.session_for(request.cookies.get(cookie_name(request.url.port)))
 
-    def authenticate(self, request: Request) -> str | None:
-        """The audit actor of a request carrying a page session cookie (None without one).
-
-        Raises a 401 :class:`Problem` for a cookie that names no live session, and a 403 for a
-        request other than a read that lacks the session's CSRF token.
-        """
+    def cookie(self, request: Request) -> LG.PageCookie | None:
+        """The request's page session cookie (None without one): the actor of the live session it
+        names (None: expired, ended or unknown) and whether ``X-CSRF-Token`` is that session's token
+        (compared in constant time). Whether the token is needed is :func:`connectcore.login.owner_actor`'s."""
         value = request.cookies.get(cookie_name(request.url.port))
         if value is None:
             return None
         session = self.session_for(value)
         if session is None:
-            raise Problem(401, "session_expired", "this page's login expired or was ended.")
-        if request.method not in SAFE_METHODS:
-            sent = request.headers.get(CSRF_HEADER, "")
-            if not hmac.compare_digest(sent.encode("utf-8"), session.csrf.encode("utf-8")):
-                raise Problem(
-                    403, "csrf", "refused: this request lacks the page's CSRF token (X-CSRF-Token header)"
-                )
-        return session.actor
+            return LG.PageCookie(None)
+        sent = request.headers.get(CSRF_HEADER, "")
+        return LG.PageCookie(session.actor, hmac.compare_digest(sent.encode("utf-8"), session.csrf.encode("utf-8")))
 
     # --- the file ---------------------------------------------------------------------------------
 
@@ -277,14 +266,14 @@ class PageSessions:
             sessions = [PageSession(**row) for row in rows]
             # sessions written before they had ids get one now
             sessions = [s if s.id else replace(s, id=secrets.token_hex(4)) for s in sessions]
-            return {s.digest: s for s in sessions if s.expires > now}
+            return {s.digest: s for s in sessions if LG.session_live(s.expires, now)}
         except (OSError, ValueError, TypeError) as exc:
             log.warning("%s is unreadable (%s): every page must log in again", self.path, exc)
             return {}
 
     def _save(self) -> None:
         now = self.clock()
-        self._sessions = {d: s for d, s in self._sessions.items() if s.expires > now}
+        self._sessions = {d: s for d, s in self._sessions.items() if LG.session_live(s.expires, now)}
         rows = [asdict(s) for s in self._sessions.values()]
         fd, tmp = tempfile.mkstemp(prefix=".page_sessions.", dir=self.path.parent)
         try:
