@@ -27,6 +27,8 @@ Rules (specification: shared/seeds/000, "Consent", "Scopes", "Build order" step 
   same question is still on screen (its fingerprint) before anything is pressed: a stale question is
   never answered.
 - ``launch_agent`` takes a preset at most the person's cap.
+- A ``handoff`` to a session messages the live pane bound to that session; a session no live pane is
+  bound to is resumed in a new window first, then messaged (:func:`handoff_pane`).
 - An act's card expires like a message card; revocation of control or stopping control cancels every
   act not yet executed.
 
@@ -46,6 +48,7 @@ from typing import Any
 
 from connectcore._machine import ConnectError, Table
 from connectcore.consent import AGENT_KINDS
+from connectcore.directory import PaneRecord
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.redact import redact
 
@@ -201,6 +204,14 @@ def check_shell_text(*, recipient_kind: str, text: str) -> str:
         if not ch.isprintable():
             raise ActRefused("control_character", f"shell_text holds a control character at offset {i} ({ch!r})")
     return text
+
+
+def handoff_pane(bound: Mapping[tuple[str, str], PaneRecord], harness: str, session_id: str) -> str | None:
+    """Where a hand-off to the session ``harness:session_id`` goes: the address of the live pane bound
+    to it (``bound``: :func:`connectcore.directory.bound_sessions`), messaged as a hand-off to that
+    pane; None: no pane is, so the hand-off resumes the session in a new window first."""
+    record = bound.get((harness, session_id))
+    return str(record.address) if record is not None else None
 
 
 def check_launch_preset(preset: Preset, cap: Preset) -> Preset:

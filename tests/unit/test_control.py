@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from connectcore import control as C
+from connectcore import directory as D
 from connectcore._machine import TransitionNotAllowed
+from connectcore.directory import EvidenceSource
 from connectcore.grants import Preset
+from tests.unit.test_directory import claim, fleet, obs
 
 
 def test_every_tool_has_exactly_one_tier_and_every_tier_one_rule() -> None:
@@ -160,3 +163,18 @@ def test_the_card_s_question_text_shows_subject_and_highlight_redacted() -> None
     token = "cx_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     shown = C.question_text(("Proceed?", ("Yes",), (f"curl -H 'Authorization: Bearer {token}'",), None))
     assert "(highlighted: none read)" in shown and token not in shown and "[redacted bearer token]" in shown
+
+
+def test_a_handoff_to_a_session_messages_its_bound_pane_else_resumes_it_in_a_new_window() -> None:
+    """Claim: a hand-off to ``harness:session`` goes to the live pane bound to that session (its
+    address); a session no pane is bound to (none, or two panes claiming it) is resumed instead
+    (issue 24: was an `if` in connectd/control/act_calls.py)."""
+    d = fleet(obs(1, harness="claude"), obs(2, harness="claude"), obs(3, harness="codex"))
+    d = claim(d, 1, EvidenceSource.REGISTRY, "s-1")
+    bound = D.bound_sessions(d)
+    assert C.handoff_pane(bound, "claude", "s-1") == str(d.panes["%1"].address)
+    assert C.handoff_pane(bound, "claude", "s-2") is None  # no pane holds it: resume
+    assert C.handoff_pane(bound, "codex", "s-1") is None  # the same id under another harness
+    both = D.bound_sessions(claim(d, 2, EvidenceSource.REGISTRY, "s-1"))
+    assert C.handoff_pane(both, "claude", "s-1") is None  # two panes claim it: neither is bound
+    assert C.handoff_pane({}, "claude", "s-1") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -293,3 +294,25 @@ def test_at_most_one_control_and_a_resumed_control_stays_control() -> None:
     w.step(H.Revoke(w.now, again.principal))  # stopped by the person: not restored as control
     assert not hub_acts.control_to_restore(w.hub.book, ("claude", "s-ctl"))
     w.launch("ctl3", Preset.OFF, control=True)  # none live now: a new control may start
+
+
+def test_an_act_is_read_only_by_its_caller_s_merge_group_the_hub_s_copy_and_a_stored_row_alike() -> None:
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1"])
+    act = w.hub.acts[act_id]
+    assert hub_acts.act_for(w.hub, ctl.principal, act_id) == act
+    assert hub_acts.act_for(w.hub, pure.principal, act_id) is None  # another agent's act
+    assert hub_acts.act_for(w.hub, ctl.principal, "act-none") is None
+    # the hub's copy wins over a stored row of the same id
+    older = replace(act, state=C.ActState.DECLINED)
+    assert hub_acts.act_for(w.hub, ctl.principal, act_id, [older]) == act
+    # an act the hub no longer keeps is read from the stored rows, by the same rule
+    a = w.launch("a", harness="codex", session=("codex", "s1"))
+    row = replace(act, id="act-old", principal=a.principal)
+    assert hub_acts.act_for(w.hub, a.principal, "act-old", [older, row]) == row
+    assert hub_acts.act_for(w.hub, ctl.principal, "act-old", [row]) is None
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))
+    again = w.launch("again", harness="codex", pane="%7")
+    assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) is None  # not merged yet
+    w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # merged into a's principal
+    assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) == row

@@ -19,6 +19,8 @@ The rules of one act are :mod:`connectcore.control` (tiers, named keys, shell te
   (``PaneGone``); a card unanswered expires on ``Tick``.
 - ``Recover`` (daemon start): an act approved or guarding is cancelled, one executing is failed: an
   act is never run twice. A pending card stays pending (it expires as usual).
+- An act is read (``get_act``) only by its caller's merge group, the hub's copy and a stored row alike
+  (:func:`act_for`).
 """
 
 from __future__ import annotations
@@ -301,6 +303,19 @@ def covers_handoff(hub: Hub, act_id: str, sender_members: frozenset[str], incarn
 
 
 # --- the control role -------------------------------------------------------------------------------
+
+
+def act_for(hub: Hub, principal_id: str, act_id: str, stored: Iterable[C.Act] = ()) -> C.Act | None:
+    """The act ``act_id`` as the principal may read it (``get_act``): the hub's copy, else the stored row
+    with that id (``stored``: the daemon reads the store only for an act the hub no longer keeps), and
+    only an act the principal's merge group asked for (the rule of
+    :func:`connectcore.hub.messages.message_for`); None for an act of another agent or none."""
+    act = hub.acts.get(act_id)
+    if act is None:
+        act = next((a for a in stored if a.id == act_id), None)
+    if act is None or act.principal not in grants.group(hub.book, principal_id):
+        return None
+    return act
 
 
 def live_controls(book: grants.GrantBook) -> frozenset[str]:

@@ -19,6 +19,7 @@ from connectcore import grants
 from connectcore import history as HI
 from connectcore import hub as H
 from connectcore import reads as R
+from connectcore.hub import acts as hub_acts
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.delivery import targets
 
@@ -104,7 +105,7 @@ class ActCalls:
             raise EngineError("bad_target", "handoff takes either to (a pane) or session (harness:session_id)")
         if session is not None:
             harness, _, session_id = session.partition(":")
-            live = self._pane_holding(harness, session_id)
+            live = C.handoff_pane(D.bound_sessions(self.engine.watcher.directory), harness, session_id)
             if live is None:
                 async def args(caller: grants.Principal) -> dict[str, Any]:
                     cwd = await self._session_cwd(caller, harness, session_id)
@@ -113,10 +114,6 @@ class ActCalls:
                 return await self._propose(token, C.Tool.HANDOFF, None, args, session)
             to = live
         return await self._propose(token, C.Tool.HANDOFF, to, {"text": text})
-
-    def _pane_holding(self, harness: str, session_id: str) -> str | None:
-        record = D.bound_sessions(self.engine.watcher.directory).get((harness, session_id))
-        return str(record.address) if record is not None else None
 
     async def _session_cwd(self, caller: grants.Principal, harness: str, session_id: str) -> str:
         """The past session's directory, if the caller may read that session: the same rule as
@@ -133,14 +130,13 @@ class ActCalls:
         """An act control asked for, by id; with ``wait`` (seconds, at most 60) until it is final."""
         engine = self.engine
         async with engine.calls.call(token, "get_act", act_id) as admitted:
-            members = grants.group(engine.hub.book, admitted.principal.id)
             with anyio.move_on_after(R.bounded_wait(wait)):
                 while (act := engine.hub.acts.get(act_id)) is not None and not act.is_final:
                     await anyio.sleep(0.2)
-            act = engine.hub.acts.get(act_id)
-            if act is None:
+            stored: list[C.Act] = []
+            if act_id not in engine.hub.acts:  # the hub keeps a final act an hour; the store for good
                 stored = await engine.run_sync(lambda: engine.store.acts(limit=1000))
-                act = next((a for a in stored if a.id == act_id), None)
-            if act is None or act.principal not in members:
+            found = hub_acts.act_for(engine.hub, admitted.principal.id, act_id, stored)
+            if found is None:
                 return {"act_id": act_id, "state": "unknown", "note": "no such act for this agent"}
-            return act_view(act)
+            return act_view(found)
