@@ -123,3 +123,9 @@ def test_a_tunnel_user_of_the_allowed_shape_counts_with_the_secret(user: str) ->
 @pytest.mark.parametrize("user", [None, "", "A" * 129, "al ice", "al\nice", "_alice", "alice:x"])
 def test_a_tunnel_user_of_another_shape_never_counts(user: str | None) -> None:
     assert not login.tunnel_ok(user, True)
+
+
+def test_the_owner_api_words_every_refusal_the_core_can_return() -> None:
+    from connectd.edges.http.owner_auth import REFUSAL_WORDS
+
+    assert set(REFUSAL_WORDS) == set(OwnerRefusal)
