@@ -172,9 +172,10 @@ def test_narrowing_names_who_set_the_grant(w: World) -> None:
 
 
 def test_a_revocation_that_cancels_a_guarded_message_leaves_the_next_one_for_the_guards_answer(w: World) -> None:
-    """Claim (pins why the state-triggered step is not yet derived once after every event, issue 24):
-    a revocation that cancels a message under its guard frees the armed pane, but starts no guard in
-    its own step; the next consented message for the pane is tried when the stale guard answers."""
+    """Claim (issue 24: kept when the state-triggered step became one pass after every event, by the
+    guard in flight, ``Hub.guards``): a revocation that cancels a message under its guard frees the
+    armed pane, but starts no guard in its own step; the next consented message for the pane is
+    tried when the stale guard answers."""
     a, c, b = w.launch("a"), w.launch("c"), w.launch("b")
     first = guarding(w, a, b)
     second = w.send(c, b)
@@ -185,3 +186,35 @@ def test_a_revocation_that_cancels_a_guarded_message_leaves_the_next_one_for_the
     assert w.hub.panes[b.pane].arming is Arming.ARMED
     assert not [e for e in effects if isinstance(e, CheckGuard)]
     assert w.guard(first, b) == (CheckGuard(b.pane, b.incarnation, second),)
+
+
+@pytest.mark.parametrize("answer", ["observed", "failed"])
+def test_a_stale_guard_in_flight_keeps_its_pane_from_attempting_until_it_answers(w: World, answer: str) -> None:
+    """Claim (issue 24): one guard in flight per pane. After a revocation cancelled a message under its
+    guard, a ready reading of the pane starts no second guard; the stale guard's answer, observed or
+    failed, frees the pane and its next consented message is tried in that same step."""
+    a, c, b = w.launch("a"), w.launch("c"), w.launch("b")
+    first = guarding(w, a, b)
+    second = w.send(c, b)
+    w.decide(second)
+    w.step(H.Revoke(w.now, a.principal))
+    assert w.hub.guards == {b.pane: first}
+    assert not [e for e in w.idle(b, fingerprint="fp-idle-2") if isinstance(e, CheckGuard)]
+    assert w.message(second).state is MessageState.READY
+    if answer == "observed":
+        effects = w.guard(first, b)
+    else:
+        effects = w.step(H.GuardFailed(w.now, first, b.incarnation, "typing failed: tmux"))
+    assert effects == (CheckGuard(b.pane, b.incarnation, second),)
+    assert w.hub.guards == {b.pane: second} and w.hub.attempts == {b.pane: second}
+
+
+def test_recovery_forgets_the_guards_in_flight(w: World) -> None:
+    """Claim (issue 24): the guards in flight end with the daemon that ran them; after ``Recover`` no
+    pane waits for a guard's answer that will never come."""
+    a, b = w.launch("a"), w.launch("b")
+    guarding(w, a, b)
+    w.step(H.Revoke(w.now, a.principal))
+    assert w.hub.guards
+    w.step(H.Recover(w.now))
+    assert not w.hub.guards

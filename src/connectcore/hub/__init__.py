@@ -10,8 +10,9 @@ The guard protocol with the daemon (the recipient pane's send lock is the linear
 
 1. ``PaneObserved`` reports each reading of a pane, with when it was read. The pane's arming
    (:mod:`connectcore.arming`: seen busy, armed by an idle transition, typing, awaiting the turn,
-   quiet re-arm) moves on it; an armed pane takes the first consented message for it, which moves to
-   ``guarding`` with a :class:`CheckGuard`.
+   quiet re-arm) moves on it; after every event, an armed pane with no attempt and no guard in flight
+   takes the first consented message for it (the state-triggered step :func:`step` runs), which moves
+   to ``guarding`` with a :class:`CheckGuard`.
 2. The daemon takes the pane's send lock, reads the pane afresh, resolves the message's handle again
    and answers ``GuardObserved`` while holding it. If every check passes the message moves to
    ``typing`` with, in this order, ``Persist`` (typing started), ``TypeText`` (paste and submit: the
@@ -68,6 +69,7 @@ from connectcore.hub.messages import (
     _guard_failed,
     _submit,
     _typed,
+    attempt_armed,
     guard_reading_counts,
     last_received,
     message_for,
@@ -165,11 +167,16 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
 
 
 def step(hub: Hub, event: Event) -> Step:
-    """Apply one event. Pure: the same hub and event always give the same hub and effects."""
+    """Apply one event, then the state-triggered step (:func:`connectcore.hub.messages.attempt_armed`:
+    every armed pane that can attempt takes its next consented message), as h11 runs its state fixpoint
+    after every event: no handler starts a guard itself. Pure: the same hub and event always give the
+    same hub and effects."""
     handler = HANDLERS.get(type(event))
     if handler is None:
         raise ConnectError(f"unknown event {type(event).__name__}: no handler in hub.HANDLERS")
-    return handler(hub, event)
+    hub, effects = handler(hub, event)
+    hub, more = attempt_armed(hub, event.now)
+    return hub, effects + more
 
 
 def restore(

@@ -1,8 +1,8 @@
 """The hub's sequencing of delivery (the rules are :mod:`connectcore.delivery` and
 :mod:`connectcore.consent`): a message admitted or refused (``Submit``), the person's answer on its card
 (``Decide``), the guard under the send lock (``GuardObserved``, a moved handle's new recipient), the
-typing's outcome (``TypingObserved``), the attempt an armed pane takes (``_maybe_attempt``), the
-Needs you items connect's own unsent text opens, and the reads by merge group (counters, pair
+typing's outcome (``TypingObserved``), the attempt an armed pane takes (``attempt_armed``, the
+state-triggered step :func:`connectcore.hub.step` runs after every event), the Needs you items connect's own unsent text opens, and the reads by merge group (counters, pair
 approvals, hop state).
 """
 
@@ -196,10 +196,24 @@ def _pane_actor(hub: Hub, incarnation: str, pane_id: str) -> str:
     return grants.actor_name(principal) if principal is not None else f"pane:{pane_id}"
 
 
+def attempt_armed(hub: Hub, now: float) -> Step:
+    """The state-triggered step, run once after every event (:func:`connectcore.hub.step`, as h11 runs
+    its state fixpoint): every pane that can attempt takes its oldest consented message. A pane can
+    attempt when it is armed, holds no attempt (a message in guard or typing), has no guard in flight
+    (``Hub.guards``: a guard whose message ended without it, a revocation's cancel, still runs; its
+    answer frees the pane) and is not being restarted. One pass is the fixpoint: an attempt takes only
+    its own pane's slot, and arms nothing."""
+    effects: tuple[Effect, ...] = ()
+    for pane_id in list(hub.panes):
+        hub, more = _maybe_attempt(hub, pane_id, now)
+        effects += more
+    return hub, effects
+
+
 def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
-    """Start the guard for the oldest consented message to this pane, if the pane is armed."""
+    """Start the guard for the oldest consented message to this pane, if the pane can attempt."""
     view = hub.panes.get(pane_id)
-    if view is None or view.arming is not arming.Arming.ARMED or pane_id in hub.attempts:
+    if view is None or view.arming is not arming.Arming.ARMED or pane_id in hub.attempts or pane_id in hub.guards:
         return hub, ()
     if restart_of_pane(hub, pane_id) is not None:  # a pane being restarted is not armed for delivery
         return hub, ()
@@ -212,9 +226,20 @@ def _maybe_attempt(hub: Hub, pane_id: str, now: float) -> Step:
         ):
             guarded = delivery.advance(message, "attempt", now=now)
             hub = _store(hub, guarded)
-            hub = replace(hub, attempts={**hub.attempts, pane_id: guarded.key})
+            hub = replace(
+                hub,
+                attempts={**hub.attempts, pane_id: guarded.key},
+                guards={**hub.guards, pane_id: guarded.key},
+            )
             return hub, (CheckGuard(pane_id, view.incarnation, guarded.key),)
     return hub, ()
+
+
+def _guard_answered(hub: Hub, key: MessageKey) -> Hub:
+    """The guard of ``key`` answered (``GuardObserved`` or ``GuardFailed``): it is no longer in flight."""
+    if key not in hub.guards.values():
+        return hub
+    return replace(hub, guards={p: k for p, k in hub.guards.items() if k != key})
 
 
 def _refuse(sender_actor: str, ev: Submit, reason: str, message: str) -> CallRefused:
@@ -336,8 +361,7 @@ def _submit(hub: Hub, ev: Submit) -> Step:
         hub = _store(hub, message)
         effects.append(Persist("message", message.key, message))
     effects.append(_audit_outcome(message, ev.now))
-    hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
-    return hub, (*effects, *more)
+    return hub, tuple(effects)
 
 
 def consent_detail(hub: Hub, card: Card) -> str:
@@ -379,8 +403,7 @@ def _decide(hub: Hub, ev: Decide) -> Step:
     ready = delivery.advance(message, "approve", now=ev.now, reason=answered.state.value)
     hub = _store(hub, ready)
     effects.append(Persist("message", ready.key, ready))
-    hub, more = _maybe_attempt(hub, ready.recipient_pane, ev.now)
-    return hub, (*effects, *more)
+    return hub, tuple(effects)
 
 
 def _open_draft(hub: Hub, message: Message, now: float, why: str) -> Step:
@@ -401,17 +424,13 @@ def _close_draft(hub: Hub, pane_id: str, why: str) -> Step:
 
 
 def _guard(hub: Hub, ev: GuardObserved) -> Step:
-    """The guard's answer. One that ends the message, or moves it to another pane, without typing
-    leaves the pane's idle unused: the next consented message for the pane is tried at once."""
+    """The guard's answer: the guard is no longer in flight. One that ends the message, or moves it to
+    another pane, without typing leaves the pane's idle unused: the state-triggered step after the
+    event (:func:`attempt_armed`) tries the next consented message for the pane at once."""
     message = hub.messages.get(ev.message)
     if message is None:
         raise UnknownItem("unknown_message", f"no message {ev.message}")
-    hub, effects = _guard_decides(hub, ev, message)
-    after = hub.messages.get(message.key)
-    if after is None or after.is_final or after.recipient_pane != message.recipient_pane:
-        hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
-        effects += more
-    return hub, effects
+    return _guard_decides(_guard_answered(hub, ev.message), ev, message)
 
 
 def guard_reading_counts(hub: Hub, key: MessageKey) -> bool:
@@ -427,6 +446,7 @@ def _guard_failed(hub: Hub, ev: GuardFailed) -> Step:
     after one last look at the pane (``ConfirmTyping`` with the failure: a draft left there is seen);
     otherwise the failure counts as a reading that is not ready: the message waits for the next idle
     (the pane is read again). A message the hub no longer holds: nothing to do."""
+    hub = _guard_answered(hub, ev.message)
     message = hub.messages.get(ev.message)
     if message is None:
         return hub, ()
@@ -530,8 +550,7 @@ def _reroute(hub: Hub, message: Message, ev: GuardObserved, target: Recipient) -
     ):
         moved = delivery.advance(moved, "reroute_approved", now=ev.now, reason="handle moved; pair approved")
         hub = _store(hub, moved)
-        hub, more = _maybe_attempt(hub, moved.recipient_pane, ev.now)
-        return hub, (Persist("message", moved.key, moved), *more)
+        return hub, (Persist("message", moved.key, moved),)
     moved = replace(
         delivery.advance(moved, "reroute", now=ev.now, reason="handle moved; needs consent"), card=ev.card_id
     )
@@ -583,6 +602,4 @@ def _typed(hub: Hub, ev: TypingObserved) -> Step:
             Seen(reading.ready, reading.fingerprint, reading.read_at, reading.answered) if reading is not None else None
         )
         hub = replace(hub, panes={**hub.panes, message.recipient_pane: arming.typed(view, confirming, ev.now)})
-        hub, more = _maybe_attempt(hub, message.recipient_pane, ev.now)
-        effects += more
     return hub, effects

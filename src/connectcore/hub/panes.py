@@ -20,7 +20,7 @@ from connectcore.effects import (
     Persist,
 )
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.messages import _close_draft, _finalize, _maybe_attempt, _open_draft, _store
+from connectcore.hub.messages import _close_draft, _finalize, _open_draft, _store
 from connectcore.hub.restarts import _BEFORE_EXIT, _closed
 from connectcore.hub.state import Hub, PaneGone, PaneObserved, Reconcile, Recover, Step, Tick
 
@@ -35,8 +35,6 @@ def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
     view = arming.first(ev.incarnation, seen, ev.now) if old is None else arming.observe(old, seen, ev.now)
     hub = replace(hub, panes={**hub.panes, ev.pane_id: view})
     hub, more = _draft_cleared(hub, ev)
-    effects += more
-    hub, more = _maybe_attempt(hub, ev.pane_id, ev.now)
     return hub, effects + more
 
 
@@ -91,8 +89,6 @@ def _rearm_quiet_panes(hub: Hub, now: float) -> Step:
         rearmed = arming.quiet(view, now, hub.limits.rearm_after)
         if rearmed is not None:
             hub = replace(hub, panes={**hub.panes, pane_id: rearmed})
-            hub, more = _maybe_attempt(hub, pane_id, now)
-            effects += more
     return hub, effects
 
 
@@ -161,7 +157,7 @@ def _recover(hub: Hub, ev: Recover) -> Step:
             )
             hub = _store(hub, waiting)
             effects += (Persist("message", waiting.key, waiting),)
-    hub = replace(hub, attempts={}, panes=panes)
+    hub = replace(hub, attempts={}, guards={}, panes=panes)
     hub, more = hub_acts.recover(hub, ev.now)
     effects += more
     hub, more = _tick(hub, Tick(ev.now))

@@ -20,7 +20,7 @@ from connectcore.effects import (
 )
 from connectcore.grants import SessionKey
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.messages import _maybe_attempt, _open_left
+from connectcore.hub.messages import _open_left
 from connectcore.hub.state import (
     Hub,
     Launch,
@@ -93,8 +93,7 @@ def _closed(hub: Hub, restart_id: str, state: restart_.Restart, now: float) -> S
     if restart_.left_exit_command(record) and (view is None or view.incarnation == record.incarnation):
         why = f"a restart-to-connect typed {record.exit_command!r} and the agent did not exit"
         hub, effects = _open_left(hub, LeftDraft(record.pane_id, record.incarnation, None, restart_id, now, why))
-    hub, more = _maybe_attempt(hub, record.pane_id, now)
-    return hub, effects + more
+    return hub, effects
 
 
 def _withdraw_restarts(hub: Hub, restart_ids: Iterable[str], now: float, why: str) -> Step:

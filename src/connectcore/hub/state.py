@@ -74,6 +74,9 @@ class Hub:
     last_received: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     panes: dict[str, PaneView] = field(default_factory=dict)
     attempts: dict[str, MessageKey] = field(default_factory=dict)  # pane id -> message in guard/typing
+    # pane id -> message whose CheckGuard the daemon has not answered yet (GuardObserved / GuardFailed):
+    # while it is in flight the pane takes no other message, even once that message ended without it
+    guards: dict[str, MessageKey] = field(default_factory=dict)
     restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
     drafts: dict[str, LeftDraft] = field(default_factory=dict)  # pane id -> what connect may have left
     acts: dict[str, control.Act] = field(default_factory=dict)  # act id -> control's act (connectcore.hub.acts)
