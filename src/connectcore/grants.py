@@ -417,14 +417,16 @@ def issue_token(
 
 
 def binding_refusal(book: GrantBook, principal_id: str, session: SessionKey) -> tuple[str, str] | None:
-    """Why binding ``session`` to this principal would raise a grant, or None when it may bind.
+    """Why this principal may not bind ``session``, as (reason, words), or None when it may bind.
 
     Session evidence (a rollout file name, a registry entry, a server's answer) is written by
     processes the person did not vouch for, so a binding may keep or lower what the pane's token was
-    given, never raise it: it never joins a control principal (``act``), and never takes a session
-    grant wider than the one the person gave this pane's token. (A merge into a running principal
-    with an equal or narrower grant stays allowed: a resume whose token was issued before its
-    session was known is one.)
+    given, never raise it: it never joins a control principal (``control_session``), and never takes
+    a session grant wider than the one the person gave this pane's token (``would_raise``). Nor does
+    it take a session another principal's process still runs (``session_held``,
+    :func:`held_by_another`): a live agent's session is its own. A merge into a principal that no
+    longer runs, with an equal or narrower grant, stays allowed: a resume whose token was issued
+    before its session was known is one.
     """
     root_id = canonical(book, principal_id)
     pending = book.grants.get(("principal", root_id), frozenset())
@@ -439,6 +441,9 @@ def binding_refusal(book: GrantBook, principal_id: str, session: SessionKey) -> 
     if not stored <= pending:
         wider = ",".join(sorted(s.value for s in stored - pending))
         return ("would_raise", f"the session's grant ({wider}) exceeds what this pane was given")
+    holder = held_by_another(book, root_id, session)
+    if holder is not None:
+        return ("session_held", f"{holder} still runs it")
     return None
 
 

@@ -64,8 +64,17 @@ class BindingModel(RuleBasedStateMachine):
             return
         self._tick()
         pid = data.draw(st.sampled_from(sorted(self.book.principals)))
+        owner = self.book.aliases.get(session)
+        root = grants.canonical(self.book, owner) if owner is not None else None
+        runs = root is not None and root != grants.canonical(self.book, pid) and any(
+            t.state is grants.TokenState.LIVE and grants.canonical(self.book, t.principal) == root
+            for t in self.book.tokens.values()
+        )
+        before = self.book
         with contextlib.suppress(GrantError):  # a refused binding changes nothing
             self.book, _ = grants.bind_session(self.book, now=self.now, principal_id=pid, session=session)
+        if runs:  # Claim: evidence never binds a principal to a session another live principal runs
+            assert self.book is before, (pid, session, root)
 
     @rule(data=st.data())
     def pane_closes(self, data: st.DataObject) -> None:

@@ -112,6 +112,27 @@ def test_binding_refusals() -> None:
         w.step(H.BindSession(w.now, "p-nobody", ("codex", "s4")))
 
 
+def test_a_binding_never_takes_a_session_another_live_agent_runs() -> None:
+    """Issue 24 (R1): evidence read from a pane binds only to a session nobody else runs. The hub's
+    bind step refuses a session another live principal runs, whoever steps it, and changes nothing;
+    once that agent's process has ended, the same binding merges (a resume found late)."""
+    w = World()
+    a = w.launch("a", harness="codex", session=("codex", "s1"))
+    b = w.launch("b", harness="codex")
+    before, effects_before = w.snapshot(), list(w.effects)
+    with pytest.raises(GrantError) as err:
+        w.step(H.BindSession(w.now, b.principal, ("codex", "s1")))
+    assert err.value.reason == "session_held"
+    assert str(err.value) == (
+        f"agent:codex:pane:{b.pane}:4001 cannot bind codex session s1: agent:codex:s1 still runs it"
+    )
+    assert w.hub == before and w.effects == effects_before
+    assert grants.authenticate(w.hub.book, b.token).id == b.principal
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))
+    w.step(H.BindSession(w.now, b.principal, ("codex", "s1")))
+    assert grants.authenticate(w.hub.book, b.token).id == a.principal
+
+
 def test_revocation_is_instant_and_narrowing_applies_on_the_next_call() -> None:
     w = World()
     a = w.launch("a", session=("claude", "s1"))

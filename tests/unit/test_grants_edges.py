@@ -281,13 +281,15 @@ def test_all_connected_lists_live_ordinary_principals_once() -> None:
 
 def test_canonical_and_group_follow_merges() -> None:
     book = launch(GrantBook(), "h1", "p1", session=("codex", "s1"), harness="codex")
+    book = ended(book, "inc-1")  # p1's process ended: its session is free to merge into
     book = launch(book, "h2", "p2", harness="codex", inc="i2")
     book, _ = grants.bind_session(book, now=5.0, principal_id="p2", session=("codex", "s1"))
+    book = launch(book, "h1b", "unused", session=("codex", "s1"), harness="codex", inc="i1b")  # p1 resumed
     assert grants.canonical(book, "p2") == "p1"
     assert grants.canonical(book, "p1") == "p1"
     assert grants.canonical(book, "unknown") == "unknown"
     assert grants.group(book, "p2") == frozenset({"p1", "p2"}) == grants.group(book, "p1")
-    assert {t.token_hash for t in grants.live_tokens(book, "p1")} == {"h1", "h2"}
+    assert {t.token_hash for t in grants.live_tokens(book, "p1")} == {"h1b", "h2"}
     assert grants.authenticate(book, "h2").id == "p1"
 
 
@@ -358,6 +360,7 @@ def test_a_control_principal_binds_without_moving_a_grant() -> None:
 
 def test_late_binding_merges_into_the_session_s_principal_and_its_grant_wins() -> None:
     book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), scopes=OBSERVE)
+    book = ended(book, "inc-1")  # p1's process ended (p2 is that agent resumed by hand)
     book = launch(book, "h2", "p2", harness="codex", inc="i2", pane="%2", scopes=COLLAB, os_pid=55)
     new, effects = grants.bind_session(book, now=9.0, principal_id="p2", session=("codex", "s1"))
     merged = replace_merged(book.principals["p2"], "p1")
@@ -374,6 +377,7 @@ def test_late_binding_merges_into_the_session_s_principal_and_its_grant_wins() -
 
 def test_a_merge_into_a_session_without_a_grant_carries_the_pending_one() -> None:
     book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), scopes=OBSERVE)
+    book = ended(book, "inc-1")
     book = launch(book, "h2", "p2", harness="codex", inc="i2", scopes=COLLAB)
     del book.grants[("session", "codex", "s1")]
     new, effects = grants.bind_session(book, now=9.0, principal_id="p2", session=("codex", "s1"))
@@ -383,6 +387,7 @@ def test_a_merge_into_a_session_without_a_grant_carries_the_pending_one() -> Non
 
 def test_binding_through_a_merged_id_acts_on_its_root() -> None:
     book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"))
+    book = ended(book, "inc-1")
     book = launch(book, "h2", "p2", harness="codex", inc="i2")
     book, _ = grants.bind_session(book, now=1.0, principal_id="p2", session=("codex", "s1"))
     again, effects = grants.bind_session(book, now=2.0, principal_id="p2", session=("codex", "s1"))
@@ -490,21 +495,24 @@ def test_set_grant_over_the_cap_changes_nothing() -> None:
 
 def test_revoke_invalidates_every_live_token_of_the_group_and_records_it() -> None:
     book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), os_pid=3)
+    book = ended(book, "inc-1")  # p1's process ended: p2 (that agent resumed by hand) merges into it
     book = launch(book, "h2", "p2", harness="codex", inc="i2")
     book, _ = grants.bind_session(book, now=1.0, principal_id="p2", session=("codex", "s1"))
+    book = launch(book, "h1b", "unused", harness="codex", session=("codex", "s1"), inc="i1b", os_pid=3)  # p1 again
     book = launch(book, "h3", "p3", inc="i3")
     new, effects = grants.revoke(book, now=30.0, principal_id="p2")
-    r1 = TokenRecord("h1", "p1", "inc-1", "%1", 3, TokenState.REVOKED, issued_at=10.0)
     r2 = TokenRecord("h2", "p2", "i2", "%1", 4242, TokenState.REVOKED, issued_at=10.0)
+    r1 = TokenRecord("h1b", "p1", "i1b", "%1", 3, TokenState.REVOKED, issued_at=10.0)
     assert effects == (
-        Persist("token", ("h1",), r1),
         Persist("token", ("h2",), r2),
+        Persist("token", ("h1b",), r1),
         Persist("grant", ("session", "codex", "s1"), frozenset()),
         EndSubscriptions("p1"),
         Audit(actor="owner", action="revoke", outcome="revoked", target="agent:codex:s1", at=30.0),
         Notify("grant", ("p1",)),
     )
-    assert new.tokens["h1"] == r1 and new.tokens["h2"] == r2
+    assert new.tokens["h1b"] == r1 and new.tokens["h2"] == r2
+    assert new.tokens["h1"].state is TokenState.ENDED
     assert new.tokens["h3"].state is TokenState.LIVE
     assert new.grants[("session", "codex", "s1")] == frozenset()
     assert new.grants[("principal", "p3")] == COLLAB
@@ -536,14 +544,16 @@ def test_revoking_an_unbound_principal_zeroes_its_principal_grant() -> None:
 
 def test_end_incarnation_ends_only_that_incarnation_s_live_tokens() -> None:
     book = launch(GrantBook(), "h1", "p1", harness="codex", session=("codex", "s1"), inc="i1")
+    book, _ = grants.end_incarnation(book, now=0.5, incarnation="i1")  # p1's process ended: p2 (it, resumed) merges
     book = launch(book, "h2", "p2", harness="codex", inc="i2")
     book, _ = grants.bind_session(book, now=1.0, principal_id="p2", session=("codex", "s1"))
+    book = launch(book, "h1b", "unused", harness="codex", session=("codex", "s1"), inc="i1b")  # p1 again
     book = launch(book, "h3", "p3", inc="i3")
     book, _ = grants.revoke(book, now=1.0, principal_id="p3")
     new, effects = grants.end_incarnation(book, now=5.0, incarnation="i2")
     ended = TokenRecord("h2", "p2", "i2", "%1", 4242, TokenState.ENDED, issued_at=10.0)
     assert effects == (Persist("token", ("h2",), ended), EndSubscriptions("p1"))
-    assert new.tokens["h2"] == ended and new.tokens["h1"].state is TokenState.LIVE
+    assert new.tokens["h2"] == ended and new.tokens["h1b"].state is TokenState.LIVE
     assert new.grants == book.grants
     again, more = grants.end_incarnation(new, now=6.0, incarnation="i2")
     assert more == () and again.tokens == new.tokens

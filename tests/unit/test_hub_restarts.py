@@ -292,9 +292,10 @@ def test_revoke_while_rechecking_recovers_and_restores_the_option() -> None:
 def test_revoke_of_a_merged_principal_cancels_the_restart_of_its_session() -> None:
     w = World()
     b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    w.step(H.PaneGone(w.now, b.pane, b.incarnation))  # b's process ended; it is resumed by hand in %5
     early = w.launch("early", Preset.OBSERVE, pane="%5")  # a token issued before its session was known
     w.step(H.BindSession(w.now, early.principal, ("claude", "sess-b")))  # merged into b's principal
-    begin(w, b)
+    begin(w, early)
     w.step(H.Revoke(w.now, early.principal))
     assert "r-1" not in w.hub.restarts
 

@@ -66,7 +66,8 @@ def test_a_cap_of_off_disconnects_every_ordinary_agent_but_not_control() -> None
 
 def merged_pair(w: World) -> tuple[object, object, object]:
     """``a`` holds session s1; ``again`` (the same agent resumed by hand, session unknown at launch)
-    gets its own principal until its binding merges it into a's; ``b`` is a recipient."""
+    gets its own principal until its binding merges it into a's (:func:`merge`, once a's process
+    has ended); ``b`` is a recipient."""
     a = w.launch("a", harness="codex", session=("codex", "s1"))
     again = w.launch("again", harness="codex")
     b = w.launch("b")
@@ -80,7 +81,10 @@ def sent(w: World, key: tuple[str, str]) -> H.Message:
     return found
 
 
-def merge(w: World, again: object) -> None:
+def merge(w: World, a: object, again: object) -> None:
+    """a's process ends (``again`` is that agent resumed), then again's binding merges it into a's
+    principal: a binding never takes a session a live agent runs (test_grants_consent)."""
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))  # type: ignore[attr-defined]
     w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # type: ignore[attr-defined]
 
 
@@ -89,20 +93,21 @@ def test_a_merge_keeps_the_sender_rate_limited() -> None:
     a, again, b = merged_pair(w)
     w.send(again, b, message_id="m1")
     w.send(again, b, message_id="m2")
-    merge(w, again)
+    merge(w, a, again)
     with pytest.raises(H.CallRefused) as err:
         w.send(again, b, message_id="m3")
     assert err.value.reason == "rate_limited"
+    resumed = w.launch("a2", harness="codex", session=("codex", "s1"), pane=a.pane)  # type: ignore[attr-defined]
     with pytest.raises(H.CallRefused) as err:  # the merged agent's other token too: one agent, one budget
-        w.send(a, b, message_id="m4")
+        w.send(resumed, b, message_id="m4")
     assert err.value.reason == "rate_limited"
 
 
 def test_a_merge_keeps_the_pair_rate_limited() -> None:
     w = World.with_limits(pair_per_window=1)
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     w.send(again, b, message_id="m1")
-    merge(w, again)
+    merge(w, a, again)
     with pytest.raises(H.CallRefused) as err:
         w.send(again, b, message_id="m2")
     assert err.value.reason == "rate_limited" and "pair" in str(err.value)
@@ -110,18 +115,18 @@ def test_a_merge_keeps_the_pair_rate_limited() -> None:
 
 def test_a_merge_keeps_the_pair_approved() -> None:
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     w.decide(w.send(again, b, message_id="m1"))
-    merge(w, again)
+    merge(w, a, again)
     key = w.send(again, b, message_id="m2")
     assert sent(w, key).card is None and sent(w, key).state.value == "ready"
 
 
 def test_a_card_opened_before_a_merge_and_approved_after_it_approves_the_merged_agent() -> None:
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     first = w.send(again, b, message_id="m1")
-    merge(w, again)
+    merge(w, a, again)
     w.decide(first)
     key = w.send(again, b, message_id="m2")
     assert sent(w, key).card is None
@@ -129,11 +134,11 @@ def test_a_card_opened_before_a_merge_and_approved_after_it_approves_the_merged_
 
 def test_a_merge_keeps_the_hop_count() -> None:
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     received = w.send(b, again, message_id="q1")
     w.decide(received)
     w.deliver(received, again)
-    merge(w, again)
+    merge(w, a, again)
     key = w.send(again, b, message_id="answer")
     assert sent(w, key).hop == 2
     assert sent(w, key).conversation == w.message(received).conversation
@@ -141,10 +146,10 @@ def test_a_merge_keeps_the_hop_count() -> None:
 
 def test_a_message_received_by_the_old_principal_after_the_merge_still_counts_for_the_hop() -> None:
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     received = w.send(b, again, message_id="q1")
     w.decide(received)
-    merge(w, again)
+    merge(w, a, again)
     w.deliver(received, again)  # addressed to again's old principal, delivered after the merge
     key = w.send(again, b, message_id="answer")
     assert sent(w, key).hop == 2
@@ -187,8 +192,8 @@ def test_a_refusal_of_a_revoked_token_names_its_agent_in_the_audit() -> None:
 
 def test_a_refusal_of_a_merged_principal_s_token_names_the_agent_it_joined() -> None:
     w = World()
-    _a, again, _b = merged_pair(w)
-    merge(w, again)
+    a, again, _b = merged_pair(w)
+    merge(w, a, again)
     w.step(H.Revoke(w.now, again.principal))  # type: ignore[attr-defined]
     with pytest.raises(H.CallRefused) as err:
         R.gate(w.hub, token_hash=again.token, action="whoami", now=w.now)  # type: ignore[attr-defined]
@@ -312,9 +317,9 @@ def test_a_message_being_typed_is_in_the_inbox_already() -> None:
 
 def test_the_inbox_follows_the_merge_group() -> None:
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     key = delivered_to(w, b, again, "q1")
-    merge(w, again)
+    merge(w, a, again)
     root = grants.canonical(w.hub.book, again.principal)  # type: ignore[attr-defined]
     assert [m.key for m in R.inbox(w.hub, root, w.now)] == [key]
 
@@ -399,9 +404,9 @@ def test_an_outcome_wakes_the_agent_a_merged_sender_joined() -> None:
     """A long poll waits under the caller's canonical principal; a message sent before the merge
     names the old one as its sender, so the outcome's wake-up names the agent it joined."""
     w = World()
-    _a, again, b = merged_pair(w)
+    a, again, b = merged_pair(w)
     key = w.send(again, b, message_id="m1")
-    merge(w, again)
+    merge(w, a, again)
     effects = w.step(H.Decide(w.now, w.card_of(key), consent.Decision.DECLINE))
     woken = [e.principal for e in effects if isinstance(e, H.Notify) and e.topic == "message"]
     assert woken == [grants.canonical(w.hub.book, again.principal)]  # type: ignore[attr-defined]
@@ -415,7 +420,7 @@ def test_a_message_rerouted_after_a_merge_finds_the_pair_the_merged_agent_approv
     w.decide(w.send(a, c, message_id="x"))  # the person approved a -> c as a pair
     key = w.send(again, b, message_id="m1", handle="title:reviewer")
     w.decide(key, Decision.APPROVE_ONCE)
-    merge(w, again)
+    merge(w, a, again)
     w.idle(b)
     effects = w.guard(key, b, handle=H.Recipient(c.pane, c.incarnation, "claude", "title:reviewer"))  # type: ignore[attr-defined]
     moved = sent(w, key)
@@ -430,7 +435,7 @@ def test_a_delivery_to_a_merged_away_principal_wakes_the_merged_agent() -> None:
     a, again, b = merged_pair(w)
     key = w.send(b, again, message_id="q1")
     w.decide(key)
-    merge(w, again)
+    merge(w, a, again)
     effects = w.deliver(key, again)  # type: ignore[arg-type]
     inbox = [e for e in effects if isinstance(e, Notify) and e.topic == "inbox"]
     assert [e.principal for e in inbox] == [a.principal]  # type: ignore[attr-defined]
