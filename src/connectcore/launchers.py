@@ -118,7 +118,7 @@ class LauncherError(ConnectError):
 
     ``launcher`` names the launcher (``None`` for a file-level problem); ``reason`` is a short code:
     ``toml``, ``invalid``, ``bad_endpoint``, ``bad_env``, ``bad_session_id``, ``not_restartable``,
-    ``bad_port``, ``server_flag``.
+    ``unconnectable``, ``bad_port``, ``server_flag``.
     """
 
     def __init__(self, launcher: str | None, problem: str, *, reason: str = "invalid") -> None:
@@ -724,6 +724,16 @@ def _connected_plan(
     )
 
 
+def check_connectable(launcher: Launcher) -> None:
+    """A connected launch of ``launcher`` is refused ``unconnectable`` (naming the reason) when the
+    launcher cannot be connected (opaque, an unknown harness): the person asked for a connected agent,
+    so it is never quietly launched Off."""
+    if not launcher.connectable:
+        raise LauncherError(
+            None, f"{launcher.name} cannot be connected: {launcher.unconnectable_reason}", reason="unconnectable"
+        )
+
+
 def inject(
     launcher: Launcher,
     *,
@@ -740,11 +750,10 @@ def inject(
     argv already picks a session. The returned plan's ``session_id`` says whether it was preset (or,
     for OpenCode, that the argv names its session). ``server_port`` is the loopback port the daemon
     picked for a harness bound by its own server (:func:`server_port_wanted`: required then, refused
-    otherwise). A launcher that cannot be connected (opaque, an unknown harness) gives its plain
-    launch with ``connectable=False`` and the reason.
+    otherwise). A launcher that cannot be connected (opaque, an unknown harness) is refused
+    (:func:`check_connectable`), never given its plain launch in place of a connected one.
     """
-    if not launcher.connectable:
-        return plain_plan(launcher, extra_env=extra_env)
+    check_connectable(launcher)
     rule = HARNESS_RULES[launcher.harness]
     argv = launcher.argv
     preset: str | None = None
@@ -796,10 +805,7 @@ def launch_plan(
     launcher that cannot be connected (never a quiet Off launch). Off: plain, or resuming ``session``
     (its argv from the resume template, no injection)."""
     if connect:
-        if not launcher.connectable:
-            raise LauncherError(
-                None, f"{launcher.name} cannot be connected: {launcher.unconnectable_reason}", reason="unconnectable"
-            )
+        check_connectable(launcher)
         if session is not None:
             return resume_plan(launcher, session, endpoint_url=endpoint_url, extra_env=extra_env)
         return inject(

@@ -212,8 +212,8 @@ def test_claude_preset_session_id_must_be_a_uuid(sid: str) -> None:
 def test_unknown_harness_has_no_injection() -> None:
     launcher = Launcher("g", "gemini", argv=("gemini",))
     assert not launcher.connectable and "gemini" in launcher.unconnectable_reason
-    plan = inject(launcher, endpoint_url=URL)
-    assert not plan.connectable and plan.argv == ("gemini",) and plan.token_env is None
+    err = launcher_error(inject, launcher, endpoint_url=URL)  # refused, never its plain launch
+    assert err.reason == "unconnectable" and str(err) == f"g cannot be connected: {launcher.unconnectable_reason}"
     with pytest.raises(LauncherError, match="gemini"):
         harness_injection("gemini", endpoint_url=URL)
 
@@ -225,8 +225,8 @@ def test_opaque_launcher_is_runnable_but_never_connectable() -> None:
     launcher = Launcher("old", "claude", opaque="cd ~/src && claude --foo", env={"A": "1"})
     assert not launcher.connectable and launcher.unconnectable_reason == OPAQUE_REASON
     assert not launcher.restartable and launcher.restart_refusal == OPAQUE_REASON
-    plan = inject(launcher, endpoint_url=URL, session_id=SID)
-    assert plan == plain_plan(launcher)
+    assert launcher_error(inject, launcher, endpoint_url=URL, session_id=SID).reason == "unconnectable"
+    plan = plain_plan(launcher)
     assert plan.argv == ("/bin/sh", "-c", "cd ~/src && claude --foo") and plan.env_add == {"A": "1"}
     assert not plan.connectable and plan.reason == OPAQUE_REASON and plan.token_env is None
     err = launcher_error(resume_plan, launcher, SID, endpoint_url=URL)
