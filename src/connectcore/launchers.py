@@ -724,6 +724,13 @@ def _connected_plan(
     )
 
 
+def connects(*, scopes_given: bool, control: bool) -> bool:
+    """Whether a launch is connected (gets a token and the injection): its preset gives a scope, or it
+    launches control (whose act scope is no preset, so a control launch with the Off preset is
+    connected too)."""
+    return scopes_given or control
+
+
 def check_connectable(launcher: Launcher) -> None:
     """A connected launch of ``launcher`` is refused ``unconnectable`` (naming the reason) when the
     launcher cannot be connected (opaque, an unknown harness): the person asked for a connected agent,

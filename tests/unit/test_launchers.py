@@ -595,3 +595,14 @@ def test_which_plan_a_launch_runs_is_the_core_s() -> None:
         launch_plan(plain, connect=True, session=None, endpoint_url=url, fresh_session_id=fresh)
     assert refused.value.reason == "unconnectable" and str(refused.value).startswith("plain cannot be connected: ")
     assert launch_plan(plain, connect=False, session=None, endpoint_url=url, fresh_session_id=fresh).argv == ("bash",)
+
+
+def test_a_launch_is_connected_when_its_preset_gives_a_scope_or_it_launches_control() -> None:
+    """Claim (issue 24: was ``bool(scopes or control)`` in connectd/agents/launch.py, ``bool(scopes)``
+    in launch_here.py): a control launch is connected even with the Off preset."""
+    from connectcore.launchers import connects
+
+    assert connects(scopes_given=True, control=False)
+    assert connects(scopes_given=False, control=True)
+    assert connects(scopes_given=True, control=True)
+    assert not connects(scopes_given=False, control=False)

@@ -209,7 +209,7 @@ class Launches:
         if control:  # one control at a time: refused before any window opens
             hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
         plan, token, env_all, server = launch_plan(
-            engine, launcher, launcher_name, connect=bool(scopes or control), session=session, extra_env=extra_env
+            engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=control), session=session, extra_env=extra_env
         )
         target_session = tmux_session or await self._default_tmux_session()
         pane_id = await engine.tmux.new_window(target_session, plan.argv, cwd, env_all)

@@ -26,6 +26,7 @@ import anyio
 
 from connectcore import grants
 from connectcore import hub as H
+from connectcore import launchers as L
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectd.agents.launch import Server, launch_plan
@@ -74,7 +75,7 @@ async def plan(
     scopes = PRESET_SCOPES[preset]
     grants.check_grantable(scopes, engine.hub.book.cap)
     plan, token, env_all, server = launch_plan(
-        engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
+        engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
     )
     for key in [k for k in engine.watcher.here_pending if not procfs.alive(k[1])]:
         del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
