@@ -860,3 +860,30 @@ def resume_plan(
         session_id=session_id,
         extra_env=extra_env or {},
     )
+
+
+@dataclass(frozen=True)
+class HereRefusal:
+    """Why a ``connectd launch --here`` call is refused (``reason`` is the refusal code)."""
+
+    reason: str
+    problem: str
+
+
+def here_caller_refusal(pane_id: str, pid: int, *, pane_root: int | None, ancestry: Sequence[int]) -> HereRefusal | None:
+    """Who may ask for a ``--here`` plan, report its child or ask for the next plan: only a process
+    running inside ``pane_id``. ``pane_root``: the pane's process (None: no live pane); ``ancestry``:
+    ``pid`` and its ancestors (empty when ``pid`` is gone). None: it may."""
+    if pane_root is None:
+        return HereRefusal("unknown_target", f"no live pane {pane_id}")
+    if pane_root not in ancestry:
+        return HereRefusal("not_in_pane", f"process {pid} does not run inside {pane_id}")
+    return None
+
+
+def here_child_refusal(child: int, *, parent: int | None, supervisor: int) -> HereRefusal | None:
+    """Whose start a ``--here`` supervisor may report: only its own child (``parent``: the child's
+    parent pid, None when the child is gone). None: it may."""
+    if parent is None or parent != supervisor:
+        return HereRefusal("not_in_pane", f"process {child} is not the supervisor's child")
+    return None

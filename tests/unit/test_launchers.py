@@ -606,3 +606,28 @@ def test_a_launch_is_connected_when_its_preset_gives_a_scope_or_it_launches_cont
     assert connects(scopes_given=False, control=True)
     assert connects(scopes_given=True, control=True)
     assert not connects(scopes_given=False, control=False)
+
+
+def test_only_a_process_inside_the_pane_may_ask_for_a_here_plan() -> None:
+    """Claim (issue 24: was decided in connectd/agents/launch_here.py): a ``--here`` caller is refused
+    unless the pane lives and the caller's ancestry reaches the pane's process."""
+    from connectcore.launchers import HereRefusal, here_caller_refusal
+
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[300, 200, 100, 1]) is None
+    assert here_caller_refusal("%4", 100, pane_root=100, ancestry=[100, 1]) is None  # the pane's own process
+    assert here_caller_refusal("%4", 300, pane_root=None, ancestry=[300, 100]) == HereRefusal(
+        "unknown_target", "no live pane %4"
+    )
+    outside = HereRefusal("not_in_pane", "process 300 does not run inside %4")
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[300, 200, 1]) == outside  # another pane's
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[]) == outside  # gone
+
+
+def test_a_here_supervisor_may_report_only_its_own_child() -> None:
+    """Claim (issue 24: was decided in connectd/agents/launch_here.py)."""
+    from connectcore.launchers import HereRefusal, here_child_refusal
+
+    assert here_child_refusal(301, parent=300, supervisor=300) is None
+    refused = HereRefusal("not_in_pane", "process 301 is not the supervisor's child")
+    assert here_child_refusal(301, parent=200, supervisor=300) == refused  # a grandchild, or a stranger
+    assert here_child_refusal(301, parent=None, supervisor=300) == refused  # gone

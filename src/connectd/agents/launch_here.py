@@ -89,10 +89,11 @@ async def plan(
 async def _check_inside(engine: Engine, pane_id: str, pid: int) -> int:
     """The pane's root process pid, if ``pid`` runs inside that pane; else refused."""
     root = next((i.pane_pid for i in await engine.tmux.list_panes() if i.pane_id == pane_id and i.pane_pid), None)
-    if root is None:
-        raise EngineError("unknown_target", f"no live pane {pane_id}")
-    if root not in await engine.run_sync(procfs.ancestry, pid):
-        raise EngineError("not_in_pane", f"process {pid} does not run inside {pane_id}")
+    ancestry = await engine.run_sync(procfs.ancestry, pid) if root is not None else []
+    refusal = L.here_caller_refusal(pane_id, pid, pane_root=root, ancestry=ancestry)  # the core's rule
+    if refusal is not None:
+        raise EngineError(refusal.reason, refusal.problem)
+    assert root is not None
     return root
 
 
@@ -104,8 +105,10 @@ async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> 
         raise EngineError("no_plan", f"no --here plan for process {supervisor} in {pane_id}")
     await _check_inside(engine, pane_id, supervisor)
     stat = await engine.run_sync(procfs.read_stat, child)
-    if stat is None or stat.ppid != supervisor:
-        raise EngineError("not_in_pane", f"process {child} is not the supervisor's child")
+    refusal = L.here_child_refusal(child, parent=stat.ppid if stat is not None else None, supervisor=supervisor)
+    if refusal is not None:
+        raise EngineError(refusal.reason, refusal.problem)
+    assert stat is not None
     engine.watcher.here[pane_id] = (supervisor, child, stat.start_time)
     engine.watcher.here_supervisors[pane_id] = supervisor
     info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
