@@ -242,7 +242,7 @@ class Restarts:
         info = next((p for p in await engine.tmux.list_panes() if p.pane_id == record.pane_id), None)  # reaps first
         if info is None:
             return None
-        info = engine.watcher._effective(info)  # a --here pane: its agent child's process life
+        info = engine.here.effective(info)  # a --here pane: its agent child's process life
         if R.pane_dead(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time,
                        agent_exited_here=here.waiting(engine, record.pane_id)):
             return R.PaneObserved(now=engine.clock(), pane_id=record.pane_id, incarnation=record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
