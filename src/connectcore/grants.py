@@ -235,6 +235,12 @@ def session_scopes(book: GrantBook, session: SessionKey) -> frozenset[Scope]:
     return book.grants.get(("session", session[0], session[1]), frozenset()) & PRESET_SCOPES[book.cap]
 
 
+def restored_preset(book: GrantBook, session: SessionKey) -> Preset:
+    """The preset a restored session comes back with: its stored grant within the cap when that is
+    exactly a preset, else Off (an advanced grant, or none, is not relaunched with tools)."""
+    return preset_of(session_scopes(book, session)) or Preset.OFF
+
+
 def authenticate(book: GrantBook, token_hash: str) -> Principal:
     """The canonical principal behind a live token, or :class:`NotConnected`."""
     record = book.tokens.get(token_hash)

@@ -118,7 +118,7 @@ class LauncherError(ConnectError):
 
     ``launcher`` names the launcher (``None`` for a file-level problem); ``reason`` is a short code:
     ``toml``, ``invalid``, ``bad_endpoint``, ``bad_env``, ``bad_session_id``, ``not_restartable``,
-    ``bad_port``, ``server_flag``.
+    ``unconnectable``, ``bad_port``, ``server_flag``.
     """
 
     def __init__(self, launcher: str | None, problem: str, *, reason: str = "invalid") -> None:
@@ -724,6 +724,23 @@ def _connected_plan(
     )
 
 
+def connects(*, scopes_given: bool, control: bool) -> bool:
+    """Whether a launch is connected (gets a token and the injection): its preset gives a scope, or it
+    launches control (whose act scope is no preset, so a control launch with the Off preset is
+    connected too)."""
+    return scopes_given or control
+
+
+def check_connectable(launcher: Launcher) -> None:
+    """A connected launch of ``launcher`` is refused ``unconnectable`` (naming the reason) when the
+    launcher cannot be connected (opaque, an unknown harness): the person asked for a connected agent,
+    so it is never quietly launched Off."""
+    if not launcher.connectable:
+        raise LauncherError(
+            None, f"{launcher.name} cannot be connected: {launcher.unconnectable_reason}", reason="unconnectable"
+        )
+
+
 def inject(
     launcher: Launcher,
     *,
@@ -740,11 +757,10 @@ def inject(
     argv already picks a session. The returned plan's ``session_id`` says whether it was preset (or,
     for OpenCode, that the argv names its session). ``server_port`` is the loopback port the daemon
     picked for a harness bound by its own server (:func:`server_port_wanted`: required then, refused
-    otherwise). A launcher that cannot be connected (opaque, an unknown harness) gives its plain
-    launch with ``connectable=False`` and the reason.
+    otherwise). A launcher that cannot be connected (opaque, an unknown harness) is refused
+    (:func:`check_connectable`), never given its plain launch in place of a connected one.
     """
-    if not launcher.connectable:
-        return plain_plan(launcher, extra_env=extra_env)
+    check_connectable(launcher)
     rule = HARNESS_RULES[launcher.harness]
     argv = launcher.argv
     preset: str | None = None
@@ -796,10 +812,7 @@ def launch_plan(
     launcher that cannot be connected (never a quiet Off launch). Off: plain, or resuming ``session``
     (its argv from the resume template, no injection)."""
     if connect:
-        if not launcher.connectable:
-            raise LauncherError(
-                None, f"{launcher.name} cannot be connected: {launcher.unconnectable_reason}", reason="unconnectable"
-            )
+        check_connectable(launcher)
         if session is not None:
             return resume_plan(launcher, session, endpoint_url=endpoint_url, extra_env=extra_env)
         return inject(
@@ -847,3 +860,30 @@ def resume_plan(
         session_id=session_id,
         extra_env=extra_env or {},
     )
+
+
+@dataclass(frozen=True)
+class HereRefusal:
+    """Why a ``connectd launch --here`` call is refused (``reason`` is the refusal code)."""
+
+    reason: str
+    problem: str
+
+
+def here_caller_refusal(pane_id: str, pid: int, *, pane_root: int | None, ancestry: Sequence[int]) -> HereRefusal | None:
+    """Who may ask for a ``--here`` plan, report its child or ask for the next plan: only a process
+    running inside ``pane_id``. ``pane_root``: the pane's process (None: no live pane); ``ancestry``:
+    ``pid`` and its ancestors (empty when ``pid`` is gone). None: it may."""
+    if pane_root is None:
+        return HereRefusal("unknown_target", f"no live pane {pane_id}")
+    if pane_root not in ancestry:
+        return HereRefusal("not_in_pane", f"process {pid} does not run inside {pane_id}")
+    return None
+
+
+def here_child_refusal(child: int, *, parent: int | None, supervisor: int) -> HereRefusal | None:
+    """Whose start a ``--here`` supervisor may report: only its own child (``parent``: the child's
+    parent pid, None when the child is gone). None: it may."""
+    if parent is None or parent != supervisor:
+        return HereRefusal("not_in_pane", f"process {child} is not the supervisor's child")
+    return None

@@ -56,6 +56,8 @@ SHOWN_WAIT = 15.0
 #: session view for a few seconds after the switch and drops keys typed meanwhile (seen here: text
 #: typed 0.3-1.5 s after the selection was lost, at 3 s it was taken).
 SHOWN_SETTLE = 5.0
+#: How often the daemon looks, until the TUI left its home screen, in seconds.
+SHOWN_LOOK_EVERY = 0.2
 
 #: The server's paths (relative to ``http://127.0.0.1:P``).
 CREATE_PATH = "/session"
@@ -109,6 +111,17 @@ AUDIT_ACTION = "opencode.bind"
 
 
 @dataclass(frozen=True)
+class ShownLook:
+    """What one look at the pane after the selection means (:func:`shown_look`): the verdict
+    (``shown``: True or False), or None and the next look ``after`` seconds (``settling``: that look
+    is the one after the settle)."""
+
+    shown: bool | None
+    after: float = 0.0
+    settling: bool = False
+
+
+@dataclass(frozen=True)
 class BindPlan:
     step: Step
     session_id: str | None = None
@@ -137,6 +150,32 @@ def ready_for_message(ready: bool, *, binding: bool) -> bool:
 def shows_home_screen(text: str) -> bool:
     """Whether a capture of the pane still shows OpenCode's home screen (no session shown)."""
     return HOME_SCREEN_RE.search(text) is not None
+
+
+def shown_look(text: str, *, elapsed: float, settling: bool) -> ShownLook:
+    """What a capture of the pane (``text``), taken ``elapsed`` seconds after the selection, says of
+    whether the TUI shows the session: the session counts as shown only if the TUI left its home
+    screen within ``SHOWN_WAIT`` seconds (a capture that ends later does not count; one looks every
+    ``SHOWN_LOOK_EVERY`` seconds until then) and, ``SHOWN_SETTLE`` seconds later, still shows it
+    (``settling``: this is that last look). The daemon only captures when told."""
+    home = shows_home_screen(text)
+    if settling:
+        return ShownLook(not home)
+    if elapsed > SHOWN_WAIT:
+        return ShownLook(False)
+    if not home:
+        return ShownLook(None, SHOWN_SETTLE, settling=True)
+    if elapsed + SHOWN_LOOK_EVERY >= SHOWN_WAIT:
+        return ShownLook(False)
+    return ShownLook(None, SHOWN_LOOK_EVERY)
+
+
+def bind_result(found: str | Refusal, *, shown: bool) -> str | Refusal:
+    """What counts as bound: a session the server created and selected (``found``) binds only if the
+    TUI showed it (:func:`shown_look`), else ``not_shown``; a refusal stays what it was."""
+    if isinstance(found, Refusal) or shown:
+        return found
+    return Refusal.NOT_SHOWN
 
 
 def bind_audit(pane_id: str, result: str | Refusal, *, at: float) -> Audit:

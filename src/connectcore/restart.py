@@ -635,6 +635,20 @@ def plan_refusal(
     return None
 
 
+def restart_cwd(launched_in: str | None, pane_cwd: str) -> str:
+    """Where the resumed agent runs: the directory connect launched it in, else (none recorded) the
+    pane's current directory."""
+    return launched_in or pane_cwd
+
+
+def pane_dead(*, dead: bool, pane_pid: int | None, process_start: int | None, agent_exited_here: bool) -> bool:
+    """To a restart, the pane's agent process is dead: tmux keeps the pane dead (remain-on-exit), or it
+    lists no process, or no start time of its own (gone, or a pid not the server's child), or a
+    ``--here`` supervisor lives on in it but its agent child exited (``agent_exited_here``). The one
+    definition for the step that observes the pane and for recovery's inspection."""
+    return dead or not pane_pid or not process_start or agent_exited_here
+
+
 def left_exit_command(rec: RestartRecord) -> bool:
     """R4: the machine typed the exit command, then left the agent running: the command may sit
     unsent in the composer (a harness that dropped the Enter), so the person is told."""

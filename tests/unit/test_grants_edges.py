@@ -669,3 +669,17 @@ def test_receive_only_is_an_in_place_token_or_a_process_connect_did_not_launch()
     assert w.hub.book.tokens["tok-in"].in_place
     w.step(H.Revoke(w.now, grants.principal_at(w.hub.book, "inc-7").id))  # type: ignore[union-attr]
     assert not grants.receive_only(w.hub.book, "inc-7", launched=True)
+
+
+def test_a_restored_session_comes_back_with_its_preset_else_off() -> None:
+    """Claim (issue 24: was built by hand in connectd/agents/restore_fleet.py): a restored session is
+    relaunched with the preset its stored grant is exactly (within the cap), else Off."""
+    book = launch(GrantBook(), "h1", "p1", session=("claude", "s1"), inc="i1", scopes=OBSERVE)
+    book = launch(book, "h2", "p2", session=("claude", "s2"), inc="i2", pane="%2", scopes=frozenset({Scope.READ}))
+    book = launch(book, "h3", "p3", session=("claude", "s3"), inc="i3", pane="%3", scopes=COLLAB)
+    assert grants.restored_preset(book, ("claude", "s1")) is Preset.OBSERVE
+    assert grants.restored_preset(book, ("claude", "s2")) is Preset.OFF  # an advanced grant: no preset
+    assert grants.restored_preset(book, ("claude", "s3")) is Preset.COLLABORATE
+    assert grants.restored_preset(book, ("claude", "nope")) is Preset.OFF  # no grant stored
+    capped = GrantBook(book.principals, book.tokens, book.aliases, book.grants, cap=Preset.OBSERVE)
+    assert grants.restored_preset(capped, ("claude", "s3")) is Preset.OBSERVE  # within the cap

@@ -212,8 +212,8 @@ def test_claude_preset_session_id_must_be_a_uuid(sid: str) -> None:
 def test_unknown_harness_has_no_injection() -> None:
     launcher = Launcher("g", "gemini", argv=("gemini",))
     assert not launcher.connectable and "gemini" in launcher.unconnectable_reason
-    plan = inject(launcher, endpoint_url=URL)
-    assert not plan.connectable and plan.argv == ("gemini",) and plan.token_env is None
+    err = launcher_error(inject, launcher, endpoint_url=URL)  # refused, never its plain launch
+    assert err.reason == "unconnectable" and str(err) == f"g cannot be connected: {launcher.unconnectable_reason}"
     with pytest.raises(LauncherError, match="gemini"):
         harness_injection("gemini", endpoint_url=URL)
 
@@ -225,8 +225,8 @@ def test_opaque_launcher_is_runnable_but_never_connectable() -> None:
     launcher = Launcher("old", "claude", opaque="cd ~/src && claude --foo", env={"A": "1"})
     assert not launcher.connectable and launcher.unconnectable_reason == OPAQUE_REASON
     assert not launcher.restartable and launcher.restart_refusal == OPAQUE_REASON
-    plan = inject(launcher, endpoint_url=URL, session_id=SID)
-    assert plan == plain_plan(launcher)
+    assert launcher_error(inject, launcher, endpoint_url=URL, session_id=SID).reason == "unconnectable"
+    plan = plain_plan(launcher)
     assert plan.argv == ("/bin/sh", "-c", "cd ~/src && claude --foo") and plan.env_add == {"A": "1"}
     assert not plan.connectable and plan.reason == OPAQUE_REASON and plan.token_env is None
     err = launcher_error(resume_plan, launcher, SID, endpoint_url=URL)
@@ -595,3 +595,39 @@ def test_which_plan_a_launch_runs_is_the_core_s() -> None:
         launch_plan(plain, connect=True, session=None, endpoint_url=url, fresh_session_id=fresh)
     assert refused.value.reason == "unconnectable" and str(refused.value).startswith("plain cannot be connected: ")
     assert launch_plan(plain, connect=False, session=None, endpoint_url=url, fresh_session_id=fresh).argv == ("bash",)
+
+
+def test_a_launch_is_connected_when_its_preset_gives_a_scope_or_it_launches_control() -> None:
+    """Claim (issue 24: was ``bool(scopes or control)`` in connectd/agents/launch.py, ``bool(scopes)``
+    in launch_here.py): a control launch is connected even with the Off preset."""
+    from connectcore.launchers import connects
+
+    assert connects(scopes_given=True, control=False)
+    assert connects(scopes_given=False, control=True)
+    assert connects(scopes_given=True, control=True)
+    assert not connects(scopes_given=False, control=False)
+
+
+def test_only_a_process_inside_the_pane_may_ask_for_a_here_plan() -> None:
+    """Claim (issue 24: was decided in connectd/agents/launch_here.py): a ``--here`` caller is refused
+    unless the pane lives and the caller's ancestry reaches the pane's process."""
+    from connectcore.launchers import HereRefusal, here_caller_refusal
+
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[300, 200, 100, 1]) is None
+    assert here_caller_refusal("%4", 100, pane_root=100, ancestry=[100, 1]) is None  # the pane's own process
+    assert here_caller_refusal("%4", 300, pane_root=None, ancestry=[300, 100]) == HereRefusal(
+        "unknown_target", "no live pane %4"
+    )
+    outside = HereRefusal("not_in_pane", "process 300 does not run inside %4")
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[300, 200, 1]) == outside  # another pane's
+    assert here_caller_refusal("%4", 300, pane_root=100, ancestry=[]) == outside  # gone
+
+
+def test_a_here_supervisor_may_report_only_its_own_child() -> None:
+    """Claim (issue 24: was decided in connectd/agents/launch_here.py)."""
+    from connectcore.launchers import HereRefusal, here_child_refusal
+
+    assert here_child_refusal(301, parent=300, supervisor=300) is None
+    refused = HereRefusal("not_in_pane", "process 301 is not the supervisor's child")
+    assert here_child_refusal(301, parent=200, supervisor=300) == refused  # a grandchild, or a stranger
+    assert here_child_refusal(301, parent=None, supervisor=300) == refused  # gone

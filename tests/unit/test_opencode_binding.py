@@ -216,3 +216,34 @@ def test_an_opencode_launch_is_never_ready_for_a_message_while_it_binds() -> Non
     assert OC.ready_for_message(True, binding=False)
     assert not OC.ready_for_message(True, binding=True)
     assert not OC.ready_for_message(False, binding=False)
+
+
+def _screen(name: str) -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "opencode" / "1.18.33" / name).read_text()
+
+
+def test_a_session_counts_as_shown_once_the_tui_left_its_home_screen_in_time_and_still_shows_it() -> None:
+    """Claim (issue 24: was decided in connectd/agents/launch.py's capture loop): the daemon looks every
+    ``SHOWN_LOOK_EVERY`` s; the TUI must leave its home screen within ``SHOWN_WAIT`` s and, after
+    ``SHOWN_SETTLE`` s, still show the session; a capture that ends after the wait does not count."""
+    home, session = _screen("01_idle_empty_80.txt"), _screen("02_draft_oneline_80.txt")
+    again = OC.ShownLook(None, OC.SHOWN_LOOK_EVERY)
+    assert OC.shown_look(home, elapsed=0.0, settling=False) == again
+    assert OC.shown_look(session, elapsed=3.0, settling=False) == OC.ShownLook(None, OC.SHOWN_SETTLE, settling=True)
+    assert OC.shown_look(session, elapsed=OC.SHOWN_WAIT, settling=False).settling  # at the wait's end: in time
+    assert OC.shown_look(session, elapsed=OC.SHOWN_WAIT + 0.01, settling=False) == OC.ShownLook(False)  # too late
+    assert OC.shown_look(home, elapsed=OC.SHOWN_WAIT - OC.SHOWN_LOOK_EVERY - 0.01, settling=False) == again
+    assert OC.shown_look(home, elapsed=OC.SHOWN_WAIT - OC.SHOWN_LOOK_EVERY, settling=False) == OC.ShownLook(False)
+    assert OC.shown_look(session, elapsed=99.0, settling=True) == OC.ShownLook(True)  # the settled look
+    assert OC.shown_look(home, elapsed=8.0, settling=True) == OC.ShownLook(False)  # back home: lost
+    assert (OC.SHOWN_WAIT, OC.SHOWN_SETTLE, OC.SHOWN_LOOK_EVERY) == (15.0, 5.0, 0.2)
+
+
+def test_a_selected_session_binds_only_if_shown() -> None:
+    """Claim (issue 24, R9): what counts as bound for an OpenCode launch."""
+    assert OC.bind_result(SES, shown=True) == SES
+    assert OC.bind_result(SES, shown=False) is OC.Refusal.NOT_SHOWN
+    assert OC.bind_result(OC.Refusal.FOREIGN_LISTENER, shown=True) is OC.Refusal.FOREIGN_LISTENER
+    assert OC.bind_result(OC.Refusal.NO_LISTENER, shown=False) is OC.Refusal.NO_LISTENER

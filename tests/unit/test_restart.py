@@ -999,3 +999,34 @@ def test_the_restartability_rule_refuses_in_order_and_names_each_reason() -> Non
     no_exit = copy(claude, exit_command=None)
     assert reason(launcher=no_exit) == ("not_restartable", no_exit.restart_refusal)
     assert reason(session=None)[0] == "ambiguous_binding"
+
+
+def test_a_restart_resumes_in_the_launch_s_directory_else_the_pane_s() -> None:
+    """Claim (issue 24: was ``launch.cwd or record.cwd`` in connectd/agents/restart_to_connect.py)."""
+    from connectcore.restart import restart_cwd
+
+    assert restart_cwd("/home/u/launched", "/home/u/now") == "/home/u/launched"
+    assert restart_cwd("", "/home/u/now") == "/home/u/now"
+    assert restart_cwd(None, "/home/u/now") == "/home/u/now"
+
+
+@pytest.mark.parametrize(
+    ("dead", "pane_pid", "start", "exited_here", "expected"),
+    [
+        (False, 100, 5, False, False),  # a live process of its own
+        (True, 100, 5, False, True),  # tmux keeps it dead (remain-on-exit)
+        (False, None, None, False, True),  # no process listed
+        (False, 0, 5, False, True),
+        (False, 100, None, False, True),  # no start time of its own: gone, or a reused pid
+        (False, 100, 0, False, True),
+        (False, 100, 5, True, True),  # a --here supervisor lives on, its agent exited
+    ],
+)
+def test_a_dead_pane_is_one_rule_for_observing_and_recovery(
+    dead: bool, pane_pid: int | None, start: int | None, exited_here: bool, expected: bool
+) -> None:
+    """Claim (issue 24: two definitions in connectd/agents/restart_to_connect.py, recovery's without
+    the start time): the pane's agent process is dead to a restart by one rule."""
+    from connectcore.restart import pane_dead
+
+    assert pane_dead(dead=dead, pane_pid=pane_pid, process_start=start, agent_exited_here=exited_here) is expected

@@ -129,23 +129,21 @@ class Launches:
             port=server.port, password=server.password, directory=directory, pane_pid=pane_pid,
             run_sync=self.engine.run_sync,
         )
-        if not isinstance(found, OC.Refusal) and not await self._shown(key[0]):
-            found = OC.Refusal.NOT_SHOWN
+        if not isinstance(found, OC.Refusal):  # a session was selected: whether it binds is the core's
+            found = OC.bind_result(found, shown=await self._shown(key[0]))
         await self._bound(key, found)
 
     async def _shown(self, pane_id: str) -> bool:
-        """Whether the TUI left its home screen after the selection (within ``OC.SHOWN_WAIT`` seconds)
-        and, ``OC.SHOWN_SETTLE`` seconds later, still shows the session."""
-        shown = False
-        with anyio.move_on_after(OC.SHOWN_WAIT):
-            while not shown:
-                shown = not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
-                if not shown:
-                    await anyio.sleep(0.2)
-        if not shown:
-            return False
-        await anyio.sleep(OC.SHOWN_SETTLE)
-        return not OC.shows_home_screen((await self.engine.tmux.capture(pane_id)).text)
+        """Whether the TUI shows the session selected: the pane is captured when the core says, and
+        the core judges each capture (:func:`connectcore.opencode_binding.shown_look`)."""
+        began, settling = anyio.current_time(), False
+        while True:
+            text = (await self.engine.tmux.capture(pane_id)).text
+            look = OC.shown_look(text, elapsed=anyio.current_time() - began, settling=settling)
+            if look.shown is not None:
+                return look.shown
+            settling = look.settling
+            await anyio.sleep(look.after)
 
     def binding_pending(self, pane_id: str, incarnation: str) -> bool:
         """This launch serves for its binding and the binding has not ended yet (due, or running)."""
@@ -209,7 +207,7 @@ class Launches:
         if control:  # one control at a time: refused before any window opens
             hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
         plan, token, env_all, server = launch_plan(
-            engine, launcher, launcher_name, connect=bool(scopes or control), session=session, extra_env=extra_env
+            engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=control), session=session, extra_env=extra_env
         )
         target_session = tmux_session or await self._default_tmux_session()
         pane_id = await engine.tmux.new_window(target_session, plan.argv, cwd, env_all)

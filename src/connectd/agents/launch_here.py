@@ -19,18 +19,20 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from connectcore import grants
 from connectcore import hub as H
+from connectcore import launchers as L
 from connectcore.effects import Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectd.agents.launch import Server, launch_plan
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.tmux import procfs
+from connectd.tmux.adapter import PaneInfo
 
 if TYPE_CHECKING:
     from connectd.daemon.parts import Engine
@@ -58,6 +60,34 @@ class HerePending:
     server: Server | None = None  # the launch's own server, for its session binding (OpenCode)
 
 
+@dataclass
+class HerePanes:
+    """The ``--here`` panes this daemon knows of (in memory only; the engine's ``here``). The watcher
+    is given :meth:`effective` explicitly, so it reads a held pane's incarnation as the child's."""
+
+    #: pane -> (supervisor pid, child pid, child start time) while the supervisor's agent child lives
+    held: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    #: plans handed to supervisors that have not named their child yet, by (pane, supervisor pid)
+    pending: dict[tuple[str, int], HerePending] = field(default_factory=dict)
+    #: pane -> supervisor pid, between its agents too
+    supervisors: dict[str, int] = field(default_factory=dict)
+    #: pane -> a restart's plan (and its environment) handed to its supervisor
+    relaunch: dict[str, tuple[HerePending, dict[str, str]]] = field(default_factory=dict)
+
+    def effective(self, info: PaneInfo) -> PaneInfo:
+        """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
+        process life (pid and start time), so the agent's exit ends it while the shell lives on."""
+        held = self.held.get(info.pane_id)
+        if held is None:
+            return info
+        supervisor, child, start = held
+        stat = procfs.read_stat(child)
+        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.exited:
+            del self.held[info.pane_id]
+            return info
+        return replace(info, pane_pid=child, process_start_time=start)
+
+
 async def plan(
     engine: Engine, launcher_name: str, preset: Preset, *, cwd: str, pane_id: str, supervisor: int,
     session: str | None = None, extra_env: Mapping[str, str] | None = None,
@@ -74,11 +104,11 @@ async def plan(
     scopes = PRESET_SCOPES[preset]
     grants.check_grantable(scopes, engine.hub.book.cap)
     plan, token, env_all, server = launch_plan(
-        engine, launcher, launcher_name, connect=bool(scopes), session=session, extra_env=extra_env
+        engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
     )
-    for key in [k for k in engine.watcher.here_pending if not procfs.alive(k[1])]:
-        del engine.watcher.here_pending[key]  # plans whose supervisor died before naming its child
-    engine.watcher.here_pending[(pane_id, supervisor)] = HerePending(
+    for key in [k for k in engine.here.pending if not procfs.alive(k[1])]:
+        del engine.here.pending[key]  # plans whose supervisor died before naming its child
+    engine.here.pending[(pane_id, supervisor)] = HerePending(
         launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
         extra_env=tuple(sorted((extra_env or {}).items())), server=server,
     )
@@ -88,28 +118,31 @@ async def plan(
 async def _check_inside(engine: Engine, pane_id: str, pid: int) -> int:
     """The pane's root process pid, if ``pid`` runs inside that pane; else refused."""
     root = next((i.pane_pid for i in await engine.tmux.list_panes() if i.pane_id == pane_id and i.pane_pid), None)
-    if root is None:
-        raise EngineError("unknown_target", f"no live pane {pane_id}")
-    if root not in await engine.run_sync(procfs.ancestry, pid):
-        raise EngineError("not_in_pane", f"process {pid} does not run inside {pane_id}")
+    ancestry = await engine.run_sync(procfs.ancestry, pid) if root is not None else []
+    refusal = L.here_caller_refusal(pane_id, pid, pane_root=root, ancestry=ancestry)  # the core's rule
+    if refusal is not None:
+        raise EngineError(refusal.reason, refusal.problem)
+    assert root is not None
     return root
 
 
 async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> dict[str, Any]:
     """The supervisor started its child (held before exec): the pane's incarnation is now the child's
     process life. Record the launch, issue the token, and let the child run."""
-    pending = engine.watcher.here_pending.pop((pane_id, supervisor), None)
+    pending = engine.here.pending.pop((pane_id, supervisor), None)
     if pending is None:
         raise EngineError("no_plan", f"no --here plan for process {supervisor} in {pane_id}")
     await _check_inside(engine, pane_id, supervisor)
     stat = await engine.run_sync(procfs.read_stat, child)
-    if stat is None or stat.ppid != supervisor:
-        raise EngineError("not_in_pane", f"process {child} is not the supervisor's child")
-    engine.watcher.here[pane_id] = (supervisor, child, stat.start_time)
-    engine.watcher.here_supervisors[pane_id] = supervisor
+    refusal = L.here_child_refusal(child, parent=stat.ppid if stat is not None else None, supervisor=supervisor)
+    if refusal is not None:
+        raise EngineError(refusal.reason, refusal.problem)
+    assert stat is not None
+    engine.here.held[pane_id] = (supervisor, child, stat.start_time)
+    engine.here.supervisors[pane_id] = supervisor
     info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
     if info is None or incarnation is None or info.pane_pid != child:
-        engine.watcher.here.pop(pane_id, None)
+        engine.here.held.pop(pane_id, None)
         raise EngineError("launch_failed", f"the agent in {pane_id} exited at once")
     if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn_here)
         return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
@@ -141,26 +174,26 @@ async def next_plan(engine: Engine, pane_id: str, supervisor: int, wait: float =
     await _check_inside(engine, pane_id, supervisor)
     waited = 0.0
     while H.restart_of_pane(engine.hub, pane_id) is not None and waited < wait:
-        handed = engine.watcher.here_relaunch.pop(pane_id, None)
+        handed = engine.here.relaunch.pop(pane_id, None)
         if handed is not None:
             pending, env = handed
-            engine.watcher.here_pending[(pane_id, supervisor)] = pending
+            engine.here.pending[(pane_id, supervisor)] = pending
             return {"relaunch": True, "argv": list(pending.argv), "env": env, "cwd": pending.cwd}
         await anyio.sleep(0.1)
         waited += 0.1
-    engine.watcher.here_supervisors.pop(pane_id, None)
+    engine.here.supervisors.pop(pane_id, None)
     return {"relaunch": False}
 
 
 def is_here(engine: Engine, pane_id: str) -> bool:
     """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
-    supervisor = engine.watcher.here_supervisors.get(pane_id)
+    supervisor = engine.here.supervisors.get(pane_id)
     return supervisor is not None and procfs.alive(supervisor)
 
 
 def waiting(engine: Engine, pane_id: str) -> bool:
     """The supervisor lives but its agent has exited: to a restart, the agent's process is dead."""
-    return is_here(engine, pane_id) and pane_id not in engine.watcher.here
+    return is_here(engine, pane_id) and pane_id not in engine.here.held
 
 
 async def respawn_here(engine: Engine, effect: Respawn) -> None:
@@ -170,10 +203,10 @@ async def respawn_here(engine: Engine, effect: Respawn) -> None:
     launcher = engine.launchers[record.launcher]
     pending = HerePending(record.launcher, launcher.harness, frozenset(), None, record.session_id, effect.cwd,
                           tuple(effect.argv), relaunch=True)
-    engine.watcher.here.pop(effect.pane_id, None)
-    engine.watcher.here_relaunch[effect.pane_id] = (pending, dict(effect.env))
+    engine.here.held.pop(effect.pane_id, None)
+    engine.here.relaunch[effect.pane_id] = (pending, dict(effect.env))
     with anyio.fail_after(RELAUNCH_WAIT):
-        while effect.pane_id not in engine.watcher.here:
+        while effect.pane_id not in engine.here.held:
             await anyio.sleep(0.05)
 
 

@@ -97,7 +97,7 @@ class Restarts:
                 launcher=launcher.name,
                 exit_command=launcher.exit_command,
                 resume_argv=plan.argv,
-                cwd=launch.cwd or record.cwd,
+                cwd=R.restart_cwd(launch.cwd, record.cwd),
                 env={**plan.env_add, plan.token_env: token},
             ),
             self.limits,
@@ -242,8 +242,9 @@ class Restarts:
         info = next((p for p in await engine.tmux.list_panes() if p.pane_id == record.pane_id), None)  # reaps first
         if info is None:
             return None
-        info = engine.watcher._effective(info)  # a --here pane: its agent child's process life
-        if info.dead or not info.pane_pid or not info.process_start_time or here.waiting(engine, record.pane_id):
+        info = engine.here.effective(info)  # a --here pane: its agent child's process life
+        if R.pane_dead(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time,
+                       agent_exited_here=here.waiting(engine, record.pane_id)):
             return R.PaneObserved(now=engine.clock(), pane_id=record.pane_id, incarnation=record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
         capture = await engine.tmux.capture(record.pane_id)
         reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
@@ -260,7 +261,8 @@ class Restarts:
         info = next((p for p in await self.engine.tmux.list_panes() if p.pane_id == pane_id), None)  # reaps first
         if info is None:
             return R.PaneCondition.GONE
-        dead = info.dead or not info.pane_pid or here.waiting(self.engine, pane_id)
+        dead = R.pane_dead(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time,
+                           agent_exited_here=here.waiting(self.engine, pane_id))
         return R.PaneCondition.DEAD if dead else R.PaneCondition.LIVE
 
     def _fresh_env(self, state: R.Restart) -> dict[str, str] | None:

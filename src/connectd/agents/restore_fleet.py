@@ -20,7 +20,6 @@ from starlette.routing import BaseRoute, Route
 from connectcore import directory as D
 from connectcore import grants
 from connectcore.effects import Audit
-from connectcore.grants import Preset
 from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
     launched = []
     for item in plan["items"]:
         session = (item["harness"], item["session_id"])
-        preset = grants.preset_of(grants.session_scopes(engine.hub.book, session)) or Preset.OFF
+        preset = grants.restored_preset(engine.hub.book, session)
         control = hub_acts.control_to_restore(engine.hub.book, session)  # a lost control comes back as control
         result = await engine.launches.launch(
             item["harness"], preset=preset, cwd=item["cwd"], session=item["session_id"], control=control

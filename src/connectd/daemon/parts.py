@@ -36,6 +36,7 @@ from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
+from connectd.agents.launch_here import HerePanes
 from connectd.agents.restart_to_connect import Restarts
 from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
@@ -127,7 +128,8 @@ class Engine:
         self.interpreter = Interpreter(self)
         self.runner.interpreter = self.interpreter
         self.subscribers = Subscribers()
-        self.watcher = Watcher(self)
+        self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
+        self.watcher = Watcher(self, effective=self.here.effective)
         self.delivery = Delivery(self)
         self.acts_io = ActsIO(self)
         self.launches = Launches(self)

@@ -91,7 +91,7 @@ def alive(info: PaneInfo) -> bool:
 
 
 class Watcher:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, effective: Callable[[PaneInfo], PaneInfo] = lambda info: info) -> None:
         self.engine = engine
         self.directory = D.Directory()
         self.panes: dict[str, PaneState] = {}
@@ -114,12 +114,9 @@ class Watcher:
         self.facts = FactsCache(retry=engine.timing.bind)
         self._codex_tried: dict[str, float] = {}
         self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
-        # ``connectd launch --here``: pane -> (supervisor pid, child pid, child start time), and the
-        # plans handed to supervisors that have not named their child yet.
-        self.here: dict[str, tuple[int, int, int]] = {}
-        self.here_pending: dict[tuple[str, int], Any] = {}
-        self.here_supervisors: dict[str, int] = {}  # pane -> supervisor pid, between its agents too
-        self.here_relaunch: dict[str, Any] = {}  # pane -> a restart's plan handed to its supervisor
+        # ``connectd launch --here`` (given by its part, connectd.agents.launch_here.HerePanes): a pane
+        # whose supervisor holds an agent child, as the child's process life
+        self._effective = effective
 
     # --- the control-mode reader and history liveness -------------------------------------------
 
@@ -201,19 +198,6 @@ class Watcher:
             if info.pane_id == pane_id:
                 return info, token_of(info)
         return None, None
-
-    def _effective(self, info: PaneInfo) -> PaneInfo:
-        """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
-        process life (pid and start time), so the agent's exit ends it while the shell lives on."""
-        held = self.here.get(info.pane_id)
-        if held is None:
-            return info
-        supervisor, child, start = held
-        stat = procfs.read_stat(child)
-        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.exited:
-            del self.here[info.pane_id]
-            return info
-        return replace(info, pane_pid=child, process_start_time=start)
 
     # --- list-panes: the source of truth ----------------------------------------------------------
 
