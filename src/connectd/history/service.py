@@ -22,6 +22,7 @@ from connectcore.history import (
     LIMIT_DEFAULT,
     Harness,
     HistoryError,
+    LivenessSnapshot,
     LivenessView,
     PaneBinding,
     RestorePlan,
@@ -29,8 +30,10 @@ from connectcore.history import (
     SessionNotFound,
     check_limit,
     check_readable,
+    claimed,
     expunge_refusal,
     iso_utc,
+    liveness_view,
     parse_harness,
     project,
     query_terms,
@@ -40,7 +43,7 @@ from connectcore.history import (
 )
 from connectcore.history import SessionRunning as SessionRunning  # re-exported: the core decides it
 from connectd.history.index import HistoryIndex, IndexReport, Progress
-from connectd.history.liveness import LivenessProbe, LivenessSnapshot, ProcFS, tmux_pane_pids
+from connectd.history.liveness import LivenessProbe, ProcFS, tmux_pane_pids
 from connectd.history.parsers import MAX_LINE_BYTES
 from connectd.history.repos import repo_of
 
@@ -224,7 +227,7 @@ class HistoryService:
             (self.index.get(r.entry.harness, r.entry.session_id) or r.entry, r.matched_terms) for r in ranked
         ]
         snap = self._liveness((e for e, _ in found), pane_pids)
-        return [project(e, snap.view(e), terms) for e, terms in found]
+        return [project(e, liveness_view(snap, e), terms) for e, terms in found]
 
     def get_session(
         self,
@@ -239,7 +242,7 @@ class HistoryService:
         entry = self._entry(harness, session_id, catch_up=catch_up)
         check_readable(entry, allowed_repos)
         snap = self._liveness([entry], pane_pids)
-        return project(entry, snap.view(entry))
+        return project(entry, liveness_view(snap, entry))
 
     # -- owner-facing ------------------------------------------------------------------------------
 
@@ -248,7 +251,7 @@ class HistoryService:
         return self._entry(harness, session_id, catch_up=catch_up, with_prompts=True)
 
     def liveness_of(self, entry: SessionEntry, pane_pids: Mapping[int, str] | None = None) -> LivenessView:
-        return self._liveness([entry], pane_pids).view(entry)
+        return liveness_view(self._liveness([entry], pane_pids), entry)
 
     def _entry(
         self, harness: str | Harness, session_id: str, *, catch_up: bool, with_prompts: bool = False
@@ -294,7 +297,7 @@ class HistoryService:
         """
         entry = self._entry(harness, session_id, catch_up=True)
         snap = self._liveness([entry], pane_pids)
-        running = snap.running(entry.harness, entry.session_id) is not None
+        running = entry.key in claimed(snap, [entry.key])
         paths = list(self.index.files_of(entry.harness, entry.session_id))
         children = self.index.children(entry.harness, entry.session_id)
         extra_dirs: list[str] = []
@@ -379,9 +382,7 @@ class HistoryService:
                 entries[e.key] = e
         existing = frozenset(e.cwd for e in entries.values() if e.cwd and os.path.isdir(e.cwd))
         snap = self._liveness(entries.values(), pane_pids)
-        # A live process that claims the session, verified or not, is left alone: relaunching it would
-        # run the same conversation twice.
-        running = frozenset(k for k in entries if snap.running(*k) is not None)
+        running = claimed(snap, entries)
         return select_restorable(bindings, entries, existing_dirs=existing, running=running)
 
 
