@@ -435,6 +435,16 @@ def expunge_refusal(
     return None
 
 
+def expunged_sessions(
+    session_id: str, children: Sequence[str], files_of: Mapping[str, Iterable[str]], kept: Iterable[str]
+) -> list[str]:
+    """Whose entries an expunge removes, the session's first, then its subagents' in order: each one
+    none of whose transcripts (``files_of``) was kept (``kept``: could not be deleted). An entry stays
+    while a transcript of it is still there."""
+    kept = set(kept)
+    return [sid for sid in (session_id, *children) if not set(files_of.get(sid, ())) & kept]
+
+
 def is_human_prompt(text: str) -> bool:
     """True for text the human (or, for a headless run or subagent, the caller) sent; False for
     injections, and for a message connect delivered (its provenance line first: a peer's text)."""
