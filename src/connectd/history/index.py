@@ -11,13 +11,10 @@ other change reparses the file. A transcript that disappears keeps its entry, ma
 watcher saw change, without scanning the roots; large passes read in worker processes
 (:mod:`connectd.history.reader`).
 
-Tables: ``entries`` (one row per session, keyed by harness and session id, with the searchable text in
-``f_*`` columns and their lengths in words in ``n_*``; ``entries_rank`` covers what ranking reads),
-``postings`` (one row per word and entry with the word's count per field, keyed by word: a word's
-document frequency is the length of its run), ``totals`` (N and words per field, kept by triggers),
-``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles`` (Codex's
-``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode. Searches score
-every admitted candidate in SQL and hand the few that can make the top to ``connectcore.history.rank``.
+The tables and the SQL are :mod:`connectd.history.schema`, the inverted index's writes
+:mod:`connectd.history.postings`, which transcripts there are :mod:`connectd.history.discover`. The
+file is created 0600 in a 0700 directory, in WAL mode. Searches score every admitted candidate in SQL
+and hand the few that can make the top to ``connectcore.history.rank``.
 """
 
 from __future__ import annotations
@@ -34,15 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import orjson
-
 from connectcore.history import (
     BM25_K1,
     FIELD_B,
     FIELD_WEIGHTS,
     RECENCY_FLOOR,
     RECENCY_HALF_LIFE_S,
-    TERM_MAX_CHARS,
     Candidate,
     CorpusStats,
     Entrypoint,
@@ -52,8 +46,8 @@ from connectcore.history import (
     SessionEntry,
     TranscriptFacts,
     idf,
-    tokens,
 )
+from connectd.history.discover import discover
 from connectd.history.parsers import (
     MAX_LINE_BYTES,
     Skip,
@@ -61,14 +55,11 @@ from connectd.history.parsers import (
     accumulator_for,
     read_codex_titles,
 )
+from connectd.history.postings import Postings
 from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext, unpack_state
 from connectd.history.repos import RepoResolver
 from connectd.history.rows import (
-    ENTRY_COLUMNS,
-    LENGTH_COLUMNS,
-    OTHER_FIELDS,
     ROW_COLUMNS,
-    TEXT_COLUMNS,
     assemble,
     decode_prompts,
     entry_values,
@@ -76,147 +67,31 @@ from connectd.history.rows import (
     prompt_term_counts,
     stored_texts,
 )
+from connectd.history.schema import (
+    BULK_ENTRY,
+    BULK_FILE,
+    BULK_POSTINGS,
+    COLUMNS,
+    ENTRY_SQL,
+    LENGTHS,
+    SCHEMA_VERSION,
+    TFS,
+    Key,
+    create_schema,
+    marks,
+    remove_db,
+)
 
-SCHEMA_VERSION = "5"  # 5: a delivered message is neither a prompt nor a title
 DB_NAME = "history.db"
 _BATCH_FILES = 500
 #: A full build is written here, then copied into ``DB_NAME`` in one transaction.
 BUILD_SUFFIX = ".build"
 
-_COLUMNS = dict(zip(Field, TEXT_COLUMNS, strict=True))
-_LENGTHS = dict(zip(Field, LENGTH_COLUMNS, strict=True))
-_TFS = tuple(f"t_{f.value}" for f in Field)
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries(
-  id INTEGER PRIMARY KEY,
-  harness TEXT NOT NULL,
-  session_id TEXT NOT NULL,
-  repo TEXT NOT NULL,
-  cwd TEXT NOT NULL,
-  title TEXT NOT NULL,
-  branches TEXT NOT NULL,
-  prs TEXT NOT NULL,
-  started REAL,
-  last_active REAL,
-  entrypoint TEXT NOT NULL,
-  parent_session_id TEXT,
-  resume_argv TEXT,
-  source_path TEXT NOT NULL,
-  source_missing INTEGER NOT NULL,
-  {", ".join(f"{c} INTEGER NOT NULL" for c in _LENGTHS.values())},
-  {", ".join(f"{c} TEXT NOT NULL" for c in _COLUMNS.values())},
-  UNIQUE(harness, session_id)
-);
-CREATE INDEX IF NOT EXISTS entries_scope ON entries(repo, entrypoint);
-CREATE INDEX IF NOT EXISTS entries_recent ON entries(last_active);
-CREATE INDEX IF NOT EXISTS entries_parent ON entries(harness, parent_session_id);
--- What ranking reads per candidate, without touching the wide rows.
-CREATE INDEX IF NOT EXISTS entries_rank ON entries(
-  id, entrypoint, repo, last_active, {", ".join(_LENGTHS.values())}
-);
--- The inverted index: one row per (term, entry) with the term's frequency in each field, in Field order.
--- A term's document frequency is the length of its run of rows (counted when a query needs it).
-CREATE TABLE IF NOT EXISTS postings(
-  term TEXT NOT NULL, doc INTEGER NOT NULL,
-  {", ".join(f"{c} INTEGER NOT NULL" for c in _TFS)},
-  PRIMARY KEY(term, doc)
-) WITHOUT ROWID;
--- Corpus totals (entries, words per field), kept by triggers: BM25's N and average field lengths.
-CREATE TABLE IF NOT EXISTS totals(
-  id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL,
-  {", ".join(f"s_{f.value} INTEGER NOT NULL" for f in Field)}
-);
-INSERT OR IGNORE INTO totals VALUES (1, 0, {", ".join("0" for _ in Field)});
-CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
-  UPDATE totals SET n = n + 1, {", ".join(f"s_{f.value} = s_{f.value} + new.n_{f.value}" for f in Field)};
-END;
-CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
-  UPDATE totals SET n = n - 1, {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value}" for f in Field)};
-END;
-CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE ON entries BEGIN
-  UPDATE totals SET {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value} + new.n_{f.value}" for f in Field)};
-END;
-CREATE TABLE IF NOT EXISTS files(
-  path TEXT PRIMARY KEY,
-  harness TEXT NOT NULL,
-  session_id TEXT,
-  size INTEGER NOT NULL,
-  mtime_ns INTEGER NOT NULL,
-  inode INTEGER NOT NULL,
-  offset INTEGER NOT NULL,
-  head TEXT NOT NULL,
-  head_len INTEGER NOT NULL,
-  missing INTEGER NOT NULL DEFAULT 0,
-  skipped INTEGER NOT NULL DEFAULT 0,
-  last_skip TEXT,
-  state BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS files_session ON files(harness, session_id);
-CREATE TABLE IF NOT EXISTS codex_titles(
-  session_id TEXT PRIMARY KEY, title TEXT NOT NULL, updated_at TEXT NOT NULL
-);
-"""
-
-_DROP = """
-DROP TRIGGER IF EXISTS entries_ai; DROP TRIGGER IF EXISTS entries_ad; DROP TRIGGER IF EXISTS entries_au;
-DROP TABLE IF EXISTS fts_row; DROP TABLE IF EXISTS fts_inst; DROP TABLE IF EXISTS entries_fts;
-DROP TABLE IF EXISTS postings; DROP TABLE IF EXISTS terms; DROP TABLE IF EXISTS totals;
-DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS codex_titles;
-DROP TABLE IF EXISTS meta;
-"""
-
-_ENTRY_COLUMNS = ", ".join(ENTRY_COLUMNS)
-
 Progress = Callable[[int, int], None]
-Key = tuple[Harness, str]
 
 
 class IndexError_(Exception):
     """The index file cannot be used (wrong schema version from a newer build, not a database)."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Discovery
-# ---------------------------------------------------------------------------------------------------
-
-
-def _scandir(path: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def _transcript(name: str, prefix: str = "") -> bool:
-    return name.endswith(".jsonl") and name.startswith(prefix) and not name.startswith("agent-acompact")
-
-
-def discover(claude_root: Path, codex_root: Path) -> Iterator[tuple[Harness, str]]:
-    """Every transcript under the two roots, as (harness, path)."""
-    join = os.path.join
-    for project in _scandir(join(claude_root, "projects")):
-        if not project.is_dir(follow_symlinks=False):
-            continue
-        for item in _scandir(project.path):
-            if _transcript(item.name) and item.is_file(follow_symlinks=False):
-                yield Harness.CLAUDE, item.path
-            elif item.is_dir(follow_symlinks=False):
-                for sub in _scandir(join(item.path, "subagents")):
-                    if _transcript(sub.name, "agent-") and sub.is_file(follow_symlinks=False):
-                        yield Harness.CLAUDE, sub.path
-    for top in ("sessions", "archived_sessions"):
-        stack = [(join(codex_root, top), 0)]
-        while stack:
-            d, depth = stack.pop()
-            for item in _scandir(d):
-                if item.is_dir(follow_symlinks=False):
-                    if depth < 4:
-                        stack.append((item.path, depth + 1))
-                elif item.name.startswith("rollout-") and item.name.endswith(".jsonl"):
-                    yield Harness.CODEX, item.path
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -349,7 +224,7 @@ class HistoryIndex:
                 raise IndexError_(f"{self.path} is not a usable SQLite database: {exc}") from exc
             with self._tx() as db:
                 # Derived data: an index from another schema version is rebuilt, never migrated.
-                _create_schema(db, reset=row is not None and row[0] != SCHEMA_VERSION)
+                create_schema(db, reset=row is not None and row[0] != SCHEMA_VERSION)
 
     def _has_table(self, name: str) -> bool:
         return (
@@ -418,7 +293,7 @@ class HistoryIndex:
         dirty: set[Key] = set()
         batch: list[FileResult] = []
         with self._lock:
-            post = _Postings(self._db)
+            post = Postings(self._db)
         for i, result in enumerate(Readers(workers).read(jobs)):
             batch.append(result)
             if len(batch) >= _BATCH_FILES:
@@ -519,7 +394,7 @@ class HistoryIndex:
         new one, which SQLite names as a way to corrupt a database.
         """
         build = self.path.with_name(self.path.name + BUILD_SUFFIX)
-        _remove_db(build)
+        remove_db(build)
         os.close(os.open(build, os.O_RDWR | os.O_CREAT, 0o600))
         try:
             db = sqlite3.connect(build, isolation_level=None)
@@ -536,7 +411,7 @@ class HistoryIndex:
             finally:
                 db.close()
         finally:
-            _remove_db(build)
+            remove_db(build)
         report.entries_removed = len(old - report.changed)
         report.changed |= old  # whoever read an entry of the old index reads it again
         if progress is not None:
@@ -596,8 +471,8 @@ class HistoryIndex:
                     (chunks, r.postings),
                 )
             if done % _BATCH_FILES == 0 or done == total:
-                db.executemany(_BULK_FILE, files)
-                db.executemany(_BULK_ENTRY, entries)
+                db.executemany(BULK_FILE, files)
+                db.executemany(BULK_ENTRY, entries)
                 files, entries = [], []
                 if progress is not None and done < total:
                     progress(done, total)
@@ -613,7 +488,7 @@ class HistoryIndex:
         db.execute("PRAGMA synchronous=OFF")
         db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
         db.execute("BEGIN")
-        _create_schema(db, reset=False)
+        create_schema(db, reset=False)
         self._update_codex_titles(db, codex_root, report)
         return RowContext({str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")})
 
@@ -623,13 +498,13 @@ class HistoryIndex:
         """The staged postings written in key order, a session's later transcripts' documents dropped,
         the sessions with several transcripts built again from all of them; committed."""
         db.execute("CREATE INDEX temp.bulk_key ON bulk(word, chunk)")
-        db.execute(_BULK_POSTINGS)
+        db.execute(BULK_POSTINGS)
         db.execute("DROP TABLE temp.bulk")
         if orphans:
             db.execute("DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),))
         report.changed |= set(docs)
         if again:
-            post = _Postings(db)
+            post = Postings(db)
             self._rebuild(db, again, report, RepoResolver(), post)
             post.flush()
         report.entries_written = len(docs)
@@ -642,7 +517,7 @@ class HistoryIndex:
         dirty: set[Key],
         report: IndexReport,
         resolver: RepoResolver,
-        post: _Postings,
+        post: Postings,
     ) -> None:
         with self._tx() as db:
             keys: set[Key] = set()
@@ -774,7 +649,7 @@ class HistoryIndex:
         keys: Iterable[Key],
         report: IndexReport,
         resolver: RepoResolver,
-        post: _Postings,
+        post: Postings,
         fresh: Mapping[str, FileResult] | None = None,
     ) -> None:
         fresh = fresh or {}
@@ -827,10 +702,10 @@ class HistoryIndex:
             report.entries_written += 1
 
     def _delete_entry(
-        self, db: sqlite3.Connection, harness: Harness, session_id: str, post: _Postings
+        self, db: sqlite3.Connection, harness: Harness, session_id: str, post: Postings
     ) -> int:
         old = db.execute(
-            f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
+            f"SELECT id, {', '.join(COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
             (harness.value, session_id),
         ).fetchone()
         if old is None:
@@ -843,7 +718,7 @@ class HistoryIndex:
         self,
         db: sqlite3.Connection,
         entry: SessionEntry,
-        post: _Postings,
+        post: Postings,
         prompt_terms: tuple[int, bytes] | None = None,
     ) -> None:
         texts, stored = stored_texts(entry)
@@ -855,7 +730,7 @@ class HistoryIndex:
         old = None
         if not post.empty_at_start or entry.key in post.written:
             old = db.execute(
-                f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
+                f"SELECT id, {', '.join(COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
                 (entry.harness.value, entry.session_id),
             ).fetchone()
         post.written.add(entry.key)
@@ -917,14 +792,14 @@ class HistoryIndex:
         prompts_col = "f_prompts" if with_prompts else "''"
         with self._lock:
             r = self._db.execute(
-                f"SELECT {_ENTRY_COLUMNS}, {prompts_col} FROM entries WHERE harness=? AND session_id=?",
+                f"SELECT {ENTRY_SQL}, {prompts_col} FROM entries WHERE harness=? AND session_id=?",
                 (harness.value, session_id),
             ).fetchone()
         return None if r is None else self._entry_from_row(r, r[14])
 
     def entries(self, where: str = "", args: Sequence[Any] = ()) -> list[SessionEntry]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries {where}", args).fetchall()
+            rows = self._db.execute(f"SELECT {ENTRY_SQL} FROM entries {where}", args).fetchall()
         return [self._entry_from_row(r) for r in rows]
 
     def count(self) -> int:
@@ -940,7 +815,7 @@ class HistoryIndex:
             df = (
                 dict(
                     self._db.execute(
-                        f"SELECT term, count(*) FROM postings WHERE term IN ({_marks(len(terms))}) GROUP BY term",
+                        f"SELECT term, count(*) FROM postings WHERE term IN ({marks(len(terms))}) GROUP BY term",
                         list(terms),
                     )
                 )
@@ -955,12 +830,12 @@ class HistoryIndex:
 
     def _scope_sql(self, scope: SearchScope) -> tuple[list[str], list[Any]] | None:
         eps = scope.entrypoints()
-        where = [f"e.entrypoint IN ({_marks(len(eps))})"]
+        where = [f"e.entrypoint IN ({marks(len(eps))})"]
         args: list[Any] = [e.value for e in eps]
         if scope.repos is not None:
             if not scope.repos:
                 return None
-            where.append(f"e.repo IN ({_marks(len(scope.repos))})")
+            where.append(f"e.repo IN ({marks(len(scope.repos))})")
             args += sorted(scope.repos)
         return where, args
 
@@ -969,7 +844,7 @@ class HistoryIndex:
         return {
             str(r[0]): str(r[0])
             for r in self._db.execute(
-                f"SELECT DISTINCT term FROM postings WHERE term IN ({_marks(len(terms))})", list(terms)
+                f"SELECT DISTINCT term FROM postings WHERE term IN ({marks(len(terms))})", list(terms)
             )
         }
 
@@ -994,7 +869,7 @@ class HistoryIndex:
                 r[0]
                 for r in self._db.execute(
                     f"SELECT DISTINCT p.doc FROM postings AS p JOIN entries AS e ON e.id = p.doc"
-                    f" WHERE p.term IN ({_marks(len(ids))}) AND {' AND '.join(where)}",
+                    f" WHERE p.term IN ({marks(len(ids))}) AND {' AND '.join(where)}",
                     [*ids, *args],
                 )
             ]
@@ -1007,8 +882,8 @@ class HistoryIndex:
         for start in range(0, len(docs), 500):
             chunk = list(docs[start : start + 500])
             for doc, term, *counts in self._db.execute(
-                f"SELECT doc, term, {', '.join(_TFS)} FROM postings"
-                f" WHERE term IN ({_marks(len(ids))}) AND doc IN ({_marks(len(chunk))})",
+                f"SELECT doc, term, {', '.join(TFS)} FROM postings"
+                f" WHERE term IN ({marks(len(ids))}) AND doc IN ({marks(len(chunk))})",
                 [*ids, *chunk],
             ):
                 freq = tf.setdefault(doc, {})
@@ -1017,7 +892,7 @@ class HistoryIndex:
                         freq[(f, ids[term])] = c
             for r in self._db.execute(
                 "SELECT id, harness, session_id, repo, cwd, last_active, entrypoint,"
-                f" {', '.join(_LENGTHS.values())} FROM entries WHERE id IN ({_marks(len(chunk))})",
+                f" {', '.join(LENGTHS.values())} FROM entries WHERE id IN ({marks(len(chunk))})",
                 chunk,
             ):
                 entry = SessionEntry(
@@ -1067,7 +942,7 @@ class HistoryIndex:
                 avg = stats.average_length.get(f, 0.0) or 1.0
                 b = FIELD_B[f]
                 parts.append(
-                    f"{FIELD_WEIGHTS[f]!r} * p.{_TFS[i]} / max({1.0 - b!r} + {b!r} * e.{_LENGTHS[f]} / {avg!r}, 1e-9)"
+                    f"{FIELD_WEIGHTS[f]!r} * p.{TFS[i]} / max({1.0 - b!r} + {b!r} * e.{LENGTHS[f]} / {avg!r}, 1e-9)"
                 )
             weighted = " + ".join(parts)
             recency = (
@@ -1137,7 +1012,7 @@ class HistoryIndex:
         removed = 0
         session_ids = list(session_ids)
         with self._update_lock, self._tx() as db:
-            post = _Postings(db)
+            post = Postings(db)
             for sid in session_ids:
                 removed += self._delete_entry(db, harness, sid, post)
                 db.execute("DELETE FROM files WHERE harness=? AND session_id=?", (harness.value, sid))
@@ -1163,134 +1038,6 @@ def _prior(row: FileRow | None) -> Prior | None:
     return Prior(
         row.size, row.mtime_ns, row.inode, row.offset, row.head, row.head_len, row.missing, row.session_id
     )
-
-
-def _terms_of(texts: Sequence[str]) -> list[str]:
-    return sorted({w for text in texts for w in tokens(text) if len(w) <= TERM_MAX_CHARS})
-
-
-class _Postings:
-    """Changes to the inverted index, staged and written by SQLite from JSON in a few sorted statements.
-
-    A large pass stages many documents before writing them (each write is a pass over the postings
-    B-tree, so fewer, larger writes are much cheaper); the threshold grows with the index. Searches
-    see a document's entry at once and its postings when they are written (at the latest when the
-    pass ends). Methods run inside the caller's transaction, under the connection lock.
-    """
-
-    FLUSH_MIN_DOCS = 2000
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.staged: dict[int, tuple[bytes, bytes]] = {}
-        # An index with no entry when the pass starts: an entry not written in this pass does not exist.
-        self.empty_at_start = db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0] == 0
-        self.written: set[Key] = set()
-
-    @property
-    def pending(self) -> int:
-        return len(self.staged)
-
-    def drop(self, doc: int, old_texts: Sequence[str]) -> None:
-        """Delete document ``doc``'s postings, found from the text it was indexed with."""
-        self.db.execute(
-            "DELETE FROM postings WHERE doc=? AND term IN (SELECT value FROM json_each(?))",
-            (doc, orjson.dumps(_terms_of(old_texts))),
-        )
-        self.staged.pop(doc, None)
-
-    def add(self, doc: int, prompts: bytes, others: bytes) -> None:
-        self.staged[doc] = (prompts, others)
-
-    def due(self) -> bool:
-        if self.pending < self.FLUSH_MIN_DOCS:
-            return False
-        total = self.db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0]
-        return self.pending >= max(self.FLUSH_MIN_DOCS, int(total) // 2)
-
-    def flush(self) -> None:
-        if not self.staged:
-            return
-        db = self.db
-        db.execute(_STAGE)
-        db.execute("DELETE FROM temp.stage")
-        db.executemany(
-            "INSERT INTO temp.stage(doc, prompts, others) VALUES (?,?,?)",
-            [(doc, p, o) for doc, (p, o) in self.staged.items()],
-        )
-        for statement in _FLUSH:
-            db.execute(statement)
-        db.execute("DELETE FROM temp.stage")
-        self.staged = {}
-
-
-_STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
-)
-#: The staged documents' postings in key order: the prompts' words (most rows), then the other fields'
-#: words merged into them.
-_FLUSH = (
-    f"INSERT OR REPLACE INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
-    " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
-    f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(OTHER_FIELDS)))}, 0"
-    " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
-    f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
-)
-
-
-#: A full build: the rows the readers hand back, into an empty index.
-_BULK_FILE = (
-    "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state,"
-    " missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
-)
-_BULK_ENTRY = (
-    f"INSERT INTO entries(id, {', '.join(ROW_COLUMNS)}) VALUES ({','.join('?' * (len(ROW_COLUMNS) + 1))})"
-)
-#: Every staged posting, read in (word, chunk) order (the staging table's index: no sort) and each
-#: chunk's documents in order: the postings table's key order. A count is a number for a word found in the prompts alone,
-#: else an array of the counts in every field (``rows.add_postings``).
-_BULK_POSTINGS = (
-    f"INSERT INTO postings(term, doc, {', '.join(_TFS)}) SELECT b.word, CAST(d.key AS INTEGER), "
-    + ", ".join(f"iif(d.type = 'integer', 0, d.value ->> {i})" for i in range(len(OTHER_FIELDS)))
-    + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
-    " FROM temp.bulk AS b, json_each(b.docs) AS d ORDER BY b.word, b.chunk"
-)
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _remove_db(path: Path) -> None:
-    """A database file and its journals, if they exist."""
-    for suffix in ("", "-journal", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-
-
-def _create_schema(db: sqlite3.Connection, *, reset: bool) -> None:
-    if reset:
-        for stmt in _DROP.split(";"):
-            if stmt.strip():
-                db.execute(stmt)
-    for stmt in _split_sql(_SCHEMA):
-        db.execute(stmt)
-    db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a schema script into statements, keeping trigger bodies whole."""
-    out: list[str] = []
-    buf: list[str] = []
-    for line in script.splitlines():
-        buf.append(line)
-        text = "\n".join(buf).strip()
-        if text and sqlite3.complete_statement(text):
-            out.append(text)
-            buf = []
-    return out
 
 
 def _file_row(r: Any, path: str, harness: str, session_id: str | None, last_skip: str | None) -> tuple[Any, ...]:
