@@ -25,43 +25,30 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from connectcore.history import (
-    Field,
     Harness,
-    SessionEntry,
-    TranscriptFacts,
 )
+from connectd.history.codex_titles import codex_index_stale, update_codex_titles
 from connectd.history.discover import discover
+from connectd.history.entries import delete_entry, rebuild_entries
 from connectd.history.parsers import (
     MAX_LINE_BYTES,
     Skip,
     SkipReason,
-    accumulator_for,
-    read_codex_titles,
 )
 from connectd.history.postings import Postings
 from connectd.history.queries import IndexQueries
-from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext, unpack_state
+from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext
+from connectd.history.report import IndexReport as IndexReport  # re-exported: its callers import it from here
 from connectd.history.repos import RepoResolver
-from connectd.history.rows import (
-    ROW_COLUMNS,
-    assemble,
-    entry_values,
-    other_fields,
-    prompt_term_counts,
-    stored_texts,
-)
 from connectd.history.schema import (
     BULK_ENTRY,
     BULK_FILE,
     BULK_POSTINGS,
-    COLUMNS,
     SCHEMA_VERSION,
     Key,
     create_schema,
@@ -78,43 +65,6 @@ Progress = Callable[[int, int], None]
 
 class IndexError_(Exception):
     """The index file cannot be used (wrong schema version from a newer build, not a database)."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Reports
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class IndexReport:
-    """What one update did. ``skips`` lists every skipped line or file with its reason."""
-
-    files_seen: int = 0
-    files_read: int = 0
-    files_resumed: int = 0
-    files_missing: int = 0
-    bytes_read: int = 0
-    entries_written: int = 0
-    entries_removed: int = 0
-    skips: list[Skip] = field(default_factory=list)
-    seconds: float = 0.0
-    changed: set[Key] = field(default_factory=set)  # sessions whose entry was written or removed
-
-    def skip_counts(self) -> dict[str, int]:
-        return dict(Counter(s.reason for s in self.skips))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "files_seen": self.files_seen,
-            "files_read": self.files_read,
-            "files_resumed": self.files_resumed,
-            "files_missing": self.files_missing,
-            "bytes_read": self.bytes_read,
-            "entries_written": self.entries_written,
-            "entries_removed": self.entries_removed,
-            "skipped": self.skip_counts(),
-            "seconds": round(self.seconds, 3),
-        }
 
 
 class FileRow(NamedTuple):
@@ -287,14 +237,14 @@ class HistoryIndex(IndexQueries):
                 batch = []
                 if progress is not None:
                     progress(done_at[i], total)
-        if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
+        if batch or gone or dirty or codex_index_stale(self._db, self._lock, Path(codex_root)):
             with self._tx() as db:
                 fresh: dict[str, FileResult] = {}
                 if batch:
                     self._apply(db, batch, known, dirty, report, fresh)
                 dirty |= self._mark_missing(db, gone, report)
-                dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                self._rebuild(db, dirty, report, resolver, post, fresh)
+                dirty |= update_codex_titles(db, Path(codex_root), report)
+                rebuild_entries(db, dirty, report, resolver, post, fresh)
                 post.flush()
         if post.pending:
             with self._tx():
@@ -475,7 +425,7 @@ class HistoryIndex(IndexQueries):
         db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
         db.execute("BEGIN")
         create_schema(db, reset=False)
-        self._update_codex_titles(db, codex_root, report)
+        update_codex_titles(db, codex_root, report)
         return RowContext({str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")})
 
     def _end_build(
@@ -491,7 +441,7 @@ class HistoryIndex(IndexQueries):
         report.changed |= set(docs)
         if again:
             post = Postings(db)
-            self._rebuild(db, again, report, RepoResolver(), post)
+            rebuild_entries(db, again, report, RepoResolver(), post)
             post.flush()
         report.entries_written = len(docs)
         db.execute("COMMIT")
@@ -509,7 +459,7 @@ class HistoryIndex(IndexQueries):
             keys: set[Key] = set()
             fresh: dict[str, FileResult] = {}
             self._apply(db, batch, known, keys, report, fresh)
-            self._rebuild(db, keys, report, resolver, post, fresh)
+            rebuild_entries(db, keys, report, resolver, post, fresh)
             dirty -= keys
             if post.due():
                 post.flush()
@@ -563,177 +513,6 @@ class HistoryIndex(IndexQueries):
                 path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False
             )
 
-    def _codex_index_stale(self, codex_root: Path) -> bool:
-        try:
-            st = os.stat(codex_root / "session_index.jsonl")
-        except OSError:
-            return False
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key='codex_index'").fetchone()
-        prev = json.loads(row[0]) if row else None
-        return not (
-            prev
-            and prev["size"] == st.st_size
-            and prev["mtime_ns"] == st.st_mtime_ns
-            and prev["inode"] == st.st_ino
-        )
-
-    def _update_codex_titles(self, db: sqlite3.Connection, codex_root: Path, report: IndexReport) -> set[Key]:
-        path = codex_root / "session_index.jsonl"
-        row = db.execute("SELECT value FROM meta WHERE key='codex_index'").fetchone()
-        prev = json.loads(row[0]) if row else None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return set()
-        if (
-            prev
-            and prev["size"] == st.st_size
-            and prev["mtime_ns"] == st.st_mtime_ns
-            and prev["inode"] == st.st_ino
-        ):
-            return set()
-        offset = 0
-        if prev and prev["inode"] == st.st_ino and st.st_size >= prev["offset"]:
-            offset = prev["offset"]
-        try:
-            titles, next_offset, skips = read_codex_titles(str(path), offset)
-        except OSError:
-            report.skips.append(Skip(str(path), SkipReason.UNREADABLE))
-            return set()
-        report.skips.extend(skips)
-        changed: set[Key] = set()
-        if offset == 0:
-            changed |= {(Harness.CODEX, r[0]) for r in db.execute("SELECT session_id FROM codex_titles")}
-            db.execute("DELETE FROM codex_titles")
-        for sid, (name, updated) in titles.items():
-            db.execute(
-                "INSERT INTO codex_titles(session_id, title, updated_at) VALUES (?,?,?)"
-                " ON CONFLICT(session_id) DO UPDATE SET title=excluded.title, updated_at=excluded.updated_at",
-                (sid, name, updated),
-            )
-            changed.add((Harness.CODEX, sid))
-        db.execute(
-            "INSERT INTO meta(key, value) VALUES ('codex_index', ?)"
-            " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-            (
-                json.dumps(
-                    {
-                        "size": st.st_size,
-                        "mtime_ns": st.st_mtime_ns,
-                        "inode": st.st_ino,
-                        "offset": next_offset,
-                    }
-                ),
-            ),
-        )
-        return changed
-
-    def _rebuild(
-        self,
-        db: sqlite3.Connection,
-        keys: Iterable[Key],
-        report: IndexReport,
-        resolver: RepoResolver,
-        post: Postings,
-        fresh: Mapping[str, FileResult] | None = None,
-    ) -> None:
-        fresh = fresh or {}
-        for harness, session_id in keys:
-            report.changed.add((harness, session_id))
-            rows = db.execute(
-                "SELECT path, missing FROM files WHERE harness=? AND session_id=?",
-                (harness.value, session_id),
-            ).fetchall()
-            facts: list[TranscriptFacts] = []
-            missing = True
-            read_now: FileResult | None = None
-            for path, is_missing in rows:
-                r = fresh.get(path)
-                f = r.facts if r is not None else None
-                if r is not None and len(rows) == 1:
-                    read_now = r
-                if r is None:
-                    acc = accumulator_for(harness, path)
-                    acc.load_state(self._state_in(db, path))
-                    f = acc.facts()
-                if f is not None and f.session_id == session_id:
-                    facts.append(f)
-                    missing = missing and bool(is_missing)
-            if not facts:
-                report.entries_removed += self._delete_entry(db, harness, session_id, post)
-                continue
-            title = None
-            if harness is Harness.CODEX:
-                t = db.execute("SELECT title FROM codex_titles WHERE session_id=?", (session_id,)).fetchone()
-                title = t[0] if t is not None else None
-
-            def previous_repo(key: Key = (harness, session_id)) -> str | None:
-                prev = db.execute(
-                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (key[0].value, key[1])
-                ).fetchone()
-                return str(prev[0]) if prev is not None and prev[0] else None
-
-            entry = assemble(
-                facts, missing=missing, codex_title=title, resolve=resolver, previous_repo=previous_repo
-            )
-            prompt_terms = None
-            if (
-                read_now is not None
-                and read_now.facts is not None
-                and read_now.facts.prompts == entry.prompts
-            ):
-                prompt_terms = (read_now.prompt_words, read_now.prompt_terms)  # counted by the reader
-            self._write_entry(db, entry, post, prompt_terms)
-            report.entries_written += 1
-
-    def _delete_entry(
-        self, db: sqlite3.Connection, harness: Harness, session_id: str, post: Postings
-    ) -> int:
-        old = db.execute(
-            f"SELECT id, {', '.join(COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
-            (harness.value, session_id),
-        ).fetchone()
-        if old is None:
-            return 0
-        db.execute("DELETE FROM entries WHERE id=?", (old[0],))
-        post.drop(old[0], old[1:])
-        return 1
-
-    def _write_entry(
-        self,
-        db: sqlite3.Connection,
-        entry: SessionEntry,
-        post: Postings,
-        prompt_terms: tuple[int, bytes] | None = None,
-    ) -> None:
-        texts, stored = stored_texts(entry)
-        if prompt_terms is None:
-            prompt_terms = prompt_term_counts(texts[Field.PROMPTS])
-        lengths, others = other_fields(texts)
-        lengths[Field.PROMPTS] = prompt_terms[0]
-        values = entry_values(entry, lengths, stored)
-        old = None
-        if not post.empty_at_start or entry.key in post.written:
-            old = db.execute(
-                f"SELECT id, {', '.join(COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
-                (entry.harness.value, entry.session_id),
-            ).fetchone()
-        post.written.add(entry.key)
-        cols = ROW_COLUMNS
-        updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
-        cur = db.execute(
-            f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates} RETURNING id",
-            values,
-        )
-        doc = int(cur.fetchone()[0])
-        if old is None:
-            post.add(doc, prompt_terms[1], others)
-        elif tuple(old[1:]) != tuple(stored[f] for f in Field):
-            post.drop(old[0], old[1:])
-            post.add(old[0], prompt_terms[1], others)
-
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
         # ``harness`` stays the stored string (a StrEnum value compares and hashes equal to it).
         rows = self._db.execute(
@@ -748,11 +527,6 @@ class HistoryIndex(IndexQueries):
             row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
         return bytes(row[0]) if row is not None else None
 
-    @staticmethod
-    def _state_in(db: sqlite3.Connection, path: str) -> dict[str, Any]:
-        row = db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
-        return unpack_state(row[0]) if row is not None else {}
-
     def remove(self, harness: Harness, session_ids: Iterable[str], paths: Iterable[str]) -> int:
         """Delete entries and their file rows (expunge). Returns the number of entries removed."""
         removed = 0
@@ -760,7 +534,7 @@ class HistoryIndex(IndexQueries):
         with self._update_lock, self._tx() as db:
             post = Postings(db)
             for sid in session_ids:
-                removed += self._delete_entry(db, harness, sid, post)
+                removed += delete_entry(db, harness, sid, post)
                 db.execute("DELETE FROM files WHERE harness=? AND session_id=?", (harness.value, sid))
                 if harness is Harness.CODEX:
                     db.execute("DELETE FROM codex_titles WHERE session_id=?", (sid,))
