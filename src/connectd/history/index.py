@@ -26,6 +26,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -213,6 +214,19 @@ class HistoryIndex(IndexQueries):
     ) -> None:
         """An incremental pass: read what changed, write it 500 files per transaction."""
         resolver = RepoResolver()
+        todo = self._plan(claude_root, codex_root, paths)
+        report.files_seen = todo.total
+        with self._lock:
+            post = Postings(self._db)
+        batch, dirty = self._read_in_batches(todo, report, resolver, post, progress, workers)
+        self._finish_pass(codex_root, todo, batch, dirty, report, resolver, post)
+        if progress is not None:
+            progress(todo.total, todo.total)
+
+    def _plan(
+        self, claude_root: Path, codex_root: Path, paths: Iterable[tuple[Harness, str]] | None
+    ) -> _Pass:
+        """What an incremental pass reads: a scan of both roots, or the watcher's changed ``paths``."""
         if paths is None:
             known = self._known()
             found, todo, gone = self._scan(Path(claude_root), Path(codex_root), known)
@@ -220,37 +234,60 @@ class HistoryIndex(IndexQueries):
             found = list(dict.fromkeys(paths))
             known = self._known([p for _, p in found])
             todo, gone = self._named(found, known)
-        report.files_seen = total = len(found)
+        return _Pass(len(found), known, todo, gone)
+
+    def _read_in_batches(
+        self,
+        todo: _Pass,
+        report: IndexReport,
+        resolver: RepoResolver,
+        post: Postings,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> tuple[list[FileResult], set[Key]]:
+        """Read the transcripts to read and write every full batch in its own transaction; the last
+        (partial) batch and the sessions still to build are left for :meth:`_finish_pass`."""
+        known = todo.known
         jobs = [
             Job(harness, path, _prior(known.get(path)), self._state(path) if path in known else None, self.max_line_bytes)
-            for _, harness, path in todo
+            for _, harness, path in todo.read
         ]
-        done_at = [done for done, _, _ in todo]
+        done_at = [done for done, _, _ in todo.read]
         dirty: set[Key] = set()
         batch: list[FileResult] = []
-        with self._lock:
-            post = Postings(self._db)
         for i, result in enumerate(Readers(workers).read(jobs)):
             batch.append(result)
             if len(batch) >= _BATCH_FILES:
                 self._update_batch(batch, known, dirty, report, resolver, post)
                 batch = []
                 if progress is not None:
-                    progress(done_at[i], total)
-        if batch or gone or dirty or codex_index_stale(self._db, self._lock, Path(codex_root)):
+                    progress(done_at[i], todo.total)
+        return batch, dirty
+
+    def _finish_pass(
+        self,
+        codex_root: Path,
+        todo: _Pass,
+        batch: list[FileResult],
+        dirty: set[Key],
+        report: IndexReport,
+        resolver: RepoResolver,
+        post: Postings,
+    ) -> None:
+        """The last batch, the gone files, Codex's titles and the sessions they change, in one
+        transaction (none when nothing changed); then any postings still staged."""
+        if batch or todo.gone or dirty or codex_index_stale(self._db, self._lock, Path(codex_root)):
             with self._tx() as db:
                 fresh: dict[str, FileResult] = {}
                 if batch:
-                    self._apply(db, batch, known, dirty, report, fresh)
-                dirty |= self._mark_missing(db, gone, report)
+                    self._apply(db, batch, todo.known, dirty, report, fresh)
+                dirty |= self._mark_missing(db, todo.gone, report)
                 dirty |= update_codex_titles(db, Path(codex_root), report)
                 rebuild_entries(db, dirty, report, resolver, post, fresh)
                 post.flush()
         if post.pending:
             with self._tx():
                 post.flush()
-        if progress is not None:
-            progress(total, total)
 
     def _known(self, paths: Sequence[str] | None = None) -> dict[str, FileRow]:
         """The index's rows of these transcript paths (all of them when ``paths`` is None)."""
@@ -543,6 +580,17 @@ class HistoryIndex(IndexQueries):
             post.flush()
         self._moved((harness, sid) for sid in session_ids)
         return removed
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """An incremental pass's plan: how many transcripts it covers, the index's rows of them, those to
+    read (with their position, for progress) and the indexed ones that are gone."""
+
+    total: int
+    known: dict[str, FileRow]
+    read: list[tuple[int, Harness, str]]
+    gone: list[FileRow]
 
 
 def _prior(row: FileRow | None) -> Prior | None:
