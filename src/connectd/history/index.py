@@ -51,6 +51,7 @@ from connectd.history.schema import (
     BULK_FILE,
     BULK_POSTINGS,
     SCHEMA_VERSION,
+    UPSERT_FILE,
     Key,
     create_schema,
     remove_db,
@@ -512,43 +513,13 @@ class HistoryIndex(IndexQueries):
     ) -> None:
         """Write what the readers found into ``files``; note the sessions whose entries must change."""
         for r in results:
-            path, harness = r.path, r.harness
-            row = known.get(path)
             if r.status == "unchanged":
                 continue
             report.skips.extend(r.skips)
             if r.status == "gone":
-                if row is not None:
-                    db.execute("UPDATE files SET missing=1 WHERE path=?", (path,))
-                    if row.session_id:
-                        dirty.add((Harness(row.harness), row.session_id))
-                continue
-            if r.status != "read":
-                continue
-            report.files_read += 1
-            report.files_resumed += int(r.resumed)
-            report.bytes_read += r.bytes_read
-            session_id = r.session_id
-            if row is not None and row.session_id and row.session_id != session_id:
-                dirty.add((Harness(row.harness), row.session_id))
-            if session_id and r.facts is not None:
-                dirty.add((harness, session_id))
-                fresh[path] = r
-            last_skip = r.skips[-1].reason if r.skips else None
-            db.execute(
-                "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len,"
-                " state, missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
-                " ON CONFLICT(path) DO UPDATE SET harness=excluded.harness, session_id=excluded.session_id,"
-                " size=excluded.size, mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
-                " offset=excluded.offset, head=excluded.head, head_len=excluded.head_len,"
-                " state=excluded.state, missing=0,"
-                " skipped=CASE WHEN ? THEN files.skipped + excluded.skipped ELSE excluded.skipped END,"
-                " last_skip=COALESCE(excluded.last_skip, CASE WHEN ? THEN files.last_skip END)",
-                (*_file_row(r, path, harness.value, session_id, last_skip), r.resumed, r.resumed),
-            )
-            known[path] = FileRow(
-                path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False
-            )
+                _mark_gone(db, known.get(r.path), dirty)
+            elif r.status == "read":
+                _record_read(db, r, known, dirty, report, fresh)
 
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
         # ``harness`` stays the stored string (a StrEnum value compares and hashes equal to it).
@@ -591,6 +562,40 @@ class _Pass:
     known: dict[str, FileRow]
     read: list[tuple[int, Harness, str]]
     gone: list[FileRow]
+
+
+def _mark_gone(db: sqlite3.Connection, row: FileRow | None, dirty: set[Key]) -> None:
+    """A transcript the reader found gone: its row marked missing, its session to build again."""
+    if row is None:
+        return
+    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+    if row.session_id:
+        dirty.add((Harness(row.harness), row.session_id))
+
+
+def _record_read(
+    db: sqlite3.Connection,
+    r: FileResult,
+    known: dict[str, FileRow],
+    dirty: set[Key],
+    report: IndexReport,
+    fresh: dict[str, FileResult],
+) -> None:
+    """A transcript read: its ``files`` row written (a resumed read adds to its skip count), the session
+    it held before and the one it holds now to build again."""
+    path, harness, session_id = r.path, r.harness, r.session_id
+    row = known.get(path)
+    report.files_read += 1
+    report.files_resumed += int(r.resumed)
+    report.bytes_read += r.bytes_read
+    if row is not None and row.session_id and row.session_id != session_id:
+        dirty.add((Harness(row.harness), row.session_id))
+    if session_id and r.facts is not None:
+        dirty.add((harness, session_id))
+        fresh[path] = r
+    last_skip = r.skips[-1].reason if r.skips else None
+    db.execute(UPSERT_FILE, (*_file_row(r, path, harness.value, session_id, last_skip), r.resumed, r.resumed))
+    known[path] = FileRow(path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False)
 
 
 def _prior(row: FileRow | None) -> Prior | None:

@@ -110,6 +110,19 @@ DROP TABLE IF EXISTS meta;
 ENTRY_SQL = ", ".join(ENTRY_COLUMNS)
 
 
+#: A transcript's ``files`` row after an incremental read; the last two parameters: whether the read
+#: resumed where the last one stopped (then its skips add to the row's count and keep its last skip).
+UPSERT_FILE = (
+    "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len,"
+    " state, missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
+    " ON CONFLICT(path) DO UPDATE SET harness=excluded.harness, session_id=excluded.session_id,"
+    " size=excluded.size, mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
+    " offset=excluded.offset, head=excluded.head, head_len=excluded.head_len,"
+    " state=excluded.state, missing=0,"
+    " skipped=CASE WHEN ? THEN files.skipped + excluded.skipped ELSE excluded.skipped END,"
+    " last_skip=COALESCE(excluded.last_skip, CASE WHEN ? THEN files.last_skip END)"
+)
+
 #: A full build: the rows the readers hand back, into an empty index.
 BULK_FILE = (
     "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state,"
