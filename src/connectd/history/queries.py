@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from connectcore.history import (
@@ -197,41 +197,8 @@ class IndexQueries:
             ids = self._present(terms)
             if not ids:
                 return []
-            values = []
-            qargs: list[Any] = []
-            for tid, term in ids.items():
-                df = max(stats.document_frequency.get(term, 1), 1)
-                values.append("(?, ?)")
-                qargs += [tid, idf(max(stats.documents, df), df)]
-            parts = []
-            for i, f in enumerate(Field):
-                avg = stats.average_length.get(f, 0.0) or 1.0
-                b = FIELD_B[f]
-                parts.append(
-                    f"{FIELD_WEIGHTS[f]!r} * p.{TFS[i]} / max({1.0 - b!r} + {b!r} * e.{LENGTHS[f]} / {avg!r}, 1e-9)"
-                )
-            weighted = " + ".join(parts)
-            recency = (
-                f"CASE WHEN e.last_active IS NULL THEN {RECENCY_FLOOR!r} ELSE {RECENCY_FLOOR!r} + "
-                f"{1.0 - RECENCY_FLOOR!r} * pow(0.5, max(0.0, ? - e.last_active) / {RECENCY_HALF_LIFE_S!r}) END"
-            )
-            query = (
-                f"WITH q(tid, idf) AS (VALUES {', '.join(values)}) "
-                f"SELECT doc, sum(idf * w / ({BM25_K1!r} + w)) * rec AS s FROM ("
-                f" SELECT p.doc AS doc, q.idf AS idf, ({weighted}) AS w, {recency} AS rec"
-                " FROM q JOIN postings AS p ON p.term = q.tid"
-                " JOIN entries AS e INDEXED BY entries_rank ON e.id = p.doc"
-                f" WHERE {' AND '.join(where)}"
-                ") GROUP BY doc ORDER BY s DESC"
-            )
-            docs: list[int] = []
-            bar = None
-            for doc, score in self._db.execute(query, [*qargs, now, *args]):
-                if bar is not None and score < bar:
-                    break
-                docs.append(doc)
-                if len(docs) == limit:
-                    bar = score * (1.0 - 1e-9)
+            query, qargs = _score_sql(ids, stats, where)
+            docs = _within_margin(self._db.execute(query, [*qargs, now, *args]), limit)
             return self._thin_candidates(ids, docs)
 
     def recent_dirs(self) -> list[tuple[str, str, float | None]]:
@@ -280,3 +247,49 @@ class IndexQueries:
                 for r in self._db.execute("SELECT path, skipped, last_skip FROM files WHERE skipped > 0")
             ]
 
+
+def _score_sql(ids: Mapping[str, str], stats: CorpusStats, where: Sequence[str]) -> tuple[str, list[Any]]:
+    """The query that scores every admitted document holding a query term, best first, with the same
+    BM25F x recency formula as ``connectcore.history.rank``; and its leading parameters (each term and
+    its idf). The caller appends ``now`` and the scope's parameters."""
+    values = []
+    qargs: list[Any] = []
+    for tid, term in ids.items():
+        df = max(stats.document_frequency.get(term, 1), 1)
+        values.append("(?, ?)")
+        qargs += [tid, idf(max(stats.documents, df), df)]
+    parts = []
+    for i, f in enumerate(Field):
+        avg = stats.average_length.get(f, 0.0) or 1.0
+        b = FIELD_B[f]
+        parts.append(
+            f"{FIELD_WEIGHTS[f]!r} * p.{TFS[i]} / max({1.0 - b!r} + {b!r} * e.{LENGTHS[f]} / {avg!r}, 1e-9)"
+        )
+    weighted = " + ".join(parts)
+    recency = (
+        f"CASE WHEN e.last_active IS NULL THEN {RECENCY_FLOOR!r} ELSE {RECENCY_FLOOR!r} + "
+        f"{1.0 - RECENCY_FLOOR!r} * pow(0.5, max(0.0, ? - e.last_active) / {RECENCY_HALF_LIFE_S!r}) END"
+    )
+    query = (
+        f"WITH q(tid, idf) AS (VALUES {', '.join(values)}) "
+        f"SELECT doc, sum(idf * w / ({BM25_K1!r} + w)) * rec AS s FROM ("
+        f" SELECT p.doc AS doc, q.idf AS idf, ({weighted}) AS w, {recency} AS rec"
+        " FROM q JOIN postings AS p ON p.term = q.tid"
+        " JOIN entries AS e INDEXED BY entries_rank ON e.id = p.doc"
+        f" WHERE {' AND '.join(where)}"
+        ") GROUP BY doc ORDER BY s DESC"
+    )
+    return query, qargs
+
+
+def _within_margin(scored: Iterable[tuple[int, float]], limit: int) -> list[int]:
+    """The documents, best first, down to the ``limit``-th and any within a rounding margin of it."""
+    docs: list[int] = []
+    bar = None
+    for doc, score in scored:
+        if bar is not None and score < bar:
+            break
+        docs.append(doc)
+        if len(docs) == limit:
+            bar = score * (1.0 - 1e-9)
+    return docs
