@@ -1,6 +1,9 @@
-"""Codex's thread titles in the history index: ``<codex root>/session_index.jsonl`` read into the
-``codex_titles`` table, from where the last pass stopped while the file only grew (same inode), whole
-otherwise. Its size, mtime, inode and offset are kept in ``meta`` (key ``codex_index``)."""
+"""Codex's thread titles in the history index, from ``<codex root>/session_index.jsonl``.
+
+The file is read into the ``codex_titles`` table from where the last pass stopped while it only grew
+(same inode), whole otherwise. Its size, mtime, inode and offset are kept in ``meta`` (key
+``codex_index``).
+"""
 
 from __future__ import annotations
 

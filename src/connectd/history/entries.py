@@ -1,6 +1,9 @@
-"""The history index's writer of entries: a session's entry built again from every transcript of it
-(what the readers just found, else each file's saved parser state), written with its postings, or
-deleted when no transcript holds the session any more."""
+"""The history index's writer of entries: a session's entry built again, written or deleted.
+
+An entry is built from every transcript of the session (what the readers just found, else each
+file's saved parser state) and written with its postings, or deleted when no transcript holds the
+session any more.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The history index's inverted index, written: changes to ``postings`` staged per document and
-written by SQLite from JSON in a few sorted statements."""
+"""Writing the history index's inverted index (``postings``).
+
+Changes are staged per document and written by SQLite from JSON in a few sorted statements.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The history index's query side: entries by key, the search candidates scored in SQL, and the
-listings the service and expunge need. Read-only; :class:`~connectd.history.index.HistoryIndex`
-holds the connection and its lock."""
+"""The history index's query side: entries by key, search candidates scored in SQL, listings.
+
+Read-only; :class:`~connectd.history.index.HistoryIndex` holds the connection and its lock. The
+listings are what the service and expunge need (a session's files, its subagents, recent directories).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""What one update of the history index did (:class:`IndexReport`): files seen, read, resumed and gone,
-entries written and removed, every skipped line or file with its reason, and the sessions that changed."""
+"""What one update of the history index did (:class:`IndexReport`).
+
+Files seen, read, resumed and gone, entries written and removed, every skipped line or file with its
+reason, and the sessions that changed.
+"""
 
 from __future__ import annotations
 
