@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -58,6 +58,15 @@ class Liveness(StrEnum):
     RUNNING_ELSEWHERE = "running_elsewhere"
     NOT_RUNNING = "not_running"
     RUNNING_UNKNOWN = "running_unknown"
+
+
+class RecordTrust(StrEnum):
+    """What a Claude Code registry record (``<claude root>/sessions/<pid>.json``) says, checked against
+    the process its pid names now (:func:`record_trust`)."""
+
+    TRUSTED = "trusted"  # the record is this process's: it runs the session
+    UNVERIFIED = "unverified"  # a live process, but the record cannot be checked against it
+    STALE = "stale"  # no live process holds it: the pid is gone, exited, or was reused by another
 
 
 class Field(StrEnum):
@@ -189,6 +198,20 @@ PROMPT_TITLE_MAX_CHARS = 80
 PR_URL = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::\d+)?/[\w.~-]+(?:/[\w.~-]+)*?/"
     r"(?:pull|pulls|-/merge_requests|merge_requests|pull-requests)/\d+"
+)
+
+#: How far a Claude Code registry record's ``startedAt`` may be from its process's start time (derived
+#: from ``/proc``) and still be trusted, in seconds.
+START_TOLERANCE_S = 10.0
+
+#: A process whose name (``comm``) starts with this may run a Codex session: the ``codex`` launcher and
+#: its native binary (``codex-<target>``, its name cut to 15 characters).
+CODEX_PROCESS_PREFIX = "codex"
+
+#: A Codex rollout file held open, anywhere in a descriptor's link target: the session id is the UUID
+#: before ``.jsonl`` (compare :data:`connectcore.directory.ROLLOUT_NAME`, the stricter binding rule).
+ROLLOUT_IN_PATH = re.compile(
+    r"rollout-.*?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$"
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -410,6 +433,16 @@ def expunge_refusal(
         if not any(real.startswith(root + sep) for root in roots):
             return HistoryError(f"refusing to delete {named!r}: it is outside the transcript roots")
     return None
+
+
+def expunged_sessions(
+    session_id: str, children: Sequence[str], files_of: Mapping[str, Iterable[str]], kept: Iterable[str]
+) -> list[str]:
+    """Whose entries an expunge removes, the session's first, then its subagents' in order: each one
+    none of whose transcripts (``files_of``) was kept (``kept``: could not be deleted). An entry stays
+    while a transcript of it is still there."""
+    kept = set(kept)
+    return [sid for sid in (session_id, *children) if not set(files_of.get(sid, ())) & kept]
 
 
 def is_human_prompt(text: str) -> bool:
@@ -758,6 +791,175 @@ def project(
     }
     assert tuple(view) == ALLOWED_FIELDS
     return view
+
+
+# ---------------------------------------------------------------------------------------------------
+# Liveness: is a session running now, and in which pane
+# ---------------------------------------------------------------------------------------------------
+#
+# The daemon reads the facts (Claude Code's registry files, ``/proc/<pid>/stat``, the names and open
+# descriptors of processes, each claiming process's pane from its ancestry) and these rules decide.
+
+
+@dataclass(frozen=True)
+class Running:
+    """A live process that claims a session: ``trusted`` False when its claim could not be verified."""
+
+    pid: int
+    trusted: bool
+
+
+@dataclass(frozen=True)
+class RegistryRecord:
+    """One Claude Code registry record, parsed, with what ``/proc`` says about its pid now.
+
+    ``proc_start`` is the record's numeric ``procStart`` (clock ticks after boot, field 22 of
+    ``/proc/<pid>/stat``) and ``started_at_ms`` its numeric ``startedAt`` (epoch ms), None when absent
+    or not a number. ``start_ticks`` is the start time of the process with that pid, None when there is
+    none; ``exited`` that it is a zombie (exited, not yet reaped) or dead.
+    """
+
+    pid: int
+    session_id: str
+    proc_start: int | None
+    started_at_ms: float | None
+    start_ticks: int | None
+    exited: bool = False
+
+
+@dataclass(frozen=True)
+class LivenessSnapshot:
+    """Which sessions were running at one moment, by harness: the claims, whether that harness could be
+    looked at all (``*_known`` False: every session of it not claimed is ``running_unknown``), and the
+    pane each claiming pid runs in (``ancestry``: pid -> ``%N``, or None outside every pane)."""
+
+    claude: Mapping[str, Running] = field(default_factory=dict)
+    codex: Mapping[str, Running] = field(default_factory=dict)
+    claude_known: bool = True
+    codex_known: bool = True
+    ancestry: Mapping[int, str | None] = field(default_factory=dict)
+
+    def running(self, harness: Harness, session_id: str) -> Running | None:
+        table = self.claude if harness is Harness.CLAUDE else self.codex
+        return table.get(session_id)
+
+    def known(self, harness: Harness) -> bool:
+        return self.claude_known if harness is Harness.CLAUDE else self.codex_known
+
+    def running_keys(self) -> frozenset[tuple[Harness, str]]:
+        return frozenset(
+            [(Harness.CLAUDE, s) for s in self.claude] + [(Harness.CODEX, s) for s in self.codex]
+        )
+
+
+def record_trust(record: RegistryRecord, boot: float | None, clk_tck: int) -> RecordTrust:
+    """Whether a Claude Code registry record is its process's.
+
+    No live process with its pid (gone, or exited and not yet reaped): stale. A numeric ``procStart``
+    must equal the process's start time exactly, else the pid was reused: stale. Without one,
+    ``startedAt`` is compared with the process start (``boot`` + ticks / ``clk_tck``) within
+    :data:`START_TOLERANCE_S`; a mismatch there, or nothing to compare, is unverified (``startedAt`` may
+    be when the session, not the process, started).
+    """
+    if record.start_ticks is None or record.exited:
+        return RecordTrust.STALE
+    if record.proc_start is not None:
+        return RecordTrust.TRUSTED if record.proc_start == record.start_ticks else RecordTrust.STALE
+    if record.started_at_ms is not None and boot is not None and clk_tck > 0:
+        process_start = boot + record.start_ticks / clk_tck
+        if abs(process_start - record.started_at_ms / 1000.0) <= START_TOLERANCE_S:
+            return RecordTrust.TRUSTED
+    return RecordTrust.UNVERIFIED
+
+
+def claude_claims(records: Iterable[RegistryRecord], boot: float | None, clk_tck: int) -> dict[str, Running]:
+    """The Claude Code sessions live processes claim, from the registry records in the order read.
+
+    A stale record claims nothing. When two records claim one session, the first stands unless a later
+    one is trusted and the first is not.
+    """
+    claims: dict[str, Running] = {}
+    for record in records:
+        trust = record_trust(record, boot, clk_tck)
+        if trust is RecordTrust.STALE:
+            continue
+        prev = claims.get(record.session_id)
+        trusted = trust is RecordTrust.TRUSTED
+        if prev is None or (trusted and not prev.trusted):
+            claims[record.session_id] = Running(record.pid, trusted)
+    return claims
+
+
+def may_run_codex(comm: str) -> bool:
+    """Whether a process, by its name, is one whose open files :func:`codex_claims` looks at."""
+    return comm.startswith(CODEX_PROCESS_PREFIX)
+
+
+def codex_claims(
+    processes: Iterable[tuple[int, Sequence[str] | None]], codex_root: str, sep: str = "/"
+) -> tuple[dict[str, Running], bool]:
+    """The Codex sessions live processes run, and whether that could be told for every session.
+
+    ``processes`` are the processes :func:`may_run_codex` admits, each with the link targets of its open
+    descriptors (None: they could not be read). Codex keeps its rollout file open while it runs: a
+    target strictly inside ``codex_root`` (resolved) whose name is a rollout (:data:`ROLLOUT_IN_PATH`)
+    means that process runs that session, a trusted claim. One process whose descriptors cannot be read
+    makes the answer not known (every Codex session nobody claims is then ``running_unknown``).
+
+    This is deliberately wider than :func:`connectcore.directory.rollout_session_id`, the rule for
+    *binding* a pane to a session: any process named ``codex*``, any descriptor mode, the whole Codex
+    root (archived sessions too), a rollout name anywhere in the path. Binding grants a pane a
+    session's identity, so only Codex's own writing counts there; liveness decides whether a session
+    may be expunged or relaunched, where a false "running" only refuses and a false "not running"
+    deletes a live transcript or runs one conversation twice.
+    """
+    claims: dict[str, Running] = {}
+    known = True
+    inside = codex_root + sep
+    for pid, targets in processes:
+        if targets is None:
+            known = False
+            continue
+        for target in targets:
+            if not target.startswith(inside):
+                continue
+            m = ROLLOUT_IN_PATH.search(target)
+            if m:
+                claims[m.group(1)] = Running(pid, True)
+    return claims, known
+
+
+def liveness_view(snap: LivenessSnapshot, entry: SessionEntry) -> LivenessView:
+    """An entry's liveness as routing sees it.
+
+    A subagent runs inside its parent's process: while the parent is claimed (verified or not) it is
+    ``running_unknown``, otherwise ``not_running`` (``running_unknown`` if the harness could not be
+    looked at). A session nobody claims is ``not_running`` (or ``running_unknown``, likewise); an
+    unverified claim is ``running_unknown``; a trusted one is ``running_in_pane`` with its pane when its
+    process descends from a pane's process, else ``running_elsewhere``.
+    """
+    if entry.entrypoint is Entrypoint.SUBAGENT:
+        parent = entry.parent_session_id
+        if parent and snap.running(entry.harness, parent) is not None:
+            return LivenessView(Liveness.RUNNING_UNKNOWN)
+        if not snap.known(entry.harness):
+            return LivenessView(Liveness.RUNNING_UNKNOWN)
+        return LivenessView(Liveness.NOT_RUNNING)
+    run = snap.running(entry.harness, entry.session_id)
+    if run is None:
+        return LivenessView(Liveness.NOT_RUNNING if snap.known(entry.harness) else Liveness.RUNNING_UNKNOWN)
+    if not run.trusted:
+        return LivenessView(Liveness.RUNNING_UNKNOWN)
+    pane = snap.ancestry.get(run.pid)
+    if pane is not None:
+        return LivenessView(Liveness.RUNNING_IN_PANE, pane)
+    return LivenessView(Liveness.RUNNING_ELSEWHERE)
+
+
+def claimed(snap: LivenessSnapshot, keys: Iterable[tuple[Harness, str]]) -> frozenset[tuple[Harness, str]]:
+    """Of ``keys``, the sessions a live process claims, verified or not: what restore leaves alone
+    (relaunching it would run the same conversation twice) and expunge refuses (``running``)."""
+    return frozenset(k for k in keys if snap.running(*k) is not None)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -492,6 +492,19 @@ def test_expunge_refusal_refuses_a_running_session_first_then_anything_outside_t
     assert expunge_refusal("claude", "s1", running=False, paths=[("/r", "/roots/claude2/x")], roots=["/roots/claude"]) is not None
 
 
+def test_an_expunged_entry_goes_only_when_none_of_its_transcripts_was_kept() -> None:
+    """Expunge removes the session's entry and each subagent's (in that order) unless a transcript of it
+    could not be deleted: an entry stays while its transcript is there (was in history/service.py)."""
+    from connectcore.history import expunged_sessions
+
+    files = {"s": ["/r/s.jsonl", "/r/s.old.jsonl"], "a1": ["/r/s/a1.jsonl"], "a2": ["/r/s/a2.jsonl"]}
+    assert expunged_sessions("s", ["a1", "a2"], files, []) == ["s", "a1", "a2"]
+    assert expunged_sessions("s", ["a1", "a2"], files, ["/r/s.old.jsonl"]) == ["a1", "a2"]
+    assert expunged_sessions("s", ["a1", "a2"], files, ["/r/s/a2.jsonl", "/r/elsewhere"]) == ["s", "a1"]
+    assert expunged_sessions("s", ["a2", "a1"], files, []) == ["s", "a2", "a1"]
+    assert expunged_sessions("s", [], {}, ["/r/s.jsonl"]) == ["s"]  # no transcript rows: nothing holds it
+
+
 def test_restore_considers_known_harnesses_whose_session_no_live_pane_holds() -> None:
     """Claim: restore's candidates are the stored bindings of Claude Code and Codex sessions that no
     live pane holds now, in the order stored (issue 24: was decided in connectd/agents/restore_fleet.py)."""

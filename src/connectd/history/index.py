@@ -11,13 +11,10 @@ other change reparses the file. A transcript that disappears keeps its entry, ma
 watcher saw change, without scanning the roots; large passes read in worker processes
 (:mod:`connectd.history.reader`).
 
-Tables: ``entries`` (one row per session, keyed by harness and session id, with the searchable text in
-``f_*`` columns and their lengths in words in ``n_*``; ``entries_rank`` covers what ranking reads),
-``postings`` (one row per word and entry with the word's count per field, keyed by word: a word's
-document frequency is the length of its run), ``totals`` (N and words per field, kept by triggers),
-``files`` (one row per transcript: stat, offset, parser state) and ``codex_titles`` (Codex's
-``session_index.jsonl``). The file is created 0600 in a 0700 directory, in WAL mode. Searches score
-every admitted candidate in SQL and hand the few that can make the top to ``connectcore.history.rank``.
+The tables and the SQL are :mod:`connectd.history.schema`, the inverted index's writes
+:mod:`connectd.history.postings`, which transcripts there are :mod:`connectd.history.discover`. The
+file is created 0600 in a 0700 directory, in WAL mode. Searches score every admitted candidate in SQL
+and hand the few that can make the top to ``connectcore.history.rank``.
 """
 
 from __future__ import annotations
@@ -28,232 +25,48 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import orjson
-
 from connectcore.history import (
-    BM25_K1,
-    FIELD_B,
-    FIELD_WEIGHTS,
-    RECENCY_FLOOR,
-    RECENCY_HALF_LIFE_S,
-    TERM_MAX_CHARS,
-    Candidate,
-    CorpusStats,
-    Entrypoint,
-    Field,
     Harness,
-    SearchScope,
-    SessionEntry,
-    TranscriptFacts,
-    idf,
-    tokens,
 )
+from connectd.history.codex_titles import codex_index_stale, update_codex_titles
+from connectd.history.discover import discover
+from connectd.history.entries import delete_entry, rebuild_entries
 from connectd.history.parsers import (
     MAX_LINE_BYTES,
     Skip,
     SkipReason,
-    accumulator_for,
-    read_codex_titles,
 )
-from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext, unpack_state
+from connectd.history.postings import Postings
+from connectd.history.queries import IndexQueries
+from connectd.history.reader import FileResult, Job, Prior, Readers, RowContext
+from connectd.history.report import IndexReport as IndexReport  # re-exported: its callers import it from here
 from connectd.history.repos import RepoResolver
-from connectd.history.rows import (
-    ENTRY_COLUMNS,
-    LENGTH_COLUMNS,
-    OTHER_FIELDS,
-    ROW_COLUMNS,
-    TEXT_COLUMNS,
-    assemble,
-    decode_prompts,
-    entry_values,
-    other_fields,
-    prompt_term_counts,
-    stored_texts,
+from connectd.history.schema import (
+    BULK_ENTRY,
+    BULK_FILE,
+    BULK_POSTINGS,
+    SCHEMA_VERSION,
+    UPSERT_FILE,
+    Key,
+    create_schema,
+    remove_db,
 )
 
-SCHEMA_VERSION = "5"  # 5: a delivered message is neither a prompt nor a title
 DB_NAME = "history.db"
 _BATCH_FILES = 500
 #: A full build is written here, then copied into ``DB_NAME`` in one transaction.
 BUILD_SUFFIX = ".build"
 
-_COLUMNS = dict(zip(Field, TEXT_COLUMNS, strict=True))
-_LENGTHS = dict(zip(Field, LENGTH_COLUMNS, strict=True))
-_TFS = tuple(f"t_{f.value}" for f in Field)
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries(
-  id INTEGER PRIMARY KEY,
-  harness TEXT NOT NULL,
-  session_id TEXT NOT NULL,
-  repo TEXT NOT NULL,
-  cwd TEXT NOT NULL,
-  title TEXT NOT NULL,
-  branches TEXT NOT NULL,
-  prs TEXT NOT NULL,
-  started REAL,
-  last_active REAL,
-  entrypoint TEXT NOT NULL,
-  parent_session_id TEXT,
-  resume_argv TEXT,
-  source_path TEXT NOT NULL,
-  source_missing INTEGER NOT NULL,
-  {", ".join(f"{c} INTEGER NOT NULL" for c in _LENGTHS.values())},
-  {", ".join(f"{c} TEXT NOT NULL" for c in _COLUMNS.values())},
-  UNIQUE(harness, session_id)
-);
-CREATE INDEX IF NOT EXISTS entries_scope ON entries(repo, entrypoint);
-CREATE INDEX IF NOT EXISTS entries_recent ON entries(last_active);
-CREATE INDEX IF NOT EXISTS entries_parent ON entries(harness, parent_session_id);
--- What ranking reads per candidate, without touching the wide rows.
-CREATE INDEX IF NOT EXISTS entries_rank ON entries(
-  id, entrypoint, repo, last_active, {", ".join(_LENGTHS.values())}
-);
--- The inverted index: one row per (term, entry) with the term's frequency in each field, in Field order.
--- A term's document frequency is the length of its run of rows (counted when a query needs it).
-CREATE TABLE IF NOT EXISTS postings(
-  term TEXT NOT NULL, doc INTEGER NOT NULL,
-  {", ".join(f"{c} INTEGER NOT NULL" for c in _TFS)},
-  PRIMARY KEY(term, doc)
-) WITHOUT ROWID;
--- Corpus totals (entries, words per field), kept by triggers: BM25's N and average field lengths.
-CREATE TABLE IF NOT EXISTS totals(
-  id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL,
-  {", ".join(f"s_{f.value} INTEGER NOT NULL" for f in Field)}
-);
-INSERT OR IGNORE INTO totals VALUES (1, 0, {", ".join("0" for _ in Field)});
-CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
-  UPDATE totals SET n = n + 1, {", ".join(f"s_{f.value} = s_{f.value} + new.n_{f.value}" for f in Field)};
-END;
-CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
-  UPDATE totals SET n = n - 1, {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value}" for f in Field)};
-END;
-CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE ON entries BEGIN
-  UPDATE totals SET {", ".join(f"s_{f.value} = s_{f.value} - old.n_{f.value} + new.n_{f.value}" for f in Field)};
-END;
-CREATE TABLE IF NOT EXISTS files(
-  path TEXT PRIMARY KEY,
-  harness TEXT NOT NULL,
-  session_id TEXT,
-  size INTEGER NOT NULL,
-  mtime_ns INTEGER NOT NULL,
-  inode INTEGER NOT NULL,
-  offset INTEGER NOT NULL,
-  head TEXT NOT NULL,
-  head_len INTEGER NOT NULL,
-  missing INTEGER NOT NULL DEFAULT 0,
-  skipped INTEGER NOT NULL DEFAULT 0,
-  last_skip TEXT,
-  state BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS files_session ON files(harness, session_id);
-CREATE TABLE IF NOT EXISTS codex_titles(
-  session_id TEXT PRIMARY KEY, title TEXT NOT NULL, updated_at TEXT NOT NULL
-);
-"""
-
-_DROP = """
-DROP TRIGGER IF EXISTS entries_ai; DROP TRIGGER IF EXISTS entries_ad; DROP TRIGGER IF EXISTS entries_au;
-DROP TABLE IF EXISTS fts_row; DROP TABLE IF EXISTS fts_inst; DROP TABLE IF EXISTS entries_fts;
-DROP TABLE IF EXISTS postings; DROP TABLE IF EXISTS terms; DROP TABLE IF EXISTS totals;
-DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS codex_titles;
-DROP TABLE IF EXISTS meta;
-"""
-
-_ENTRY_COLUMNS = ", ".join(ENTRY_COLUMNS)
-
 Progress = Callable[[int, int], None]
-Key = tuple[Harness, str]
 
 
 class IndexError_(Exception):
     """The index file cannot be used (wrong schema version from a newer build, not a database)."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Discovery
-# ---------------------------------------------------------------------------------------------------
-
-
-def _scandir(path: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def _transcript(name: str, prefix: str = "") -> bool:
-    return name.endswith(".jsonl") and name.startswith(prefix) and not name.startswith("agent-acompact")
-
-
-def discover(claude_root: Path, codex_root: Path) -> Iterator[tuple[Harness, str]]:
-    """Every transcript under the two roots, as (harness, path)."""
-    join = os.path.join
-    for project in _scandir(join(claude_root, "projects")):
-        if not project.is_dir(follow_symlinks=False):
-            continue
-        for item in _scandir(project.path):
-            if _transcript(item.name) and item.is_file(follow_symlinks=False):
-                yield Harness.CLAUDE, item.path
-            elif item.is_dir(follow_symlinks=False):
-                for sub in _scandir(join(item.path, "subagents")):
-                    if _transcript(sub.name, "agent-") and sub.is_file(follow_symlinks=False):
-                        yield Harness.CLAUDE, sub.path
-    for top in ("sessions", "archived_sessions"):
-        stack = [(join(codex_root, top), 0)]
-        while stack:
-            d, depth = stack.pop()
-            for item in _scandir(d):
-                if item.is_dir(follow_symlinks=False):
-                    if depth < 4:
-                        stack.append((item.path, depth + 1))
-                elif item.name.startswith("rollout-") and item.name.endswith(".jsonl"):
-                    yield Harness.CODEX, item.path
-
-
-# ---------------------------------------------------------------------------------------------------
-# Reports
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class IndexReport:
-    """What one update did. ``skips`` lists every skipped line or file with its reason."""
-
-    files_seen: int = 0
-    files_read: int = 0
-    files_resumed: int = 0
-    files_missing: int = 0
-    bytes_read: int = 0
-    entries_written: int = 0
-    entries_removed: int = 0
-    skips: list[Skip] = field(default_factory=list)
-    seconds: float = 0.0
-    changed: set[Key] = field(default_factory=set)  # sessions whose entry was written or removed
-
-    def skip_counts(self) -> dict[str, int]:
-        return dict(Counter(s.reason for s in self.skips))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "files_seen": self.files_seen,
-            "files_read": self.files_read,
-            "files_resumed": self.files_resumed,
-            "files_missing": self.files_missing,
-            "bytes_read": self.bytes_read,
-            "entries_written": self.entries_written,
-            "entries_removed": self.entries_removed,
-            "skipped": self.skip_counts(),
-            "seconds": round(self.seconds, 3),
-        }
 
 
 class FileRow(NamedTuple):
@@ -283,7 +96,7 @@ def _ensure_private_dir(path: Path) -> None:
             os.chmod(path, 0o700)
 
 
-class HistoryIndex:
+class HistoryIndex(IndexQueries):
     """One open ``history.db``. Thread-safe: statements hold the connection lock, and one writer pass
     (an update or a removal) runs at a time; reads interleave with a long build between its batches."""
 
@@ -349,7 +162,7 @@ class HistoryIndex:
                 raise IndexError_(f"{self.path} is not a usable SQLite database: {exc}") from exc
             with self._tx() as db:
                 # Derived data: an index from another schema version is rebuilt, never migrated.
-                _create_schema(db, reset=row is not None and row[0] != SCHEMA_VERSION)
+                create_schema(db, reset=row is not None and row[0] != SCHEMA_VERSION)
 
     def _has_table(self, name: str) -> bool:
         return (
@@ -402,6 +215,19 @@ class HistoryIndex:
     ) -> None:
         """An incremental pass: read what changed, write it 500 files per transaction."""
         resolver = RepoResolver()
+        todo = self._plan(claude_root, codex_root, paths)
+        report.files_seen = todo.total
+        with self._lock:
+            post = Postings(self._db)
+        batch, dirty = self._read_in_batches(todo, report, resolver, post, progress, workers)
+        self._finish_pass(codex_root, todo, batch, dirty, report, resolver, post)
+        if progress is not None:
+            progress(todo.total, todo.total)
+
+    def _plan(
+        self, claude_root: Path, codex_root: Path, paths: Iterable[tuple[Harness, str]] | None
+    ) -> _Pass:
+        """What an incremental pass reads: a scan of both roots, or the watcher's changed ``paths``."""
         if paths is None:
             known = self._known()
             found, todo, gone = self._scan(Path(claude_root), Path(codex_root), known)
@@ -409,37 +235,60 @@ class HistoryIndex:
             found = list(dict.fromkeys(paths))
             known = self._known([p for _, p in found])
             todo, gone = self._named(found, known)
-        report.files_seen = total = len(found)
+        return _Pass(len(found), known, todo, gone)
+
+    def _read_in_batches(
+        self,
+        todo: _Pass,
+        report: IndexReport,
+        resolver: RepoResolver,
+        post: Postings,
+        progress: Progress | None,
+        workers: int | None,
+    ) -> tuple[list[FileResult], set[Key]]:
+        """Read the transcripts to read and write every full batch in its own transaction; the last
+        (partial) batch and the sessions still to build are left for :meth:`_finish_pass`."""
+        known = todo.known
         jobs = [
             Job(harness, path, _prior(known.get(path)), self._state(path) if path in known else None, self.max_line_bytes)
-            for _, harness, path in todo
+            for _, harness, path in todo.read
         ]
-        done_at = [done for done, _, _ in todo]
+        done_at = [done for done, _, _ in todo.read]
         dirty: set[Key] = set()
         batch: list[FileResult] = []
-        with self._lock:
-            post = _Postings(self._db)
         for i, result in enumerate(Readers(workers).read(jobs)):
             batch.append(result)
             if len(batch) >= _BATCH_FILES:
                 self._update_batch(batch, known, dirty, report, resolver, post)
                 batch = []
                 if progress is not None:
-                    progress(done_at[i], total)
-        if batch or gone or dirty or self._codex_index_stale(Path(codex_root)):
+                    progress(done_at[i], todo.total)
+        return batch, dirty
+
+    def _finish_pass(
+        self,
+        codex_root: Path,
+        todo: _Pass,
+        batch: list[FileResult],
+        dirty: set[Key],
+        report: IndexReport,
+        resolver: RepoResolver,
+        post: Postings,
+    ) -> None:
+        """The last batch, the gone files, Codex's titles and the sessions they change, in one
+        transaction (none when nothing changed); then any postings still staged."""
+        if batch or todo.gone or dirty or codex_index_stale(self._db, self._lock, Path(codex_root)):
             with self._tx() as db:
                 fresh: dict[str, FileResult] = {}
                 if batch:
-                    self._apply(db, batch, known, dirty, report, fresh)
-                dirty |= self._mark_missing(db, gone, report)
-                dirty |= self._update_codex_titles(db, Path(codex_root), report)
-                self._rebuild(db, dirty, report, resolver, post, fresh)
+                    self._apply(db, batch, todo.known, dirty, report, fresh)
+                dirty |= self._mark_missing(db, todo.gone, report)
+                dirty |= update_codex_titles(db, Path(codex_root), report)
+                rebuild_entries(db, dirty, report, resolver, post, fresh)
                 post.flush()
         if post.pending:
             with self._tx():
                 post.flush()
-        if progress is not None:
-            progress(total, total)
 
     def _known(self, paths: Sequence[str] | None = None) -> dict[str, FileRow]:
         """The index's rows of these transcript paths (all of them when ``paths`` is None)."""
@@ -519,7 +368,7 @@ class HistoryIndex:
         new one, which SQLite names as a way to corrupt a database.
         """
         build = self.path.with_name(self.path.name + BUILD_SUFFIX)
-        _remove_db(build)
+        remove_db(build)
         os.close(os.open(build, os.O_RDWR | os.O_CREAT, 0o600))
         try:
             db = sqlite3.connect(build, isolation_level=None)
@@ -536,7 +385,7 @@ class HistoryIndex:
             finally:
                 db.close()
         finally:
-            _remove_db(build)
+            remove_db(build)
         report.entries_removed = len(old - report.changed)
         report.changed |= old  # whoever read an entry of the old index reads it again
         if progress is not None:
@@ -596,8 +445,8 @@ class HistoryIndex:
                     (chunks, r.postings),
                 )
             if done % _BATCH_FILES == 0 or done == total:
-                db.executemany(_BULK_FILE, files)
-                db.executemany(_BULK_ENTRY, entries)
+                db.executemany(BULK_FILE, files)
+                db.executemany(BULK_ENTRY, entries)
                 files, entries = [], []
                 if progress is not None and done < total:
                     progress(done, total)
@@ -613,8 +462,8 @@ class HistoryIndex:
         db.execute("PRAGMA synchronous=OFF")
         db.execute("PRAGMA cache_size=-131072")  # 128 MiB: also what the final sort holds in memory
         db.execute("BEGIN")
-        _create_schema(db, reset=False)
-        self._update_codex_titles(db, codex_root, report)
+        create_schema(db, reset=False)
+        update_codex_titles(db, codex_root, report)
         return RowContext({str(sid): str(t) for sid, t in db.execute("SELECT session_id, title FROM codex_titles")})
 
     def _end_build(
@@ -623,14 +472,14 @@ class HistoryIndex:
         """The staged postings written in key order, a session's later transcripts' documents dropped,
         the sessions with several transcripts built again from all of them; committed."""
         db.execute("CREATE INDEX temp.bulk_key ON bulk(word, chunk)")
-        db.execute(_BULK_POSTINGS)
+        db.execute(BULK_POSTINGS)
         db.execute("DROP TABLE temp.bulk")
         if orphans:
             db.execute("DELETE FROM postings WHERE doc IN (SELECT value FROM json_each(?))", (json.dumps(orphans),))
         report.changed |= set(docs)
         if again:
-            post = _Postings(db)
-            self._rebuild(db, again, report, RepoResolver(), post)
+            post = Postings(db)
+            rebuild_entries(db, again, report, RepoResolver(), post)
             post.flush()
         report.entries_written = len(docs)
         db.execute("COMMIT")
@@ -642,13 +491,13 @@ class HistoryIndex:
         dirty: set[Key],
         report: IndexReport,
         resolver: RepoResolver,
-        post: _Postings,
+        post: Postings,
     ) -> None:
         with self._tx() as db:
             keys: set[Key] = set()
             fresh: dict[str, FileResult] = {}
             self._apply(db, batch, known, keys, report, fresh)
-            self._rebuild(db, keys, report, resolver, post, fresh)
+            rebuild_entries(db, keys, report, resolver, post, fresh)
             dirty -= keys
             if post.due():
                 post.flush()
@@ -664,214 +513,13 @@ class HistoryIndex:
     ) -> None:
         """Write what the readers found into ``files``; note the sessions whose entries must change."""
         for r in results:
-            path, harness = r.path, r.harness
-            row = known.get(path)
             if r.status == "unchanged":
                 continue
             report.skips.extend(r.skips)
             if r.status == "gone":
-                if row is not None:
-                    db.execute("UPDATE files SET missing=1 WHERE path=?", (path,))
-                    if row.session_id:
-                        dirty.add((Harness(row.harness), row.session_id))
-                continue
-            if r.status != "read":
-                continue
-            report.files_read += 1
-            report.files_resumed += int(r.resumed)
-            report.bytes_read += r.bytes_read
-            session_id = r.session_id
-            if row is not None and row.session_id and row.session_id != session_id:
-                dirty.add((Harness(row.harness), row.session_id))
-            if session_id and r.facts is not None:
-                dirty.add((harness, session_id))
-                fresh[path] = r
-            last_skip = r.skips[-1].reason if r.skips else None
-            db.execute(
-                "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len,"
-                " state, missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
-                " ON CONFLICT(path) DO UPDATE SET harness=excluded.harness, session_id=excluded.session_id,"
-                " size=excluded.size, mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
-                " offset=excluded.offset, head=excluded.head, head_len=excluded.head_len,"
-                " state=excluded.state, missing=0,"
-                " skipped=CASE WHEN ? THEN files.skipped + excluded.skipped ELSE excluded.skipped END,"
-                " last_skip=COALESCE(excluded.last_skip, CASE WHEN ? THEN files.last_skip END)",
-                (*_file_row(r, path, harness.value, session_id, last_skip), r.resumed, r.resumed),
-            )
-            known[path] = FileRow(
-                path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False
-            )
-
-    def _codex_index_stale(self, codex_root: Path) -> bool:
-        try:
-            st = os.stat(codex_root / "session_index.jsonl")
-        except OSError:
-            return False
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key='codex_index'").fetchone()
-        prev = json.loads(row[0]) if row else None
-        return not (
-            prev
-            and prev["size"] == st.st_size
-            and prev["mtime_ns"] == st.st_mtime_ns
-            and prev["inode"] == st.st_ino
-        )
-
-    def _update_codex_titles(self, db: sqlite3.Connection, codex_root: Path, report: IndexReport) -> set[Key]:
-        path = codex_root / "session_index.jsonl"
-        row = db.execute("SELECT value FROM meta WHERE key='codex_index'").fetchone()
-        prev = json.loads(row[0]) if row else None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return set()
-        if (
-            prev
-            and prev["size"] == st.st_size
-            and prev["mtime_ns"] == st.st_mtime_ns
-            and prev["inode"] == st.st_ino
-        ):
-            return set()
-        offset = 0
-        if prev and prev["inode"] == st.st_ino and st.st_size >= prev["offset"]:
-            offset = prev["offset"]
-        try:
-            titles, next_offset, skips = read_codex_titles(str(path), offset)
-        except OSError:
-            report.skips.append(Skip(str(path), SkipReason.UNREADABLE))
-            return set()
-        report.skips.extend(skips)
-        changed: set[Key] = set()
-        if offset == 0:
-            changed |= {(Harness.CODEX, r[0]) for r in db.execute("SELECT session_id FROM codex_titles")}
-            db.execute("DELETE FROM codex_titles")
-        for sid, (name, updated) in titles.items():
-            db.execute(
-                "INSERT INTO codex_titles(session_id, title, updated_at) VALUES (?,?,?)"
-                " ON CONFLICT(session_id) DO UPDATE SET title=excluded.title, updated_at=excluded.updated_at",
-                (sid, name, updated),
-            )
-            changed.add((Harness.CODEX, sid))
-        db.execute(
-            "INSERT INTO meta(key, value) VALUES ('codex_index', ?)"
-            " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-            (
-                json.dumps(
-                    {
-                        "size": st.st_size,
-                        "mtime_ns": st.st_mtime_ns,
-                        "inode": st.st_ino,
-                        "offset": next_offset,
-                    }
-                ),
-            ),
-        )
-        return changed
-
-    def _rebuild(
-        self,
-        db: sqlite3.Connection,
-        keys: Iterable[Key],
-        report: IndexReport,
-        resolver: RepoResolver,
-        post: _Postings,
-        fresh: Mapping[str, FileResult] | None = None,
-    ) -> None:
-        fresh = fresh or {}
-        for harness, session_id in keys:
-            report.changed.add((harness, session_id))
-            rows = db.execute(
-                "SELECT path, missing FROM files WHERE harness=? AND session_id=?",
-                (harness.value, session_id),
-            ).fetchall()
-            facts: list[TranscriptFacts] = []
-            missing = True
-            read_now: FileResult | None = None
-            for path, is_missing in rows:
-                r = fresh.get(path)
-                f = r.facts if r is not None else None
-                if r is not None and len(rows) == 1:
-                    read_now = r
-                if r is None:
-                    acc = accumulator_for(harness, path)
-                    acc.load_state(self._state_in(db, path))
-                    f = acc.facts()
-                if f is not None and f.session_id == session_id:
-                    facts.append(f)
-                    missing = missing and bool(is_missing)
-            if not facts:
-                report.entries_removed += self._delete_entry(db, harness, session_id, post)
-                continue
-            title = None
-            if harness is Harness.CODEX:
-                t = db.execute("SELECT title FROM codex_titles WHERE session_id=?", (session_id,)).fetchone()
-                title = t[0] if t is not None else None
-
-            def previous_repo(key: Key = (harness, session_id)) -> str | None:
-                prev = db.execute(
-                    "SELECT repo FROM entries WHERE harness=? AND session_id=?", (key[0].value, key[1])
-                ).fetchone()
-                return str(prev[0]) if prev is not None and prev[0] else None
-
-            entry = assemble(
-                facts, missing=missing, codex_title=title, resolve=resolver, previous_repo=previous_repo
-            )
-            prompt_terms = None
-            if (
-                read_now is not None
-                and read_now.facts is not None
-                and read_now.facts.prompts == entry.prompts
-            ):
-                prompt_terms = (read_now.prompt_words, read_now.prompt_terms)  # counted by the reader
-            self._write_entry(db, entry, post, prompt_terms)
-            report.entries_written += 1
-
-    def _delete_entry(
-        self, db: sqlite3.Connection, harness: Harness, session_id: str, post: _Postings
-    ) -> int:
-        old = db.execute(
-            f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
-            (harness.value, session_id),
-        ).fetchone()
-        if old is None:
-            return 0
-        db.execute("DELETE FROM entries WHERE id=?", (old[0],))
-        post.drop(old[0], old[1:])
-        return 1
-
-    def _write_entry(
-        self,
-        db: sqlite3.Connection,
-        entry: SessionEntry,
-        post: _Postings,
-        prompt_terms: tuple[int, bytes] | None = None,
-    ) -> None:
-        texts, stored = stored_texts(entry)
-        if prompt_terms is None:
-            prompt_terms = prompt_term_counts(texts[Field.PROMPTS])
-        lengths, others = other_fields(texts)
-        lengths[Field.PROMPTS] = prompt_terms[0]
-        values = entry_values(entry, lengths, stored)
-        old = None
-        if not post.empty_at_start or entry.key in post.written:
-            old = db.execute(
-                f"SELECT id, {', '.join(_COLUMNS.values())} FROM entries WHERE harness=? AND session_id=?",
-                (entry.harness.value, entry.session_id),
-            ).fetchone()
-        post.written.add(entry.key)
-        cols = ROW_COLUMNS
-        updates = ", ".join(f"{c}=excluded.{c}" for c in cols[2:])
-        cur = db.execute(
-            f"INSERT INTO entries({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-            f" ON CONFLICT(harness, session_id) DO UPDATE SET {updates} RETURNING id",
-            values,
-        )
-        doc = int(cur.fetchone()[0])
-        if old is None:
-            post.add(doc, prompt_terms[1], others)
-        elif tuple(old[1:]) != tuple(stored[f] for f in Field):
-            post.drop(old[0], old[1:])
-            post.add(old[0], prompt_terms[1], others)
+                _mark_gone(db, known.get(r.path), dirty)
+            elif r.status == "read":
+                _record_read(db, r, known, dirty, report, fresh)
 
     def _file_rows(self, where: str = "", args: Sequence[Any] = ()) -> list[FileRow]:
         # ``harness`` stays the stored string (a StrEnum value compares and hashes equal to it).
@@ -887,259 +535,14 @@ class HistoryIndex:
             row = self._db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
         return bytes(row[0]) if row is not None else None
 
-    @staticmethod
-    def _state_in(db: sqlite3.Connection, path: str) -> dict[str, Any]:
-        row = db.execute("SELECT state FROM files WHERE path=?", (path,)).fetchone()
-        return unpack_state(row[0]) if row is not None else {}
-
-    # -- reads -------------------------------------------------------------------------------------
-
-    def _entry_from_row(self, r: Sequence[Any], prompts: str = "") -> SessionEntry:
-        return SessionEntry(
-            harness=Harness(r[0]),
-            session_id=r[1],
-            repo=r[2],
-            cwd=r[3],
-            title=r[4],
-            branches=tuple(json.loads(r[5])),
-            prs=tuple(json.loads(r[6])),
-            started=r[7],
-            last_active=r[8],
-            entrypoint=Entrypoint(r[9]),
-            parent_session_id=r[10],
-            resume_argv=tuple(json.loads(r[11])) if r[11] is not None else None,
-            source_path=r[12],
-            source_missing=bool(r[13]),
-            prompts=decode_prompts(prompts),
-        )
-
-    def get(self, harness: Harness, session_id: str, *, with_prompts: bool = False) -> SessionEntry | None:
-        prompts_col = "f_prompts" if with_prompts else "''"
-        with self._lock:
-            r = self._db.execute(
-                f"SELECT {_ENTRY_COLUMNS}, {prompts_col} FROM entries WHERE harness=? AND session_id=?",
-                (harness.value, session_id),
-            ).fetchone()
-        return None if r is None else self._entry_from_row(r, r[14])
-
-    def entries(self, where: str = "", args: Sequence[Any] = ()) -> list[SessionEntry]:
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries {where}", args).fetchall()
-        return [self._entry_from_row(r) for r in rows]
-
-    def count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
-
-    def stats(self, terms: Sequence[str]) -> CorpusStats:
-        """Corpus statistics over the whole index (BM25's N, average field lengths, term df)."""
-        with self._lock:
-            n, *sums = self._db.execute(
-                f"SELECT n, {', '.join(f's_{f.value}' for f in Field)} FROM totals WHERE id=1"
-            ).fetchone()
-            df = (
-                dict(
-                    self._db.execute(
-                        f"SELECT term, count(*) FROM postings WHERE term IN ({_marks(len(terms))}) GROUP BY term",
-                        list(terms),
-                    )
-                )
-                if terms
-                else {}
-            )
-        return CorpusStats(
-            documents=int(n),
-            average_length={f: (s / n if n else 0.0) for f, s in zip(Field, sums, strict=True)},
-            document_frequency={str(k): int(v) for k, v in df.items()},
-        )
-
-    def _scope_sql(self, scope: SearchScope) -> tuple[list[str], list[Any]] | None:
-        eps = scope.entrypoints()
-        where = [f"e.entrypoint IN ({_marks(len(eps))})"]
-        args: list[Any] = [e.value for e in eps]
-        if scope.repos is not None:
-            if not scope.repos:
-                return None
-            where.append(f"e.repo IN ({_marks(len(scope.repos))})")
-            args += sorted(scope.repos)
-        return where, args
-
-    def _present(self, terms: Sequence[str]) -> dict[str, str]:
-        """The query terms some entry holds (as a mapping term -> term, what postings rows carry)."""
-        return {
-            str(r[0]): str(r[0])
-            for r in self._db.execute(
-                f"SELECT DISTINCT term FROM postings WHERE term IN ({_marks(len(terms))})", list(terms)
-            )
-        }
-
-    def candidates(self, terms: Sequence[str], scope: SearchScope) -> list[Candidate]:
-        """Every entry the scope admits that holds a query term, with per-field term frequencies.
-
-        The scope (repos, entrypoints) is part of the SQL, so no admitted match is ever cut before
-        ranking. The entries are thin (identity, repo, cwd, entrypoint, last active): enough to rank;
-        :meth:`get` gives the whole entry.
-        """
-        if not terms:
-            return []
-        sql = self._scope_sql(scope)
-        if sql is None:
-            return []
-        where, args = sql
-        with self._lock:
-            ids = self._present(terms)
-            if not ids:
-                return []
-            docs = [
-                r[0]
-                for r in self._db.execute(
-                    f"SELECT DISTINCT p.doc FROM postings AS p JOIN entries AS e ON e.id = p.doc"
-                    f" WHERE p.term IN ({_marks(len(ids))}) AND {' AND '.join(where)}",
-                    [*ids, *args],
-                )
-            ]
-            return self._thin_candidates(ids, docs)
-
-    def _thin_candidates(self, ids: Mapping[str, str], docs: Sequence[int]) -> list[Candidate]:
-        """Candidates for ``docs``: thin entries (what ranking needs) and the query terms' frequencies."""
-        tf: dict[int, dict[tuple[Field, str], int]] = {}
-        entries: dict[int, tuple[SessionEntry, dict[Field, int]]] = {}
-        for start in range(0, len(docs), 500):
-            chunk = list(docs[start : start + 500])
-            for doc, term, *counts in self._db.execute(
-                f"SELECT doc, term, {', '.join(_TFS)} FROM postings"
-                f" WHERE term IN ({_marks(len(ids))}) AND doc IN ({_marks(len(chunk))})",
-                [*ids, *chunk],
-            ):
-                freq = tf.setdefault(doc, {})
-                for f, c in zip(Field, counts, strict=True):
-                    if c:
-                        freq[(f, ids[term])] = c
-            for r in self._db.execute(
-                "SELECT id, harness, session_id, repo, cwd, last_active, entrypoint,"
-                f" {', '.join(_LENGTHS.values())} FROM entries WHERE id IN ({_marks(len(chunk))})",
-                chunk,
-            ):
-                entry = SessionEntry(
-                    harness=Harness(r[1]),
-                    session_id=r[2],
-                    repo=r[3],
-                    cwd=r[4],
-                    last_active=r[5],
-                    entrypoint=Entrypoint(r[6]),
-                )
-                entries[r[0]] = (entry, {f: r[7 + i] for i, f in enumerate(Field)})
-        return [
-            Candidate(entry=entries[doc][0], term_frequency=tf[doc], field_length=entries[doc][1])
-            for doc in docs
-            if doc in entries and doc in tf
-        ]
-
-    def top_candidates(
-        self, terms: Sequence[str], scope: SearchScope, stats: CorpusStats, *, now: float, limit: int
-    ) -> list[Candidate]:
-        """The candidates that can be among the best ``limit``: a superset of the true top.
-
-        SQLite scores every admitted candidate with the same BM25F x recency formula as
-        ``connectcore.history.rank`` and sorts them; the rows whose score is within a rounding margin of
-        the ``limit``-th come back as candidates, and ``rank`` orders those exactly. A document outside
-        them scores below the ``limit``-th by far more than floating-point noise, so the ranking is the
-        same as ranking every candidate.
-        """
-        if not terms:
-            return []
-        sql = self._scope_sql(scope)
-        if sql is None:
-            return []
-        where, args = sql
-        with self._lock:
-            ids = self._present(terms)
-            if not ids:
-                return []
-            values = []
-            qargs: list[Any] = []
-            for tid, term in ids.items():
-                df = max(stats.document_frequency.get(term, 1), 1)
-                values.append("(?, ?)")
-                qargs += [tid, idf(max(stats.documents, df), df)]
-            parts = []
-            for i, f in enumerate(Field):
-                avg = stats.average_length.get(f, 0.0) or 1.0
-                b = FIELD_B[f]
-                parts.append(
-                    f"{FIELD_WEIGHTS[f]!r} * p.{_TFS[i]} / max({1.0 - b!r} + {b!r} * e.{_LENGTHS[f]} / {avg!r}, 1e-9)"
-                )
-            weighted = " + ".join(parts)
-            recency = (
-                f"CASE WHEN e.last_active IS NULL THEN {RECENCY_FLOOR!r} ELSE {RECENCY_FLOOR!r} + "
-                f"{1.0 - RECENCY_FLOOR!r} * pow(0.5, max(0.0, ? - e.last_active) / {RECENCY_HALF_LIFE_S!r}) END"
-            )
-            query = (
-                f"WITH q(tid, idf) AS (VALUES {', '.join(values)}) "
-                f"SELECT doc, sum(idf * w / ({BM25_K1!r} + w)) * rec AS s FROM ("
-                f" SELECT p.doc AS doc, q.idf AS idf, ({weighted}) AS w, {recency} AS rec"
-                " FROM q JOIN postings AS p ON p.term = q.tid"
-                " JOIN entries AS e INDEXED BY entries_rank ON e.id = p.doc"
-                f" WHERE {' AND '.join(where)}"
-                ") GROUP BY doc ORDER BY s DESC"
-            )
-            docs: list[int] = []
-            bar = None
-            for doc, score in self._db.execute(query, [*qargs, now, *args]):
-                if bar is not None and score < bar:
-                    break
-                docs.append(doc)
-                if len(docs) == limit:
-                    bar = score * (1.0 - 1e-9)
-            return self._thin_candidates(ids, docs)
-
-    def recent_dirs(self) -> list[tuple[str, str, float | None]]:
-        """(cwd, repo, last active) of every top-level session's directory, most recent first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT cwd, repo, max(last_active) AS t FROM entries"
-                " WHERE cwd != '' AND entrypoint != 'subagent' GROUP BY cwd ORDER BY t DESC"
-            ).fetchall()
-        return [(r[0], r[1], r[2]) for r in rows]
-
-    def files_of(self, harness: Harness, session_id: str) -> list[str]:
-        with self._lock:
-            return [
-                r[0]
-                for r in self._db.execute(
-                    "SELECT path FROM files WHERE harness=? AND session_id=?", (harness.value, session_id)
-                )
-            ]
-
-    def path_sessions(self, harness: Harness) -> dict[str, str]:
-        """Transcript path -> session id, for liveness (Codex holds its rollout open)."""
-        with self._lock:
-            return {
-                r[0]: r[1]
-                for r in self._db.execute(
-                    "SELECT path, session_id FROM files WHERE harness=? AND session_id IS NOT NULL",
-                    (harness.value,),
-                )
-            }
-
-    def children(self, harness: Harness, parent_session_id: str) -> list[str]:
-        with self._lock:
-            return [
-                r[0]
-                for r in self._db.execute(
-                    "SELECT session_id FROM entries WHERE harness=? AND parent_session_id=?",
-                    (harness.value, parent_session_id),
-                )
-            ]
-
     def remove(self, harness: Harness, session_ids: Iterable[str], paths: Iterable[str]) -> int:
         """Delete entries and their file rows (expunge). Returns the number of entries removed."""
         removed = 0
         session_ids = list(session_ids)
         with self._update_lock, self._tx() as db:
-            post = _Postings(db)
+            post = Postings(db)
             for sid in session_ids:
-                removed += self._delete_entry(db, harness, sid, post)
+                removed += delete_entry(db, harness, sid, post)
                 db.execute("DELETE FROM files WHERE harness=? AND session_id=?", (harness.value, sid))
                 if harness is Harness.CODEX:
                     db.execute("DELETE FROM codex_titles WHERE session_id=?", (sid,))
@@ -1149,12 +552,50 @@ class HistoryIndex:
         self._moved((harness, sid) for sid in session_ids)
         return removed
 
-    def skipped_files(self) -> list[tuple[str, int, str | None]]:
-        with self._lock:
-            return [
-                (r[0], r[1], r[2])
-                for r in self._db.execute("SELECT path, skipped, last_skip FROM files WHERE skipped > 0")
-            ]
+
+@dataclass(frozen=True)
+class _Pass:
+    """An incremental pass's plan: how many transcripts it covers, the index's rows of them, those to
+    read (with their position, for progress) and the indexed ones that are gone."""
+
+    total: int
+    known: dict[str, FileRow]
+    read: list[tuple[int, Harness, str]]
+    gone: list[FileRow]
+
+
+def _mark_gone(db: sqlite3.Connection, row: FileRow | None, dirty: set[Key]) -> None:
+    """A transcript the reader found gone: its row marked missing, its session to build again."""
+    if row is None:
+        return
+    db.execute("UPDATE files SET missing=1 WHERE path=?", (row.path,))
+    if row.session_id:
+        dirty.add((Harness(row.harness), row.session_id))
+
+
+def _record_read(
+    db: sqlite3.Connection,
+    r: FileResult,
+    known: dict[str, FileRow],
+    dirty: set[Key],
+    report: IndexReport,
+    fresh: dict[str, FileResult],
+) -> None:
+    """A transcript read: its ``files`` row written (a resumed read adds to its skip count), the session
+    it held before and the one it holds now to build again."""
+    path, harness, session_id = r.path, r.harness, r.session_id
+    row = known.get(path)
+    report.files_read += 1
+    report.files_resumed += int(r.resumed)
+    report.bytes_read += r.bytes_read
+    if row is not None and row.session_id and row.session_id != session_id:
+        dirty.add((Harness(row.harness), row.session_id))
+    if session_id and r.facts is not None:
+        dirty.add((harness, session_id))
+        fresh[path] = r
+    last_skip = r.skips[-1].reason if r.skips else None
+    db.execute(UPSERT_FILE, (*_file_row(r, path, harness.value, session_id, last_skip), r.resumed, r.resumed))
+    known[path] = FileRow(path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, False)
 
 
 def _prior(row: FileRow | None) -> Prior | None:
@@ -1163,134 +604,6 @@ def _prior(row: FileRow | None) -> Prior | None:
     return Prior(
         row.size, row.mtime_ns, row.inode, row.offset, row.head, row.head_len, row.missing, row.session_id
     )
-
-
-def _terms_of(texts: Sequence[str]) -> list[str]:
-    return sorted({w for text in texts for w in tokens(text) if len(w) <= TERM_MAX_CHARS})
-
-
-class _Postings:
-    """Changes to the inverted index, staged and written by SQLite from JSON in a few sorted statements.
-
-    A large pass stages many documents before writing them (each write is a pass over the postings
-    B-tree, so fewer, larger writes are much cheaper); the threshold grows with the index. Searches
-    see a document's entry at once and its postings when they are written (at the latest when the
-    pass ends). Methods run inside the caller's transaction, under the connection lock.
-    """
-
-    FLUSH_MIN_DOCS = 2000
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.staged: dict[int, tuple[bytes, bytes]] = {}
-        # An index with no entry when the pass starts: an entry not written in this pass does not exist.
-        self.empty_at_start = db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0] == 0
-        self.written: set[Key] = set()
-
-    @property
-    def pending(self) -> int:
-        return len(self.staged)
-
-    def drop(self, doc: int, old_texts: Sequence[str]) -> None:
-        """Delete document ``doc``'s postings, found from the text it was indexed with."""
-        self.db.execute(
-            "DELETE FROM postings WHERE doc=? AND term IN (SELECT value FROM json_each(?))",
-            (doc, orjson.dumps(_terms_of(old_texts))),
-        )
-        self.staged.pop(doc, None)
-
-    def add(self, doc: int, prompts: bytes, others: bytes) -> None:
-        self.staged[doc] = (prompts, others)
-
-    def due(self) -> bool:
-        if self.pending < self.FLUSH_MIN_DOCS:
-            return False
-        total = self.db.execute("SELECT n FROM totals WHERE id=1").fetchone()[0]
-        return self.pending >= max(self.FLUSH_MIN_DOCS, int(total) // 2)
-
-    def flush(self) -> None:
-        if not self.staged:
-            return
-        db = self.db
-        db.execute(_STAGE)
-        db.execute("DELETE FROM temp.stage")
-        db.executemany(
-            "INSERT INTO temp.stage(doc, prompts, others) VALUES (?,?,?)",
-            [(doc, p, o) for doc, (p, o) in self.staged.items()],
-        )
-        for statement in _FLUSH:
-            db.execute(statement)
-        db.execute("DELETE FROM temp.stage")
-        self.staged = {}
-
-
-_STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS stage(doc INTEGER NOT NULL, prompts BLOB NOT NULL, others BLOB NOT NULL)"
-)
-#: The staged documents' postings in key order: the prompts' words (most rows), then the other fields'
-#: words merged into them.
-_FLUSH = (
-    f"INSERT OR REPLACE INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join('0' for _ in _TFS[:-1])}, j.value"
-    " FROM temp.stage AS s, json_each(s.prompts) AS j ORDER BY 1, 2",
-    f"INSERT INTO postings(term, doc, {', '.join(_TFS)})"
-    f" SELECT j.key, s.doc, {', '.join(f'j.value ->> {i}' for i in range(len(OTHER_FIELDS)))}, 0"
-    " FROM temp.stage AS s, json_each(s.others) AS j WHERE true ORDER BY 1, 2"
-    f" ON CONFLICT(term, doc) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _TFS[:-1])}",
-)
-
-
-#: A full build: the rows the readers hand back, into an empty index.
-_BULK_FILE = (
-    "INSERT INTO files(path, harness, session_id, size, mtime_ns, inode, offset, head, head_len, state,"
-    " missing, skipped, last_skip) VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)"
-)
-_BULK_ENTRY = (
-    f"INSERT INTO entries(id, {', '.join(ROW_COLUMNS)}) VALUES ({','.join('?' * (len(ROW_COLUMNS) + 1))})"
-)
-#: Every staged posting, read in (word, chunk) order (the staging table's index: no sort) and each
-#: chunk's documents in order: the postings table's key order. A count is a number for a word found in the prompts alone,
-#: else an array of the counts in every field (``rows.add_postings``).
-_BULK_POSTINGS = (
-    f"INSERT INTO postings(term, doc, {', '.join(_TFS)}) SELECT b.word, CAST(d.key AS INTEGER), "
-    + ", ".join(f"iif(d.type = 'integer', 0, d.value ->> {i})" for i in range(len(OTHER_FIELDS)))
-    + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
-    " FROM temp.bulk AS b, json_each(b.docs) AS d ORDER BY b.word, b.chunk"
-)
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _remove_db(path: Path) -> None:
-    """A database file and its journals, if they exist."""
-    for suffix in ("", "-journal", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-
-
-def _create_schema(db: sqlite3.Connection, *, reset: bool) -> None:
-    if reset:
-        for stmt in _DROP.split(";"):
-            if stmt.strip():
-                db.execute(stmt)
-    for stmt in _split_sql(_SCHEMA):
-        db.execute(stmt)
-    db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a schema script into statements, keeping trigger bodies whole."""
-    out: list[str] = []
-    buf: list[str] = []
-    for line in script.splitlines():
-        buf.append(line)
-        text = "\n".join(buf).strip()
-        if text and sqlite3.complete_statement(text):
-            out.append(text)
-            buf = []
-    return out
 
 
 def _file_row(r: Any, path: str, harness: str, session_id: str | None, last_skip: str | None) -> tuple[Any, ...]:

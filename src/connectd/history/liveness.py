@@ -1,24 +1,15 @@
-"""Is a session running now, and in which pane? Best effort, and ``running_unknown`` when unsure.
+"""Is a session running now, and in which pane? The facts, read from ``/proc`` and Claude Code's registry.
 
-Rules (documented in docs/history.md):
-
-* Claude Code keeps a registry of its live processes, ``<claude root>/sessions/<pid>.json`` with
-  ``pid``, ``sessionId``, ``cwd``, ``startedAt`` (epoch ms) and, on Linux, ``procStart`` (the process
-  start time in clock ticks since boot, field 22 of ``/proc/<pid>/stat``). A record is trusted only
-  when that process exists and its start time matches ``procStart`` exactly. A record without a
-  numeric ``procStart`` is compared by ``startedAt`` against the process start derived from
-  ``/proc/<pid>/stat`` and the boot time, within :data:`START_TOLERANCE_S`; a mismatch there is
-  ``running_unknown`` (``startedAt`` may be when the session, not the process, started), while a
-  ``procStart`` mismatch means the pid was reused: not running. No registry directory at all (an older
-  Claude Code) makes every Claude session ``running_unknown``.
-* Codex keeps its rollout file open while it runs: a process whose name starts with ``codex`` holding
-  ``rollout-…-<id>.jsonl`` open (a link in ``/proc/<pid>/fd``) runs session ``<id>``. A codex process
-  whose descriptors cannot be read makes every Codex session not found ``running_unknown``.
-* The pane is found from the process's ancestry: walking parent pids up to a pane's root process
-  (the caller passes the ``pane_pid -> %N`` map) gives ``running_in_pane``; a live process outside
-  every pane is ``running_elsewhere``.
-* A subagent runs inside its parent's process: while the parent runs it is ``running_unknown``,
-  otherwise ``not_running``.
+The rules are the core's (:mod:`connectcore.history`, section "Liveness"; documented in
+docs/history.md): :func:`~connectcore.history.record_trust` and
+:func:`~connectcore.history.claude_claims` for Claude Code's registry of live processes
+(``<claude root>/sessions/<pid>.json``), :func:`~connectcore.history.may_run_codex` and
+:func:`~connectcore.history.codex_claims` for Codex's open rollout files, and
+:func:`~connectcore.history.liveness_view` for what an entry's liveness is. This module only reads:
+the registry files (parsed into :class:`~connectcore.history.RegistryRecord`), each process's stat,
+name and descriptor links, the boot time, and each claiming process's pane, found by walking parent
+pids up to a pane's root process (the caller passes the ``pane_pid -> %N`` map). No registry
+directory at all (an older Claude Code), or no ``/proc``, is a harness not known.
 """
 
 from __future__ import annotations
@@ -29,18 +20,23 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectcore.history import Entrypoint, Harness, Liveness, LivenessView, SessionEntry
+from connectcore.history import (
+    LivenessSnapshot,
+    RecordTrust,
+    RegistryRecord,
+    Running,
+    claude_claims,
+    codex_claims,
+    may_run_codex,
+    record_trust,
+)
 from connectd.tmux.procfs import ProcStat, ProcStatError, parse_stat
 
-#: How far a registry's ``startedAt`` may be from the process start time and still be trusted.
-START_TOLERANCE_S = 10.0
+__all__ = ["LivenessProbe", "LivenessSnapshot", "ProcFS", "Running", "tmux_pane_pids", "verify_claude_record"]
+
 _MAX_ANCESTRY = 64
-_ROLLOUT_ID = re.compile(
-    r"rollout-.*?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$"
-)
 
 
 class ProcFS:
@@ -106,55 +102,6 @@ class ProcFS:
                 yield os.readlink(fd_dir / name)
 
 
-@dataclass(frozen=True)
-class Running:
-    pid: int
-    trusted: bool  # False: the registry could not be verified
-
-
-@dataclass
-class LivenessSnapshot:
-    """Which sessions were running at one moment; answers :meth:`view` per entry."""
-
-    claude: dict[str, Running] = field(default_factory=dict)
-    codex: dict[str, Running] = field(default_factory=dict)
-    claude_known: bool = True  # False: no registry, every Claude session is running_unknown
-    codex_known: bool = True
-    ancestry: Mapping[int, str | None] = field(default_factory=dict)  # pid -> pane (or None)
-
-    def running(self, harness: Harness, session_id: str) -> Running | None:
-        table = self.claude if harness is Harness.CLAUDE else self.codex
-        return table.get(session_id)
-
-    def known(self, harness: Harness) -> bool:
-        return self.claude_known if harness is Harness.CLAUDE else self.codex_known
-
-    def view(self, entry: SessionEntry) -> LivenessView:
-        if entry.entrypoint is Entrypoint.SUBAGENT:
-            parent = entry.parent_session_id
-            if parent and self.running(entry.harness, parent) is not None:
-                return LivenessView(Liveness.RUNNING_UNKNOWN)
-            if not self.known(entry.harness):
-                return LivenessView(Liveness.RUNNING_UNKNOWN)
-            return LivenessView(Liveness.NOT_RUNNING)
-        run = self.running(entry.harness, entry.session_id)
-        if run is None:
-            return LivenessView(
-                Liveness.NOT_RUNNING if self.known(entry.harness) else Liveness.RUNNING_UNKNOWN
-            )
-        if not run.trusted:
-            return LivenessView(Liveness.RUNNING_UNKNOWN)
-        pane = self.ancestry.get(run.pid)
-        if pane is not None:
-            return LivenessView(Liveness.RUNNING_IN_PANE, pane)
-        return LivenessView(Liveness.RUNNING_ELSEWHERE)
-
-    def running_keys(self) -> frozenset[tuple[Harness, str]]:
-        return frozenset(
-            [(Harness.CLAUDE, s) for s in self.claude] + [(Harness.CODEX, s) for s in self.codex]
-        )
-
-
 class LivenessProbe:
     """Reads the Claude registry and ``/proc`` to build a :class:`LivenessSnapshot`."""
 
@@ -164,18 +111,21 @@ class LivenessProbe:
         self.proc = proc or ProcFS()
 
     def snapshot(self, pane_pids: Mapping[int, str] | None = None, *, codex: bool = True) -> LivenessSnapshot:
-        snap = LivenessSnapshot()
         if not self.proc.available():
-            snap.claude_known = snap.codex_known = False
-            return snap
-        self._claude(snap)
-        if codex:
-            self._codex(snap)
-        else:
-            snap.codex_known = False
-        pids = {r.pid for r in snap.claude.values()} | {r.pid for r in snap.codex.values()}
-        snap.ancestry = {pid: self.pane_of(pid, pane_pids or {}) for pid in pids}
-        return snap
+            return LivenessSnapshot(claude_known=False, codex_known=False)
+        records = self._registry()
+        claude = claude_claims(records, self.proc.boot_time(), self.proc.clk_tck) if records is not None else {}
+        codex_running, codex_known = (
+            codex_claims(self._codex_processes(), os.path.realpath(self.codex_root), os.sep) if codex else ({}, False)
+        )
+        pids = {r.pid for r in claude.values()} | {r.pid for r in codex_running.values()}
+        return LivenessSnapshot(
+            claude=claude,
+            codex=codex_running,
+            claude_known=records is not None,
+            codex_known=codex_known,
+            ancestry={pid: self.pane_of(pid, pane_pids or {}) for pid in pids},
+        )
 
     def pane_of(self, pid: int, pane_pids: Mapping[int, str]) -> str | None:
         cur = pid
@@ -188,76 +138,71 @@ class LivenessProbe:
             cur = st.ppid
         return None
 
-    def _claude(self, snap: LivenessSnapshot) -> None:
+    def _registry(self) -> list[RegistryRecord] | None:
+        """Claude Code's registry records, parsed, with their processes' stat (None: no registry)."""
         registry = self.claude_root / "sessions"
         if not registry.is_dir():
-            snap.claude_known = False
-            return
-        boot = self.proc.boot_time()
+            return None
         try:
             files = sorted(registry.glob("*.json"))
         except OSError:
-            snap.claude_known = False
-            return
+            return None
+        records: list[RegistryRecord] = []
         for path in files:
             try:
-                record = json.loads(path.read_text(encoding="utf-8"))
+                raw = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError, UnicodeDecodeError):
                 continue
-            if not isinstance(record, dict):
+            if not isinstance(raw, dict):
                 continue
-            pid = record.get("pid")
-            sid = record.get("sessionId")
+            pid = raw.get("pid")
+            sid = raw.get("sessionId")
             if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(sid, str) or not sid:
                 continue
-            st = self.proc.stat(pid)
-            if st is None or st.exited:
-                continue  # a stale record: the process is gone (or exited, not yet reaped)
-            verdict = verify_claude_record(record, st, boot, self.proc.clk_tck)
-            if verdict is None:
-                continue  # the pid was reused by another process
-            prev = snap.claude.get(sid)
-            if prev is None or (verdict and not prev.trusted):
-                snap.claude[sid] = Running(pid, verdict)
+            records.append(_registry_record(raw, pid, sid, self.proc.stat(pid)))
+        return records
 
-    def _codex(self, snap: LivenessSnapshot) -> None:
-        sessions_root = os.path.realpath(self.codex_root)
+    def _codex_processes(self) -> Iterator[tuple[int, list[str] | None]]:
+        """The processes that may run Codex, each with its descriptors' link targets (None: unreadable)."""
         for pid in self.proc.pids():
             comm = self.proc.comm(pid)  # every process is looked at: the cheapest read that names it
-            if comm is None or not comm.startswith("codex"):
+            if comm is None or not may_run_codex(comm):
                 continue
             try:
-                targets = list(self.proc.fd_targets(pid))
+                yield pid, list(self.proc.fd_targets(pid))
             except PermissionError:
-                snap.codex_known = False
-                continue
-            for target in targets:
-                if not target.startswith(sessions_root + os.sep):
-                    continue
-                m = _ROLLOUT_ID.search(target)
-                if m:
-                    snap.codex[m.group(1)] = Running(pid, True)
+                yield pid, None
+
+
+def _registry_record(raw: Mapping[str, object], pid: int, session_id: str, st: ProcStat | None) -> RegistryRecord:
+    """A registry file's fields as plain values: a numeric ``procStart`` (an int, or a string of
+    digits) and a numeric ``startedAt``, else None; and the stat of the process with its pid."""
+    proc_start: int | None = None
+    value = raw.get("procStart")
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        text = str(value).strip()
+        if text.isdigit():
+            proc_start = int(text)
+    started = raw.get("startedAt")
+    started_at_ms = float(started) if isinstance(started, int | float) and not isinstance(started, bool) else None
+    return RegistryRecord(
+        pid,
+        session_id,
+        proc_start,
+        started_at_ms,
+        st.start_time if st is not None else None,
+        st.exited if st is not None else False,
+    )
 
 
 def verify_claude_record(
     record: Mapping[str, object], st: ProcStat, boot: float | None, clk_tck: int
 ) -> bool | None:
-    """True: the record is this process's; False: cannot tell; None: it is not (the pid was reused)."""
-    proc_start = record.get("procStart")
-    if isinstance(proc_start, int | str) and not isinstance(proc_start, bool):
-        text = str(proc_start).strip()
-        if text.isdigit():
-            return True if int(text) == st.start_time else None
-    started = record.get("startedAt")
-    if (
-        isinstance(started, int | float)
-        and not isinstance(started, bool)
-        and boot is not None
-        and clk_tck > 0
-    ):
-        process_start = boot + st.start_time / clk_tck
-        return abs(process_start - float(started) / 1000.0) <= START_TOLERANCE_S
-    return False
+    """True: the record is this process's; False: cannot tell; None: it is not (the pid was reused, or
+    the process exited). The core's :func:`~connectcore.history.record_trust` on the parsed record."""
+    pid = st.pid
+    trust = record_trust(_registry_record(record, pid, "", st), boot, clk_tck)
+    return {RecordTrust.TRUSTED: True, RecordTrust.UNVERIFIED: False, RecordTrust.STALE: None}[trust]
 
 
 def tmux_pane_pids(socket_name: str | None = None) -> dict[int, str]:

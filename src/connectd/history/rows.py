@@ -143,7 +143,7 @@ def other_fields(texts: Mapping[Field, str]) -> tuple[dict[Field, int], bytes]:
 
 #: Postings inverted: word -> {document (as text, a JSON key): counts}, documents in increasing order.
 #: Counts are a number for a word found in the prompts alone (most words), else the counts in every
-#: field, in ``Field`` order (what a full build's ``connectd.history.index._BULK_POSTINGS`` reads).
+#: field, in ``Field`` order (what a full build's ``connectd.history.schema.BULK_POSTINGS`` reads).
 Inverted = defaultdict[str, dict[str, int | list[int]]]
 
 

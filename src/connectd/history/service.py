@@ -22,6 +22,7 @@ from connectcore.history import (
     LIMIT_DEFAULT,
     Harness,
     HistoryError,
+    LivenessSnapshot,
     LivenessView,
     PaneBinding,
     RestorePlan,
@@ -29,8 +30,11 @@ from connectcore.history import (
     SessionNotFound,
     check_limit,
     check_readable,
+    claimed,
     expunge_refusal,
+    expunged_sessions,
     iso_utc,
+    liveness_view,
     parse_harness,
     project,
     query_terms,
@@ -40,7 +44,7 @@ from connectcore.history import (
 )
 from connectcore.history import SessionRunning as SessionRunning  # re-exported: the core decides it
 from connectd.history.index import HistoryIndex, IndexReport, Progress
-from connectd.history.liveness import LivenessProbe, LivenessSnapshot, ProcFS, tmux_pane_pids
+from connectd.history.liveness import LivenessProbe, ProcFS, tmux_pane_pids
 from connectd.history.parsers import MAX_LINE_BYTES
 from connectd.history.repos import repo_of
 
@@ -224,7 +228,7 @@ class HistoryService:
             (self.index.get(r.entry.harness, r.entry.session_id) or r.entry, r.matched_terms) for r in ranked
         ]
         snap = self._liveness((e for e, _ in found), pane_pids)
-        return [project(e, snap.view(e), terms) for e, terms in found]
+        return [project(e, liveness_view(snap, e), terms) for e, terms in found]
 
     def get_session(
         self,
@@ -239,7 +243,7 @@ class HistoryService:
         entry = self._entry(harness, session_id, catch_up=catch_up)
         check_readable(entry, allowed_repos)
         snap = self._liveness([entry], pane_pids)
-        return project(entry, snap.view(entry))
+        return project(entry, liveness_view(snap, entry))
 
     # -- owner-facing ------------------------------------------------------------------------------
 
@@ -248,7 +252,7 @@ class HistoryService:
         return self._entry(harness, session_id, catch_up=catch_up, with_prompts=True)
 
     def liveness_of(self, entry: SessionEntry, pane_pids: Mapping[int, str] | None = None) -> LivenessView:
-        return self._liveness([entry], pane_pids).view(entry)
+        return liveness_view(self._liveness([entry], pane_pids), entry)
 
     def _entry(
         self, harness: str | Harness, session_id: str, *, catch_up: bool, with_prompts: bool = False
@@ -293,21 +297,15 @@ class HistoryService:
         spilled tool results) goes too, with the subagents' entries.
         """
         entry = self._entry(harness, session_id, catch_up=True)
-        snap = self._liveness([entry], pane_pids)
-        running = snap.running(entry.harness, entry.session_id) is not None
-        paths = list(self.index.files_of(entry.harness, entry.session_id))
-        children = self.index.children(entry.harness, entry.session_id)
-        extra_dirs: list[str] = []
-        if entry.harness is Harness.CLAUDE:
-            for p in paths:
-                sibling = Path(p).with_suffix("")
-                if sibling.name == entry.session_id and sibling.is_dir() and not sibling.is_symlink():
-                    extra_dirs.append(str(sibling))
-            for child in children:
-                paths += self.index.files_of(entry.harness, child)
+        running = entry.key in claimed(self._liveness([entry], pane_pids), [entry.key])
+        doomed = self._doomed(entry)
         refusal = expunge_refusal(
-            entry.harness.value, entry.session_id, running=running,
-            paths=[(p, os.path.realpath(p)) for p in [*paths, *extra_dirs]], roots=self._transcript_roots(), sep=os.sep,
+            entry.harness.value,
+            entry.session_id,
+            running=running,
+            paths=[(p, os.path.realpath(p)) for p in doomed.everything],
+            roots=self._transcript_roots(),
+            sep=os.sep,
         )
         if refusal is not None:
             raise refusal
@@ -317,44 +315,43 @@ class HistoryService:
                 "actor": actor,
                 "harness": entry.harness.value,
                 "session_id": entry.session_id,
-                "paths": [*paths, *extra_dirs],
-                "subagents": list(children),
+                "paths": list(doomed.everything),
+                "subagents": list(doomed.children),
                 "at": self.clock(),
             }
         )
-        deleted: list[str] = []
-        errors: list[str] = []
-        for p in paths:
-            try:
-                os.unlink(p)
-                deleted.append(p)
-            except FileNotFoundError:
-                deleted.append(p)
-            except OSError as exc:
-                errors.append(f"{p}: {exc.strerror or exc}")
-        for d in extra_dirs:
-            try:
-                shutil.rmtree(d)
-                deleted.append(d)
-            except FileNotFoundError:
-                deleted.append(d)
-            except OSError as exc:
-                errors.append(f"{d}: {exc.strerror or exc}")
-        kept = set(paths) - set(deleted)
-        own_files = set(self.index.files_of(entry.harness, entry.session_id))
-        sessions = [entry.session_id] if not (own_files & kept) else []
-        for child in children:
-            if not (set(self.index.files_of(entry.harness, child)) & kept):
-                sessions.append(child)
-        removed = self.index.remove(entry.harness, sessions, [p for p in deleted if p in set(paths)])
+        deleted, errors = _delete(doomed.files, doomed.dirs)
+        kept = set(doomed.files) - set(deleted)
+        files_of = {sid: self.index.files_of(entry.harness, sid) for sid in (entry.session_id, *doomed.children)}
+        gone = expunged_sessions(entry.session_id, doomed.children, files_of, kept)
+        files = set(doomed.files)
+        removed = self.index.remove(entry.harness, gone, [p for p in deleted if p in files])
         return ExpungeResult(
             harness=entry.harness,
             session_id=entry.session_id,
             deleted=tuple(deleted),
             entries_removed=removed,
-            subagents=tuple(children),
+            subagents=tuple(doomed.children),
             errors=tuple(errors),
         )
+
+    def _doomed(self, entry: SessionEntry) -> _Doomed:
+        """What an expunge of ``entry`` deletes: its transcripts; for a Claude Code session also its
+        ``<session id>/`` directory beside a transcript (a real directory, not a link) and its subagents'
+        transcripts."""
+        own = list(self.index.files_of(entry.harness, entry.session_id))
+        children = tuple(self.index.children(entry.harness, entry.session_id))
+        if entry.harness is not Harness.CLAUDE:
+            return _Doomed(tuple(own), (), children)
+        dirs = [
+            str(sibling)
+            for p in own
+            if (sibling := Path(p).with_suffix("")).name == entry.session_id
+            and sibling.is_dir()
+            and not sibling.is_symlink()
+        ]
+        files = own + [p for child in children for p in self.index.files_of(entry.harness, child)]
+        return _Doomed(tuple(files), tuple(dirs), children)
 
     def _transcript_roots(self) -> tuple[str, ...]:
         return tuple(
@@ -379,10 +376,38 @@ class HistoryService:
                 entries[e.key] = e
         existing = frozenset(e.cwd for e in entries.values() if e.cwd and os.path.isdir(e.cwd))
         snap = self._liveness(entries.values(), pane_pids)
-        # A live process that claims the session, verified or not, is left alone: relaunching it would
-        # run the same conversation twice.
-        running = frozenset(k for k in entries if snap.running(*k) is not None)
+        running = claimed(snap, entries)
         return select_restorable(bindings, entries, existing_dirs=existing, running=running)
+
+
+@dataclass(frozen=True)
+class _Doomed:
+    """The files and directories an expunge deletes, and the subagents whose entries go with it."""
+
+    files: tuple[str, ...]
+    dirs: tuple[str, ...]
+    children: tuple[str, ...]
+
+    @property
+    def everything(self) -> tuple[str, ...]:
+        return (*self.files, *self.dirs)
+
+
+def _delete(files: Iterable[str], dirs: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Delete files, then directory trees: (deleted, errors). One already gone counts as deleted."""
+    deleted: list[str] = []
+    errors: list[str] = []
+    removals: list[tuple[str, Callable[[str], None]]] = [(f, os.unlink) for f in files]
+    removals += [(d, shutil.rmtree) for d in dirs]
+    for path, remove in removals:
+        try:
+            remove(path)
+            deleted.append(path)
+        except FileNotFoundError:
+            deleted.append(path)
+        except OSError as exc:
+            errors.append(f"{path}: {exc.strerror or exc}")
+    return deleted, errors
 
 
 def jsonl_audit(path: Path) -> AuditSink:
