@@ -7,4 +7,7 @@ restoring a lost fleet, and the calls they make.
 - :mod:`connectd.agents.restart_to_connect`: the restarts the hub holds, carried out on tmux.
 - :mod:`connectd.agents.restore_fleet`: "restore N sessions?" after a lost tmux server or a reboot.
 - :mod:`connectd.agents.agent_calls`: the agent calls the MCP endpoint makes.
+  Its parts: :mod:`connectd.agents.call_gate` (the gate and the one audit record every call passes),
+  :mod:`connectd.agents.directory_calls` (the fleet directory and its view),
+  :mod:`connectd.agents.history_calls` (past sessions), :mod:`connectd.agents.message_calls` (messages).
 """

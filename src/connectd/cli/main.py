@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import platformdirs
 
@@ -790,11 +790,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # --- parser -------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="connectd", description="connect: opt-in, audited messaging between coding agents in tmux",
-        epilog="--data-dir and --port go before or after the command; $CONNECT_DATA_DIR sets the data directory.",
-    )
+@dataclasses.dataclass(frozen=True)
+class Parents:
+    """The option sets commands share (each is an ``argparse`` parent): ``common`` (--data-dir, --port;
+    every command), ``reads`` (--json) and ``daemon`` (the daemon's options: ``serve`` and ``run``)."""
+
+    common: argparse.ArgumentParser
+    reads: argparse.ArgumentParser
+    daemon: argparse.ArgumentParser
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What each ``add_*_commands`` adds its commands to."""
+
+
+def _parents(parser: argparse.ArgumentParser) -> Parents:
     # --data-dir and --port, before the command (`connectd --data-dir X cards`) or after it; the
     # defaults are filled in by parse_args (a subcommand's default would hide a value given before it).
     common = argparse.ArgumentParser(add_help=False)
@@ -816,18 +826,24 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--trust-release", action="append", type=_trusted_release, metavar="HARNESS@X.Y.Z",
                         help="type messages into agents on this unverified release as on a verified one (make compat "
                              "uses it to verify a release; marked as trusted, not verified); repeatable")
-    sub = parser.add_subparsers(dest="command", required=True)
+    return Parents(common, reads, daemon)
 
-    p = sub.add_parser("serve", parents=[common, daemon], help="run the daemon")
+
+def add_daemon_commands(sub: Subparsers, parents: Parents) -> None:
+    """``serve``, ``run``."""
+    p = sub.add_parser("serve", parents=[parents.common, parents.daemon], help="run the daemon")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("run", parents=[common, daemon],
+    p = sub.add_parser("run", parents=[parents.common, parents.daemon],
                        help="serve your fleet (as serve) when a tmux server runs, else an isolated demo fleet")
     p.add_argument("--demo", action="store_true", help="the isolated demo fleet even when a tmux server runs (its own "
                    "tmux server and data directory, ~/.local/share/connect-demo on Linux, emptied at each start)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("launch", parents=[common, reads], help="open a tmux window running a launcher")
+
+def add_launch_commands(sub: Subparsers, parents: Parents) -> None:
+    """``launch``."""
+    p = sub.add_parser("launch", parents=[parents.common, parents.reads], help="open a tmux window running a launcher")
     p.add_argument("launcher")
     p.add_argument("--connect", choices=PRESETS, default="off")
     p.add_argument("--cwd", default=".")
@@ -837,79 +853,132 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--here", action="store_true", help="run it in this tmux pane, under a supervisor; the shell survives its exit")
     p.set_defaults(func=cmd_launch)
 
-    p = sub.add_parser("control", parents=[common, reads], help="the control agent: stop it")
+
+def add_control_commands(sub: Subparsers, parents: Parents) -> None:
+    """``control`` (the control agent), ``acts`` (its acts waiting for the person)."""
+    p = sub.add_parser("control", parents=[parents.common, parents.reads], help="the control agent: stop it")
     p.add_argument("action", choices=["stop"])
     p.set_defaults(func=cmd_control)
 
-    p = sub.add_parser("acts", parents=[common, reads], help="control's acts waiting for you (approve or decline one)")
+    p = sub.add_parser("acts", parents=[parents.common, parents.reads], help="control's acts waiting for you (approve or decline one)")
     p.add_argument("decision", nargs="?", choices=["approve", "decline"])
     p.add_argument("act_id", nargs="?")
     p.add_argument("--all", action="store_true", help="also acts that reached their outcome")
     p.set_defaults(func=cmd_acts)
 
-    p = sub.add_parser("agents", parents=[common, reads], help="the fleet directory")
+
+def add_grant_commands(sub: Subparsers, parents: Parents) -> None:
+    """``agents`` (the fleet), ``grant``, ``revoke``, ``disconnect-all``."""
+    p = sub.add_parser("agents", parents=[parents.common, parents.reads], help="the fleet directory")
     p.set_defaults(func=cmd_agents)
-    p = sub.add_parser("grant", parents=[common, reads], help="set the Connect preset of an agent session or pane")
+    p = sub.add_parser("grant", parents=[parents.common, parents.reads], help="set the Connect preset of an agent session or pane")
     p.add_argument("target", help="%%N (pane shortcut) or HARNESS:SESSION_ID")
     p.add_argument("preset", choices=PRESETS)
     p.set_defaults(func=cmd_grant)
-    p = sub.add_parser("revoke", parents=[common, reads], help="turn Connect off for a pane or principal, at once")
+    p = sub.add_parser("revoke", parents=[parents.common, parents.reads], help="turn Connect off for a pane or principal, at once")
     p.add_argument("target")
     p.set_defaults(func=cmd_revoke)
-    p = sub.add_parser("disconnect-all", parents=[common, reads], help="turn Connect off for every agent")
+    p = sub.add_parser("disconnect-all", parents=[parents.common, parents.reads], help="turn Connect off for every agent")
     p.set_defaults(func=cmd_disconnect_all)
-    p = sub.add_parser("cards", parents=[common, reads], help="pending consent cards (Needs you)")
+
+
+def add_card_commands(sub: Subparsers, parents: Parents) -> None:
+    """``cards`` (Needs you), ``approve``, ``decline``."""
+    p = sub.add_parser("cards", parents=[parents.common, parents.reads], help="pending consent cards (Needs you)")
     p.add_argument("--all", action="store_true", help="include answered cards")
     p.set_defaults(func=cmd_cards)
-    p = sub.add_parser("approve", parents=[common, reads], help="approve a card")
+    p = sub.add_parser("approve", parents=[parents.common, parents.reads], help="approve a card")
     p.add_argument("card")
     p.add_argument("--pair", action="store_true", help="approve the pair for the rest of the recipient's life")
     p.set_defaults(func=cmd_approve)
-    p = sub.add_parser("decline", parents=[common, reads], help="decline a card")
+    p = sub.add_parser("decline", parents=[parents.common, parents.reads], help="decline a card")
     p.add_argument("card")
     p.set_defaults(func=cmd_decline)
-    p = sub.add_parser("restart-to-connect", parents=[common, reads], help="relaunch a running agent onto its session, connected")
+
+
+def add_restart_commands(sub: Subparsers, parents: Parents) -> None:
+    """``restart-to-connect``."""
+    p = sub.add_parser("restart-to-connect", parents=[parents.common, parents.reads], help="relaunch a running agent onto its session, connected")
     p.add_argument("pane")
     p.add_argument("preset", choices=PRESETS[1:])
     p.set_defaults(func=cmd_restart)
-    p = sub.add_parser("messages", parents=[common, reads], help="messages and their outcomes (paged, newest first)")
+
+
+def add_record_commands(sub: Subparsers, parents: Parents) -> None:
+    """``messages``, ``audit`` (paged reads of the records)."""
+    p = sub.add_parser("messages", parents=[parents.common, parents.reads], help="messages and their outcomes (paged, newest first)")
     p.add_argument("--pane", help="only messages sent from or addressed to this pane (%%N)")
     _add_paging(p)
     p.set_defaults(func=cmd_messages)
-    p = sub.add_parser("audit", parents=[common, reads], help="the audit log (paged, newest first)")
+    p = sub.add_parser("audit", parents=[parents.common, parents.reads], help="the audit log (paged, newest first)")
     p.add_argument("--actor", help="only this actor (ending in :* for every actor under it)")
     p.add_argument("--pane", help="only records about this pane (%%N)")
     p.add_argument("--outcome", help="only this outcome")
     _add_paging(p, cursor=_audit_id)
     p.add_argument("--follow", action="store_true", help="print the newest --limit records, then each new one, oldest first")
     p.set_defaults(func=cmd_audit)
-    p = sub.add_parser("restore", parents=[common, reads], help="relaunch the sessions a lost tmux server held")
+
+
+def add_restore_commands(sub: Subparsers, parents: Parents) -> None:
+    """``restore``."""
+    p = sub.add_parser("restore", parents=[parents.common, parents.reads], help="relaunch the sessions a lost tmux server held")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=cmd_restore)
-    p = sub.add_parser("token", parents=[common], help="a one-time owner login link (erased from the screen once opened)")
+
+
+def add_owner_commands(sub: Subparsers, parents: Parents) -> None:
+    """``token``, ``sessions``, ``rotate-owner-token`` (the owner's login)."""
+    p = sub.add_parser("token", parents=[parents.common], help="a one-time owner login link (erased from the screen once opened)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--file", help="write the link to this file (0600) instead of the screen")
     where.add_argument("--open", action="store_true", help="open the link in the browser instead of showing it")
     p.set_defaults(func=cmd_token)
-    p = sub.add_parser("sessions", parents=[common, reads], help="the owner page's login sessions; `sessions end ID` ends one")
+    p = sub.add_parser("sessions", parents=[parents.common, parents.reads], help="the owner page's login sessions; `sessions end ID` ends one")
     p.add_argument("action", nargs="?", choices=("list", "end"), default="list")
     p.add_argument("id", nargs="?", help="the session id to end (`all`: every one)")
     p.add_argument("--disconnect", action="store_true", help="with `end all`: also turn Connect off for every agent")
     p.set_defaults(func=cmd_sessions)
-    p = sub.add_parser("rotate-owner-token", parents=[common], help="replace the owner token (the old one stops working)")
+    p = sub.add_parser("rotate-owner-token", parents=[parents.common], help="replace the owner token (the old one stops working)")
     p.set_defaults(func=cmd_rotate_owner_token)
 
-    p = sub.add_parser("service", parents=[common], help="run the daemon as a systemd user service (Restart=on-failure)")
+
+def add_machine_commands(sub: Subparsers, parents: Parents) -> None:
+    """``service`` (the systemd user unit), ``doctor``."""
+    p = sub.add_parser("service", parents=[parents.common], help="run the daemon as a systemd user service (Restart=on-failure)")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p.add_argument("--no-start", action="store_true", help="with install: enable the unit but do not start it now")
     p.set_defaults(func=cmd_service)
-    p = sub.add_parser("doctor", parents=[common, reads], help="is this machine ready? tmux, harness releases, port, data directory, daemon")
+    p = sub.add_parser("doctor", parents=[parents.common, parents.reads], help="is this machine ready? tmux, harness releases, port, data directory, daemon")
     p.set_defaults(func=cmd_doctor)
-    p = sub.add_parser("federate", parents=[common, reads], help="federation across machines: `federate init --name NAME` makes this box's keys")
+
+
+def add_federate_commands(sub: Subparsers, parents: Parents) -> None:
+    """``federate``."""
+    p = sub.add_parser("federate", parents=[parents.common, parents.reads], help="federation across machines: `federate init --name NAME` makes this box's keys")
     p.add_argument("action", choices=("init",))
     p.add_argument("--name", required=True, help="this box's name, a-z 0-9 and -, at most 32 characters (e.g. laptop)")
     p.set_defaults(func=cmd_federate)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``connectd`` parser: one ``add_*_commands`` call per command group, in the order ``--help`` lists them."""
+    parser = argparse.ArgumentParser(
+        prog="connectd", description="connect: opt-in, audited messaging between coding agents in tmux",
+        epilog="--data-dir and --port go before or after the command; $CONNECT_DATA_DIR sets the data directory.",
+    )
+    parents = _parents(parser)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_daemon_commands(sub, parents)
+    add_launch_commands(sub, parents)
+    add_control_commands(sub, parents)
+    add_grant_commands(sub, parents)
+    add_card_commands(sub, parents)
+    add_restart_commands(sub, parents)
+    add_record_commands(sub, parents)
+    add_restore_commands(sub, parents)
+    add_owner_commands(sub, parents)
+    add_machine_commands(sub, parents)
+    add_federate_commands(sub, parents)
     history_cli.register(sub)
     return parser
 

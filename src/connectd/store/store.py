@@ -24,6 +24,12 @@ Rules:
 
 One connection, owned by the store, guarded by a lock: call it from any one thread at a time (the
 daemon calls it directly or through ``anyio.to_thread``).
+
+This module opens the file and keeps the schema (:data:`MIGRATIONS`) and the one funnel for the core's
+effects (:meth:`Store.apply`); :class:`Store` is the one object callers hold, made of the connection
+(:mod:`connectd.store.connection`) and one part per kind of record, each in its own module:
+``grants`` (principals, tokens, grants), ``messages``, ``cards`` (cards and pairs), ``restarts``,
+``acts``, ``audit`` (and the export cursors), ``owner`` and ``panes`` (launches, bindings, releases).
 """
 
 from __future__ import annotations
@@ -31,32 +37,39 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sqlite3
 import stat
-import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from connectcore import grants, hub
-from connectcore.consent import Card, CardState
-from connectcore.control import ACT_TABLE, Act
+from connectcore.consent import Card
 from connectcore.delivery import DEFAULT_LIMITS, FINAL, Limits, Message
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
-from connectcore.restart import FINAL as RESTART_FINAL
-from connectcore.restart import RestartRecord
 from connectd.daemon.ids import (
     hash_token as hash_token,  # the one hash a token is kept as (SHA-256, 64 lowercase hex)
 )
 from connectd.store import codec
+from connectd.store.acts import ActRecords
+from connectd.store.audit import AuditLog
+from connectd.store.audit import AuditRow as AuditRow
+from connectd.store.cards import CardRecords
+from connectd.store.connection import STORE_ERRORS as STORE_ERRORS
+from connectd.store.connection import Connection, StoreError
+from connectd.store.connection import StoreUnavailable as StoreUnavailable
+from connectd.store.grants import GrantRecords
+from connectd.store.messages import MessageCursor as MessageCursor
+from connectd.store.messages import MessageRecords
+from connectd.store.messages import message_cursor as message_cursor
+from connectd.store.owner import OwnerRecord
+from connectd.store.panes import BindingRow as BindingRow
+from connectd.store.panes import LaunchRow as LaunchRow
+from connectd.store.panes import PaneRecords
+from connectd.store.restarts import RestartRecords
 
 DB_NAME = "connect.db"
-_TOKEN_HASH_RE = re.compile(r"[0-9a-f]{64}")
 _FINAL_STATES = tuple(sorted(s.value for s in FINAL))
-_CLOSED_STEPS = tuple(sorted(s.value for s in RESTART_FINAL))
 
 # --- schema -----------------------------------------------------------------------------------------
 
@@ -227,85 +240,18 @@ MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
-class StoreError(Exception):
-    """The store refused (bad effect, newer schema, unusable file); nothing was written."""
-
-
-class StoreUnavailable(StoreError):
-    """The data directory cannot be written now (full, read-only, an I/O error): nothing was written,
-    and writes work again once it can be. The edges answer it as ``store_unavailable`` (503 on the
-    owner API, the tool's error on ``/mcp``) with these words."""
-
-    reason = "store_unavailable"
-
-    def __init__(self, path: Path, cause: Exception) -> None:
-        super().__init__(
-            f"the daemon could not write its records to {path} ({cause}); nothing was changed. "
-            "It works again once its data directory has free space and is writable"
-        )
-
-
-# What a write to the store can fail with (the runner then rolls the step back: it did not happen).
-STORE_ERRORS: tuple[type[Exception], ...] = (StoreError, sqlite3.Error, OSError)
-
-
-# --- rows -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AuditRow:
-    id: int
-    at: float
-    actor: str
-    action: str
-    outcome: str
-    scope: str | None
-    target: str | None
-    message_id: str | None
-    detail: str
-
-
-MessageCursor = tuple[float, str]
-"""A message's place in the list: (created_at, ref)."""
-
-
-def message_cursor(message: Message) -> MessageCursor:
-    return (message.created_at, message.ref)
-
-
-@dataclass(frozen=True)
-class LaunchRow:
-    """Which launcher started which pane incarnation (for restart-to-connect and restore)."""
-
-    pane_id: str
-    incarnation: str
-    launcher: str
-    harness: str
-    session_id: str | None
-    cwd: str
-    argv: tuple[str, ...]
-    started_at: float
-
-
-@dataclass(frozen=True)
-class BindingRow:
-    """The last agent session known in a pane (for restore after a lost tmux server)."""
-
-    pane_id: str
-    harness: str
-    session_id: str
-    cwd: str | None
-    updated_at: float
-
-
 # --- the store --------------------------------------------------------------------------------------
 
 
-class Store:
+class Store(
+    GrantRecords, MessageRecords, CardRecords, RestartRecords, ActRecords, AuditLog, OwnerRecord, PaneRecords,
+    Connection,
+):
+    """The one object callers hold: one connection (:class:`connectd.store.connection.Connection`) and
+    the parts that keep each kind of record in it, each in its own module."""
+
     def __init__(self, path: Path, db: sqlite3.Connection) -> None:
-        self.path = path
-        self._db = db
-        self._lock = threading.Lock()
+        super().__init__(path, db)
         self.schema_version = len(MIGRATIONS)
         self._writers: dict[str, Callable[[Persist], None]] = {
             "principal": self._put_principal,
@@ -361,25 +307,6 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(self.path, exc) from exc
-            try:
-                yield self._db
-                self._db.execute("COMMIT")  # deferred foreign keys are checked here
-            except BaseException as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):  # full, read-only, I/O error, locked
-                    raise StoreUnavailable(self.path, exc) from exc
-                if isinstance(exc, sqlite3.Error | codec.CodecError):
-                    raise StoreError(f"nothing written: {exc}") from exc
-                raise
-
     # -- writes ----------------------------------------------------------------------------------
 
     def apply(self, effects: Iterable[Effect]) -> None:
@@ -397,232 +324,13 @@ class Store:
                         raise StoreError(f"unknown Persist kind {effect.kind!r} (known: {known}); nothing written")
                     writer(effect)
                 elif isinstance(effect, Audit):
-                    self._db.execute(
-                        "INSERT INTO audit (at, actor, action, scope, target, outcome, message_id, detail)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (effect.at, effect.actor, effect.action, effect.scope, effect.target, effect.outcome,
-                         effect.message_id, effect.detail),
-                    )
+                    self._put_audit(effect)
         for listener in self.audit_listeners:
             for effect in mine:
                 if isinstance(effect, Audit):
                     listener(effect)
 
-    def _put_principal(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("principals", "id = ?", _key(p, 1))
-            return
-        r = _record(p, Principal, (getattr(p.record, "id", None),))
-        session = r.session or (None, None)
-        self._upsert(
-            "principals",
-            id=r.id, harness=r.harness, pane_id=r.pane_id, pid=r.pid, incarnation=r.incarnation,
-            session_harness=session[0], session_id=session[1], control=int(r.control),
-            merged_into=r.merged_into, created_at=r.created_at, body=codec.dumps(r),
-        )
-        if r.session is not None or r.merged_into is not None:
-            # grants.bind_session drops the pre-binding grant from the book without a Persist for it:
-            # mirror that here, so a reloaded book equals the live one.
-            self._delete("grants", "grant_key = ?", (json.dumps(["principal", r.id]),))
-
-    def _put_token(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("tokens", "token_hash = ?", _key(p, 1))
-            return
-        r = _record(p, TokenRecord, (getattr(p.record, "token_hash", None),))
-        _check_hash(r.token_hash, "token")
-        self._upsert(
-            "tokens",
-            token_hash=r.token_hash, principal=r.principal, incarnation=r.incarnation, pane_id=r.pane_id,
-            pid=r.pid, state=r.state.value, issued_at=r.issued_at, body=codec.dumps(r),
-        )
-
-    def _put_grant(self, p: Persist) -> None:
-        key = p.key
-        shape_ok = (len(key) == 3 and key[0] == "session") or (len(key) == 2 and key[0] == "principal")
-        if not shape_ok or not all(isinstance(part, str) and part for part in key):
-            raise StoreError(
-                f"grant key must be ('session', harness, session id) or ('principal', id), got {key!r}"
-            )
-        grant_key = json.dumps(list(key))
-        if p.record is None:
-            self._delete("grants", "grant_key = ?", (grant_key,))
-            return
-        if not isinstance(p.record, frozenset) or not all(isinstance(s, Scope) for s in p.record):
-            raise StoreError(f"grant {key!r}: record must be a frozenset of Scope, got {p.record!r}")
-        self._upsert(
-            "grants",
-            grant_key=grant_key, kind=key[0],
-            harness=key[1] if key[0] == "session" else None,
-            session_id=key[2] if key[0] == "session" else None,
-            principal=key[1] if key[0] == "principal" else None,
-            scopes=",".join(sorted(s.value for s in p.record)), body=codec.dumps(p.record),
-        )
-
-    def _put_message(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("messages", "sender = ? AND message_id = ?", _key(p, 2))
-            return
-        m = _record(p, Message, (getattr(p.record, "sender", None), getattr(p.record, "id", None)))
-        row = self._db.execute("SELECT sender, message_id FROM messages WHERE ref = ?", (m.ref,)).fetchone()
-        if row is not None and tuple(row) != m.key:
-            raise StoreError(f"message ref {m.ref!r} already names message {tuple(row)!r}, not {m.key!r}")
-        clash = self._db.execute(
-            "SELECT ref FROM messages WHERE sender = ? AND message_id = ? AND ref != ? AND expires_at > ?",
-            (m.sender, m.id, m.ref, m.created_at),
-        ).fetchone()
-        if clash is not None:
-            raise StoreError(f"message id {m.id!r} of {m.sender} is still reserved by message {clash[0]!r}")
-        self._upsert(
-            "messages",
-            ref=m.ref, sender=m.sender, message_id=m.id, recipient_pane=m.recipient_pane,
-            recipient_incarnation=m.recipient_incarnation, recipient_principal=m.recipient_principal,
-            state=m.state.value, created_at=m.created_at, expires_at=m.expires_at, final_at=m.final_at,
-            body=codec.dumps(m),
-        )
-
-    def _put_card(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("cards", "id = ?", _key(p, 1))
-            return
-        c = _record(p, Card, (getattr(p.record, "id", None),))
-        self._upsert(
-            "cards",
-            id=c.id, message_sender=c.message[0], message_id=c.message[1], recipient_pane=c.recipient_pane,
-            recipient_incarnation=c.recipient_incarnation, state=c.state.value, created_at=c.created_at,
-            expires_at=c.expires_at, body=codec.dumps(c),
-        )
-
-    def _put_pairs(self, p: Persist) -> None:
-        if p.key != ():
-            raise StoreError(f"pairs key must be (), got {p.key!r}")
-        try:
-            rows = [tuple(pair) for pair in (p.record or ())]
-        except TypeError:
-            rows = [()]
-        if not all(len(row) == 2 and all(isinstance(part, str) for part in row) for row in rows):
-            raise StoreError(f"pairs record must be (sender principal, recipient incarnation) pairs, got {p.record!r}")
-        self._db.execute("DELETE FROM pairs")
-        self._db.executemany("INSERT INTO pairs (sender, incarnation) VALUES (?, ?)", rows)
-
-    def _put_restart(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("restarts", "restart_id = ?", _key(p, 1))
-            return
-        r = _record(p, RestartRecord, (getattr(p.record, "restart_id", None),))
-        self._upsert(
-            "restarts",
-            restart_id=r.restart_id, pane_id=r.pane_id, incarnation=r.incarnation, step=r.step.value,
-            outcome=None if r.outcome is None else r.outcome.value, updated_at=r.updated_at,
-            body=codec.dumps(r),
-        )
-
-    def _put_act(self, p: Persist) -> None:
-        if p.record is None:
-            self._delete("acts", "id = ?", _key(p, 1))
-            return
-        a = _record(p, Act, (getattr(p.record, "id", None),))
-        self._upsert(
-            "acts", id=a.id, principal=a.principal, tool=a.tool.value, pane_id=a.pane_id, state=a.state.value,
-            created_at=a.created_at, final_at=a.final_at, body=codec.dumps(a),
-        )
-
-    def acts(self, *, limit: int = 200, open_only: bool = False) -> list[Act]:
-        """Control's acts, newest first (``open_only``: those not final)."""
-        finals = [s.value for s in ACT_TABLE.finals]
-        where = f"WHERE state NOT IN ({', '.join('?' for _ in finals)})" if open_only else ""
-        args = (*finals, limit) if open_only else (limit,)
-        rows = self._rows(f"SELECT body FROM acts {where} ORDER BY created_at DESC LIMIT ?", args)
-        return [codec.loads(Act, b) for (b,) in rows]
-
-    def _upsert(self, table: str, **cols: Any) -> None:
-        names = ", ".join(cols)
-        marks = ", ".join("?" for _ in cols)
-        self._db.execute(f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})", tuple(cols.values()))
-
-    def _delete(self, table: str, where: str, key: tuple[Any, ...]) -> None:
-        self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
-
-    def set_owner(self, token_hash: str, *, created_at: float, tunnel_secret_hash: str | None = None) -> None:
-        """Record the owner token's hash (and the tunnel secret's), replacing any earlier one."""
-        _check_hash(token_hash, "owner token")
-        if tunnel_secret_hash is not None:
-            _check_hash(tunnel_secret_hash, "tunnel secret")
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO owner (id, token_hash, tunnel_secret_hash, created_at) VALUES (1, ?, ?, ?)",
-                (token_hash, tunnel_secret_hash, created_at),
-            )
-
-    def record_launch(
-        self, pane_id: str, incarnation: str, *, launcher: str, harness: str, session_id: str | None,
-        cwd: str, argv: Iterable[str], started_at: float,
-    ) -> None:
-        """Which launcher started this pane incarnation (argv only: the token is never in it)."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO launches (pane_id, incarnation, launcher, harness, session_id, cwd,"
-                " argv, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (pane_id, incarnation, launcher, harness, session_id, cwd, json.dumps(list(argv)), started_at),
-            )
-
-    def record_binding(
-        self, pane_id: str, *, harness: str, session_id: str, cwd: str | None, updated_at: float
-    ) -> None:
-        """The agent session last known in ``pane_id`` (replaces the pane's earlier binding)."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO bindings (pane_id, harness, session_id, cwd, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (pane_id, harness, session_id, cwd, updated_at),
-            )
-
-    def record_release(self, incarnation: str, *, harness: str, release: str, learned_at: float) -> None:
-        """The harness release an incarnation runs, once learned: it cannot change while the process
-        lives, so a daemon restart keeps it (a banner that scrolled away is not needed again)."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO releases (incarnation, harness, release, learned_at) VALUES (?, ?, ?, ?)",
-                (incarnation, harness, release, learned_at),
-            )
-
-    def releases(self, incarnations: Collection[str]) -> dict[str, tuple[str, str]]:
-        """The learned (harness, release) of each of these incarnations that has one."""
-        found: dict[str, tuple[str, str]] = {}
-        for incarnation in incarnations:
-            rows = self._rows("SELECT harness, release FROM releases WHERE incarnation = ?", (incarnation,))
-            if rows:
-                found[incarnation] = (rows[0][0], rows[0][1])
-        return found
-
-    def forget_releases(self, incarnations: Collection[str]) -> None:
-        """Drop the releases of incarnations that ended."""
-        with self._tx() as db:
-            db.executemany("DELETE FROM releases WHERE incarnation = ?", [(i,) for i in incarnations])
-
-    def set_export_cursor(self, name: str, audit_id: int, *, updated_at: float) -> None:
-        """Every audit record with id <= ``audit_id`` reached the destination ``name`` (never moves back)."""
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO export_cursors (name, audit_id, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET audit_id = max(audit_id, excluded.audit_id),"
-                " updated_at = excluded.updated_at",
-                (name, audit_id, updated_at),
-            )
-
     # -- reads -----------------------------------------------------------------------------------
-
-    def export_cursor(self, name: str) -> int:
-        """The last audit id the destination ``name`` accepted (0: none yet)."""
-        rows = self._rows("SELECT audit_id FROM export_cursors WHERE name = ?", (name,))
-        return int(rows[0][0]) if rows else 0
-
-    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, tuple(args)).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
 
     def load_hub(self, now: float, limits: Limits = DEFAULT_LIMITS, *, cap: Preset = Preset.COLLABORATE) -> hub.Hub:
         """The hub as the store knows it (step ``hub.Recover(now)`` on it next, and apply its effects).
@@ -661,126 +369,6 @@ class Store:
                 raise StoreError(f"{self.path}: cannot load the hub: {exc}") from exc
         return hub.restore(book, messages, cards, pairs, limits, self.acts(open_only=True))
 
-    def audit(
-        self, *, actor: str | None = None, pane: str | None = None, outcome: str | None = None,
-        since: float | None = None, until: float | None = None, after_id: int = 0,
-        before_id: int | None = None, limit: int = 100, newest_first: bool = False,
-    ) -> list[AuditRow]:
-        """Audit records with ``after_id`` < id < ``before_id``: the oldest ``limit`` of them, oldest
-        first (page on: ``after_id`` = the last row's id), or with ``newest_first`` the newest ``limit``,
-        newest first (page on: ``before_id`` = the last row's id).
-
-        ``pane`` matches a target that is the pane (``%3``), one of its incarnations (``%3@...``) or an
-        actor named by it (``agent:claude:pane:%3:...``); ``actor`` matches that actor exactly, or,
-        ending in ``:*``, every actor under it (``owner:page:*``: every page session); ``since`` <= at < ``until``.
-        """
-        where: list[str] = ["id > ?"]
-        args: list[Any] = [after_id]
-        if before_id is not None:
-            where.append("id < ?")
-            args.append(before_id)
-        if actor is not None:
-            if actor.endswith(":*"):
-                where.append("substr(actor, 1, length(?)) = ?")
-                args += [actor[:-1], actor[:-1]]
-            else:
-                where.append("actor = ?")
-                args.append(actor)
-        if pane is not None:
-            where.append("(target = ? OR substr(target, 1, length(?) + 1) = ? || '@' OR instr(target, ':pane:' || ? || ':') > 0)")
-            args += [pane, pane, pane, pane]
-        if outcome is not None:
-            where.append("outcome = ?")
-            args.append(outcome)
-        if since is not None:
-            where.append("at >= ?")
-            args.append(since)
-        if until is not None:
-            where.append("at < ?")
-            args.append(until)
-        sql = (
-            "SELECT id, at, actor, action, outcome, scope, target, message_id, detail FROM audit"
-            f" WHERE {' AND '.join(where)} ORDER BY id {'DESC' if newest_first else 'ASC'} LIMIT ?"
-        )
-        return [AuditRow(*row) for row in self._rows(sql, (*args, max(0, limit)))]
-
-    def messages(
-        self, *, principal: str | Collection[str] | None = None, pane: str | None = None, limit: int = 200,
-        before: MessageCursor | None = None, after: MessageCursor | None = None, newest_first: bool = True,
-    ) -> list[Message]:
-        """Messages sent or received, newest first (``newest_first=False``: oldest first), history included.
-
-        ``principal``: one id or a merge group (``grants.group``), as sender or recipient. ``pane``: sent
-        from (a principal launched in it) or addressed to that pane. ``before``/``after``: only messages
-        ordered before/after that position (:func:`message_cursor` of a listed message); the order is
-        (created_at, ref), which never changes for a message.
-        """
-        where: list[str] = []
-        args: list[Any] = []
-        if before is not None:
-            where.append("(created_at, ref) < (?, ?)")
-            args += [before[0], before[1]]
-        if after is not None:
-            where.append("(created_at, ref) > (?, ?)")
-            args += [after[0], after[1]]
-        if principal is not None:
-            ids = (principal,) if isinstance(principal, str) else tuple(principal)
-            marks = ", ".join("?" for _ in ids)
-            where.append(f"(sender IN ({marks}) OR recipient_principal IN ({marks}))")
-            args += [*ids, *ids]
-        if pane is not None:
-            where.append("(recipient_pane = ? OR sender IN (SELECT id FROM principals WHERE pane_id = ?))")
-            args += [pane, pane]
-        sql = "SELECT body FROM messages" + (f" WHERE {' AND '.join(where)}" if where else "")
-        direction = "DESC" if newest_first else "ASC"
-        sql += f" ORDER BY created_at {direction}, ref {direction} LIMIT ?"
-        return [codec.loads(Message, b) for (b,) in self._rows(sql, (*args, max(0, limit)))]
-
-    def message(self, sender: str, message_id: str) -> Message | None:
-        """The newest message with this key (an id may be reused once its hour ended)."""
-        rows = self._rows(
-            "SELECT body FROM messages WHERE sender = ? AND message_id = ? ORDER BY created_at DESC LIMIT 1",
-            (sender, message_id),
-        )
-        return codec.loads(Message, rows[0][0]) if rows else None
-
-    def cards(self, *, state: CardState | None = None, limit: int = 200) -> list[Card]:
-        """Cards, newest first (``state=CardState.PENDING``: what Needs you shows)."""
-        sql, args = "SELECT body FROM cards", []
-        if state is not None:
-            sql, args = sql + " WHERE state = ?", [state.value]
-        rows = self._rows(sql + " ORDER BY created_at DESC, rowid DESC LIMIT ?", (*args, max(0, limit)))
-        return [codec.loads(Card, b) for (b,) in rows]
-
-    def open_restarts(self) -> list[RestartRecord]:
-        """Restart records not closed: feed each a ``restart.Recover`` at start."""
-        marks = ", ".join("?" for _ in _CLOSED_STEPS)
-        rows = self._rows(f"SELECT body FROM restarts WHERE step NOT IN ({marks}) ORDER BY updated_at", _CLOSED_STEPS)
-        return [codec.loads(RestartRecord, b) for (b,) in rows]
-
-    def owner_token_hash(self) -> str | None:
-        rows = self._rows("SELECT token_hash FROM owner WHERE id = 1")
-        return str(rows[0][0]) if rows else None
-
-    def tunnel_secret_hash(self) -> str | None:
-        rows = self._rows("SELECT tunnel_secret_hash FROM owner WHERE id = 1")
-        return None if not rows or rows[0][0] is None else str(rows[0][0])
-
-    def launch_for(self, pane_id: str, incarnation: str) -> LaunchRow | None:
-        rows = self._rows(
-            "SELECT pane_id, incarnation, launcher, harness, session_id, cwd, argv, started_at FROM launches"
-            " WHERE pane_id = ? AND incarnation = ?",
-            (pane_id, incarnation),
-        )
-        if not rows:
-            return None
-        pane, inc, launcher, harness, session_id, cwd, argv, started_at = rows[0]
-        return LaunchRow(pane, inc, launcher, harness, session_id, cwd, tuple(json.loads(argv)), started_at)
-
-    def bindings(self) -> list[BindingRow]:
-        rows = self._rows("SELECT pane_id, harness, session_id, cwd, updated_at FROM bindings ORDER BY pane_id")
-        return [BindingRow(*row) for row in rows]
-
 
 # --- helpers ----------------------------------------------------------------------------------------
 
@@ -811,22 +399,3 @@ def _private(path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if stat.S_IMODE(candidate.lstat().st_mode) != 0o600:
                 os.chmod(candidate, 0o600, follow_symlinks=False)
-
-
-def _key(p: Persist, size: int) -> tuple[Any, ...]:
-    if len(p.key) != size:
-        raise StoreError(f"{p.kind} key must have {size} part(s), got {p.key!r}")
-    return tuple(p.key)
-
-
-def _record(p: Persist, cls: type[Any], expected_key: tuple[Any, ...]) -> Any:
-    if not isinstance(p.record, cls):
-        raise StoreError(f"{p.kind} record must be a {cls.__name__}, got {type(p.record).__name__}")
-    if tuple(p.key) != expected_key:
-        raise StoreError(f"{p.kind} key {p.key!r} does not match its record's {expected_key!r}")
-    return p.record
-
-
-def _check_hash(value: str, what: str) -> None:
-    if not isinstance(value, str) or not _TOKEN_HASH_RE.fullmatch(value):
-        raise StoreError(f"{what} must be stored as its hash (64 lowercase hex digits, see hash_token), never plain")
