@@ -22,6 +22,7 @@ MODULES = [
     "connectcore.arming",
     "connectcore.control",
     "connectcore.federation.pairing",
+    "connectcore.federation.outbox",
 ]
 
 
