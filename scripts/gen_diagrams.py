@@ -23,6 +23,7 @@ MODULES = [
     "connectcore.control",
     "connectcore.federation.pairing",
     "connectcore.federation.outbox",
+    "connectcore.federation.inbox",
 ]
 
 
