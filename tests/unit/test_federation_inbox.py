@@ -345,3 +345,33 @@ def test_a_restart_reloads_every_record_it_receipted() -> None:
     box, _ = I.final(accepted(message("m-2"), accepted()), ID1, ST.DECLINED, reason="no", now=NOW + 1, nonce=N2)
     again = I.load(B, box.records.values(), removed=box.removed)
     assert again.records == box.records and again.retained() == box.retained()
+
+
+def test_nothing_of_a_removed_pairing_is_receipted_again() -> None:
+    """Claim: a copy or a cancel reaching the inbox after the removal (the judgement refuses them
+    ``removed`` first; this is the inbox's own guard) is acknowledged and answered with no receipt."""
+    box, _ = I.final(accepted(), ID1, ST.DELIVERED, reason="typed", now=NOW + 1, nonce=N2)
+    copy_of = judged(message(), box, now=NOW + 2)
+    cancel = judged(cancel_of(message()), box, now=NOW + 2)
+    after, _ = I.pairing_removed(box, PAIRING, now=NOW + 3)
+    _, effects = I.receive(after, copy_of, now=NOW + 4, delivery="d-9")
+    assert receipts(effects) == [] and effects[-1] == AckDelivery("d-9")
+    _, effects = I.cancel_arrived(after, cancel, cancellable=True, now=NOW + 4, nonce=N3, delivery="d-9")
+    assert effects == (AckDelivery("d-9"),)
+
+
+def test_the_same_principal_and_id_from_two_boxes_are_two_messages() -> None:
+    """Claim: the dedup identity includes the sender box (two boxes' seeded ids may collide)."""
+    kc = BoxKeys(bytes([21]) * 32, bytes([22]) * 32)
+    from_c = message(routing=E.Routing(E.Kind.MESSAGE, kc.box_id, B, pairing="pairing-c"))
+    assert (from_c.sender.principal, from_c.id) == (message().sender.principal, message().id)
+    box = accepted()
+    r = from_c.routing
+    outer = E.Outer(r, bytes(24), b"sealed").encode()
+    facts = E.Facts(E.subject_for(r.kind, r.sender, r.to), 64 + len(outer), True, outer, E.encode_inner(from_c))
+    view = E.View(own=B, peers={A: E.Peer(KA, active=PAIRING), kc.box_id: E.Peer(kc, active="pairing-c")},
+                  retained=box.retained(), now=NOW)
+    verdict = E.judge(facts, view)
+    assert verdict.decision is E.Decision.NEW
+    after, _ = I.accept(box, verdict, nonce=N2, now=NOW, recipient=RECIPIENT, reason="waits")
+    assert set(after.records) == {ID1, from_c.identity} and from_c.identity != ID1

@@ -231,6 +231,13 @@ def _commit_and_answer(
     )
 
 
+def _held_receipt(inbox: Inbox, record: Record) -> tuple[AnyEffect, ...]:
+    """The receipt held for ``record``, published again; none for a removed pairing (I7)."""
+    if record.pairing in inbox.removed:
+        return ()
+    return (PublishReceipt(record.receipt, record.nonce),)
+
+
 def _new(inbox: Inbox, verdict: Verdict) -> tuple[MessageInner, str]:
     if verdict.decision is not Decision.NEW or not isinstance(verdict.inner, MessageInner) or verdict.digest is None:
         raise InboxError(Refusal.WRONG_DECISION, f"a {verdict.decision} verdict is not a new message")
@@ -316,7 +323,7 @@ def receive(
             actor=verdict.actor, action=AUDIT_EVENT, outcome=str(decision), message_id=str(identity),
             detail=f"answered {held.state} again", at=now,
         )
-        return inbox, (note, PublishReceipt(held.receipt, held.nonce), *ack)
+        return inbox, (note, *_held_receipt(inbox, held), *ack)
     if decision not in (Decision.TOO_LATE, Decision.TOMBSTONE):
         raise InboxError(Refusal.WRONG_DECISION, f"a {decision} verdict is not the inbox's to settle here")
     assert identity is not None and verdict.inner is not None and verdict.record is not None
@@ -383,7 +390,7 @@ def cancel_arrived(
     record = _held(inbox, verdict.identity)
     ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
     if record.state in FINAL:
-        return inbox, (PublishReceipt(record.receipt, record.nonce), *ack)
+        return inbox, (*_held_receipt(inbox, record), *ack)
     if not cancellable:
         note = _audit(record, now, verdict.actor, "cancel arrived after typing started: the real outcome follows")
         return inbox, (note, *ack)
@@ -409,6 +416,7 @@ def pairing_removed(
         if record.pairing != pairing or record.state is not _I.ACCEPTED or identity in typing:
             continue
         state = INBOX_TABLE.next(record.state, "cancelled")
+        # Never published (no receipt of a removed pairing: _held_receipt), so its nonce is not reused.
         done = replace(record, state=state, receipt=replace(record.receipt, outcome=str(state),
                                                              reason="pairing removed", at=now))
         changed.append(done)
