@@ -17,8 +17,11 @@ Claims, one line each:
 - a receipt is never sent before its commit: each receipt B publishes is the one its store already holds.
 - a duplicate gets the same receipt: for one identity and outcome, every receipt B publishes is the same
   value with the same nonce (so the same bytes).
-- the outcome the sender sees is the receiver's or says it is not: delivered, declined or refused on A
-  is B's committed outcome; expired or cancelled on A means never typed on B.
+- the outcome the sender sees is the receiver's or says it is not: delivered, declined, refused, expired or
+  cancelled on A is B's committed outcome (expired or cancelled also when B never held it, and then never
+  typed there); only unconfirmed is A's own word for "B did not say".
+- acceptance is end to end: a row A holds ``accepted`` is one B committed (a publish acknowledgement,
+  which A also gets, is never taken for it).
 """
 
 from __future__ import annotations
@@ -260,6 +263,20 @@ class TwoBoxes(RuleBasedStateMachine):
         outbox, effects = O.receipt(self.outbox, verdict.inner, now=self.now, delivery=handle)
         self.run_a(outbox, effects, crash_at)
 
+    @rule(i=index, failed=st.booleans())
+    def a_publish_answered(self, i: int, failed: bool) -> None:
+        """The bus acknowledges a publish (or the publish fails): neither says anything of B."""
+        left = sorted((k for k, r in self.outbox.rows.items() if r.left), key=str)
+        if not left:
+            return
+        identity = left[i % len(left)]
+        if failed:
+            outbox, effects = O.publish_failed(self.outbox, identity)
+        else:
+            outbox, effects = O.publish_acked(self.outbox, identity, attempt=self.outbox.rows[identity].attempt,
+                                              sequence=i)
+        self.run_a(outbox, effects, None)
+
     @rule(principal=st.sampled_from(PRINCIPALS), crash_at=crash)
     def revoke_sender(self, principal: str, crash_at: int | None) -> None:
         nonces = {i: self.nonce() for i in O.cancels_needed(self.outbox, principal)}
@@ -383,10 +400,18 @@ class TwoBoxes(RuleBasedStateMachine):
     @invariant()
     def the_sender_s_outcome_is_the_receiver_s_or_says_it_is_not(self) -> None:
         for identity, row in self.a_store.items():
+            held = self.b_store.get(identity)
             if row.state in (O.OutboxState.DELIVERED, O.OutboxState.DECLINED, O.OutboxState.REFUSED):
-                assert str(self.b_store[identity].state) == str(row.state)
+                assert held is not None and str(held.state) == str(row.state), (identity, row.state, held)
             if row.state in (O.OutboxState.EXPIRED, O.OutboxState.CANCELLED):
+                assert held is None or str(held.state) == str(row.state), f"{identity} is {row.state} on A, {held}"
                 assert self.typed.get(identity, 0) == 0, f"{identity} is {row.state} on A and was typed on B"
+
+    @invariant()
+    def acceptance_is_end_to_end(self) -> None:
+        for identity, row in self.a_store.items():
+            if row.state is O.OutboxState.ACCEPTED:
+                assert identity in self.b_store, f"{identity} is accepted on A and B never committed it"
 
     def teardown(self) -> None:
         """Quiet: the bus faithful and up, everything delivered and answered; then past every deadline,
