@@ -22,6 +22,8 @@ MODULES = [
     "connectcore.arming",
     "connectcore.control",
     "connectcore.federation.pairing",
+    "connectcore.federation.outbox",
+    "connectcore.federation.inbox",
 ]
 
 

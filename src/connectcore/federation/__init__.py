@@ -5,8 +5,11 @@ What federation owns, one module each: box identity (``boxes``: box ids and fing
 keys, box names, targets qualified by a box and their ambiguity) and the envelope (``envelope``: its
 outer and inner fields per kind, the canonical encoding, and the receiver's judgement of a wire from
 the facts the shell reports) and pairing (``pairing``: invitations, pair requests and pairings, their
-tables, atomic consumption, repeats and conflicts). The outbox and inbox, the recipient box's rules for
-a remote sender and the remote directory follow (docs/federation.md, "Build order").
+tables, atomic consumption, repeats and conflicts) and the message path's two ends (``outbox``: the
+sending box's life of a message to another box, to one final outcome; ``inbox``: the receiving box's
+records, deduplication and receipts; ``effects``: what they ask the shell to publish and acknowledge).
+The recipient box's rules for a remote sender and the remote directory follow (docs/federation.md,
+"Build order").
 
 Like the rest of ``connectcore`` it is pure: it may use ``hashlib`` and ``base64``, never ``nacl`` or
 ``nats`` (import-linter). Keys never enter it: the core decides on facts the shell reports (the
