@@ -156,9 +156,10 @@ def test_owed_wires_are_kept_with_the_step_and_until_the_bus_took_them(box: Box)
         assert [(w.key, w.due_at, w.attempt) for w in box.records.wires()] == [("request:inv9", T0 + 12, 1)]
         box.records.due_again("answer:r1", T0 + 3)  # a repeated request: the answer is owed again
         assert {w.key for w in box.records.wires()} == {"answer:r1", "request:inv9"}
-        box.records.apply([], [Wire("request:inv9", "", b"", due_at=None)])  # answered: nothing more owed
+        box.records.apply([], [Wire.settled("request:inv9"), Wire.settled("never-owed")])  # answered: nothing more owed
         assert [w.key for w in box.records.wires()] == ["answer:r1"]
         assert box.records.wire("request:inv9") is not None  # kept (its bytes), not owed
+        assert box.records.wire("never-owed") is None
     finally:
         box.close()
 

@@ -97,6 +97,12 @@ class Wire:
     resend: float | None = None
     created_at: float = 0.0
 
+    @classmethod
+    def settled(cls, key: str) -> Wire:
+        """Nothing more owed for ``key`` (a request whose answer came, a pairing that ended); a key
+        never owed stays absent."""
+        return cls(key, "", b"", due_at=None)
+
 
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii")
@@ -245,6 +251,9 @@ class PairRecords:
                 else:
                     self._put(db, effect)
             for wire in owed:
+                if not wire.wire:  # Wire.settled
+                    db.execute("UPDATE pair_wires SET due_at = NULL, resend = NULL WHERE key = ?", (wire.key,))
+                    continue
                 db.execute(
                     "INSERT INTO pair_wires (key, subject, wire, attempt, due_at, resend, created_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET due_at = excluded.due_at,"
@@ -287,11 +296,6 @@ class PairRecords:
                 " WHERE key = ?",
                 (attempt, now, key),
             )
-
-    def settle(self, key: str) -> None:
-        """Nothing more owed for ``key`` (a request whose answer came, a pairing that ended)."""
-        with self._tx() as db:
-            db.execute("UPDATE pair_wires SET due_at = NULL, resend = NULL WHERE key = ?", (key,))
 
     def due_again(self, key: str, now: float) -> None:
         """Owe ``key``'s wire again now (a repeated request: the answer is published again)."""
