@@ -85,7 +85,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
     except P.PairingError as exc:
         raise CliError(str(exc)) from None
     client = m._client(args)
-    print(f"box {code.name} (id {code.box}) invites this box to pair; its fingerprint:\n  {code.keys.fingerprint}")
+    print(f"box {code.name} (id {code.box}) invites this box to pair; its fingerprint:\n  {code.keys.fingerprint}",
+          file=sys.stderr if args.json else sys.stdout)  # (--json: stdout is the answer alone)
     _confirm(args, "Is that the fingerprint `pair invite` printed on that box?")
     body: dict[str, Any] = {"code": args.code.strip()}
     if args.name:
