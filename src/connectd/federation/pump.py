@@ -24,6 +24,7 @@ from connectd.federation.desk import PairingDesk, msg_id
 log = logging.getLogger("connectd.federation")
 
 FETCH_BATCH = 16
+REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a full subject) is tried again
 
 
 class Pump:
@@ -69,8 +70,9 @@ class Pump:
                 attempt = wire.attempt + 1
                 try:
                     await bus.publish(wire.subject, wire.wire, msg_id=msg_id(wire, attempt))
-                except BusRefused as exc:  # a permission or a full subject: said, tried again later
-                    log.warning("federation: %s refused: %s", wire.key, exc)
+                except BusRefused as exc:  # a permission or a full subject: said, and tried again later
+                    log.warning("federation: %s refused: %s (again in %.0f s)", wire.key, exc, REFUSED_AGAIN)
+                    await desk.run_sync(desk.records.due_again, wire.key, now + REFUSED_AGAIN)
                     continue
                 except BusUnavailable:
                     raise  # the service starts again after the backoff

@@ -35,7 +35,7 @@ from typing import Any
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
-from connectd.store.store import DB_NAME, StoreError
+from connectd.store.store import DB_NAME, StoreError, StoreUnavailable
 
 SCHEMA_VERSION = 1
 
@@ -187,13 +187,20 @@ class PairRecords:
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # full, read-only, locked: nothing written
+                raise StoreUnavailable(self.path, exc) from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"nothing written: {exc}") from exc
             try:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise StoreUnavailable(self.path, exc) from exc
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"nothing written: {exc}") from exc
                 raise
