@@ -100,6 +100,12 @@ def test_each_refusal_names_the_problem_and_changes_nothing(box: DaemonProcess, 
     refused(box, "pair", "decline", "nobody", says="no pending pair request from 'nobody'")
     refused(box, "pair", "remove", "nobody", "--yes", says="no pairing with 'nobody'")
     refused(box, "pair", "invite", "--expires", "25h", says="at most 86400 s (24 h)")
+    # an invitation withdrawn: done once, and refused again naming its state
+    invitation = json.loads(own.stdout)["invitation"]
+    withdrawn = cli(box, "pair", "invite", "--revoke", invitation)
+    assert withdrawn.returncode == 0 and "revoked" in withdrawn.stdout, withdrawn.stderr
+    refused(box, "pair", "invite", "--revoke", invitation, says="is revoked, not open")
+    refused(box, "pair", "invite", "--revoke", "no-such", says="no invitation 'no-such' on this box")
     refused(box, "pair", "invite", "--expires", "soon", says="a duration is a number of seconds", status=2)
     refused(box, "pair", "accept", foreign, "--yes", "--name", "Bad Name!", says="box name")
     # a pairing removed is removed for good: removing it again is refused, naming its state

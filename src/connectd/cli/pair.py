@@ -63,6 +63,10 @@ def _confirm(args: argparse.Namespace, question: str) -> None:
 
 def cmd_invite(args: argparse.Namespace) -> int:
     m = _main()
+    if args.revoke:
+        done = m._client(args).call("POST", f"/api/pairing/invitations/{args.revoke}/revoke", {})
+        m._print(args, done, [f"invitation {done['invitation']}: {done['state']} (its code no longer pairs)"])
+        return 0
     result = m._client(args).call("POST", "/api/pairing/invitations", {"expires": args.expires})
     minutes = max(1, round((result["expires_at"] - time.time()) / 60))
     m._print(args, result, [
@@ -217,6 +221,7 @@ def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse
     actions = pair.add_subparsers(dest="pair_action", required=True)
     p = actions.add_parser("invite", parents=[common, reads], help="print a one-time invitation code for another box")
     p.add_argument("--expires", type=_duration, default=P.DEFAULT_EXPIRES, help="how long it lives (default 15m, at most 24h)")
+    p.add_argument("--revoke", metavar="ID", help="withdraw the open invitation ID instead (its pending requests are refused)")
     p.set_defaults(func=cmd_invite)
     p = actions.add_parser("accept", parents=[common, reads], help="accept another box's invitation code (approval 1)")
     p.add_argument("code")

@@ -210,6 +210,14 @@ class PairingDesk:
         return {"code": P.encode_code(code), "invitation": invitation.id, "expires_at": int(invitation.expires_at),
                 **self.this_box()}
 
+    async def revoke(self, invitation_id: str) -> dict[str, Any]:
+        """Withdraw an open invitation (``pair invite --revoke ID``); its pending requests are refused."""
+        async with self.lock:
+            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock())
+            await self._commit(book, effects)
+            invitation = book.invitations[invitation_id]
+            return {"invitation": invitation.id, "state": str(invitation.state)}
+
     def _pending(self, who: str) -> P.PairRequest:
         pending = [r for r in self.book.requests.values() if r.state is P.RequestState.PENDING]
         found = [r for r in pending if who in (r.id, r.box_id, r.name)]

@@ -3,6 +3,7 @@
 set up for federation answers 409 ``not_federated`` with the command that sets it up.
 
 - ``POST /api/pairing/invitations`` ``{"expires": seconds}``: a new invitation and its code (shown once);
+  ``POST /api/pairing/invitations/{id}/revoke``: withdraw an open one;
 - ``POST /api/pairing/accept`` ``{"code": ..., "name": ...}``: approval 1 on the invitee;
 - ``GET /api/pairing/requests[?all=1]``: pending requests with both boxes' fingerprints;
 - ``POST /api/pairing/requests/{who}/approve`` ``{"name": ...}`` and ``.../decline``: approval 2 (``who``: the
@@ -57,6 +58,10 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         body = await parse_body(request, Invite)
         return await desk().invite(body.expires)
 
+    async def revoke(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().revoke(request.path_params["invitation"])
+
     async def accept(request: Request, actor: str) -> Any:
         body = await parse_body(request, Accept)
         return await desk().accept(body.code, name=body.name)
@@ -84,6 +89,7 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
     get, post = ["GET"], ["POST"]
     table: list[tuple[str, Handler, list[str]]] = [
         ("/api/pairing/invitations", invite, post),
+        ("/api/pairing/invitations/{invitation}/revoke", revoke, post),
         ("/api/pairing/accept", accept, post),
         ("/api/pairing/requests", requests, get),
         ("/api/pairing/requests/{who}/approve", approve, post),
