@@ -9,7 +9,7 @@ the pairing active with the other's keys pinned and the same pairing id; accepti
 returns that pairing and changes nothing; a conflicting request (a third box holding the code's secret,
 over NATS) is refused ``invitation_used`` and changes nothing; removal on one side reaches the other
 and is permanent (refused again, the code refused, across a restart); NATS going away ends neither
-daemon.
+daemon, and what was owed meanwhile goes out once it is back (pairing again: a new pairing, a new id).
 """
 
 from __future__ import annotations
@@ -187,4 +187,16 @@ def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes
         assert box.daemon.proc is not None and box.daemon.proc.poll() is None
         assert [p["state"] for p in box.pairings()] == ["removed"]
     invited_offline = a.run("pair", "invite")  # an invitation needs no bus
-    assert invited_offline["code"].startswith(P.CODE_PREFIX)
+    accepted_offline = b.run("pair", "accept", invited_offline["code"], "--yes")  # its request waits in the store
+    assert accepted_offline["state"] == "requested"
+
+    # NATS back: what was owed goes out, and pairing again makes a new pairing with a new id
+    server.start()
+    pending = wait_for(lambda: a.run("pair", "requests"), 60, "the request sent once NATS is back")
+    assert [r["box"] for r in pending] == [b.local.box_id]
+    renewed = a.run("pair", "approve", "devbox")["pairing"]
+    assert renewed != pairing_id
+    wait_for(lambda: [p for p in b.pairings() if p["pairing"] == renewed and p["state"] == "active"], 60,
+             "the new pairing active on B")
+    assert sorted((p["pairing"], p["state"]) for p in a.pairings()) == sorted(
+        [(pairing_id, "removed"), (renewed, "active")])
