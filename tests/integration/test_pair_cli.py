@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,19 @@ def test_federate_provision_makes_the_stream_and_consumer_and_prints_the_block(t
         assert again.returncode == 0 and json.loads(again.stdout) == printed
     finally:
         server.stop()
+
+
+def test_the_pairing_routes_check_their_bodies_and_change_nothing(box: DaemonProcess) -> None:
+    before = tables(box)
+    for path, body, error in (
+        ("/api/pairing/invitations", {"expires": "soon"}, "wrong_type"),
+        ("/api/pairing/invitations", {"expires": 600, "extra": 1}, "unknown_field"),
+        ("/api/pairing/accept", {}, "missing_field"),
+        ("/api/pairing/accept", {"code": ""}, "empty_field"),
+        ("/api/pairing/requests/x/decline", {"name": "n"}, "unknown_field"),
+    ):
+        assert box.api("POST", path, body, expect=400)["error"] == error, (path, body)
+    assert box.api("GET", "/api/pairing/requests?bogus=1", expect=400)["error"] == "unknown_parameter"
+    assert tables(box) == before
+    made = box.api("POST", "/api/pairing/invitations", {"expires": 600})  # whole seconds are a number too
+    assert abs(made["expires_at"] - time.time() - 600) < 30 and made["code"].startswith("connect-invite-1:")
