@@ -505,3 +505,28 @@ def test_a_refusal_audits_itself_on_request() -> None:
     error = P.PairingError(Ref.INVITATION_USED, "invitation 'inv1' was already used")
     line = error.audit(actor="box:x", action="pair.request", target="inv1", at=T0)
     assert (line.outcome, line.detail) == ("refused", "invitation_used: invitation 'inv1' was already used")
+
+
+# --- the invitation code ---------------------------------------------------------------------------
+
+
+def test_an_invitation_code_round_trips_and_a_bad_one_is_refused_naming_why() -> None:
+    code = P.Code(OWN.box_id, "laptop", OWN, "inv1", SECRET, 1_796_500_000)
+    text = P.encode_code(code)
+    assert text.startswith(P.CODE_PREFIX)
+    back = P.decode_code(text + "\n")  # as pasted, with its line end
+    assert (back.box, back.name, back.keys, back.invitation, back.secret, back.expires_at) == (
+        OWN.box_id, "laptop", OWN, "inv1", SECRET, 1_796_500_000)
+    assert "secret" not in repr(back) and SECRET.decode() not in repr(back)
+    other = P.Code(B1.box_id, "laptop", OWN, "inv1", SECRET, 1)  # keys that give another box id
+    cases = {
+        "nothing": ("", "does not start with"),
+        "cut": (text[:-5], "not base64url of JSON"),
+        "foreign keys": (P.encode_code(other), f"its keys give box {OWN.box_id}"),
+        "short secret": (P.encode_code(P.Code(OWN.box_id, "laptop", OWN, "inv1", b"x", 1)), "secret is not 32"),
+        "bad name": (P.encode_code(P.Code(OWN.box_id, "Laptop!", OWN, "inv1", SECRET, 1)), "box name"),
+    }
+    for what, (bad, words) in cases.items():
+        with pytest.raises(P.PairingError, match=words) as caught:
+            P.decode_code(bad)
+        assert caught.value.reason is P.Refusal.BAD_CODE, what

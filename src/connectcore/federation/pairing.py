@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -56,7 +57,9 @@ from typing import Any
 
 from connectcore._machine import ConnectError, Table, freeze
 from connectcore.effects import Audit, Effect, Notify, Persist
-from connectcore.federation.boxes import BoxError, BoxKeys, check_box_name, check_name_free
+from connectcore.federation.boxes import BoxError, BoxKeys, check_box_id, check_box_name, check_name_free
+from connectcore.federation.envelope import EnvelopeError, b64, canonical, unb64
+from connectcore.federation.envelope import Refusal as EnvelopeRefusal
 
 DEFAULT_EXPIRES = 15 * 60.0  # seconds an invitation lives by default
 MAX_EXPIRES = 24 * 3600.0  # the longest an invitation may live
@@ -67,6 +70,8 @@ OWNER = "owner"  # the audit actor of the owner's decisions
 BY_OWNER = "owner"  # removed_by: this box's owner removed it
 BY_PEER = "peer"  # removed_by: the other box removed it (its unpair or tombstone)
 
+CODE_PREFIX = "connect-invite-1:"  # what an invitation code starts with
+SECRET_BYTES = 32  # an invitation's secret
 STORE_INVITATION = "pair_invitation"  # Persist.kind of each record
 STORE_REQUEST = "pair_request"
 STORE_PAIRING = "pairing"
@@ -166,6 +171,7 @@ class Refusal(StrEnum):
     NOT_REQUESTED = "not_requested"
     REMOVED = "removed"
     BAD_ID = "bad_id"
+    BAD_CODE = "bad_code"
 
 
 class PairingError(ConnectError):
@@ -280,6 +286,73 @@ class Answer:
     invitation: str
     pairing: str | None  # the new pairing's id (pair_accept only)
     at: float
+
+
+@dataclass(frozen=True, repr=False)
+class Code:
+    """What an invitation code carries (docs/federation.md, "Pairing"): the inviter's box id, name and
+    public keys, the invitation's id, its secret and when it expires. ``repr`` hides the secret."""
+
+    box: str
+    name: str
+    keys: BoxKeys
+    invitation: str
+    secret: bytes
+    expires_at: int
+
+    def __repr__(self) -> str:
+        return f"Code(box={self.box!r}, name={self.name!r}, invitation={self.invitation!r})"
+
+
+def encode_code(code: Code) -> str:
+    """``connect-invite-1:<base64url of the canonical JSON>``: what ``pair invite`` prints, once."""
+    row = {
+        "v": 1, "box": code.box, "name": code.name, "sign": b64(code.keys.sign), "seal": b64(code.keys.seal),
+        "invitation": code.invitation, "secret": b64(code.secret), "expires_at": code.expires_at,
+    }
+    return CODE_PREFIX + b64(canonical(row))
+
+
+def decode_code(text: str) -> Code:
+    """The code ``text`` holds, or a :class:`PairingError` (``bad_code``) naming what is wrong with it:
+    its prefix, its encoding, its fields, or keys that do not give the box id it names."""
+
+    def bad(why: str) -> PairingError:
+        return PairingError(Refusal.BAD_CODE, f"not an invitation code: {why} (copy the whole line `pair invite` printed)")
+
+    if not isinstance(text, str) or not text.strip().startswith(CODE_PREFIX):
+        raise bad(f"it does not start with {CODE_PREFIX!r}")
+    body = text.strip()[len(CODE_PREFIX):]
+    try:
+        raw = unb64(body, "the code", EnvelopeRefusal.MALFORMED)
+        row = json.loads(raw.decode("utf-8"))
+    except (EnvelopeError, UnicodeDecodeError, ValueError):
+        raise bad("it is not base64url of JSON") from None
+    fields = {"v", "box", "name", "sign", "seal", "invitation", "secret", "expires_at"}
+    if not isinstance(row, dict) or set(row) != fields or row.get("v") != 1:
+        raise bad("it is not a version 1 invitation")
+    try:
+        keys = BoxKeys(
+            unb64(row["sign"], "sign", EnvelopeRefusal.MALFORMED), unb64(row["seal"], "seal", EnvelopeRefusal.MALFORMED)
+        )
+        box = check_box_id(row["box"])
+        name = check_box_name(row["name"])
+        secret = unb64(row["secret"], "secret", EnvelopeRefusal.MALFORMED)
+    except (BoxError, EnvelopeError, TypeError) as exc:
+        raise bad(str(exc)) from None
+    if keys.box_id != box:
+        raise bad(f"its keys give box {keys.box_id}, not the {box} it names")
+    invitation, expires_at = row["invitation"], row["expires_at"]
+    if not isinstance(invitation, str) or not invitation or len(invitation) > 128:
+        raise bad("its invitation id is missing")
+    if len(secret) != SECRET_BYTES:
+        raise bad(f"its secret is not {SECRET_BYTES} bytes")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int):
+        raise bad("its expiry is not a time")
+    code = Code(box, name, keys, invitation, secret, expires_at)
+    if encode_code(code) != text.strip():
+        raise bad("it is not in canonical form")
+    return code
 
 
 # --------------------------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
 from connectd.daemon.supervisor import Kind
 from connectd.edges.http import LoopbackGuard, OwnerAuth, owner_routes
+from connectd.edges.http.federation import federation_routes
 from connectd.edges.http.page import page_routes
 from connectd.edges.mcp import build_mcp, capped_mcp_app
+from connectd.federation.desk import open_desk
 from connectd.store.store import Store
 from connectd.tmux.adapter import TmuxAdapter
 
@@ -139,6 +141,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
 
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.watcher.pane_pids)
     engine.history = config.history or None
+    engine.federation = open_desk(config.data_dir, engine)
     mcp = build_mcp(engine, engine.history)  # None when the daemon serves no history (--no-history)
     mcp_app = capped_mcp_app(mcp, engine)
 
@@ -154,6 +157,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine, auth, config.data_dir),
             *restore_routes(engine, auth),
+            *federation_routes(engine, auth),
             *owner_routes(engine, auth, engine.history),
             Mount("/", app=mcp_app),
         ],
@@ -179,6 +183,8 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
 
                 exporter = OtlpExporter(daemon.config.otlp_endpoint, daemon.store)
                 daemon.engine.supervisor.spawn(Kind.EXPORT, exporter.run, name="OTLP exporter")
+            if daemon.engine.federation is not None:
+                daemon.engine.federation.start(daemon.engine.supervisor)
             http_done = anyio.Event()
             daemon.engine.supervisor.spawn(Kind.HTTP, _serve_http, server, daemon.sock, http_done, name="http server")
             while not server.started:  # (if it fails to start, _serve_http raises and the group ends)
@@ -194,6 +200,8 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
                 await http_done.wait()
             tg.cancel_scope.cancel()
     finally:
+        if daemon.engine.federation is not None:
+            daemon.engine.federation.close()
         daemon.store.close()
 
 

@@ -56,6 +56,7 @@ class Kind(StrEnum):
     HISTORY_WATCH = "history_watch"  # the transcript directories' watcher: a service
     CONTROL_MODE = "control_mode"  # the control-mode reader: a service
     EXPORT = "export"  # the OTLP audit exporter: a service
+    BUS = "bus"  # the federation's NATS loops (fetch, publish): services
     START = "start"  # the daemon's start (Recover, the first look, reconciliation, open restarts): until done
     HTTP = "http"  # uvicorn serving the owner API, the page and /mcp: essential
 
@@ -98,6 +99,9 @@ POLICIES: dict[Kind, Policy] = {
     ),
     Kind.CONTROL_MODE: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; the sweep covers the gap"),
     Kind.EXPORT: Policy(Shape.SERVICE, 1.0, 60.0, "started again after the backoff; records wait in the store behind its cursor"),
+    Kind.BUS: Policy(
+        Shape.SERVICE, 0.5, 30.0, "started again after the backoff; NATS away never ends the daemon (what is owed waits in the store)"
+    ),
     Kind.START: Policy(
         Shape.UNTIL_DONE, 1.0, 30.0, "retried after the backoff; the daemon serves only once its start is done"
     ),

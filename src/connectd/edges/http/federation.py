@@ -1,0 +1,100 @@
+"""The owner API's pairing routes under ``/api/pairing/`` (docs/federation.md, "Pairing"): what
+``connectd pair ...`` calls. The pairing desk (:mod:`connectd.federation.desk`) does the work; a box not
+set up for federation answers 409 ``not_federated`` with the command that sets it up.
+
+- ``POST /api/pairing/invitations`` ``{"expires": seconds}``: a new invitation and its code (shown once);
+  ``POST /api/pairing/invitations/{id}/revoke``: withdraw an open one;
+- ``POST /api/pairing/accept`` ``{"code": ..., "name": ...}``: approval 1 on the invitee;
+- ``GET /api/pairing/requests[?all=1]``: pending requests with both boxes' fingerprints;
+- ``POST /api/pairing/requests/{who}/approve`` ``{"name": ...}`` and ``.../decline``: approval 2 (``who``: the
+  request id, the requester's box id or its name);
+- ``GET /api/pairing/pairings``; ``POST /api/pairing/pairings/{who}/remove``.
+
+Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint`; mount them before the owner
+API's catch-all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+
+from connectcore.federation.pairing import DEFAULT_EXPIRES
+from connectd.cli import facts
+from connectd.daemon.parts import Engine
+from connectd.edges.http import bodies as B
+from connectd.edges.http.bodies import Query, parse_body
+from connectd.edges.http.errors import Problem
+from connectd.edges.http.owner_auth import Handler, OwnerAuth, owner_endpoint
+
+
+class Invite(B.Body):
+    expires: float = Field(default=DEFAULT_EXPIRES)
+
+
+class Accept(B.Body):
+    code: B.Text
+    name: B.Text | None = None
+
+
+class Approve(B.Body):
+    name: B.Text | None = None
+
+
+def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
+    def desk() -> Any:
+        found = engine.federation
+        if found is None:
+            raise Problem(
+                409, "not_federated", "this box is not set up for federation",
+                fix=f"{facts.cli_command()} federate init --name NAME, then restart the daemon",
+            )
+        return found
+
+    async def invite(request: Request, actor: str) -> Any:
+        body = await parse_body(request, Invite)
+        return await desk().invite(body.expires)
+
+    async def revoke(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().revoke(request.path_params["invitation"])
+
+    async def accept(request: Request, actor: str) -> Any:
+        body = await parse_body(request, Accept)
+        return await desk().accept(body.code, name=body.name)
+
+    async def requests(request: Request, actor: str) -> Any:
+        query = Query(request, {"all"})
+        return desk().requests(include_decided=query.flag("all"))
+
+    async def approve(request: Request, actor: str) -> Any:
+        body = await parse_body(request, Approve)
+        return await desk().approve(request.path_params["who"], name=body.name)
+
+    async def decline(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().decline(request.path_params["who"])
+
+    async def pairings(request: Request, actor: str) -> Any:
+        Query(request, set())
+        return desk().pairings()
+
+    async def remove(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().remove(request.path_params["who"])
+
+    get, post = ["GET"], ["POST"]
+    table: list[tuple[str, Handler, list[str]]] = [
+        ("/api/pairing/invitations", invite, post),
+        ("/api/pairing/invitations/{invitation}/revoke", revoke, post),
+        ("/api/pairing/accept", accept, post),
+        ("/api/pairing/requests", requests, get),
+        ("/api/pairing/requests/{who}/approve", approve, post),
+        ("/api/pairing/requests/{who}/decline", decline, post),
+        ("/api/pairing/pairings", pairings, get),
+        ("/api/pairing/pairings/{who}/remove", remove, post),
+    ]
+    return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]

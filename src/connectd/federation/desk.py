@@ -1,0 +1,384 @@
+"""The pairing desk: the daemon's side of pairing (docs/federation.md, "Pairing"). It holds this box's
+:class:`~connectcore.federation.pairing.PairBook`, runs the core's steps for the person's calls (``pair
+invite``, ``accept``, ``approve``, ``decline``, ``remove``) and for the pairing envelopes the bus hands
+it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction
+before the book changes, and seals and signs those wires once (:mod:`connectd.federation.seal`), so every
+publish of one is the same bytes. The rules are the core's; this module only sequences them.
+
+- ``pair accept`` pins the inviter's keys from the code and owes a ``pair_request`` (sealed to the
+  inviter, holding the code's secret), published again every ``resend`` seconds until an answer comes or
+  the pairing ends. Accepting a code again returns the pairing it made (a repeat); a code whose
+  invitation this box used with other keys is refused.
+- ``pair approve`` / ``decline`` owe the ``pair_accept`` / ``pair_decline``; a repeated request from
+  the same box is answered with it again and changes nothing.
+- ``pair remove`` owes a signed ``unpair``; the other box records ``removed_by_peer``.
+- A pairing envelope is judged by :func:`connectcore.federation.envelope.judge` with the keys the book
+  pins; a refusal (of the envelope or of the pairing step) is one audit line and changes nothing.
+
+Settings come from ``federation.toml`` (:class:`Settings`): ``name`` (``federate init``) and, to
+reach NATS, ``nats`` (the server URL) with ``creds`` (a credentials file) or ``user`` and
+``password_file``. Without ``nats`` the desk still invites and lists; what it owes waits in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from connectcore.effects import Audit, Effect, Notify
+from connectcore.federation import envelope as E
+from connectcore.federation import pairing as P
+from connectd.daemon.ids import EngineError
+from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.federation import keys as K
+from connectd.federation.seal import LocalBox, receive, seal
+from connectd.store.pair_records import PairRecords, Wire
+
+log = logging.getLogger("connectd.federation")
+
+RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
+EXPIRY_EVERY = 5.0  # seconds between looks for invitations and requested pairings past their time
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``federation.toml``: this box's name, and how it reaches NATS (``nats`` None: it does not)."""
+
+    name: str
+    nats: str | None = None
+    creds: str | None = None
+    user: str | None = None
+    password_file: str | None = None
+    resend: float = RESEND
+
+    @classmethod
+    def read(cls, data_dir: Path) -> Settings | None:
+        """The settings, or None when this box is not set up for federation (no ``federation.toml``)."""
+        path = data_dir / K.FEDERATION_FILE
+        if not path.exists():
+            return None
+        try:
+            row = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise K.BoxKeyError(f"{path} cannot be read ({exc})") from None
+        known = {"name", "nats", "creds", "user", "password_file", "resend"}
+        unknown = sorted(set(row) - known)
+        if unknown or not isinstance(row.get("name"), str):
+            raise K.BoxKeyError(f"{path}: needs name = \"...\" and takes only {sorted(known)} (unknown: {unknown})")
+        return cls(
+            name=row["name"], nats=row.get("nats"), creds=row.get("creds"), user=row.get("user"),
+            password_file=row.get("password_file"), resend=float(row.get("resend", RESEND)),
+        )
+
+    def password(self) -> str | None:
+        return None if self.password_file is None else Path(self.password_file).read_text().strip()
+
+
+def _not_here(what: str) -> EngineError:
+    return EngineError("unknown_request", what)
+
+
+class PairingDesk:
+    """This box's pairing book and the steps on it (one at a time, each durable before it shows)."""
+
+    def __init__(
+        self,
+        local: LocalBox,
+        settings: Settings,
+        records: PairRecords,
+        *,
+        clock: Callable[[], float],
+        run_sync: Callable[..., Any] | None = None,
+        publish_audit: Callable[[Audit], None] = lambda _a: None,
+        notify: Callable[[dict[str, Any]], None] = lambda _n: None,
+    ) -> None:
+        self.local = local
+        self.settings = settings
+        self.records = records
+        self.clock = clock
+        self.run_sync = run_sync or anyio.to_thread.run_sync
+        self.publish_audit = publish_audit
+        self.notify = notify
+        self.book = records.load(local.box_id, settings.name)
+        self.lock = anyio.Lock()
+        self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
+
+    @classmethod
+    def open(cls, data_dir: Path, **kw: Any) -> PairingDesk | None:
+        """The desk of a box set up for federation (``federation.toml`` and ``box.key``), else None."""
+        settings = Settings.read(data_dir)
+        if settings is None:
+            return None
+        local = LocalBox.from_secrets(K.read(data_dir))
+        return cls(local, settings, PairRecords.open(data_dir), **kw)
+
+    def start(self, supervisor: Supervisor) -> None:
+        """The expiry tick and, when ``federation.toml`` names a NATS server, the bus loops."""
+        supervisor.spawn(Kind.TICK, self.tick, every=EXPIRY_EVERY, name="pairing expiry")
+        if self.settings.nats:
+            from connectd.federation.pump import Pump  # nats is imported only by a box that federates
+
+            Pump(self).start(supervisor)
+
+    def close(self) -> None:
+        self.records.close()
+
+    # --- committing a step ----------------------------------------------------------------------
+
+    async def _commit(self, book: P.PairBook, effects: Sequence[Effect], wires: Sequence[Wire] = ()) -> None:
+        """Durable first (records, audit lines and owed wires in one transaction), then the book."""
+        await self.run_sync(lambda: self.records.apply(effects, wires))
+        self.book = book
+        for effect in effects:
+            if isinstance(effect, Audit):
+                self.publish_audit(effect)
+            elif isinstance(effect, Notify):
+                self.notify({"topic": effect.topic, "key": list(effect.key), **dict(effect.payload)})
+        if any(w.due_at is not None for w in wires):
+            self.owed.set()
+
+    async def _refused(self, error: P.PairingError, *, actor: str, action: str, target: str | None) -> None:
+        record = error.audit(actor=actor, action=action, target=target, at=self.clock())
+        await self.run_sync(lambda: self.records.apply([record]))
+        self.publish_audit(record)
+
+    def _wire(self, key: str, to: P.Pairing | P.PairRequest, inner: E.Inner, *, resend: float | None = None) -> Wire:
+        now = self.clock()
+        data = seal(self.local, to.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
+        return Wire(key, E.subject_for(inner.routing.kind, self.local.box_id, to.box_id), data, 0, now, resend, now)
+
+    # --- views ----------------------------------------------------------------------------------
+
+    def this_box(self) -> dict[str, str]:
+        return {"box": self.local.box_id, "name": self.settings.name, "fingerprint": self.local.keys.fingerprint}
+
+    def request_view(self, r: P.PairRequest) -> dict[str, Any]:
+        return {
+            "id": r.id, "box": r.box_id, "name": r.name, "fingerprint": r.keys.fingerprint, "state": str(r.state),
+            "reason": r.reason, "invitation": r.invitation, "received_at": r.received_at, "pairing": r.pairing,
+            "this_box": self.this_box(),
+        }
+
+    @staticmethod
+    def pairing_view(p: P.Pairing) -> dict[str, Any]:
+        return {
+            "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
+            "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
+            "removed_by": p.removed_by, "expires_at": p.expires_at,
+        }
+
+    def requests(self, *, include_decided: bool = False) -> list[dict[str, Any]]:
+        rows = sorted(self.book.requests.values(), key=lambda r: (r.received_at, r.id))
+        return [self.request_view(r) for r in rows if include_decided or r.state is P.RequestState.PENDING]
+
+    def pairings(self) -> list[dict[str, Any]]:
+        return [self.pairing_view(p) for p in sorted(self.book.pairings.values(), key=lambda p: (p.since, p.invitation))]
+
+    def view(self) -> E.View:
+        """What the envelope judgement reads: the keys pinned per box, each box's active pairing and
+        every pairing ever made with it."""
+        peers: dict[str, E.Peer] = {}
+        for p in sorted(self.book.pairings.values(), key=lambda p: p.since):
+            had = peers.get(p.box_id)
+            ids = (had.pairings if had else frozenset()) | ({p.id} if p.id else set())
+            active = p.id if p.state is P.PairingState.ACTIVE else (had.active if had else None)
+            peers[p.box_id] = E.Peer(p.keys, active, frozenset(ids))
+        return E.View(own=self.local.box_id, peers=peers, now=self.clock())
+
+    # --- the inviter ----------------------------------------------------------------------------
+
+    async def invite(self, expires_in: float = P.DEFAULT_EXPIRES) -> dict[str, Any]:
+        """A new invitation; the code (with its secret) is in this answer only."""
+        secret = secrets.token_bytes(P.SECRET_BYTES)
+        async with self.lock:
+            book, effects = P.invite(
+                self.book, invitation_id=secrets.token_hex(16), secret_hash=P.secret_hash(secret),
+                now=self.clock(), expires_in=expires_in,
+            )
+            invitation = next(i for i in book.invitations.values() if i.id not in self.book.invitations)
+            await self._commit(book, effects)
+        code = P.Code(self.local.box_id, self.settings.name, self.local.keys, invitation.id, secret,
+                      int(invitation.expires_at))
+        return {"code": P.encode_code(code), "invitation": invitation.id, "expires_at": int(invitation.expires_at),
+                **self.this_box()}
+
+    async def revoke(self, invitation_id: str) -> dict[str, Any]:
+        """Withdraw an open invitation (``pair invite --revoke ID``); its pending requests are refused."""
+        async with self.lock:
+            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock())
+            await self._commit(book, effects)
+            invitation = book.invitations[invitation_id]
+            return {"invitation": invitation.id, "state": str(invitation.state)}
+
+    def _pending(self, who: str) -> P.PairRequest:
+        pending = [r for r in self.book.requests.values() if r.state is P.RequestState.PENDING]
+        found = [r for r in pending if who in (r.id, r.box_id, r.name)]
+        if not found:
+            listed = ", ".join(f"{r.name} ({r.box_id})" for r in pending) or "none"
+            raise _not_here(f"no pending pair request from {who!r} on this box (pending: {listed})")
+        if len(found) > 1:
+            raise EngineError("ambiguous", f"{who!r} names {len(found)} pending requests: "
+                              f"{', '.join(r.id for r in found)}; give the request id")
+        return found[0]
+
+    def _answer_wire(self, book: P.PairBook, request: P.PairRequest) -> Wire | None:
+        answer = P.answer(book, request.id)
+        if answer is None:
+            return None
+        kind = E.Kind(answer.kind)
+        routing = E.Routing(kind, self.local.box_id, request.box_id, pairing=answer.pairing,
+                            invitation=answer.invitation)
+        return self._wire(f"answer:{request.id}", request, E.PairingInner(routing, (("at", answer.at),)))
+
+    async def approve(self, who: str, *, name: str | None = None) -> dict[str, Any]:
+        async with self.lock:
+            request = self._pending(who)
+            book, effects = P.approve(self.book, request.id, pairing_id=secrets.token_hex(16), now=self.clock(),
+                                      name=name)
+            wire = self._answer_wire(book, request)
+            await self._commit(book, effects, [wire] if wire else [])
+            return self.pairing_view(book.pairings[request.invitation])
+
+    async def decline(self, who: str) -> dict[str, Any]:
+        async with self.lock:
+            request = self._pending(who)
+            book, effects = P.decline(self.book, request.id, now=self.clock())
+            wire = self._answer_wire(book, request)
+            await self._commit(book, effects, [wire] if wire else [])
+            return self.request_view(book.requests[request.id])
+
+    # --- the invitee ----------------------------------------------------------------------------
+
+    async def accept(self, text: str, *, name: str | None = None) -> dict[str, Any]:
+        """Approval 1: pin the inviter's keys from the code and owe its pair_request. The same code
+        again returns the pairing it made and changes nothing."""
+        code = P.decode_code(text)
+        if code.box == self.local.box_id:
+            raise P.PairingError(P.Refusal.SELF_PAIRING, "this is this box's own invitation: a box cannot pair "
+                                 "with itself (run `pair accept` on the other box)")
+        async with self.lock:
+            made = self.book.pairings.get(code.invitation)
+            if (made is not None and made.box_id == code.box and made.keys == code.keys
+                    and made.state in (P.PairingState.REQUESTED, P.PairingState.ACTIVE)):
+                return {**self.pairing_view(made), "repeat": True, "this_box": self.this_box()}
+            book, effects = P.accept_code(
+                self.book, invitation_id=code.invitation, keys=code.keys, name=code.name if name is None else name,
+                expires_at=float(code.expires_at), now=self.clock(),
+            )
+            pairing = book.pairings[code.invitation]
+            routing = E.Routing(E.Kind.PAIR_REQUEST, self.local.box_id, code.box, invitation=code.invitation)
+            inner = E.PairingInner(routing, (("name", self.settings.name), ("secret", E.b64(code.secret))))
+            wire = self._wire(f"request:{code.invitation}", pairing, inner, resend=self.settings.resend)
+            await self._commit(book, effects, [wire])
+            return {**self.pairing_view(pairing), "repeat": False, "this_box": self.this_box()}
+
+    # --- both -----------------------------------------------------------------------------------
+
+    def _pairing(self, who: str) -> P.Pairing:
+        found = [p for p in self.book.pairings.values() if who in (p.name, p.box_id, p.id, p.invitation)]
+        if not found:
+            raise EngineError("unknown_pairing", f"no pairing with {who!r} on this box (`connectd pair list` lists them)")
+        live = [p for p in found if p.state in (P.PairingState.ACTIVE, P.PairingState.REQUESTED)]
+        return max(live or found, key=lambda p: p.since)
+
+    async def remove(self, who: str) -> dict[str, Any]:
+        """Remove a pairing for good and owe the other box a signed unpair."""
+        async with self.lock:
+            pairing = self._pairing(who)
+            now = self.clock()
+            book, effects = P.remove(self.book, pairing.invitation, now=now)
+            wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
+            if pairing.id is not None:
+                routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=pairing.id)
+                inner = E.PairingInner(routing, (("at", now), ("reason", "removed by its owner")))
+                wires.append(self._wire(f"unpair:{pairing.id}", pairing, inner))
+            await self._commit(book, effects, wires)
+            return self.pairing_view(book.pairings[pairing.invitation])
+
+    async def tick(self) -> None:
+        """Expire what is past its time (open invitations, requested pairings never answered)."""
+        async with self.lock:
+            book, effects = P.expire(self.book, now=self.clock())
+            if effects:
+                ended = [p for k, p in book.pairings.items() if p.state is not self.book.pairings[k].state]
+                await self._commit(book, effects, [Wire.settled(f"request:{p.invitation}") for p in ended])
+
+    # --- the bus --------------------------------------------------------------------------------
+
+    async def received(self, subject: str, data: bytes) -> None:
+        """One envelope the bus delivered: judged, and its pairing step taken; every refusal audited.
+        Returns once what it changed is durable (the caller then acknowledges the delivery); raises
+        only when the store failed (then the delivery comes again)."""
+        async with self.lock:
+            verdict = receive(self.local, subject, data, self.view())
+            if verdict.decision is E.Decision.REFUSED:
+                record = Audit(verdict.actor, E.AUDIT_EVENT, "refused", detail=f"{verdict.reason}: {verdict.detail}",
+                               at=self.clock())
+                await self.run_sync(lambda: self.records.apply([record]))
+                self.publish_audit(record)
+                return
+            inner = verdict.inner
+            if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
+                record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
+                               "messages across boxes come with a later slice", at=self.clock())
+                await self.run_sync(lambda: self.records.apply([record]))
+                return
+            try:
+                await self._step(inner, data, verdict.actor)
+            except P.PairingError as error:
+                action = f"pair.{inner.routing.kind}"
+                await self._refused(error, actor=verdict.actor, action=action,
+                                    target=inner.routing.pairing or inner.routing.invitation)
+
+    async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> None:
+        routing, now = inner.routing, self.clock()
+        if routing.kind is E.Kind.PAIR_REQUEST:
+            outer = E.parse_outer(data[E.SIGNATURE_BYTES:])
+            assert outer.keys is not None and routing.invitation is not None  # the judgement checked both
+            secret = E.unb64(inner.get("secret"), "the secret", E.Refusal.BAD_BINDING)
+            book, effects = P.receive_request(
+                self.book, request_id=f"req-{secrets.token_hex(8)}", invitation_id=routing.invitation,
+                keys=outer.keys, name=inner.get("name"), secret=secret, now=now,
+            )
+            if book is self.book:  # a repeat: the decision again, if there is one
+                same = next((r for r in book.requests_on(routing.invitation)
+                             if r.box_id == outer.keys.box_id and r.keys == outer.keys), None)
+                await self.run_sync(lambda: self.records.apply(effects))
+                if same is not None and self.records.wire(f"answer:{same.id}") is not None:
+                    await self.run_sync(lambda: self.records.due_again(f"answer:{same.id}", now))
+                    self.owed.set()
+                return
+            await self._commit(book, effects)
+        elif routing.kind is E.Kind.PAIR_ACCEPT:
+            assert routing.invitation is not None and routing.pairing is not None
+            book, effects = P.pair_accepted(self.book, routing.invitation, pairing_id=routing.pairing, now=now)
+            await self._commit(book, effects, [Wire.settled(f"request:{routing.invitation}")])
+        elif routing.kind is E.Kind.PAIR_DECLINE:
+            assert routing.invitation is not None
+            book, effects = P.pair_declined(self.book, routing.invitation, now=now)
+            await self._commit(book, effects, [Wire.settled(f"request:{routing.invitation}")])
+        else:
+            assert routing.pairing is not None
+            book, effects = P.removed_by_peer(self.book, routing.pairing, now=now)
+            await self._commit(book, effects)
+
+
+def msg_id(wire: Wire, attempt: int) -> str:
+    """The ``Nats-Msg-Id`` of one attempt: the wire's digest and the attempt (docs/federation.md)."""
+    return f"{hashlib.sha256(wire.wire).hexdigest()[:32]}-{attempt}"
+
+
+def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
+    """The engine's pairing desk, or None for a box not set up for federation."""
+    return PairingDesk.open(
+        data_dir, clock=engine.clock, run_sync=engine.run_sync, publish_audit=engine.interpreter.published,
+        notify=engine.subscribers.publish,
+    )

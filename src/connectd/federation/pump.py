@@ -1,0 +1,84 @@
+"""The federation's supervised loops on NATS (docs/federation.md, "Where the code goes"): one
+connection per box (:class:`connectd.federation.bus.NatsBus`, as the user ``box-<id>``), a fetch loop
+that hands each delivery on this box's consumer to the pairing desk and acknowledges it only once
+what it changed is durable, and a publish loop that sends every wire the store says is owed.
+
+Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
+store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s).
+NATS away never ends the daemon; what is owed waits in the store, and a delivery not acknowledged
+comes again. This module is imported only when ``federation.toml`` names a NATS server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import anyio
+
+from connectcore.ports import BusRefused, BusUnavailable
+from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.federation.bus import NatsBus
+from connectd.federation.desk import PairingDesk, msg_id
+
+log = logging.getLogger("connectd.federation")
+
+FETCH_BATCH = 16
+REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a full subject) is tried again
+
+
+class Pump:
+    """The bus of one box and its two loops."""
+
+    def __init__(self, desk: PairingDesk, *, fetch_timeout: float = 30.0, idle: float = 1.0) -> None:
+        self.desk = desk
+        self.fetch_timeout = fetch_timeout  # the long poll
+        self.idle = idle  # the publish loop looks at least this often (a resend falling due)
+        self.bus = NatsBus(desk.local.box_id)
+        self._connecting = anyio.Lock()
+
+    def start(self, supervisor: Supervisor) -> None:
+        supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
+        supervisor.spawn(Kind.BUS, self.publish_loop, name="federation publish")
+
+    async def _connected(self) -> NatsBus:
+        """The bus, connecting once (nats-py then reconnects by itself for ever)."""
+        async with self._connecting:
+            if self.bus._nc is None or self.bus._nc.is_closed:
+                s = self.desk.settings
+                assert s.nats is not None
+                await self.bus.connect(s.nats, user=s.user, password=s.password(), user_credentials=s.creds)
+                log.info("federation: connected to %s as box %s", s.nats, self.bus.box_id)
+        return self.bus
+
+    async def fetch_loop(self) -> None:
+        bus = await self._connected()
+        while True:
+            for delivery in await bus.fetch(batch=FETCH_BATCH, timeout=self.fetch_timeout):
+                await self.desk.received(delivery.subject, delivery.data)  # durable before the ack
+                await bus.ack(delivery)
+
+    async def publish_loop(self) -> None:
+        bus = await self._connected()
+        desk = self.desk
+        while True:
+            desk.owed = anyio.Event()
+            now = desk.clock()
+            for wire in await desk.run_sync(desk.records.wires):
+                if wire.due_at is None or wire.due_at > now:
+                    continue
+                attempt = wire.attempt + 1
+                try:
+                    await bus.publish(wire.subject, wire.wire, msg_id=msg_id(wire, attempt))
+                except BusRefused as exc:  # a permission or a full subject: said, and tried again later
+                    log.warning("federation: %s refused: %s (again in %.0f s)", wire.key, exc, REFUSED_AGAIN)
+                    await desk.run_sync(desk.records.due_again, wire.key, now + REFUSED_AGAIN)
+                    continue
+                except BusUnavailable:
+                    raise  # the service starts again after the backoff
+                await desk.run_sync(functools.partial(desk.records.sent, wire.key, attempt=attempt, now=desk.clock()))
+            with anyio.move_on_after(self.idle):
+                await desk.owed.wait()
+
+    async def close(self) -> None:
+        await self.bus.close()

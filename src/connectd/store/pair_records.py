@@ -1,0 +1,310 @@
+"""The pairing records in SQLite: invitations, pair requests and pairings (with their pinned keys) of
+``connectcore.federation.pairing``, and the pairing envelopes this box owes the bus.
+
+They live in the store's file (``connect.db`` in the data directory) on a connection of their own, in
+tables this module creates (``pair_invitations``, ``pair_requests``, ``pairings``, ``pair_wires``) with
+their own schema version (``pair_schema``; a newer one is refused untouched, as the store refuses a
+downgrade). The store opens the file first (WAL, ``synchronous=FULL``, its ``audit`` table).
+
+Rules:
+
+- :meth:`PairRecords.load` gives the :class:`~connectcore.federation.pairing.PairBook` as stored.
+- :meth:`PairRecords.apply` writes every pairing ``Persist`` and ``Audit`` of one step, and the wires
+  that step owes the bus (:class:`Wire`), in one transaction, and returns once it is committed. A
+  ``Persist`` of another kind, or a key that is not its record's, is refused (:class:`StoreError`) and
+  nothing of the step is written.
+- The database refuses what the tables forbid, whatever the caller: an invitation that left ``open``
+  never changes state again (consumed at most once), a pairing once ``removed`` stays removed, and a
+  pairing id names one pairing.
+- A wire is kept until the bus took it: ``due`` until a publish was acknowledged (:meth:`sent`);
+  a ``resend`` one (a pair_request, until its answer comes) is due again ``resend`` seconds later.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation import pairing as P
+from connectcore.federation.boxes import BoxKeys
+from connectd.store.store import DB_NAME, StoreError, StoreUnavailable
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pair_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS pair_invitations (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pair_invitation_decided_once BEFORE UPDATE OF state ON pair_invitations
+    WHEN OLD.state != 'open' AND NEW.state != OLD.state
+    BEGIN SELECT RAISE(ABORT, 'an invitation that left open never changes state again'); END;
+CREATE TABLE IF NOT EXISTS pair_requests (
+    id TEXT PRIMARY KEY,
+    invitation TEXT NOT NULL,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE INDEX IF NOT EXISTS pair_requests_invitation ON pair_requests(invitation);
+CREATE TABLE IF NOT EXISTS pairings (
+    invitation TEXT PRIMARY KEY,
+    id TEXT UNIQUE,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pairing_removed_for_good BEFORE UPDATE OF state ON pairings
+    WHEN OLD.state = 'removed' AND NEW.state != 'removed'
+    BEGIN SELECT RAISE(ABORT, 'a removed pairing is never made active again'); END;
+CREATE TABLE IF NOT EXISTS pair_wires (
+    key TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    wire BLOB NOT NULL,
+    attempt INTEGER NOT NULL,
+    due_at REAL,
+    resend REAL,
+    created_at REAL NOT NULL
+) STRICT;
+"""
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A pairing envelope this box owes the bus: its subject and bytes (sealed and signed once, so
+    every publish is the same bytes), when it is due (``None``: sent, nothing owed) and, for one that
+    is published again until answered, every how many seconds."""
+
+    key: str
+    subject: str
+    wire: bytes
+    attempt: int = 0
+    due_at: float | None = 0.0
+    resend: float | None = None
+    created_at: float = 0.0
+
+    @classmethod
+    def settled(cls, key: str) -> Wire:
+        """Nothing more owed for ``key`` (a request whose answer came, a pairing that ended); a key
+        never owed stays absent."""
+        return cls(key, "", b"", due_at=None)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def _keys(keys: BoxKeys) -> dict[str, str]:
+    return {"sign": _b64(keys.sign), "seal": _b64(keys.seal)}
+
+
+def _unkeys(row: dict[str, str]) -> BoxKeys:
+    return BoxKeys(base64.urlsafe_b64decode(row["sign"]), base64.urlsafe_b64decode(row["seal"]))
+
+
+def encode(record: P.Invitation | P.PairRequest | P.Pairing) -> str:
+    """A record as the JSON its row's body holds."""
+    row: dict[str, Any] = {}
+    for name in record.__dataclass_fields__:
+        value = getattr(record, name)
+        row[name] = _keys(value) if isinstance(value, BoxKeys) else value
+    return json.dumps(row, sort_keys=True, separators=(",", ":"))
+
+
+def decode_invitation(body: str) -> P.Invitation:
+    row = json.loads(body)
+    return P.Invitation(**{**row, "state": P.InvitationState(row["state"])})
+
+
+def decode_request(body: str) -> P.PairRequest:
+    row = json.loads(body)
+    return P.PairRequest(**{**row, "keys": _unkeys(row["keys"]), "state": P.RequestState(row["state"])})
+
+
+def decode_pairing(body: str) -> P.Pairing:
+    row = json.loads(body)
+    return P.Pairing(
+        **{**row, "keys": _unkeys(row["keys"]), "state": P.PairingState(row["state"]), "role": P.Role(row["role"])}
+    )
+
+
+class PairRecords:
+    """The pairing tables of one data directory, on their own connection (thread-safe: one lock)."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = db
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, data_dir: Path) -> PairRecords:
+        """The tables in ``data_dir/connect.db`` (the store made the file: open the store first)."""
+        path = Path(data_dir) / DB_NAME
+        if not path.is_file():
+            raise StoreError(f"{path} does not exist: the store opens it first")
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        try:
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
+            found = db.execute("SELECT name FROM sqlite_master WHERE name = 'pair_schema'").fetchone()
+            if found is not None:
+                row = db.execute("SELECT version FROM pair_schema").fetchone()
+                if row is not None and row[0] > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{path}: the pairing tables are version {row[0]}, newer than this connectd "
+                        f"({SCHEMA_VERSION}); refusing to run: a downgrade would destroy data"
+                    )
+            db.executescript(
+                f"BEGIN IMMEDIATE;\n{_SCHEMA}\n"
+                f"INSERT OR IGNORE INTO pair_schema (id, version) VALUES (1, {SCHEMA_VERSION});\nCOMMIT;"
+            )
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise StoreError(f"{path}: cannot make the pairing tables: {exc}") from exc
+        except BaseException:
+            db.close()
+            raise
+        return cls(path, db)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # full, read-only, locked: nothing written
+                raise StoreUnavailable(self.path, exc) from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"nothing written: {exc}") from exc
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise StoreUnavailable(self.path, exc) from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"nothing written: {exc}") from exc
+                raise
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def load(self, own_box: str, own_name: str) -> P.PairBook:
+        """Every invitation, request and pairing, as the book the pairing steps take."""
+        with self._lock:
+            invitations = [decode_invitation(b) for (b,) in self._db.execute("SELECT body FROM pair_invitations")]
+            requests = [decode_request(b) for (b,) in self._db.execute("SELECT body FROM pair_requests")]
+            pairings = [decode_pairing(b) for (b,) in self._db.execute("SELECT body FROM pairings")]
+        return P.PairBook(
+            own_box=own_box,
+            own_name=own_name,
+            invitations={i.id: i for i in invitations},
+            requests={r.id: r for r in requests},
+            pairings={p.invitation: p for p in pairings},
+        )
+
+    def wires(self) -> list[Wire]:
+        """Every wire still owed (due, or to be sent again), oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires"
+                " WHERE due_at IS NOT NULL ORDER BY created_at, key"
+            ).fetchall()
+        return [Wire(*row) for row in rows]
+
+    def wire(self, key: str) -> Wire | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires WHERE key = ?", (key,)
+            ).fetchone()
+        return None if row is None else Wire(*row)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def apply(self, effects: Iterable[Effect], wires: Iterable[Wire] = ()) -> None:
+        """Every pairing Persist and Audit of one step, and the wires it owes, in one transaction;
+        other effects are not the store's. Nothing is written if any of it is refused."""
+        mine = [e for e in effects if isinstance(e, Persist | Audit)]
+        owed = list(wires)
+        if not mine and not owed:
+            return
+        with self._tx() as db:
+            for effect in mine:
+                if isinstance(effect, Audit):
+                    db.execute(
+                        "INSERT INTO audit (at, actor, action, scope, target, outcome, message_id, detail)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (effect.at, effect.actor, effect.action, effect.scope, effect.target, effect.outcome,
+                         effect.message_id, effect.detail),
+                    )
+                else:
+                    self._put(db, effect)
+            for wire in owed:
+                if not wire.wire:  # Wire.settled
+                    db.execute("UPDATE pair_wires SET due_at = NULL, resend = NULL WHERE key = ?", (wire.key,))
+                    continue
+                db.execute(
+                    "INSERT INTO pair_wires (key, subject, wire, attempt, due_at, resend, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET due_at = excluded.due_at,"
+                    " resend = excluded.resend",
+                    (wire.key, wire.subject, wire.wire, wire.attempt, wire.due_at, wire.resend, wire.created_at),
+                )
+
+    @staticmethod
+    def _put(db: sqlite3.Connection, p: Persist) -> None:
+        record = p.record
+        if p.kind == P.STORE_INVITATION and isinstance(record, P.Invitation) and p.key == (record.id,):
+            db.execute(
+                "INSERT INTO pair_invitations (id, state, expires_at, body) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET state = excluded.state, body = excluded.body",
+                (record.id, record.state.value, record.expires_at, encode(record)),
+            )
+        elif p.kind == P.STORE_REQUEST and isinstance(record, P.PairRequest) and p.key == (record.id,):
+            db.execute(
+                "INSERT INTO pair_requests (id, invitation, box_id, state, body) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET state = excluded.state, body = excluded.body",
+                (record.id, record.invitation, record.box_id, record.state.value, encode(record)),
+            )
+        elif p.kind == P.STORE_PAIRING and isinstance(record, P.Pairing) and p.key == (record.invitation,):
+            db.execute(
+                "INSERT INTO pairings (invitation, id, box_id, state, body) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (invitation) DO UPDATE SET id = excluded.id, state = excluded.state, body = excluded.body",
+                (record.invitation, record.id, record.box_id, record.state.value, encode(record)),
+            )
+        else:
+            raise StoreError(
+                f"not a pairing record: Persist {p.kind!r} key {p.key!r} of a {type(record).__name__}; nothing written"
+            )
+
+    def sent(self, key: str, *, attempt: int, now: float) -> None:
+        """The bus took ``key``'s wire (attempt ``attempt``): nothing more owed, or, for one published
+        until answered, due again ``resend`` seconds from ``now``."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE pair_wires SET attempt = ?, due_at = CASE WHEN resend IS NULL THEN NULL ELSE ? + resend END"
+                " WHERE key = ?",
+                (attempt, now, key),
+            )
+
+    def due_again(self, key: str, now: float) -> None:
+        """Owe ``key``'s wire again now (a repeated request: the answer is published again)."""
+        with self._tx() as db:
+            db.execute("UPDATE pair_wires SET due_at = ? WHERE key = ?", (now, key))

@@ -1,0 +1,202 @@
+"""Two real daemons pair over a real NATS server (docs/federation.md, "Pairing", build order slice 4).
+
+Each daemon (``connectd serve`` in a subprocess) has its own data directory, HOME and private tmux
+server; one ``nats-server`` (tests/support/nats.py: ``sync_interval: always``, an admin user who
+provisions, and a user per box holding exactly that box's permission block) carries the pairing
+envelopes, sealed and signed. The person's side is the real CLI. Checked: invite on A, accept on B
+(A's fingerprint shown); A's owner sees the request with both fingerprints and approves; both sides list
+the pairing active with the other's keys pinned and the same pairing id; accepting the code again
+returns that pairing and changes nothing; a conflicting request (a third box holding the code's secret,
+over NATS) is refused ``invitation_used`` and changes nothing; removal on one side reaches the other
+and is permanent (refused again, the code refused, across a restart); NATS going away ends neither
+daemon, and what was owed meanwhile goes out once it is back (pairing again: a new pairing, a new id).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from connectcore.federation import envelope as E
+from connectcore.federation import pairing as P
+from connectd.federation import keys as K
+from connectd.federation.bus import NatsBus
+from connectd.federation.seal import LocalBox, seal
+from tests.integration.test_pair_cli import cli, tables
+from tests.support.daemon import DaemonProcess, wait_for
+from tests.support.fixtures import tmux_session
+from tests.support.nats import NatsServer, box_password
+
+ROGUE = LocalBox.from_secrets(K.BoxSecrets(bytes([41]) * 32, bytes([42]) * 32))
+
+
+@dataclass
+class Box:
+    name: str
+    daemon: DaemonProcess
+    local: LocalBox
+    home: Path
+
+    def run(self, *args: str) -> Any:
+        done = cli(self.daemon, *args, "--json", home=self.home)
+        assert done.returncode == 0, (args, done.stdout, done.stderr, self.daemon.log_text())
+        return json.loads(done.stdout)
+
+    def text(self, *args: str) -> str:
+        done = cli(self.daemon, *args, home=self.home)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def pairings(self) -> list[dict[str, Any]]:
+        return list(self.run("pair", "list"))
+
+    def audit(self, outcome: str) -> list[dict[str, Any]]:
+        return list(self.daemon.api("GET", f"/api/audit?outcome={outcome}&limit=1000"))
+
+
+def _prepare(root: Path, name: str) -> tuple[Path, LocalBox]:
+    data = root / "data"
+    local = LocalBox.from_secrets(K.init(data, name))
+    (root / "home").mkdir(parents=True)
+    return data, local
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
+    (tmp_path / "nats").mkdir()
+    a_data, a_local = _prepare(tmp_path / "a", "laptop")
+    b_data, b_local = _prepare(tmp_path / "b", "devbox")
+    server = NatsServer(tmp_path / "nats", [a_local.box_id, b_local.box_id, ROGUE.box_id])
+    server.start()
+    try:
+        anyio.run(server.provision)
+        for data, local in ((a_data, a_local), (b_data, b_local)):
+            password = data.parent / "nats-password"
+            password.write_text(box_password(local.box_id))
+            with (data / K.FEDERATION_FILE).open("a") as fh:
+                fh.write(f'nats = "{server.url}"\nuser = "box-{local.box_id}"\npassword_file = "{password}"\nresend = 1.0\n')
+        with tmux_session("connect-pa") as tmux_a, tmux_session("connect-pb") as tmux_b:
+            made: list[DaemonProcess] = []
+            try:
+                out = []
+                for root, tmux, local, name in ((tmp_path / "a", tmux_a, a_local, "laptop"),
+                                                (tmp_path / "b", tmux_b, b_local, "devbox")):
+                    d = DaemonProcess(root, tmux)
+                    d.env_extra["HOME"] = str(root / "home")
+                    made.append(d.start())
+                    out.append(Box(name, d, local, root / "home"))
+                yield out[0], out[1], server
+            finally:
+                for d in made:
+                    d.stop()
+    finally:
+        server.stop()
+
+
+async def _publish_rogue_request(server: NatsServer, code: P.Code) -> None:
+    """A third box holding the code (and so its secret) asks A over NATS, under its own id."""
+    routing = E.Routing(E.Kind.PAIR_REQUEST, ROGUE.box_id, code.box, invitation=code.invitation)
+    inner = E.PairingInner(routing, (("name", "rogue"), ("secret", E.b64(code.secret))))
+    wire = seal(ROGUE, code.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
+    bus = await server.connect(NatsBus(ROGUE.box_id, call_timeout=5.0))
+    try:
+        await bus.publish(E.subject_for(E.Kind.PAIR_REQUEST, ROGUE.box_id, code.box), wire, msg_id="rogue-1")
+    finally:
+        await bus.close()
+
+
+def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes: tuple[Box, Box, NatsServer]) -> None:
+    a, b, server = boxes
+    fp_a, fp_b = a.local.keys.fingerprint, b.local.keys.fingerprint
+
+    # invite on A: the code, printed once, beside A's fingerprint
+    invited = a.run("pair", "invite")
+    assert invited["fingerprint"] == fp_a and invited["box"] == a.local.box_id
+    code_text = invited["code"]
+    code = P.decode_code(code_text)
+
+    # accept on B: A's fingerprint shown before it is pinned; B's pairing waits, requested
+    shown = b.text("pair", "accept", code_text, "--yes")
+    assert fp_a in shown and fp_b in shown
+    (requested,) = b.pairings()
+    assert (requested["state"], requested["box"], requested["fingerprint"]) == ("requested", a.local.box_id, fp_a)
+
+    # A's owner sees the request, with both fingerprints, once it came over NATS
+    pending = wait_for(lambda: a.run("pair", "requests"), 20, "the pair request on A")
+    (request,) = pending
+    assert (request["box"], request["name"], request["fingerprint"]) == (b.local.box_id, "devbox", fp_b)
+    assert request["this_box"]["fingerprint"] == fp_a
+    listing = a.text("pair", "requests")
+    assert fp_a in listing and fp_b in listing
+
+    # approval 2 on A: active at once on A, and on B once the pair_accept arrives
+    approved = a.run("pair", "approve", b.local.box_id)
+    assert (approved["state"], approved["fingerprint"]) == ("active", fp_b)
+    pairing_id = approved["pairing"]
+    on_b = wait_for(lambda: [p for p in b.pairings() if p["state"] == "active"], 20, "the pairing active on B")
+    assert [(p["box"], p["fingerprint"], p["pairing"], p["name"]) for p in on_b] == [
+        (a.local.box_id, fp_a, pairing_id, "laptop")]
+    assert [(p["box"], p["fingerprint"], p["pairing"], p["state"]) for p in a.pairings()] == [
+        (b.local.box_id, fp_b, pairing_id, "active")]
+    assert a.run("pair", "requests") == []
+
+    # the same code accepted again returns the established pairing and changes nothing
+    before_a, before_b = tables(a.daemon), tables(b.daemon)
+    again = b.run("pair", "accept", code_text, "--yes")
+    assert (again["repeat"], again["pairing"], again["state"]) == (True, pairing_id, "active")
+    assert tables(b.daemon) == before_b
+
+    # a conflicting request (another box with the same code) fails: refused, audited, nothing changed
+    anyio.run(_publish_rogue_request, server, code)
+    refusal = wait_for(
+        lambda: [r for r in a.audit("refused") if r["actor"] == f"box:{ROGUE.box_id}"], 20, "the rogue's refusal on A")
+    assert "invitation_used" in refusal[0]["detail"]
+    after_a = tables(a.daemon)
+    assert {k: v for k, v in after_a.items() if k != "pair_wires"} == {
+        k: v for k, v in before_a.items() if k != "pair_wires"}
+    assert [p["state"] for p in a.pairings()] == ["active"] and a.run("pair", "requests", "--all")[0]["state"] == "approved"
+
+    # removal on B reaches A (its signed unpair) and is permanent on both sides
+    removed = b.run("pair", "remove", "laptop", "--yes")
+    assert removed["state"] == "removed"
+    on_a = wait_for(lambda: [p for p in a.pairings() if p["state"] == "removed"], 20, "the removal on A")
+    assert on_a[0]["removed_by"] == "peer" and on_a[0]["pairing"] == pairing_id
+    again_b = cli(b.daemon, "pair", "remove", "laptop", "--yes", home=b.home)
+    assert again_b.returncode == 1 and "is removed: nothing to remove" in again_b.stderr
+    refused = cli(b.daemon, "pair", "accept", code_text, "--yes", home=b.home)
+    assert refused.returncode == 1 and "already used on this box" in refused.stderr
+    b.daemon.stop()
+    b.daemon.start()
+    assert [(p["state"], p["removed_by"]) for p in b.pairings()] == [("removed", "owner")]
+
+    # no bus loop failed on the way (each failure is audited as task.bus)
+    for box in (a, b):
+        assert not [r for r in box.audit("failed") if r["action"] == "task.bus"], box.daemon.log_text()
+
+    # NATS away ends neither daemon; both still answer their owners
+    server.kill()
+    anyio.run(anyio.sleep, 2.0)
+    for box in (a, b):
+        assert box.daemon.proc is not None and box.daemon.proc.poll() is None
+        assert [p["state"] for p in box.pairings()] == ["removed"]
+    invited_offline = a.run("pair", "invite")  # an invitation needs no bus
+    accepted_offline = b.run("pair", "accept", invited_offline["code"], "--yes")  # its request waits in the store
+    assert accepted_offline["state"] == "requested"
+
+    # NATS back: what was owed goes out, and pairing again makes a new pairing with a new id
+    server.start()
+    pending = wait_for(lambda: a.run("pair", "requests"), 60, "the request sent once NATS is back")
+    assert [r["box"] for r in pending] == [b.local.box_id]
+    renewed = a.run("pair", "approve", "devbox")["pairing"]
+    assert renewed != pairing_id
+    wait_for(lambda: [p for p in b.pairings() if p["pairing"] == renewed and p["state"] == "active"], 60,
+             "the new pairing active on B")
+    assert sorted((p["pairing"], p["state"]) for p in a.pairings()) == sorted(
+        [(pairing_id, "removed"), (renewed, "active")])
