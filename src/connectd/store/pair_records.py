@@ -35,7 +35,8 @@ from typing import Any
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
-from connectd.store.store import DB_NAME, StoreError, StoreUnavailable
+from connectd.store.connection import StoreError, StoreUnavailable
+from connectd.store.store import DB_NAME
 
 SCHEMA_VERSION = 1
 
