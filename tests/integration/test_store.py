@@ -99,13 +99,15 @@ def _scenario() -> HashedWorld:
     b = w.launch("b")
     c = w.launch("c", Preset.OBSERVE, session=("codex", "sc"), harness="codex")
     w.step(H.BindSession(w.now, b.principal, ("claude", "sb")))
-    resumed = w.launch("a-resumed")  # a's session resumed in another pane, its id learnt later: merged
+    w.step(H.PaneGone(w.now, a.pane, a.incarnation))  # a's agent ended (its token too) ...
+    resumed = w.launch("a-resumed")  # ... and its session resumed in another pane, its id learnt later: merged
     w.step(H.BindSession(w.now, resumed.principal, ("claude", "sa")))
-    first = w.send(a, b, "first")
+    resumed.principal = a.principal  # its messages are keyed by the merge group's root
+    first = w.send(resumed, b, "first")
     w.decide(first, Decision.APPROVE_PAIR)  # ready, pair approved
-    w.send(a, b, "second")  # pair approved: ready without a card
-    w.send(b, a, "pending card")  # awaiting consent
-    declined = w.send(b, a, "declined")
+    w.send(resumed, b, "second")  # pair approved: ready without a card
+    w.send(b, resumed, "pending card")  # awaiting consent
+    declined = w.send(b, resumed, "declined")
     w.decide(declined, Decision.DECLINE)
     w.step(H.SetGrant(w.now, ("codex", "sc"), frozenset({Scope.READ})))
     w.step(H.Revoke(w.now, c.principal))
