@@ -88,7 +88,8 @@ def token_of(info: PaneInfo) -> str:
 
 
 def alive(info: PaneInfo) -> bool:
-    return not info.dead and bool(info.pane_pid) and bool(info.process_start_time)
+    """The listed pane has a live incarnation (the core's :func:`connectcore.directory.pane_live`)."""
+    return D.pane_live(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time)
 
 
 class Watcher:
