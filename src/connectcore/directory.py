@@ -183,6 +183,14 @@ class Incarnation:
         return incarnation_token(self)
 
 
+def pane_live(*, dead: bool, pane_pid: int | None, process_start: int | None) -> bool:
+    """A pane tmux lists has a live incarnation: tmux does not keep it dead (remain-on-exit), it lists
+    the pane's process, and that process has a start time of its own (not gone, and the server's
+    child). The watcher's test of which panes live, and what :func:`connectcore.restart.pane_dead` is
+    built from."""
+    return not dead and bool(pane_pid) and bool(process_start)
+
+
 def incarnation_token(incarnation: Incarnation) -> str:
     """The opaque token the directory issues for ``incarnation``: deterministic, so replay is stable."""
     key = (

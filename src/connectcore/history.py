@@ -962,6 +962,29 @@ def claimed(snap: LivenessSnapshot, keys: Iterable[tuple[Harness, str]]) -> froz
     return frozenset(k for k in keys if snap.running(*k) is not None)
 
 
+@dataclass(frozen=True)
+class RegistryEvidence:
+    """A Claude Code registry claim that binds a pane: the session, the pane and the claiming pid."""
+
+    session_id: str
+    pane_id: str
+    pid: int
+
+
+def registry_evidence(snap: LivenessSnapshot, panes: Iterable[str]) -> tuple[RegistryEvidence, ...]:
+    """Which Claude Code registry claims are evidence binding a pane (the watcher's hand-started
+    Claude panes): a trusted claim (:func:`record_trust`) whose process descends from the process of a
+    pane the directory knows (``panes``). An unverified claim, or one outside every known pane, binds
+    nothing (routing may still show it as running). In session id order."""
+    known = frozenset(panes)
+    found = []
+    for session_id, run in sorted(snap.claude.items()):
+        pane = snap.ancestry.get(run.pid)
+        if run.trusted and pane and pane in known:
+            found.append(RegistryEvidence(session_id, pane, run.pid))
+    return tuple(found)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Restore after a lost tmux server
 # ---------------------------------------------------------------------------------------------------

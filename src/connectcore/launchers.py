@@ -887,3 +887,15 @@ def here_child_refusal(child: int, *, parent: int | None, supervisor: int) -> He
     if parent is None or parent != supervisor:
         return HereRefusal("not_in_pane", f"process {child} is not the supervisor's child")
     return None
+
+
+def here_child_holds(
+    child: int, *, supervisor: int, start: int, parent: int | None, child_start: int | None, exited: bool
+) -> bool:
+    """Whether a ``--here`` supervisor's agent child still holds its pane (the pane's incarnation is
+    then the child's process life): a process with the child's pid is still the supervisor's child
+    (:func:`here_child_refusal`), with the start time recorded when the supervisor reported it (else the
+    pid was reused), and has not exited (a zombie). ``parent`` and ``child_start`` None: no process
+    with that pid. False: the pane is the supervisor's again (the agent's exit ends its incarnation)."""
+    still_child = here_child_refusal(child, parent=parent, supervisor=supervisor) is None
+    return still_child and child_start == start and not exited

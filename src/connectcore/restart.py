@@ -50,6 +50,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from connectcore import advice as A
+from connectcore import directory as D
 from connectcore import launchers as L
 from connectcore._machine import ConnectError, Table
 from connectcore.effects import Audit, Effect, ExitAgent, Notify, Persist, Respawn, SetPaneOption
@@ -645,8 +646,9 @@ def pane_dead(*, dead: bool, pane_pid: int | None, process_start: int | None, ag
     """To a restart, the pane's agent process is dead: tmux keeps the pane dead (remain-on-exit), or it
     lists no process, or no start time of its own (gone, or a pid not the server's child), or a
     ``--here`` supervisor lives on in it but its agent child exited (``agent_exited_here``). The one
-    definition for the step that observes the pane and for recovery's inspection."""
-    return dead or not pane_pid or not process_start or agent_exited_here
+    definition for the step that observes the pane and for recovery's inspection; the first three
+    tests are :func:`connectcore.directory.pane_live`, the watcher's."""
+    return not D.pane_live(dead=dead, pane_pid=pane_pid, process_start=process_start) or agent_exited_here
 
 
 def left_exit_command(rec: RestartRecord) -> bool:

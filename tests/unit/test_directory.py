@@ -534,3 +534,25 @@ def test_bound_sessions_names_each_session_a_live_pane_holds_the_first_pane_firs
     both = claim(d, 2, EvidenceSource.REGISTRY, "s-1")  # two panes claiming one session: neither is bound
     assert {k: r.pane_id for k, r in D.bound_sessions(both).items()} == {("claude", "s-3"): "%3"}
     assert D.bound_sessions(fleet(obs(1))) == {}
+
+
+@pytest.mark.parametrize(
+    ("dead", "pane_pid", "start", "live"),
+    [
+        (False, 100, 5, True),  # a live process with a start time of its own
+        (True, 100, 5, False),  # tmux keeps it dead (remain-on-exit)
+        (False, None, 5, False),  # no process listed
+        (False, 0, 5, False),
+        (False, 100, None, False),  # no start time of its own: gone, or not the server's child
+        (False, 100, 0, False),
+    ],
+)
+def test_a_listed_pane_lives_by_one_rule(dead: bool, pane_pid: int | None, start: int | None, live: bool) -> None:
+    """Claim (issue 24: was ``alive()`` in connectd/tmux/watcher.py, a third copy of the dead-pane
+    rule): which listed panes have a live incarnation is :func:`D.pane_live`, and a restart's dead pane
+    (:func:`connectcore.restart.pane_dead`) is its negation when no ``--here`` agent exited."""
+    from connectcore.restart import pane_dead
+
+    assert D.pane_live(dead=dead, pane_pid=pane_pid, process_start=start) is live
+    assert pane_dead(dead=dead, pane_pid=pane_pid, process_start=start, agent_exited_here=False) is (not live)
+    assert pane_dead(dead=dead, pane_pid=pane_pid, process_start=start, agent_exited_here=True) is True

@@ -16,6 +16,7 @@ from connectcore.history import (
     LivenessSnapshot,
     LivenessView,
     RecordTrust,
+    RegistryEvidence,
     RegistryRecord,
     Running,
     SessionEntry,
@@ -25,6 +26,7 @@ from connectcore.history import (
     liveness_view,
     may_run_codex,
     record_trust,
+    registry_evidence,
 )
 
 BOOT = 1_700_000_000.0
@@ -326,3 +328,25 @@ def test_restore_and_expunge_count_any_claim_verified_or_not() -> None:
     keys = [(Harness.CLAUDE, SID), (Harness.CODEX, CODEX_SID), (Harness.CLAUDE, SUB), (Harness.CODEX, SID)]
     assert claimed(snap, keys) == {(Harness.CLAUDE, SID), (Harness.CODEX, CODEX_SID)}
     assert claimed(LivenessSnapshot(claude_known=False, codex_known=False), keys) == frozenset()
+
+
+def test_only_a_trusted_registry_claim_in_a_known_pane_binds() -> None:
+    """Claim (issue 24: was ``if not running.trusted or record is None`` in connectd/tmux/watcher.py
+    ``_claude_evidence``): a Claude registry claim is binding evidence for a pane only when it is
+    trusted and its process runs inside a pane the directory knows; the rest bind nothing."""
+    other, third, fourth = SID.replace("0f8e", "1f8e"), SID.replace("0f8e", "2f8e"), SID.replace("0f8e", "3f8e")
+    snap = LivenessSnapshot(
+        claude={
+            fourth: Running(8, True),  # in a pane the directory does not know (gone, or not looked at)
+            other: Running(6, False),  # unverified: may be running, but never binds
+            SID: Running(5, True),
+            third: Running(7, True),  # outside every pane
+        },
+        ancestry={5: "%1", 6: "%1", 7: None, 8: "%9"},
+    )
+    assert registry_evidence(snap, ["%1", "%2"]) == (RegistryEvidence(SID, "%1", 5),)
+    assert registry_evidence(snap, {"%1": 0, "%9": 0}) == (  # any collection of pane ids; session id order
+        RegistryEvidence(SID, "%1", 5), RegistryEvidence(fourth, "%9", 8),
+    )
+    assert registry_evidence(snap, []) == ()
+    assert registry_evidence(LivenessSnapshot(claude={SID: Running(5, True)}), ["%1"]) == ()  # no ancestry read

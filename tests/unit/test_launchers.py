@@ -631,3 +631,24 @@ def test_a_here_supervisor_may_report_only_its_own_child() -> None:
     refused = HereRefusal("not_in_pane", "process 301 is not the supervisor's child")
     assert here_child_refusal(301, parent=200, supervisor=300) == refused  # a grandchild, or a stranger
     assert here_child_refusal(301, parent=None, supervisor=300) == refused  # gone
+
+
+@pytest.mark.parametrize(
+    ("parent", "child_start", "exited", "holds"),
+    [
+        (300, 5000, False, True),  # the supervisor's child, the same process life
+        (None, None, False, False),  # no process with the child's pid
+        (1, 5000, False, False),  # reparented: the supervisor died, or a stranger
+        (300, 6000, False, False),  # the pid was reused (another start time)
+        (300, 5000, True, False),  # exited, not yet reaped (a zombie)
+    ],
+)
+def test_a_here_child_holds_its_pane_while_it_is_the_same_live_child(
+    parent: int | None, child_start: int | None, exited: bool, holds: bool
+) -> None:
+    """Claim (issue 24: was decided in ``HerePanes.effective``, connectd/agents/launch_here.py): a
+    ``--here`` pane's incarnation is its agent child's only while that child is still the
+    supervisor's, with the start time it was reported with, and has not exited."""
+    from connectcore.launchers import here_child_holds
+
+    assert here_child_holds(301, supervisor=300, start=5000, parent=parent, child_start=child_start, exited=exited) is holds

@@ -82,7 +82,11 @@ class HerePanes:
             return info
         supervisor, child, start = held
         stat = procfs.read_stat(child)
-        if stat is None or stat.ppid != supervisor or stat.start_time != start or stat.exited:
+        holds = L.here_child_holds(  # the core's rule, on what /proc says of the child now
+            child, supervisor=supervisor, start=start, parent=stat.ppid if stat is not None else None,
+            child_start=stat.start_time if stat is not None else None, exited=stat is not None and stat.exited,
+        )
+        if not holds:
             del self.held[info.pane_id]
             return info
         return replace(info, pane_pid=child, process_start_time=start)

@@ -42,6 +42,7 @@ from connectcore import directory as D
 from connectcore import grants, releases
 from connectcore import hub as H
 from connectcore import opencode_binding as OC
+from connectcore.history import registry_evidence
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
 from connectd.history.liveness import LivenessProbe
@@ -87,7 +88,8 @@ def token_of(info: PaneInfo) -> str:
 
 
 def alive(info: PaneInfo) -> bool:
-    return not info.dead and bool(info.pane_pid) and bool(info.process_start_time)
+    """The listed pane has a live incarnation (the core's :func:`connectcore.directory.pane_live`)."""
+    return D.pane_live(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time)
 
 
 class Watcher:
@@ -399,8 +401,8 @@ class Watcher:
 
     async def _claude_evidence(self) -> None:
         """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
-        registry: a record whose process start time matches /proc and whose process descends from the
-        pane's process. The registry is read when an unbound Claude pane appears, then at most once per
+        registry: the claims :func:`connectcore.history.registry_evidence` lets bind (trusted, in a pane
+        the directory knows). The registry is read when an unbound Claude pane appears, then at most once per
         bind interval while one stays unbound."""
         engine = self.engine
         unbound = frozenset(
@@ -417,16 +419,15 @@ class Watcher:
         pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
         probe = LivenessProbe(self._claude_root(), self._claude_root())
         snap = await engine.run_sync(lambda: probe.snapshot(pane_pids, codex=False))
-        for session_id, running in sorted(snap.claude.items()):
-            pane_id = snap.ancestry.get(running.pid)
-            record = self.directory.panes.get(pane_id) if pane_id else None
-            if not running.trusted or record is None:
+        for found in registry_evidence(snap, self.directory.panes):  # the core's rule: which claims bind
+            record = self.directory.panes.get(found.pane_id)
+            if record is None:  # gone while /proc was read (another poll's)
                 continue
-            start = await engine.run_sync(procfs.process_start_time, running.pid)
+            start = await engine.run_sync(procfs.process_start_time, found.pid)
             self.directory = D.note_evidence(
                 self.directory,
-                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", session_id,
-                           pid=running.pid, process_start=start),
+                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", found.session_id,
+                           pid=found.pid, process_start=start),
             )
 
     async def _bind_sessions(self) -> None:
