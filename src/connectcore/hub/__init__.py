@@ -35,7 +35,8 @@ layers contract): :mod:`~connectcore.hub.state` (the hub's state, its events and
 :mod:`~connectcore.hub.gate` (``authorize``), :mod:`~connectcore.hub.acts` (control's acts),
 :mod:`~connectcore.hub.messages` (the sequencing of delivery), :mod:`~connectcore.hub.tokens` (launch,
 bind), :mod:`~connectcore.hub.restarts`, :mod:`~connectcore.hub.panes` (readings, reconcile, recover,
-tick) and :mod:`~connectcore.hub.revocations`.
+tick), :mod:`~connectcore.hub.revocations` and :mod:`~connectcore.hub.federation` (a remote message:
+the recipient box's rules, then the inbox's commit with the local message row and its card).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from connectcore.effects import Notify as Notify
 from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
+from connectcore.hub.federation import remote_message_arrived
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
 from connectcore.hub.messages import NO_SINGLE_PANE as NO_SINGLE_PANE
@@ -111,6 +113,7 @@ from connectcore.hub.state import (
     Recipient,
     Reconcile,
     Recover,
+    RemoteMessageArrived,
     RestartPlanned,
     RestartRecovered,
     RestartRefused,
@@ -162,6 +165,7 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         ActDecided: hub_acts.decide,
         ActGuarded: hub_acts.guarded,
         ActExecuted: hub_acts.executed,
+        RemoteMessageArrived: remote_message_arrived,
     }
 )
 
@@ -225,6 +229,7 @@ __all__ = [
     "Recipient",
     "Reconcile",
     "Recover",
+    "RemoteMessageArrived",
     "RestartPlanned",
     "RestartRecovered",
     "RestartRefused",

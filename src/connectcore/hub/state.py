@@ -24,6 +24,9 @@ from connectcore.delivery import (
 from connectcore.effects import (
     Effect,
 )
+from connectcore.federation.envelope import Verdict
+from connectcore.federation.inbox import Inbox
+from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 from connectcore.grants import GrantBook, Scope, SessionKey
 
 
@@ -80,6 +83,7 @@ class Hub:
     restarts: dict[str, restart_.Restart] = field(default_factory=dict)  # restart id -> open restart
     drafts: dict[str, LeftDraft] = field(default_factory=dict)  # pane id -> what connect may have left
     acts: dict[str, control.Act] = field(default_factory=dict)  # act id -> control's act (connectcore.hub.acts)
+    inbox: Inbox | None = None  # this box's federation inbox (connectcore.hub.federation); None: not federated
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -368,6 +372,26 @@ def restart_of_pane(hub: Hub, pane_id: str) -> str | None:  # public: the shell 
     return next((rid for rid, r in hub.restarts.items() if r.record.pane_id == pane_id), None)
 
 
+@dataclass(frozen=True)
+class RemoteMessageArrived:
+    """A message from another box, judged new (``verdict``: :func:`connectcore.federation.envelope.judge`'s
+    ``new``, its inner part a message), its target resolved by the daemon against this box's directory
+    (``recipient``), with what this box knows of the pairing and the values the core does not invent
+    (the local ref and card id, the receipt's nonce, the delivery's handle). Stepped by
+    :mod:`connectcore.hub.federation`."""
+
+    now: float
+    verdict: Verdict
+    recipient: Recipient
+    box_name: str  # this box's name for the sending box
+    fingerprint: str  # the sending box's pinned fingerprint, in groups of four
+    ref: str
+    card_id: str
+    nonce: bytes
+    delivery: str | None = None
+    settings: PairingSettings = DEFAULT_SETTINGS
+
+
 Event = (
     Launch
     | BindSession
@@ -393,6 +417,7 @@ Event = (
     | ActDecided
     | ActGuarded
     | ActExecuted
+    | RemoteMessageArrived
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]

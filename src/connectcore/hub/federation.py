@@ -1,0 +1,153 @@
+"""The hub's sequencing of federation events (docs/federation.md, "On the receiving box"), as
+:mod:`connectcore.hub.messages` sequences delivery. Rules live in :mod:`connectcore.federation.remote`
+(the recipient box's rules) and :mod:`connectcore.federation.inbox` (records and receipts); this module
+only joins them to the local message machine.
+
+- A remote message judged new (:class:`RemoteMessageArrived`) is admitted by :func:`remote.admit` over
+  what the hub holds: the recipient's grant, and the remote principal's (``box:<box id>/<principal>``)
+  live ids, sends, pair approval and last received message; the pairing's counts over every remote
+  principal of that box.
+- Refused: :func:`inbox.refuse` commits the refusal (final) and receipts it; the hub is unchanged but
+  for its inbox.
+- Admitted: a local message row exactly as a local sender's (``awaiting_consent`` with its card in
+  Needs you, or ``ready`` under an approved pair within the hop limit), committed by
+  :func:`inbox.accept` in the inbox record's transaction (its ``Persist`` records), then the
+  ``accepted`` receipt, then the acknowledgement. From there it is a local message: the
+  state-triggered step attempts it only when it is ``ready``, so the guard types it only under an
+  approved pair (or a card approved) and with an empty composer, as ever.
+- The bus effects are not yet :class:`connectcore.effects.Effect` (:mod:`connectcore.federation.effects`):
+  this step returns them among the hub's effects, and nothing steps this event before the wiring re-bases
+  them and gives them interpreter handlers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import cast
+
+from connectcore import delivery
+from connectcore._machine import ConnectError
+from connectcore.delivery import Message, MessageState, Refused
+from connectcore.effects import Effect, Persist
+from connectcore.federation import inbox as inbox_
+from connectcore.federation import remote
+from connectcore.federation.envelope import MessageInner
+from connectcore.hub.messages import (
+    _audit_outcome,
+    _open_card,
+    _pane_actor,
+    _recipient_scopes,
+    _store,
+)
+from connectcore.hub.state import Hub, RemoteMessageArrived, Step
+
+
+def _within(times: tuple[float, ...], now: float, window: float) -> tuple[float, ...]:
+    return delivery.within_window(times, now, window)
+
+
+def _here(hub: Hub, ev: RemoteMessageArrived, inner: MessageInner) -> remote.Here:
+    """What the recipient box's rules read, from the hub's state (R5's counts, R6's last received,
+    R7's pair)."""
+    box = inner.routing.sender
+    principal = remote.remote_principal(box, inner.sender.principal)
+    prefix = remote.remote_principal(box, "")
+    window = hub.limits.rate_window
+    incarnation = ev.recipient.incarnation
+    _principal, scopes = _recipient_scopes(hub, incarnation)
+    from_box = [m for m in hub.messages.values() if m.sender.startswith(prefix)]
+    queued_to_it, queued = delivery.queued_bytes(hub.messages.values(), incarnation)
+    return remote.Here(
+        box_id=box,
+        box_name=ev.box_name,
+        fingerprint=ev.fingerprint,
+        recipient_kind=ev.recipient.kind,
+        recipient_scopes=scopes,
+        recipient_place=ev.recipient.pane_id,
+        ref=ev.ref,
+        now=ev.now,
+        settings=ev.settings,
+        limits=hub.limits,
+        pair_approved=(principal, incarnation) in hub.pairs,
+        last_received=hub.last_received.get(principal),
+        live_ids=sum(1 for m in from_box if m.sender == principal),
+        sent=len(_within(hub.sent.get(principal, ()), ev.now, window)),
+        pair_sent=len(_within(hub.pair_sent.get((principal, incarnation), ()), ev.now, window)),
+        pairing_sent=sum(len(_within(t, ev.now, window)) for p, t in hub.sent.items() if p.startswith(prefix)),
+        pairing_live_ids=len(from_box),
+        queued_to_recipient=queued_to_it,
+        queued_total=queued,
+        pairing_queued=delivery.queued_bytes(from_box, incarnation)[1],
+    )
+
+
+def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
+    """A new remote message: the recipient box's rules, then the inbox's commit with the local records."""
+    inbox = hub.inbox
+    if inbox is None:
+        raise ConnectError("this box is not federated: it has no inbox")
+    inner = ev.verdict.inner
+    if not isinstance(inner, MessageInner):
+        raise inbox_.InboxError(inbox_.Refusal.WRONG_DECISION, "a remote message's verdict holds no message")
+    recipient = (_pane_actor(hub, ev.recipient.incarnation, ev.recipient.pane_id), ev.recipient.pane_id)
+    here = _here(hub, ev, inner)
+    try:
+        admitted = remote.admit(inner, here)
+        if (admitted.principal, inner.id) in hub.messages:
+            raise Refused("duplicate_id", f"message_id {inner.id!r} was already used here")
+        if ev.ref in hub.refs:
+            raise ConnectError(f"message ref {ev.ref} was already used")
+    except Refused as exc:
+        refused_inbox, effects = inbox_.refuse(
+            inbox, ev.verdict, nonce=ev.nonce, now=ev.now, reason=f"{exc.reason}: {exc}",
+            recipient=recipient, delivery=ev.delivery,
+        )
+        return replace(hub, inbox=refused_inbox), cast(tuple[Effect, ...], effects)
+
+    local, _scopes = _recipient_scopes(hub, ev.recipient.incarnation)
+    message = Message(
+        sender=admitted.principal,
+        id=inner.id,
+        ref=ev.ref,
+        sender_actor=admitted.actor,
+        recipient_pane=ev.recipient.pane_id,
+        recipient_incarnation=ev.recipient.incarnation,
+        recipient_principal=None if local is None else local.id,
+        recipient_kind=ev.recipient.kind,
+        handle=ev.recipient.handle,
+        text=inner.text,
+        typed=admitted.typed,
+        conversation=admitted.conversation,
+        hop=admitted.hop,
+        in_reply_to=None,
+        created_at=ev.now,
+        expires_at=inner.created_at + hub.limits.id_ttl,  # it shares its id's hour from the sender's clock
+        state=MessageState.AWAITING_CONSENT,
+    )
+    window = hub.limits.rate_window
+    pair = (admitted.principal, ev.recipient.incarnation)
+    hub = replace(
+        hub,
+        refs={**hub.refs, ev.ref: message.key},
+        sent={**hub.sent, admitted.principal: (*_within(hub.sent.get(admitted.principal, ()), ev.now, window), ev.now)},
+        pair_sent={**hub.pair_sent, pair: (*_within(hub.pair_sent.get(pair, ()), ev.now, window), ev.now)},
+    )
+    after: tuple[Effect, ...] = ()
+    if admitted.needs_card:
+        message = replace(message, card=ev.card_id)
+        hub = _store(hub, message)
+        hub, opened = _open_card(hub, message, ev.card_id, ev.now, recipient[0])
+        records = (Persist("message", message.key, message), *(e for e in opened if isinstance(e, Persist)))
+        after = tuple(e for e in opened if not isinstance(e, Persist))
+        reason, card = "awaiting_consent", ev.card_id
+    else:
+        message = delivery.advance(message, "approve", now=ev.now, reason="pair_approved")
+        hub = _store(hub, message)
+        records = (Persist("message", message.key, message),)
+        reason, card = "ready", None
+    accepted_inbox, effects = inbox_.accept(
+        inbox, ev.verdict, nonce=ev.nonce, now=ev.now, recipient=recipient, reason=reason, card=card,
+        delivery=ev.delivery, records=records,
+    )
+    hub = replace(hub, inbox=accepted_inbox)
+    return hub, (*cast(tuple[Effect, ...], effects), *after, _audit_outcome(message, ev.now))

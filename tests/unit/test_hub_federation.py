@@ -1,0 +1,163 @@
+"""The hub's sequencing of a remote message (connectcore.hub.federation): the recipient box's rules,
+then the inbox's commit with the local message row and its card, through the same consent and delivery
+path as a local message (docs/federation.md, "On the receiving box")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connectcore import hub as H
+from connectcore._machine import ConnectError
+from connectcore.consent import Decision
+from connectcore.delivery import MessageState
+from connectcore.effects import CheckGuard, Persist
+from connectcore.federation import envelope as E
+from connectcore.federation import inbox as I
+from connectcore.federation import remote as R
+from connectcore.federation.boxes import BoxKeys
+from connectcore.federation.effects import AckDelivery, PublishReceipt
+from connectcore.grants import Preset
+from tests.unit.hubkit import Agent, World
+
+KA, KB = (BoxKeys(bytes([n]) * 32, bytes([n + 1]) * 32) for n in (1, 11))
+A, B = KA.box_id, KB.box_id  # A sends, B (this box) receives
+PAIRING = "pairing-1"
+NOW = 1_796_500_000.0
+N1 = bytes([1]) * 24
+FP = "3f9a 12c0 77de 0b41 9c2e 5a18 d003 e6f7"
+SENDER = E.Sender("p-7", "agent:claude:s-1", "claude", "%3", "0123456789abcdef")
+REMOTE = R.remote_principal(A, "p-7")
+
+
+def message(mid: str = "m-1", **over: Any) -> E.MessageInner:
+    values: dict[str, Any] = {
+        "routing": E.Routing(E.Kind.MESSAGE, A, B, pairing=PAIRING),
+        "sender": SENDER,
+        "id": mid,
+        "created_at": NOW - 5,
+        "target": ("address", "%4@51d7a9c03e6f2b18"),
+        "text": "hello from box A",
+        "conversation": "c-1",
+        "hop": 1,
+        "in_reply_to": None,
+    }
+    values.update(over)
+    return E.MessageInner(**values)
+
+
+def judged(inner: E.MessageInner, inbox: I.Inbox) -> E.Verdict:
+    r = inner.routing
+    outer = E.Outer(r, bytes(24), b"sealed").encode()
+    facts = E.Facts(E.subject_for(r.kind, r.sender, r.to), 64 + len(outer), True, outer, E.encode_inner(inner))
+    view = E.View(own=B, peers={A: E.Peer(KA, active=PAIRING, pairings=frozenset({PAIRING}))},
+                  retained=inbox.retained(), now=NOW)
+    return E.judge(facts, view)
+
+
+@pytest.fixture
+def world() -> World:
+    w = World(hub=H.Hub(inbox=I.Inbox(own=B)), now=NOW)
+    return w
+
+
+def arrive(w: World, to: Agent, inner: E.MessageInner | None = None, **over: Any) -> tuple[Any, ...]:
+    assert w.hub.inbox is not None
+    inner = inner or message()
+    values: dict[str, Any] = {
+        "now": w.now, "verdict": judged(inner, w.hub.inbox),
+        "recipient": H.Recipient(to.pane, to.incarnation, to.harness), "box_name": "laptop", "fingerprint": FP,
+        "ref": w.fresh("r"), "card_id": w.fresh("card"), "nonce": N1, "delivery": "d-1",
+    }
+    values.update(over)
+    return w.step(H.RemoteMessageArrived(**values))
+
+
+def kinds(effects: tuple[Any, ...]) -> list[str]:
+    return [type(e).__name__ for e in effects]
+
+
+def test_a_remote_message_with_no_pair_approval_is_carded_and_not_attempted(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    world.idle(to)  # armed: a ready message would be attempted at once
+    effects = arrive(world, to)
+    row = world.hub.messages[(REMOTE, "m-1")]
+    assert row.state is MessageState.AWAITING_CONSENT and row.card is not None
+    card = world.hub.cards[row.card]
+    assert card.sender == REMOTE and card.sender_actor == f"box:{A}/agent:claude:s-1"
+    assert not any(isinstance(e, CheckGuard) for e in effects)
+    # one commit (inbox record, the message row, its card), then the receipt, then the acknowledgement
+    assert kinds(effects)[:3] == ["Persist", "Persist", "Persist"]
+    assert [e.kind for e in effects[:3] if isinstance(e, Persist)] == [I.STORE, "message", "card"]
+    receipt = next(e for e in effects if isinstance(e, PublishReceipt))
+    assert receipt.inner.outcome == "accepted" and receipt.inner.card == row.card
+    assert kinds(effects).index("PublishReceipt") < kinds(effects).index("AckDelivery")
+    assert kinds(effects).index("PublishReceipt") > max(i for i, k in enumerate(kinds(effects)) if k == "Persist")
+    assert world.hub.inbox is not None and I.may_deliver(world.hub.inbox, message().identity)
+    assert row.typed.startswith("[connect] message ") and "on box laptop, 3f9a12c0" in row.typed
+
+
+def test_approving_the_card_for_the_pair_leads_to_the_usual_attempt(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    key = (REMOTE, "m-1")
+    world.decide(key, Decision.APPROVE_PAIR)
+    assert (REMOTE, to.incarnation) in world.hub.pairs
+    effects = world.idle(to)
+    assert CheckGuard(to.pane, to.incarnation, key) in effects
+
+
+def test_an_approved_pair_leads_to_the_usual_attempt(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(REMOTE, to.incarnation)})
+    world.idle(to)
+    effects = arrive(world, to)
+    key = (REMOTE, "m-1")
+    assert world.hub.messages[key].state is MessageState.GUARDING
+    assert world.hub.messages[key].card is None
+    assert CheckGuard(to.pane, to.incarnation, key) in effects
+    receipt = next(e for e in effects if isinstance(e, PublishReceipt))
+    assert receipt.inner.outcome == "accepted" and receipt.inner.card is None
+
+
+def test_the_pair_approval_of_another_principal_of_the_same_box_does_not_cover_it(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    other = R.remote_principal(A, "p-8")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(other, to.incarnation)})
+    world.idle(to)
+    effects = arrive(world, to)
+    assert world.hub.messages[(REMOTE, "m-1")].state is MessageState.AWAITING_CONSENT
+    assert not any(isinstance(e, CheckGuard) for e in effects)
+
+
+def test_a_refused_remote_message_commits_only_the_refusal_and_receipts_it(world: World) -> None:
+    to = world.launch("quiet", Preset.OFF, harness="codex")  # not reachable
+    before = world.snapshot()
+    effects = arrive(world, to)
+    assert world.hub.messages == before.messages and world.hub.cards == before.cards
+    assert world.hub.sent == before.sent and world.hub.refs == before.refs
+    assert kinds(effects) == ["Persist", "Audit", "PublishReceipt", "AckDelivery"]
+    receipt = next(e for e in effects if isinstance(e, PublishReceipt))
+    assert receipt.inner.outcome == "refused" and receipt.inner.reason.startswith("not_reachable")
+    assert effects[-1] == AckDelivery("d-1")
+    assert world.hub.inbox is not None
+    assert world.hub.inbox.records[message().identity].state is I.InboxState.REFUSED  # final (I4)
+
+
+def test_messages_off_for_the_pairing_is_refused(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    effects = arrive(world, to, settings=R.PairingSettings(messages=False))
+    receipt = next(e for e in effects if isinstance(e, PublishReceipt))
+    assert receipt.inner.outcome == "refused" and "messages from box laptop are off" in receipt.inner.reason
+    assert not world.hub.messages
+
+
+def test_a_box_that_is_not_federated_refuses_the_event_loudly() -> None:
+    w = World(now=NOW)
+    to = w.launch("codex", harness="codex")
+    with pytest.raises(ConnectError, match="not federated"):
+        w.step(H.RemoteMessageArrived(
+            NOW, judged(message(), I.Inbox(own=B)), H.Recipient(to.pane, to.incarnation, "codex"),
+            "laptop", FP, "r-1", "card-1", N1,
+        ))
