@@ -3,7 +3,8 @@
 Each daemon (``connectd serve`` in a subprocess) has its own data directory, HOME and private tmux
 server; one ``nats-server`` (tests/support/nats.py: ``sync_interval: always``, an admin user who
 provisions, and a user per box holding exactly that box's permission block) carries the pairing
-envelopes, sealed and signed. The person's side is the real CLI. Checked: invite on A, accept on B
+envelopes, sealed and signed; each box is pointed at it by ``connectd federate --nats URL --user ...
+--password-file ...``. The person's side is the real CLI. Checked: invite on A, accept on B
 (A's fingerprint shown); A's owner sees the request with both fingerprints and approves; both sides list
 the pairing active with the other's keys pinned and the same pairing id; accepting the code again
 returns that pairing and changes nothing; a conflicting request (a third box holding the code's secret,
@@ -29,7 +30,7 @@ from connectcore.federation import pairing as P
 from connectd.federation import keys as K
 from connectd.federation.bus import NatsBus
 from connectd.federation.seal import LocalBox, seal
-from tests.integration.test_pair_cli import cli, tables
+from tests.integration.test_pair_cli import cli, run, tables
 from tests.support.daemon import DaemonProcess, wait_for
 from tests.support.fixtures import tmux_session
 from tests.support.nats import NatsServer, box_password
@@ -81,7 +82,10 @@ def boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
             password = data.parent / "nats-password"
             password.write_text(box_password(local.box_id))
             with (data / K.FEDERATION_FILE).open("a") as fh:
-                fh.write(f'nats = "{server.url}"\nuser = "box-{local.box_id}"\npassword_file = "{password}"\nresend = 1.0\n')
+                fh.write("resend = 1.0\n")  # (no option for it: the tests' quick resend)
+            done = run("federate", "--nats", server.url, "--user", f"box-{local.box_id}", "--password-file",
+                       str(password), "--data-dir", str(data))
+            assert done.returncode == 0, done.stderr
         with tmux_session("connect-pa") as tmux_a, tmux_session("connect-pb") as tmux_b:
             made: list[DaemonProcess] = []
             try:

@@ -47,7 +47,8 @@ class Pump:
             if self.bus._nc is None or self.bus._nc.is_closed:
                 s = self.desk.settings
                 assert s.nats is not None
-                await self.bus.connect(s.nats, user=s.user, password=s.password(), user_credentials=s.creds)
+                await self.bus.connect(s.nats, user=s.user, password=s.password(), user_credentials=s.creds,
+                                       tls=s.tls())
                 log.info("federation: connected to %s as box %s", s.nats, self.bus.box_id)
         return self.bus
 
