@@ -125,6 +125,7 @@ class PairingDesk:
         self.book = records.load(local.box_id, settings.name)
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
+        self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
 
     @classmethod
     def open(cls, data_dir: Path, **kw: Any) -> PairingDesk | None:
@@ -141,7 +142,8 @@ class PairingDesk:
         if self.settings.nats:
             from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 
-            Pump(self).start(supervisor)
+            self.pump = Pump(self)
+            self.pump.start(supervisor)
 
     def close(self) -> None:
         self.records.close()
@@ -188,6 +190,16 @@ class PairingDesk:
             "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
             "removed_by": p.removed_by, "expires_at": p.expires_at,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """This box, its NATS server and whether the bus is connected (None: no server named, or the
+        loops not started), with the counts a person looks at first."""
+        bus: dict[str, Any] = self.pump.status() if self.pump is not None else {"connected": None, "last_error": None}
+        return {
+            "this_box": self.this_box(), "nats": self.settings.nats, **bus,
+            "pending_requests": sum(r.state is P.RequestState.PENDING for r in self.book.requests.values()),
+            "pairings": sum(p.state is P.PairingState.ACTIVE for p in self.book.pairings.values()),
         }
 
     def requests(self, *, include_decided: bool = False) -> list[dict[str, Any]]:
