@@ -3,7 +3,7 @@ CLI in a subprocess): the NATS settings written into ``federation.toml`` (paths,
 back by the daemon's :class:`~connectd.federation.desk.Settings`; ``--off`` clears them and keeps the
 name; every refusal one line naming the problem, exit 1, the file byte for byte unchanged (or still
 absent); with a daemon running, the command says it must be restarted (docs/federation.md,
-"Where the code goes", Configuration). The daemon picking the settings up at start, over a real
+"Where the code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
 nats-server, is tests/integration/test_federation_pairing_e2e.py (its boxes are set up by this command)."""
 
 from __future__ import annotations
@@ -124,3 +124,8 @@ def test_with_the_daemon_running_it_says_to_restart_it(running: DaemonProcess, t
     assert done.returncode == 0, done.stderr
     assert "reads federation.toml only at start: restart it" in done.stdout
     assert "pid" in done.stdout
+    # until it is restarted, doctor says the running daemon started without that server
+    checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+    assert checks["federation"]["status"] == "warn", checks["federation"]
+    assert "the running daemon started with no NATS server" in checks["federation"]["detail"]
+    assert "restart the daemon" in checks["federation"]["fix"]
