@@ -9,6 +9,9 @@ nats-server, is tests/integration/test_federation_pairing_e2e.py (its boxes are 
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,6 +111,34 @@ def test_every_refusal_names_the_problem_and_changes_nothing(box: Path, tmp_path
     refused(bare, "--nats", "nats://127.0.0.1:4222", *good, says="not set up for federation")
     refused(bare, "--off", says="not set up for federation")
     assert not (bare / K.FEDERATION_FILE).exists()
+
+
+def test_tls_files_are_checked_written_and_make_the_daemon_s_context(box: Path, tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    assert openssl, "the TLS test needs the openssl command: apt-get install -y openssl"
+    ca, cert, key = tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=connect-test-ca",
+                    "-keyout", str(tmp_path / "ca.key"), "-out", str(ca)], check=True, capture_output=True)
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=box",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    refused(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(garbage), says="the TLS files do not load")
+    refused(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(ca), "--tls-cert", str(cert), "--tls-key", str(ca),
+            says="the TLS files do not load")
+
+    status, _out, err = federate(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(ca), "--tls-cert", str(cert),
+                                 "--tls-key", str(key))
+    assert status == 0, err
+    settings = Settings.read(box)
+    assert settings is not None
+    assert (settings.tls_ca, settings.tls_cert, settings.tls_key) == (str(ca.resolve()), str(cert.resolve()), str(key.resolve()))
+    context = settings.tls()
+    assert isinstance(context, ssl.SSLContext) and context.verify_mode is ssl.CERT_REQUIRED
+    assert [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()] == [{"commonName": "connect-test-ca"}]
+    federate(box, "--off")
+    settings = Settings.read(box)
+    assert settings is not None and settings.tls() is None and settings.tls_ca is None
 
 
 @pytest.fixture

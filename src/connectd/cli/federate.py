@@ -6,7 +6,7 @@
 names go into the file, never a secret. ``--off`` clears those settings (the box keeps its name, keys
 and pairings; the pairing desk stays, without the bus). Everything is checked before anything is
 written, and a refusal (a URL that is not ``nats://``, ``tls://``, ``ws://`` or ``wss://`` with a host,
-a credentials in the URL, a file that is missing or not a regular file, a box without ``federate
+credentials in the URL, a file that is missing or not a regular file, TLS files that do not load, a box without ``federate
 init``, options that do not go together) is one line naming the problem, with the file unchanged. The
 file is replaced atomically (0600). The daemon reads it at start: a running daemon is told to restart.
 """
@@ -79,6 +79,15 @@ def settings_from(args: argparse.Namespace) -> dict[str, str]:
     for key in ("tls_ca", "tls_cert", "tls_key"):
         if getattr(args, key):
             out[key] = check_file("--" + key.replace("_", "-"), getattr(args, key))
+    if "tls_ca" in out or "tls_cert" in out:
+        import ssl
+
+        from connectd.federation.desk import Settings
+
+        try:  # the daemon makes the same context at start: a bad file is refused here, not there
+            Settings(name="check", tls_ca=out.get("tls_ca"), tls_cert=out.get("tls_cert"), tls_key=out.get("tls_key")).tls()
+        except (ssl.SSLError, OSError) as exc:
+            raise _error(f"the TLS files do not load: {exc}", "give a PEM CA file, and a PEM certificate with its key") from None
     return out
 
 
