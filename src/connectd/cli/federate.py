@@ -3,7 +3,8 @@
 
 ``--nats`` writes the server URL and how to log in: ``--creds FILE`` (a credentials file) or ``--user U
 --password-file F``, and for TLS ``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (files). Only paths and
-names go into the file, never a secret. ``--off`` clears those settings (the box keeps its name, keys
+names go into the file, never a secret; each ``--nats`` replaces all of these settings (what it does
+not give is cleared). ``--off`` clears those settings (the box keeps its name, keys
 and pairings; the pairing desk stays, without the bus). Everything is checked before anything is
 written, and a refusal (a URL that is not ``nats://``, ``tls://``, ``ws://`` or ``wss://`` with a host,
 credentials in the URL, a file that is missing or not a regular file, TLS files that do not load, a box without ``federate
