@@ -3,7 +3,8 @@
 Each daemon (``connectd serve`` in a subprocess) has its own data directory, HOME and private tmux
 server; one ``nats-server`` (tests/support/nats.py: ``sync_interval: always``, an admin user who
 provisions, and a user per box holding exactly that box's permission block) carries the pairing
-envelopes, sealed and signed. The person's side is the real CLI. Checked: invite on A, accept on B
+envelopes, sealed and signed; each box is pointed at it by ``connectd federate --nats URL --user ...
+--password-file ...``. The person's side is the real CLI. Checked: invite on A, accept on B
 (A's fingerprint shown); A's owner sees the request with both fingerprints and approves; both sides list
 the pairing active with the other's keys pinned and the same pairing id; accepting the code again
 returns that pairing and changes nothing; a conflicting request (a third box holding the code's secret,
@@ -29,7 +30,7 @@ from connectcore.federation import pairing as P
 from connectd.federation import keys as K
 from connectd.federation.bus import NatsBus
 from connectd.federation.seal import LocalBox, seal
-from tests.integration.test_pair_cli import cli, tables
+from tests.integration.test_pair_cli import cli, run, tables
 from tests.support.daemon import DaemonProcess, wait_for
 from tests.support.fixtures import tmux_session
 from tests.support.nats import NatsServer, box_password
@@ -81,7 +82,10 @@ def boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
             password = data.parent / "nats-password"
             password.write_text(box_password(local.box_id))
             with (data / K.FEDERATION_FILE).open("a") as fh:
-                fh.write(f'nats = "{server.url}"\nuser = "box-{local.box_id}"\npassword_file = "{password}"\nresend = 1.0\n')
+                fh.write("resend = 1.0\n")  # (no option for it: the tests' quick resend)
+            done = run("federate", "--nats", server.url, "--user", f"box-{local.box_id}", "--password-file",
+                       str(password), "--data-dir", str(data))
+            assert done.returncode == 0, done.stderr
         with tmux_session("connect-pa") as tmux_a, tmux_session("connect-pb") as tmux_b:
             made: list[DaemonProcess] = []
             try:
@@ -112,6 +116,11 @@ async def _publish_rogue_request(server: NatsServer, code: P.Code) -> None:
         await bus.close()
 
 
+def doctor(box: Box) -> dict[str, dict[str, str]]:
+    done = cli(box.daemon, "doctor", "--json", home=box.home)
+    return {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+
 def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes: tuple[Box, Box, NatsServer]) -> None:
     a, b, server = boxes
     fp_a, fp_b = a.local.keys.fingerprint, b.local.keys.fingerprint
@@ -135,6 +144,8 @@ def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes
     assert request["this_box"]["fingerprint"] == fp_a
     listing = a.text("pair", "requests")
     assert fp_a in listing and fp_b in listing
+    waiting = doctor(a)["pair request devbox"]
+    assert waiting["status"] == "warn" and fp_b in waiting["detail"] and f"pair approve {b.local.box_id}" in waiting["fix"]
 
     # approval 2 on A: active at once on A, and on B once the pair_accept arrives
     approved = a.run("pair", "approve", b.local.box_id)
@@ -146,6 +157,14 @@ def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes
     assert [(p["box"], p["fingerprint"], p["pairing"], p["state"]) for p in a.pairings()] == [
         (b.local.box_id, fp_b, pairing_id, "active")]
     assert a.run("pair", "requests") == []
+
+    # doctor on A: the NATS server, connected as the daemon reports it; the pairing with B's fingerprint
+    status = a.daemon.api("GET", "/api/pairing/status")
+    assert (status["nats"], status["connected"], status["pairings"], status["pending_requests"]) == (server.url, True, 1, 0)
+    checks = doctor(a)
+    assert checks["federation"]["status"] == "ok", checks
+    assert checks["federation"]["detail"] == f"configured: box laptop; NATS {server.url}: connected"
+    assert checks["pairing devbox"]["detail"] == f"box {b.local.box_id}, fingerprint {fp_b}: active"
 
     # the same code accepted again returns the established pairing and changes nothing
     before_a, before_b = tables(a.daemon), tables(b.daemon)
@@ -186,6 +205,8 @@ def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes
     for box in (a, b):
         assert box.daemon.proc is not None and box.daemon.proc.poll() is None
         assert [p["state"] for p in box.pairings()] == ["removed"]
+    away = wait_for(lambda: [c for c in [doctor(a)["federation"]] if "not connected" in c["detail"]], 20, "doctor: not connected")
+    assert away[0]["status"] == "warn" and server.url in away[0]["detail"]
     invited_offline = a.run("pair", "invite")  # an invitation needs no bus
     accepted_offline = b.run("pair", "accept", invited_offline["code"], "--yes")  # its request waits in the store
     assert accepted_offline["state"] == "requested"

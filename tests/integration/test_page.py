@@ -374,6 +374,13 @@ def test_a_title_shows_bidi_and_zero_width_characters_as_escapes(page: Page, dae
 
 
 @needs_browser
+def test_a_box_not_set_up_for_federation_shows_no_pairings_panel_and_no_error(page: Page, daemon: DaemonProcess) -> None:
+    daemon.api("GET", "/api/pairing/status", expect=409)
+    page.page.wait_for_function("document.getElementById('pairings').hidden === true")
+    assert page.page.locator("#pair-requests > li").count() == 0 and not page.errors
+    # (the panel with a real request, approval and a crafted name: tests/integration/test_page_pairing.py)
+
+
 def test_decline_from_the_page(page: Page, daemon: DaemonProcess) -> None:
     a, b = fleet(daemon, "a", "b")
     send(daemon, a, b, "please decline me", "m-decline")

@@ -114,6 +114,7 @@ def test_doctor_passes_a_ready_machine_and_names_a_loose_data_directory(
     assert checks["tmux"]["status"] == "ok" and "tmux 3." in checks["tmux"]["detail"]
     assert checks["data directory"]["status"] == "ok" and checks["port"]["status"] == "ok"
     assert checks["daemon"]["status"] == "warn" and "connectd serve" in checks["daemon"]["fix"]
+    assert checks["federation"]["status"] == "ok" and checks["federation"]["detail"].startswith("not configured")
 
     data.chmod(0o755)
     (data / "owner_token").write_text("co_x\n")

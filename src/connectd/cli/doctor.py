@@ -4,7 +4,9 @@ wrong, what to do about it.
 Checks: tmux (present, at least :data:`connectd.verified.TMUX_MINIMUM`), the harness releases on PATH
 against the verified ones (:data:`connectd.verified.VERIFIED`; an unknown release is a warning: its
 messages wait until its screens are read), the port (free, or held by this data directory's daemon),
-the data directory (ours, 0700; its secrets 0600) and the daemon (answers the owner API).
+the data directory (ours, 0700; its secrets 0600), the daemon (answers the owner API) and federation
+(not configured, or its NATS server and whether the daemon's bus is connected; each pairing with its
+fingerprint and state; each pair request waiting).
 A failure makes the exit status 1; warnings do not.
 """
 
@@ -164,6 +166,54 @@ def check_fleet() -> list[Check]:
     return checks
 
 
+def check_federation(data_dir: Path) -> list[Check]:
+    """One line for federation (not configured; configured: the NATS server and whether the running
+    daemon's bus is connected, from ``GET /api/pairing/status``) and one per pairing (its name, box,
+    fingerprint and state) and per pair request waiting for the person."""
+    from connectd.federation import keys
+    from connectd.federation.desk import Settings
+
+    try:
+        settings = Settings.read(data_dir)
+    except keys.BoxKeyError as exc:
+        return [Check("federation", FAIL, str(exc), f"fix {data_dir / keys.FEDERATION_FILE} by hand")]
+    if settings is None:
+        return [Check("federation", OK, "not configured (this box works alone)")]
+    where = f"box {settings.name}; NATS {settings.nats}" if settings.nats else f"box {settings.name}; no NATS server named"
+    nats_fix = "" if settings.nats else "connectd federate --nats nats://HOST:PORT --creds FILE (then restart the daemon)"
+    if not _daemon_info(data_dir):
+        return [Check("federation", WARN if settings.nats else OK, f"configured: {where} (no daemon running to ask)", nats_fix)]
+    from connectd.cli.main import Client
+
+    try:
+        client = Client(data_dir, None)
+        status = client.call("GET", "/api/pairing/status")
+        pairings = client.call("GET", "/api/pairing/pairings")
+        requests = client.call("GET", "/api/pairing/requests")
+    except SystemExit as exc:
+        return [Check("federation", WARN, f"configured: {where}; the daemon does not say how it is "
+                      f"({getattr(exc, 'problem', None) or exc.code})", "restart the daemon: it reads federation.toml at start")]
+    if status.get("nats") != settings.nats:
+        checks = [Check("federation", WARN, f"configured: {where}, but the running daemon started with "
+                        f"{status.get('nats') or 'no NATS server'}", "restart the daemon: it reads federation.toml at start")]
+    elif not settings.nats:
+        checks = [Check("federation", OK, f"configured: {where} (pairing waits in the store)", nats_fix)]
+    elif status.get("connected"):
+        checks = [Check("federation", OK, f"configured: {where}: connected")]
+    else:
+        why = f" ({status['last_error']})" if status.get("last_error") else ""
+        checks = [Check("federation", WARN, f"configured: {where}: not connected{why}",
+                        "check the server, the credentials and `connectd federate provision` (the daemon keeps retrying)")]
+    for p in pairings:
+        checks.append(Check(f"pairing {p['name']}", OK,
+                            f"box {p['box']}, fingerprint {p['fingerprint']}: {p['state']}"
+                            + (f" (by {p['removed_by']})" if p.get("removed_by") else "")))
+    for r in requests:
+        checks.append(Check(f"pair request {r['name']}", WARN, f"box {r['box']}, fingerprint {r['fingerprint']}: waits for you",
+                            f"compare the fingerprint, then `connectd pair approve {r['box']}` or `connectd pair decline {r['box']}`"))
+    return checks
+
+
 def run_checks(data_dir: Path, port: int) -> list[Check]:
     return [
         check_tmux(),
@@ -172,6 +222,7 @@ def run_checks(data_dir: Path, port: int) -> list[Check]:
         check_data_dir(data_dir),
         check_port(port, data_dir),
         check_daemon(data_dir, port),
+        *check_federation(data_dir),
     ]
 
 

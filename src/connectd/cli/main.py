@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import platformdirs
 
 from connectcore import advice
-from connectd.cli import facts, pair
+from connectd.cli import facts, federate, pair
 from connectd.cli.safetext import cell, visible
 from connectd.history import cli as history_cli
 
@@ -766,6 +766,8 @@ def cmd_federate(args: argparse.Namespace) -> int:
 
     if args.action == "provision":
         return pair.cmd_provision(args)
+    if args.action is None:
+        return federate.cmd_settings(args)
     if not args.name:
         raise CliError("federate init needs --name NAME", "choose a name of a-z, 0-9 and -, at most 32 characters")
     data_dir = Path(args.data_dir).expanduser()
@@ -958,10 +960,11 @@ def add_machine_commands(sub: Subparsers, parents: Parents) -> None:
 
 def add_federate_commands(sub: Subparsers, parents: Parents) -> None:
     """``federate`` and ``pair``."""
-    p = sub.add_parser("federate", parents=[parents.common, parents.reads], help="federation across machines: `federate init --name NAME` makes this box's keys")
-    p.add_argument("action", choices=("init", "provision"))
+    p = sub.add_parser("federate", parents=[parents.common, parents.reads], help="federation across machines: `federate init --name NAME` makes this box's keys; `federate --nats URL` / `--off`")
+    p.add_argument("action", nargs="?", choices=("init", "provision"), help="init, provision, or none: --nats URL or --off")
     p.add_argument("--name", help="init: this box's name, a-z 0-9 and -, at most 32 characters (e.g. laptop)")
     pair.add_provision_arguments(p)
+    federate.add_settings_arguments(p)
     p.set_defaults(func=cmd_federate)
     pair.add_pair_commands(sub, parents.common, parents.reads)
 

@@ -249,7 +249,7 @@ def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse
 def add_provision_arguments(p: argparse.ArgumentParser) -> None:
     """``federate provision``'s arguments, on the ``federate`` command."""
     p.add_argument("box", nargs="?", help="provision: the box id to provision")
-    p.add_argument("--nats", help="provision: the NATS server, nats://HOST:PORT")
-    p.add_argument("--creds", help="provision: the operator's credentials file")
-    p.add_argument("--user", help="provision: the operator's user (with --password-file)")
-    p.add_argument("--password-file", help="provision: a file holding the operator's password")
+    p.add_argument("--nats", help="the NATS server, nats://HOST:PORT (without an action: this box's, into federation.toml)")
+    p.add_argument("--creds", help="a credentials file (provision: the operator's; else this box's)")
+    p.add_argument("--user", help="a NATS user, with --password-file (provision: the operator's; else this box's)")
+    p.add_argument("--password-file", help="a file holding that user's password (only its path is kept)")

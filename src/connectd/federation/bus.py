@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -65,12 +66,12 @@ class NatsBus:
 
     async def connect(
         self, servers: str | list[str], *, user: str | None = None, password: str | None = None,
-        user_credentials: str | None = None, reconnect_time_wait: float = 0.5,
+        user_credentials: str | None = None, reconnect_time_wait: float = 0.5, tls: ssl.SSLContext | None = None,
     ) -> None:
         """Connect (retrying for ever after a drop: the bus is down, not gone)."""
         try:
             self._nc = await nats.connect(
-                servers, user=user, password=password, user_credentials=user_credentials,
+                servers, user=user, password=password, user_credentials=user_credentials, tls=tls,
                 inbox_prefix=f"_INBOX.{self.box_id}", error_cb=self._on_error, name=f"connectd {self.box_id}",
                 allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=reconnect_time_wait,
                 connect_timeout=self.call_timeout,

@@ -17,7 +17,8 @@ publish of one is the same bytes. The rules are the core's; this module only seq
 
 Settings come from ``federation.toml`` (:class:`Settings`): ``name`` (``federate init``) and, to
 reach NATS, ``nats`` (the server URL) with ``creds`` (a credentials file) or ``user`` and
-``password_file``. Without ``nats`` the desk still invites and lists; what it owes waits in the store.
+``password_file``, and ``tls_ca``, ``tls_cert``, ``tls_key`` (``connectd federate --nats URL ...`` writes
+them, ``--off`` clears them). Without ``nats`` the desk still invites and lists; what it owes waits in the store.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import ssl
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,6 +60,9 @@ class Settings:
     user: str | None = None
     password_file: str | None = None
     resend: float = RESEND
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @classmethod
     def read(cls, data_dir: Path) -> Settings | None:
@@ -69,17 +74,27 @@ class Settings:
             row = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise K.BoxKeyError(f"{path} cannot be read ({exc})") from None
-        known = {"name", "nats", "creds", "user", "password_file", "resend"}
+        known = {"name", "nats", "creds", "user", "password_file", "resend", "tls_ca", "tls_cert", "tls_key"}
         unknown = sorted(set(row) - known)
         if unknown or not isinstance(row.get("name"), str):
             raise K.BoxKeyError(f"{path}: needs name = \"...\" and takes only {sorted(known)} (unknown: {unknown})")
         return cls(
             name=row["name"], nats=row.get("nats"), creds=row.get("creds"), user=row.get("user"),
             password_file=row.get("password_file"), resend=float(row.get("resend", RESEND)),
+            tls_ca=row.get("tls_ca"), tls_cert=row.get("tls_cert"), tls_key=row.get("tls_key"),
         )
 
     def password(self) -> str | None:
         return None if self.password_file is None else Path(self.password_file).read_text().strip()
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The TLS context ``tls_ca`` / ``tls_cert`` and ``tls_key`` ask for (None: the URL's scheme decides)."""
+        if not (self.tls_ca or self.tls_cert):
+            return None
+        context = ssl.create_default_context(cafile=self.tls_ca)
+        if self.tls_cert:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        return context
 
 
 def _not_here(what: str) -> EngineError:
@@ -110,6 +125,7 @@ class PairingDesk:
         self.book = records.load(local.box_id, settings.name)
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
+        self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
 
     @classmethod
     def open(cls, data_dir: Path, **kw: Any) -> PairingDesk | None:
@@ -126,7 +142,8 @@ class PairingDesk:
         if self.settings.nats:
             from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 
-            Pump(self).start(supervisor)
+            self.pump = Pump(self)
+            self.pump.start(supervisor)
 
     def close(self) -> None:
         self.records.close()
@@ -173,6 +190,16 @@ class PairingDesk:
             "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
             "removed_by": p.removed_by, "expires_at": p.expires_at,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """This box, its NATS server and whether the bus is connected (None: no server named, or the
+        loops not started), with the counts a person looks at first."""
+        bus: dict[str, Any] = self.pump.status() if self.pump is not None else {"connected": None, "last_error": None}
+        return {
+            "this_box": self.this_box(), "nats": self.settings.nats, **bus,
+            "pending_requests": sum(r.state is P.RequestState.PENDING for r in self.book.requests.values()),
+            "pairings": sum(p.state is P.PairingState.ACTIVE for p in self.book.pairings.values()),
         }
 
     def requests(self, *, include_decided: bool = False) -> list[dict[str, Any]]:

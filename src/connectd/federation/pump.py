@@ -36,6 +36,12 @@ class Pump:
         self.idle = idle  # the publish loop looks at least this often (a resend falling due)
         self.bus = NatsBus(desk.local.box_id)
         self._connecting = anyio.Lock()
+        self.last_error: str | None = None  # why the last connection attempt failed (doctor shows it)
+
+    def status(self) -> dict[str, object]:
+        """The connection as the daemon sees it (``GET /api/pairing/status``, ``connectd doctor``)."""
+        errors = self.bus.errors
+        return {"connected": self.bus.connected, "last_error": self.last_error or (errors[-1] if errors else None)}
 
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
@@ -47,7 +53,13 @@ class Pump:
             if self.bus._nc is None or self.bus._nc.is_closed:
                 s = self.desk.settings
                 assert s.nats is not None
-                await self.bus.connect(s.nats, user=s.user, password=s.password(), user_credentials=s.creds)
+                try:
+                    await self.bus.connect(s.nats, user=s.user, password=s.password(), user_credentials=s.creds,
+                                           tls=s.tls())
+                except (BusUnavailable, OSError) as exc:  # (OSError: a password or TLS file unreadable)
+                    self.last_error = str(exc)
+                    raise
+                self.last_error = None
                 log.info("federation: connected to %s as box %s", s.nats, self.bus.box_id)
         return self.bus
 

@@ -8,7 +8,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
 - ``GET /api/pairing/requests[?all=1]``: pending requests with both boxes' fingerprints;
 - ``POST /api/pairing/requests/{who}/approve`` ``{"name": ...}`` and ``.../decline``: approval 2 (``who``: the
   request id, the requester's box id or its name);
-- ``GET /api/pairing/pairings``; ``POST /api/pairing/pairings/{who}/remove``.
+- ``GET /api/pairing/pairings``; ``POST /api/pairing/pairings/{who}/remove``;
+- ``GET /api/pairing/status``: this box, its NATS server and whether the bus is connected
+  (``connectd doctor``, the page's pairings panel).
 
 Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint`; mount them before the owner
 API's catch-all.
@@ -82,6 +84,10 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         Query(request, set())
         return desk().pairings()
 
+    async def status(request: Request, actor: str) -> Any:
+        Query(request, set())
+        return desk().status()
+
     async def remove(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
         return await desk().remove(request.path_params["who"])
@@ -96,5 +102,6 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/requests/{who}/decline", decline, post),
         ("/api/pairing/pairings", pairings, get),
         ("/api/pairing/pairings/{who}/remove", remove, post),
+        ("/api/pairing/status", status, get),
     ]
     return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]

@@ -22,6 +22,7 @@
     cards: [],
     needs: [], // drafts connect may have left in a composer (GET /api/needs)
     acts: [], // control's acts waiting on the person's card (GET /api/acts)
+    pairRequests: [], // other boxes asking to pair, pending (GET /api/pairing/requests); [] when not federated
     restarts: new Map(), // pane -> {id, step, outcome, detail, preset, at}
     errors: new Map(), // pane -> text of the last refused toggle
     pending: new Set(), // panes with a toggle request in flight
@@ -267,7 +268,7 @@
   }
 
   function renderNeedsCount() {
-    const n = state.cards.length + (state.needs || []).length + (state.acts || []).length;
+    const n = state.cards.length + (state.needs || []).length + (state.acts || []).length + (state.pairRequests || []).length;
     $("cards-empty").hidden = n > 0;
     const count = $("needs-count");
     count.textContent = String(n);
@@ -334,6 +335,82 @@
       h("p", { class: "summary" }, icon("crown", "Control"), h("strong", { text: ` Control asks: ${a.tool}` }), " ", h("span", { class: "chip", data: { tier: a.tier }, text: TIER_WORDS[a.tier] || `Tier ${a.tier}` })),
       h("pre", { class: "text", text: a.shown }),
       h("p", { class: "meta" }, h("span", { text: `On ${a.target} · from ${describeActor(a.actor).name} · ` }), h("span", { data: { deadline: "0" } })),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { class: "btn primary", attrs: { type: "button" }, on: { click: answer("approve") } }, icon("check"), "Approve"),
+        h("button", { class: "btn", attrs: { type: "button" }, on: { click: answer("decline") } }, icon("x"), "Decline"),
+      ),
+      error,
+    );
+  }
+
+  // --- Pairings (federation) ------------------------------------------------------------------------
+  // Another box's name is its owner's text: it goes on the page through h() (textContent), like an
+  // agent's. A box not set up for federation answers 409 not_federated: the panel stays hidden.
+
+  async function loadPairing() {
+    let status;
+    try {
+      status = await api("GET", "/api/pairing/status");
+    } catch (err) {
+      if (err.status === 409) {
+        state.pairRequests = [];
+        $("pair-requests").replaceChildren();
+        $("pairings").hidden = true;
+        renderNeedsCount();
+        return;
+      }
+      throw err;
+    }
+    const [requests, pairings] = await Promise.all([api("GET", "/api/pairing/requests"), api("GET", "/api/pairing/pairings")]);
+    state.pairRequests = requests;
+    reconcile($("pair-requests"), requests, (r) => r.id, (r) => JSON.stringify([r.name, r.box, r.fingerprint, r.state]), buildPairRequest);
+    renderNeedsCount();
+    const me = status.this_box;
+    $("federation-status").textContent = visible(
+      `This box: ${me.name} (${me.box}), fingerprint ${me.fingerprint}. ` +
+        (status.nats ? `NATS ${status.nats}: ${status.connected ? "connected" : "not connected"}${status.last_error ? ` (${status.last_error})` : ""}.` : "No NATS server named: connectd federate --nats URL."),
+    );
+    $("federation-status").dataset.connected = String(Boolean(status.connected));
+    $("pairings-empty").hidden = pairings.length > 0;
+    $("pairings-list").replaceChildren(
+      ...pairings.map((p) =>
+        h(
+          "li",
+          { data: { testid: "pairing", box: p.box, state: p.state } },
+          h("strong", { class: "box-name", text: p.name }),
+          h("span", { class: "muted", text: ` ${p.box} · since ${fmtTime(p.since)} · ` }),
+          h("span", { class: "chip", data: { state: p.state }, text: p.state + (p.removed_by ? ` (by ${p.removed_by})` : "") }),
+          h("code", { class: "fingerprint", text: p.fingerprint }),
+        ),
+      ),
+    );
+    $("pairings").hidden = false;
+  }
+
+  function buildPairRequest(r) {
+    const error = h("p", { class: "error", attrs: { hidden: true, role: "alert" } });
+    const answer = (decision) => async (ev) => {
+      const card = ev.currentTarget.closest("li");
+      for (const b of card.querySelectorAll("button")) b.disabled = true;
+      try {
+        await api("POST", `/api/pairing/requests/${encodeURIComponent(r.id)}/${decision}`, {});
+        toast(decision === "approve" ? `Paired with box ${r.name}.` : `Declined box ${r.name}.`);
+        schedule("pairing", 0);
+      } catch (err) {
+        error.textContent = err.message;
+        error.hidden = false;
+        for (const b of card.querySelectorAll("button")) b.disabled = false;
+      }
+    };
+    return h(
+      "li",
+      { class: "card pair-request", data: { testid: "pair-request", box: r.box }, attrs: { "aria-label": `Box ${r.name} asks to pair` } },
+      h("p", { class: "summary" }, icon("wifi"), h("strong", { class: "box-name", text: ` Box ${r.name}` }), h("span", { text: ` (${r.box}) asks to pair with this box.` })),
+      h("p", { class: "meta" }, h("span", { text: "Its fingerprint: " }), h("code", { class: "fingerprint", data: { testid: "their-fingerprint" }, text: r.fingerprint })),
+      h("p", { class: "meta" }, h("span", { text: "This box's fingerprint: " }), h("code", { class: "fingerprint", data: { testid: "our-fingerprint" }, text: r.this_box.fingerprint })),
+      h("p", { class: "meta", text: "Approve only if its owner reads you the same fingerprint (and sees this box's) over a channel you trust." }),
       h(
         "div",
         { class: "actions" },
@@ -1001,6 +1078,7 @@
     cards: loadCards,
     needs: loadNeeds,
     acts: loadActs,
+    pairing: loadPairing,
     messages: loadMessages,
     audit: () => (state.audit.newest ? loadAudit("newest") : Promise.resolve()),
   };
@@ -1110,6 +1188,9 @@
       case "act":
         schedule("acts", 30);
         schedule("audit", 700);
+        break;
+      case "pairing":
+        schedule("pairing", 30);
         break;
       case "grant":
         schedule("agents", 80);

@@ -1,0 +1,162 @@
+"""``connectd federate --nats URL ...`` and ``connectd federate --off`` as a person runs them (the real
+CLI in a subprocess): the NATS settings written into ``federation.toml`` (paths, never a secret) and read
+back by the daemon's :class:`~connectd.federation.desk.Settings`; ``--off`` clears them and keeps the
+name; every refusal one line naming the problem, exit 1, the file byte for byte unchanged (or still
+absent); with a daemon running, the command says it must be restarted (docs/federation.md,
+"Where the code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
+nats-server, is tests/integration/test_federation_pairing_e2e.py (its boxes are set up by this command)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connectd.federation import keys as K
+from connectd.federation.desk import Settings
+from tests.integration.test_pair_cli import cli, run
+from tests.support.daemon import DaemonProcess
+from tests.support.fixtures import running_daemon
+from tests.support.tmux_server import TmuxServer
+
+
+def federate(data: Path, *args: str) -> tuple[int, str, str]:
+    done = run("federate", *args, "--data-dir", str(data))
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+def snapshot(data: Path) -> bytes | None:
+    path = data / K.FEDERATION_FILE
+    return path.read_bytes() if path.exists() else None
+
+
+def refused(data: Path, *args: str, says: str) -> None:
+    before = snapshot(data)
+    status, _out, err = federate(data, *args)
+    assert status == 1 and says in err, (status, err)
+    assert len([line for line in err.splitlines() if line.startswith("connectd:")]) == 1, err
+    assert snapshot(data) == before
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    K.init(data, "laptop")
+    return data
+
+
+def test_nats_settings_are_written_read_back_and_cleared_by_off(box: Path, tmp_path: Path) -> None:
+    password = tmp_path / "nats-password"
+    password.write_text("s3cret-never-in-the-file\n")
+    status, out, err = federate(box, "--nats", "nats://127.0.0.1:4222", "--user", "box-x", "--password-file", str(password))
+    assert status == 0, err
+    assert "nats://127.0.0.1:4222" in out and "reads it when it starts" in out
+    text = (box / K.FEDERATION_FILE).read_text()
+    assert "s3cret" not in text
+    assert (box / K.FEDERATION_FILE).stat().st_mode & 0o777 == 0o600
+    settings = Settings.read(box)
+    assert settings is not None
+    assert (settings.name, settings.nats, settings.user, settings.password_file, settings.creds) == (
+        "laptop", "nats://127.0.0.1:4222", "box-x", str(password.resolve()), None)
+    assert settings.password() == "s3cret-never-in-the-file"
+
+    # --creds replaces the user and password; a resend written by hand stays
+    with (box / K.FEDERATION_FILE).open("a") as fh:
+        fh.write("resend = 2.5\n")
+    creds = tmp_path / "box.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n")
+    status, out, err = federate(box, "--nats", "tls://nats.example:4443", "--creds", str(creds), "--json")
+    assert status == 0, err
+    assert json.loads(out)["nats"]["creds"] == str(creds.resolve())
+    settings = Settings.read(box)
+    assert settings is not None
+    assert (settings.nats, settings.creds, settings.user, settings.password_file, settings.resend) == (
+        "tls://nats.example:4443", str(creds.resolve()), None, None, 2.5)
+
+    status, out, err = federate(box, "--off")
+    assert status == 0 and "federation off" in out, err
+    settings = Settings.read(box)
+    assert settings is not None
+    assert (settings.name, settings.nats, settings.creds, settings.resend) == ("laptop", None, None, 2.5)
+    status, out, _ = federate(box, "--off")
+    assert status == 0 and "nothing changed" in out
+
+
+def test_every_refusal_names_the_problem_and_changes_nothing(box: Path, tmp_path: Path) -> None:
+    password = tmp_path / "pw"
+    password.write_text("pw\n")
+    good = ("--user", "box-x", "--password-file", str(password))
+    refused(box, "--nats", "http://127.0.0.1:4222", *good, says="is not a NATS server URL")
+    refused(box, "--nats", "nats://", *good, says="is not a NATS server URL")
+    refused(box, "--nats", "nats://box:pw@127.0.0.1:4222", *good, says="secrets do not go into federation.toml")
+    refused(box, "--nats", "nats://127.0.0.1:99999", *good, says="is not a URL")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--creds", str(tmp_path / "missing.creds"), says="missing.creds: no such file")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--user", "u", "--password-file", str(tmp_path / "nope"), says="nope: no such file")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--user", "u", says="--user and --password-file go together")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--creds", str(password), *good, says="do not go together")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--creds", str(tmp_path), says="not a regular file")
+    refused(box, "--nats", "nats://127.0.0.1:4222", "--tls-cert", str(password), says="--tls-cert and --tls-key go together")
+    refused(box, "--off", "--nats", "nats://127.0.0.1:4222", says="do not go together")
+    refused(box, says="federate needs what to do")
+
+    # a box without `federate init`: refused, and no federation.toml appears
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    refused(bare, "--nats", "nats://127.0.0.1:4222", *good, says="not set up for federation")
+    refused(bare, "--off", says="not set up for federation")
+    assert not (bare / K.FEDERATION_FILE).exists()
+
+
+def test_tls_files_are_checked_written_and_make_the_daemon_s_context(box: Path, tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    assert openssl, "the TLS test needs the openssl command: apt-get install -y openssl"
+    ca, cert, key = tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=connect-test-ca",
+                    "-keyout", str(tmp_path / "ca.key"), "-out", str(ca)], check=True, capture_output=True)
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=box",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    refused(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(garbage), says="the TLS files do not load")
+    refused(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(ca), "--tls-cert", str(cert), "--tls-key", str(ca),
+            says="the TLS files do not load")
+
+    status, _out, err = federate(box, "--nats", "tls://127.0.0.1:4443", "--tls-ca", str(ca), "--tls-cert", str(cert),
+                                 "--tls-key", str(key))
+    assert status == 0, err
+    settings = Settings.read(box)
+    assert settings is not None
+    assert (settings.tls_ca, settings.tls_cert, settings.tls_key) == (str(ca.resolve()), str(cert.resolve()), str(key.resolve()))
+    context = settings.tls()
+    assert isinstance(context, ssl.SSLContext) and context.verify_mode is ssl.CERT_REQUIRED
+    assert [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()] == [{"commonName": "connect-test-ca"}]
+    federate(box, "--off")
+    settings = Settings.read(box)
+    assert settings is not None and settings.tls() is None and settings.tls_ca is None
+
+
+@pytest.fixture
+def running(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
+    K.init(tmp_path / "data", "laptop")
+    with running_daemon(tmp_path, tmux) as d:
+        yield d
+
+
+def test_with_the_daemon_running_it_says_to_restart_it(running: DaemonProcess, tmp_path: Path) -> None:
+    creds = tmp_path / "box.creds"
+    creds.write_text("x\n")
+    done = cli(running, "federate", "--nats", "nats://127.0.0.1:4222", "--creds", str(creds))
+    assert done.returncode == 0, done.stderr
+    assert "reads federation.toml only at start: restart it" in done.stdout
+    assert "pid" in done.stdout
+    # until it is restarted, doctor says the running daemon started without that server
+    checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+    assert checks["federation"]["status"] == "warn", checks["federation"]
+    assert "the running daemon started with no NATS server" in checks["federation"]["detail"]
+    assert "restart the daemon" in checks["federation"]["fix"]
