@@ -449,10 +449,16 @@ def _binding(
         said = ", ".join(f"{c.source}: {c.harness}:{c.session_id}" for c in claims)
         return Unknown(Unbound.CONFLICTING_EVIDENCE, f"{record.pane_id}: sources disagree ({said})")
     harness, session_id = sessions[0]
-    if record.harness not in ("unknown", harness):
+    # The pane's program by the one rule (:func:`recipient_harness`): an incarnation connect launched
+    # (its launch record is evidence) shows its launcher script's shell until the script execs the
+    # agent; that shell is the launched agent starting, not a mismatch. Read as one, a pane connect
+    # had just launched or restored was unbound for a moment, and restore offered its live session.
+    launched = next((c.harness for c in claims if c.source is EvidenceSource.LAUNCH), "")
+    running = recipient_harness(None if record.harness == "unknown" else record.harness, launched=launched)
+    if running not in ("unknown", harness):
         return Unknown(
             Unbound.HARNESS_MISMATCH,
-            f"{record.pane_id} runs {record.harness} but the evidence names a {harness} session",
+            f"{record.pane_id} runs {running} but the evidence names a {harness} session",
         )
     others = sorted(holders[(harness, session_id)] - {record.pane_id}, key=lambda p: int(p[1:]))
     if others:

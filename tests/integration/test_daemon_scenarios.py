@@ -309,7 +309,8 @@ def test_restore_relaunches_the_sessions_a_lost_tmux_server_held(tmp_path: Path,
         result = d.api("POST", "/api/restore", {})
         [launched] = result["launched"]
         assert launched["connect"] == "collaborate"  # the grant is kept: it is keyed by the session
-        view = wait_for(lambda: d.agent_view(launched["pane"]), 20, "the relaunched pane")
+        # the agent's own screen read: its launcher script has exec'd it (its argv is the agent's, not sh's)
+        view = wait_for(lambda: (v := d.agent_view(launched["pane"]))["harness"] == "claude" and v, 20, "the relaunched agent")
         assert view["session"] == {"harness": "claude", "session_id": session}
         assert view["connect"] == "collaborate" and view["cwd"] == str(work)
         pid = tmux.tmux("display-message", "-p", "-t", launched["pane"], "#{pane_pid}").strip()

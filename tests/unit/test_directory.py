@@ -390,6 +390,27 @@ def test_evidence_naming_another_harness_than_the_pane_runs_is_unknown() -> None
     assert isinstance(binding(d2, "%1"), SessionBinding)
 
 
+def test_a_pane_connect_launched_stays_bound_while_its_launcher_script_shows_a_shell() -> None:
+    """A launched incarnation reads as a shell until its launcher script execs the agent (under load,
+    for a second): its launch record is not contradicted by that, so the pane stays bound and restore
+    does not offer its live session (it offered it: integration test_restore_relaunches_..., 1 in 4).
+    A reading naming another agent still contradicts it, and a shell still contradicts other evidence."""
+    from connectcore.history import restore_candidates
+
+    stored = [("%1", "claude", "s1")]  # the session restore would relaunch
+    for harness in ("unknown", "shell", "claude"):  # the launched window, read, as it starts
+        d = claim(fleet(obs(1, harness=harness)), 1, EvidenceSource.LAUNCH, "s1")
+        assert binding(d, "%1") == SessionBinding("claude", "s1", (EvidenceSource.LAUNCH,)), harness
+        assert restore_candidates(stored, D.bound_sessions(d)) == ()
+    d = claim(fleet(obs(1, harness="codex")), 1, EvidenceSource.LAUNCH, "s1")
+    b = binding(d, "%1")
+    assert isinstance(b, Unknown) and b.reason is Unbound.HARNESS_MISMATCH and "runs codex" in b.detail
+    d = claim(fleet(obs(1, harness="shell")), 1, EvidenceSource.TRANSCRIPT, "s1")  # a hand-started agent exited
+    b = binding(d, "%1")
+    assert isinstance(b, Unknown) and b.reason is Unbound.HARNESS_MISMATCH and "runs shell" in b.detail
+    assert len(restore_candidates(stored, D.bound_sessions(d))) == 1
+
+
 def test_later_claim_from_same_source_replaces_and_none_withdraws() -> None:
     d = fleet(obs(1, harness="claude"))
     d = claim(d, 1, EvidenceSource.REGISTRY, "s1")
