@@ -127,23 +127,29 @@ class _Keys:
 
 
 def test_a_message_is_pasted_and_submitted_in_one_call_that_a_stop_does_not_cut() -> None:
+    """Claim: the guard's paste is one tmux call that owes the Enter, and a stop while it runs waits
+    for it and its settle (shielded) before the confirmation is reached."""
     from connectcore.effects import TypeText
-    from connectd.daemon.interpreter import Interpreter
 
     keys = _Keys()
     engine = SimpleNamespace(tmux=keys, watcher=SimpleNamespace(drawn=_no_output, command_of=lambda p: "claude"))
-    engine.delivery = Delivery(engine)  # type: ignore[arg-type]
+    delivery = Delivery(engine)  # type: ignore[arg-type]
     finished: list[bool] = []
 
-    async def typed() -> None:
-        await Interpreter(engine).run((TypeText("%2", "inc", "hello", ("p", "m"), submit=True, settle=0.3),))  # type: ignore[arg-type]
-        finished.append(True)
+    async def confirm(effect: Any) -> None:
+        finished.append(True)  # reached once the paste is done (then cancelled at its first wait)
+        await anyio.sleep(0)
+
+    delivery.confirm = confirm  # type: ignore[method-assign]
+    key = ("p", "m")
 
     async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(typed)
-            await keys.pasted.wait()
-            tg.cancel_scope.cancel()  # the daemon stops while the paste call runs
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                typing = TypeText("%2", "inc", "hello", key, submit=True, settle=0.3)
+                tg.start_soon(delivery._type_and_confirm, typing, ConfirmTyping("%2", "inc", key))
+                await keys.pasted.wait()
+                tg.cancel_scope.cancel()  # the daemon stops while the paste call runs
 
     anyio.run(main)
     assert keys.calls == [("paste", 0.3), ("capture", None)]  # the Enter is owed from the paste call on
@@ -295,3 +301,160 @@ def test_an_outcome_the_store_refuses_twice_is_stepped_again_until_it_is_taken(m
     engine.step = flaky_step  # type: ignore[method-assign]
     anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
     assert not failures and engine.hub.messages[key].state.value == "unconfirmed"
+
+
+# --- the guard's flat sequence (issue 24): typing runs after the GuardObserved step, not inside it ---
+
+
+@dataclass
+class _GuardedPane:
+    """The recipient's pane for a whole guard: its idle screen, a paste, then the pasted draft."""
+
+    screen: str
+    steps: list[str]  # what the engine is stepping right now (empty: no step is running)
+    events: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    fail: str = ""  # "paste" or "capture after paste": that call fails (TmuxError)
+    pasted: bool = False
+
+    def pane_lock(self, pane_id: str) -> Any:
+        events = self.events
+
+        class _Lock:
+            async def __aenter__(self) -> None:
+                events.append(("lock", ()))
+
+            async def __aexit__(self, *exc: object) -> None:
+                events.append(("unlock", ()))
+
+        return _Lock()
+
+    async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
+        from connectd.tmux.adapter import TmuxError
+
+        self.events.append(("capture", tuple(self.steps)))
+        if self.pasted and self.fail == "capture after paste":
+            raise TmuxError("can't find pane: %2")
+        lines = self.screen.split("\n")
+        return Capture(self.screen, (2, len(lines) - 3), 80, len(lines))
+
+    async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
+        from connectd.tmux.adapter import TmuxError
+
+        self.events.append(("paste", tuple(self.steps)))
+        if self.fail == "paste":
+            raise TmuxError("server exited")
+        self.pasted = True
+        return None  # no token: the Enter is the server's (no early Enter to look for)
+
+
+def _guarded(fail: str = "") -> tuple[Any, Any, Any, tuple[str, str]]:
+    """A message whose guard passes, an engine that steps the real core and runs the real interpreter
+    on each step's effects (as connectd.daemon.runner does), recording which step is running."""
+    from connectcore.effects import CheckGuard
+    from connectcore.screen import read_screen
+    from connectd.daemon.interpreter import Interpreter
+
+    idle = (SCREENS / "03_idle_empty_80.txt").read_text()
+    lines = idle.split("\n")
+    fingerprint = read_screen(idle, "claude", (2, len(lines) - 3), height=len(lines)).fingerprint
+    w = World()
+    key, b = _ready(w)
+    w.idle(b, fingerprint=fingerprint)
+    assert w.message(key).state.value == "guarding"
+    running: list[str] = []
+    pane = _GuardedPane(idle, running, fail=fail)
+    engine = _Engine(w.hub, pane)  # type: ignore[arg-type]
+    engine.timing = SimpleNamespace(confirm=0.05, settle=0.0, capture=0.0)
+
+    async def fresh(pane_id: str, listed: Any) -> Any:
+        return SimpleNamespace(current_command="claude"), b.incarnation
+
+    engine.watcher = SimpleNamespace(
+        fresh_incarnation=fresh, ready=lambda *a: True, command_of=lambda p: "claude", drawn=_drew,
+        remember_reading=lambda *a: None, look_again=lambda p: None,
+    )
+    engine.ids = SimpleNamespace(new_id=lambda kind: f"{kind}-1")
+    engine.subscribers = SimpleNamespace(wake=lambda p: None, publish=lambda item: None, end=lambda p: None)  # type: ignore[attr-defined]
+    engine.supervisor = SimpleNamespace(spawn=lambda *a, **k: None)  # type: ignore[attr-defined]
+    interpreter = Interpreter(engine)  # type: ignore[arg-type]
+    plain = engine.step
+
+    async def step(event: Any) -> tuple[Any, ...]:
+        running.append(type(event).__name__)
+        try:
+            effects = await plain(event)
+            await interpreter.run(effects)
+            return effects
+        finally:
+            running.pop()
+
+    engine.step = step  # type: ignore[method-assign]
+    engine.delivery = Delivery(engine)  # type: ignore[attr-defined,arg-type]
+    check = CheckGuard(b.pane, b.incarnation, key)
+    return engine, pane, check, key
+
+
+def test_the_guard_types_after_its_step_not_nested_inside_it() -> None:
+    """Claim (issue 24): the guard's GuardObserved step returns before anything is typed; the paste,
+    the confirming re-reads and the TypingObserved step follow it, one after the other, all under the
+    send lock. (Before: the interpreter pasted and confirmed inside the GuardObserved step, and
+    TypingObserved was stepped nested in it.)"""
+    engine, pane, check, key = _guarded()
+    anyio.run(engine.delivery.guard, check)
+    assert [type(e).__name__ for e in engine.stepped] == ["GuardObserved", "TypingObserved"]
+    names = [name for name, _ in pane.events]
+    assert names[0] == "lock" and names[-1] == "unlock" and names.count("paste") == 1
+    assert names.index("paste") > names.index("capture")  # the guard's own reading first
+    assert [running for _, running in pane.events[1:-1]] == [()] * (len(pane.events) - 2)  # no step running
+    assert engine.hub.messages[key].state.value in {"delivered", "unconfirmed"}
+
+
+def test_a_paste_that_fails_in_the_guard_is_unconfirmed_with_a_last_look() -> None:
+    """Claim: a paste that fails ends the message unconfirmed ("send failed partway", the pane looked
+    at once more), and no confirmation runs."""
+    engine, pane, check, key = _guarded(fail="paste")
+    anyio.run(engine.delivery.guard, check)
+    guard, outcome = engine.stepped
+    assert isinstance(outcome, H.TypingObserved) and outcome.failure == "send failed partway: server exited"
+    assert outcome.reading is not None  # the last look
+    assert [n for n, _ in pane.events] == ["lock", "capture", "paste", "capture", "unlock"]
+    assert engine.hub.messages[key].state.value == "unconfirmed"
+
+
+def test_a_confirming_re_read_that_fails_in_the_guard_says_so() -> None:
+    engine, pane, check, key = _guarded(fail="capture after paste")
+    anyio.run(engine.delivery.guard, check)
+    guard, outcome = engine.stepped
+    assert isinstance(outcome, H.TypingObserved)
+    assert outcome.failure == "confirming re-read failed: can't find pane: %2" and outcome.reading is None
+    assert engine.hub.messages[key].state.value == "unconfirmed"
+
+
+def test_a_coding_error_while_typing_reaches_the_guards_supervisor() -> None:
+    """Claim: a ValueError from the daemon's own code while typing is a bug: it leaves the guard (its
+    supervisor steps GuardFailed, then the last look), the message is not quietly made unconfirmed;
+    the adapters' own refusals (TmuxInputError, ProcStatError) are I/O failures: unconfirmed."""
+    import pytest
+
+    from connectd.tmux.adapter import TmuxInputError
+    from connectd.tmux.procfs import ProcStatError
+
+    engine, pane, check, key = _guarded()
+
+    async def buggy(effect: Any) -> None:
+        raise ValueError("a bug: unpacked the wrong tuple")
+
+    engine.delivery.type_text = buggy
+    with pytest.raises(ValueError, match="a bug"):
+        anyio.run(engine.delivery.guard, check)
+    assert engine.hub.messages[key].state.value == "typing"
+    for exc in (TmuxInputError("a control character in the target"), ProcStatError("no /proc/123/stat")):
+        engine, pane, check, key = _guarded()
+
+        async def refuses(effect: Any, exc: Exception = exc) -> None:
+            raise exc
+
+        engine.delivery.type_text = refuses
+        anyio.run(engine.delivery.guard, check)
+        assert engine.stepped[-1].failure == f"send failed partway: {exc}"
+        assert engine.hub.messages[key].state.value == "unconfirmed"

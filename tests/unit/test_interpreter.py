@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -76,8 +77,10 @@ class _Delivery:
         self.tmux = tmux
         self.unconfirmed_calls: list[tuple[Any, ...]] = []
         self.confirmed: list[Any] = []
+        self.typed: list[Any] = []
 
     async def type_text(self, effect: Any) -> None:
+        self.typed.append(effect)
         await self.tmux.paste_text(effect.pane_id, effect.text, submit_after=effect.settle)
 
     async def confirm(self, effect: Any) -> None:
@@ -94,37 +97,49 @@ def _failing_engine() -> Any:
     return SimpleNamespace(tmux=tmux, delivery=_Delivery(tmux))
 
 
-def test_typing_that_fails_ends_the_message_unconfirmed_and_skips_its_confirmation() -> None:
-    """Claim: a paste that fails makes the message unconfirmed (the reason names the failure and the
-    pane is looked at), and the rest of that message's effects do not run; another subject's do."""
+def test_the_guards_typing_and_confirmation_are_answered_by_the_guard_not_run_here() -> None:
+    """Claim (issue 24): ``TypeText`` and ``ConfirmTyping`` without a failure come out of the delivery
+    guard's step and are typed and confirmed by the guard after it (connectd.delivery.guard): the
+    interpreter pastes nothing and confirms nothing (its tmux would fail if it did); the step's other
+    effects still run."""
     from connectcore.effects import ConfirmTyping, TypeText
 
     engine = _failing_engine()
     key = ("p", "m1")
+    woken: list[str] = []
     effects = (
         TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),
         ConfirmTyping("%2", "inc", key),
         Notify("message", ("p", "m2"), principal="p", payload={}),
     )
-    engine.subscribers = type("S", (), {"wake": lambda self, p: None, "publish": lambda self, i: None})()
+    engine.subscribers = SimpleNamespace(wake=woken.append, publish=lambda item: None)
     anyio.run(Interpreter(engine).run, effects)
-    assert engine.delivery.unconfirmed_calls == [(key, "send failed partway: tmux: server exited", "%2")]
-    assert engine.delivery.confirmed == []
+    assert engine.delivery.typed == [] and engine.delivery.confirmed == [] and engine.delivery.unconfirmed_calls == []
+    assert woken == ["p"]
 
 
-def test_a_confirmation_that_fails_says_so() -> None:
-    """Claim: a confirming re-read that fails is unconfirmed with its own reason."""
+def test_a_last_look_after_a_failed_guard_is_run_here_and_its_own_failure_says_so() -> None:
+    """Claim: ``ConfirmTyping`` with a failure (the core's answer to ``GuardFailed`` once typing had
+    started) is one last look answered with that failure; if the look itself fails in a way it does
+    not catch (an adapter's refusal), the message is unconfirmed naming that."""
     from connectcore.effects import ConfirmTyping
+    from connectd.tmux.adapter import TmuxInputError
 
     engine = _failing_engine()
     key = ("p", "m1")
+    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+    assert engine.delivery.unconfirmed_calls == [(key, "typing failed: x", "%2")]
+    engine = _failing_engine()
+    calls = engine.delivery.unconfirmed_calls
 
-    async def confirm(effect: Any) -> None:
-        raise OSError("capture failed")
+    async def refuses_once(key: Any, detail: str, pane_id: str | None = None) -> None:
+        calls.append((key, detail, pane_id))
+        if len(calls) == 1:
+            raise TmuxInputError("a control character in the target")
 
-    engine.delivery.confirm = confirm
-    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key),))
-    assert engine.delivery.unconfirmed_calls == [(key, "confirming re-read failed: capture failed", "%2")]
+    engine.delivery.unconfirmed = refuses_once
+    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+    assert calls[-1] == (key, "confirming re-read failed: a control character in the target", "%2")
 
 
 def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and_cause() -> None:
@@ -158,35 +173,16 @@ def test_every_effect_type_the_core_defines_is_emitted_by_the_core() -> None:
 
 def test_a_coding_error_in_an_effect_is_a_bug_not_an_io_failure() -> None:
     """Claim: a ValueError from the daemon's own code (not the tmux adapter's refusal of an argument, not
-    /proc) propagates to the task's supervisor as a bug; the message is not quietly made unconfirmed."""
-    from connectcore.effects import TypeText
+    /proc) propagates to the task's supervisor as a bug; the message is not quietly made unconfirmed
+    again. (The guard's typing: tests/unit/test_delivery_io.py.)"""
+    from connectcore.effects import ConfirmTyping
 
     engine = _failing_engine()
 
-    async def buggy(effect: Any) -> None:
+    async def buggy(key: Any, detail: str, pane_id: str | None = None) -> None:
         raise ValueError("a bug: unpacked the wrong tuple")
 
-    engine.delivery.type_text = buggy
+    engine.delivery.unconfirmed = buggy
     key = ("p", "m1")
     with pytest.raises(ValueError, match="a bug"):
-        anyio.run(Interpreter(engine).run, (TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),))
-    assert engine.delivery.unconfirmed_calls == []
-
-
-def test_the_adapters_own_refusals_still_read_as_io_failures() -> None:
-    """Claim: TmuxInputError (an argument tmux must not get) and ProcStatError (a /proc file that vanished)
-    are I/O failures: the message ends unconfirmed and the daemon goes on."""
-    from connectcore.effects import TypeText
-    from connectd.tmux.adapter import TmuxInputError
-    from connectd.tmux.procfs import ProcStatError
-
-    for exc in (TmuxInputError("a control character in the target"), ProcStatError("no /proc/123/stat")):
-        engine = _failing_engine()
-
-        async def refuses(effect: Any, exc: Exception = exc) -> None:
-            raise exc
-
-        engine.delivery.type_text = refuses
-        key = ("p", "m1")
-        anyio.run(Interpreter(engine).run, (TypeText("%2", "inc", "hello", key, submit=True, settle=0.1),))
-        assert [c[0] for c in engine.delivery.unconfirmed_calls] == [key]
+        anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))

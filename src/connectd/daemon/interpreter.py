@@ -8,20 +8,20 @@ exactly one handler here (the table built in ``Interpreter.__init__``); an effec
 
 Failure policy, per effect: an I/O error while executing an effect (tmux, the filesystem) ends that
 effect's sequence (no later effect of the same message or restart runs) and is turned into the core's
-event by :meth:`Interpreter.failed`: typing that failed partway -> ``TypingObserved`` unconfirmed with
-the reason; a restart effect -> :class:`RestartEffectFailed` for its driver, which steps
-``StepFailed``. Nothing here decides a rule: what to type, where, and what an outcome is, the core
-already decided.
+event by :meth:`Interpreter.failed`: a last look after a failed guard that failed itself ->
+``TypingObserved`` unconfirmed with the reason; a restart effect -> :class:`RestartEffectFailed` for its
+driver, which steps ``StepFailed``. Nothing here decides a rule: what to type, where, and what an
+outcome is, the core already decided.
 
-Stops: a message's ``TypeText`` pastes in one tmux call that makes the server owe the paste its
-Enter (pressed after the settle unless the daemon's early Enter came first; tmux presses it once),
-and ``TypeText`` is shielded from cancellation, so a daemon stopped or killed
-after the paste still submits it; if a draft is left anyway, the core shows it to the
-person. ``ConfirmTyping`` is not shielded: a stop there is ``Recover``'s case.
+Answered by the task that stepped them (it reads the step's effects once the step returns, never
+nested inside it): the restart driver's ``ObservePane`` and ``InspectPane``, and the delivery guard's
+``TypeText`` and ``ConfirmTyping`` (without a failure), which the guard types and confirms after its
+``GuardObserved`` step, still under the recipient's send lock (:mod:`connectd.delivery.guard`: the
+paste is shielded from cancellation there, and its failures are mapped to the outcome there).
+``ConfirmTyping`` with a failure (after ``GuardFailed``) is executed here: one last look.
 
-Locks: ``TypeText`` and ``ConfirmTyping`` come out of the step that the delivery guard
-takes while holding the recipient's send lock, so they run under it; ``ExitAgent`` comes out of the
-restart step the restart driver takes under the same lock. The interpreter never takes a lock itself.
+Locks: ``ExitAgent`` comes out of the restart step the restart driver takes under the recipient's
+send lock. The interpreter never takes a lock itself.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Interpreter:
             Notify: self._notify,
             EndSubscriptions: self._end,
             CheckGuard: self._check_guard,
-            TypeText: self._type_text,
+            TypeText: self._typed_by_guard,
             ConfirmTyping: self._confirm,
             SetPaneOption: self._set_option,
             ExitAgent: self._exit_agent,
@@ -121,13 +121,7 @@ class Interpreter:
             if key in failed:
                 continue
             try:
-                if isinstance(effect, TypeText):
-                    # Paste and Enter run to their end even when the daemon is stopped meanwhile: a
-                    # stop in that window would leave connect's own text as a draft in a composer.
-                    with anyio.CancelScope(shield=True):
-                        await self.execute(effect)
-                else:
-                    await self.execute(effect)
+                await self.execute(effect)
             except IO_ERRORS as exc:
                 failed.add(key)
                 await self.failed(effect, exc)
@@ -170,14 +164,15 @@ class Interpreter:
             on_error=lambda exc: delivery.guard_failed(effect, exc),
         )
 
-    async def _type_text(self, effect: TypeText) -> None:
-        await self.engine.delivery.type_text(effect)
+    async def _typed_by_guard(self, effect: TypeText) -> None:
+        """Typed by the delivery guard that stepped it, after the step and under the same send lock
+        (it reads the step's effects; connectd.delivery.guard)."""
 
     async def _confirm(self, effect: ConfirmTyping) -> None:
-        if effect.failure:  # one last look, answered with the failure (the core's GuardFailed)
+        """Without a failure: confirmed by the delivery guard that stepped it (after its typing). With
+        one (the core's ``GuardFailed``: typing had started), one last look, answered with the failure."""
+        if effect.failure:
             await self.engine.delivery.unconfirmed(effect.message, effect.failure, effect.pane_id)
-        else:
-            await self.engine.delivery.confirm(effect)
 
     async def _set_option(self, effect: SetPaneOption) -> None:
         await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
@@ -213,10 +208,8 @@ class Interpreter:
     # --- failures: turned into the core's events ---------------------------------------------------
 
     async def failed(self, effect: Effect, exc: Exception) -> None:
-        if isinstance(effect, TypeText | ConfirmTyping):
-            assert effect.message is not None
-            what = "confirming re-read failed" if isinstance(effect, ConfirmTyping) else "send failed partway"
-            await self.engine.delivery.unconfirmed(effect.message, f"{what}: {exc}", effect.pane_id)
+        if isinstance(effect, ConfirmTyping):  # its last look failed in a way it does not catch itself
+            await self.engine.delivery.unconfirmed(effect.message, f"confirming re-read failed: {exc}", effect.pane_id)
         elif isinstance(effect, SetPaneOption | ExitAgent | Respawn):
             raise RestartEffectFailed(effect, exc) from exc
         else:

@@ -5,10 +5,11 @@ guard could not finish), whether the guard's reading also counts as the pane's n
 (:func:`connectcore.hub.guard_reading_counts`), and whether it landed
 (``TypingObserved``, :func:`connectcore.delivery.landed`); this module only takes the recipient's
 send lock, reads the pane afresh, resolves the message's handle again and reports what it saw, each
-reading with when it was read. The effects of the guard's step (``Persist`` typing started,
-``TypeText`` with its Enter, ``ConfirmTyping``) are executed by the interpreter inside that step, so
-they run while the lock is held: the send lock is the linearization point of delivery, revocation
-and restarts. The paste call also makes the tmux server owe the paste its Enter (a fallback it
+reading with when it was read. Under the lock, in one flat sequence: read, step ``GuardObserved``
+(the runner commits its ``Persist``, typing started), then, if the step's effects say to type
+(``TypeText`` with its Enter, ``ConfirmTyping``), paste (shielded), confirm and step ``TypingObserved``;
+no step runs nested inside another, and the send lock is the linearization point of delivery,
+revocation and restarts. The paste call also makes the tmux server owe the paste its Enter (a fallback it
 presses after the settle, so a daemon that dies after the paste still submits it); the daemon presses
 that same Enter earlier, as soon as the pane shows the paste, and tmux presses it exactly once.
 """
@@ -26,6 +27,7 @@ from connectcore import hub as H
 from connectcore.delivery import AfterTyping, Landing, MessageKey
 from connectcore.effects import CheckGuard, ConfirmTyping, TypeText
 from connectcore.screen import Reading, composer_draft, read_screen
+from connectd.daemon.interpreter import IO_ERRORS
 from connectd.delivery import targets
 from connectd.store.store import STORE_ERRORS
 from connectd.tmux.adapter import TmuxError
@@ -46,7 +48,9 @@ class Delivery:
         self._typed_at: dict[str, float] = {}  # pane -> when its paste began (anyio's clock)
 
     async def guard(self, check: CheckGuard) -> None:
-        """Recheck under the recipient's send lock and report; typing follows inside the same step."""
+        """Recheck under the recipient's send lock and report (``GuardObserved``); if the core moved the
+        message to typing (its step's ``TypeText`` and ``ConfirmTyping``), type and confirm it, still
+        under the lock. Nothing runs nested inside the step."""
         engine = self.engine
         async with engine.tmux.pane_lock(check.pane_id):
             message = engine.hub.messages.get(check.message)
@@ -67,13 +71,35 @@ class Delivery:
                 engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
                 card_id=engine.ids.new_id("card"),
             )
-            await engine.step(guard)  # the typing, if the core allows it, runs inside this step
+            effects = await engine.step(guard)
+            mine = [e for e in effects if getattr(e, "message", None) == check.message]
+            typing = next((e for e in mine if isinstance(e, TypeText)), None)
+            confirm = next((e for e in mine if isinstance(e, ConfirmTyping)), None)
+            if typing is not None and confirm is not None:  # the core let it be typed: still under the lock
+                await self._type_and_confirm(typing, confirm)
         if reading is not None and incarnation and H.guard_reading_counts(engine.hub, check.message):
             # The guard's fresh reading is the pane's next observation (the core's rule). Report it
             # (paced like the watcher): a pane whose screen changed under the guard and then stays still re-arms.
             await anyio.sleep(engine.timing.capture)
             engine.watcher.remember_reading(check.pane_id, incarnation, reading)
             await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
+
+    async def _type_and_confirm(self, typing: TypeText, confirm: ConfirmTyping) -> None:
+        """The guard's typing, after its step and under its lock: paste and submit (shielded from
+        cancellation: a stop in that window would leave connect's own text as a draft in a composer),
+        then the confirmation, which steps the outcome (``TypingObserved``). An I/O error on the way
+        is the outcome unconfirmed, naming which part failed, after one last look at the pane."""
+        assert typing.message is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.type_text(typing)
+        except IO_ERRORS as exc:
+            await self.unconfirmed(typing.message, f"send failed partway: {exc}", typing.pane_id)
+            return
+        try:
+            await self.confirm(confirm)
+        except IO_ERRORS as exc:
+            await self.unconfirmed(confirm.message, f"confirming re-read failed: {exc}", confirm.pane_id)
 
     async def guard_failed(self, check: CheckGuard, exc: Exception) -> None:
         """The guard could not finish (the pane exited between two tmux calls, tmux failed, the typing
