@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
+import trio.testing
 
 from connectcore import grants
 from connectcore import hub as H
@@ -646,5 +647,57 @@ def test_the_enter_comes_early_once_the_composer_shows_the_paste_and_only_once()
             "simmsg-1", "simmsg-2"]
         assert b not in {p for p, opts in ((p.pane_id, p.options) for p in sim.server.panes.values())
                          if TYPING_OPTION in opts}
+
+    check(scenario(script))
+
+
+# --- races (issue 24) -------------------------------------------------------------------------------
+
+
+def test_a_slow_poll_never_undoes_a_newer_one() -> None:
+    """Issue 24: two polls in flight at once. A poll lists the panes and its answer is held back (a
+    slow tmux); meanwhile an agent is launched, and the launch's own poll must see the new pane and
+    keep it. The older list is never applied after a newer one, and a poll asked for after the slow
+    one began lists the panes again once it is done. (Before: the launch's poll ran alongside, then
+    the slow poll applied its older list: the new pane read as gone and its fresh token was ended.)
+    No time passes while the two overlap: ``wait_all_tasks_blocked`` returns once the launch has
+    finished or waits for the slow poll, whichever the code does."""
+
+    async def script(sim: Sim) -> None:
+        engine = sim.engine
+        assert engine is not None
+        await launch(sim)
+        await trio.sleep(3)
+        listed, release = trio.Event(), trio.Event()
+        list_panes = engine.tmux.list_panes
+
+        async def held_once() -> Any:  # the slow poll's list-panes answers, then waits to be let go
+            panes = await list_panes()
+            if trio.lowlevel.current_task().name == "slow poll" and not listed.is_set():
+                listed.set()
+                await release.wait()
+            return panes
+
+        engine.tmux.list_panes = held_once  # type: ignore[method-assign]
+        launched: list[str] = []
+
+        async def launch_b() -> None:
+            launched.append(await launch(sim))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(engine.watcher.poll, name="slow poll")
+            await listed.wait()
+            nursery.start_soon(launch_b)
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+        engine.tmux.list_panes = list_panes  # type: ignore[method-assign]
+        [b] = launched
+        token = sim.token_of(b)
+        assert token is not None
+        kept = {
+            "listed": b in engine.watcher.directory.panes,
+            "token": grants.authenticate_or_none(engine.hub.book, hash_token(token)) is not None,
+        }
+        assert kept == {"listed": True, "token": True}, "the slow poll's older list undid the launch's poll"
 
     check(scenario(script))

@@ -107,6 +107,7 @@ class Watcher:
         self._awaited_panes: frozenset[str] = frozenset()
         self._gone: set[tuple[str, str]] = set()  # (pane, incarnation) seen going, not yet stepped
         self._polled_at = float("inf")  # when the last poll began (nothing drew "since" before the first)
+        self._polling = anyio.Lock(fast_acquire=True)  # one poll at a time (see :meth:`poll`)
         self._drew_since_poll = False  # a %output came since the last poll began
         #: Whether control mode reports output now (set by the daemon's control-mode reader); without it
         #: nothing marks a pane as drawing, so :meth:`poll_when_due` polls every ``timing.poll``.
@@ -229,7 +230,21 @@ class Watcher:
     async def poll(self) -> list[PaneInfo]:
         """One look at the whole server: list the panes (one tmux call), then update the directory,
         the bindings and the pane states. Returns the live panes it listed, so a caller that needs a
-        pane's incarnation now (:meth:`fresh_incarnation`) need not list them again."""
+        pane's incarnation now (:meth:`fresh_incarnation`) need not list them again.
+
+        Polls run one at a time (issue 24): a poll asked for while another runs waits for it, then lists
+        the panes itself, so its list is taken after its call began (the delivery guard needs that) and
+        no older list is ever applied after a newer one (a slow poll that finished last used to undo a
+        launch's poll: the new pane read as gone and its fresh token ended;
+        ``tests/simulation/test_scenarios.py::test_a_slow_poll_never_undoes_a_newer_one``).
+        Nothing deadlocks on the lock: a poll's own steps (``PaneGone``, ``BindSession``) never emit an
+        effect that polls (a guard they queue runs in its own task), so a poll never waits for another
+        (a nested one in the same task would raise, not hang); and a poll takes no send lock, while its
+        callers that hold one (the guard, a restart's respawn) take the send lock first, then this."""
+        async with self._polling:
+            return await self._poll()
+
+    async def _poll(self) -> list[PaneInfo]:
         engine = self.engine
         tmux = engine.tmux
         since, self._polled_at = self._polled_at, engine.clock()
