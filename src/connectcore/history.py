@@ -1087,3 +1087,28 @@ def select_restorable(
             RestoreItem(b.pane_id, b.harness, b.session_id, entry.resume_argv, entry.cwd, entry.title)
         )
     return RestorePlan(items=tuple(items), skipped=tuple(skipped))
+
+
+@dataclass(frozen=True)
+class RestoreRefusal:
+    """Why a restore is refused (``reason`` is the refusal code, ``problem`` the words for the person)."""
+
+    reason: str
+    problem: str
+
+
+RESTORE_RUNNING = RestoreRefusal(
+    "restore_running",
+    "a restore is already running: this one was refused and changed nothing (each restore relaunches "
+    "its whole plan, so a second one now would launch every session twice); once it has finished, the "
+    "sessions it relaunched are no longer listed",
+)
+
+
+def restore_refusal(*, running: bool) -> RestoreRefusal | None:
+    """Whether a restore may begin: never while another runs (``running``). A restore's plan leaves out
+    only the sessions a live pane holds, and the sessions it is relaunching are not held yet, so a
+    second restore begun meanwhile would relaunch them all again. It is refused, not joined: it
+    returns at once, changes nothing and says why, and the request that launched the sessions is the
+    one that reports (and audits) them. None: it may."""
+    return RESTORE_RUNNING if running else None

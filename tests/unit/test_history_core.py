@@ -516,3 +516,15 @@ def test_restore_considers_known_harnesses_whose_session_no_live_pane_holds() ->
         PaneBinding("%2", Harness.CODEX, "s-2"),
     )
     assert restore_candidates([], set()) == ()
+
+
+def test_a_restore_is_refused_while_another_runs() -> None:
+    """Claim: a restore may begin only when none runs; the second is refused with ``restore_running``,
+    in words that say a restore is already running and that this one changed nothing (issue 24: two
+    restores at once launched every session twice)."""
+    from connectcore.history import restore_refusal
+
+    assert restore_refusal(running=False) is None
+    refused = restore_refusal(running=True)
+    assert refused is not None and refused.reason == "restore_running"
+    assert refused.problem.startswith("a restore is already running") and "changed nothing" in refused.problem

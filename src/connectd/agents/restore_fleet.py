@@ -5,6 +5,10 @@ the resumable top-level sessions that were live in them are listed (the history 
 resumable and why the rest are not) and, once the person confirms, relaunched in their cwd with their
 resume argv through the harness's structured launcher. Grants are kept: they are keyed by
 (harness, session id), so a restored session comes back with the scope it had.
+
+One restore at a time (issue 24): a restore requested while one runs (a double click, the CLI and the
+page at once) is refused with 409 ``restore_running`` and changes nothing; the rule is
+:func:`connectcore.history.restore_refusal`, the flag is the engine's ``restoring``.
 """
 
 from __future__ import annotations
@@ -55,7 +59,23 @@ async def restore_plan(engine: Engine) -> dict[str, Any]:
 
 
 async def restore(engine: Engine, by: str = "owner") -> dict[str, Any]:
-    """Relaunch every restorable session with the grant it had."""
+    """Relaunch every restorable session with the grant it had. One restore at a time: while one runs,
+    another is refused before it looks at anything (:func:`connectcore.history.restore_refusal`); the
+    flag is set and read with no await between, so two requests cannot both pass."""
+    from connectcore.history import restore_refusal
+    from connectd.daemon.ids import EngineError
+
+    refusal = restore_refusal(running=engine.restoring)
+    if refusal is not None:
+        raise EngineError(refusal.reason, refusal.problem)
+    engine.restoring = True
+    try:
+        return await _restore(engine, by)
+    finally:
+        engine.restoring = False
+
+
+async def _restore(engine: Engine, by: str) -> dict[str, Any]:
     plan = await restore_plan(engine)
     launched = []
     for item in plan["items"]:

@@ -137,6 +137,7 @@ class Engine:
         self.person = PersonCalls(self)
         self.calls = AgentCalls(self)
         self.history: Any | None = None  # the session index, when the daemon serves history
+        self.restoring = False  # a restore runs (connectd.agents.restore_fleet: another is refused meanwhile)
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
         self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
         self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
