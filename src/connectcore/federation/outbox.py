@@ -54,16 +54,18 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError, Table, freeze
-from connectcore.effects import Audit, Notify, Persist
-from connectcore.federation.effects import AckDelivery, AnyEffect, Effects, PublishEnvelope
+from connectcore.effects import Audit, Effect, Notify, Persist
+from connectcore.federation.effects import AckDelivery, Effects, PublishEnvelope
 from connectcore.federation.envelope import (
     ID_TTL,
     NONCE_BYTES,
     SKEW_BOUND,
+    CancelInner,
     Identity,
     Kind,
     MessageInner,
     ReceiptInner,
+    Routing,
     digest_of,
     encode_inner,
 )
@@ -297,7 +299,7 @@ def _with(outbox: Outbox, rows: Iterable[Row]) -> Outbox:
     return replace(outbox, rows=freeze([*outbox.rows.items(), *((r.identity, r) for r in rows)]))
 
 
-def _moved(row: Row, now: float) -> tuple[AnyEffect, ...]:
+def _moved(row: Row, now: float) -> tuple[Effect, ...]:
     """The records of a row that changed state: Persist, Audit, and the sender's wake-up."""
     return (
         Persist(STORE, (row.identity,), row),
@@ -359,6 +361,19 @@ def admit(outbox: Outbox, inner: MessageInner, *, nonce: bytes, now: float) -> t
     )
 
 
+def to_seal(row: Row, kind: Kind) -> tuple[Routing, bytes, bytes]:
+    """What the shell seals for a :class:`PublishEnvelope` of ``row``: the routing, the canonical
+    inner part and its nonce. The message's are the row's stored ones (O1: every copy the same
+    envelope); the cancel's inner part is made from the row's cancel fields, with its own nonce (O7)."""
+    if kind is Kind.MESSAGE:
+        return Routing(Kind.MESSAGE, row.identity.box, row.to, pairing=row.pairing), row.inner, row.nonce
+    if kind is not Kind.CANCEL or row.cancel_nonce is None or row.cancel_at is None:
+        raise OutboxError(Refusal.NOT_SENT, f"message {row.identity} has no {kind} to publish")
+    routing = Routing(Kind.CANCEL, row.identity.box, row.to, pairing=row.pairing)
+    inner = CancelInner(routing, row.identity, row.digest, row.created_at, row.cancel_reason, row.cancel_at)
+    return routing, encode_inner(inner), row.cancel_nonce
+
+
 def _publish(row: Row, attempt: int) -> PublishEnvelope:
     return PublishEnvelope(Kind.MESSAGE, row.to, row.pairing, row.identity, attempt)
 
@@ -367,7 +382,7 @@ def _publish_cancel(row: Row, attempt: int) -> PublishEnvelope:
     return PublishEnvelope(Kind.CANCEL, row.to, row.pairing, row.identity, attempt)
 
 
-def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tuple[Row, tuple[AnyEffect, ...]]:
+def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tuple[Row, tuple[Effect, ...]]:
     if row.state is _O.QUEUED:
         if now >= row.created_at + s.id_ttl:
             gone = _advance(row, "expire", now, "the id's hour ran out before it left this box")
@@ -408,7 +423,7 @@ def tick(
     same outbox and no effects."""
     s = outbox.settings
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.is_final:
@@ -469,7 +484,7 @@ def receipt(
         raise OutboxError(Refusal.OTHER_DIGEST, f"a receipt for {row.identity} names another digest")
     if not row.left:
         raise OutboxError(Refusal.NOT_SENT, f"message {row.identity} never left this box: no receipt answers it")
-    ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
+    ack: tuple[Effect, ...] = () if delivery is None else (AckDelivery(delivery),)
     outcome = inner.outcome
     if row.is_final:
         if outcome in ("accepted", str(row.state)):
@@ -515,7 +530,7 @@ def cancel(
             raise OutboxError(Refusal.MISSING_NONCE, f"the cancel of {identity} needs a nonce")
         _check_nonce(nonces[identity], "a cancel")
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.identity.principal != sender:
@@ -547,7 +562,7 @@ def pairing_removed(outbox: Outbox, pairing: str, *, now: float, box_name: str) 
     """The pairing was removed (either box, O8): its ``queued`` rows ``cancelled``, every row that left
     and is not final ``unconfirmed``; no receipt of a removed pairing is believed afterwards."""
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.pairing != pairing or row.is_final:

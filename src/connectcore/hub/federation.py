@@ -15,15 +15,13 @@ only joins them to the local message machine.
   ``accepted`` receipt, then the acknowledgement. From there it is a local message: the
   state-triggered step attempts it only when it is ``ready``, so the guard types it only under an
   approved pair (or a card approved) and with an empty composer, as ever.
-- The bus effects are not yet :class:`connectcore.effects.Effect` (:mod:`connectcore.federation.effects`):
-  this step returns them among the hub's effects, and nothing steps this event before the wiring re-bases
-  them and gives them interpreter handlers.
+- The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
+  hands them to the daemon's bus loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
 
 from connectcore import delivery
 from connectcore._machine import ConnectError
@@ -102,7 +100,7 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
             inbox, ev.verdict, nonce=ev.nonce, now=ev.now, reason=f"{exc.reason}: {exc}",
             recipient=recipient, delivery=ev.delivery,
         )
-        return replace(hub, inbox=refused_inbox), cast(tuple[Effect, ...], effects)
+        return replace(hub, inbox=refused_inbox), effects
 
     local, _scopes = _recipient_scopes(hub, ev.recipient.incarnation)
     message = Message(
@@ -150,4 +148,4 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
         delivery=ev.delivery, records=records,
     )
     hub = replace(hub, inbox=accepted_inbox)
-    return hub, (*cast(tuple[Effect, ...], effects), *after, _audit_outcome(message, ev.now))
+    return hub, (*effects, *after, _audit_outcome(message, ev.now))

@@ -26,6 +26,7 @@ from connectcore.effects import (
 )
 from connectcore.federation.envelope import Verdict
 from connectcore.federation.inbox import Inbox
+from connectcore.federation.outbox import Outbox
 from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 from connectcore.grants import GrantBook, Scope, SessionKey
 
@@ -84,6 +85,7 @@ class Hub:
     drafts: dict[str, LeftDraft] = field(default_factory=dict)  # pane id -> what connect may have left
     acts: dict[str, control.Act] = field(default_factory=dict)  # act id -> control's act (connectcore.hub.acts)
     inbox: Inbox | None = None  # this box's federation inbox (connectcore.hub.federation); None: not federated
+    outbox: Outbox | None = None  # this box's federation outbox (the same); None: not federated
 
 
 # --- events -----------------------------------------------------------------------------------------
