@@ -12,7 +12,7 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
-from connectcore.effects import CheckGuard, Persist
+from connectcore.effects import CheckGuard, Persist, TypeText
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import remote as R
@@ -161,3 +161,45 @@ def test_a_box_that_is_not_federated_refuses_the_event_loudly() -> None:
             NOW, judged(message(), I.Inbox(own=B)), H.Recipient(to.pane, to.incarnation, "codex"),
             "laptop", FP, "r-1", "card-1", N1,
         ))
+
+
+def _guarded(world: World) -> tuple[Agent, tuple[str, str]]:
+    """A remote message under an approved pair, its CheckGuard out."""
+    to = world.launch("codex", harness="codex")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(REMOTE, to.incarnation)})
+    world.idle(to)
+    arrive(world, to)
+    key = (REMOTE, "m-1")
+    assert world.hub.messages[key].state is MessageState.GUARDING
+    return to, key
+
+
+def test_the_guard_types_a_remote_message_whose_pairing_is_active(world: World) -> None:
+    """R8 in the guard: a remote principal has no token nor grant here, and the guard does not take
+    that for 'sender no longer connected' (before R8 it cancelled every remote message so)."""
+    to, key = _guarded(world)
+    effects = world.guard(key, to)
+    assert world.hub.messages[key].state is MessageState.TYPING
+    assert any(isinstance(e, TypeText) and e.message == key for e in effects)
+
+
+def test_the_guard_cancels_a_remote_message_whose_pairing_was_removed(world: World) -> None:
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
+    world.hub = H.replace(world.hub, inbox=removed)
+    effects = world.guard(key, to)
+    done = world.hub.messages[key]
+    assert (done.state, done.reason) == (MessageState.CANCELLED, f"pairing with box {A} removed")
+    assert not any(isinstance(e, TypeText) for e in effects)
+
+
+def test_a_remote_message_whose_handle_moved_is_judged_with_no_sender_scope(world: World) -> None:
+    """The reroute reads the sender's scopes: a remote sender brings none (and has no grant to read)."""
+    to, key = _guarded(world)
+    other = world.launch("other", harness="codex")
+    moved = H.Recipient(other.pane, other.incarnation, "codex", "pr:1")
+    world.hub = H.replace(world.hub, messages={**world.hub.messages, key: H.replace(world.hub.messages[key], handle="pr:1")})
+    world.guard(key, to, handle=moved)
+    assert world.hub.messages[key].recipient_pane == other.pane
+    assert world.hub.messages[key].state is MessageState.AWAITING_CONSENT  # a new recipient needs consent

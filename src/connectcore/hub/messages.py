@@ -31,6 +31,7 @@ from connectcore.effects import (
     Persist,
     TypeText,
 )
+from connectcore.federation import remote
 from connectcore.grants import Principal, Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.gate import CallRefused, authorize
@@ -456,6 +457,13 @@ def _guard_failed(hub: Hub, ev: GuardFailed) -> Step:
     return _guard(hub, GuardObserved(ev.now, ev.message, ev.incarnation, False, "", ev.now))
 
 
+def _sender_scopes(hub: Hub, sender: str) -> frozenset[str]:
+    """The sender's scopes as the recipient's rules read them; a remote sender brings none (R3)."""
+    if remote.is_remote(sender):
+        return frozenset()
+    return frozenset(s.value for s in grants.scopes_of(hub.book, sender))
+
+
 def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
@@ -467,17 +475,21 @@ def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     attempts = {k: v for k, v in hub.attempts.items() if v != message.key}
     if ev.incarnation != message.recipient_incarnation:
         return _finalize(hub, message, "cancel", now, "recipient incarnation changed")
-    sender_live = any(t.state is grants.TokenState.LIVE for t in grants.live_tokens(hub.book, message.sender))
-    if not sender_live:
-        return _finalize(hub, message, "cancel", now, "sender no longer connected")
-    sender_scopes = grants.scopes_of(hub.book, message.sender)
-    if Scope.MESSAGE not in sender_scopes:
-        return _finalize(hub, message, "refuse", now, "sender lost the message scope")
+    if remote.is_remote(message.sender):  # R8: the inbox and the pairing, in place of a token and scopes
+        gone = remote.may_still_deliver(hub.inbox, message.sender, message.id)
+        if gone is not None:
+            return _finalize(hub, message, "cancel", now, gone)
+    else:
+        sender_live = any(t.state is grants.TokenState.LIVE for t in grants.live_tokens(hub.book, message.sender))
+        if not sender_live:
+            return _finalize(hub, message, "cancel", now, "sender no longer connected")
+        if Scope.MESSAGE not in grants.scopes_of(hub.book, message.sender):
+            return _finalize(hub, message, "refuse", now, "sender lost the message scope")
     _principal, recipient_scopes = _recipient_scopes(hub, message.recipient_incarnation)
     why = consent.may_receive(
         recipient_kind=message.recipient_kind,
         recipient_scopes=recipient_scopes,
-        sender_scopes=frozenset(s.value for s in sender_scopes),
+        sender_scopes=_sender_scopes(hub, message.sender),
     )
     if why is not None:
         return _finalize(hub, message, "refuse", now, f"recipient can no longer receive ({why})")
@@ -528,9 +540,8 @@ def _guard_waits(
 def _reroute(hub: Hub, message: Message, ev: GuardObserved, target: Recipient) -> Step:
     """A handle that now resolves to another pane: a new recipient, which consent must cover."""
     principal, scopes = _recipient_scopes(hub, target.incarnation)
-    sender_scopes = frozenset(s.value for s in grants.scopes_of(hub.book, message.sender))
     why = consent.may_receive(
-        recipient_kind=target.kind, recipient_scopes=scopes, sender_scopes=sender_scopes
+        recipient_kind=target.kind, recipient_scopes=scopes, sender_scopes=_sender_scopes(hub, message.sender)
     )
     if why is not None:
         return _finalize(
