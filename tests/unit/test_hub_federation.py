@@ -203,3 +203,63 @@ def test_a_remote_message_whose_handle_moved_is_judged_with_no_sender_scope(worl
     world.guard(key, to, handle=moved)
     assert world.hub.messages[key].recipient_pane == other.pane
     assert world.hub.messages[key].state is MessageState.AWAITING_CONSENT  # a new recipient needs consent
+
+
+# --- the local message's final outcome: inbox.final and the final receipt (I5) --------------------
+
+
+def _receipts(effects: tuple[Any, ...]) -> list[E.ReceiptInner]:
+    return [e.inner for e in effects if isinstance(e, PublishReceipt)]
+
+
+def test_a_remote_message_delivered_here_commits_its_final_and_receipts_it_once(world: World) -> None:
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    accepted = world.hub.inbox.records[message().identity]
+    world.guard(key, to)
+    effects = world.typed(key)
+    assert world.hub.messages[key].state is MessageState.DELIVERED
+    (receipt,) = _receipts(effects)
+    assert (receipt.outcome, receipt.message, receipt.routing.to) == ("delivered", message().identity, A)
+    record = world.hub.inbox.records[message().identity]
+    assert record.state is I.InboxState.DELIVERED and record.receipt == receipt
+    assert record.nonce == I.final_nonce(accepted) != accepted.nonce and len(record.nonce) == 24
+    # the inbox record is committed with the message row (one step's records), before the receipt
+    persisted = [(i, e.kind) for i, e in enumerate(effects) if isinstance(e, Persist)]
+    assert (I.STORE in [k for _, k in persisted]) and "message" in [k for _, k in persisted]
+    assert max(i for i, _ in persisted) < kinds(effects).index("PublishReceipt")
+    assert _receipts(world.tick(1.0)) == []  # once
+    # a copy of the message now is answered with that final receipt, the same bytes (I3)
+    inbox, again = I.receive(world.hub.inbox, judged(message(), world.hub.inbox), now=world.now)
+    assert [e for e in again if isinstance(e, PublishReceipt)] == [PublishReceipt(receipt, record.nonce)]
+
+
+def test_a_declined_card_receipts_declined(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    effects = world.decide((REMOTE, "m-1"), Decision.DECLINE)
+    assert [r.outcome for r in _receipts(effects)] == ["declined"]
+    assert world.hub.inbox is not None
+    assert world.hub.inbox.records[message().identity].state is I.InboxState.DECLINED
+
+
+def test_a_remote_message_cancelled_after_its_pairing_was_removed_is_not_receipted(world: World) -> None:
+    """I7: the removal already cancelled the inbox record, without a receipt; the guard's cancel of
+    the local row adds none."""
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
+    world.hub = H.replace(world.hub, inbox=removed)
+    effects = world.guard(key, to)
+    assert world.hub.messages[key].state is MessageState.CANCELLED
+    assert _receipts(effects) == [] and world.hub.inbox is removed
+
+
+def test_a_local_message_s_outcome_touches_no_inbox(world: World) -> None:
+    a = world.launch("a")
+    b = world.launch("b", harness="codex")
+    key = world.send(a, b)
+    world.decide(key)
+    effects = world.deliver(key, b)
+    assert world.message(key).state is MessageState.DELIVERED
+    assert _receipts(effects) == [] and not any(isinstance(e, Persist) and e.kind == I.STORE for e in effects)

@@ -20,7 +20,10 @@ I4  The recipient box's rules decide a new message (``remote.py``, the hub's): :
     decided so). Too late (past the id's hour) commits ``expired``; a cancel for an identity not held
     commits a tombstone (``cancelled``) that answers the message if it comes later.
 I5  Each final outcome of the local message (:func:`final`) is committed, then receipted once; a lost
-    final receipt is recovered by the sender's next copy, answered as a duplicate.
+    final receipt is recovered by the sender's next copy, answered as a duplicate. Its nonce is
+    :func:`final_nonce`, made from the record's own (the random one its ``accepted`` receipt was sealed
+    with): one final per record, so never one nonce for two receipts, and the hub needs no new value
+    from the shell for an outcome any event may bring.
 I6  A cancel (:func:`cancel_arrived`) cancels an accepted message not yet typing and receipts
     ``cancelled``; once typing started it changes nothing and the real outcome follows; a message
     already final is answered with its final receipt.
@@ -39,6 +42,7 @@ I9  A refused step raises :class:`InboxError` and changes nothing; an event :dat
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -357,6 +361,12 @@ def _held(inbox: Inbox, identity: Identity) -> Record:
     if record is None:
         raise InboxError(Refusal.UNKNOWN_MESSAGE, f"this box holds no {identity}")
     return record
+
+
+def final_nonce(record: Record) -> bytes:
+    """The nonce of ``record``'s final receipt (I5): a hash of its ``accepted`` receipt's random nonce
+    and its digest, so unique as that nonce is, and not that nonce."""
+    return hashlib.sha256(b"connect-final-v1" + record.nonce + record.digest.encode()).digest()[:NONCE_BYTES]
 
 
 def final(

@@ -61,7 +61,7 @@ from connectcore.effects import Notify as Notify
 from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.federation import remote_message_arrived
+from connectcore.hub.federation import finals_receipted, remote_message_arrived
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
 from connectcore.hub.messages import NO_SINGLE_PANE as NO_SINGLE_PANE
@@ -173,14 +173,16 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
 def step(hub: Hub, event: Event) -> Step:
     """Apply one event, then the state-triggered step (:func:`connectcore.hub.messages.attempt_armed`:
     every armed pane that can attempt takes its next consented message), as h11 runs its state fixpoint
-    after every event: no handler starts a guard itself. Pure: the same hub and event always give the
-    same hub and effects."""
+    after every event: no handler starts a guard itself; then the final receipts of the remote
+    senders' messages the step ended (:func:`connectcore.hub.federation.finals_receipted`). Pure: the
+    same hub and event always give the same hub and effects."""
     handler = HANDLERS.get(type(event))
     if handler is None:
         raise ConnectError(f"unknown event {type(event).__name__}: no handler in hub.HANDLERS")
     hub, effects = handler(hub, event)
     hub, more = attempt_armed(hub, event.now)
-    return hub, effects + more
+    hub, receipts = finals_receipted(hub, effects + more, event.now)
+    return hub, effects + more + receipts
 
 
 def restore(

@@ -15,6 +15,10 @@ only joins them to the local message machine.
   ``accepted`` receipt, then the acknowledgement. From there it is a local message: the
   state-triggered step attempts it only when it is ``ready``, so the guard types it only under an
   approved pair (or a card approved) and with an empty composer, as ever.
+- The local message's final outcome (:func:`finals_receipted`, after every step): whatever event ended
+  a remote sender's message here (its typing confirmed, its card declined, an expiry, the guard's
+  cancel), :func:`inbox.final` commits the outcome in the same transaction as the message row and
+  receipts it to the sender's box (none for a removed pairing, I7).
 - The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
   hands them to the daemon's bus loop.
 """
@@ -22,10 +26,11 @@ only joins them to the local message machine.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeGuard
 
 from connectcore import delivery
 from connectcore._machine import ConnectError
-from connectcore.delivery import Message, MessageState, Refused
+from connectcore.delivery import Message, MessageKey, MessageState, Refused
 from connectcore.effects import Effect, Persist
 from connectcore.federation import inbox as inbox_
 from connectcore.federation import remote
@@ -149,3 +154,41 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
     )
     hub = replace(hub, inbox=accepted_inbox)
     return hub, (*effects, *after, _audit_outcome(message, ev.now))
+
+
+def finals_receipted(hub: Hub, effects: tuple[Effect, ...], now: float) -> Step:
+    """After a step: each remote sender's message that the step made final (its ``Persist`` of the
+    message row), whose inbox record is still ``accepted``, gets :func:`inbox.final`: the record
+    committed with the row (the step's records are one transaction), then the final receipt. Nothing
+    else changes; a box with no inbox, or a step that ended no remote message, returns as it was."""
+    inbox = hub.inbox
+    if inbox is None:
+        return hub, ()
+    ended: dict[MessageKey, Message] = {}
+    for effect in effects:
+        if effect_is_message(effect):
+            message = effect.record
+            if remote.is_remote(message.sender):
+                ended[message.key] = message
+    more: list[Effect] = []
+    for key in sorted(ended):
+        message = ended[key]
+        identity = remote.identity_of(message.sender, message.id)
+        record = None if identity is None else inbox.records.get(identity)
+        if identity is None or record is None or record.state is not inbox_.InboxState.ACCEPTED:
+            continue
+        if message.state not in delivery.FINAL:
+            continue
+        inbox, receipts = inbox_.final(
+            inbox, identity, inbox_.InboxState(message.state.value), reason=message.reason, now=now,
+            nonce=inbox_.final_nonce(record),
+        )
+        more.extend(receipts)
+    if not more:
+        return hub, ()
+    return replace(hub, inbox=inbox), tuple(more)
+
+
+def effect_is_message(effect: Effect) -> TypeGuard[Persist]:
+    """A ``Persist`` of a message row (its record a :class:`Message`)."""
+    return isinstance(effect, Persist) and effect.kind == "message" and isinstance(effect.record, Message)
