@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError, Table, freeze
+from connectcore.delivery import Limits, Refused
 from connectcore.effects import Audit, Effect, Notify, Persist
 from connectcore.federation.effects import AckDelivery, Effects, PublishEnvelope
 from connectcore.federation.envelope import (
@@ -71,6 +72,7 @@ from connectcore.federation.envelope import (
 )
 
 STORE = "outbox"  # Persist.kind of a row
+PROVENANCE_ALLOWANCE = 512  # bytes the sender's size check keeps for the recipient box's provenance line
 ACTION = "federation.outbox"  # Audit.action of every outbox record
 TOPIC = "message"  # Notify.topic: the sender's waits on its message
 ACTOR = "connectd"
@@ -413,6 +415,31 @@ def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tu
     n = row.cancel_attempt + 1  # cancelling
     again = replace(row, cancel_attempt=n, due=now + retry_delay(row.digest, n, s))
     return again, (Persist(STORE, (row.identity,), again), _publish_cancel(again, n))
+
+
+def publish_new(outbox: Outbox, identity: Identity, *, now: float, bus_up: bool) -> tuple[Outbox, Effects]:
+    """The admission's own first publish (O2, O5): the new ``queued`` row ``identity`` published at once
+    while the bus is up (attempt 1, committed before its ``PublishEnvelope``), as :func:`tick` would;
+    the other rows are left to the tick. Bus down: nothing (the tick publishes it once the bus is up)."""
+    row = _row(outbox, identity)
+    if row.state is not _O.QUEUED:
+        return outbox, ()
+    new, effects = _tick_row(row, now, bus_up, False, outbox.settings)
+    if new is row:
+        return outbox, ()
+    return _with(outbox, [new]), effects
+
+
+def check_size(text: str, limits: Limits) -> None:
+    """O1's size rule on the sending box: the text and :data:`PROVENANCE_ALLOWANCE` bytes for the line
+    the recipient box writes above it, within this box's cap (``too_large``)."""
+    size = len(text.encode("utf-8")) + PROVENANCE_ALLOWANCE
+    if size > limits.max_message_bytes:
+        raise Refused(
+            "too_large",
+            f"message is {size} bytes with the {PROVENANCE_ALLOWANCE} bytes kept for the other box's provenance "
+            f"line; at most {limits.max_message_bytes}",
+        )
 
 
 def tick(

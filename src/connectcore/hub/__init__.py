@@ -36,7 +36,8 @@ layers contract): :mod:`~connectcore.hub.state` (the hub's state, its events and
 :mod:`~connectcore.hub.messages` (the sequencing of delivery), :mod:`~connectcore.hub.tokens` (launch,
 bind), :mod:`~connectcore.hub.restarts`, :mod:`~connectcore.hub.panes` (readings, reconcile, recover,
 tick), :mod:`~connectcore.hub.revocations` and :mod:`~connectcore.hub.federation` (a remote message:
-the recipient box's rules, then the inbox's commit with the local message row and its card).
+the recipient box's rules, then the inbox's commit with the local message row and its card; its final
+receipt; on the sending box, a remote target admitted into the outbox, and its receipts).
 """
 
 from __future__ import annotations
@@ -61,7 +62,12 @@ from connectcore.effects import Notify as Notify
 from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.federation import finals_receipted, remote_message_arrived
+from connectcore.hub.federation import (
+    finals_receipted,
+    receipt_arrived,
+    remote_message_arrived,
+    remote_submit,
+)
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
 from connectcore.hub.messages import NO_SINGLE_PANE as NO_SINGLE_PANE
@@ -110,10 +116,12 @@ from connectcore.hub.state import (
     LeftDraft,
     PaneGone,
     PaneObserved,
+    ReceiptArrived,
     Recipient,
     Reconcile,
     Recover,
     RemoteMessageArrived,
+    RemoteSubmit,
     RestartPlanned,
     RestartRecovered,
     RestartRefused,
@@ -166,6 +174,8 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         ActGuarded: hub_acts.guarded,
         ActExecuted: hub_acts.executed,
         RemoteMessageArrived: remote_message_arrived,
+        RemoteSubmit: remote_submit,
+        ReceiptArrived: receipt_arrived,
     }
 )
 
@@ -231,7 +241,9 @@ __all__ = [
     "Recipient",
     "Reconcile",
     "Recover",
+    "ReceiptArrived",
     "RemoteMessageArrived",
+    "RemoteSubmit",
     "RestartPlanned",
     "RestartRecovered",
     "RestartRefused",

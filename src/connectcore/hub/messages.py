@@ -77,6 +77,15 @@ def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:
 # still name it. So every read goes through the merge group: a merge resets nothing.
 
 
+def sent_to_another_box(hub: Hub, members: frozenset[str], message_id: str) -> bool:
+    """The merge group already used ``message_id`` for a message to another box (an outbox row): ids
+    are the sender's, wherever the message went."""
+    outbox = hub.outbox
+    return outbox is not None and any(
+        r.identity.principal in members and r.identity.id == message_id for r in outbox.rows.values()
+    )
+
+
 def sent_within(hub: Hub, principal_id: str, now: float) -> tuple[float, ...]:
     """When the agent (any principal of its merge group) sent, within the rate window."""
     times = (t for m in grants.group(hub.book, principal_id) for t in hub.sent.get(m, ()))
@@ -276,6 +285,8 @@ def _submit(hub: Hub, ev: Submit) -> Step:
     try:
         delivery.check_message_id(ev.message_id, limits)
         delivery.check_not_duplicate(ev.message_id, message_for(hub, sender.id, ev.message_id))
+        if sent_to_another_box(hub, grants.group(hub.book, sender.id), ev.message_id):
+            raise Refused("duplicate_id", f"message_id {ev.message_id!r} was already used (sent to another box)")
         delivery.check_text(ev.text)
         delivery.check_not_self(ev.recipient.incarnation, sender_token.incarnation)
         recipient_principal, recipient_scopes = _recipient_scopes(hub, ev.recipient.incarnation)

@@ -394,6 +394,37 @@ class RemoteMessageArrived:
     settings: PairingSettings = DEFAULT_SETTINGS
 
 
+@dataclass(frozen=True)
+class RemoteSubmit:
+    """An agent's ``send_message`` to an agent on another box: the target qualified by an active
+    pairing's name, which the daemon resolved to that box's id and the pairing (``unknown_box``
+    otherwise, before any step). ``target`` is the part the other box resolves (``("address",
+    "%4@<token>")`` or ``("handle", "pr:12")``); ``nonce`` seals every copy of the row; ``bus_up``: the
+    bus is connected now (the row is then published at once). Stepped by :mod:`connectcore.hub.federation`."""
+
+    now: float
+    token_hash: str
+    message_id: str
+    text: str
+    target: tuple[str, str]
+    box: str  # the recipient box's id
+    pairing: str
+    box_name: str  # this box's name for it
+    ref: str  # fresh: the conversation a new one starts
+    nonce: bytes
+    bus_up: bool = False
+
+
+@dataclass(frozen=True)
+class ReceiptArrived:
+    """A receipt for a message this box sent (``verdict``: the judgement's ``receipt``), and the
+    delivery it came in."""
+
+    now: float
+    verdict: Verdict
+    delivery: str | None = None
+
+
 Event = (
     Launch
     | BindSession
@@ -420,6 +451,8 @@ Event = (
     | ActGuarded
     | ActExecuted
     | RemoteMessageArrived
+    | RemoteSubmit
+    | ReceiptArrived
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]
