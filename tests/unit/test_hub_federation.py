@@ -399,3 +399,39 @@ def test_two_boxes_end_to_end_in_the_core_delivered_once_and_the_sender_told(sen
     for r in receipts:
         receipt_for(a_box, r)
     assert a_box.hub.outbox.rows[row.identity].state is O.OutboxState.DELIVERED
+
+
+def test_the_federation_tick_runs_the_outbox_schedule_and_the_inbox_retention(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me, bus_up=False)
+    assert w.hub.outbox is not None
+    (row,) = w.hub.outbox.rows.values()
+    effects = w.step(H.FederationTick(w.now, bus_up=True))
+    assert [e for e in effects if isinstance(e, PublishEnvelope)] == [
+        PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, row.identity, 1)]
+    w.now += 5 * 60  # due again, but B was never heard: no new attempt (O5)
+    assert not any(isinstance(e, PublishEnvelope) for e in w.step(H.FederationTick(w.now, bus_up=True)))
+    effects = w.step(H.FederationTick(w.now, bus_up=True, heard=((B, w.now - 1),)))
+    assert [e.attempt for e in effects if isinstance(e, PublishEnvelope)] == [2]
+    w.now = O.deadline(w.hub.outbox.rows[row.identity])
+    effects = w.step(H.FederationTick(w.now, bus_up=True))
+    assert w.hub.outbox.rows[row.identity].state is O.OutboxState.UNCONFIRMED  # left, never answered
+    assert [(n.principal, n.payload["outcome"]) for n in effects if isinstance(n, H.Notify)] == [
+        (me.principal, "unconfirmed")]
+
+
+def test_the_federation_tick_deletes_inbox_records_past_the_retention(world: World) -> None:
+    to = world.launch("quiet", Preset.OFF)
+    arrive(world, to)  # refused: an inbox record only
+    assert world.hub.inbox is not None and len(world.hub.inbox.records) == 1
+    world.step(H.FederationTick(world.now + 60))
+    assert len(world.hub.inbox.records) == 1
+    effects = world.step(H.FederationTick(message().created_at + world.hub.inbox.retention + 1))
+    assert world.hub.inbox.records == {}
+    assert [e for e in effects if isinstance(e, Persist)] == [Persist(I.STORE, (message().identity,), None)]
+
+
+def test_a_box_that_does_not_federate_ticks_nothing() -> None:
+    w = World(now=NOW)
+    assert w.step(H.FederationTick(NOW, bus_up=True)) == ()

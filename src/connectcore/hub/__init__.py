@@ -63,6 +63,7 @@ from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.federation import (
+    federation_tick,
     finals_receipted,
     receipt_arrived,
     remote_message_arrived,
@@ -108,6 +109,7 @@ from connectcore.hub.state import (
     Decide,
     DisconnectAll,
     Event,
+    FederationTick,
     GuardFailed,
     GuardObserved,
     HandleResolution,
@@ -176,6 +178,7 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         RemoteMessageArrived: remote_message_arrived,
         RemoteSubmit: remote_submit,
         ReceiptArrived: receipt_arrived,
+        FederationTick: federation_tick,
     }
 )
 
@@ -241,6 +244,7 @@ __all__ = [
     "Recipient",
     "Reconcile",
     "Recover",
+    "FederationTick",
     "ReceiptArrived",
     "RemoteMessageArrived",
     "RemoteSubmit",

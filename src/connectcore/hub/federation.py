@@ -27,6 +27,9 @@ only joins them to the local message machine.
   (:func:`outbox.publish_new`: the row committed ``published`` before its ``PublishEnvelope``). Its
   receipts (:class:`ReceiptArrived`) move the row (:func:`outbox.receipt`: ``accepted``, then the final
   outcome, which wakes the sender with a ``Notify`` on its message) and acknowledge their delivery.
+- The schedules (:class:`FederationTick`): :func:`outbox.tick` (publishes, new attempts while the other
+  box is live, expiries, the deadline's ``unconfirmed``, each waking the sender) and :func:`inbox.tick`
+  (the retention).
 - The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
   hands them to the daemon's bus loop.
 """
@@ -58,7 +61,14 @@ from connectcore.hub.messages import (
     sent_to_another_box,
     sent_within,
 )
-from connectcore.hub.state import Hub, ReceiptArrived, RemoteMessageArrived, RemoteSubmit, Step
+from connectcore.hub.state import (
+    FederationTick,
+    Hub,
+    ReceiptArrived,
+    RemoteMessageArrived,
+    RemoteSubmit,
+    Step,
+)
 
 
 def _within(times: tuple[float, ...], now: float, window: float) -> tuple[float, ...]:
@@ -294,3 +304,18 @@ def receipt_arrived(hub: Hub, ev: ReceiptArrived) -> Step:
         raise outbox_.OutboxError(outbox_.Refusal.UNKNOWN_MESSAGE, f"a {ev.verdict.decision} verdict is no receipt")
     outbox, effects = outbox_.receipt(outbox, inner, now=ev.now, delivery=ev.delivery)
     return replace(hub, outbox=outbox), effects
+
+
+def federation_tick(hub: Hub, ev: FederationTick) -> Step:
+    """The outbox's schedule (O5, O6) and the inbox's retention (I1, I8) at ``now``; a box that does not
+    federate has neither, and nothing changes."""
+    effects: list[Effect] = []
+    if hub.outbox is not None:
+        outbox, more = outbox_.tick(hub.outbox, now=ev.now, bus_up=ev.bus_up, heard=dict(ev.heard))
+        hub = replace(hub, outbox=outbox)
+        effects.extend(more)
+    if hub.inbox is not None:
+        inbox, more = inbox_.tick(hub.inbox, now=ev.now)
+        hub = replace(hub, inbox=inbox)
+        effects.extend(more)
+    return hub, tuple(effects)

@@ -425,6 +425,17 @@ class ReceiptArrived:
     delivery: str | None = None
 
 
+@dataclass(frozen=True)
+class FederationTick:
+    """The federation's schedules (the daemon's ticker, with what only the shell knows): the outbox's
+    publishes, new attempts, expiries and deadlines (``bus_up``: the bus is connected; ``heard``: when
+    each other box was last heard, by box id) and the inbox's retention."""
+
+    now: float
+    bus_up: bool = False
+    heard: tuple[tuple[str, float], ...] = ()
+
+
 Event = (
     Launch
     | BindSession
@@ -453,6 +464,7 @@ Event = (
     | RemoteMessageArrived
     | RemoteSubmit
     | ReceiptArrived
+    | FederationTick
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]
