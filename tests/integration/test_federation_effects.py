@@ -168,3 +168,30 @@ def test_without_a_bus_the_desk_drops_a_bus_effect_quietly(paired: tuple[Side, S
     a, _b, _ = paired
     assert a.desk.pump is None
     a.desk.hand(AckDelivery("d-1"))  # no error
+
+
+def test_a_bus_effect_that_fails_is_dropped_and_the_next_one_runs(paired: tuple[Side, Side, str]) -> None:
+    """NATS away: the publish fails (BusUnavailable), nothing waits for it (the sender's next copy or
+    the row's schedule recovers it), and the acknowledgement after it still runs."""
+    from connectcore.ports import BusUnavailable
+
+    a, b, pairing = paired
+    p, bus = pump(b)
+    calls = bus.calls
+
+    async def away(subject: str, data: bytes, *, msg_id: str) -> None:
+        calls.append(("refused", subject))
+        raise BusUnavailable("not connected")
+
+    bus.publish = away  # type: ignore[method-assign]
+    inner = message(a, b, pairing)
+    receipt = E.ReceiptInner(
+        E.Routing(E.Kind.RECEIPT, b.local.box_id, a.local.box_id, pairing=pairing), inner.identity,
+        E.digest_of(E.encode_inner(inner)), "accepted", "ready", b.desk.clock(), ("agent:codex:x", "%4"),
+    )
+    delivery = Delivery("s", b"...", 1)
+    p.awaiting_ack("d-1", delivery)
+    b.desk.hand(PublishReceipt(receipt, NONCE))
+    b.desk.hand(AckDelivery("d-1"))
+    run(p)
+    assert [c[0] for c in calls] == ["refused", "ack"]

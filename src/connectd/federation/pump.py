@@ -117,7 +117,8 @@ class Pump:
                 await desk.owed.wait()
 
     async def effects_loop(self) -> None:
-        await self._connected()
+        """Runs whether or not the bus is connected (the fetch and publish loops connect it): while it
+        is not, each effect fails at once and is dropped, so nothing piles up while NATS is away."""
         while True:
             await self.run_effect(await self._effects_out.receive())
 
