@@ -33,12 +33,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from connectcore.effects import Persist
+from connectcore.effects import Effect, Persist
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation.boxes import BoxKeys
-from connectcore.federation.effects import AckDelivery, AnyEffect, PublishEnvelope, PublishReceipt
+from connectcore.federation.effects import AckDelivery, PublishEnvelope, PublishReceipt
 
 KA, KB = (BoxKeys(bytes([n]) * 32, bytes([n + 1]) * 32) for n in (1, 11))
 A, B = KA.box_id, KB.box_id
@@ -94,9 +94,9 @@ class Channel:
         self.pending.clear()
 
 
-def segments(effects: tuple[AnyEffect, ...]) -> list[list[AnyEffect]]:
+def segments(effects: tuple[Effect, ...]) -> list[list[Effect]]:
     """A run of Persist effects is one transaction (the group commit); every other effect stands alone."""
-    out: list[list[AnyEffect]] = []
+    out: list[list[Effect]] = []
     for e in effects:
         if isinstance(e, Persist) and out and isinstance(out[-1][0], Persist):
             out[-1].append(e)
@@ -135,7 +135,7 @@ class TwoBoxes(RuleBasedStateMachine):
 
     # --- the shells ---------------------------------------------------------------------------------
 
-    def run_a(self, outbox: O.Outbox, effects: tuple[AnyEffect, ...], crash_at: int | None) -> None:
+    def run_a(self, outbox: O.Outbox, effects: tuple[Effect, ...], crash_at: int | None) -> None:
         for n, segment in enumerate(segments(effects)):
             if crash_at is not None and n == crash_at:
                 self.restart_a()
@@ -164,7 +164,7 @@ class TwoBoxes(RuleBasedStateMachine):
         self.outbox = O.Outbox(own=A, rows=dict(self.a_store))
         self.heard = None
 
-    def run_b(self, inbox: I.Inbox, effects: tuple[AnyEffect, ...], crash_at: int | None) -> None:
+    def run_b(self, inbox: I.Inbox, effects: tuple[Effect, ...], crash_at: int | None) -> None:
         for n, segment in enumerate(segments(effects)):
             if crash_at is not None and n == crash_at:
                 self.restart_b()

@@ -448,3 +448,39 @@ def test_words_for_what_a_row_waits_for() -> None:
     assert O.waits_for(published().rows[ID1], "laptop") == "until box laptop accepts it"
     assert O.is_live(None, T0) is False and O.is_live(T0, T0 + S.live_within - 1) is True
     assert O.is_live(T0, T0 + S.live_within) is False and O.is_live(T0 + 5, T0) is False
+
+
+def test_the_admission_publishes_only_its_own_new_row_at_once_while_the_bus_is_up() -> None:
+    box = queued(message("m-1"), message("m-2"))
+    first = E.Identity(A, "p-7", "m-1")
+    after, effects = O.publish_new(box, first, now=T0, bus_up=True)
+    assert after.rows[first].state is OS.PUBLISHED and after.rows[first].attempt == 1
+    assert after.rows[E.Identity(A, "p-7", "m-2")] == box.rows[E.Identity(A, "p-7", "m-2")]  # left to the tick
+    assert kinds(effects) == ["Persist", "Audit", "Notify", "PublishEnvelope"]  # committed before the publish
+    assert O.publish_new(box, first, now=T0, bus_up=False) == (box, ())
+    assert O.publish_new(after, first, now=T0, bus_up=True) == (after, ())  # not queued: nothing
+    refused(lambda: O.publish_new(box, E.Identity(A, "p-7", "m-9"), now=T0, bus_up=True),
+            O.Refusal.UNKNOWN_MESSAGE, box)
+
+
+def test_the_sender_s_size_check_keeps_room_for_the_recipient_s_provenance_line() -> None:
+    from connectcore.delivery import DEFAULT_LIMITS, Refused
+
+    room = DEFAULT_LIMITS.max_message_bytes - O.PROVENANCE_ALLOWANCE
+    O.check_size("é" * (room // 2), DEFAULT_LIMITS)
+    with pytest.raises(Refused, match="512 bytes kept") as raised:
+        O.check_size("x" * (room + 1), DEFAULT_LIMITS)
+    assert raised.value.reason == "too_large"
+
+
+def test_what_the_shell_seals_is_the_row_s_bytes_and_nonce_or_its_cancel() -> None:
+    box = published(message())
+    (row,) = box.rows.values()
+    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
+    assert (routing, plain, nonce) == (message().routing, E.encode_inner(message()), NONCE)
+    refused(lambda: O.to_seal(row, E.Kind.CANCEL), O.Refusal.NOT_SENT, box)
+    (crow,) = cancelling(box).rows.values()
+    routing, plain, nonce = O.to_seal(crow, E.Kind.CANCEL)
+    assert nonce == CANCEL_NONCE and routing == E.Routing(E.Kind.CANCEL, A, B, pairing=PAIRING)
+    cancel = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
+    assert cancel == E.CancelInner(routing, row.identity, row.digest, row.created_at, crow.cancel_reason, crow.cancel_at)

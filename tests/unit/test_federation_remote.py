@@ -248,3 +248,48 @@ def test_rules_run_in_order_messages_off_before_anything_else() -> None:
         settings=R.PairingSettings(messages=False), recipient_kind="shell", sent=99,
     ))
     assert err.reason == "messages_off"
+
+
+# --- R8: under the send lock -------------------------------------------------------------------------
+
+
+def _inbox_holding(state: Any = None, *, removed: frozenset[str] = frozenset()) -> Any:
+    from connectcore.federation import inbox as I
+
+    inner = message()
+    identity = inner.identity
+    st = I.InboxState.ACCEPTED if state is None else state
+    receipt = E.ReceiptInner(E.Routing(E.Kind.RECEIPT, B, A, pairing="pairing-1"), identity, "d" * 64, str(st),
+                             "cancelled by the sender's box", NOW, ("", ""))
+    record = I.Record(identity, "pairing-1", "d" * 64, inner.created_at, st, receipt, bytes(24), message=inner)
+    return I.load(B, [record], removed=removed)
+
+
+def test_r8_an_accepted_message_of_an_active_pairing_may_still_be_typed() -> None:
+    assert R.may_still_deliver(_inbox_holding(), R.remote_principal(A, "p-7"), "m-1") is None
+
+
+def test_r8_a_removed_pairing_says_so() -> None:
+    inbox = _inbox_holding(removed=frozenset({"pairing-1"}))
+    assert R.may_still_deliver(inbox, R.remote_principal(A, "p-7"), "m-1") == f"pairing with box {A} removed"
+
+
+def test_r8_a_message_the_inbox_holds_cancelled_says_so() -> None:
+    from connectcore.federation import inbox as I
+
+    why = R.may_still_deliver(_inbox_holding(I.InboxState.CANCELLED), R.remote_principal(A, "p-7"), "m-1")
+    assert why == "the inbox holds it cancelled (cancelled by the sender's box)"
+
+
+def test_r8_a_message_the_inbox_does_not_hold_or_no_inbox_may_not_be_typed() -> None:
+    principal = R.remote_principal(A, "p-7")
+    assert R.may_still_deliver(_inbox_holding(), principal, "m-2") == f"the inbox no longer holds {A}/p-7/m-2"
+    assert R.may_still_deliver(_inbox_holding(), R.remote_principal(A, "p-8"), "m-1") is not None
+    assert R.may_still_deliver(None, principal, "m-1") == "this box no longer federates"
+
+
+def test_r8_a_local_principal_is_not_a_remote_sender() -> None:
+    assert not R.is_remote("p-7") and R.is_remote(R.remote_principal(A, "p-7"))
+    assert R.identity_of(R.remote_principal(A, "p-7"), "m-1") == E.Identity(A, "p-7", "m-1")
+    assert R.identity_of("p-7", "m-1") is None and R.identity_of("box:nothing", "m-1") is None
+    assert R.may_still_deliver(_inbox_holding(), "p-7", "m-1") == "'p-7' is not a remote sender"

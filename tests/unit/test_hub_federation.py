@@ -12,12 +12,13 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
-from connectcore.effects import CheckGuard, Persist
+from connectcore.effects import CheckGuard, Persist, TypeText
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
 from connectcore.federation import remote as R
 from connectcore.federation.boxes import BoxKeys
-from connectcore.federation.effects import AckDelivery, PublishReceipt
+from connectcore.federation.effects import AckDelivery, PublishEnvelope, PublishReceipt
 from connectcore.grants import Preset
 from tests.unit.hubkit import Agent, World
 
@@ -161,3 +162,276 @@ def test_a_box_that_is_not_federated_refuses_the_event_loudly() -> None:
             NOW, judged(message(), I.Inbox(own=B)), H.Recipient(to.pane, to.incarnation, "codex"),
             "laptop", FP, "r-1", "card-1", N1,
         ))
+
+
+def _guarded(world: World) -> tuple[Agent, tuple[str, str]]:
+    """A remote message under an approved pair, its CheckGuard out."""
+    to = world.launch("codex", harness="codex")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(REMOTE, to.incarnation)})
+    world.idle(to)
+    arrive(world, to)
+    key = (REMOTE, "m-1")
+    assert world.hub.messages[key].state is MessageState.GUARDING
+    return to, key
+
+
+def test_the_guard_types_a_remote_message_whose_pairing_is_active(world: World) -> None:
+    """R8 in the guard: a remote principal has no token nor grant here, and the guard does not take
+    that for 'sender no longer connected' (before R8 it cancelled every remote message so)."""
+    to, key = _guarded(world)
+    effects = world.guard(key, to)
+    assert world.hub.messages[key].state is MessageState.TYPING
+    assert any(isinstance(e, TypeText) and e.message == key for e in effects)
+
+
+def test_the_guard_cancels_a_remote_message_whose_pairing_was_removed(world: World) -> None:
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
+    world.hub = H.replace(world.hub, inbox=removed)
+    effects = world.guard(key, to)
+    done = world.hub.messages[key]
+    assert (done.state, done.reason) == (MessageState.CANCELLED, f"pairing with box {A} removed")
+    assert not any(isinstance(e, TypeText) for e in effects)
+
+
+def test_a_remote_message_whose_handle_moved_is_judged_with_no_sender_scope(world: World) -> None:
+    """The reroute reads the sender's scopes: a remote sender brings none (and has no grant to read)."""
+    to, key = _guarded(world)
+    other = world.launch("other", harness="codex")
+    moved = H.Recipient(other.pane, other.incarnation, "codex", "pr:1")
+    world.hub = H.replace(world.hub, messages={**world.hub.messages, key: H.replace(world.hub.messages[key], handle="pr:1")})
+    world.guard(key, to, handle=moved)
+    assert world.hub.messages[key].recipient_pane == other.pane
+    assert world.hub.messages[key].state is MessageState.AWAITING_CONSENT  # a new recipient needs consent
+
+
+# --- the local message's final outcome: inbox.final and the final receipt (I5) --------------------
+
+
+def _receipts(effects: tuple[Any, ...]) -> list[E.ReceiptInner]:
+    return [e.inner for e in effects if isinstance(e, PublishReceipt)]
+
+
+def test_a_remote_message_delivered_here_commits_its_final_and_receipts_it_once(world: World) -> None:
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    accepted = world.hub.inbox.records[message().identity]
+    world.guard(key, to)
+    effects = world.typed(key)
+    assert world.hub.messages[key].state is MessageState.DELIVERED
+    (receipt,) = _receipts(effects)
+    assert (receipt.outcome, receipt.message, receipt.routing.to) == ("delivered", message().identity, A)
+    record = world.hub.inbox.records[message().identity]
+    assert record.state is I.InboxState.DELIVERED and record.receipt == receipt
+    assert record.nonce == I.final_nonce(accepted) != accepted.nonce and len(record.nonce) == 24
+    # the inbox record is committed with the message row (one step's records), before the receipt
+    persisted = [(i, e.kind) for i, e in enumerate(effects) if isinstance(e, Persist)]
+    assert (I.STORE in [k for _, k in persisted]) and "message" in [k for _, k in persisted]
+    assert max(i for i, _ in persisted) < kinds(effects).index("PublishReceipt")
+    assert _receipts(world.tick(1.0)) == []  # once
+    # a copy of the message now is answered with that final receipt, the same bytes (I3)
+    inbox, again = I.receive(world.hub.inbox, judged(message(), world.hub.inbox), now=world.now)
+    assert [e for e in again if isinstance(e, PublishReceipt)] == [PublishReceipt(receipt, record.nonce)]
+
+
+def test_a_declined_card_receipts_declined(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    effects = world.decide((REMOTE, "m-1"), Decision.DECLINE)
+    assert [r.outcome for r in _receipts(effects)] == ["declined"]
+    assert world.hub.inbox is not None
+    assert world.hub.inbox.records[message().identity].state is I.InboxState.DECLINED
+
+
+def test_a_remote_message_cancelled_after_its_pairing_was_removed_is_not_receipted(world: World) -> None:
+    """I7: the removal already cancelled the inbox record, without a receipt; the guard's cancel of
+    the local row adds none."""
+    to, key = _guarded(world)
+    assert world.hub.inbox is not None
+    removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
+    world.hub = H.replace(world.hub, inbox=removed)
+    effects = world.guard(key, to)
+    assert world.hub.messages[key].state is MessageState.CANCELLED
+    assert _receipts(effects) == [] and world.hub.inbox is removed
+
+
+def test_a_local_message_s_outcome_touches_no_inbox(world: World) -> None:
+    a = world.launch("a")
+    b = world.launch("b", harness="codex")
+    key = world.send(a, b)
+    world.decide(key)
+    effects = world.deliver(key, b)
+    assert world.message(key).state is MessageState.DELIVERED
+    assert _receipts(effects) == [] and not any(isinstance(e, Persist) and e.kind == I.STORE for e in effects)
+
+
+# --- the sending box: a remote target admitted into the outbox, its receipts back ------------------
+
+
+N2 = bytes([2]) * 24
+
+
+@pytest.fixture
+def sender_box() -> World:
+    return World(hub=H.Hub(outbox=O.Outbox(own=A)), now=NOW)
+
+
+def submit(w: World, agent: Agent, mid: str = "m-1", text: str = "hello from box A", **over: Any) -> tuple[Any, ...]:
+    values: dict[str, Any] = {
+        "now": w.now, "token_hash": agent.token, "message_id": mid, "text": text,
+        "target": ("address", "%4@51d7a9c03e6f2b18"), "box": B, "pairing": PAIRING, "box_name": "devbox",
+        "ref": w.fresh("r"), "nonce": N2, "bus_up": True,
+    }
+    values.update(over)
+    return w.step(H.RemoteSubmit(**values))
+
+
+def receipt_for(w: World, inner: E.ReceiptInner, delivery: str = "d-9") -> tuple[Any, ...]:
+    """B's receipt judged on A (the view's `sent`: what A's outbox says may have left), then stepped."""
+    assert w.hub.outbox is not None
+    r = inner.routing
+    outer = E.Outer(r, bytes(24), b"sealed").encode()
+    facts = E.Facts(E.subject_for(r.kind, r.sender, r.to), 64 + len(outer), True, outer, E.encode_inner(inner))
+    view = E.View(own=A, peers={B: E.Peer(KB, active=PAIRING, pairings=frozenset({PAIRING}))},
+                  sent=w.hub.outbox.sent(), now=w.now)
+    verdict = E.judge(facts, view)
+    assert verdict.decision is E.Decision.RECEIPT, verdict
+    return w.step(H.ReceiptArrived(w.now, verdict, delivery))
+
+
+def test_a_message_to_a_remote_target_is_one_outbox_row_published_at_once(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    effects = submit(w, me)
+    assert w.hub.outbox is not None and not w.hub.messages
+    (row,) = w.hub.outbox.rows.values()
+    assert (row.identity, row.state, row.attempt, row.to) == (E.Identity(A, me.principal, "m-1"),
+                                                              O.OutboxState.PUBLISHED, 1, B)
+    assert effects[-1] == PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, row.identity, 1)
+    # the row is committed published before its publish (O2)
+    assert max(i for i, e in enumerate(effects) if isinstance(e, Persist)) < len(effects) - 1
+    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
+    inner = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
+    assert isinstance(inner, E.MessageInner)
+    assert (inner.sender.principal, inner.sender.pane, inner.sender.incarnation) == (me.principal, me.pane, me.incarnation)
+    assert (inner.text, inner.target, inner.hop, nonce) == ("hello from box A", ("address", "%4@51d7a9c03e6f2b18"), 1, N2)
+
+
+def test_with_the_bus_down_the_row_waits_queued(sender_box: World) -> None:
+    w = sender_box
+    effects = submit(w, w.launch("me"), bus_up=False)
+    assert w.hub.outbox is not None
+    assert [r.state for r in w.hub.outbox.rows.values()] == [O.OutboxState.QUEUED]
+    assert not any(isinstance(e, PublishEnvelope) for e in effects)
+
+
+def test_the_sender_box_s_own_rules_refuse_before_admission_and_store_nothing(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    quiet = w.launch("quiet", Preset.OFF)
+    limit = w.hub.limits.max_message_bytes - O.PROVENANCE_ALLOWANCE
+    submit(w, me, "m-1")
+    local = w.launch("local", harness="codex")
+    for agent, mid, text, reason in (
+        (quiet, "m-2", "hi", "not_connected"),  # Off: the gate
+        (me, "m-1", "hi", "duplicate_id"),  # the id again
+        (me, "m-3", "x" * (limit + 1), "too_large"),  # with the recipient's provenance allowance
+        (me, "bad id!", "hi", "bad_message_id"),
+    ):
+        before = w.snapshot()
+        with pytest.raises(H.CallRefused) as refused:
+            submit(w, agent, mid, text)
+        assert refused.value.reason == reason
+        assert w.hub.outbox == before.outbox and w.hub.sent == before.sent and w.hub.pair_sent == before.pair_sent
+    submit(w, me, "m-4", "x" * limit)  # exactly at the cap: admitted
+    with pytest.raises(H.CallRefused, match="already used"):  # a local message cannot reuse a remote id
+        w.send(me, local, message_id="m-1")
+
+
+def test_receipts_move_the_row_and_wake_the_sender_and_the_final_is_the_receiver_s(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me)
+    assert w.hub.outbox is not None
+    (row,) = w.hub.outbox.rows.values()
+
+    def receipt(outcome: str, card: str | None = None) -> E.ReceiptInner:
+        return E.ReceiptInner(E.Routing(E.Kind.RECEIPT, B, A, pairing=PAIRING), row.identity, row.digest, outcome,
+                              "awaiting_consent" if outcome == "accepted" else "delivered", w.now,
+                              ("agent:codex:x", "%4"), card)
+
+    effects = receipt_for(w, receipt("accepted", "card-7"))
+    assert w.hub.outbox.rows[row.identity].state is O.OutboxState.ACCEPTED
+    woken = [e for e in effects if isinstance(e, H.Notify)]
+    assert [(n.principal, n.payload["outcome"]) for n in woken] == [(me.principal, "queued")]
+    assert effects[-1] == AckDelivery("d-9")
+    effects = receipt_for(w, receipt("delivered"))
+    assert w.hub.outbox.rows[row.identity].state is O.OutboxState.DELIVERED
+    woken = [e for e in effects if isinstance(e, H.Notify)]
+    assert [(n.principal, n.key, n.payload["outcome"]) for n in woken] == [(me.principal, (me.principal, "m-1"), "delivered")]
+    effects = receipt_for(w, receipt("declined"))  # contradicting the final: audited, nothing changes
+    assert w.hub.outbox.rows[row.identity].state is O.OutboxState.DELIVERED
+    assert [e.outcome for e in effects if isinstance(e, H.Audit)] == ["late receipt"]
+
+
+def test_two_boxes_end_to_end_in_the_core_delivered_once_and_the_sender_told(sender_box: World, world: World) -> None:
+    """A's outbox row, as B's inbox judges and accepts it, typed under an approved pair, delivered; B's
+    final receipt judged on A moves the row to delivered."""
+    a_box, b_box = sender_box, world
+    me = a_box.launch("me")
+    to = b_box.launch("codex", harness="codex")
+    submit(a_box, me)
+    assert a_box.hub.outbox is not None
+    (row,) = a_box.hub.outbox.rows.values()
+    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
+    inner = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
+    assert isinstance(inner, E.MessageInner)
+    remote = R.remote_principal(A, me.principal)
+    b_box.hub = H.replace(b_box.hub, pairs=b_box.hub.pairs | {(remote, to.incarnation)})
+    b_box.idle(to)
+    effects = arrive(b_box, to, inner)
+    key = (remote, "m-1")
+    effects += b_box.guard(key, to)
+    effects += b_box.typed(key)
+    receipts = [e.inner for e in effects if isinstance(e, PublishReceipt)]
+    assert [r.outcome for r in receipts] == ["accepted", "delivered"]
+    for r in receipts:
+        receipt_for(a_box, r)
+    assert a_box.hub.outbox.rows[row.identity].state is O.OutboxState.DELIVERED
+
+
+def test_the_federation_tick_runs_the_outbox_schedule_and_the_inbox_retention(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me, bus_up=False)
+    assert w.hub.outbox is not None
+    (row,) = w.hub.outbox.rows.values()
+    effects = w.step(H.FederationTick(w.now, bus_up=True))
+    assert [e for e in effects if isinstance(e, PublishEnvelope)] == [
+        PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, row.identity, 1)]
+    w.now += 5 * 60  # due again, but B was never heard: no new attempt (O5)
+    assert not any(isinstance(e, PublishEnvelope) for e in w.step(H.FederationTick(w.now, bus_up=True)))
+    effects = w.step(H.FederationTick(w.now, bus_up=True, heard=((B, w.now - 1),)))
+    assert [e.attempt for e in effects if isinstance(e, PublishEnvelope)] == [2]
+    w.now = O.deadline(w.hub.outbox.rows[row.identity])
+    effects = w.step(H.FederationTick(w.now, bus_up=True))
+    assert w.hub.outbox.rows[row.identity].state is O.OutboxState.UNCONFIRMED  # left, never answered
+    assert [(n.principal, n.payload["outcome"]) for n in effects if isinstance(n, H.Notify)] == [
+        (me.principal, "unconfirmed")]
+
+
+def test_the_federation_tick_deletes_inbox_records_past_the_retention(world: World) -> None:
+    to = world.launch("quiet", Preset.OFF)
+    arrive(world, to)  # refused: an inbox record only
+    assert world.hub.inbox is not None and len(world.hub.inbox.records) == 1
+    world.step(H.FederationTick(world.now + 60))
+    assert len(world.hub.inbox.records) == 1
+    effects = world.step(H.FederationTick(message().created_at + world.hub.inbox.retention + 1))
+    assert world.hub.inbox.records == {}
+    assert [e for e in effects if isinstance(e, Persist)] == [Persist(I.STORE, (message().identity,), None)]
+
+
+def test_a_box_that_does_not_federate_ticks_nothing() -> None:
+    w = World(now=NOW)
+    assert w.step(H.FederationTick(NOW, bus_up=True)) == ()

@@ -186,3 +186,41 @@ def test_a_coding_error_in_an_effect_is_a_bug_not_an_io_failure() -> None:
     key = ("p", "m1")
     with pytest.raises(ValueError, match="a bug"):
         anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+
+
+def test_the_bus_effects_are_handed_to_the_federation_desk_in_order() -> None:
+    """Claim: PublishEnvelope, PublishReceipt and AckDelivery go to the desk (and so the bus loop) in the
+    order the core emitted them; on a box that does not federate they are dropped, never an error."""
+    from connectcore.federation.effects import AckDelivery, PublishEnvelope
+    from connectcore.federation.envelope import Identity, Kind
+
+    handed: list[Any] = []
+
+    class Desk:
+        def hand(self, effect: Any) -> None:
+            handed.append(effect)
+
+    class FakeEngine:
+        federation: Any = Desk()
+
+    effects = (PublishEnvelope(Kind.MESSAGE, "b" * 16, "p-1", Identity("a" * 16, "p", "m"), 1), AckDelivery("d-1"))
+    anyio.run(Interpreter(FakeEngine()).run, effects)  # type: ignore[arg-type]
+    assert handed == list(effects)
+    FakeEngine.federation = None
+    anyio.run(Interpreter(FakeEngine()).run, effects)  # type: ignore[arg-type]
+    assert handed == list(effects)
+
+
+def test_a_box_that_does_not_federate_never_imports_nats() -> None:
+    """Claim: the daemon's app, interpreter, pairing desk and CLI import no ``nats`` module: only the
+    bus loops (connectd.federation.pump, started for a box whose federation.toml names a server) do."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, connectd.daemon.app, connectd.daemon.interpreter, connectd.federation.desk, connectd.cli.main;"
+        "bad = sorted(m for m in sys.modules if m == 'nats' or m.startswith('nats.'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,5 +1,7 @@
 """Federation's effects on the bus: what the outbox and the inbox ask the shell to publish and
-acknowledge, as plain data (docs/federation.md, "Events and effects").
+acknowledge, as plain data (docs/federation.md, "Events and effects"). Each is a
+:class:`connectcore.effects.Effect` with its handler in the interpreter, which hands it to the daemon's
+bus loop (``connectd.federation.pump``; a box that does not federate never has one).
 
 - :class:`PublishEnvelope`: publish one attempt of an outbox row's message or cancel. The shell seals
   the row's stored inner part with its stored nonce (so every copy of one row is the same bytes) and
@@ -9,12 +11,8 @@ acknowledge, as plain data (docs/federation.md, "Events and effects").
 - :class:`AckDelivery`: acknowledge one JetStream delivery, after what its step committed.
 
 The order inside a step is the durability rule: a step's ``Persist`` records are durable before its
-``PublishReceipt`` runs, and that runs before its ``AckDelivery``.
-
-These are not yet :class:`connectcore.effects.Effect` subclasses: the interpreter (``connectd``) has a
-handler for every ``Effect`` the core defines and architecture.md lists each, and nothing executes these
-until the daemon wiring (``hub/federation.py``, slice 5's rest) is built. That slice re-bases them on
-``Effect``, gives each its handler and lists them; until then :data:`Effects` names what a step returns.
+``PublishReceipt`` runs, and that runs before its ``AckDelivery`` (the runner commits a step's records
+before the interpreter runs any of its effects, in order; the bus loop keeps that order).
 """
 
 from __future__ import annotations
@@ -26,12 +24,7 @@ from connectcore.federation.envelope import Identity, Kind, ReceiptInner
 
 
 @dataclass(frozen=True)
-class BusEffect:
-    """Base of the federation's bus effects (see the module's note on :class:`Effect`)."""
-
-
-@dataclass(frozen=True)
-class PublishEnvelope(BusEffect):
+class PublishEnvelope(Effect):
     """Publish attempt ``attempt`` of the outbox row for ``identity``: its message (``kind`` message)
     or its cancel (``kind`` cancel), to box ``to`` in pairing ``pairing``."""
 
@@ -43,7 +36,7 @@ class PublishEnvelope(BusEffect):
 
 
 @dataclass(frozen=True)
-class PublishReceipt(BusEffect):
+class PublishReceipt(Effect):
     """Seal ``inner`` with ``nonce`` to its ``routing.to`` box, sign and publish it."""
 
     inner: ReceiptInner
@@ -51,11 +44,11 @@ class PublishReceipt(BusEffect):
 
 
 @dataclass(frozen=True)
-class AckDelivery(BusEffect):
+class AckDelivery(Effect):
     """Acknowledge the JetStream delivery the shell named ``delivery`` when it reported it."""
 
     delivery: str
 
 
-AnyEffect = Effect | BusEffect
-Effects = tuple[AnyEffect, ...]
+BusEffect = PublishEnvelope | PublishReceipt | AckDelivery
+Effects = tuple[Effect, ...]

@@ -20,7 +20,10 @@ I4  The recipient box's rules decide a new message (``remote.py``, the hub's): :
     decided so). Too late (past the id's hour) commits ``expired``; a cancel for an identity not held
     commits a tombstone (``cancelled``) that answers the message if it comes later.
 I5  Each final outcome of the local message (:func:`final`) is committed, then receipted once; a lost
-    final receipt is recovered by the sender's next copy, answered as a duplicate.
+    final receipt is recovered by the sender's next copy, answered as a duplicate. Its nonce is
+    :func:`final_nonce`, made from the record's own (the random one its ``accepted`` receipt was sealed
+    with): one final per record, so never one nonce for two receipts, and the hub needs no new value
+    from the shell for an outcome any event may bring.
 I6  A cancel (:func:`cancel_arrived`) cancels an accepted message not yet typing and receipts
     ``cancelled``; once typing started it changes nothing and the real outcome follows; a message
     already final is answered with its final receipt.
@@ -39,13 +42,14 @@ I9  A refused step raises :class:`InboxError` and changes nothing; an event :dat
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError, Table, freeze
-from connectcore.effects import Audit, Persist
-from connectcore.federation.effects import AckDelivery, AnyEffect, Effects, PublishReceipt
+from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation.effects import AckDelivery, Effects, PublishReceipt
 from connectcore.federation.envelope import (
     AUDIT_EVENT,
     NONCE_BYTES,
@@ -221,7 +225,7 @@ def _commit_and_answer(
     records: tuple[Persist, ...] = (),
 ) -> tuple[Inbox, Effects]:
     """I2: the record (and the hub's records of the same transaction), then the receipt, then the ack."""
-    ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
+    ack: tuple[Effect, ...] = () if delivery is None else (AckDelivery(delivery),)
     return _with(inbox, [record]), (
         Persist(STORE, (record.identity,), record),
         *records,
@@ -231,7 +235,7 @@ def _commit_and_answer(
     )
 
 
-def _held_receipt(inbox: Inbox, record: Record) -> tuple[AnyEffect, ...]:
+def _held_receipt(inbox: Inbox, record: Record) -> tuple[Effect, ...]:
     """The receipt held for ``record``, published again; none for a removed pairing (I7)."""
     if record.pairing in inbox.removed:
         return ()
@@ -289,7 +293,7 @@ def refuse(
     return _commit_and_answer(inbox, record, now, verdict.actor, delivery)
 
 
-def _refused(inbox: Inbox, verdict: Verdict, now: float, ack: tuple[AnyEffect, ...]) -> tuple[Inbox, Effects]:
+def _refused(inbox: Inbox, verdict: Verdict, now: float, ack: tuple[Effect, ...]) -> tuple[Inbox, Effects]:
     key = (verdict.actor, str(verdict.reason))
     window = inbox.windows.get(key)
     if window is not None and now - window.start < AUDIT_WINDOW:
@@ -310,7 +314,7 @@ def receive(
     (I3), a message cancelled before it came, too late, or a cancel's tombstone (I4; these two commit
     and need a ``nonce`` for their receipt). A new message goes to :func:`accept` or :func:`refuse`, a
     cancel of a held message to :func:`cancel_arrived`, receipts to the outbox."""
-    ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
+    ack: tuple[Effect, ...] = () if delivery is None else (AckDelivery(delivery),)
     decision = verdict.decision
     if decision is Decision.REFUSED:
         return _refused(inbox, verdict, now, ack)
@@ -359,6 +363,12 @@ def _held(inbox: Inbox, identity: Identity) -> Record:
     return record
 
 
+def final_nonce(record: Record) -> bytes:
+    """The nonce of ``record``'s final receipt (I5): a hash of its ``accepted`` receipt's random nonce
+    and its digest, so unique as that nonce is, and not that nonce."""
+    return hashlib.sha256(b"connect-final-v1" + record.nonce + record.digest.encode()).digest()[:NONCE_BYTES]
+
+
 def final(
     inbox: Inbox, identity: Identity, outcome: InboxState, *, reason: str, now: float, nonce: bytes,
     recipient: tuple[str, str] | None = None,
@@ -388,7 +398,7 @@ def cancel_arrived(
     if verdict.decision is not Decision.CANCEL or verdict.identity is None:
         raise InboxError(Refusal.WRONG_DECISION, f"a {verdict.decision} verdict is not a cancel of a held message")
     record = _held(inbox, verdict.identity)
-    ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
+    ack: tuple[Effect, ...] = () if delivery is None else (AckDelivery(delivery),)
     if record.state in FINAL:
         return inbox, (*_held_receipt(inbox, record), *ack)
     if not cancellable:
@@ -410,7 +420,7 @@ def pairing_removed(
     """The pairing was removed (I7): every message accepted from it and not ``typing`` (the hub's
     local messages whose typing started) is ``cancelled``, committed, with no receipt."""
     changed: list[Record] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(inbox.records, key=str):
         record = inbox.records[identity]
         if record.pairing != pairing or record.state is not _I.ACCEPTED or identity in typing:
@@ -428,7 +438,7 @@ def pairing_removed(
 def tick(inbox: Inbox, *, now: float) -> tuple[Inbox, Effects]:
     """Past the retention, records are deleted (I1: an envelope that old is refused ``stale``); a
     refusal window that ended with refusals it did not audit gets its one record with the count (I8)."""
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     keep: dict[Identity, Record] = {}
     for identity, record in inbox.records.items():
         if record.created_at < now - inbox.retention:

@@ -54,21 +54,25 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from connectcore._machine import ConnectError, Table, freeze
-from connectcore.effects import Audit, Notify, Persist
-from connectcore.federation.effects import AckDelivery, AnyEffect, Effects, PublishEnvelope
+from connectcore.delivery import Limits, Refused
+from connectcore.effects import Audit, Effect, Notify, Persist
+from connectcore.federation.effects import AckDelivery, Effects, PublishEnvelope
 from connectcore.federation.envelope import (
     ID_TTL,
     NONCE_BYTES,
     SKEW_BOUND,
+    CancelInner,
     Identity,
     Kind,
     MessageInner,
     ReceiptInner,
+    Routing,
     digest_of,
     encode_inner,
 )
 
 STORE = "outbox"  # Persist.kind of a row
+PROVENANCE_ALLOWANCE = 512  # bytes the sender's size check keeps for the recipient box's provenance line
 ACTION = "federation.outbox"  # Audit.action of every outbox record
 TOPIC = "message"  # Notify.topic: the sender's waits on its message
 ACTOR = "connectd"
@@ -297,7 +301,7 @@ def _with(outbox: Outbox, rows: Iterable[Row]) -> Outbox:
     return replace(outbox, rows=freeze([*outbox.rows.items(), *((r.identity, r) for r in rows)]))
 
 
-def _moved(row: Row, now: float) -> tuple[AnyEffect, ...]:
+def _moved(row: Row, now: float) -> tuple[Effect, ...]:
     """The records of a row that changed state: Persist, Audit, and the sender's wake-up."""
     return (
         Persist(STORE, (row.identity,), row),
@@ -359,6 +363,19 @@ def admit(outbox: Outbox, inner: MessageInner, *, nonce: bytes, now: float) -> t
     )
 
 
+def to_seal(row: Row, kind: Kind) -> tuple[Routing, bytes, bytes]:
+    """What the shell seals for a :class:`PublishEnvelope` of ``row``: the routing, the canonical
+    inner part and its nonce. The message's are the row's stored ones (O1: every copy the same
+    envelope); the cancel's inner part is made from the row's cancel fields, with its own nonce (O7)."""
+    if kind is Kind.MESSAGE:
+        return Routing(Kind.MESSAGE, row.identity.box, row.to, pairing=row.pairing), row.inner, row.nonce
+    if kind is not Kind.CANCEL or row.cancel_nonce is None or row.cancel_at is None:
+        raise OutboxError(Refusal.NOT_SENT, f"message {row.identity} has no {kind} to publish")
+    routing = Routing(Kind.CANCEL, row.identity.box, row.to, pairing=row.pairing)
+    inner = CancelInner(routing, row.identity, row.digest, row.created_at, row.cancel_reason, row.cancel_at)
+    return routing, encode_inner(inner), row.cancel_nonce
+
+
 def _publish(row: Row, attempt: int) -> PublishEnvelope:
     return PublishEnvelope(Kind.MESSAGE, row.to, row.pairing, row.identity, attempt)
 
@@ -367,7 +384,7 @@ def _publish_cancel(row: Row, attempt: int) -> PublishEnvelope:
     return PublishEnvelope(Kind.CANCEL, row.to, row.pairing, row.identity, attempt)
 
 
-def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tuple[Row, tuple[AnyEffect, ...]]:
+def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tuple[Row, tuple[Effect, ...]]:
     if row.state is _O.QUEUED:
         if now >= row.created_at + s.id_ttl:
             gone = _advance(row, "expire", now, "the id's hour ran out before it left this box")
@@ -400,6 +417,31 @@ def _tick_row(row: Row, now: float, bus_up: bool, live: bool, s: Settings) -> tu
     return again, (Persist(STORE, (row.identity,), again), _publish_cancel(again, n))
 
 
+def publish_new(outbox: Outbox, identity: Identity, *, now: float, bus_up: bool) -> tuple[Outbox, Effects]:
+    """The admission's own first publish (O2, O5): the new ``queued`` row ``identity`` published at once
+    while the bus is up (attempt 1, committed before its ``PublishEnvelope``), as :func:`tick` would;
+    the other rows are left to the tick. Bus down: nothing (the tick publishes it once the bus is up)."""
+    row = _row(outbox, identity)
+    if row.state is not _O.QUEUED:
+        return outbox, ()
+    new, effects = _tick_row(row, now, bus_up, False, outbox.settings)
+    if new is row:
+        return outbox, ()
+    return _with(outbox, [new]), effects
+
+
+def check_size(text: str, limits: Limits) -> None:
+    """O1's size rule on the sending box: the text and :data:`PROVENANCE_ALLOWANCE` bytes for the line
+    the recipient box writes above it, within this box's cap (``too_large``)."""
+    size = len(text.encode("utf-8")) + PROVENANCE_ALLOWANCE
+    if size > limits.max_message_bytes:
+        raise Refused(
+            "too_large",
+            f"message is {size} bytes with the {PROVENANCE_ALLOWANCE} bytes kept for the other box's provenance "
+            f"line; at most {limits.max_message_bytes}",
+        )
+
+
 def tick(
     outbox: Outbox, *, now: float, bus_up: bool, heard: Mapping[str, float | None]
 ) -> tuple[Outbox, Effects]:
@@ -408,7 +450,7 @@ def tick(
     same outbox and no effects."""
     s = outbox.settings
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.is_final:
@@ -469,7 +511,7 @@ def receipt(
         raise OutboxError(Refusal.OTHER_DIGEST, f"a receipt for {row.identity} names another digest")
     if not row.left:
         raise OutboxError(Refusal.NOT_SENT, f"message {row.identity} never left this box: no receipt answers it")
-    ack: tuple[AnyEffect, ...] = () if delivery is None else (AckDelivery(delivery),)
+    ack: tuple[Effect, ...] = () if delivery is None else (AckDelivery(delivery),)
     outcome = inner.outcome
     if row.is_final:
         if outcome in ("accepted", str(row.state)):
@@ -515,7 +557,7 @@ def cancel(
             raise OutboxError(Refusal.MISSING_NONCE, f"the cancel of {identity} needs a nonce")
         _check_nonce(nonces[identity], "a cancel")
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.identity.principal != sender:
@@ -547,7 +589,7 @@ def pairing_removed(outbox: Outbox, pairing: str, *, now: float, box_name: str) 
     """The pairing was removed (either box, O8): its ``queued`` rows ``cancelled``, every row that left
     and is not final ``unconfirmed``; no receipt of a removed pairing is believed afterwards."""
     changed: list[Row] = []
-    effects: list[AnyEffect] = []
+    effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.pairing != pairing or row.is_final:

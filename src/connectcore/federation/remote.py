@@ -34,6 +34,10 @@ R7  **Consent.** A card is needed unless the pair (the remote principal, the rec
     is approved and the hop is within the limit (:func:`connectcore.consent.needs_card`). Its words name
     the remote agent, its box and fingerprint, and the local recipient (:func:`card_title`); "Approve
     pair" covers that remote principal only, never another principal of the same box, nor the box.
+R8  **Under the send lock** (:func:`may_still_deliver`, the guard's rule for a remote sender in place
+    of a local sender's live token and ``message`` scope, which a remote principal never has): the
+    message may be typed only while the inbox holds it ``accepted`` and its pairing is not removed
+    (:func:`connectcore.federation.inbox.may_deliver`); otherwise it is cancelled, naming why.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from dataclasses import dataclass
 
 from connectcore import consent, delivery
 from connectcore.delivery import DEFAULT_LIMITS, Limits, Refused
-from connectcore.federation.envelope import MessageInner, Sender
+from connectcore.federation import inbox as inbox_
+from connectcore.federation.envelope import Identity, MessageInner, Sender
 
 #: Messages a minute one pairing may bring, whatever principals it names (R5).
 PAIRING_PER_WINDOW = 60
@@ -109,7 +114,42 @@ def check_reachable(*, recipient_kind: str, recipient_scopes: frozenset[str]) ->
 
 def remote_principal(box_id: str, principal: str) -> str:
     """R5: the principal a remote sender is on this box: its box and its principal on that box."""
-    return f"box:{box_id}/{principal}"
+    return f"{REMOTE_PREFIX}{box_id}/{principal}"
+
+
+REMOTE_PREFIX = "box:"
+
+
+def is_remote(principal: str) -> bool:
+    """The principal stands for a sender on another box (:func:`remote_principal`)."""
+    return principal.startswith(REMOTE_PREFIX)
+
+
+def identity_of(principal: str, message_id: str) -> Identity | None:
+    """The message identity of a remote principal's message here (None: not a remote principal)."""
+    if not is_remote(principal):
+        return None
+    box, sep, theirs = principal[len(REMOTE_PREFIX):].partition("/")
+    return Identity(box, theirs, message_id) if sep and box and theirs else None
+
+
+def may_still_deliver(inbox: inbox_.Inbox | None, principal: str, message_id: str) -> str | None:
+    """R8, under the recipient's send lock: why a remote sender's message may no longer be typed (it
+    is then cancelled), or None. In place of a local sender's live token and scope: the inbox holds it
+    ``accepted`` and its pairing was not removed (:func:`connectcore.federation.inbox.may_deliver`)."""
+    identity = identity_of(principal, message_id)
+    if identity is None:
+        return f"{principal!r} is not a remote sender"
+    if inbox is None:
+        return "this box no longer federates"
+    record = inbox.records.get(identity)
+    if record is None:
+        return f"the inbox no longer holds {identity}"
+    if inbox_.may_deliver(inbox, identity):
+        return None
+    if record.pairing in inbox.removed:
+        return f"pairing with box {identity.box} removed"
+    return f"the inbox holds it {record.state} ({record.receipt.reason})"
 
 
 def remote_actor(box_id: str, actor: str) -> str:

@@ -36,7 +36,8 @@ layers contract): :mod:`~connectcore.hub.state` (the hub's state, its events and
 :mod:`~connectcore.hub.messages` (the sequencing of delivery), :mod:`~connectcore.hub.tokens` (launch,
 bind), :mod:`~connectcore.hub.restarts`, :mod:`~connectcore.hub.panes` (readings, reconcile, recover,
 tick), :mod:`~connectcore.hub.revocations` and :mod:`~connectcore.hub.federation` (a remote message:
-the recipient box's rules, then the inbox's commit with the local message row and its card).
+the recipient box's rules, then the inbox's commit with the local message row and its card; its final
+receipt; on the sending box, a remote target admitted into the outbox, and its receipts).
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ from connectcore.effects import Notify as Notify
 from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.federation import remote_message_arrived
+from connectcore.hub.federation import (
+    federation_tick,
+    finals_receipted,
+    receipt_arrived,
+    remote_message_arrived,
+    remote_submit,
+)
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
 from connectcore.hub.messages import NO_SINGLE_PANE as NO_SINGLE_PANE
@@ -102,6 +109,7 @@ from connectcore.hub.state import (
     Decide,
     DisconnectAll,
     Event,
+    FederationTick,
     GuardFailed,
     GuardObserved,
     HandleResolution,
@@ -110,10 +118,12 @@ from connectcore.hub.state import (
     LeftDraft,
     PaneGone,
     PaneObserved,
+    ReceiptArrived,
     Recipient,
     Reconcile,
     Recover,
     RemoteMessageArrived,
+    RemoteSubmit,
     RestartPlanned,
     RestartRecovered,
     RestartRefused,
@@ -166,6 +176,9 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         ActGuarded: hub_acts.guarded,
         ActExecuted: hub_acts.executed,
         RemoteMessageArrived: remote_message_arrived,
+        RemoteSubmit: remote_submit,
+        ReceiptArrived: receipt_arrived,
+        FederationTick: federation_tick,
     }
 )
 
@@ -173,14 +186,16 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
 def step(hub: Hub, event: Event) -> Step:
     """Apply one event, then the state-triggered step (:func:`connectcore.hub.messages.attempt_armed`:
     every armed pane that can attempt takes its next consented message), as h11 runs its state fixpoint
-    after every event: no handler starts a guard itself. Pure: the same hub and event always give the
-    same hub and effects."""
+    after every event: no handler starts a guard itself; then the final receipts of the remote
+    senders' messages the step ended (:func:`connectcore.hub.federation.finals_receipted`). Pure: the
+    same hub and event always give the same hub and effects."""
     handler = HANDLERS.get(type(event))
     if handler is None:
         raise ConnectError(f"unknown event {type(event).__name__}: no handler in hub.HANDLERS")
     hub, effects = handler(hub, event)
     hub, more = attempt_armed(hub, event.now)
-    return hub, effects + more
+    hub, receipts = finals_receipted(hub, effects + more, event.now)
+    return hub, effects + more + receipts
 
 
 def restore(
@@ -229,7 +244,10 @@ __all__ = [
     "Recipient",
     "Reconcile",
     "Recover",
+    "FederationTick",
+    "ReceiptArrived",
     "RemoteMessageArrived",
+    "RemoteSubmit",
     "RestartPlanned",
     "RestartRecovered",
     "RestartRefused",

@@ -15,31 +15,60 @@ only joins them to the local message machine.
   ``accepted`` receipt, then the acknowledgement. From there it is a local message: the
   state-triggered step attempts it only when it is ``ready``, so the guard types it only under an
   approved pair (or a card approved) and with an empty composer, as ever.
-- The bus effects are not yet :class:`connectcore.effects.Effect` (:mod:`connectcore.federation.effects`):
-  this step returns them among the hub's effects, and nothing steps this event before the wiring re-bases
-  them and gives them interpreter handlers.
+- The local message's final outcome (:func:`finals_receipted`, after every step): whatever event ended
+  a remote sender's message here (its typing confirmed, its card declined, an expiry, the guard's
+  cancel), :func:`inbox.final` commits the outcome in the same transaction as the message row and
+  receipts it to the sender's box (none for a removed pairing, I7).
+- On the sending box, an agent's message to a remote target (:class:`RemoteSubmit`) is admitted by this
+  box's own rules (:func:`remote_submit`: the gate's ``message`` scope, the id and its hour counted with
+  the sender's local ids, the text, the size with the recipient's provenance allowance, the sender and
+  pair rates, the hop), refused before admission as a local one (``CallRefused``, nothing stored), or
+  made one outbox row (:func:`outbox.admit`) published at once while the bus is up
+  (:func:`outbox.publish_new`: the row committed ``published`` before its ``PublishEnvelope``). Its
+  receipts (:class:`ReceiptArrived`) move the row (:func:`outbox.receipt`: ``accepted``, then the final
+  outcome, which wakes the sender with a ``Notify`` on its message) and acknowledge their delivery.
+- The schedules (:class:`FederationTick`): :func:`outbox.tick` (publishes, new attempts while the other
+  box is live, expiries, the deadline's ``unconfirmed``, each waking the sender) and :func:`inbox.tick`
+  (the retention).
+- The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
+  hands them to the daemon's bus loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
+from typing import TypeGuard
 
-from connectcore import delivery
+from connectcore import delivery, grants
 from connectcore._machine import ConnectError
-from connectcore.delivery import Message, MessageState, Refused
-from connectcore.effects import Effect, Persist
+from connectcore.consent import PairKey
+from connectcore.delivery import Message, MessageKey, MessageState, Refused
+from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import inbox as inbox_
+from connectcore.federation import outbox as outbox_
 from connectcore.federation import remote
-from connectcore.federation.envelope import MessageInner
+from connectcore.federation.envelope import Decision, Kind, MessageInner, ReceiptInner, Routing, Sender
+from connectcore.grants import Scope
+from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.messages import (
     _audit_outcome,
     _open_card,
     _pane_actor,
     _recipient_scopes,
     _store,
+    last_received,
+    message_for,
+    sent_to_another_box,
+    sent_within,
 )
-from connectcore.hub.state import Hub, RemoteMessageArrived, Step
+from connectcore.hub.state import (
+    FederationTick,
+    Hub,
+    ReceiptArrived,
+    RemoteMessageArrived,
+    RemoteSubmit,
+    Step,
+)
 
 
 def _within(times: tuple[float, ...], now: float, window: float) -> tuple[float, ...]:
@@ -102,7 +131,7 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
             inbox, ev.verdict, nonce=ev.nonce, now=ev.now, reason=f"{exc.reason}: {exc}",
             recipient=recipient, delivery=ev.delivery,
         )
-        return replace(hub, inbox=refused_inbox), cast(tuple[Effect, ...], effects)
+        return replace(hub, inbox=refused_inbox), effects
 
     local, _scopes = _recipient_scopes(hub, ev.recipient.incarnation)
     message = Message(
@@ -150,4 +179,143 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
         delivery=ev.delivery, records=records,
     )
     hub = replace(hub, inbox=accepted_inbox)
-    return hub, (*cast(tuple[Effect, ...], effects), *after, _audit_outcome(message, ev.now))
+    return hub, (*effects, *after, _audit_outcome(message, ev.now))
+
+
+def finals_receipted(hub: Hub, effects: tuple[Effect, ...], now: float) -> Step:
+    """After a step: each remote sender's message that the step made final (its ``Persist`` of the
+    message row), whose inbox record is still ``accepted``, gets :func:`inbox.final`: the record
+    committed with the row (the step's records are one transaction), then the final receipt. Nothing
+    else changes; a box with no inbox, or a step that ended no remote message, returns as it was."""
+    inbox = hub.inbox
+    if inbox is None:
+        return hub, ()
+    ended: dict[MessageKey, Message] = {}
+    for effect in effects:
+        if effect_is_message(effect):
+            message = effect.record
+            if remote.is_remote(message.sender):
+                ended[message.key] = message
+    more: list[Effect] = []
+    for key in sorted(ended):
+        message = ended[key]
+        identity = remote.identity_of(message.sender, message.id)
+        record = None if identity is None else inbox.records.get(identity)
+        if identity is None or record is None or record.state is not inbox_.InboxState.ACCEPTED:
+            continue
+        if message.state not in delivery.FINAL:
+            continue
+        inbox, receipts = inbox_.final(
+            inbox, identity, inbox_.InboxState(message.state.value), reason=message.reason, now=now,
+            nonce=inbox_.final_nonce(record),
+        )
+        more.extend(receipts)
+    if not more:
+        return hub, ()
+    return replace(hub, inbox=inbox), tuple(more)
+
+
+def effect_is_message(effect: Effect) -> TypeGuard[Persist]:
+    """A ``Persist`` of a message row (its record a :class:`Message`)."""
+    return isinstance(effect, Persist) and effect.kind == "message" and isinstance(effect.record, Message)
+
+
+# --------------------------------------------------------------------------------------------------
+# The sending box
+# --------------------------------------------------------------------------------------------------
+
+
+def _sent_rows(hub: Hub, members: frozenset[str], now: float) -> list[outbox_.Row]:
+    """The group's outbox rows whose id is still reserved (within its hour)."""
+    outbox = hub.outbox
+    if outbox is None:
+        return []
+    return [r for r in outbox.rows.values() if r.identity.principal in members and now - r.created_at < hub.limits.id_ttl]
+
+
+def _refused(actor: str, ev: RemoteSubmit, reason: str, message: str) -> CallRefused:
+    return CallRefused(reason, message, Audit(
+        actor=actor, action="send_message", outcome="refused", scope=Scope.MESSAGE.value,
+        target=f"{ev.target[1]}@{ev.box_name}", message_id=ev.message_id, detail=reason, at=ev.now,
+    ))
+
+
+def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
+    """An agent's message to an agent on another box: this box's rules (O1), then one outbox row,
+    published at once while the bus is up. A refusal stores nothing (``CallRefused``)."""
+    outbox = hub.outbox
+    if outbox is None:
+        raise ConnectError("this box is not federated: it has no outbox")
+    sender, _allowed = authorize(
+        hub, token_hash=ev.token_hash, scope=Scope.MESSAGE, action="send_message", now=ev.now,
+        target=f"{ev.target[1]}@{ev.box_name}",
+    )
+    actor = grants.actor_name(sender)
+    limits = hub.limits
+    token = hub.book.tokens[ev.token_hash]
+    members = grants.group(hub.book, sender.id)
+    pair: PairKey = (sender.id, f"{remote.REMOTE_PREFIX}{ev.box}/{ev.target[1]}")
+    try:
+        delivery.check_message_id(ev.message_id, limits)
+        delivery.check_not_duplicate(ev.message_id, message_for(hub, sender.id, ev.message_id))
+        if sent_to_another_box(hub, members, ev.message_id):
+            raise Refused("duplicate_id", f"message_id {ev.message_id!r} was already used (sent to another box)")
+        delivery.check_text(ev.text)
+        outbox_.check_size(ev.text, limits)
+        reserved = delivery.live_ids(hub.messages, members) + len(_sent_rows(hub, members, ev.now))
+        delivery.check_id_cap(reserved, limits)
+        delivery.check_rate(len(sent_within(hub, sender.id, ev.now)), limits.sender_per_window, "sender",
+                            limits.rate_window)
+        pair_sent = delivery.within_window(hub.pair_sent.get(pair, ()), ev.now, limits.rate_window)
+        delivery.check_rate(len(pair_sent), limits.pair_per_window, "pair", limits.rate_window)
+        if ev.ref in hub.refs:
+            raise ConnectError(f"message ref {ev.ref} was already used")
+    except Refused as exc:
+        raise _refused(actor, ev, exc.reason, str(exc)) from exc
+    conversation, hop = delivery.assign_hop(last_received(hub, sender.id), ref=ev.ref, now=ev.now, limits=limits)
+    inner = MessageInner(
+        Routing(Kind.MESSAGE, outbox.own, ev.box, pairing=ev.pairing),
+        Sender(sender.id, actor, sender.harness, token.pane_id, token.incarnation, sender.control),
+        ev.message_id, ev.now, ev.target, ev.text, conversation, hop,
+    )
+    try:
+        outbox, admitted = outbox_.admit(outbox, inner, nonce=ev.nonce, now=ev.now)
+    except outbox_.OutboxError as exc:
+        raise _refused(actor, ev, str(exc.reason), str(exc)) from exc
+    outbox, published = outbox_.publish_new(outbox, inner.identity, now=ev.now, bus_up=ev.bus_up)
+    window = limits.rate_window
+    hub = replace(
+        hub,
+        outbox=outbox,
+        sent={**hub.sent, sender.id: (*delivery.within_window(hub.sent.get(sender.id, ()), ev.now, window), ev.now)},
+        pair_sent={**hub.pair_sent, pair: (*pair_sent, ev.now)},
+    )
+    return hub, (*admitted, *published)
+
+
+def receipt_arrived(hub: Hub, ev: ReceiptArrived) -> Step:
+    """A verified receipt for a message this box sent: the outbox row moves by it (O3, O4), the sender
+    is woken on a change, and the delivery is acknowledged after what the step commits."""
+    outbox = hub.outbox
+    inner = ev.verdict.inner
+    if outbox is None:
+        raise ConnectError("this box is not federated: it has no outbox")
+    if ev.verdict.decision is not Decision.RECEIPT or not isinstance(inner, ReceiptInner):
+        raise outbox_.OutboxError(outbox_.Refusal.UNKNOWN_MESSAGE, f"a {ev.verdict.decision} verdict is no receipt")
+    outbox, effects = outbox_.receipt(outbox, inner, now=ev.now, delivery=ev.delivery)
+    return replace(hub, outbox=outbox), effects
+
+
+def federation_tick(hub: Hub, ev: FederationTick) -> Step:
+    """The outbox's schedule (O5, O6) and the inbox's retention (I1, I8) at ``now``; a box that does not
+    federate has neither, and nothing changes."""
+    effects: list[Effect] = []
+    if hub.outbox is not None:
+        outbox, more = outbox_.tick(hub.outbox, now=ev.now, bus_up=ev.bus_up, heard=dict(ev.heard))
+        hub = replace(hub, outbox=outbox)
+        effects.extend(more)
+    if hub.inbox is not None:
+        inbox, more = inbox_.tick(hub.inbox, now=ev.now)
+        hub = replace(hub, inbox=inbox)
+        effects.extend(more)
+    return hub, tuple(effects)

@@ -31,6 +31,7 @@ from connectcore.effects import (
     Persist,
     TypeText,
 )
+from connectcore.federation import remote
 from connectcore.grants import Principal, Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.gate import CallRefused, authorize
@@ -74,6 +75,15 @@ def message_for(hub: Hub, principal_id: str, message_id: str) -> Message | None:
 # agent's token bound to its session, :func:`connectcore.grants.bind_session`) makes two principals
 # one agent, and records written under the old id after the merge (a card approved, a message typed)
 # still name it. So every read goes through the merge group: a merge resets nothing.
+
+
+def sent_to_another_box(hub: Hub, members: frozenset[str], message_id: str) -> bool:
+    """The merge group already used ``message_id`` for a message to another box (an outbox row): ids
+    are the sender's, wherever the message went."""
+    outbox = hub.outbox
+    return outbox is not None and any(
+        r.identity.principal in members and r.identity.id == message_id for r in outbox.rows.values()
+    )
 
 
 def sent_within(hub: Hub, principal_id: str, now: float) -> tuple[float, ...]:
@@ -275,6 +285,8 @@ def _submit(hub: Hub, ev: Submit) -> Step:
     try:
         delivery.check_message_id(ev.message_id, limits)
         delivery.check_not_duplicate(ev.message_id, message_for(hub, sender.id, ev.message_id))
+        if sent_to_another_box(hub, grants.group(hub.book, sender.id), ev.message_id):
+            raise Refused("duplicate_id", f"message_id {ev.message_id!r} was already used (sent to another box)")
         delivery.check_text(ev.text)
         delivery.check_not_self(ev.recipient.incarnation, sender_token.incarnation)
         recipient_principal, recipient_scopes = _recipient_scopes(hub, ev.recipient.incarnation)
@@ -456,6 +468,13 @@ def _guard_failed(hub: Hub, ev: GuardFailed) -> Step:
     return _guard(hub, GuardObserved(ev.now, ev.message, ev.incarnation, False, "", ev.now))
 
 
+def _sender_scopes(hub: Hub, sender: str) -> frozenset[str]:
+    """The sender's scopes as the recipient's rules read them; a remote sender brings none (R3)."""
+    if remote.is_remote(sender):
+        return frozenset()
+    return frozenset(s.value for s in grants.scopes_of(hub.book, sender))
+
+
 def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     if message.state is not MessageState.GUARDING:
         # It reached an outcome (revocation, expiry) between CheckGuard and the lock: nothing to type.
@@ -467,17 +486,21 @@ def _guard_decides(hub: Hub, ev: GuardObserved, message: Message) -> Step:
     attempts = {k: v for k, v in hub.attempts.items() if v != message.key}
     if ev.incarnation != message.recipient_incarnation:
         return _finalize(hub, message, "cancel", now, "recipient incarnation changed")
-    sender_live = any(t.state is grants.TokenState.LIVE for t in grants.live_tokens(hub.book, message.sender))
-    if not sender_live:
-        return _finalize(hub, message, "cancel", now, "sender no longer connected")
-    sender_scopes = grants.scopes_of(hub.book, message.sender)
-    if Scope.MESSAGE not in sender_scopes:
-        return _finalize(hub, message, "refuse", now, "sender lost the message scope")
+    if remote.is_remote(message.sender):  # R8: the inbox and the pairing, in place of a token and scopes
+        gone = remote.may_still_deliver(hub.inbox, message.sender, message.id)
+        if gone is not None:
+            return _finalize(hub, message, "cancel", now, gone)
+    else:
+        sender_live = any(t.state is grants.TokenState.LIVE for t in grants.live_tokens(hub.book, message.sender))
+        if not sender_live:
+            return _finalize(hub, message, "cancel", now, "sender no longer connected")
+        if Scope.MESSAGE not in grants.scopes_of(hub.book, message.sender):
+            return _finalize(hub, message, "refuse", now, "sender lost the message scope")
     _principal, recipient_scopes = _recipient_scopes(hub, message.recipient_incarnation)
     why = consent.may_receive(
         recipient_kind=message.recipient_kind,
         recipient_scopes=recipient_scopes,
-        sender_scopes=frozenset(s.value for s in sender_scopes),
+        sender_scopes=_sender_scopes(hub, message.sender),
     )
     if why is not None:
         return _finalize(hub, message, "refuse", now, f"recipient can no longer receive ({why})")
@@ -528,9 +551,8 @@ def _guard_waits(
 def _reroute(hub: Hub, message: Message, ev: GuardObserved, target: Recipient) -> Step:
     """A handle that now resolves to another pane: a new recipient, which consent must cover."""
     principal, scopes = _recipient_scopes(hub, target.incarnation)
-    sender_scopes = frozenset(s.value for s in grants.scopes_of(hub.book, message.sender))
     why = consent.may_receive(
-        recipient_kind=target.kind, recipient_scopes=scopes, sender_scopes=sender_scopes
+        recipient_kind=target.kind, recipient_scopes=scopes, sender_scopes=_sender_scopes(hub, message.sender)
     )
     if why is not None:
         return _finalize(

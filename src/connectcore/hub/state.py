@@ -26,6 +26,7 @@ from connectcore.effects import (
 )
 from connectcore.federation.envelope import Verdict
 from connectcore.federation.inbox import Inbox
+from connectcore.federation.outbox import Outbox
 from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 from connectcore.grants import GrantBook, Scope, SessionKey
 
@@ -84,6 +85,7 @@ class Hub:
     drafts: dict[str, LeftDraft] = field(default_factory=dict)  # pane id -> what connect may have left
     acts: dict[str, control.Act] = field(default_factory=dict)  # act id -> control's act (connectcore.hub.acts)
     inbox: Inbox | None = None  # this box's federation inbox (connectcore.hub.federation); None: not federated
+    outbox: Outbox | None = None  # this box's federation outbox (the same); None: not federated
 
 
 # --- events -----------------------------------------------------------------------------------------
@@ -392,6 +394,48 @@ class RemoteMessageArrived:
     settings: PairingSettings = DEFAULT_SETTINGS
 
 
+@dataclass(frozen=True)
+class RemoteSubmit:
+    """An agent's ``send_message`` to an agent on another box: the target qualified by an active
+    pairing's name, which the daemon resolved to that box's id and the pairing (``unknown_box``
+    otherwise, before any step). ``target`` is the part the other box resolves (``("address",
+    "%4@<token>")`` or ``("handle", "pr:12")``); ``nonce`` seals every copy of the row; ``bus_up``: the
+    bus is connected now (the row is then published at once). Stepped by :mod:`connectcore.hub.federation`."""
+
+    now: float
+    token_hash: str
+    message_id: str
+    text: str
+    target: tuple[str, str]
+    box: str  # the recipient box's id
+    pairing: str
+    box_name: str  # this box's name for it
+    ref: str  # fresh: the conversation a new one starts
+    nonce: bytes
+    bus_up: bool = False
+
+
+@dataclass(frozen=True)
+class ReceiptArrived:
+    """A receipt for a message this box sent (``verdict``: the judgement's ``receipt``), and the
+    delivery it came in."""
+
+    now: float
+    verdict: Verdict
+    delivery: str | None = None
+
+
+@dataclass(frozen=True)
+class FederationTick:
+    """The federation's schedules (the daemon's ticker, with what only the shell knows): the outbox's
+    publishes, new attempts, expiries and deadlines (``bus_up``: the bus is connected; ``heard``: when
+    each other box was last heard, by box id) and the inbox's retention."""
+
+    now: float
+    bus_up: bool = False
+    heard: tuple[tuple[str, float], ...] = ()
+
+
 Event = (
     Launch
     | BindSession
@@ -418,6 +462,9 @@ Event = (
     | ActGuarded
     | ActExecuted
     | RemoteMessageArrived
+    | RemoteSubmit
+    | ReceiptArrived
+    | FederationTick
 )
 
 Step = tuple[Hub, tuple[Effect, ...]]

@@ -20,6 +20,9 @@ nested inside it): the restart driver's ``ObservePane`` and ``InspectPane``, and
 paste is shielded from cancellation there, and its failures are mapped to the outcome there).
 ``ConfirmTyping`` with a failure (after ``GuardFailed``) is executed here: one last look.
 
+Federation's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``) are handed, in
+order, to the daemon's bus loop (:mod:`connectd.federation.pump`, through the pairing desk).
+
 Locks: ``ExitAgent`` comes out of the restart step the restart driver takes under the recipient's
 send lock. The interpreter never takes a lock itself.
 """
@@ -52,6 +55,7 @@ from connectcore.effects import (
     TypeShellText,
     TypeText,
 )
+from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope, PublishReceipt
 from connectd.agents import launch_here as here
 from connectd.daemon.supervisor import Kind
 from connectd.tmux.adapter import TmuxError, TmuxInputError
@@ -108,6 +112,9 @@ class Interpreter:
             ClosePane: self._act,
             OpenWindow: self._act,
             HandOff: self._act,
+            PublishEnvelope: self._bus,
+            PublishReceipt: self._bus,
+            AckDelivery: self._bus,
         }
 
     def handled(self) -> frozenset[type[Effect]]:
@@ -201,6 +208,16 @@ class Interpreter:
         """Control's act, once (its outcome, done or failed, is reported by connectd.control.acts)."""
         with anyio.CancelScope(shield=True):
             await self.engine.acts_io.execute(effect)
+
+    async def _bus(self, effect: BusEffect) -> None:
+        """Federation's bus effects, handed to the bus loop in order (``connectd.federation.desk`` and
+        ``pump``: sealed there with ``seal.py``). Only a federated box's core emits them (its hub has an
+        inbox or an outbox); this module imports neither ``nats`` nor ``nacl``."""
+        federation = self.engine.federation
+        if federation is None:
+            log.error("a bus effect on a box that does not federate: %r", effect)
+            return
+        federation.hand(effect)
 
     async def _answered_by_driver(self, effect: R.ObservePane | R.InspectPane) -> None:
         """A question the restart driver that stepped it answers (it reads the step's effects)."""

@@ -37,11 +37,14 @@ import anyio
 
 from connectcore.effects import Audit, Effect, Notify
 from connectcore.federation import envelope as E
+from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
+from connectcore.federation.boxes import BoxKeys
+from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
 from connectd.daemon.ids import EngineError
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
-from connectd.federation.seal import LocalBox, receive, seal
+from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
 from connectd.store.pair_records import PairRecords, Wire
 
 log = logging.getLogger("connectd.federation")
@@ -114,6 +117,7 @@ class PairingDesk:
         run_sync: Callable[..., Any] | None = None,
         publish_audit: Callable[[Audit], None] = lambda _a: None,
         notify: Callable[[dict[str, Any]], None] = lambda _n: None,
+        hub: Callable[[], Any] = lambda: None,
     ) -> None:
         self.local = local
         self.settings = settings
@@ -122,6 +126,7 @@ class PairingDesk:
         self.run_sync = run_sync or anyio.to_thread.run_sync
         self.publish_audit = publish_audit
         self.notify = notify
+        self.hub = hub  # the engine's hub now (its outbox holds the rows a PublishEnvelope names)
         self.book = records.load(local.box_id, settings.name)
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
@@ -171,6 +176,45 @@ class PairingDesk:
         now = self.clock()
         data = seal(self.local, to.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
         return Wire(key, E.subject_for(inner.routing.kind, self.local.box_id, to.box_id), data, 0, now, resend, now)
+
+    # --- the bus effects (connectcore.federation.effects) -------------------------------------------
+
+    def hand(self, effect: BusEffect) -> None:
+        """The interpreter's handler for a bus effect: to the bus loop, in order. Without a NATS server
+        (or before the loops start) nothing is lost that matters: an outbox row is published again by
+        its schedule, a receipt is answered again to the sender's next copy, and there is no delivery
+        to acknowledge."""
+        if self.pump is None:
+            log.info("federation: no bus to run %s (no NATS server named)", type(effect).__name__)
+            return
+        self.pump.hand(effect)
+
+    def _active_keys(self, box: str, pairing: str) -> BoxKeys | None:
+        for p in self.book.pairings.values():
+            if p.box_id == box and p.id == pairing and p.state is P.PairingState.ACTIVE:
+                return p.keys
+        return None
+
+    def wire_for(self, effect: PublishEnvelope | PublishReceipt) -> tuple[str, bytes] | None:
+        """The subject and the sealed, signed wire a publish effect asks for; None when there is nothing
+        to publish (the pairing is not active here, or the outbox no longer holds the row)."""
+        if isinstance(effect, PublishReceipt):
+            routing, plain, nonce = effect.inner.routing, E.encode_inner(effect.inner), effect.nonce
+        else:
+            outbox = getattr(self.hub(), "outbox", None)
+            row = None if outbox is None else outbox.rows.get(effect.identity)
+            if row is None:
+                log.warning("federation: no outbox row %s to publish", effect.identity)
+                return None
+            routing, plain, nonce = O.to_seal(row, effect.kind)
+        assert routing.pairing is not None  # messages, cancels and receipts travel in a pairing
+        keys = self._active_keys(routing.to, routing.pairing)
+        if keys is None:
+            log.info("federation: pairing %s with box %s is not active: %s not published", routing.pairing,
+                     routing.to, routing.kind)
+            return None
+        wire = seal_encoded(self.local, keys, routing, plain, nonce)
+        return E.subject_for(routing.kind, self.local.box_id, routing.to), wire
 
     # --- views ----------------------------------------------------------------------------------
 
@@ -398,14 +442,15 @@ class PairingDesk:
             await self._commit(book, effects)
 
 
-def msg_id(wire: Wire, attempt: int) -> str:
+def msg_id(wire: Wire | bytes, attempt: int) -> str:
     """The ``Nats-Msg-Id`` of one attempt: the wire's digest and the attempt (docs/federation.md)."""
-    return f"{hashlib.sha256(wire.wire).hexdigest()[:32]}-{attempt}"
+    data = wire.wire if isinstance(wire, Wire) else wire
+    return f"{hashlib.sha256(data).hexdigest()[:32]}-{attempt}"
 
 
 def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation."""
     return PairingDesk.open(
         data_dir, clock=engine.clock, run_sync=engine.run_sync, publish_audit=engine.interpreter.published,
-        notify=engine.subscribers.publish,
+        notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )

@@ -1,7 +1,13 @@
 """The federation's supervised loops on NATS (docs/federation.md, "Where the code goes"): one
 connection per box (:class:`connectd.federation.bus.NatsBus`, as the user ``box-<id>``), a fetch loop
 that hands each delivery on this box's consumer to the pairing desk and acknowledges it only once
-what it changed is durable, and a publish loop that sends every wire the store says is owed.
+what it changed is durable, a publish loop that sends every wire the store says is owed, and the
+effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
+which the interpreter hands over through :meth:`connectd.federation.desk.PairingDesk.hand`) in the order
+the core emitted them: a step's records were committed before the interpreter ran any of them, so a
+receipt is published only after what it says is durable, and a delivery acknowledged only after that.
+A bus effect that fails (NATS away) is logged and dropped: an outbox row is published again by its
+schedule, a receipt is answered again to the sender's next copy, a delivery not acknowledged comes again.
 
 Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
 store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s).
@@ -13,10 +19,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+from typing import Any
 
 import anyio
 
-from connectcore.ports import BusRefused, BusUnavailable
+from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope
+from connectcore.ports import BusRefused, BusUnavailable, Delivery
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation.bus import NatsBus
 from connectd.federation.desk import PairingDesk, msg_id
@@ -30,11 +39,17 @@ REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a
 class Pump:
     """The bus of one box and its two loops."""
 
-    def __init__(self, desk: PairingDesk, *, fetch_timeout: float = 30.0, idle: float = 1.0) -> None:
+    def __init__(
+        self, desk: PairingDesk, *, fetch_timeout: float = 30.0, idle: float = 1.0, bus: Any = None
+    ) -> None:
         self.desk = desk
         self.fetch_timeout = fetch_timeout  # the long poll
         self.idle = idle  # the publish loop looks at least this often (a resend falling due)
-        self.bus = NatsBus(desk.local.box_id)
+        self.bus = bus if bus is not None else NatsBus(desk.local.box_id)
+        # the core's bus effects, in the order the interpreter handed them over
+        self._effects_in, self._effects_out = anyio.create_memory_object_stream[BusEffect](math.inf)
+        self.deliveries: dict[str, Delivery] = {}  # delivery handle -> the delivery its AckDelivery names
+        self._receipts = 0  # receipts this process published: each one's Nats-Msg-Id attempt
         self._connecting = anyio.Lock()
         self.last_error: str | None = None  # why the last connection attempt failed (doctor shows it)
 
@@ -46,6 +61,15 @@ class Pump:
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
         supervisor.spawn(Kind.BUS, self.publish_loop, name="federation publish")
+        supervisor.spawn(Kind.BUS, self.effects_loop, name="federation effects")
+
+    def hand(self, effect: BusEffect) -> None:
+        """Queue one of the core's bus effects for :meth:`effects_loop` (never blocks)."""
+        self._effects_in.send_nowait(effect)
+
+    def awaiting_ack(self, handle: str, delivery: Delivery) -> None:
+        """A delivery whose acknowledgement the core's step will ask for (``AckDelivery(handle)``)."""
+        self.deliveries[handle] = delivery
 
     async def _connected(self) -> NatsBus:
         """The bus, connecting once (nats-py then reconnects by itself for ever)."""
@@ -91,6 +115,36 @@ class Pump:
                 await desk.run_sync(functools.partial(desk.records.sent, wire.key, attempt=attempt, now=desk.clock()))
             with anyio.move_on_after(self.idle):
                 await desk.owed.wait()
+
+    async def effects_loop(self) -> None:
+        """Runs whether or not the bus is connected (the fetch and publish loops connect it): while it
+        is not, each effect fails at once and is dropped, so nothing piles up while NATS is away."""
+        while True:
+            await self.run_effect(await self._effects_out.receive())
+
+    async def run_effect(self, effect: BusEffect) -> None:
+        """One bus effect: seal and publish (its ``Nats-Msg-Id`` the wire's digest and the attempt), or
+        acknowledge. A failure is logged and dropped (see the module's note)."""
+        try:
+            if isinstance(effect, AckDelivery):
+                delivery = self.deliveries.pop(effect.delivery, None)
+                if delivery is None:
+                    log.info("federation: delivery %s is not held (a new connection): it comes again", effect.delivery)
+                    return
+                await self.bus.ack(delivery)
+                return
+            made = self.desk.wire_for(effect)
+            if made is None:
+                return
+            subject, wire = made
+            if isinstance(effect, PublishEnvelope):
+                attempt = effect.attempt
+            else:  # a receipt (answered again: the same bytes): each copy published is a new attempt
+                self._receipts += 1
+                attempt = self._receipts
+            await self.bus.publish(subject, wire, msg_id=msg_id(wire, attempt))
+        except (BusRefused, BusUnavailable) as exc:
+            log.warning("federation: %s not run: %s", type(effect).__name__, exc)
 
     async def close(self) -> None:
         await self.bus.close()

@@ -53,13 +53,18 @@ class LocalBox:
 def seal(local: LocalBox, to: BoxKeys, inner: E.Inner, nonce: bytes) -> bytes:
     """The wire for ``inner`` sealed to ``to`` with ``nonce`` and signed by ``local``: the same bytes
     every time for the same inner part and nonce."""
-    if to.box_id != inner.routing.to or local.box_id != inner.routing.sender:
+    return seal_encoded(local, to, inner.routing, E.encode_inner(inner), nonce)
+
+
+def seal_encoded(local: LocalBox, to: BoxKeys, routing: E.Routing, plain: bytes, nonce: bytes) -> bytes:
+    """:func:`seal` of an inner part already encoded (an outbox row stores its canonical bytes), under
+    ``routing``, which must be the one those bytes repeat (the receiver refuses it ``bad_binding``)."""
+    if to.box_id != routing.to or local.box_id != routing.sender:
         raise ValueError("seal: the inner routing names other boxes than the keys given")
-    plain = E.encode_inner(inner)
     box = nacl.public.Box(local.sealing, nacl.public.PublicKey(to.seal))
     sealed = box.encrypt(plain, nonce).ciphertext
-    carried = local.keys if inner.routing.kind is E.Kind.PAIR_REQUEST else None
-    outer = E.Outer(inner.routing, nonce, sealed, carried).encode()
+    carried = local.keys if routing.kind is E.Kind.PAIR_REQUEST else None
+    outer = E.Outer(routing, nonce, sealed, carried).encode()
     return local.signing.sign(outer).signature + outer
 
 
