@@ -17,7 +17,7 @@ from connectcore.federation import pairing as P
 from connectd.federation import keys as K
 from connectd.federation.desk import PairingDesk, Settings
 from connectd.federation.seal import LocalBox
-from connectd.store.pair_records import PairRecords, Wire
+from connectd.store.pair_records import Wire
 from connectd.store.store import Store, StoreError
 
 T0 = 2_000_000_000.0
@@ -39,7 +39,7 @@ class Side:
     def __init__(self, root: Path, name: str, seed: int, clock: Clock) -> None:
         self.store = Store.open(root)
         self.local = LocalBox.from_secrets(K.BoxSecrets(bytes([seed]) * 32, bytes([seed + 1]) * 32))
-        self.desk = PairingDesk(self.local, Settings(name, resend=5.0), PairRecords.open(root), clock=clock,
+        self.desk = PairingDesk(self.local, Settings(name, resend=5.0), self.store, clock=clock,
                                 run_sync=direct)
 
     def owed(self) -> list[Wire]:
@@ -49,7 +49,6 @@ class Side:
         return [r.detail for r in self.store.audit(outcome="refused", limit=1000)]
 
     def close(self) -> None:
-        self.desk.close()
         self.store.close()
 
 
@@ -139,4 +138,4 @@ def test_a_store_that_cannot_write_leaves_the_book_as_it_was(sides: tuple[Side, 
     with pytest.raises(StoreError):
         anyio.run(a.desk.invite)
     assert a.desk.book is book
-    a.desk.records = PairRecords.open(a.store.path.parent)  # (for the fixture's close)
+    a.store = a.desk.records = Store.open(a.store.path.parent)  # (for the fixture's close)

@@ -1,9 +1,10 @@
 """The pairing desk: the daemon's side of pairing (docs/federation.md, "Pairing"). It holds this box's
 :class:`~connectcore.federation.pairing.PairBook`, runs the core's steps for the person's calls (``pair
 invite``, ``accept``, ``approve``, ``decline``, ``remove``) and for the pairing envelopes the bus hands
-it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction
-before the book changes, and seals and signs those wires once (:mod:`connectd.federation.seal`), so every
-publish of one is the same bytes. The rules are the core's; this module only sequences them.
+it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction of
+the daemon's store (its part :class:`~connectd.store.pair_records.PairRecords`) before the book changes,
+and seals and signs those wires once (:mod:`connectd.federation.seal`), so every publish of one is the
+same bytes. The rules are the core's; this module only sequences them.
 
 - ``pair accept`` pins the inviter's keys from the code and owes a ``pair_request`` (sealed to the
   inviter, holding the code's secret), published again every ``resend`` seconds until an answer comes or
@@ -122,19 +123,20 @@ class PairingDesk:
         self.run_sync = run_sync or anyio.to_thread.run_sync
         self.publish_audit = publish_audit
         self.notify = notify
-        self.book = records.load(local.box_id, settings.name)
+        self.book = records.pair_book(local.box_id, settings.name)
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
 
     @classmethod
-    def open(cls, data_dir: Path, **kw: Any) -> PairingDesk | None:
-        """The desk of a box set up for federation (``federation.toml`` and ``box.key``), else None."""
+    def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
+        """The desk of a box set up for federation (``federation.toml`` and ``box.key``), on the
+        daemon's store (``records``), else None."""
         settings = Settings.read(data_dir)
         if settings is None:
             return None
         local = LocalBox.from_secrets(K.read(data_dir))
-        return cls(local, settings, PairRecords.open(data_dir), **kw)
+        return cls(local, settings, records, **kw)
 
     def start(self, supervisor: Supervisor) -> None:
         """The expiry tick and, when ``federation.toml`` names a NATS server, the bus loops."""
@@ -145,14 +147,11 @@ class PairingDesk:
             self.pump = Pump(self)
             self.pump.start(supervisor)
 
-    def close(self) -> None:
-        self.records.close()
-
     # --- committing a step ----------------------------------------------------------------------
 
     async def _commit(self, book: P.PairBook, effects: Sequence[Effect], wires: Sequence[Wire] = ()) -> None:
         """Durable first (records, audit lines and owed wires in one transaction), then the book."""
-        await self.run_sync(lambda: self.records.apply(effects, wires))
+        await self.run_sync(lambda: self.records.apply_pairing(effects, wires))
         self.book = book
         for effect in effects:
             if isinstance(effect, Audit):
@@ -164,7 +163,7 @@ class PairingDesk:
 
     async def _refused(self, error: P.PairingError, *, actor: str, action: str, target: str | None) -> None:
         record = error.audit(actor=actor, action=action, target=target, at=self.clock())
-        await self.run_sync(lambda: self.records.apply([record]))
+        await self.run_sync(lambda: self.records.apply_pairing([record]))
         self.publish_audit(record)
 
     def _wire(self, key: str, to: P.Pairing | P.PairRequest, inner: E.Inner, *, resend: float | None = None) -> Wire:
@@ -349,14 +348,14 @@ class PairingDesk:
             if verdict.decision is E.Decision.REFUSED:
                 record = Audit(verdict.actor, E.AUDIT_EVENT, "refused", detail=f"{verdict.reason}: {verdict.detail}",
                                at=self.clock())
-                await self.run_sync(lambda: self.records.apply([record]))
+                await self.run_sync(lambda: self.records.apply_pairing([record]))
                 self.publish_audit(record)
                 return
             inner = verdict.inner
             if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
                 record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
                                "messages across boxes come with a later slice", at=self.clock())
-                await self.run_sync(lambda: self.records.apply([record]))
+                await self.run_sync(lambda: self.records.apply_pairing([record]))
                 return
             try:
                 await self._step(inner, data, verdict.actor)
@@ -378,7 +377,7 @@ class PairingDesk:
             if book is self.book:  # a repeat: the decision again, if there is one
                 same = next((r for r in book.requests_on(routing.invitation)
                              if r.box_id == outer.keys.box_id and r.keys == outer.keys), None)
-                await self.run_sync(lambda: self.records.apply(effects))
+                await self.run_sync(lambda: self.records.apply_pairing(effects))
                 if same is not None and self.records.wire(f"answer:{same.id}") is not None:
                     await self.run_sync(lambda: self.records.due_again(f"answer:{same.id}", now))
                     self.owed.set()
@@ -406,6 +405,6 @@ def msg_id(wire: Wire, attempt: int) -> str:
 def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation."""
     return PairingDesk.open(
-        data_dir, clock=engine.clock, run_sync=engine.run_sync, publish_audit=engine.interpreter.published,
+        data_dir, engine.store, clock=engine.clock, run_sync=engine.run_sync, publish_audit=engine.interpreter.published,
         notify=engine.subscribers.publish,
     )
