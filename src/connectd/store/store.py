@@ -30,7 +30,8 @@ effects (:meth:`Store.apply`); :class:`Store` is the one object callers hold, ma
 (:mod:`connectd.store.connection`) and one part per kind of record, each in its own module:
 ``grants`` (principals, tokens, grants), ``messages``, ``cards`` (cards and pairs), ``restarts``,
 ``acts``, ``audit`` (and the export cursors), ``owner``, ``panes`` (launches, bindings, releases) and
-``pair_records`` (federation's invitations, pair requests, pairings and the pairing envelopes owed).
+``pair_records`` (federation's invitations, pair requests, pairings and the pairing envelopes owed) and
+``remote_messages`` (federation's outbox rows and inbox records).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from connectcore import grants, hub
 from connectcore.consent import Card
 from connectcore.delivery import DEFAULT_LIMITS, FINAL, Limits, Message
 from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
 from connectd.daemon.ids import (
     hash_token as hash_token,  # the one hash a token is kept as (SHA-256, 64 lowercase hex)
@@ -68,6 +71,7 @@ from connectd.store.pair_records import PairRecords
 from connectd.store.panes import BindingRow as BindingRow
 from connectd.store.panes import LaunchRow as LaunchRow
 from connectd.store.panes import PaneRecords
+from connectd.store.remote_messages import RemoteMessageRecords
 from connectd.store.restarts import RestartRecords
 
 DB_NAME = "connect.db"
@@ -283,7 +287,45 @@ CREATE TABLE IF NOT EXISTS pair_wires (
 DROP TABLE IF EXISTS pair_schema;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+_V6 = """
+-- Federation's messages: the sending box's outbox and the receiving box's inbox, one row per message
+-- identity (sender box, sender principal, message id), whose digest never changes.
+CREATE TABLE outbox (
+    box TEXT NOT NULL,                     -- the identity: this box (the sender's) ...
+    principal TEXT NOT NULL,               -- ... the sending principal ...
+    message_id TEXT NOT NULL,              -- ... and the id it chose
+    to_box TEXT NOT NULL,                  -- the recipient box's id
+    pairing TEXT NOT NULL,
+    digest TEXT NOT NULL,                  -- of the canonical inner part every copy is sealed from
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    due REAL,                              -- when the schedule next publishes (NULL: nothing due)
+    body TEXT NOT NULL CHECK (json_valid(body)),
+    PRIMARY KEY (box, principal, message_id)
+) STRICT;
+CREATE INDEX outbox_pairing ON outbox(pairing, state);
+CREATE INDEX outbox_due ON outbox(due);
+CREATE TRIGGER outbox_digest_fixed BEFORE UPDATE OF digest ON outbox WHEN NEW.digest != OLD.digest
+    BEGIN SELECT RAISE(ABORT, 'an outbox identity keeps its digest'); END;
+
+CREATE TABLE inbox (
+    box TEXT NOT NULL,                     -- the identity: the sending box ...
+    principal TEXT NOT NULL,               -- ... its principal ...
+    message_id TEXT NOT NULL,              -- ... and the id it chose
+    pairing TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,              -- the message's: the retention counts from it
+    body TEXT NOT NULL CHECK (json_valid(body)),
+    PRIMARY KEY (box, principal, message_id)
+) STRICT;
+CREATE INDEX inbox_pairing ON inbox(pairing, state);
+CREATE INDEX inbox_created ON inbox(created_at);
+CREATE TRIGGER inbox_digest_fixed BEFORE UPDATE OF digest ON inbox WHEN NEW.digest != OLD.digest
+    BEGIN SELECT RAISE(ABORT, 'an inbox identity keeps its digest'); END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -292,7 +334,7 @@ MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 
 class Store(
     GrantRecords, MessageRecords, CardRecords, RestartRecords, ActRecords, PairRecords, AuditLog, OwnerRecord,
-    PaneRecords, Connection,
+    PaneRecords, RemoteMessageRecords, Connection,
 ):
     """The one object callers hold: one connection (:class:`connectd.store.connection.Connection`) and
     the parts that keep each kind of record in it, each in its own module."""
@@ -309,6 +351,8 @@ class Store(
             "pairs": self._put_pairs,
             "restart": self._put_restart,
             "act": self._put_act,
+            O.STORE: self._put_outbox,
+            I.STORE: self._put_inbox,
         }
         #: Called with each committed Audit, after the commit.
         self.audit_listeners: list[Callable[[Audit], None]] = []
