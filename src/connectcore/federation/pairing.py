@@ -43,6 +43,12 @@ P10 The core invents nothing: ids (invitation, request, pairing), the secret's h
     :class:`Audit`, and a :class:`Notify` (topic :data:`TOPIC`) for the owner's page where a person
     decides or must know. What the inviter publishes after a decision (and again on a repeat) is
     :func:`answer`'s to say; publishing is the shell's (slice 4's daemon flow).
+P11 What a person names (``pair approve WHO``, ``pair remove WHO``) is looked up here, never guessed:
+    :func:`pending_request` finds the one pending request whose id, requester's box id or name is
+    ``who`` (none: ``unknown_request``, listing the pending ones; several: ``ambiguous``, naming their
+    ids to give instead); :func:`pairing_named` the pairing whose name, box id, pairing id or invitation
+    id is ``who`` (none: ``unknown_pairing``), of several the latest one ``active`` or ``requested``,
+    else the latest (a removed or expired one is still found, and its step says what it is).
 """
 
 from __future__ import annotations
@@ -172,6 +178,7 @@ class Refusal(StrEnum):
     REMOVED = "removed"
     BAD_ID = "bad_id"
     BAD_CODE = "bad_code"
+    AMBIGUOUS = "ambiguous"
 
 
 class PairingError(ConnectError):
@@ -418,6 +425,40 @@ def _refuse_others(
             requests[other.id] = refused
             effects.append(_persist(refused))
     return requests, effects
+
+
+# --------------------------------------------------------------------------------------------------
+# What a person names (P11)
+# --------------------------------------------------------------------------------------------------
+
+
+def pending_request(book: PairBook, who: str) -> PairRequest:
+    """The one pending request ``who`` names: its id, the requester's box id or its name (P11)."""
+    pending = [r for r in book.requests.values() if r.state is _R.PENDING]
+    found = [r for r in pending if who in (r.id, r.box_id, r.name)]
+    if not found:
+        listed = ", ".join(f"{r.name} ({r.box_id})" for r in pending) or "none"
+        raise PairingError(
+            Refusal.UNKNOWN_REQUEST, f"no pending pair request from {who!r} on this box (pending: {listed})"
+        )
+    if len(found) > 1:
+        raise PairingError(
+            Refusal.AMBIGUOUS,
+            f"{who!r} names {len(found)} pending requests: {', '.join(r.id for r in found)}; give the request id",
+        )
+    return found[0]
+
+
+def pairing_named(book: PairBook, who: str) -> Pairing:
+    """The pairing ``who`` names: its name, box id, pairing id or invitation id; of several, the latest
+    ``active`` or ``requested`` one, else the latest (P11)."""
+    found = [p for p in book.pairings.values() if who in (p.name, p.box_id, p.id, p.invitation)]
+    if not found:
+        raise PairingError(
+            Refusal.UNKNOWN_PAIRING, f"no pairing with {who!r} on this box (`connectd pair list` lists them)"
+        )
+    live = [p for p in found if p.state in (_P.ACTIVE, _P.REQUESTED)]
+    return max(live or found, key=lambda p: p.since)
 
 
 # --------------------------------------------------------------------------------------------------

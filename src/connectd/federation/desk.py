@@ -32,7 +32,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -46,6 +46,7 @@ from connectd.federation.seal import LocalBox, receive, seal
 from connectd.store.pair_records import PairRecords, Wire
 
 log = logging.getLogger("connectd.federation")
+T = TypeVar("T")
 
 RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
 EXPIRY_EVERY = 5.0  # seconds between looks for invitations and requested pairings past their time
@@ -98,8 +99,13 @@ class Settings:
         return context
 
 
-def _not_here(what: str) -> EngineError:
-    return EngineError("unknown_request", what)
+def _named(find: Callable[[P.PairBook, str], T], book: P.PairBook, who: str) -> T:
+    """What ``who`` names in the book, by the core's lookup (pairing.py, P11); a refusal is the engine's
+    (a 400, or 409 ``ambiguous``, as the owner API has always answered it)."""
+    try:
+        return find(book, who)
+    except P.PairingError as refused:
+        raise EngineError(str(refused.reason), str(refused)) from None
 
 
 class PairingDesk:
@@ -244,17 +250,6 @@ class PairingDesk:
             invitation = book.invitations[invitation_id]
             return {"invitation": invitation.id, "state": str(invitation.state)}
 
-    def _pending(self, who: str) -> P.PairRequest:
-        pending = [r for r in self.book.requests.values() if r.state is P.RequestState.PENDING]
-        found = [r for r in pending if who in (r.id, r.box_id, r.name)]
-        if not found:
-            listed = ", ".join(f"{r.name} ({r.box_id})" for r in pending) or "none"
-            raise _not_here(f"no pending pair request from {who!r} on this box (pending: {listed})")
-        if len(found) > 1:
-            raise EngineError("ambiguous", f"{who!r} names {len(found)} pending requests: "
-                              f"{', '.join(r.id for r in found)}; give the request id")
-        return found[0]
-
     def _answer_wire(self, book: P.PairBook, request: P.PairRequest) -> Wire | None:
         answer = P.answer(book, request.id)
         if answer is None:
@@ -266,7 +261,7 @@ class PairingDesk:
 
     async def approve(self, who: str, *, name: str | None = None) -> dict[str, Any]:
         async with self.lock:
-            request = self._pending(who)
+            request = _named(P.pending_request, self.book, who)
             book, effects = P.approve(self.book, request.id, pairing_id=secrets.token_hex(16), now=self.clock(),
                                       name=name)
             wire = self._answer_wire(book, request)
@@ -275,7 +270,7 @@ class PairingDesk:
 
     async def decline(self, who: str) -> dict[str, Any]:
         async with self.lock:
-            request = self._pending(who)
+            request = _named(P.pending_request, self.book, who)
             book, effects = P.decline(self.book, request.id, now=self.clock())
             wire = self._answer_wire(book, request)
             await self._commit(book, effects, [wire] if wire else [])
@@ -308,17 +303,10 @@ class PairingDesk:
 
     # --- both -----------------------------------------------------------------------------------
 
-    def _pairing(self, who: str) -> P.Pairing:
-        found = [p for p in self.book.pairings.values() if who in (p.name, p.box_id, p.id, p.invitation)]
-        if not found:
-            raise EngineError("unknown_pairing", f"no pairing with {who!r} on this box (`connectd pair list` lists them)")
-        live = [p for p in found if p.state in (P.PairingState.ACTIVE, P.PairingState.REQUESTED)]
-        return max(live or found, key=lambda p: p.since)
-
     async def remove(self, who: str) -> dict[str, Any]:
         """Remove a pairing for good and owe the other box a signed unpair."""
         async with self.lock:
-            pairing = self._pairing(who)
+            pairing = _named(P.pairing_named, self.book, who)
             now = self.clock()
             book, effects = P.remove(self.book, pairing.invitation, now=now)
             wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
