@@ -104,6 +104,25 @@ def test_a_repeated_request_gets_the_same_answer_again_and_changes_nothing(sides
     assert b.desk.records.wires() == []
 
 
+def test_each_step_a_person_takes_is_audited_as_who_took_it(sides: tuple[Side, Side, Clock]) -> None:
+    """The owner API hands the desk the actor it resolved: the page session's steps are its own."""
+    a, b, _ = sides
+    page = "owner:page:7d2e"
+    code = anyio.run(lambda: a.desk.invite(actor=page))["code"]
+    anyio.run(lambda: b.desk.accept(code))  # the CLI's owner token: "owner"
+    (request,) = b.owed()
+    deliver(a, request)
+    anyio.run(lambda: a.desk.approve("devbox", actor=page))
+    anyio.run(lambda: b.desk.remove("laptop", actor="owner:tunnel:alice"))
+
+    def actors(side: Side) -> list[tuple[str, str]]:
+        return [(r.action, r.actor) for r in side.store.audit(limit=100) if r.action.startswith("pair.")]
+
+    assert set(actors(a)) == {("pair.invite", page), ("pair.request", f"box:{b.local.box_id}"),
+                              ("pair.approve", page)}
+    assert ("pair.accept", "owner") in actors(b) and ("pair.remove", "owner:tunnel:alice") in actors(b)
+
+
 def test_forged_and_misrouted_envelopes_are_refused_and_change_nothing(sides: tuple[Side, Side, Clock]) -> None:
     a, b, _ = sides
     requested(a, b)

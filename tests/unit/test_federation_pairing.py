@@ -578,3 +578,29 @@ def test_of_several_pairings_a_live_one_wins_over_a_later_ended_one_else_the_lat
     requested_too = replace(live, invitation="inv3", id=None, state=PS.REQUESTED, since=T0 + 5)
     book = replace(book, pairings={"inv1": older, "inv2": ended, "inv3": requested_too})
     assert P.pairing_named(book, B1.box_id).invitation == "inv3"  # a requested pairing is live too
+
+
+# --- who took a person's step (P10) -----------------------------------------------------------------
+
+
+def _actors(effects: tuple[Any, ...]) -> list[str]:
+    return [e.actor for e in effects if isinstance(e, Audit)]
+
+
+def test_each_persons_step_is_audited_as_who_took_it_owner_by_default() -> None:
+    page = "owner:page:3f9c"
+    steps: list[Callable[..., tuple[P.PairBook, tuple[Any, ...]]]] = [
+        lambda **who: P.invite(empty(), invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0, **who),
+        lambda **who: P.revoke_invitation(invited(), "inv1", now=T0 + 1, **who),
+        lambda **who: P.approve(requested(("r1", B1, "devbox")), "r1", pairing_id="pa1", now=T0 + 2, **who),
+        lambda **who: P.decline(requested(("r1", B1, "devbox")), "r1", now=T0 + 2, **who),
+        lambda **who: P.accept_code(empty(), invitation_id="inv9", keys=B2, name="far", expires_at=T0 + 900,
+                                    now=T0, **who),
+        lambda **who: P.remove(paired(), "inv1", now=T0 + 3, **who),
+    ]
+    for step in steps:
+        assert _actors(step()[1]) == [P.OWNER]
+        assert _actors(step(actor=page)[1]) == [page]
+    # what the peer or the clock did is not the person's: a peer's unpair is still the box's
+    _, effects = P.removed_by_peer(paired(), "pa1", now=T0 + 3)
+    assert _actors(effects) == [f"box:{B1.box_id}"]

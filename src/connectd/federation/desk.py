@@ -227,13 +227,14 @@ class PairingDesk:
 
     # --- the inviter ----------------------------------------------------------------------------
 
-    async def invite(self, expires_in: float = P.DEFAULT_EXPIRES) -> dict[str, Any]:
-        """A new invitation; the code (with its secret) is in this answer only."""
+    async def invite(self, expires_in: float = P.DEFAULT_EXPIRES, *, actor: str = P.OWNER) -> dict[str, Any]:
+        """A new invitation; the code (with its secret) is in this answer only. ``actor``, here and in
+        every person's step below, is who took it, as the owner API resolved them (the audit actor)."""
         secret = secrets.token_bytes(P.SECRET_BYTES)
         async with self.lock:
             book, effects = P.invite(
                 self.book, invitation_id=secrets.token_hex(16), secret_hash=P.secret_hash(secret),
-                now=self.clock(), expires_in=expires_in,
+                now=self.clock(), expires_in=expires_in, actor=actor,
             )
             invitation = next(i for i in book.invitations.values() if i.id not in self.book.invitations)
             await self._commit(book, effects)
@@ -242,10 +243,10 @@ class PairingDesk:
         return {"code": P.encode_code(code), "invitation": invitation.id, "expires_at": int(invitation.expires_at),
                 **self.this_box()}
 
-    async def revoke(self, invitation_id: str) -> dict[str, Any]:
+    async def revoke(self, invitation_id: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         """Withdraw an open invitation (``pair invite --revoke ID``); its pending requests are refused."""
         async with self.lock:
-            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock())
+            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock(), actor=actor)
             await self._commit(book, effects)
             invitation = book.invitations[invitation_id]
             return {"invitation": invitation.id, "state": str(invitation.state)}
@@ -259,26 +260,26 @@ class PairingDesk:
                             invitation=answer.invitation)
         return self._wire(f"answer:{request.id}", request, E.PairingInner(routing, (("at", answer.at),)))
 
-    async def approve(self, who: str, *, name: str | None = None) -> dict[str, Any]:
+    async def approve(self, who: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         async with self.lock:
             request = _named(P.pending_request, self.book, who)
             book, effects = P.approve(self.book, request.id, pairing_id=secrets.token_hex(16), now=self.clock(),
-                                      name=name)
+                                      name=name, actor=actor)
             wire = self._answer_wire(book, request)
             await self._commit(book, effects, [wire] if wire else [])
             return self.pairing_view(book.pairings[request.invitation])
 
-    async def decline(self, who: str) -> dict[str, Any]:
+    async def decline(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         async with self.lock:
             request = _named(P.pending_request, self.book, who)
-            book, effects = P.decline(self.book, request.id, now=self.clock())
+            book, effects = P.decline(self.book, request.id, now=self.clock(), actor=actor)
             wire = self._answer_wire(book, request)
             await self._commit(book, effects, [wire] if wire else [])
             return self.request_view(book.requests[request.id])
 
     # --- the invitee ----------------------------------------------------------------------------
 
-    async def accept(self, text: str, *, name: str | None = None) -> dict[str, Any]:
+    async def accept(self, text: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         """Approval 1: pin the inviter's keys from the code and owe its pair_request. The same code
         again returns the pairing it made and changes nothing."""
         code = P.decode_code(text)
@@ -292,7 +293,7 @@ class PairingDesk:
                 return {**self.pairing_view(made), "repeat": True, "this_box": self.this_box()}
             book, effects = P.accept_code(
                 self.book, invitation_id=code.invitation, keys=code.keys, name=code.name if name is None else name,
-                expires_at=float(code.expires_at), now=self.clock(),
+                expires_at=float(code.expires_at), now=self.clock(), actor=actor,
             )
             pairing = book.pairings[code.invitation]
             routing = E.Routing(E.Kind.PAIR_REQUEST, self.local.box_id, code.box, invitation=code.invitation)
@@ -303,12 +304,12 @@ class PairingDesk:
 
     # --- both -----------------------------------------------------------------------------------
 
-    async def remove(self, who: str) -> dict[str, Any]:
+    async def remove(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         """Remove a pairing for good and owe the other box a signed unpair."""
         async with self.lock:
             pairing = _named(P.pairing_named, self.book, who)
             now = self.clock()
-            book, effects = P.remove(self.book, pairing.invitation, now=now)
+            book, effects = P.remove(self.book, pairing.invitation, now=now, actor=actor)
             wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
             if pairing.id is not None:
                 routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=pairing.id)
