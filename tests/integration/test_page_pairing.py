@@ -6,7 +6,8 @@ fresh invitation code, and Debian's chromium driving the page.
 Checked: the request is a Needs-you item, counted in the top bar, with both boxes' fingerprints and
 Approve / Decline that call ``/api/pairing/requests/{id}/...`` with the CSRF token; approving makes the
 pairing active in the Pairings panel (its fingerprint shown) and the item goes; the panel says the bus
-is connected. A box name with markup never becomes a request (the core refuses it, audited, nothing
+is connected; the approval is audited as the page session (``owner:page:<id>``), the invitation made
+with the owner token as ``owner``. A box name with markup never becomes a request (the core refuses it, audited, nothing
 stored), and should the API ever carry one, the page shows it as text: the request list answered with a
 crafted name (Playwright's route) renders it literally, with no element and no script from it.
 """
@@ -109,7 +110,12 @@ def test_a_pair_request_is_a_needs_you_item_with_both_fingerprints_and_approving
         assert page.locator("#needs-count").text_content() == "0"
         (pairing,) = daemon.api("GET", "/api/pairing/pairings")
         assert (pairing["state"], pairing["fingerprint"]) == ("active", PEER.keys.fingerprint)
-        assert [r for r in daemon.api("GET", "/api/audit?limit=200") if r["action"] == "pair.approve"]
+        # audited as who took each step: the invitation by the owner token (the API), the approval by
+        # this page session, not by "owner"
+        audit = daemon.api("GET", "/api/audit?limit=200")
+        assert [r["actor"] for r in audit if r["action"] == "pair.invite"] == ["owner"]
+        (approval,) = [r for r in audit if r["action"] == "pair.approve"]
+        assert approval["actor"].startswith("owner:page:") and len(approval["actor"]) > len("owner:page:")
 
         # should the API ever carry a box name with markup, the page shows it as text
         crafted = [{**request, "id": "req-crafted", "name": MARKUP, "state": "pending"}]

@@ -1,10 +1,11 @@
-"""The pairing records on a real SQLite file (connectd.store.pair_records): the book round-trips
+"""The pairing records on a real SQLite file (connectd.store.pair_records, a part of the store): the book round-trips
 through a close and a reopen; each step's records, audit lines and owed wires are one transaction; an
 invitation is consumed at most once, across a reopen too (the core refuses, and the database refuses
 a record that would reopen it); a removed pairing stays removed; a foreign record writes nothing."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from connectcore.effects import Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
-from connectd.store.pair_records import PairRecords, Wire
+from connectd.store import store as store_mod
+from connectd.store.pair_records import PairRecords, Wire, encode
 from connectd.store.store import Store, StoreError
 
 OWN = BoxKeys(bytes(range(32)), bytes(range(32, 64)))
@@ -25,23 +27,22 @@ T0 = 1_000_000.0
 
 
 class Box:
-    """A data directory with the store and the pairing records open, as the daemon has them."""
+    """A data directory with the store open, its pairing records a part of it, as the daemon has them."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.store = Store.open(data_dir)
-        self.records = PairRecords.open(data_dir)
+        self.records: PairRecords = self.store
 
     def reopen(self) -> Box:
         self.close()
         return Box(self.data_dir)
 
     def close(self) -> None:
-        self.records.close()
         self.store.close()
 
     def load(self) -> P.PairBook:
-        return self.records.load(OWN.box_id, "laptop")
+        return self.records.pair_book(OWN.box_id, "laptop")
 
     def audit(self) -> list[tuple[str, str, str | None]]:
         return [(r.action, r.outcome, r.target) for r in self.store.audit(limit=1000)]
@@ -61,7 +62,7 @@ def box(tmp_path: Path) -> Iterator[Box]:
 
 def step(box: Box, book: P.PairBook, result: tuple[P.PairBook, tuple[object, ...]]) -> P.PairBook:
     new, effects = result
-    box.records.apply(effects)  # type: ignore[arg-type]
+    box.records.apply_pairing(effects)  # type: ignore[arg-type]
     return new
 
 
@@ -111,7 +112,7 @@ def test_an_invitation_is_consumed_at_most_once_across_a_reopen(box: Box) -> Non
         reopened = replace(book.invitations["inv1"], state=P.InvitationState.OPEN, decided_at=None)
         forged = replace(book.requests["r2"], state=P.RequestState.APPROVED, pairing="pa2")
         with pytest.raises(StoreError, match="never changes state again"):
-            box2.records.apply([Persist(P.STORE_REQUEST, ("r2",), forged),
+            box2.records.apply_pairing([Persist(P.STORE_REQUEST, ("r2",), forged),
                                 Persist(P.STORE_INVITATION, ("inv1",), reopened)])
         assert box2.rows() == before
     finally:
@@ -125,7 +126,7 @@ def test_a_removed_pairing_stays_removed_in_the_database(box: Box) -> None:
     before = box.rows()
     back = replace(book.pairings["inv1"], state=P.PairingState.ACTIVE, removed_by=None)
     with pytest.raises(StoreError, match="never made active again"):
-        box.records.apply([Persist(P.STORE_PAIRING, ("inv1",), back)])
+        box.records.apply_pairing([Persist(P.STORE_PAIRING, ("inv1",), back)])
     assert box.rows() == before
     assert box.reopen().load().pairings["inv1"].removed_by == P.BY_OWNER
 
@@ -135,9 +136,9 @@ def test_a_record_that_is_not_a_pairing_record_writes_nothing(box: Box) -> None:
     new, effects = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)
     before = box.rows()
     with pytest.raises(StoreError, match="not a pairing record"):
-        box.records.apply([*effects, Persist("message", ("x",), None)])
+        box.records.apply_pairing([*effects, Persist("message", ("x",), None)])
     with pytest.raises(StoreError, match="not a pairing record"):  # a key that is not its record's
-        box.records.apply([Persist(P.STORE_PAIRING, ("other",), new.pairings["inv1"])])
+        box.records.apply_pairing([Persist(P.STORE_PAIRING, ("other",), new.pairings["inv1"])])
     assert box.rows() == before
     assert box.load() == book
 
@@ -147,7 +148,7 @@ def test_owed_wires_are_kept_with_the_step_and_until_the_bus_took_them(box: Box)
     new, effects = P.invite(book, invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0)
     once = Wire("answer:r1", "connect.x.pairing.y", b"wire-1", created_at=T0)
     again = Wire("request:inv9", "connect.y.pairing.x", b"wire-2", resend=10.0, created_at=T0 + 1)
-    box.records.apply(effects, [once, again])
+    box.records.apply_pairing(effects, [once, again])
     assert [w.key for w in box.records.wires()] == ["answer:r1", "request:inv9"]
     box.records.sent("answer:r1", attempt=1, now=T0 + 2)
     box.records.sent("request:inv9", attempt=1, now=T0 + 2)
@@ -156,7 +157,7 @@ def test_owed_wires_are_kept_with_the_step_and_until_the_bus_took_them(box: Box)
         assert [(w.key, w.due_at, w.attempt) for w in box.records.wires()] == [("request:inv9", T0 + 12, 1)]
         box.records.due_again("answer:r1", T0 + 3)  # a repeated request: the answer is owed again
         assert {w.key for w in box.records.wires()} == {"answer:r1", "request:inv9"}
-        box.records.apply([], [Wire.settled("request:inv9"), Wire.settled("never-owed")])  # answered: nothing more owed
+        box.records.apply_pairing([], [Wire.settled("request:inv9"), Wire.settled("never-owed")])  # answered: nothing more owed
         assert [w.key for w in box.records.wires()] == ["answer:r1"]
         assert box.records.wire("request:inv9") is not None  # kept (its bytes), not owed
         assert box.records.wire("never-owed") is None
@@ -164,13 +165,160 @@ def test_owed_wires_are_kept_with_the_step_and_until_the_bus_took_them(box: Box)
         box.close()
 
 
-def test_pairing_tables_from_a_newer_connectd_are_refused(tmp_path: Path) -> None:
-    made = Box(tmp_path / "data")
-    made.records._db.execute("UPDATE pair_schema SET version = 99")
-    made.close()
-    store = Store.open(tmp_path / "data")
+# --- a data directory the pairing tables' own connection made (before migration 5) ------------------
+
+# What connectd wrote before the pairing tables joined the store's migrations: the store at migration 4,
+# then PairRecords.open on a connection of its own ran this (pair_records.py's _SCHEMA, copied as shipped)
+# and recorded its own version in pair_schema.
+OLD_PAIR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pair_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS pair_invitations (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pair_invitation_decided_once BEFORE UPDATE OF state ON pair_invitations
+    WHEN OLD.state != 'open' AND NEW.state != OLD.state
+    BEGIN SELECT RAISE(ABORT, 'an invitation that left open never changes state again'); END;
+CREATE TABLE IF NOT EXISTS pair_requests (
+    id TEXT PRIMARY KEY,
+    invitation TEXT NOT NULL,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE INDEX IF NOT EXISTS pair_requests_invitation ON pair_requests(invitation);
+CREATE TABLE IF NOT EXISTS pairings (
+    invitation TEXT PRIMARY KEY,
+    id TEXT UNIQUE,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pairing_removed_for_good BEFORE UPDATE OF state ON pairings
+    WHEN OLD.state = 'removed' AND NEW.state != 'removed'
+    BEGIN SELECT RAISE(ABORT, 'a removed pairing is never made active again'); END;
+CREATE TABLE IF NOT EXISTS pair_wires (
+    key TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    wire BLOB NOT NULL,
+    attempt INTEGER NOT NULL,
+    due_at REAL,
+    resend REAL,
+    created_at REAL NOT NULL
+) STRICT;
+"""
+
+
+def _old_data_dir(data_dir: Path, monkeypatch: pytest.MonkeyPatch, *, pair_version: int = 1) -> P.PairBook:
+    """A data directory as the code before migration 5 left it: the store at version 4, the pairing
+    tables and pair_schema made on their own connection, a book's records in them (rows written with
+    the old code's SQL), an owed wire and an audit line. Returns the book it holds."""
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:4])
+    Store.open(data_dir).close()
+    monkeypatch.undo()
+    book = P.PairBook(own_box=OWN.box_id, own_name="laptop")
+    records: list[object] = []
+    steps = [
+        lambda b: P.invite(b, invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0),
+        lambda b: P.receive_request(b, request_id="r1", invitation_id="inv1", keys=B1, name="devbox",
+                                    secret=SECRET, now=T0 + 1),
+        lambda b: P.approve(b, "r1", pairing_id="pa1", now=T0 + 2, name="dev"),
+        lambda b: P.accept_code(b, invitation_id="inv9", keys=B2, name="far", expires_at=T0 + 900, now=T0 + 3),
+        lambda b: P.pair_accepted(b, "inv9", pairing_id="pa9", now=T0 + 4),
+        lambda b: P.remove(b, "inv9", now=T0 + 5),
+    ]
+    for take in steps:
+        book, effects = take(book)
+        records.extend(e.record for e in effects if isinstance(e, Persist))
+    db = sqlite3.connect(data_dir / "connect.db", isolation_level=None)
     try:
-        with pytest.raises(StoreError, match="newer than this connectd"):
-            PairRecords.open(tmp_path / "data")
+        db.executescript(f"BEGIN IMMEDIATE;\n{OLD_PAIR_SCHEMA}\n"
+                         f"INSERT OR IGNORE INTO pair_schema (id, version) VALUES (1, {pair_version});\nCOMMIT;")
+        for r in records:  # the old _put's statements
+            if isinstance(r, P.Invitation):
+                db.execute("INSERT INTO pair_invitations (id, state, expires_at, body) VALUES (?, ?, ?, ?)"
+                           " ON CONFLICT (id) DO UPDATE SET state = excluded.state, body = excluded.body",
+                           (r.id, r.state.value, r.expires_at, encode(r)))
+            elif isinstance(r, P.PairRequest):
+                db.execute("INSERT INTO pair_requests (id, invitation, box_id, state, body) VALUES (?, ?, ?, ?, ?)"
+                           " ON CONFLICT (id) DO UPDATE SET state = excluded.state, body = excluded.body",
+                           (r.id, r.invitation, r.box_id, r.state.value, encode(r)))
+            elif isinstance(r, P.Pairing):
+                db.execute("INSERT INTO pairings (invitation, id, box_id, state, body) VALUES (?, ?, ?, ?, ?)"
+                           " ON CONFLICT (invitation) DO UPDATE SET id = excluded.id, state = excluded.state,"
+                           " body = excluded.body",
+                           (r.invitation, r.id, r.box_id, r.state.value, encode(r)))
+        db.execute("INSERT INTO pair_wires (key, subject, wire, attempt, due_at, resend, created_at)"
+                   " VALUES ('answer:r1', 'connect.x.pairing.y', x'00ff', 0, ?, NULL, ?)", (T0 + 2, T0 + 2))
+        db.execute("INSERT INTO audit (at, actor, action, scope, target, outcome, message_id, detail)"
+                   " VALUES (?, 'owner', 'pair.approve', NULL, 'pa1', 'active', NULL, '')", (T0 + 2,))
     finally:
-        store.close()
+        db.close()
+    return book
+
+
+def test_a_data_directory_with_the_old_pairing_tables_migrates_with_its_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "data"
+    book = _old_data_dir(data_dir, monkeypatch)
+    assert book.pairings["inv1"].state is P.PairingState.ACTIVE and book.pairings["inv9"].removed_by == P.BY_OWNER
+    box = Box(data_dir)
+    try:
+        assert box.store.schema_version == len(store_mod.MIGRATIONS)
+        assert box.load() == book
+        assert [(w.key, w.wire, w.due_at) for w in box.records.wires()] == [("answer:r1", b"\x00\xff", T0 + 2)]
+        assert box.audit() == [("pair.approve", "active", "pa1")]
+        tables = {n for (n,) in box.store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "pair_schema" not in tables
+        # the tables' own refusals came through with them
+        with pytest.raises(StoreError, match="never made active again"):
+            box.records.apply_pairing([Persist(P.STORE_PAIRING, ("inv9",), replace(
+                book.pairings["inv9"], state=P.PairingState.ACTIVE, removed_by=None))])
+    finally:
+        box.close()
+    assert _user_version(data_dir) == len(store_mod.MIGRATIONS)
+    box = Box(data_dir)  # and it opens again at its version, the same
+    try:
+        assert box.load() == book
+    finally:
+        box.close()
+
+
+def test_pairing_tables_from_a_newer_connectd_are_refused_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "data"
+    _old_data_dir(data_dir, monkeypatch, pair_version=2)
+    before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
+    with pytest.raises(StoreError, match="the pairing tables are version 2, newer than this connectd"):
+        Store.open(data_dir)
+    assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
+    assert _user_version(data_dir) == 4
+
+
+def test_a_database_from_a_newer_connectd_with_pairings_is_refused_untouched(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    box = Box(data_dir)
+    step(box, box.load(), P.invite(box.load(), invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0))
+    box.close()
+    db = sqlite3.connect(data_dir / "connect.db")
+    db.execute(f"PRAGMA user_version = {len(store_mod.MIGRATIONS) + 1}")
+    db.close()
+    before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
+    with pytest.raises(StoreError, match="newer than this connectd"):
+        Store.open(data_dir)
+    assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
+
+
+def _user_version(data_dir: Path) -> int:
+    db = sqlite3.connect(data_dir / "connect.db")
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()

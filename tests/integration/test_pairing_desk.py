@@ -17,7 +17,7 @@ from connectcore.federation import pairing as P
 from connectd.federation import keys as K
 from connectd.federation.desk import PairingDesk, Settings
 from connectd.federation.seal import LocalBox
-from connectd.store.pair_records import PairRecords, Wire
+from connectd.store.pair_records import Wire
 from connectd.store.store import Store, StoreError
 
 T0 = 2_000_000_000.0
@@ -39,7 +39,7 @@ class Side:
     def __init__(self, root: Path, name: str, seed: int, clock: Clock) -> None:
         self.store = Store.open(root)
         self.local = LocalBox.from_secrets(K.BoxSecrets(bytes([seed]) * 32, bytes([seed + 1]) * 32))
-        self.desk = PairingDesk(self.local, Settings(name, resend=5.0), PairRecords.open(root), clock=clock,
+        self.desk = PairingDesk(self.local, Settings(name, resend=5.0), self.store, clock=clock,
                                 run_sync=direct)
 
     def owed(self) -> list[Wire]:
@@ -49,7 +49,6 @@ class Side:
         return [r.detail for r in self.store.audit(outcome="refused", limit=1000)]
 
     def close(self) -> None:
-        self.desk.close()
         self.store.close()
 
 
@@ -105,6 +104,25 @@ def test_a_repeated_request_gets_the_same_answer_again_and_changes_nothing(sides
     assert b.desk.records.wires() == []
 
 
+def test_each_step_a_person_takes_is_audited_as_who_took_it(sides: tuple[Side, Side, Clock]) -> None:
+    """The owner API hands the desk the actor it resolved: the page session's steps are its own."""
+    a, b, _ = sides
+    page = "owner:page:7d2e"
+    code = anyio.run(lambda: a.desk.invite(actor=page))["code"]
+    anyio.run(lambda: b.desk.accept(code))  # the CLI's owner token: "owner"
+    (request,) = b.owed()
+    deliver(a, request)
+    anyio.run(lambda: a.desk.approve("devbox", actor=page))
+    anyio.run(lambda: b.desk.remove("laptop", actor="owner:tunnel:alice"))
+
+    def actors(side: Side) -> list[tuple[str, str]]:
+        return [(r.action, r.actor) for r in side.store.audit(limit=100) if r.action.startswith("pair.")]
+
+    assert set(actors(a)) == {("pair.invite", page), ("pair.request", f"box:{b.local.box_id}"),
+                              ("pair.approve", page)}
+    assert ("pair.accept", "owner") in actors(b) and ("pair.remove", "owner:tunnel:alice") in actors(b)
+
+
 def test_forged_and_misrouted_envelopes_are_refused_and_change_nothing(sides: tuple[Side, Side, Clock]) -> None:
     a, b, _ = sides
     requested(a, b)
@@ -139,4 +157,4 @@ def test_a_store_that_cannot_write_leaves_the_book_as_it_was(sides: tuple[Side, 
     with pytest.raises(StoreError):
         anyio.run(a.desk.invite)
     assert a.desk.book is book
-    a.desk.records = PairRecords.open(a.store.path.parent)  # (for the fixture's close)
+    a.store = a.desk.records = Store.open(a.store.path.parent)  # (for the fixture's close)

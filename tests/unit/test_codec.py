@@ -238,3 +238,20 @@ def test_enums_encode_as_their_values() -> None:
     assert encode(RestartStep.CLOSED) == "closed"
     assert decode(RestartOutcome | None, None) is None
     assert codec.decode(RestartOutcome | None, "gave_up") is RestartOutcome.GAVE_UP
+
+
+@given(st.binary(max_size=64))
+def test_bytes_are_base64_text_any_bytes_round_trip(raw: bytes) -> None:
+    import base64
+
+    assert encode(raw) == base64.b64encode(raw).decode("ascii")
+    assert loads(bytes, dumps(raw)) == raw
+    assert decode(bytes | None, encode(raw)) == raw
+
+
+def test_bytes_that_are_not_utf8_are_written_and_bad_base64_is_refused() -> None:
+    assert dumps(b"\xff\x00") == '"/wA="'
+    with pytest.raises(CodecError, match="not base64 text"):
+        loads(bytes, '"!!"')
+    with pytest.raises(CodecError, match="valid bytes"):
+        loads(bytes, "3")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -530,3 +531,76 @@ def test_an_invitation_code_round_trips_and_a_bad_one_is_refused_naming_why() ->
         with pytest.raises(P.PairingError, match=words) as caught:
             P.decode_code(bad)
         assert caught.value.reason is P.Refusal.BAD_CODE, what
+
+
+# --- what a person names (P11) ----------------------------------------------------------------------
+
+
+def test_a_pending_request_is_found_by_its_id_its_box_id_or_its_name() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "other"))
+    for who in ("r1", B1.box_id, "devbox"):
+        assert P.pending_request(book, who).id == "r1"
+    assert P.pending_request(book, "other").id == "r2"
+
+
+def test_a_request_nobody_pending_names_is_refused_listing_the_pending_ones() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "other"))
+    refused(lambda: P.pending_request(book, "nobody"), Ref.UNKNOWN_REQUEST, book,
+            match=rf"no pending pair request from 'nobody' on this box \(pending: devbox \({B1.box_id}\), "
+                  rf"other \({B2.box_id}\)\)")
+    decided, _ = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)  # r1 approved, r2 refused: none pending
+    refused(lambda: P.pending_request(decided, "r1"), Ref.UNKNOWN_REQUEST, decided, match=r"\(pending: none\)")
+
+
+def test_a_name_two_pending_requests_share_is_ambiguous_and_the_id_is_asked_for() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "devbox"))
+    refused(lambda: P.pending_request(book, "devbox"), Ref.AMBIGUOUS, book,
+            match="'devbox' names 2 pending requests: r1, r2; give the request id")
+    assert P.pending_request(book, "r2").box_id == B2.box_id
+
+
+def test_a_pairing_is_found_by_its_name_box_id_pairing_id_or_invitation() -> None:
+    book = paired()
+    for who in ("devbox", B1.box_id, "pa1", "inv1"):
+        assert P.pairing_named(book, who).invitation == "inv1"
+    refused(lambda: P.pairing_named(book, "nobody"), Ref.UNKNOWN_PAIRING, book,
+            match="no pairing with 'nobody' on this box")
+
+
+def test_of_several_pairings_a_live_one_wins_over_a_later_ended_one_else_the_latest() -> None:
+    live = paired().pairings["inv1"]
+    ended = replace(live, invitation="inv2", id="pa2", state=PS.REMOVED, since=T0 + 50, removed_by=P.BY_OWNER)
+    book = replace(paired(), pairings={"inv1": live, "inv2": ended})
+    assert P.pairing_named(book, B1.box_id).id == "pa1"  # active, though the removed one is later
+    older = replace(live, state=PS.REMOVED, since=T0 + 10, removed_by=P.BY_PEER)
+    book = replace(book, pairings={"inv1": older, "inv2": ended})
+    assert P.pairing_named(book, "devbox").id == "pa2"  # none live: the latest
+    requested_too = replace(live, invitation="inv3", id=None, state=PS.REQUESTED, since=T0 + 5)
+    book = replace(book, pairings={"inv1": older, "inv2": ended, "inv3": requested_too})
+    assert P.pairing_named(book, B1.box_id).invitation == "inv3"  # a requested pairing is live too
+
+
+# --- who took a person's step (P10) -----------------------------------------------------------------
+
+
+def _actors(effects: tuple[Any, ...]) -> list[str]:
+    return [e.actor for e in effects if isinstance(e, Audit)]
+
+
+def test_each_persons_step_is_audited_as_who_took_it_owner_by_default() -> None:
+    page = "owner:page:3f9c"
+    steps: list[Callable[..., tuple[P.PairBook, tuple[Any, ...]]]] = [
+        lambda **who: P.invite(empty(), invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0, **who),
+        lambda **who: P.revoke_invitation(invited(), "inv1", now=T0 + 1, **who),
+        lambda **who: P.approve(requested(("r1", B1, "devbox")), "r1", pairing_id="pa1", now=T0 + 2, **who),
+        lambda **who: P.decline(requested(("r1", B1, "devbox")), "r1", now=T0 + 2, **who),
+        lambda **who: P.accept_code(empty(), invitation_id="inv9", keys=B2, name="far", expires_at=T0 + 900,
+                                    now=T0, **who),
+        lambda **who: P.remove(paired(), "inv1", now=T0 + 3, **who),
+    ]
+    for step in steps:
+        assert _actors(step()[1]) == [P.OWNER]
+        assert _actors(step(actor=page)[1]) == [page]
+    # what the peer or the clock did is not the person's: a peer's unpair is still the box's
+    _, effects = P.removed_by_peer(paired(), "pa1", now=T0 + 3)
+    assert _actors(effects) == [f"box:{B1.box_id}"]

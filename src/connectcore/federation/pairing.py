@@ -38,11 +38,18 @@ P9  Every refusal is a :class:`PairingError` (a :class:`ConnectError`) with a re
     (:class:`Refusal`) and a message naming the problem, and changes nothing (auditing it is the
     caller's: :meth:`PairingError.audit`). An event a table does not allow is a bug in the caller and
     raises :class:`connectcore._machine.TransitionNotAllowed`. Every state change goes through a table.
-P10 The core invents nothing: ids (invitation, request, pairing), the secret's hash and ``now`` arrive
-    as values. Each step returns ``(book, effects)``: a :class:`Persist` per record it changed, one
-    :class:`Audit`, and a :class:`Notify` (topic :data:`TOPIC`) for the owner's page where a person
-    decides or must know. What the inviter publishes after a decision (and again on a repeat) is
+P10 The core invents nothing: ids (invitation, request, pairing), the secret's hash, ``now`` and who
+    took a person's step (``actor``: the audit actor the owner API resolved, such as ``owner`` or the
+    page session ``owner:page:<id>``; :data:`OWNER` by default) arrive as values. Each step returns
+    ``(book, effects)``: a :class:`Persist` per record it changed, one :class:`Audit`, and a
+    :class:`Notify` (topic :data:`TOPIC`) for the owner's page where a person decides or must know. What the inviter publishes after a decision (and again on a repeat) is
     :func:`answer`'s to say; publishing is the shell's (slice 4's daemon flow).
+P11 What a person names (``pair approve WHO``, ``pair remove WHO``) is looked up here, never guessed:
+    :func:`pending_request` finds the one pending request whose id, requester's box id or name is
+    ``who`` (none: ``unknown_request``, listing the pending ones; several: ``ambiguous``, naming their
+    ids to give instead); :func:`pairing_named` the pairing whose name, box id, pairing id or invitation
+    id is ``who`` (none: ``unknown_pairing``), of several the latest one ``active`` or ``requested``,
+    else the latest (a removed or expired one is still found, and its step says what it is).
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ MAX_EXPIRES = 24 * 3600.0  # the longest an invitation may live
 ANSWER_GRACE = 3600.0  # seconds past the code's expiry an invitee waits for the inviter's answer
 SECRET_HASH_HEX = 64  # the SHA-256 of a secret, in hex
 TOPIC = "pairing"  # Notify.topic of every pairing notice
-OWNER = "owner"  # the audit actor of the owner's decisions
+OWNER = "owner"  # the default audit actor of the owner's decisions (the owner token's)
 BY_OWNER = "owner"  # removed_by: this box's owner removed it
 BY_PEER = "peer"  # removed_by: the other box removed it (its unpair or tombstone)
 
@@ -172,6 +179,7 @@ class Refusal(StrEnum):
     REMOVED = "removed"
     BAD_ID = "bad_id"
     BAD_CODE = "bad_code"
+    AMBIGUOUS = "ambiguous"
 
 
 class PairingError(ConnectError):
@@ -421,12 +429,47 @@ def _refuse_others(
 
 
 # --------------------------------------------------------------------------------------------------
+# What a person names (P11)
+# --------------------------------------------------------------------------------------------------
+
+
+def pending_request(book: PairBook, who: str) -> PairRequest:
+    """The one pending request ``who`` names: its id, the requester's box id or its name (P11)."""
+    pending = [r for r in book.requests.values() if r.state is _R.PENDING]
+    found = [r for r in pending if who in (r.id, r.box_id, r.name)]
+    if not found:
+        listed = ", ".join(f"{r.name} ({r.box_id})" for r in pending) or "none"
+        raise PairingError(
+            Refusal.UNKNOWN_REQUEST, f"no pending pair request from {who!r} on this box (pending: {listed})"
+        )
+    if len(found) > 1:
+        raise PairingError(
+            Refusal.AMBIGUOUS,
+            f"{who!r} names {len(found)} pending requests: {', '.join(r.id for r in found)}; give the request id",
+        )
+    return found[0]
+
+
+def pairing_named(book: PairBook, who: str) -> Pairing:
+    """The pairing ``who`` names: its name, box id, pairing id or invitation id; of several, the latest
+    ``active`` or ``requested`` one, else the latest (P11)."""
+    found = [p for p in book.pairings.values() if who in (p.name, p.box_id, p.id, p.invitation)]
+    if not found:
+        raise PairingError(
+            Refusal.UNKNOWN_PAIRING, f"no pairing with {who!r} on this box (`connectd pair list` lists them)"
+        )
+    live = [p for p in found if p.state in (_P.ACTIVE, _P.REQUESTED)]
+    return max(live or found, key=lambda p: p.since)
+
+
+# --------------------------------------------------------------------------------------------------
 # The inviter
 # --------------------------------------------------------------------------------------------------
 
 
 def invite(
-    book: PairBook, *, invitation_id: str, secret_hash: str, now: float, expires_in: float = DEFAULT_EXPIRES
+    book: PairBook, *, invitation_id: str, secret_hash: str, now: float, expires_in: float = DEFAULT_EXPIRES,
+    actor: str = OWNER,
 ) -> tuple[PairBook, tuple[Effect, ...]]:
     """A new open invitation (``pair invite``), living ``expires_in`` seconds (P2)."""
     _check_id("invitation", invitation_id)
@@ -457,12 +500,12 @@ def invite(
     book = replace(book, invitations=_with(book.invitations, [(invitation_id, invitation)]))
     return book, (
         _persist(invitation),
-        Audit(actor=OWNER, action="pair.invite", outcome="open", target=invitation_id, at=now),
+        Audit(actor=actor, action="pair.invite", outcome="open", target=invitation_id, at=now),
     )
 
 
 def revoke_invitation(
-    book: PairBook, invitation_id: str, *, now: float
+    book: PairBook, invitation_id: str, *, now: float, actor: str = OWNER
 ) -> tuple[PairBook, tuple[Effect, ...]]:
     """The owner withdraws an open invitation (``pair invite --revoke ID``); its pending requests are
     refused (reason ``invitation_revoked``)."""
@@ -486,7 +529,7 @@ def revoke_invitation(
             )
             requests[other.id] = refused
             effects.append(_persist(refused))
-    effects.append(Audit(actor=OWNER, action="pair.invite", outcome="revoked", target=invitation_id, at=now))
+    effects.append(Audit(actor=actor, action="pair.invite", outcome="revoked", target=invitation_id, at=now))
     book = replace(
         book,
         invitations=_with(book.invitations, [(invitation_id, revoked)]),
@@ -594,7 +637,7 @@ def _pending(book: PairBook, request_id: str, now: float) -> tuple[PairRequest, 
 
 
 def approve(
-    book: PairBook, request_id: str, *, pairing_id: str, now: float, name: str | None = None
+    book: PairBook, request_id: str, *, pairing_id: str, now: float, name: str | None = None, actor: str = OWNER
 ) -> tuple[PairBook, tuple[Effect, ...]]:
     """Approval 2 (P4): in one step the invitation consumed, the request approved, the other pending
     requests on it refused, the pairing active with the requester's keys pinned under ``name`` (the
@@ -637,7 +680,7 @@ def approve(
         *refused,
         _persist(pairing),
         Audit(
-            actor=OWNER,
+            actor=actor,
             action="pair.approve",
             outcome="active",
             target=pairing_id,
@@ -648,7 +691,9 @@ def approve(
     )
 
 
-def decline(book: PairBook, request_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+def decline(
+    book: PairBook, request_id: str, *, now: float, actor: str = OWNER
+) -> tuple[PairBook, tuple[Effect, ...]]:
     """The owner declines a request (P4): the invitation is consumed too (one invitation, one decision)."""
     request, invitation = _pending(book, request_id, now)
     consumed = replace(invitation, state=INVITATION_TABLE.next(invitation.state, "decline"), decided_at=now)
@@ -664,7 +709,7 @@ def decline(book: PairBook, request_id: str, *, now: float) -> tuple[PairBook, t
         _persist(consumed),
         _persist(declined),
         *refused,
-        Audit(actor=OWNER, action="pair.decline", outcome="declined", target=request_id, at=now),
+        Audit(actor=actor, action="pair.decline", outcome="declined", target=request_id, at=now),
         _notify("declined", request_id, box=request.box_id),
     )
 
@@ -695,6 +740,7 @@ def accept_code(
     name: str,
     expires_at: float,
     now: float,
+    actor: str = OWNER,
 ) -> tuple[PairBook, tuple[Effect, ...]]:
     """Approval 1 (``pair accept CODE``, P1): a ``requested`` pairing with the inviter's keys pinned
     from the code, under ``name`` (the code's name, or the one the owner gave; P6). The shell then
@@ -730,7 +776,7 @@ def accept_code(
     return book, (
         _persist(pairing),
         Audit(
-            actor=OWNER,
+            actor=actor,
             action="pair.accept",
             outcome="requested",
             target=invitation_id,
@@ -867,7 +913,9 @@ def expire(book: PairBook, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]
     return book, tuple(effects)
 
 
-def remove(book: PairBook, invitation_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:
+def remove(
+    book: PairBook, invitation_id: str, *, now: float, actor: str = OWNER
+) -> tuple[PairBook, tuple[Effect, ...]]:
     """The owner removes a pairing (``pair remove BOX``; the pairing is found by :meth:`PairBook.named`),
     active or still requested: permanent (P7). What follows from it (unpair, tombstone, messages in
     flight) is the shell's and slice 6's."""
@@ -892,7 +940,7 @@ def remove(book: PairBook, invitation_id: str, *, now: float) -> tuple[PairBook,
     return book, (
         _persist(removed),
         Audit(
-            actor=OWNER,
+            actor=actor,
             action="pair.remove",
             outcome="removed",
             target=pairing.id or invitation_id,

@@ -200,8 +200,6 @@ async def serve(daemon: Daemon, *, ready: Callable[[Daemon], Awaitable[None] | N
                 await http_done.wait()
             tg.cancel_scope.cancel()
     finally:
-        if daemon.engine.federation is not None:
-            daemon.engine.federation.close()
         daemon.store.close()
 
 

@@ -1,9 +1,10 @@
 """The pairing desk: the daemon's side of pairing (docs/federation.md, "Pairing"). It holds this box's
 :class:`~connectcore.federation.pairing.PairBook`, runs the core's steps for the person's calls (``pair
 invite``, ``accept``, ``approve``, ``decline``, ``remove``) and for the pairing envelopes the bus hands
-it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction
-before the book changes, and seals and signs those wires once (:mod:`connectd.federation.seal`), so every
-publish of one is the same bytes. The rules are the core's; this module only sequences them.
+it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction of
+the daemon's store (its part :class:`~connectd.store.pair_records.PairRecords`) before the book changes,
+and seals and signs those wires once (:mod:`connectd.federation.seal`), so every publish of one is the
+same bytes. The rules are the core's; this module only sequences them.
 
 - ``pair accept`` pins the inviter's keys from the code and owes a ``pair_request`` (sealed to the
   inviter, holding the code's secret), published again every ``resend`` seconds until an answer comes or
@@ -31,7 +32,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -48,6 +49,7 @@ from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
 from connectd.store.pair_records import PairRecords, Wire
 
 log = logging.getLogger("connectd.federation")
+T = TypeVar("T")
 
 RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
 EXPIRY_EVERY = 5.0  # seconds between looks for invitations and requested pairings past their time
@@ -100,8 +102,13 @@ class Settings:
         return context
 
 
-def _not_here(what: str) -> EngineError:
-    return EngineError("unknown_request", what)
+def _named(find: Callable[[P.PairBook, str], T], book: P.PairBook, who: str) -> T:
+    """What ``who`` names in the book, by the core's lookup (pairing.py, P11); a refusal is the engine's
+    (a 400, or 409 ``ambiguous``, as the owner API has always answered it)."""
+    try:
+        return find(book, who)
+    except P.PairingError as refused:
+        raise EngineError(str(refused.reason), str(refused)) from None
 
 
 class PairingDesk:
@@ -127,19 +134,20 @@ class PairingDesk:
         self.publish_audit = publish_audit
         self.notify = notify
         self.hub = hub  # the engine's hub now (its outbox holds the rows a PublishEnvelope names)
-        self.book = records.load(local.box_id, settings.name)
+        self.book = records.pair_book(local.box_id, settings.name)
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
 
     @classmethod
-    def open(cls, data_dir: Path, **kw: Any) -> PairingDesk | None:
-        """The desk of a box set up for federation (``federation.toml`` and ``box.key``), else None."""
+    def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
+        """The desk of a box set up for federation (``federation.toml`` and ``box.key``), on the
+        daemon's store (``records``), else None."""
         settings = Settings.read(data_dir)
         if settings is None:
             return None
         local = LocalBox.from_secrets(K.read(data_dir))
-        return cls(local, settings, PairRecords.open(data_dir), **kw)
+        return cls(local, settings, records, **kw)
 
     def start(self, supervisor: Supervisor) -> None:
         """The expiry tick and, when ``federation.toml`` names a NATS server, the bus loops."""
@@ -150,14 +158,11 @@ class PairingDesk:
             self.pump = Pump(self)
             self.pump.start(supervisor)
 
-    def close(self) -> None:
-        self.records.close()
-
     # --- committing a step ----------------------------------------------------------------------
 
     async def _commit(self, book: P.PairBook, effects: Sequence[Effect], wires: Sequence[Wire] = ()) -> None:
         """Durable first (records, audit lines and owed wires in one transaction), then the book."""
-        await self.run_sync(lambda: self.records.apply(effects, wires))
+        await self.run_sync(lambda: self.records.apply_pairing(effects, wires))
         self.book = book
         for effect in effects:
             if isinstance(effect, Audit):
@@ -169,7 +174,7 @@ class PairingDesk:
 
     async def _refused(self, error: P.PairingError, *, actor: str, action: str, target: str | None) -> None:
         record = error.audit(actor=actor, action=action, target=target, at=self.clock())
-        await self.run_sync(lambda: self.records.apply([record]))
+        await self.run_sync(lambda: self.records.apply_pairing([record]))
         self.publish_audit(record)
 
     def _wire(self, key: str, to: P.Pairing | P.PairRequest, inner: E.Inner, *, resend: float | None = None) -> Wire:
@@ -266,13 +271,14 @@ class PairingDesk:
 
     # --- the inviter ----------------------------------------------------------------------------
 
-    async def invite(self, expires_in: float = P.DEFAULT_EXPIRES) -> dict[str, Any]:
-        """A new invitation; the code (with its secret) is in this answer only."""
+    async def invite(self, expires_in: float = P.DEFAULT_EXPIRES, *, actor: str = P.OWNER) -> dict[str, Any]:
+        """A new invitation; the code (with its secret) is in this answer only. ``actor``, here and in
+        every person's step below, is who took it, as the owner API resolved them (the audit actor)."""
         secret = secrets.token_bytes(P.SECRET_BYTES)
         async with self.lock:
             book, effects = P.invite(
                 self.book, invitation_id=secrets.token_hex(16), secret_hash=P.secret_hash(secret),
-                now=self.clock(), expires_in=expires_in,
+                now=self.clock(), expires_in=expires_in, actor=actor,
             )
             invitation = next(i for i in book.invitations.values() if i.id not in self.book.invitations)
             await self._commit(book, effects)
@@ -281,24 +287,13 @@ class PairingDesk:
         return {"code": P.encode_code(code), "invitation": invitation.id, "expires_at": int(invitation.expires_at),
                 **self.this_box()}
 
-    async def revoke(self, invitation_id: str) -> dict[str, Any]:
+    async def revoke(self, invitation_id: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         """Withdraw an open invitation (``pair invite --revoke ID``); its pending requests are refused."""
         async with self.lock:
-            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock())
+            book, effects = P.revoke_invitation(self.book, invitation_id, now=self.clock(), actor=actor)
             await self._commit(book, effects)
             invitation = book.invitations[invitation_id]
             return {"invitation": invitation.id, "state": str(invitation.state)}
-
-    def _pending(self, who: str) -> P.PairRequest:
-        pending = [r for r in self.book.requests.values() if r.state is P.RequestState.PENDING]
-        found = [r for r in pending if who in (r.id, r.box_id, r.name)]
-        if not found:
-            listed = ", ".join(f"{r.name} ({r.box_id})" for r in pending) or "none"
-            raise _not_here(f"no pending pair request from {who!r} on this box (pending: {listed})")
-        if len(found) > 1:
-            raise EngineError("ambiguous", f"{who!r} names {len(found)} pending requests: "
-                              f"{', '.join(r.id for r in found)}; give the request id")
-        return found[0]
 
     def _answer_wire(self, book: P.PairBook, request: P.PairRequest) -> Wire | None:
         answer = P.answer(book, request.id)
@@ -309,26 +304,26 @@ class PairingDesk:
                             invitation=answer.invitation)
         return self._wire(f"answer:{request.id}", request, E.PairingInner(routing, (("at", answer.at),)))
 
-    async def approve(self, who: str, *, name: str | None = None) -> dict[str, Any]:
+    async def approve(self, who: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         async with self.lock:
-            request = self._pending(who)
+            request = _named(P.pending_request, self.book, who)
             book, effects = P.approve(self.book, request.id, pairing_id=secrets.token_hex(16), now=self.clock(),
-                                      name=name)
+                                      name=name, actor=actor)
             wire = self._answer_wire(book, request)
             await self._commit(book, effects, [wire] if wire else [])
             return self.pairing_view(book.pairings[request.invitation])
 
-    async def decline(self, who: str) -> dict[str, Any]:
+    async def decline(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         async with self.lock:
-            request = self._pending(who)
-            book, effects = P.decline(self.book, request.id, now=self.clock())
+            request = _named(P.pending_request, self.book, who)
+            book, effects = P.decline(self.book, request.id, now=self.clock(), actor=actor)
             wire = self._answer_wire(book, request)
             await self._commit(book, effects, [wire] if wire else [])
             return self.request_view(book.requests[request.id])
 
     # --- the invitee ----------------------------------------------------------------------------
 
-    async def accept(self, text: str, *, name: str | None = None) -> dict[str, Any]:
+    async def accept(self, text: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         """Approval 1: pin the inviter's keys from the code and owe its pair_request. The same code
         again returns the pairing it made and changes nothing."""
         code = P.decode_code(text)
@@ -342,7 +337,7 @@ class PairingDesk:
                 return {**self.pairing_view(made), "repeat": True, "this_box": self.this_box()}
             book, effects = P.accept_code(
                 self.book, invitation_id=code.invitation, keys=code.keys, name=code.name if name is None else name,
-                expires_at=float(code.expires_at), now=self.clock(),
+                expires_at=float(code.expires_at), now=self.clock(), actor=actor,
             )
             pairing = book.pairings[code.invitation]
             routing = E.Routing(E.Kind.PAIR_REQUEST, self.local.box_id, code.box, invitation=code.invitation)
@@ -353,19 +348,12 @@ class PairingDesk:
 
     # --- both -----------------------------------------------------------------------------------
 
-    def _pairing(self, who: str) -> P.Pairing:
-        found = [p for p in self.book.pairings.values() if who in (p.name, p.box_id, p.id, p.invitation)]
-        if not found:
-            raise EngineError("unknown_pairing", f"no pairing with {who!r} on this box (`connectd pair list` lists them)")
-        live = [p for p in found if p.state in (P.PairingState.ACTIVE, P.PairingState.REQUESTED)]
-        return max(live or found, key=lambda p: p.since)
-
-    async def remove(self, who: str) -> dict[str, Any]:
+    async def remove(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         """Remove a pairing for good and owe the other box a signed unpair."""
         async with self.lock:
-            pairing = self._pairing(who)
+            pairing = _named(P.pairing_named, self.book, who)
             now = self.clock()
-            book, effects = P.remove(self.book, pairing.invitation, now=now)
+            book, effects = P.remove(self.book, pairing.invitation, now=now, actor=actor)
             wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
             if pairing.id is not None:
                 routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=pairing.id)
@@ -393,14 +381,14 @@ class PairingDesk:
             if verdict.decision is E.Decision.REFUSED:
                 record = Audit(verdict.actor, E.AUDIT_EVENT, "refused", detail=f"{verdict.reason}: {verdict.detail}",
                                at=self.clock())
-                await self.run_sync(lambda: self.records.apply([record]))
+                await self.run_sync(lambda: self.records.apply_pairing([record]))
                 self.publish_audit(record)
                 return
             inner = verdict.inner
             if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
                 record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
                                "messages across boxes come with a later slice", at=self.clock())
-                await self.run_sync(lambda: self.records.apply([record]))
+                await self.run_sync(lambda: self.records.apply_pairing([record]))
                 return
             try:
                 await self._step(inner, data, verdict.actor)
@@ -422,7 +410,7 @@ class PairingDesk:
             if book is self.book:  # a repeat: the decision again, if there is one
                 same = next((r for r in book.requests_on(routing.invitation)
                              if r.box_id == outer.keys.box_id and r.keys == outer.keys), None)
-                await self.run_sync(lambda: self.records.apply(effects))
+                await self.run_sync(lambda: self.records.apply_pairing(effects))
                 if same is not None and self.records.wire(f"answer:{same.id}") is not None:
                     await self.run_sync(lambda: self.records.due_again(f"answer:{same.id}", now))
                     self.owed.set()
@@ -451,6 +439,6 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
 def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation."""
     return PairingDesk.open(
-        data_dir, clock=engine.clock, run_sync=engine.run_sync, publish_audit=engine.interpreter.published,
-        notify=engine.subscribers.publish, hub=lambda: engine.hub,
+        data_dir, engine.store, clock=engine.clock, run_sync=engine.run_sync,
+        publish_audit=engine.interpreter.published, notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )

@@ -7,7 +7,9 @@
 - one module per kind of record, each a part of ``Store``: :mod:`connectd.store.grants` (principals,
   tokens, grants), :mod:`connectd.store.messages`, :mod:`connectd.store.cards` (cards and pairs),
   :mod:`connectd.store.restarts`, :mod:`connectd.store.acts`, :mod:`connectd.store.audit` (and the
-  export cursors), :mod:`connectd.store.owner`, :mod:`connectd.store.panes` (launches, bindings, releases).
+  export cursors), :mod:`connectd.store.owner`, :mod:`connectd.store.panes` (launches, bindings, releases),
+  :mod:`connectd.store.pair_records` (federation's pairing records and the pairing envelopes owed),
+  :mod:`connectd.store.remote_messages` (federation's outbox rows and inbox records).
 - :mod:`connectd.store.codec`: the JSON codec for the core's frozen dataclasses (pydantic, driven by
   their type hints), the store's format.
 """

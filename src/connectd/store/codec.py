@@ -9,6 +9,8 @@ before pydantic still load, and the same record still writes the same text):
 - ``str``, ``int``, ``float``, ``bool`` and ``None`` are themselves, strictly: ``bool`` is never an
   ``int``, a string is never a number, an ``int`` is accepted where a ``float`` is declared.
 - An ``Enum`` (``StrEnum``) is its value.
+- ``bytes`` is its base64 text (the standard alphabet, padded); reading accepts only that text (no
+  record stored before this rule held bytes: federation's outbox rows and inbox records are the first).
 - A dataclass is an object of its fields in field order; on reading, a missing field takes its default
   (so adding a field with a default needs no migration) and an unknown field is refused.
 - ``tuple`` (``tuple[X, ...]`` or ``tuple[X, Y]``) and ``list`` are arrays; ``frozenset`` and ``set``
@@ -41,6 +43,8 @@ extras. Hand-written, and why:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -192,6 +196,14 @@ def _object_or_pairs(schema: dict[str, Any]) -> Any:
     )
 
 
+def _base64(schema: dict[str, Any]) -> Any:
+    """``bytes``: written as base64 text, read from it (never as raw text, which need not be UTF-8)."""
+    return core_schema.no_info_before_validator_function(
+        _from_base64, cast(core_schema.CoreSchema, {**schema, "strict": True}),
+        serialization=core_schema.plain_serializer_function_ser_schema(_to_base64, when_used="json"),
+    )
+
+
 def _by_own_type(schema: dict[str, Any]) -> dict[str, Any]:
     """``Any``: written by the value's own type, so a set or a non-string key follows the rules too."""
     return {**schema, "serialization": core_schema.plain_serializer_function_ser_schema(
@@ -207,6 +219,7 @@ _RULES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "set": _sorted_array, "frozenset": _sorted_array,
     "dict": _object_or_pairs,
     "any": _by_own_type,
+    "bytes": _base64,
 }
 
 
@@ -220,6 +233,8 @@ def _encode_any(value: Any) -> Any:
         tp = type(value)
     elif value is None or isinstance(value, _SCALARS):
         return value
+    elif isinstance(value, bytes):
+        tp = bytes
     elif isinstance(value, tuple | list | frozenset | set):
         tp = next(kind for kind in (tuple, list, frozenset, set) if isinstance(value, kind))
     elif isinstance(value, Mapping):
@@ -230,6 +245,19 @@ def _encode_any(value: Any) -> Any:
         return _codec(tp).serializer.to_python(value, mode="json", warnings=False)
     except PydanticSerializationError as exc:
         raise CodecError(f"cannot encode {type(value).__name__}: {exc}") from None
+
+
+def _to_base64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def _from_base64(data: Any) -> Any:
+    if not isinstance(data, str):
+        return data  # bytes already (plain Python data), or wrong: the strict bytes schema says which
+    try:
+        return base64.b64decode(data.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error) as exc:
+        raise ValueError(f"not base64 text ({exc})") from None
 
 
 def _encode_set(value: Any, handler: core_schema.SerializerFunctionWrapHandler) -> Any:

@@ -2,7 +2,7 @@
 
 :class:`Connection` is the base of :class:`connectd.store.store.Store` and of each part that keeps one
 kind of record (:mod:`connectd.store.messages`, ``grants``, ``cards``, ``acts``, ``restarts``,
-``audit``, ``owner``, ``panes``): every part reads and writes through the same connection, behind the
+``audit``, ``owner``, ``panes``, ``pair_records``, ``remote_messages``): every part reads and writes through the same connection, behind the
 same lock, in the same transactions (:meth:`Connection._tx`). Opening the file and its schema are
 :meth:`connectd.store.store.Store.open`'s.
 """

@@ -1,15 +1,16 @@
 """The pairing records in SQLite: invitations, pair requests and pairings (with their pinned keys) of
 ``connectcore.federation.pairing``, and the pairing envelopes this box owes the bus.
 
-They live in the store's file (``connect.db`` in the data directory) on a connection of their own, in
-tables this module creates (``pair_invitations``, ``pair_requests``, ``pairings``, ``pair_wires``) with
-their own schema version (``pair_schema``; a newer one is refused untouched, as the store refuses a
-downgrade). The store opens the file first (WAL, ``synchronous=FULL``, its ``audit`` table).
+A part of :class:`connectd.store.store.Store` like the others: the same connection, lock and
+transactions (:class:`connectd.store.connection.Connection`), in the tables the store's migration 5
+makes (``pair_invitations``, ``pair_requests``, ``pairings``, ``pair_wires``). A data
+directory whose pairing tables an older connectd made on a connection of its own, with their own version
+table (``pair_schema``), keeps them: migration 5 finds them and drops only ``pair_schema``.
 
 Rules:
 
-- :meth:`PairRecords.load` gives the :class:`~connectcore.federation.pairing.PairBook` as stored.
-- :meth:`PairRecords.apply` writes every pairing ``Persist`` and ``Audit`` of one step, and the wires
+- :meth:`PairRecords.pair_book` gives the :class:`~connectcore.federation.pairing.PairBook` as stored.
+- :meth:`PairRecords.apply_pairing` writes every pairing ``Persist`` and ``Audit`` of one step, and the wires
   that step owes the bus (:class:`Wire`), in one transaction, and returns once it is committed. A
   ``Persist`` of another kind, or a key that is not its record's, is refused (:class:`StoreError`) and
   nothing of the step is written.
@@ -23,65 +24,16 @@ Rules:
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
-from connectd.store.connection import StoreError, StoreUnavailable
-from connectd.store.store import DB_NAME
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pair_schema (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    version INTEGER NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS pair_invitations (
-    id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    expires_at REAL NOT NULL,
-    body TEXT NOT NULL CHECK (json_valid(body))
-) STRICT;
-CREATE TRIGGER IF NOT EXISTS pair_invitation_decided_once BEFORE UPDATE OF state ON pair_invitations
-    WHEN OLD.state != 'open' AND NEW.state != OLD.state
-    BEGIN SELECT RAISE(ABORT, 'an invitation that left open never changes state again'); END;
-CREATE TABLE IF NOT EXISTS pair_requests (
-    id TEXT PRIMARY KEY,
-    invitation TEXT NOT NULL,
-    box_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    body TEXT NOT NULL CHECK (json_valid(body))
-) STRICT;
-CREATE INDEX IF NOT EXISTS pair_requests_invitation ON pair_requests(invitation);
-CREATE TABLE IF NOT EXISTS pairings (
-    invitation TEXT PRIMARY KEY,
-    id TEXT UNIQUE,
-    box_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    body TEXT NOT NULL CHECK (json_valid(body))
-) STRICT;
-CREATE TRIGGER IF NOT EXISTS pairing_removed_for_good BEFORE UPDATE OF state ON pairings
-    WHEN OLD.state = 'removed' AND NEW.state != 'removed'
-    BEGIN SELECT RAISE(ABORT, 'a removed pairing is never made active again'); END;
-CREATE TABLE IF NOT EXISTS pair_wires (
-    key TEXT PRIMARY KEY,
-    subject TEXT NOT NULL,
-    wire BLOB NOT NULL,
-    attempt INTEGER NOT NULL,
-    due_at REAL,
-    resend REAL,
-    created_at REAL NOT NULL
-) STRICT;
-"""
+from connectd.store.audit import AuditLog
+from connectd.store.connection import StoreError
 
 
 @dataclass(frozen=True)
@@ -143,72 +95,12 @@ def decode_pairing(body: str) -> P.Pairing:
     )
 
 
-class PairRecords:
-    """The pairing tables of one data directory, on their own connection (thread-safe: one lock)."""
-
-    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
-        self.path = path
-        self._db = db
-        self._lock = threading.Lock()
-
-    @classmethod
-    def open(cls, data_dir: Path) -> PairRecords:
-        """The tables in ``data_dir/connect.db`` (the store made the file: open the store first)."""
-        path = Path(data_dir) / DB_NAME
-        if not path.is_file():
-            raise StoreError(f"{path} does not exist: the store opens it first")
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
-        try:
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA foreign_keys=ON")
-            found = db.execute("SELECT name FROM sqlite_master WHERE name = 'pair_schema'").fetchone()
-            if found is not None:
-                row = db.execute("SELECT version FROM pair_schema").fetchone()
-                if row is not None and row[0] > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{path}: the pairing tables are version {row[0]}, newer than this connectd "
-                        f"({SCHEMA_VERSION}); refusing to run: a downgrade would destroy data"
-                    )
-            db.executescript(
-                f"BEGIN IMMEDIATE;\n{_SCHEMA}\n"
-                f"INSERT OR IGNORE INTO pair_schema (id, version) VALUES (1, {SCHEMA_VERSION});\nCOMMIT;"
-            )
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise StoreError(f"{path}: cannot make the pairing tables: {exc}") from exc
-        except BaseException:
-            db.close()
-            raise
-        return cls(path, db)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:  # full, read-only, locked: nothing written
-                raise StoreUnavailable(self.path, exc) from exc
-            except sqlite3.Error as exc:
-                raise StoreError(f"nothing written: {exc}") from exc
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise StoreUnavailable(self.path, exc) from exc
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"nothing written: {exc}") from exc
-                raise
+class PairRecords(AuditLog):
+    """The pairing records, a part of the store (its connection, lock and transactions)."""
 
     # --- reads ----------------------------------------------------------------------------------
 
-    def load(self, own_box: str, own_name: str) -> P.PairBook:
+    def pair_book(self, own_box: str, own_name: str) -> P.PairBook:
         """Every invitation, request and pairing, as the book the pairing steps take."""
         with self._lock:
             invitations = [decode_invitation(b) for (b,) in self._db.execute("SELECT body FROM pair_invitations")]
@@ -224,23 +116,21 @@ class PairRecords:
 
     def wires(self) -> list[Wire]:
         """Every wire still owed (due, or to be sent again), oldest first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires"
-                " WHERE due_at IS NOT NULL ORDER BY created_at, key"
-            ).fetchall()
+        rows = self._rows(
+            "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires"
+            " WHERE due_at IS NOT NULL ORDER BY created_at, key"
+        )
         return [Wire(*row) for row in rows]
 
     def wire(self, key: str) -> Wire | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires WHERE key = ?", (key,)
-            ).fetchone()
-        return None if row is None else Wire(*row)
+        rows = self._rows(
+            "SELECT key, subject, wire, attempt, due_at, resend, created_at FROM pair_wires WHERE key = ?", (key,)
+        )
+        return Wire(*rows[0]) if rows else None
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def apply(self, effects: Iterable[Effect], wires: Iterable[Wire] = ()) -> None:
+    def apply_pairing(self, effects: Iterable[Effect], wires: Iterable[Wire] = ()) -> None:
         """Every pairing Persist and Audit of one step, and the wires it owes, in one transaction;
         other effects are not the store's. Nothing is written if any of it is refused."""
         mine = [e for e in effects if isinstance(e, Persist | Audit)]
@@ -250,14 +140,9 @@ class PairRecords:
         with self._tx() as db:
             for effect in mine:
                 if isinstance(effect, Audit):
-                    db.execute(
-                        "INSERT INTO audit (at, actor, action, scope, target, outcome, message_id, detail)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (effect.at, effect.actor, effect.action, effect.scope, effect.target, effect.outcome,
-                         effect.message_id, effect.detail),
-                    )
+                    self._put_audit(effect)
                 else:
-                    self._put(db, effect)
+                    self._put_pairing(effect)
             for wire in owed:
                 if not wire.wire:  # Wire.settled
                     db.execute("UPDATE pair_wires SET due_at = NULL, resend = NULL WHERE key = ?", (wire.key,))
@@ -269,9 +154,8 @@ class PairRecords:
                     (wire.key, wire.subject, wire.wire, wire.attempt, wire.due_at, wire.resend, wire.created_at),
                 )
 
-    @staticmethod
-    def _put(db: sqlite3.Connection, p: Persist) -> None:
-        record = p.record
+    def _put_pairing(self, p: Persist) -> None:
+        record, db = p.record, self._db
         if p.kind == P.STORE_INVITATION and isinstance(record, P.Invitation) and p.key == (record.id,):
             db.execute(
                 "INSERT INTO pair_invitations (id, state, expires_at, body) VALUES (?, ?, ?, ?)"

@@ -29,7 +29,9 @@ This module opens the file and keeps the schema (:data:`MIGRATIONS`) and the one
 effects (:meth:`Store.apply`); :class:`Store` is the one object callers hold, made of the connection
 (:mod:`connectd.store.connection`) and one part per kind of record, each in its own module:
 ``grants`` (principals, tokens, grants), ``messages``, ``cards`` (cards and pairs), ``restarts``,
-``acts``, ``audit`` (and the export cursors), ``owner`` and ``panes`` (launches, bindings, releases).
+``acts``, ``audit`` (and the export cursors), ``owner``, ``panes`` (launches, bindings, releases) and
+``pair_records`` (federation's invitations, pair requests, pairings and the pairing envelopes owed) and
+``remote_messages`` (federation's outbox rows and inbox records).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from connectcore import grants, hub
 from connectcore.consent import Card
 from connectcore.delivery import DEFAULT_LIMITS, FINAL, Limits, Message
 from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
 from connectcore.grants import Preset, Principal, Scope, TokenRecord
 from connectd.daemon.ids import (
     hash_token as hash_token,  # the one hash a token is kept as (SHA-256, 64 lowercase hex)
@@ -63,12 +67,16 @@ from connectd.store.messages import MessageCursor as MessageCursor
 from connectd.store.messages import MessageRecords
 from connectd.store.messages import message_cursor as message_cursor
 from connectd.store.owner import OwnerRecord
+from connectd.store.pair_records import PairRecords
 from connectd.store.panes import BindingRow as BindingRow
 from connectd.store.panes import LaunchRow as LaunchRow
 from connectd.store.panes import PaneRecords
+from connectd.store.remote_messages import RemoteMessageRecords
 from connectd.store.restarts import RestartRecords
 
 DB_NAME = "connect.db"
+PAIR_SCHEMA_VERSION = 1
+"""The one version of ``pair_schema``, the pairing tables' own version table before migration 5."""
 _FINAL_STATES = tuple(sorted(s.value for s in FINAL))
 
 # --- schema -----------------------------------------------------------------------------------------
@@ -236,7 +244,88 @@ CREATE TABLE releases (
 ) STRICT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+_V5 = """
+-- The pairing tables. A data directory an older connectd federated already has them (it made them on a
+-- connection of its own, with their own version table, pair_schema): they are kept with their rows, and
+-- pair_schema goes (a newer pair_schema is refused before any migration runs: _check_version).
+CREATE TABLE IF NOT EXISTS pair_invitations (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pair_invitation_decided_once BEFORE UPDATE OF state ON pair_invitations
+    WHEN OLD.state != 'open' AND NEW.state != OLD.state
+    BEGIN SELECT RAISE(ABORT, 'an invitation that left open never changes state again'); END;
+CREATE TABLE IF NOT EXISTS pair_requests (
+    id TEXT PRIMARY KEY,
+    invitation TEXT NOT NULL,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE INDEX IF NOT EXISTS pair_requests_invitation ON pair_requests(invitation);
+CREATE TABLE IF NOT EXISTS pairings (
+    invitation TEXT PRIMARY KEY,
+    id TEXT UNIQUE,
+    box_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL CHECK (json_valid(body))
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS pairing_removed_for_good BEFORE UPDATE OF state ON pairings
+    WHEN OLD.state = 'removed' AND NEW.state != 'removed'
+    BEGIN SELECT RAISE(ABORT, 'a removed pairing is never made active again'); END;
+CREATE TABLE IF NOT EXISTS pair_wires (
+    key TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    wire BLOB NOT NULL,
+    attempt INTEGER NOT NULL,
+    due_at REAL,
+    resend REAL,
+    created_at REAL NOT NULL
+) STRICT;
+DROP TABLE IF EXISTS pair_schema;
+"""
+
+_V6 = """
+-- Federation's messages: the sending box's outbox and the receiving box's inbox, one row per message
+-- identity (sender box, sender principal, message id), whose digest never changes.
+CREATE TABLE outbox (
+    box TEXT NOT NULL,                     -- the identity: this box (the sender's) ...
+    principal TEXT NOT NULL,               -- ... the sending principal ...
+    message_id TEXT NOT NULL,              -- ... and the id it chose
+    to_box TEXT NOT NULL,                  -- the recipient box's id
+    pairing TEXT NOT NULL,
+    digest TEXT NOT NULL,                  -- of the canonical inner part every copy is sealed from
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    due REAL,                              -- when the schedule next publishes (NULL: nothing due)
+    body TEXT NOT NULL CHECK (json_valid(body)),
+    PRIMARY KEY (box, principal, message_id)
+) STRICT;
+CREATE INDEX outbox_pairing ON outbox(pairing, state);
+CREATE INDEX outbox_due ON outbox(due);
+CREATE TRIGGER outbox_digest_fixed BEFORE UPDATE OF digest ON outbox WHEN NEW.digest != OLD.digest
+    BEGIN SELECT RAISE(ABORT, 'an outbox identity keeps its digest'); END;
+
+CREATE TABLE inbox (
+    box TEXT NOT NULL,                     -- the identity: the sending box ...
+    principal TEXT NOT NULL,               -- ... its principal ...
+    message_id TEXT NOT NULL,              -- ... and the id it chose
+    pairing TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,              -- the message's: the retention counts from it
+    body TEXT NOT NULL CHECK (json_valid(body)),
+    PRIMARY KEY (box, principal, message_id)
+) STRICT;
+CREATE INDEX inbox_pairing ON inbox(pairing, state);
+CREATE INDEX inbox_created ON inbox(created_at);
+CREATE TRIGGER inbox_digest_fixed BEFORE UPDATE OF digest ON inbox WHEN NEW.digest != OLD.digest
+    BEGIN SELECT RAISE(ABORT, 'an inbox identity keeps its digest'); END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 
@@ -244,8 +333,8 @@ MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 
 
 class Store(
-    GrantRecords, MessageRecords, CardRecords, RestartRecords, ActRecords, AuditLog, OwnerRecord, PaneRecords,
-    Connection,
+    GrantRecords, MessageRecords, CardRecords, RestartRecords, ActRecords, PairRecords, AuditLog, OwnerRecord,
+    PaneRecords, RemoteMessageRecords, Connection,
 ):
     """The one object callers hold: one connection (:class:`connectd.store.connection.Connection`) and
     the parts that keep each kind of record in it, each in its own module."""
@@ -262,6 +351,8 @@ class Store(
             "pairs": self._put_pairs,
             "restart": self._put_restart,
             "act": self._put_act,
+            O.STORE: self._put_outbox,
+            I.STORE: self._put_inbox,
         }
         #: Called with each committed Audit, after the commit.
         self.audit_listeners: list[Callable[[Audit], None]] = []
@@ -380,6 +471,15 @@ def _check_version(db: sqlite3.Connection, path: Path) -> None:
             f"database schema version {version} is newer than this connectd ({len(MIGRATIONS)}); "
             "refusing to run: a downgrade would destroy data"
         )
+    # Before migration 5 the pairing tables kept their own version (pair_schema): one newer than this
+    # connectd knows is refused as well, before anything is touched.
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pair_schema'").fetchone():
+        row = db.execute("SELECT max(version) FROM pair_schema").fetchone()
+        if row[0] is not None and row[0] > PAIR_SCHEMA_VERSION:
+            raise StoreError(
+                f"{path}: the pairing tables are version {row[0]}, newer than this connectd "
+                f"({PAIR_SCHEMA_VERSION}); refusing to run: a downgrade would destroy data"
+            )
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> None:

@@ -13,7 +13,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   (``connectd doctor``, the page's pairings panel).
 
 Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint`; mount them before the owner
-API's catch-all.
+API's catch-all. Each step is audited as who took it, the actor that wrapper resolved
+(:func:`connectcore.login.owner_actor`): ``owner`` for the owner token (the CLI), ``owner:page:<id>`` for
+the page session, ``owner:tunnel:<user>`` through the tunnel.
 """
 
 from __future__ import annotations
@@ -58,15 +60,15 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
 
     async def invite(request: Request, actor: str) -> Any:
         body = await parse_body(request, Invite)
-        return await desk().invite(body.expires)
+        return await desk().invite(body.expires, actor=actor)
 
     async def revoke(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().revoke(request.path_params["invitation"])
+        return await desk().revoke(request.path_params["invitation"], actor=actor)
 
     async def accept(request: Request, actor: str) -> Any:
         body = await parse_body(request, Accept)
-        return await desk().accept(body.code, name=body.name)
+        return await desk().accept(body.code, name=body.name, actor=actor)
 
     async def requests(request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
@@ -74,11 +76,11 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
 
     async def approve(request: Request, actor: str) -> Any:
         body = await parse_body(request, Approve)
-        return await desk().approve(request.path_params["who"], name=body.name)
+        return await desk().approve(request.path_params["who"], name=body.name, actor=actor)
 
     async def decline(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().decline(request.path_params["who"])
+        return await desk().decline(request.path_params["who"], actor=actor)
 
     async def pairings(request: Request, actor: str) -> Any:
         Query(request, set())
@@ -90,7 +92,7 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
 
     async def remove(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().remove(request.path_params["who"])
+        return await desk().remove(request.path_params["who"], actor=actor)
 
     get, post = ["GET"], ["POST"]
     table: list[tuple[str, Handler, list[str]]] = [

@@ -1,0 +1,79 @@
+"""Federation's message records: the sending box's outbox rows and the receiving box's inbox records
+(:mod:`connectcore.federation.outbox`, :mod:`connectcore.federation.inbox`; docs/federation.md,
+"Sending and receiving: the states").
+
+Written from the core's ``Persist`` effects (kinds ``outbox`` and ``inbox``, keyed by the message's
+identity) by :meth:`connectd.store.store.Store.apply`, so in the same transaction as the other records
+of the step: an inbox record commits with the local message row and its card, or not at all (the
+receiving box commits the text and the message's identity in one transaction before it says so). Read
+back whole (:meth:`RemoteMessageRecords.outbox_rows`, :meth:`RemoteMessageRecords.inbox_records`) for
+``outbox.Outbox`` and ``inbox.load`` after a restart.
+
+Rules:
+
+- One row per identity (sender box, sender principal, message id): the primary key. A later ``Persist``
+  of the same identity updates its row; the database refuses one that would change the digest the
+  identity was first stored with (a copy of a message is never another message).
+- A ``Persist`` whose record is ``None`` deletes the row (the inbox's retention).
+- A record of the wrong type, or whose key is not its identity, is refused and nothing of the step is
+  written.
+"""
+
+from __future__ import annotations
+
+from connectcore.effects import Persist
+from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
+from connectcore.federation.envelope import Identity
+from connectd.store import codec
+from connectd.store.connection import Connection, StoreError, key_of, record_of
+
+_IDENTITY = "box = ? AND principal = ? AND message_id = ?"
+
+
+def _identity(p: Persist) -> tuple[str, str, str]:
+    (identity,) = key_of(p, 1)
+    if not isinstance(identity, Identity):
+        raise StoreError(f"{p.kind} key must be (Identity,), got {p.key!r}")
+    return identity.box, identity.principal, identity.id
+
+
+class RemoteMessageRecords(Connection):
+    def _put_outbox(self, p: Persist) -> None:
+        if p.record is None:
+            self._delete("outbox", _IDENTITY, _identity(p))
+            return
+        r = record_of(p, O.Row, (getattr(p.record, "identity", None),))
+        box, principal, message_id = _identity(p)
+        self._db.execute(
+            "INSERT INTO outbox (box, principal, message_id, to_box, pairing, digest, state, created_at, due, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (box, principal, message_id) DO UPDATE SET"
+            " to_box = excluded.to_box, pairing = excluded.pairing, digest = excluded.digest,"
+            " state = excluded.state, created_at = excluded.created_at, due = excluded.due, body = excluded.body",
+            (box, principal, message_id, r.to, r.pairing, r.digest, r.state.value, r.created_at, r.due,
+             codec.dumps(r)),
+        )
+
+    def _put_inbox(self, p: Persist) -> None:
+        if p.record is None:
+            self._delete("inbox", _IDENTITY, _identity(p))
+            return
+        r = record_of(p, I.Record, (getattr(p.record, "identity", None),))
+        box, principal, message_id = _identity(p)
+        self._db.execute(
+            "INSERT INTO inbox (box, principal, message_id, pairing, digest, state, created_at, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (box, principal, message_id) DO UPDATE SET"
+            " pairing = excluded.pairing, digest = excluded.digest, state = excluded.state,"
+            " created_at = excluded.created_at, body = excluded.body",
+            (box, principal, message_id, r.pairing, r.digest, r.state.value, r.created_at, codec.dumps(r)),
+        )
+
+    def outbox_rows(self) -> list[O.Row]:
+        """Every outbox row, oldest first (``outbox.Outbox(own, {r.identity: r for r in rows})``)."""
+        return [codec.loads(O.Row, b) for (b,) in self._rows(
+            "SELECT body FROM outbox ORDER BY created_at, box, principal, message_id")]
+
+    def inbox_records(self) -> list[I.Record]:
+        """Every inbox record, oldest first (``inbox.load(own, records, removed=...)``)."""
+        return [codec.loads(I.Record, b) for (b,) in self._rows(
+            "SELECT body FROM inbox ORDER BY created_at, box, principal, message_id")]
