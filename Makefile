@@ -39,8 +39,12 @@ harnesses: $(STAMP)
 system-deps:
 	$(PYTHON) scripts/system_deps.py
 
+# Two workers (pytest-xdist), each taking whole test files (a file's module-scoped daemon starts once):
+# most integration tests wait on real tmux, daemons and harnesses rather than compute. TEST_WORKERS=0
+# runs the suite in one process.
+TEST_WORKERS ?= 2
 test: system-deps lint harnesses
-	$(BIN)/pytest -q -rs tests/unit tests/model tests/integration tests/simulation
+	$(BIN)/pytest -q -rs -n $(TEST_WORKERS) --dist loadfile tests/unit tests/model tests/integration tests/simulation
 
 # The deterministic simulation of the whole daemon (docs/simulation.md): SEEDS seeds from FIRST, or
 # the one SEED (replays it exactly; a failing seed prints its SEED=k). ALLOW_KNOWN=1 counts the
