@@ -155,7 +155,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             # The MCP endpoint first: it takes nearly every request, which then skip matching every
             # other route's pattern. The Mount at the end serves the MCP app's other paths, as before.
             Route("/mcp", endpoint=mcp_app, name="mcp"),
-            *page_routes(engine, auth, config.data_dir),
+            *page_routes(engine.calls, engine.runner, engine.clock, auth, config.data_dir),
             *restore_routes(engine, auth),
             *federation_routes(engine, auth),
             *owner_routes(engine, auth, engine.history),
