@@ -135,7 +135,11 @@ class Engine:
         self.launches = Launches(self)
         self.restarts = Restarts(self)
         self.person = PersonCalls(self)
-        self.calls = AgentCalls(self)
+        self.calls = AgentCalls(
+            core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, ids=self.ids, watcher=self.watcher,
+            subscribers=self.subscribers, launchers=self.launchers, trusted_releases=trusted_releases,
+            launches=self.launches, person=self.person,
+        )
         self.history: Any | None = None  # the session index, when the daemon serves history
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
         self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
