@@ -120,7 +120,7 @@ async def rig(
     engine = Engine(store, tmux.adapter(), endpoint_url=f"http://127.0.0.1:{port}/mcp", launchers=launchers)
     await engine.watcher.poll()
     auth = OwnerAuth.load_or_create(data_dir)
-    mcp = build_mcp(engine)
+    mcp = build_mcp(engine.calls, engine.act_calls(None), engine.runner, engine.clock)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
 
     @asynccontextmanager

@@ -38,6 +38,7 @@ from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
 from connectd.agents.launch_here import HerePanes
 from connectd.agents.restart_to_connect import Restarts
+from connectd.control.act_calls import ActCalls
 from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
 from connectd.daemon.ids import Ids
@@ -145,6 +146,14 @@ class Engine:
         self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
         self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
+
+    def act_calls(self, history: Any | None) -> ActCalls:
+        """Control's act tools (:class:`connectd.control.act_calls.ActCalls`), over ``history`` (the
+        session index the daemon serves, or None), for the MCP endpoint."""
+        return ActCalls(
+            calls=self.calls, core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=self.store,
+            watcher=self.watcher, launchers=self.launchers, history=history,
+        )
 
     # --- life -------------------------------------------------------------------------------------
 
