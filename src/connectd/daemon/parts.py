@@ -135,7 +135,9 @@ class Engine:
         self.acts_io = ActsIO(self)
         self.launches = Launches(self)
         self.restarts = Restarts(self)
-        self.person = PersonCalls(self)
+        self.person = PersonCalls(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, launches=self.launches
+        )
         self.calls = AgentCalls(
             core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, ids=self.ids, watcher=self.watcher,
             subscribers=self.subscribers, launchers=self.launchers, trusted_releases=trusted_releases,
