@@ -132,8 +132,11 @@ class Engine:
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
         self.watcher = Watcher(self, effective=self.here.effective)
         self.delivery = Delivery(self)
-        self.acts_io = ActsIO(self)
         self.launches = Launches(self)
+        self.acts_io = ActsIO(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing,
+            launches=self.launches, launchers=self.launchers,
+        )
         self.restarts = Restarts(self)
         self.person = PersonCalls(
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, launches=self.launches
