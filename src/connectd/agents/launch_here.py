@@ -108,7 +108,7 @@ async def plan(
     scopes = PRESET_SCOPES[preset]
     grants.check_grantable(scopes, engine.hub.book.cap)
     plan, token, env_all, server = launch_plan(
-        engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
+        engine.endpoint_url, engine.ids, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
     )
     for key in [k for k in engine.here.pending if not procfs.alive(k[1])]:
         del engine.here.pending[key]  # plans whose supervisor died before naming its child

@@ -132,7 +132,11 @@ class Engine:
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
         self.watcher = Watcher(self, effective=self.here.effective)
         self.delivery = Delivery(self)
-        self.launches = Launches(self)
+        self.launches = Launches(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
+            watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
+            supervisor=lambda: self.supervisor,
+        )
         self.acts_io = ActsIO(
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing,
             launches=self.launches, launchers=self.launchers,
