@@ -31,7 +31,6 @@ from connectcore import restart as R
 from connectcore.effects import Audit, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.screen import Activity, Composer, read_screen
-from connectd.agents import launch_here as here
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.daemon.interpreter import RestartEffectFailed
 from connectd.daemon.supervisor import Kind
@@ -244,7 +243,7 @@ class Restarts:
             return None
         info = engine.here.effective(info)  # a --here pane: its agent child's process life
         if R.pane_dead(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time,
-                       agent_exited_here=here.waiting(engine, record.pane_id)):
+                       agent_exited_here=engine.here.waiting(record.pane_id)):
             return R.PaneObserved(now=engine.clock(), pane_id=record.pane_id, incarnation=record.incarnation, agent_running=False, idle=False, composer_empty=False, pane_dead=True)
         capture = await engine.tmux.capture(record.pane_id)
         reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
@@ -262,7 +261,7 @@ class Restarts:
         if info is None:
             return R.PaneCondition.GONE
         dead = R.pane_dead(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time,
-                           agent_exited_here=here.waiting(self.engine, pane_id))
+                           agent_exited_here=self.engine.here.waiting(pane_id))
         return R.PaneCondition.DEAD if dead else R.PaneCondition.LIVE
 
     def _fresh_env(self, state: R.Restart) -> dict[str, str] | None:

@@ -36,7 +36,7 @@ from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
-from connectd.agents.launch_here import HerePanes
+from connectd.agents.launch_here import HereLaunches, HerePanes
 from connectd.agents.restart_to_connect import Restarts
 from connectd.control.act_calls import ActCalls
 from connectd.control.acts import ActsIO
@@ -136,6 +136,10 @@ class Engine:
             core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
             watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
             supervisor=lambda: self.supervisor,
+        )
+        self.here_launches = HereLaunches(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, tmux=tmux, watcher=self.watcher,
+            launchers=self.launchers, launches=self.launches, here=self.here, endpoint_url=endpoint_url,
         )
         self.acts_io = ActsIO(
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing,
