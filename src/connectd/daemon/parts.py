@@ -145,7 +145,11 @@ class Engine:
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing,
             launches=self.launches, launchers=self.launchers,
         )
-        self.restarts = Restarts(self)
+        self.restarts = Restarts(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
+            watcher=self.watcher, launches=self.launches, launchers=self.launchers, here=self.here,
+            endpoint_url=endpoint_url, supervisor=lambda: self.supervisor,
+        )
         self.person = PersonCalls(
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, launches=self.launches
         )
