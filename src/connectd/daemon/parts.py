@@ -8,13 +8,20 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   under its kind's written failure policy (no I/O error ends the daemon);
 - :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
   :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
-  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.restart_to_connect.Restarts` and
-  :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
+  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.launch_here.HereLaunches`,
+  :class:`connectd.agents.restart_to_connect.Restarts`, :class:`connectd.person.PersonCalls`,
+  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls` and
+  :class:`connectd.control.act_calls.ActCalls` are the parts.
 
-The engine holds the parts and the state they share (the hub behind ``step``, the clock, the store,
-the subscribers); it forwards nothing: a caller addresses the part that does the work
-(``engine.person.decide``, ``engine.watcher.directory``, ``engine.launches.launch``,
-``engine.restarts.begin``, ``engine.calls.agents``).
+The engine builds each part with the few collaborators it uses (issue 24): the core runner as ``core``
+(:class:`connectd.daemon.runner.Core`: the hub, ``step``, ``audit``), the clock, the ids, ``run_sync``,
+the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the supervisor (a callable:
+it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
+hold the engine. The watcher, the delivery I/O, the interpreter, ``restore_fleet`` and the federation
+desk still take the engine itself (they were left as they were while other work changed them) and
+reach the parts through it, which is why the engine keeps every part as an attribute
+(``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
+It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
 
 from __future__ import annotations
