@@ -24,18 +24,23 @@ from connectd.control.act_calls import act_view
 from connectd.daemon.ids import EngineError, hash_token
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
-
+    from connectd.agents.launch import Launches
+    from connectd.daemon.ids import Ids
+    from connectd.daemon.runner import Core
+    from connectd.tmux.adapter import TmuxAdapter
+    from connectd.tmux.watcher import Watcher
 
 
 class PersonCalls:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self, *, core: Core, clock: Callable[[], float], ids: Ids, tmux: TmuxAdapter, watcher: Watcher, launches: Launches
+    ) -> None:
+        self.core, self.clock, self.ids, self.tmux, self.watcher, self.launches = core, clock, ids, tmux, watcher, launches
 
     def needs_you(self) -> list[dict[str, Any]]:
         """What needs the person besides cards: drafts connect may have left in a composer (the core
         opens and closes them, ``hub.drafts``), newest first."""
-        hub = self.engine.hub
+        hub = self.core.hub
         drafts = sorted(hub.drafts.values(), key=lambda d: d.at, reverse=True)
         items = []
         for d in drafts:
@@ -59,16 +64,15 @@ class PersonCalls:
         """Each live pane's tmux ``session:window``, as the last ``list-panes`` read it."""
         return {
             pane_id: D.window_name(state.info.session_name, state.info.window_index)
-            for pane_id, state in self.engine.watcher.panes.items()
+            for pane_id, state in self.watcher.panes.items()
         }
 
     def cards(self, include_closed: bool = False) -> list[dict[str, Any]]:
-        engine = self.engine
-        now = engine.clock()
-        cards = sorted(engine.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
+        now = self.clock()
+        cards = sorted(self.core.hub.cards.values(), key=lambda c: c.created_at, reverse=True)
         windows = self.windows()
         views = [
-            R.card_view(engine.hub, engine.watcher.directory, c, windows)
+            R.card_view(self.core.hub, self.watcher.directory, c, windows)
             for c in cards
             if include_closed or consent.is_open(c)
         ]
@@ -103,29 +107,27 @@ class PersonCalls:
         ]
 
     async def decide(self, card_id: str, decision: Decision, by: str = "owner") -> dict[str, Any]:
-        engine = self.engine
-        await engine.step(H.Decide(engine.clock(), card_id, decision, by))
-        card = engine.hub.cards[card_id]
+        await self.core.step(H.Decide(self.clock(), card_id, decision, by))
+        card = self.core.hub.cards[card_id]
         return {"id": card.id, "state": card.state.value}
 
     def acts(self, include_closed: bool = False) -> list[dict[str, Any]]:
         """Control's acts, newest first: open ones (a card waiting, or running), or all the hub keeps."""
-        acts = sorted(self.engine.hub.acts.values(), key=lambda a: a.created_at, reverse=True)
+        acts = sorted(self.core.hub.acts.values(), key=lambda a: a.created_at, reverse=True)
         return [act_view(a) | {"actor": self._actor(a.principal)} for a in acts if include_closed or not a.is_final]
 
     def _actor(self, principal_id: str) -> str:
-        book = self.engine.hub.book
+        book = self.core.hub.book
         principal = book.principals.get(grants.canonical(book, principal_id))
         return grants.actor_name(principal) if principal is not None else principal_id
 
     async def decide_act(self, act_id: str, approve: bool, by: str = "owner") -> dict[str, Any]:
-        engine = self.engine
-        await engine.step(H.ActDecided(engine.clock(), act_id, approve, by))
-        return act_view(engine.hub.acts[act_id])
+        await self.core.step(H.ActDecided(self.clock(), act_id, approve, by))
+        return act_view(self.core.hub.acts[act_id])
 
     async def stop_control(self, by: str = "owner") -> dict[str, Any]:
         """Stop control: revoke it (its acts not yet executed are cancelled); its pane keeps running."""
-        controls = sorted(hub_acts.live_controls(self.engine.hub.book))
+        controls = sorted(hub_acts.live_controls(self.core.hub.book))
         if not controls:
             raise EngineError("no_control", "no control agent is running")
         await self.revoke_principals(controls, by)
@@ -133,30 +135,28 @@ class PersonCalls:
 
     async def revoke_principals(self, principal_ids: Iterable[str], by: str = "owner") -> None:
         """Turn Connect off: take every affected pane's send lock, then step the revocation."""
-        engine = self.engine
         ids = list(principal_ids)
-        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, ids)):
+        async with self.lock_panes(lambda: H.panes_to_lock(self.core.hub, ids)):
             for principal_id in ids:
-                await engine.step(H.Revoke(engine.clock(), principal_id, by))
+                await self.core.step(H.Revoke(self.clock(), principal_id, by))
 
     async def revoke_pane(self, pane_id: str, by: str = "owner") -> dict[str, Any]:
         """Revoke what a pane holds: its connected agent, and any open restart to connect it (the
         core's rule, :func:`connectcore.hub.revoke_pane_target`; this only asks and steps)."""
-        engine = self.engine
-        record = engine.watcher.directory.panes.get(pane_id)
+        record = self.watcher.directory.panes.get(pane_id)
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
-        principal_id, restart_id = H.revoke_pane_target(engine.hub, pane_id, record.token)
+        principal_id, restart_id = H.revoke_pane_target(self.core.hub, pane_id, record.token)
 
         def which() -> tuple[str, ...]:
-            principal = grants.principal_at(engine.hub.book, record.token)
-            return H.panes_to_lock(engine.hub, [principal.id] if principal is not None else [])
+            principal = grants.principal_at(self.core.hub.book, record.token)
+            return H.panes_to_lock(self.core.hub, [principal.id] if principal is not None else [])
 
         async with self.lock_panes(which):
-            await engine.step(H.RevokePane(engine.clock(), pane_id, record.token, by))
+            await self.core.step(H.RevokePane(self.clock(), pane_id, record.token, by))
         result: dict[str, Any] = {"pane": pane_id, "principal": principal_id, "restart": restart_id}
         if principal_id is not None:
-            root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
+            root = self.core.hub.book.principals[grants.canonical(self.core.hub.book, principal_id)]
             result |= {"revoked": grants.actor_name(root), "principal": root.id}
         else:
             result["revoked"] = pane_id
@@ -165,7 +165,7 @@ class PersonCalls:
     @asynccontextmanager
     async def lock_panes(self, which: Callable[[], tuple[str, ...]]) -> AsyncIterator[None]:
         """Hold the send locks of ``which()`` (asked again until it is stable), in one global order."""
-        tmux = self.engine.tmux
+        tmux = self.tmux
         held: dict[str, anyio.Lock] = {}
         try:
             while True:
@@ -187,27 +187,25 @@ class PersonCalls:
                 lock.release()
 
     async def set_grant(self, session: tuple[str, str], preset: Preset, by: str = "owner") -> None:
-        engine = self.engine
         scopes = PRESET_SCOPES[preset]
-        principals = grants.principals_of_session(engine.hub.book, session)
-        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, principals)):
-            await engine.step(H.SetGrant(engine.clock(), session, scopes, by))
+        principals = grants.principals_of_session(self.core.hub.book, session)
+        async with self.lock_panes(lambda: H.panes_to_lock(self.core.hub, principals)):
+            await self.core.step(H.SetGrant(self.clock(), session, scopes, by))
 
     async def set_pane_preset(self, pane_id: str, preset: Preset, by: str = "owner") -> dict[str, Any]:
         """The per-pane toggle: a shortcut for the one agent session bound in that pane."""
-        engine = self.engine
-        record = engine.watcher.directory.panes.get(pane_id)
+        record = self.watcher.directory.panes.get(pane_id)
         if record is None:
             raise EngineError("unknown_target", f"no live pane {pane_id}")
-        principal = grants.principal_at(engine.hub.book, record.token)
-        launch = await engine.launches.record_for(pane_id, record.token)
+        principal = grants.principal_at(self.core.hub.book, record.token)
+        launch = await self.launches.record_for(pane_id, record.token)
         session = D.pane_session(
             record.binding,
             principal.session if principal is not None else None,
             (launch.harness, launch.session_id) if launch is not None else None,
         )
         try:
-            toggle = grants.pane_toggle(engine.hub.book, pane_id, record.token, session, PRESET_SCOPES[preset])
+            toggle = grants.pane_toggle(self.core.hub.book, pane_id, record.token, session, PRESET_SCOPES[preset])
         except grants.GrantError as exc:  # the core's rule: asked before anything changes
             raise EngineError(exc.reason, str(exc)) from exc
         if toggle.session is not None:
@@ -237,12 +235,11 @@ class PersonCalls:
         pane incarnation a principal under the grant, so it can receive at once under the same consent.
         Its token is never revealed (the process has no endpoint); its tools arrive at its next launch
         by connect."""
-        engine = self.engine
-        await engine.step(
+        await self.core.step(
             H.Launch(
-                engine.clock(),
-                hash_token(engine.ids.new_token()),
-                engine.ids.new_id("principal"),
+                self.clock(),
+                hash_token(self.ids.new_token()),
+                self.ids.new_id("principal"),
                 session[0],
                 record.pane_id,
                 record.incarnation.pane_pid,
@@ -255,11 +252,10 @@ class PersonCalls:
 
     def receive_only(self, incarnation: str, launched: bool) -> bool:
         """Connected, but its process holds no endpoint (the core's rule, :func:`connectcore.grants.receive_only`)."""
-        return grants.receive_only(self.engine.hub.book, incarnation, launched=launched)
+        return grants.receive_only(self.core.hub.book, incarnation, launched=launched)
 
     async def disconnect_all(self, by: str = "owner") -> int:
-        engine = self.engine
-        ids = list(grants.all_connected(engine.hub.book))
-        async with self.lock_panes(lambda: H.panes_to_lock(engine.hub, ids)):
-            await engine.step(H.DisconnectAll(engine.clock(), by))
+        ids = list(grants.all_connected(self.core.hub.book))
+        async with self.lock_panes(lambda: H.panes_to_lock(self.core.hub, ids)):
+            await self.core.step(H.DisconnectAll(self.clock(), by))
         return len(ids)

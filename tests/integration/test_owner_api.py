@@ -32,6 +32,7 @@ from connectcore import grants
 from connectcore import hub as H
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.launchers import Launcher
+from connectd.daemon.app import owner_api
 from connectd.daemon.ids import hash_token
 from connectd.daemon.parts import Engine, Subscribers
 from connectd.edges.http import (
@@ -120,7 +121,7 @@ async def rig(
     engine = Engine(store, tmux.adapter(), endpoint_url=f"http://127.0.0.1:{port}/mcp", launchers=launchers)
     await engine.watcher.poll()
     auth = OwnerAuth.load_or_create(data_dir)
-    mcp = build_mcp(engine)
+    mcp = build_mcp(engine.calls, engine.act_calls(None), engine.runner, engine.clock)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
 
     @asynccontextmanager
@@ -129,7 +130,7 @@ async def rig(
             yield
 
     app = Starlette(
-        routes=[*owner_routes(engine, auth, history, keepalive=keepalive), Mount("/", app=mcp_app)],
+        routes=[*owner_routes(owner_api(engine, auth, history, keepalive)), Mount("/", app=mcp_app)],
         lifespan=lifespan,
     )
     app.add_middleware(LoopbackGuard, port=port)

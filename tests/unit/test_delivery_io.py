@@ -94,7 +94,8 @@ def test_a_draft_still_in_the_composer_is_unconfirmed_and_shown_to_the_person() 
     anyio.run(Delivery(engine).confirm, ConfirmTyping(pane, w.message(key).recipient_incarnation, key))  # type: ignore[arg-type]
     assert engine.hub.messages[key].reason == "the text is still in the composer"
     assert engine.hub.drafts[pane].message == key
-    items = PersonCalls(engine).needs_you()  # type: ignore[arg-type]
+    person = PersonCalls(core=engine, clock=engine.clock, ids=None, tmux=engine.tmux, watcher=engine.watcher, launches=None)  # type: ignore[arg-type]
+    items = person.needs_you()
     assert items == [
         {
             "kind": "left_draft",

@@ -152,7 +152,7 @@ def test_list_agents_keeps_the_output_schema_of_a_dict(engine: Engine) -> None:
     async def list_agents() -> dict[str, Any]:  # what the tool declared before its answer was made once per view
         raise NotImplementedError
 
-    tool = build_mcp(engine)._tool_manager.get_tool("list_agents")
+    tool = build_mcp(engine.calls, engine.act_calls(None), engine.runner, engine.clock)._tool_manager.get_tool("list_agents")
     assert tool is not None
     assert tool.output_schema == func_metadata(list_agents).output_schema
 

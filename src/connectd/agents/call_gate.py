@@ -9,9 +9,9 @@ known (:meth:`GatedCalls.call`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectcore import grants
 from connectcore import hub as H
@@ -19,30 +19,55 @@ from connectcore import reads as R
 from connectd.daemon.ids import hash_token
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
+    from connectcore import launchers as L
+    from connectd.agents.launch import Launches
+    from connectd.daemon.ids import Ids
+    from connectd.daemon.parts import Subscribers
+    from connectd.daemon.runner import Core, RunSync
+    from connectd.person import PersonCalls
+    from connectd.tmux.watcher import Watcher
 
 
 class GatedCalls:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """The gate, and what the agent calls' tool groups look things up in (given by the composition
+    root, :mod:`connectd.daemon.parts`)."""
+
+    def __init__(
+        self,
+        *,
+        core: Core,
+        clock: Callable[[], float],
+        run_sync: RunSync,
+        store: Any,
+        ids: Ids,
+        watcher: Watcher,
+        subscribers: Subscribers,
+        launchers: Mapping[str, L.Launcher],
+        trusted_releases: frozenset[tuple[str, str]],
+        launches: Launches,
+        person: PersonCalls,
+    ) -> None:
+        self.core, self.clock, self.run_sync, self.store, self.ids = core, clock, run_sync, store, ids
+        self.watcher, self.subscribers, self.launches, self.person = watcher, subscribers, launches, person
+        self.launchers, self.trusted_releases = launchers, trusted_releases
 
     def principal_for(self, token: str) -> grants.Principal | None:
         """The principal a bearer token names, even a revoked one (the transport lets it in, so its
         calls are told "not connected")."""
-        record = self.engine.hub.book.tokens.get(hash_token(token))
+        book = self.core.hub.book
+        record = book.tokens.get(hash_token(token))
         if record is None:
             return None
-        return self.engine.hub.book.principals[grants.canonical(self.engine.hub.book, record.principal)]
+        return book.principals[grants.canonical(book, record.principal)]
 
     async def gate(self, token: str, action: str, target: str = "", message_id: str | None = None) -> R.Admitted:
         """The core's gate; a refusal is audited (with the actor the core names) and raised."""
-        engine = self.engine
         try:
             return R.gate(
-                engine.hub, token_hash=hash_token(token), action=action, now=engine.clock(), target=target, message_id=message_id
+                self.core.hub, token_hash=hash_token(token), action=action, now=self.clock(), target=target, message_id=message_id
             )
         except H.CallRefused as refused:
-            await engine.audit(refused.audit)
+            await self.core.audit(refused.audit)
             raise
 
     @asynccontextmanager
@@ -58,8 +83,8 @@ class GatedCalls:
             raise  # audited where it was refused: the gate again, or the runner for a step
         except Exception as exc:
             reason = R.refusal_reason(exc)
-            await self.engine.audit(admitted.refused(f"{detail} {reason}" if detail else reason))
+            await self.core.audit(admitted.refused(f"{detail} {reason}" if detail else reason))
             raise
         allowed = admitted.allowed()
         if allowed is not None:
-            await self.engine.audit(allowed)
+            await self.core.audit(allowed)

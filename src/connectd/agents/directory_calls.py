@@ -8,7 +8,7 @@ source named.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from connectcore import directory as D
 from connectcore import grants, redact, releases
@@ -20,22 +20,17 @@ from connectcore.grants import Preset, Scope
 from connectd.agents.call_gate import GatedCalls
 from connectd.delivery import targets
 
-if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
-
 SCREEN_TAIL_LINES = 40
 
 
 class DirectoryCalls(GatedCalls):
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
-        # The directory view as last built, with what it was built from (see :meth:`directory_view`).
-        self._view: tuple[D.Directory, grants.GrantBook, tuple[Any, ...], tuple[dict[str, Any], ...]] | None = None
+    # The directory view as last built, with what it was built from (see :meth:`directory_view`).
+    _view: tuple[D.Directory, grants.GrantBook, tuple[Any, ...], tuple[dict[str, Any], ...]] | None = None
 
     async def whoami(self, token: str) -> dict[str, Any]:
         async with self.call(token, "whoami") as admitted:
-            principal, book = admitted.principal, self.engine.hub.book
-            record = R.own_record(self.engine.watcher.directory, book, principal)
+            principal, book = admitted.principal, self.core.hub.book
+            record = R.own_record(self.watcher.directory, book, principal)
             return {
                 "actor": grants.actor_name(principal),
                 "harness": principal.harness,
@@ -58,8 +53,8 @@ class DirectoryCalls(GatedCalls):
         """The fleet directory as the owner sees it (the caller's own copy of each entry), each pane
         with ``waiting``: its messages not final and what each waits for (:func:`connectcore.reads.waiting`;
         agents' ``list_agents`` does not show other agents' messages)."""
-        hub = self.engine.hub
-        tokens = {record.pane_id: record.token for record in self.engine.watcher.directory.records()}
+        hub = self.core.hub
+        tokens = {record.pane_id: record.token for record in self.watcher.directory.records()}
         awaited = R.awaited(hub)
 
         def waiting(pane: str) -> list[dict[str, str]]:
@@ -76,28 +71,28 @@ class DirectoryCalls(GatedCalls):
         name = entry["launcher"]
         offer = L.connect_offer(
             connected=entry["connect"] != Preset.OFF.value, harness=entry["harness"], launcher_name=name,
-            launcher=self.engine.launchers.get(name) if name is not None else None, session_bound=bool(entry["session"]),
+            launcher=self.launchers.get(name) if name is not None else None, session_bound=bool(entry["session"]),
         )
         return {"enabled": offer.enabled, "mode": offer.mode, "reason": offer.reason}
 
     def recipient(self, pane_id: str, incarnation: str) -> R.Recipient:
         """What the daemon knows of a recipient pane's incarnation for :func:`connectcore.reads.waits_for`:
         its release status and its newest reading (none when the pane now holds another incarnation)."""
-        state = self.engine.watcher.panes.get(pane_id)
+        state = self.watcher.panes.get(pane_id)
         if state is None or state.record.token != incarnation:
             return R.Recipient(release=None)
         reading = state.reading
-        harness = self.engine.watcher.harness_of(state.record)
-        release = releases.status(harness, self.engine.watcher.release_of(pane_id, incarnation), self.engine.trusted_releases)
-        binding = self.engine.launches.binding_pending(pane_id, incarnation)
+        harness = self.watcher.harness_of(state.record)
+        release = releases.status(harness, self.watcher.release_of(pane_id, incarnation), self.trusted_releases)
+        binding = self.launches.binding_pending(pane_id, incarnation)
         return R.Recipient(release, reading.activity if reading else None, reading.composer if reading else None, binding)
 
     def waits_for(self, message: Message) -> str:
         """What a message waits for, in words, as the hub holds it now ("" when final or no longer held)."""
-        held = self.engine.hub.messages.get(message.key)
+        held = self.core.hub.messages.get(message.key)
         if held is None:
             return ""
-        return R.waits_for(self.engine.hub, held, self.recipient(held.recipient_pane, held.recipient_incarnation))
+        return R.waits_for(self.core.hub, held, self.recipient(held.recipient_pane, held.recipient_incarnation))
 
     def directory_view(self) -> tuple[dict[str, Any], ...]:
         """The fleet directory as agents and the owner see it, made once for each state of what it shows.
@@ -109,8 +104,7 @@ class DirectoryCalls(GatedCalls):
         times a second. The entries are shared between callers: never change one (copy it, as
         :meth:`agents` does).
         """
-        engine = self.engine
-        directory, book, inputs = engine.watcher.directory, engine.hub.book, self._view_inputs()
+        directory, book, inputs = self.watcher.directory, self.core.hub.book, self._view_inputs()
         cached = self._view
         if cached is not None and cached[0] is directory and cached[1] is book and cached[2] == inputs:
             return cached[3]
@@ -120,10 +114,10 @@ class DirectoryCalls(GatedCalls):
 
     def _view_inputs(self) -> tuple[Any, ...]:
         """What the directory view shows beyond the directory and the grant book, pane by pane."""
-        engine = self.engine
-        panes, release_of, receive_only = engine.watcher.panes, engine.watcher.release_of, engine.person.receive_only
+        watcher = self.watcher
+        panes, release_of, receive_only = watcher.panes, watcher.release_of, self.person.receive_only
         shown = []
-        for pane_id, record in engine.watcher.directory.panes.items():
+        for pane_id, record in watcher.directory.panes.items():
             state = panes.get(pane_id)
             reading = state.reading if state else None
             shown.append(
@@ -133,14 +127,14 @@ class DirectoryCalls(GatedCalls):
                     (reading.harness, reading.activity, reading.composer) if reading else None,
                     release_of(pane_id, record.token),
                     receive_only(record.token, record.launcher is not None),
-                    engine.launches.session_note(pane_id, record.token),
+                    self.launches.session_note(pane_id, record.token),
                 )
             )
-        return (engine.trusted_releases, tuple(shown))
+        return (self.trusted_releases, tuple(shown))
 
     def _entry(self, record: D.PaneRecord, book: grants.GrantBook) -> dict[str, Any]:
         """One pane's entry in the directory view."""
-        state = self.engine.watcher.panes.get(record.pane_id)
+        state = self.watcher.panes.get(record.pane_id)
         reading = state.reading if state else None
         principal = grants.principal_at(book, record.token)
         scopes = sorted(s.value for s in grants.scopes_of(book, principal.id)) if principal else []
@@ -149,7 +143,7 @@ class DirectoryCalls(GatedCalls):
             "pane": record.pane_id,
             "window": D.window_name(state.info.session_name, state.info.window_index) if state else "",
             "address": str(record.address),
-            "harness": self.engine.watcher.harness_of(record),
+            "harness": self.watcher.harness_of(record),
             "title": record.title or record.session_title,
             "cwd": record.cwd,
             "repo": record.repo,
@@ -169,28 +163,28 @@ class DirectoryCalls(GatedCalls):
             "reachable": "reachable" in scopes,
             "control": bool(principal and principal.control),
             "launcher": record.launcher,
-            **self.release_view(record.pane_id, record.token, self.engine.watcher.harness_of(record)),
+            **self.release_view(record.pane_id, record.token, self.watcher.harness_of(record)),
             "note": (
                 receive_only_note(
                     started_by_connect=record.launcher is not None,
                     harness=binding.harness if isinstance(binding, D.SessionBinding) else record.harness or None,
                     session_id=binding.session_id if isinstance(binding, D.SessionBinding) else None,
                 )
-                if principal and self.engine.person.receive_only(record.token, record.launcher is not None)
+                if principal and self.person.receive_only(record.token, record.launcher is not None)
                 else ""
             ),
             # why an OpenCode launch is not bound to its session (yet); "" otherwise
             "session_note": (
                 "" if isinstance(binding, D.SessionBinding)
-                else self.engine.launches.session_note(record.pane_id, record.token)
+                else self.launches.session_note(record.pane_id, record.token)
             ),
         }
 
     def release_view(self, pane_id: str, incarnation: str, harness: str) -> dict[str, Any]:
         """The agent's release, whether connect is verified on it, and the mark when it is not
         (:mod:`connectcore.releases`)."""
-        release = self.engine.watcher.release_of(pane_id, incarnation)
-        trusted = self.engine.trusted_releases
+        release = self.watcher.release_of(pane_id, incarnation)
+        trusted = self.trusted_releases
         status = releases.status(harness, release, trusted)
         return {
             "release": release,
@@ -201,9 +195,9 @@ class DirectoryCalls(GatedCalls):
     def agent_detail(self, target: str, caller: grants.Principal | None = None) -> dict[str, Any]:
         """One pane in detail; its screen tail only as :func:`connectcore.redact.tail_policy` allows
         for ``caller`` (None: a reader without control's act scope), always redacted."""
-        book = self.engine.hub.book
-        record = targets.resolve(self.engine, target)
-        state = self.engine.watcher.panes.get(record.pane_id)
+        book = self.core.hub.book
+        record = targets.resolve_in(self.watcher.directory, book, target)
+        state = self.watcher.panes.get(record.pane_id)
         entry = dict(next(a for a in self.directory_view() if a["pane"] == record.pane_id))
         caller_scopes = grants.scopes_of(book, caller.id) if caller is not None else frozenset()
         policy = redact.tail_policy(

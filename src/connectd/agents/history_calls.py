@@ -22,16 +22,16 @@ class HistoryCalls(GatedCalls):
             past: list[dict[str, Any]] = []
             if history is not None:
                 allowed = await self.history_scope(admitted.principal, history)
-                past = await self.engine.run_sync(
+                past = await self.run_sync(
                     lambda: history.find_sessions(query, limit=RT.RESOLVE_LIMIT_MAX, allowed_repos=allowed)
                 )
-            return RT.rank_request(query, self.engine.watcher.directory.records(), past, limit=limit)
+            return RT.rank_request(query, self.watcher.directory.records(), past, limit=limit)
 
     async def find_sessions(self, token: str, history: Any | None, query: str, repo: str | None, limit: int) -> list[dict[str, Any]]:
         async with self.call(token, "find_sessions", query) as admitted:
             service = _service(history)
             allowed = await self.history_scope(admitted.principal, service)
-            found: list[dict[str, Any]] = await self.engine.run_sync(
+            found: list[dict[str, Any]] = await self.run_sync(
                 lambda: service.find_sessions(query, repo=repo, limit=limit, allowed_repos=allowed)
             )
             return found
@@ -40,16 +40,16 @@ class HistoryCalls(GatedCalls):
         async with self.call(token, "get_session", f"{harness}:{session_id}") as admitted:
             service = _service(history)
             allowed = await self.history_scope(admitted.principal, service)
-            found: dict[str, Any] = await self.engine.run_sync(
+            found: dict[str, Any] = await self.run_sync(
                 lambda: service.get_session(harness, session_id, allowed_repos=allowed)
             )
             return found
 
     async def history_scope(self, principal: grants.Principal, service: Any) -> frozenset[str]:
         """The repositories the caller may read (the core's rule), from its own pane's directory."""
-        record = R.own_record(self.engine.watcher.directory, self.engine.hub.book, principal)
+        record = R.own_record(self.watcher.directory, self.core.hub.book, principal)
         cwd = record.cwd if record is not None else ""
-        own: str | None = await self.engine.run_sync(service.repo_of, cwd) if cwd else None
+        own: str | None = await self.run_sync(service.repo_of, cwd) if cwd else None
         return HI.caller_repos(own)
 
 

@@ -18,7 +18,7 @@ unbound with the reason shown (:meth:`Launches.session_note`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,12 @@ from connectd.daemon.supervisor import Kind
 from connectd.store.store import LaunchRow
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
+    from connectd.daemon.ids import Ids
+    from connectd.daemon.parts import Subscribers
+    from connectd.daemon.runner import Core, RunSync
+    from connectd.daemon.supervisor import Supervisor
+    from connectd.tmux.adapter import TmuxAdapter
+    from connectd.tmux.watcher import Watcher
 
 LaunchRecord = LaunchRow
 log = logging.getLogger("connectd.launches")
@@ -55,8 +60,25 @@ class Server:
 
 
 class Launches:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        *,
+        core: Core,
+        clock: Callable[[], float],
+        ids: Ids,
+        run_sync: RunSync,
+        store: Any,
+        tmux: TmuxAdapter,
+        watcher: Watcher,
+        subscribers: Subscribers,
+        launchers: Mapping[str, L.Launcher],
+        endpoint_url: str,
+        supervisor: Callable[[], Supervisor],
+    ) -> None:
+        """``supervisor``: the running daemon's supervisor (a binding runs as one of its tasks)."""
+        self.core, self.clock, self.ids, self.run_sync, self.store = core, clock, ids, run_sync, store
+        self.tmux, self.watcher, self.subscribers, self.launchers = tmux, watcher, subscribers, launchers
+        self.endpoint_url, self.supervisor = endpoint_url, supervisor
         self._records: dict[tuple[str, str], LaunchRecord | None] = {}
         # The --env a launch was given, by (pane, incarnation), so a restart relaunches under the same
         # environment. In memory only: values may be secrets, so they are never persisted.
@@ -70,14 +92,14 @@ class Launches:
         """Which launcher started this pane incarnation (read from the store once per incarnation)."""
         key = (pane_id, incarnation)
         if key not in self._records:
-            found = await self.engine.run_sync(self.engine.store.launch_for, pane_id, incarnation)
+            found = await self.run_sync(self.store.launch_for, pane_id, incarnation)
             self._records.setdefault(key, found)  # a record written meanwhile wins over a stale miss
         return self._records[key]
 
     async def record(self, pane_id: str, incarnation: str, **fields: Any) -> None:
-        store = self.engine.store
-        await self.engine.run_sync(lambda: store.record_launch(pane_id, incarnation, **fields))
-        self._records[(pane_id, incarnation)] = await self.engine.run_sync(store.launch_for, pane_id, incarnation)
+        store = self.store
+        await self.run_sync(lambda: store.record_launch(pane_id, incarnation, **fields))
+        self._records[(pane_id, incarnation)] = await self.run_sync(store.launch_for, pane_id, incarnation)
 
     def forget(self, pane_id: str, incarnation: str) -> None:
         self._records.pop((pane_id, incarnation), None)
@@ -92,7 +114,7 @@ class Launches:
         if server is None:
             return
         self.servers[(pane_id, incarnation)] = server
-        self.engine.watcher.look_again(pane_id)
+        self.watcher.look_again(pane_id)
 
     def bind_when_due(self, pane_id: str, incarnation: str, reading: Reading, pane_pid: int) -> None:
         """The watcher read this pane: start its binding if the core says it is due."""
@@ -108,13 +130,13 @@ class Launches:
         ):
             return
         self.binds[key] = None
-        self.engine.supervisor.spawn(
+        self.supervisor().spawn(
             Kind.BIND, self._bind, key, server, pane_pid, name=f"bind {pane_id}",
             on_error=lambda exc: self._bound(key, OC.Refusal.FAILED),
         )
 
     def _bound_session(self, pane_id: str, incarnation: str) -> str | None:
-        record = self.engine.watcher.directory.panes.get(pane_id)
+        record = self.watcher.directory.panes.get(pane_id)
         if record is None or record.token != incarnation or not isinstance(record.binding, D.SessionBinding):
             return None
         return record.binding.session_id
@@ -127,7 +149,7 @@ class Launches:
             return
         found = await opencode_bind.bind(
             port=server.port, password=server.password, directory=directory, pane_pid=pane_pid,
-            run_sync=self.engine.run_sync,
+            run_sync=self.run_sync,
         )
         if not isinstance(found, OC.Refusal):  # a session was selected: whether it binds is the core's
             found = OC.bind_result(found, shown=await self._shown(key[0]))
@@ -138,7 +160,7 @@ class Launches:
         the core judges each capture (:func:`connectcore.opencode_binding.shown_look`)."""
         began, settling = anyio.current_time(), False
         while True:
-            text = (await self.engine.tmux.capture(pane_id)).text
+            text = (await self.tmux.capture(pane_id)).text
             look = OC.shown_look(text, elapsed=anyio.current_time() - began, settling=settling)
             if look.shown is not None:
                 return look.shown
@@ -153,24 +175,23 @@ class Launches:
     async def _bound(self, key: tuple[str, str], result: str | OC.Refusal) -> None:
         """Report a binding's result: audited; a session id goes into the launch record, from which
         the directory binds the pane and the hub the principal (at the poll that follows)."""
-        engine = self.engine
         pane_id, incarnation = key
         self.servers.pop(key, None)  # the password is not needed again
-        await engine.audit(OC.bind_audit(pane_id, result, at=engine.clock()))
+        await self.core.audit(OC.bind_audit(pane_id, result, at=self.clock()))
         if key not in self.binds:
             return  # the incarnation went meanwhile (forgotten): nothing to bind
         self.binds[key] = result
-        engine.watcher.look_again(pane_id)  # its readiness is the plain reading's again: tell the core
+        self.watcher.look_again(pane_id)  # its readiness is the plain reading's again: tell the core
         launch = await self.record_for(pane_id, incarnation)
         if not isinstance(result, OC.Refusal) and launch is not None:  # (a Refusal is a str too)
             await self.record(
                 pane_id, incarnation, launcher=launch.launcher, harness=launch.harness, session_id=result,
                 cwd=launch.cwd, argv=list(launch.argv), started_at=launch.started_at,
             )
-            await engine.watcher.poll()
+            await self.watcher.poll()
         else:
             log.info("%s stays unbound: %s", pane_id, result)
-        engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+        self.subscribers.publish({"topic": "pane", "pane": pane_id})
 
     def session_note(self, pane_id: str, incarnation: str) -> str:
         """Why an OpenCode launch's pane is not bound (yet), in words for the page and the CLI."""
@@ -198,20 +219,19 @@ class Launches:
 
         ``reveal_token`` also returns the token, for the demo and tests that act as the agent.
         """
-        engine = self.engine
-        launcher = engine.launchers.get(launcher_name)
+        launcher = self.launchers.get(launcher_name)
         if launcher is None:
-            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(engine.launchers))})")
+            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(self.launchers))})")
         scopes = PRESET_SCOPES[preset]
-        grants.check_grantable(scopes, engine.hub.book.cap)
+        grants.check_grantable(scopes, self.core.hub.book.cap)
         if control:  # one control at a time: refused before any window opens
-            hub_acts.check_launch(engine.hub.book, control=True, session=(launcher.harness, session) if session else None)
+            hub_acts.check_launch(self.core.hub.book, control=True, session=(launcher.harness, session) if session else None)
         plan, token, env_all, server = launch_plan(
-            engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=control), session=session, extra_env=extra_env
+            self.endpoint_url, self.ids, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=control), session=session, extra_env=extra_env
         )
         target_session = tmux_session or await self._default_tmux_session()
-        pane_id = await engine.tmux.new_window(target_session, plan.argv, cwd, env_all)
-        info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
+        pane_id = await self.tmux.new_window(target_session, plan.argv, cwd, env_all)
+        info, incarnation = await self.watcher.fresh_incarnation(pane_id)
         if info is None or incarnation is None:
             raise EngineError("launch_failed", f"{launcher_name} exited at once in {pane_id}")
         session_key = (launcher.harness, plan.session_id) if plan.session_id else None
@@ -225,15 +245,15 @@ class Launches:
             session_id=session_key[1] if session_key else None,
             cwd=cwd,
             argv=list(plan.argv),
-            started_at=engine.clock(),
+            started_at=self.clock(),
         )
         actor = None
         if token is not None:
-            await engine.step(
+            await self.core.step(
                 H.Launch(
-                    engine.clock(),
+                    self.clock(),
                     hash_token(token),
-                    engine.ids.new_id("principal"),
+                    self.ids.new_id("principal"),
                     launcher.harness,
                     pane_id,
                     info.pane_pid or 0,
@@ -243,9 +263,9 @@ class Launches:
                     control,
                 )
             )
-            principal = grants.principal_at(engine.hub.book, incarnation)
+            principal = grants.principal_at(self.core.hub.book, incarnation)
             actor = grants.actor_name(principal) if principal else None
-        await engine.watcher.poll()
+        await self.watcher.poll()
         extra = {"token": token} if reveal_token and token else {}
         return extra | {
             "pane": pane_id,
@@ -258,7 +278,7 @@ class Launches:
         }
 
     async def _default_tmux_session(self) -> str:
-        sessions = await self.engine.tmux.list_sessions()
+        sessions = await self.tmux.list_sessions()
         if sessions:
             return sessions[0].name
         advice = no_tmux_session(facts.cli_command())
@@ -266,7 +286,7 @@ class Launches:
 
 
 def launch_plan(
-    engine: Engine, launcher: L.Launcher, launcher_name: str, *, connect: bool, session: str | None,
+    endpoint_url: str, ids: Ids, launcher: L.Launcher, launcher_name: str, *, connect: bool, session: str | None,
     extra_env: Mapping[str, str] | None,
 ) -> tuple[L.LaunchPlan, str | None, dict[str, str], Server | None]:
     """The argv, the token (when connected), the environment and the launch's own server (OpenCode)
@@ -278,19 +298,19 @@ def launch_plan(
     env = dict(extra_env or {})
     port = opencode_bind.free_port() if L.server_port_wanted(launcher, session=session) else None
     plan = L.launch_plan(  # the core's rule (a connected launch of an unconnectable launcher: refused)
-        launcher, connect=connect, session=session, endpoint_url=engine.endpoint_url,
-        fresh_session_id=engine.ids.new_uuid(), extra_env=env, server_port=port,
+        launcher, connect=connect, session=session, endpoint_url=endpoint_url,
+        fresh_session_id=ids.new_uuid(), extra_env=env, server_port=port,
     )
     env_all = dict(plan.env_add)
     server = None
     if plan.password_env is not None and plan.server_port is not None:
-        server = Server(plan.server_port, engine.ids.new_token())
+        server = Server(plan.server_port, ids.new_token())
         env_all[plan.password_env] = server.password
     if connect:
-        token = engine.ids.new_token()
+        token = ids.new_token()
         assert plan.token_env is not None
         return plan, token, {**env_all, plan.token_env: token}, server
     if session is None and L.off_session_presettable(launcher):  # the core's rule; a fresh id only then
-        plan = L.with_preset_session(plan, engine.ids.new_uuid())
+        plan = L.with_preset_session(plan, ids.new_uuid())
     return plan, None, env_all, server
 

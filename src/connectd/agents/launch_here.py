@@ -2,9 +2,9 @@
 
 A person who types ``claude`` in a shell today runs ``connectd launch --here claude`` instead (a shell
 function can make ``claude`` mean that, see the README). The command is a small supervisor process: it
-asks the daemon for the launch plan (:func:`plan`), starts the agent as its child with that argv and
+asks the daemon for the launch plan (:meth:`HereLaunches.plan`), starts the agent as its child with that argv and
 environment (the token only in the child's environment), holds the child before ``exec`` until the
-daemon has recorded it (:func:`started`), hands it the terminal (its own process group in the
+daemon has recorded it (:meth:`HereLaunches.started`), hands it the terminal (its own process group in the
 foreground), waits, and gives the terminal back: the shell survives the agent's exit.
 
 While the child lives, the pane's incarnation is the child's process life (the watcher reads the
@@ -18,7 +18,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,12 @@ from connectd.tmux import procfs
 from connectd.tmux.adapter import PaneInfo
 
 if TYPE_CHECKING:
+    from connectd.agents.launch import Launches
+    from connectd.daemon.ids import Ids
     from connectd.daemon.parts import Engine
+    from connectd.daemon.runner import Core, RunSync
+    from connectd.tmux.adapter import TmuxAdapter
+    from connectd.tmux.watcher import Watcher
 
 #: How long a relaunch handover waits for the other side (the supervisor, or the restart's Respawn).
 RELAUNCH_WAIT = 20.0
@@ -74,6 +79,15 @@ class HerePanes:
     #: pane -> a restart's plan (and its environment) handed to its supervisor
     relaunch: dict[str, tuple[HerePending, dict[str, str]]] = field(default_factory=dict)
 
+    def is_here(self, pane_id: str) -> bool:
+        """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
+        supervisor = self.supervisors.get(pane_id)
+        return supervisor is not None and procfs.alive(supervisor)
+
+    def waiting(self, pane_id: str) -> bool:
+        """The supervisor lives but its agent has exited: to a restart, the agent's process is dead."""
+        return self.is_here(pane_id) and pane_id not in self.held
+
     def effective(self, info: PaneInfo) -> PaneInfo:
         """A pane whose ``--here`` supervisor holds a live agent child: its incarnation is the child's
         process life (pid and start time), so the agent's exit ends it while the shell lives on."""
@@ -92,126 +106,143 @@ class HerePanes:
         return replace(info, pane_pid=child, process_start_time=start)
 
 
-async def plan(
-    engine: Engine, launcher_name: str, preset: Preset, *, cwd: str, pane_id: str, supervisor: int,
-    session: str | None = None, extra_env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The argv and environment (the token included, when connected) a ``--here`` supervisor runs.
+class HereLaunches:
+    """The daemon's side of ``connectd launch --here``: the plan a supervisor runs, its child's start,
+    and a restart's relaunch through the supervisor."""
 
-    Only a process running inside ``pane_id`` may ask (its ancestry reaches the pane's process); the
-    launch is recorded and its token issued once the supervisor names the child (:func:`started`).
-    """
-    launcher = engine.launchers.get(launcher_name)
-    if launcher is None:
-        raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(engine.launchers))})")
-    await _check_inside(engine, pane_id, supervisor)
-    scopes = PRESET_SCOPES[preset]
-    grants.check_grantable(scopes, engine.hub.book.cap)
-    plan, token, env_all, server = launch_plan(
-        engine, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
-    )
-    for key in [k for k in engine.here.pending if not procfs.alive(k[1])]:
-        del engine.here.pending[key]  # plans whose supervisor died before naming its child
-    engine.here.pending[(pane_id, supervisor)] = HerePending(
-        launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
-        extra_env=tuple(sorted((extra_env or {}).items())), server=server,
-    )
-    return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
+    def __init__(
+        self,
+        *,
+        core: Core,
+        clock: Callable[[], float],
+        ids: Ids,
+        run_sync: RunSync,
+        tmux: TmuxAdapter,
+        watcher: Watcher,
+        launchers: Mapping[str, L.Launcher],
+        launches: Launches,
+        here: HerePanes,
+        endpoint_url: str,
+    ) -> None:
+        self.core, self.clock, self.ids, self.run_sync, self.tmux = core, clock, ids, run_sync, tmux
+        self.watcher, self.launchers, self.launches, self.here = watcher, launchers, launches, here
+        self.endpoint_url = endpoint_url
 
+    async def plan(
+        self, launcher_name: str, preset: Preset, *, cwd: str, pane_id: str, supervisor: int,
+        session: str | None = None, extra_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """The argv and environment (the token included, when connected) a ``--here`` supervisor runs.
 
-async def _check_inside(engine: Engine, pane_id: str, pid: int) -> int:
-    """The pane's root process pid, if ``pid`` runs inside that pane; else refused."""
-    root = next((i.pane_pid for i in await engine.tmux.list_panes() if i.pane_id == pane_id and i.pane_pid), None)
-    ancestry = await engine.run_sync(procfs.ancestry, pid) if root is not None else []
-    refusal = L.here_caller_refusal(pane_id, pid, pane_root=root, ancestry=ancestry)  # the core's rule
-    if refusal is not None:
-        raise EngineError(refusal.reason, refusal.problem)
-    assert root is not None
-    return root
-
-
-async def started(engine: Engine, pane_id: str, supervisor: int, child: int) -> dict[str, Any]:
-    """The supervisor started its child (held before exec): the pane's incarnation is now the child's
-    process life. Record the launch, issue the token, and let the child run."""
-    pending = engine.here.pending.pop((pane_id, supervisor), None)
-    if pending is None:
-        raise EngineError("no_plan", f"no --here plan for process {supervisor} in {pane_id}")
-    await _check_inside(engine, pane_id, supervisor)
-    stat = await engine.run_sync(procfs.read_stat, child)
-    refusal = L.here_child_refusal(child, parent=stat.ppid if stat is not None else None, supervisor=supervisor)
-    if refusal is not None:
-        raise EngineError(refusal.reason, refusal.problem)
-    assert stat is not None
-    engine.here.held[pane_id] = (supervisor, child, stat.start_time)
-    engine.here.supervisors[pane_id] = supervisor
-    info, incarnation = await engine.watcher.fresh_incarnation(pane_id)
-    if info is None or incarnation is None or info.pane_pid != child:
-        engine.here.held.pop(pane_id, None)
-        raise EngineError("launch_failed", f"the agent in {pane_id} exited at once")
-    if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn_here)
-        return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
-    engine.launches.env[(pane_id, incarnation)] = dict(pending.extra_env)
-    engine.launches.serve(pane_id, incarnation, pending.server)
-    await engine.launches.record(
-        pane_id, incarnation, launcher=pending.launcher, harness=pending.harness, session_id=pending.session_id,
-        cwd=pending.cwd, argv=list(pending.argv), started_at=engine.clock(),
-    )
-    session_key = (pending.harness, pending.session_id) if pending.session_id else None
-    if pending.token is not None:
-        await engine.step(
-            H.Launch(engine.clock(), hash_token(pending.token), engine.ids.new_id("principal"), pending.harness,
-                     pane_id, child, incarnation, pending.scopes, session_key)
+        Only a process running inside ``pane_id`` may ask (its ancestry reaches the pane's process); the
+        launch is recorded and its token issued once the supervisor names the child (:meth:`started`).
+        """
+        launcher = self.launchers.get(launcher_name)
+        if launcher is None:
+            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(self.launchers))})")
+        await self._check_inside(pane_id, supervisor)
+        scopes = PRESET_SCOPES[preset]
+        grants.check_grantable(scopes, self.core.hub.book.cap)
+        plan, token, env_all, server = launch_plan(
+            self.endpoint_url, self.ids, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=False), session=session, extra_env=extra_env
         )
-    await engine.watcher.poll()
-    principal = grants.principal_at(engine.hub.book, incarnation)
-    return {
-        "pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher,
-        "connect": grants.connect_label(principal, pending.scopes),
-        "session": list(session_key) if session_key else None,
-        "actor": grants.actor_name(principal) if principal else None,
-    }
+        for key in [k for k in self.here.pending if not procfs.alive(k[1])]:
+            del self.here.pending[key]  # plans whose supervisor died before naming its child
+        self.here.pending[(pane_id, supervisor)] = HerePending(
+            launcher_name, launcher.harness, scopes, token, plan.session_id, cwd, tuple(plan.argv),
+            extra_env=tuple(sorted((extra_env or {}).items())), server=server,
+        )
+        return {"argv": list(plan.argv), "env": env_all, "cwd": cwd, "connect": preset.value if token else "off"}
 
+    async def _check_inside(self, pane_id: str, pid: int) -> int:
+        """The pane's root process pid, if ``pid`` runs inside that pane; else refused."""
+        root = next((i.pane_pid for i in await self.tmux.list_panes() if i.pane_id == pane_id and i.pane_pid), None)
+        ancestry = await self.run_sync(procfs.ancestry, pid) if root is not None else []
+        refusal = L.here_caller_refusal(pane_id, pid, pane_root=root, ancestry=ancestry)  # the core's rule
+        if refusal is not None:
+            raise EngineError(refusal.reason, refusal.problem)
+        assert root is not None
+        return root
 
-async def next_plan(engine: Engine, pane_id: str, supervisor: int, wait: float = RELAUNCH_WAIT) -> dict[str, Any]:
-    """The supervisor's agent exited: relaunch it in place when a restart-to-connect of this pane is
-    under way (its Respawn hands the plan over, :func:`respawn_here`), else let the supervisor end."""
-    await _check_inside(engine, pane_id, supervisor)
-    waited = 0.0
-    while H.restart_of_pane(engine.hub, pane_id) is not None and waited < wait:
-        handed = engine.here.relaunch.pop(pane_id, None)
-        if handed is not None:
-            pending, env = handed
-            engine.here.pending[(pane_id, supervisor)] = pending
-            return {"relaunch": True, "argv": list(pending.argv), "env": env, "cwd": pending.cwd}
-        await anyio.sleep(0.1)
-        waited += 0.1
-    engine.here.supervisors.pop(pane_id, None)
-    return {"relaunch": False}
+    async def started(self, pane_id: str, supervisor: int, child: int) -> dict[str, Any]:
+        """The supervisor started its child (held before exec): the pane's incarnation is now the child's
+        process life. Record the launch, issue the token, and let the child run."""
+        pending = self.here.pending.pop((pane_id, supervisor), None)
+        if pending is None:
+            raise EngineError("no_plan", f"no --here plan for process {supervisor} in {pane_id}")
+        await self._check_inside(pane_id, supervisor)
+        stat = await self.run_sync(procfs.read_stat, child)
+        refusal = L.here_child_refusal(child, parent=stat.ppid if stat is not None else None, supervisor=supervisor)
+        if refusal is not None:
+            raise EngineError(refusal.reason, refusal.problem)
+        assert stat is not None
+        self.here.held[pane_id] = (supervisor, child, stat.start_time)
+        self.here.supervisors[pane_id] = supervisor
+        info, incarnation = await self.watcher.fresh_incarnation(pane_id)
+        if info is None or incarnation is None or info.pane_pid != child:
+            self.here.held.pop(pane_id, None)
+            raise EngineError("launch_failed", f"the agent in {pane_id} exited at once")
+        if pending.relaunch:  # the restart's Respawn is waiting for this child (see respawn)
+            return {"pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher, "connect": "restarting"}
+        self.launches.env[(pane_id, incarnation)] = dict(pending.extra_env)
+        self.launches.serve(pane_id, incarnation, pending.server)
+        await self.launches.record(
+            pane_id, incarnation, launcher=pending.launcher, harness=pending.harness, session_id=pending.session_id,
+            cwd=pending.cwd, argv=list(pending.argv), started_at=self.clock(),
+        )
+        session_key = (pending.harness, pending.session_id) if pending.session_id else None
+        if pending.token is not None:
+            await self.core.step(
+                H.Launch(self.clock(), hash_token(pending.token), self.ids.new_id("principal"), pending.harness,
+                         pane_id, child, incarnation, pending.scopes, session_key)
+            )
+        await self.watcher.poll()
+        principal = grants.principal_at(self.core.hub.book, incarnation)
+        return {
+            "pane": pane_id, "address": f"{pane_id}@{incarnation}", "launcher": pending.launcher,
+            "connect": grants.connect_label(principal, pending.scopes),
+            "session": list(session_key) if session_key else None,
+            "actor": grants.actor_name(principal) if principal else None,
+        }
+
+    async def next_plan(self, pane_id: str, supervisor: int, wait: float = RELAUNCH_WAIT) -> dict[str, Any]:
+        """The supervisor's agent exited: relaunch it in place when a restart-to-connect of this pane is
+        under way (its Respawn hands the plan over, :meth:`respawn`), else let the supervisor end."""
+        await self._check_inside(pane_id, supervisor)
+        waited = 0.0
+        while H.restart_of_pane(self.core.hub, pane_id) is not None and waited < wait:
+            handed = self.here.relaunch.pop(pane_id, None)
+            if handed is not None:
+                pending, env = handed
+                self.here.pending[(pane_id, supervisor)] = pending
+                return {"relaunch": True, "argv": list(pending.argv), "env": env, "cwd": pending.cwd}
+            await anyio.sleep(0.1)
+            waited += 0.1
+        self.here.supervisors.pop(pane_id, None)
+        return {"relaunch": False}
+
+    async def respawn(self, effect: Respawn) -> None:
+        """A restart's Respawn of a ``--here`` pane: hand the plan to the supervisor and wait for the child
+        it starts (raises ``TimeoutError`` if none comes: the restart step fails and says so)."""
+        record = self.core.hub.restarts[H.restart_of_pane(self.core.hub, effect.pane_id) or ""].record
+        launcher = self.launchers[record.launcher]
+        pending = HerePending(record.launcher, launcher.harness, frozenset(), None, record.session_id, effect.cwd,
+                              tuple(effect.argv), relaunch=True)
+        self.here.held.pop(effect.pane_id, None)
+        self.here.relaunch[effect.pane_id] = (pending, dict(effect.env))
+        with anyio.fail_after(RELAUNCH_WAIT):
+            while effect.pane_id not in self.here.held:
+                await anyio.sleep(0.05)
 
 
 def is_here(engine: Engine, pane_id: str) -> bool:
-    """Does a ``--here`` supervisor hold this pane (so a restart relaunches through it, not tmux)?"""
-    supervisor = engine.here.supervisors.get(pane_id)
-    return supervisor is not None and procfs.alive(supervisor)
-
-
-def waiting(engine: Engine, pane_id: str) -> bool:
-    """The supervisor lives but its agent has exited: to a restart, the agent's process is dead."""
-    return is_here(engine, pane_id) and pane_id not in engine.here.held
+    """:meth:`HerePanes.is_here`, for the interpreter (which still holds the engine)."""
+    return engine.here.is_here(pane_id)
 
 
 async def respawn_here(engine: Engine, effect: Respawn) -> None:
-    """A restart's Respawn of a ``--here`` pane: hand the plan to the supervisor and wait for the child
-    it starts (raises ``TimeoutError`` if none comes: the restart step fails and says so)."""
-    record = engine.hub.restarts[H.restart_of_pane(engine.hub, effect.pane_id) or ""].record
-    launcher = engine.launchers[record.launcher]
-    pending = HerePending(record.launcher, launcher.harness, frozenset(), None, record.session_id, effect.cwd,
-                          tuple(effect.argv), relaunch=True)
-    engine.here.held.pop(effect.pane_id, None)
-    engine.here.relaunch[effect.pane_id] = (pending, dict(effect.env))
-    with anyio.fail_after(RELAUNCH_WAIT):
-        while effect.pane_id not in engine.here.held:
-            await anyio.sleep(0.05)
+    """:meth:`HereLaunches.respawn`, for the interpreter (which still holds the engine)."""
+    await engine.here_launches.respawn(effect)
 
 
 # --- the supervisor (runs in the person's pane, as the CLI) ----------------------------------------------

@@ -22,18 +22,18 @@ class MessageCalls(GatedCalls):
         self, token: str, *, to: str, text: str, message_id: str, in_reply_to: str | None = None
     ) -> dict[str, Any]:
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
-        engine = self.engine
+        core = self.core
         async with self.call(token, "send_message", str(to), message_id) as admitted:
-            record = targets.resolve(engine, to)
-            recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(to))
+            record = targets.resolve_in(self.watcher.directory, core.hub.book, to)
+            recipient = H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(
-                engine.clock(), hash_token(token), message_id, text, recipient,
-                engine.ids.new_id("msg"), engine.ids.new_id("card"), in_reply_to,
+                self.clock(), hash_token(token), message_id, text, recipient,
+                self.ids.new_id("msg"), self.ids.new_id("card"), in_reply_to,
             )
-            await engine.step(submit)
-            message = H.message_for(engine.hub, admitted.principal.id, message_id)
+            await core.step(submit)
+            message = H.message_for(core.hub, admitted.principal.id, message_id)
             assert message is not None
-            return message_view(message, R.sender_reason(engine.hub, message))
+            return message_view(message, R.sender_reason(core.hub, message))
 
     async def get_message(self, token: str, message_id: str, wait: float = 0.0) -> dict[str, Any]:
         """The message's current outcome; with ``wait``, wait for it to be final, returning early when
@@ -42,39 +42,39 @@ class MessageCalls(GatedCalls):
             return await self._await_outcome(token, admitted.principal.id, message_id, wait)
 
     async def _await_outcome(self, token: str, principal_id: str, message_id: str, wait: float) -> dict[str, Any]:
-        engine = self.engine
+        core = self.core
         deadline = anyio.current_time() + R.bounded_wait(wait)
         woken = False
         while True:
-            message = H.message_for(engine.hub, principal_id, message_id)
+            message = H.message_for(core.hub, principal_id, message_id)
             if message is None:
                 return await self._stored(principal_id, message_id)
-            inbox = R.inbox(engine.hub, principal_id, engine.clock())
+            inbox = R.inbox(core.hub, principal_id, self.clock())
             if R.wait_over(message, inbox, timed_out=anyio.current_time() >= deadline, woken=woken):
-                return message_view(message, R.sender_reason(engine.hub, message)) | {
+                return message_view(message, R.sender_reason(core.hub, message)) | {
                     "inbox": [{"ref": m.ref, "from": m.sender_actor, "in_reply_to": m.in_reply_to} for m in inbox],
                     "replies": [
-                        {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome} for m in R.replies(engine.hub, message.ref)
+                        {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome} for m in R.replies(core.hub, message.ref)
                     ],
                 }
             event = anyio.Event()
-            engine.subscribers.waits.setdefault(principal_id, set()).add(event)
+            self.subscribers.waits.setdefault(principal_id, set()).add(event)
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await event.wait()
             woken = True
             await self.gate(token, "get_message", message_id)  # revoked meanwhile: refused, audited
 
     async def _stored(self, principal_id: str, message_id: str) -> dict[str, Any]:
-        stored = await self.engine.run_sync(self.engine.store.message, principal_id, message_id)
+        stored = await self.run_sync(self.store.message, principal_id, message_id)
         if stored is None:
             return {"message_id": message_id, "outcome": "unknown", "note": "no such message id for this agent; treat it as unconfirmed"}
         return message_view(stored)
 
     async def list_messages(self, token: str) -> list[dict[str, Any]]:
         async with self.call(token, "list_messages") as admitted:
-            members = grants.group(self.engine.hub.book, admitted.principal.id)
-            rows = await self.engine.run_sync(lambda: self.engine.store.messages(principal=members, limit=200))
-            return [message_view(m, R.sender_reason(self.engine.hub, m)) for m in rows]
+            members = grants.group(self.core.hub.book, admitted.principal.id)
+            rows = await self.run_sync(lambda: self.store.messages(principal=members, limit=200))
+            return [message_view(m, R.sender_reason(self.core.hub, m)) for m in rows]
 
 
 def message_view(message: Message, reason: str | None = None) -> dict[str, Any]:

@@ -25,9 +25,11 @@ from connectcore.grants import Preset
 from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
 from connectd.daemon.supervisor import Kind
-from connectd.edges.http import LoopbackGuard, OwnerAuth, owner_routes
+from connectd.edges.http import LoopbackGuard, OwnerApi, OwnerAuth, owner_routes
+from connectd.edges.http.events import KEEPALIVE_SECONDS
 from connectd.edges.http.federation import federation_routes
 from connectd.edges.http.page import page_routes
+from connectd.edges.http.routes import RecentDirs
 from connectd.edges.mcp import build_mcp, capped_mcp_app
 from connectd.federation.desk import open_desk
 from connectd.store.store import Store
@@ -118,6 +120,15 @@ def lock_data_dir(data_dir: Path) -> int:
     return fd
 
 
+def owner_api(engine: Engine, auth: OwnerAuth, history: RecentDirs | None, keepalive: float = KEEPALIVE_SECONDS) -> OwnerApi:
+    """The owner API, given the engine's parts it calls (the composition root wires them here)."""
+    return OwnerApi(
+        calls=engine.calls, core=engine.runner, clock=engine.clock, tmux=engine.tmux, store=engine.store,
+        subscribers=engine.subscribers, launchers=engine.launchers, person=engine.person, launches=engine.launches,
+        here=engine.here_launches, restarts=engine.restarts, auth=auth, history=history, keepalive=keepalive,
+    )
+
+
 def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
     lock_data_dir(config.data_dir)
     sock = sock or bind_socket(config.host, config.port)
@@ -142,8 +153,9 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.watcher.pane_pids)
     engine.history = config.history or None
     engine.federation = open_desk(config.data_dir, engine)
-    mcp = build_mcp(engine, engine.history)  # None when the daemon serves no history (--no-history)
-    mcp_app = capped_mcp_app(mcp, engine)
+    history = engine.history  # None when the daemon serves no history (--no-history)
+    mcp = build_mcp(engine.calls, engine.act_calls(history), engine.runner, engine.clock, history)
+    mcp_app = capped_mcp_app(mcp, engine.calls, engine.runner, engine.clock)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -155,10 +167,10 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             # The MCP endpoint first: it takes nearly every request, which then skip matching every
             # other route's pattern. The Mount at the end serves the MCP app's other paths, as before.
             Route("/mcp", endpoint=mcp_app, name="mcp"),
-            *page_routes(engine, auth, config.data_dir),
+            *page_routes(engine.calls, engine.runner, engine.clock, auth, config.data_dir),
             *restore_routes(engine, auth),
             *federation_routes(engine, auth),
-            *owner_routes(engine, auth, engine.history),
+            *owner_routes(owner_api(engine, auth, history)),
             Mount("/", app=mcp_app),
         ],
         lifespan=lifespan,

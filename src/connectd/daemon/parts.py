@@ -8,13 +8,20 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   under its kind's written failure policy (no I/O error ends the daemon);
 - :class:`connectd.tmux.watcher.Watcher` (list-panes, captures, bindings, startup reconciliation),
   :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
-  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.restart_to_connect.Restarts` and
-  :class:`connectd.person.PersonCalls` are the parts; they reach each other through this object.
+  :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.launch_here.HereLaunches`,
+  :class:`connectd.agents.restart_to_connect.Restarts`, :class:`connectd.person.PersonCalls`,
+  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls` and
+  :class:`connectd.control.act_calls.ActCalls` are the parts.
 
-The engine holds the parts and the state they share (the hub behind ``step``, the clock, the store,
-the subscribers); it forwards nothing: a caller addresses the part that does the work
-(``engine.person.decide``, ``engine.watcher.directory``, ``engine.launches.launch``,
-``engine.restarts.begin``, ``engine.calls.agents``).
+The engine builds each part with the few collaborators it uses (issue 24): the core runner as ``core``
+(:class:`connectd.daemon.runner.Core`: the hub, ``step``, ``audit``), the clock, the ids, ``run_sync``,
+the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the supervisor (a callable:
+it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
+hold the engine. The watcher, the delivery I/O, the interpreter, ``restore_fleet`` and the federation
+desk still take the engine itself (they were left as they were while other work changed them) and
+reach the parts through it, which is why the engine keeps every part as an attribute
+(``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
+It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from connectcore.effects import Audit, Effect
 from connectcore.grants import Preset
 from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
-from connectd.agents.launch_here import HerePanes
+from connectd.agents.launch_here import HereLaunches, HerePanes
 from connectd.agents.restart_to_connect import Restarts
+from connectd.control.act_calls import ActCalls
 from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
 from connectd.daemon.ids import Ids
@@ -131,17 +139,46 @@ class Engine:
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
         self.watcher = Watcher(self, effective=self.here.effective)
         self.delivery = Delivery(self)
-        self.acts_io = ActsIO(self)
-        self.launches = Launches(self)
-        self.restarts = Restarts(self)
-        self.person = PersonCalls(self)
-        self.calls = AgentCalls(self)
+        self.launches = Launches(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
+            watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
+            supervisor=lambda: self.supervisor,
+        )
+        self.here_launches = HereLaunches(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, tmux=tmux, watcher=self.watcher,
+            launchers=self.launchers, launches=self.launches, here=self.here, endpoint_url=endpoint_url,
+        )
+        self.acts_io = ActsIO(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing,
+            launches=self.launches, launchers=self.launchers,
+        )
+        self.restarts = Restarts(
+            core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
+            watcher=self.watcher, launches=self.launches, launchers=self.launchers, here=self.here,
+            endpoint_url=endpoint_url, supervisor=lambda: self.supervisor,
+        )
+        self.person = PersonCalls(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, launches=self.launches
+        )
+        self.calls = AgentCalls(
+            core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, ids=self.ids, watcher=self.watcher,
+            subscribers=self.subscribers, launchers=self.launchers, trusted_releases=trusted_releases,
+            launches=self.launches, person=self.person,
+        )
         self.history: Any | None = None  # the session index, when the daemon serves history
         self.restoring = False  # a restore runs (connectd.agents.restore_fleet: another is refused meanwhile)
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
         self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
         self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
+
+    def act_calls(self, history: Any | None) -> ActCalls:
+        """Control's act tools (:class:`connectd.control.act_calls.ActCalls`), over ``history`` (the
+        session index the daemon serves, or None), for the MCP endpoint."""
+        return ActCalls(
+            calls=self.calls, core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=self.store,
+            watcher=self.watcher, launchers=self.launchers, history=history,
+        )
 
     # --- life -------------------------------------------------------------------------------------
 

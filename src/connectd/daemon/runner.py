@@ -39,6 +39,19 @@ log = logging.getLogger("connectd.runner")
 RunSync = Callable[..., Awaitable[Any]]
 
 
+class Core(Protocol):
+    """What a part of the shell needs of the core runner (:class:`CoreRunner` is one): the hub as it
+    stands, a step, an audit record. A part holds the runner itself, not its bound ``step``, so a
+    runner whose ``step`` is replaced later (the simulation traces it) is still the one it calls."""
+
+    @property
+    def hub(self) -> H.Hub: ...
+
+    async def step(self, event: H.Event) -> tuple[Effect, ...]: ...
+
+    async def audit(self, record: Audit) -> None: ...
+
+
 class Interprets(Protocol):
     async def run(self, effects: tuple[Effect, ...]) -> None: ...
 

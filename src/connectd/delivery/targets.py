@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from connectcore import directory as D
+from connectcore import grants
 from connectcore.hub import acts as hub_acts
 
 if TYPE_CHECKING:
@@ -16,8 +17,15 @@ if TYPE_CHECKING:
 CONTROL = str(D.Handle(D.HandleKind.CONTROL))
 
 
-def resolve(engine: Engine, target: str) -> D.PaneRecord:
-    """The one live pane ``target`` names, or :class:`connectcore.directory.TargetError`."""
+def resolve_in(directory: D.Directory, book: grants.GrantBook, target: str) -> D.PaneRecord:
+    """The one live pane ``target`` names in ``directory`` (``book``: the grant book now), or
+    :class:`connectcore.directory.TargetError`."""
     if D.handle_of(target) != CONTROL:
-        return D.resolve(engine.watcher.directory, target)
-    return D.resolve_control(engine.watcher.directory, hub_acts.control_pane(engine.hub.book))
+        return D.resolve(directory, target)
+    return D.resolve_control(directory, hub_acts.control_pane(book))
+
+
+def resolve(engine: Engine, target: str) -> D.PaneRecord:
+    """:func:`resolve_in` on the engine's directory and book (the delivery guard's way, which still
+    holds the engine)."""
+    return resolve_in(engine.watcher.directory, engine.hub.book, target)

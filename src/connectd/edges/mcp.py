@@ -9,7 +9,7 @@ back with its source named and is evidence for routing, never authority.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -38,7 +38,7 @@ from connectd import __version__
 from connectd.agents.agent_calls import AgentCalls
 from connectd.control.act_calls import ActCalls
 from connectd.daemon.ids import EngineError, hash_token
-from connectd.daemon.parts import Engine
+from connectd.daemon.runner import Core
 from connectd.edges.http.owner_auth import bearer_token
 from connectd.store.store import StoreUnavailable
 
@@ -64,11 +64,11 @@ class _Verifier:
     specification asks) instead of an HTTP 401 the harness would read as a login problem.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, calls: AgentCalls) -> None:
+        self.calls = calls
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        principal = self.engine.calls.principal_for(token)
+        principal = self.calls.principal_for(token)
         if principal is None:
             return None
         return AccessToken(token=token, client_id=principal.id, scopes=[])
@@ -99,7 +99,8 @@ class _ConnectServer(MCPServer):
     """Lists control's act tools only to a caller that holds ``act`` (every call is gated anyway), and
     audits the calls the SDK refuses before a handler runs (every call is one audit record)."""
 
-    engine: Engine
+    core: Core
+    clock: Callable[[], float]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """The edge: a call the SDK refuses before connectd's handler (an unknown tool, arguments the
@@ -117,34 +118,36 @@ class _ConnectServer(MCPServer):
     async def _refused_at_the_edge(self, name: str, reason: str) -> None:
         access = get_access_token()
         token_hash = hash_token(access.token) if access is not None else ""
-        engine = self.engine
-        await engine.audit(
-            R.refused_at_the_edge(engine.hub, token_hash=token_hash, action=name, reason=reason, now=engine.clock())
+        await self.core.audit(
+            R.refused_at_the_edge(self.core.hub, token_hash=token_hash, action=name, reason=reason, now=self.clock())
         )
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
         access = get_access_token()
-        shown = set(R.tools_listed(self.engine.hub.book, hash_token(access.token) if access else None, [t.name for t in tools]))
+        shown = set(R.tools_listed(self.core.hub.book, hash_token(access.token) if access else None, [t.name for t in tools]))
         return [t for t in tools if t.name in shown]
 
 
-def build_mcp(engine: Engine, history: Any | None = None) -> MCPServer:
-    """The MCP server: each tool is one :class:`connectd.agents.agent_calls.AgentCalls` call, which passes
-    the core's gate before it looks anything up."""
+def build_mcp(
+    calls: AgentCalls, acts: ActCalls, core: Core, clock: Callable[[], float], history: Any | None = None
+) -> MCPServer:
+    """The MCP server: each tool is one :class:`connectd.agents.agent_calls.AgentCalls` call (control's
+    act tools one :class:`connectd.control.act_calls.ActCalls` call), which passes the core's gate
+    before it looks anything up; ``core`` and ``clock`` audit the calls the SDK refuses first."""
     server = _ConnectServer(
         name="connect",
         version=__version__,
         instructions=INSTRUCTIONS,
-        token_verifier=_Verifier(engine),
+        token_verifier=_Verifier(calls),
         auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None, required_scopes=[]),
         log_level="WARNING",
     )
-    server.engine = engine
-    _directory_tools(server, engine.calls)
-    _history_tools(server, engine.calls, history)
-    _message_tools(server, engine.calls)
-    _act_tools(server, ActCalls(engine))
+    server.core, server.clock = core, clock
+    _directory_tools(server, calls)
+    _history_tools(server, calls, history)
+    _message_tools(server, calls)
+    _act_tools(server, acts)
     return server
 
 
@@ -330,12 +333,14 @@ class SessionCaps:
     ``max_sessions`` (set to the same total) is the hard cap for everyone together.
     """
 
-    def __init__(self, app: ASGIApp, engine: Engine, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(
+        self, app: ASGIApp, calls: AgentCalls, core: Core, clock: Callable[[], float], manager: StreamableHTTPSessionManager
+    ) -> None:
         owners = getattr(manager, "_session_owners", None)
         if not isinstance(owners, dict):  # an SDK that no longer keeps it: fail at start, not silently
             raise RuntimeError("this mcp SDK keeps no session owners; connectd cannot cap MCP sessions")
         self.app = app
-        self.engine = engine
+        self.calls, self.core, self.clock = calls, core, clock
         self._owners: dict[str, Any] = owners
         self._locks: dict[str, anyio.Lock] = {}
         self._refused: frozenset[str] = frozenset()
@@ -353,11 +358,11 @@ class SessionCaps:
             and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
         )
         token = bearer_token(headers.get("authorization"))
-        principal = self.engine.calls.principal_for(token) if opens and token is not None else None
+        principal = self.calls.principal_for(token) if opens and token is not None else None
         if principal is None or token is None:  # not an opening, or a token the transport refuses (401)
             await self.app(scope, receive, send)
             return
-        connected = grants.authenticate_or_none(self.engine.hub.book, hash_token(token)) is not None
+        connected = grants.authenticate_or_none(self.core.hub.book, hash_token(token)) is not None
         lock = self._locks.setdefault(principal.id, anyio.Lock())
         async with lock:
             refusal = mcp_sessions.admit(
@@ -369,16 +374,15 @@ class SessionCaps:
                 return
         self._refused, audit_it = mcp_sessions.audit_refusal(self._refused, principal.id)
         if audit_it:
-            engine = self.engine
             actor = grants.actor_name(principal)
-            await engine.audit(Audit(actor, "mcp_session", "refused", detail=refusal.reason, at=engine.clock()))
+            await self.core.audit(Audit(actor, "mcp_session", "refused", detail=refusal.reason, at=self.clock()))
         status = 503 if refusal.reason == "daemon_full" else 429
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": f"{refusal.reason}: {refusal.message}"}}
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-def capped_mcp_app(server: MCPServer, engine: Engine) -> ASGIApp:
+def capped_mcp_app(server: MCPServer, calls: AgentCalls, core: Core, clock: Callable[[], float]) -> ASGIApp:
     """The MCP endpoint's ASGI app at ``/mcp`` with its sessions capped (mount it last, at ``/``)."""
     app = server.streamable_http_app(streamable_http_path="/mcp", max_sessions=mcp_sessions.TOTAL)
-    return SessionCaps(app, engine, server.session_manager)
+    return SessionCaps(app, calls, core, clock, server.session_manager)

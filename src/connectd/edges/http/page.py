@@ -56,8 +56,9 @@ from connectcore import advice
 from connectcore import login as LG
 from connectcore.effects import Audit
 from connectcore.redact import LOGIN_CODE_PREFIX
+from connectd.agents.agent_calls import AgentCalls
 from connectd.cli import facts
-from connectd.daemon.parts import Engine
+from connectd.daemon.runner import Core
 from connectd.edges.http import OwnerAuth, Problem, authenticate, json_response, owner_endpoint, parse_body
 from connectd.edges.http.bodies import Empty, Query
 
@@ -349,10 +350,12 @@ class OwnerPage:
     """The page's handlers: the page, the login, the assets, and the owner API routes of its own
     (login codes, logout, page sessions), which run through the owner API's one wrapper."""
 
-    def __init__(self, engine: Engine, auth: OwnerAuth, data_dir: Path) -> None:
-        self.engine = engine
+    def __init__(
+        self, calls: AgentCalls, core: Core, clock: Callable[[], float], auth: OwnerAuth, data_dir: Path
+    ) -> None:
+        self.calls, self.core, self.clock = calls, core, clock
         self.auth = auth
-        self.sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=engine.clock)
+        self.sessions = PageSessions(Path(data_dir) / SESSIONS_FILE, clock=clock)
         auth.sessions = self.sessions
         self.index_template = ""  # set below, once the login command is known
         # The login command as it runs on this machine, for this daemon's data directory.
@@ -375,14 +378,13 @@ class OwnerPage:
         return _page(self.login_template.replace("{{message}}", html.escape(message)), status, headers)
 
     async def record(self, actor: str, action: str, outcome: str, detail: str = "") -> None:
-        engine = self.engine
-        await engine.audit(Audit(actor=actor, action=action, outcome=outcome, detail=detail, at=engine.clock()))
+        await self.core.audit(Audit(actor=actor, action=action, outcome=outcome, detail=detail, at=self.clock()))
 
     # --- the page and the login -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
         try:
-            authenticate(request, self.engine.calls, self.auth)
+            authenticate(request, self.calls, self.auth)
         except Problem as problem:
             return self.login_page(f"{problem} {LOGIN_HELP}" if problem.error == "session_expired" else LOGIN_HELP)
         session = self.sessions.from_request(request)
@@ -390,7 +392,7 @@ class OwnerPage:
         return _page(self.index_template.replace("{{csrf}}", html.escape(csrf, quote=True)))
 
     async def login(self, request: Request) -> Response:
-        code, now = request.query_params.get("code", ""), self.engine.clock()
+        code, now = request.query_params.get("code", ""), self.clock()
         verdict = LG.judge(
             self.gate, now=now, method=request.method, fetch_site=request.headers.get("sec-fetch-site"), code=code
         )
@@ -473,7 +475,7 @@ class OwnerPage:
 
     def routes(self) -> list[BaseRoute]:
         def api(handler: Callable[[Request, str], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-            return owner_endpoint(self.engine.calls, self.auth, handler)
+            return owner_endpoint(self.calls, self.auth, handler)
 
         return [
             Route("/", self.index, methods=["GET"]),
@@ -486,10 +488,12 @@ class OwnerPage:
         ]
 
 
-def page_routes(engine: Engine, auth: OwnerAuth, data_dir: Path) -> list[BaseRoute]:
+def page_routes(
+    calls: AgentCalls, core: Core, clock: Callable[[], float], auth: OwnerAuth, data_dir: Path
+) -> list[BaseRoute]:
     """The page's routes (mount them before the owner API's catch-all and before ``/mcp``).
 
     Attaches the page sessions to ``auth`` so :func:`connectd.edges.http.owner_auth.authenticate` accepts
     the session cookie (with its CSRF token) on every owner API route.
     """
-    return OwnerPage(engine, auth, data_dir).routes()
+    return OwnerPage(calls, core, clock, auth, data_dir).routes()

@@ -8,7 +8,8 @@ passed) and sits behind :class:`connectd.edges.http.loopback.LoopbackGuard`, lik
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -20,10 +21,8 @@ from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
 from connectcore.grants import Preset
-from connectd.agents import launch_here as here
 from connectd.cli import facts
 from connectd.daemon.ids import EngineError
-from connectd.daemon.parts import Engine
 from connectd.edges.http import bodies as B
 from connectd.edges.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
 from connectd.edges.http.errors import Problem, owner_message_view, refusal
@@ -37,6 +36,17 @@ from connectd.edges.http.paging import (
     page_response,
 )
 
+if TYPE_CHECKING:
+    from connectcore import launchers as L
+    from connectd.agents.agent_calls import AgentCalls
+    from connectd.agents.launch import Launches
+    from connectd.agents.launch_here import HereLaunches
+    from connectd.agents.restart_to_connect import Restarts
+    from connectd.daemon.parts import Subscribers
+    from connectd.daemon.runner import Core
+    from connectd.person import PersonCalls
+    from connectd.tmux.adapter import TmuxAdapter
+
 
 class RecentDirs(Protocol):
     """What the owner API asks of the session history (:class:`connectd.history.service.HistoryService`)."""
@@ -47,28 +57,46 @@ class RecentDirs(Protocol):
 class OwnerApi:
     """The handlers, each ``(request, actor) -> JSON-able``; :meth:`routes` mounts them."""
 
-    def __init__(self, engine: Engine, auth: OwnerAuth, history: RecentDirs | None, keepalive: float) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        *,
+        calls: AgentCalls,
+        core: Core,
+        clock: Callable[[], float],
+        tmux: TmuxAdapter,
+        store: Any,
+        subscribers: Subscribers,
+        launchers: Mapping[str, L.Launcher],
+        person: PersonCalls,
+        launches: Launches,
+        here: HereLaunches,
+        restarts: Restarts,
+        auth: OwnerAuth,
+        history: RecentDirs | None,
+        keepalive: float = KEEPALIVE_SECONDS,
+    ) -> None:
+        self.calls, self.core, self.clock, self.tmux, self.store = calls, core, clock, tmux, store
+        self.subscribers, self.launcher_table, self.person, self.launches = subscribers, launchers, person, launches
+        self.here, self.restarts = here, restarts
         self.auth = auth
         self.history = history
         self.keepalive = keepalive
 
     async def record(self, actor: str, action: str, outcome: str, target: str | None = None, detail: str = "") -> None:
-        engine = self.engine
-        await engine.audit(Audit(actor=actor, action=action, outcome=outcome, target=target, detail=detail, at=engine.clock()))
+        await self.core.audit(Audit(actor=actor, action=action, outcome=outcome, target=target, detail=detail, at=self.clock()))
 
     # --- reads --------------------------------------------------------------------------------
 
     async def agents(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return self.engine.calls.agents()
+        return self.calls.agents()
 
     async def warnings(self, request: Request, actor: str) -> Any:
         """What leaves this daemon with nothing to show (no tmux server, no harness on PATH), each
         with its fix (:func:`connectcore.advice.fleet_warnings`); ``[]`` when nothing does."""
         Query(request, set())
         found = advice.fleet_warnings(
-            tmux_server_running=await self.engine.tmux.server_running(),
+            tmux_server_running=await self.tmux.server_running(),
             harnesses_on_path=facts.harnesses_on_path(),
             cli=facts.cli_command(),
         )
@@ -76,11 +104,11 @@ class OwnerApi:
 
     async def cards(self, request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
-        return self.engine.person.cards(include_closed=query.flag("all"))
+        return self.person.cards(include_closed=query.flag("all"))
 
     async def needs(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return self.engine.person.needs_you()
+        return self.person.needs_you()
 
     async def launchers(self, request: Request, actor: str) -> Any:
         Query(request, set())
@@ -94,7 +122,7 @@ class OwnerApi:
                 "restartable": launcher.restartable,
                 "restart_refusal": launcher.restart_refusal,
             }
-            for launcher in sorted(self.engine.launchers.values(), key=lambda item: item.name)
+            for launcher in sorted(self.launcher_table.values(), key=lambda item: item.name)
         ]
 
     async def messages(self, request: Request, actor: str) -> Any:
@@ -103,7 +131,7 @@ class OwnerApi:
         pane = parse_pane(pane) if pane is not None else None
         principal, limit, newest = query.text("principal"), query.limit(), newest_first(query)
         before, after = message_cursor(query, "before"), message_cursor(query, "after")
-        store = self.engine.store
+        store = self.store
         rows = await anyio.to_thread.run_sync(
             lambda: store.messages(
                 pane=pane, principal=principal, limit=limit + 1, before=before, after=after, newest_first=newest
@@ -112,7 +140,7 @@ class OwnerApi:
         return page_response(
             request, rows, limit, newest=newest,
             cursor=lambda m: encode_message_cursor(m.created_at, m.ref),
-            view=lambda m: owner_message_view(m, self.engine.calls.waits_for(m)) if isinstance(m, Message) else m,
+            view=lambda m: owner_message_view(m, self.calls.waits_for(m)) if isinstance(m, Message) else m,
         )
 
     async def audit(self, request: Request, actor: str) -> Any:
@@ -130,13 +158,13 @@ class OwnerApi:
             "limit": limit + 1,
             "newest_first": newest,
         }
-        store = self.engine.store
+        store = self.store
         rows = await anyio.to_thread.run_sync(lambda: store.audit(**filters))
         return page_response(request, rows, limit, newest=newest, cursor=lambda row: str(row.id))
 
     async def events(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return AsResponse(EventStream(self.engine.subscribers, self.keepalive))
+        return AsResponse(EventStream(self.subscribers, self.keepalive))
 
     async def session_dirs(self, request: Request, actor: str) -> Any:
         query = Query(request, {"limit"})
@@ -155,36 +183,35 @@ class OwnerApi:
     async def approve(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Approve)
         decision = Decision.APPROVE_PAIR if body.pair else Decision.APPROVE_ONCE
-        return await self.engine.person.decide(request.path_params["card_id"], decision, by=actor)
+        return await self.person.decide(request.path_params["card_id"], decision, by=actor)
 
     async def decline(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await self.engine.person.decide(request.path_params["card_id"], Decision.DECLINE, by=actor)
+        return await self.person.decide(request.path_params["card_id"], Decision.DECLINE, by=actor)
 
     async def set_grant(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.SetGrant)
         preset = Preset(body.preset)
-        await self.engine.person.set_grant((body.harness, body.session_id), preset, by=actor)
+        await self.person.set_grant((body.harness, body.session_id), preset, by=actor)
         return {"session": {"harness": body.harness, "session_id": body.session_id}, "connect": preset.value}
 
     async def pane_connect(self, request: Request, actor: str) -> Any:
         pane = parse_pane(request.path_params["pane"], "the pane in the path")
         body = await parse_body(request, B.PanePreset)
-        return await self.engine.person.set_pane_preset(pane, Preset(body.preset), by=actor)
+        return await self.person.set_pane_preset(pane, Preset(body.preset), by=actor)
 
     async def revoke(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Revoke)
-        engine = self.engine
         if body.pane is not None:
-            return await engine.person.revoke_pane(body.pane, by=actor)
+            return await self.person.revoke_pane(body.pane, by=actor)
         principal_id = str(body.principal)
-        await engine.person.revoke_principals([principal_id], by=actor)  # the core refuses an unknown principal
-        root = engine.hub.book.principals[grants.canonical(engine.hub.book, principal_id)]
+        await self.person.revoke_principals([principal_id], by=actor)  # the core refuses an unknown principal
+        root = self.core.hub.book.principals[grants.canonical(self.core.hub.book, principal_id)]
         return {"revoked": grants.actor_name(root), "principal": root.id}
 
     async def disconnect_all(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.DisconnectAll)
-        result: dict[str, Any] = {"disconnected": await self.engine.person.disconnect_all(by=actor)}
+        result: dict[str, Any] = {"disconnected": await self.person.disconnect_all(by=actor)}
         if body.end_page_sessions:
             sessions = self.auth.sessions
             ended = sessions.end_all() if sessions is not None else []
@@ -205,7 +232,7 @@ class OwnerApi:
             raise bad("bad_cwd", f"cwd must be an existing absolute directory, not {body.cwd[:256]!r}", field="cwd")
         preset = Preset(body.connect)
         try:
-            result = await self.engine.launches.launch(
+            result = await self.launches.launch(
                 body.launcher, preset=preset, cwd=body.cwd, session=body.session, extra_env=dict(body.env),
                 control=body.control,
             )
@@ -219,19 +246,19 @@ class OwnerApi:
 
     async def acts(self, request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
-        return self.engine.person.acts(include_closed=query.flag("all"))
+        return self.person.acts(include_closed=query.flag("all"))
 
     async def approve_act(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await self.engine.person.decide_act(request.path_params["act_id"], True, by=actor)
+        return await self.person.decide_act(request.path_params["act_id"], True, by=actor)
 
     async def decline_act(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await self.engine.person.decide_act(request.path_params["act_id"], False, by=actor)
+        return await self.person.decide_act(request.path_params["act_id"], False, by=actor)
 
     async def stop_control(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await self.engine.person.stop_control(by=actor)
+        return await self.person.stop_control(by=actor)
 
     async def launch_here(self, request: Request, actor: str) -> Any:
         """``connectd launch --here``: the plan (argv, environment with the token) for the supervisor."""
@@ -239,7 +266,7 @@ class OwnerApi:
         if not os.path.isabs(body.cwd) or not os.path.isdir(body.cwd):
             raise bad("bad_cwd", f"cwd must be an existing absolute directory, not {body.cwd[:256]!r}", field="cwd")
         try:
-            return await here.plan(self.engine,
+            return await self.here.plan(
                 body.launcher, Preset(body.connect), cwd=body.cwd, pane_id=body.pane, supervisor=body.pid,
                 session=body.session, extra_env=dict(body.env),
             )
@@ -251,7 +278,7 @@ class OwnerApi:
     async def here_started(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.HereStarted)
         try:
-            result = await here.started(self.engine, body.pane, body.pid, body.child)
+            result = await self.here.started(body.pane, body.pid, body.child)
         except (EngineError, ConnectError) as exc:
             problem = refusal(exc)
             await self.record(actor, "launch", "refused", body.pane, problem.error)
@@ -262,14 +289,14 @@ class OwnerApi:
     async def here_next(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.HereNext)
         try:
-            return await here.next_plan(self.engine, body.pane, body.pid)
+            return await self.here.next_plan(body.pane, body.pid)
         except (EngineError, ConnectError) as exc:
             raise refusal(exc) from None
 
     async def restart(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.Restart)
         preset = Preset(body.preset)
-        return await self.engine.restarts.begin(body.pane, preset, by=actor)
+        return await self.restarts.begin(body.pane, preset, by=actor)
 
     # --- the table ----------------------------------------------------------------------------
 
@@ -302,7 +329,7 @@ class OwnerApi:
             ("/api/events", self.events, get),
             ("/api/sessions/dirs", self.session_dirs, get),
         ]
-        routes = [Route(path, owner_endpoint(self.engine.calls, self.auth, fn), methods=methods) for path, fn, methods in table]
+        routes = [Route(path, owner_endpoint(self.calls, self.auth, fn), methods=methods) for path, fn, methods in table]
 
         async def not_found(request: Request, actor: str) -> Any:
             allowed = sorted(
@@ -316,19 +343,12 @@ class OwnerApi:
 
         catch_all = Route(
             "/api/{rest:path}",
-            owner_endpoint(self.engine.calls, self.auth, not_found),
+            owner_endpoint(self.calls, self.auth, not_found),
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         )
         return [*routes, catch_all]
 
 
-def owner_routes(
-    engine: Engine,
-    auth: OwnerAuth,
-    history: RecentDirs | None = None,
-    *,
-    keepalive: float = KEEPALIVE_SECONDS,
-    api: OwnerApi | None = None,
-) -> list[BaseRoute]:
+def owner_routes(api: OwnerApi) -> list[BaseRoute]:
     """The owner API's routes (mount them before ``/mcp``; wrap the whole app in ``LoopbackGuard``)."""
-    return (api or OwnerApi(engine, auth, history, keepalive)).routes()
+    return api.routes()
