@@ -1,6 +1,10 @@
 """The daemon's side of messages across boxes (connectd.federation.flow): engines on real SQLite files
-and real PyNaCl keys, their pairing desks paired as the daemon pairs them. A federated box's hub is
-restored at start with its outbox and inbox (a box that does not federate keeps neither)."""
+and real PyNaCl keys, their pairing desks paired as the daemon pairs them, each box's pump on a
+recording bus. A federated box's hub is restored at start with its outbox and inbox (a box that does
+not federate keeps neither). The fetch loop's envelopes go to the hub: A's row, published, is judged on
+B and becomes a carded local message for the pane its target names (committed before B's receipt, and
+the delivery acknowledged only after it); B's receipt moves A's row; a copy is answered with the same
+receipt; a target naming no pane on B is committed refused; a pairing envelope is still the desk's."""
 
 from __future__ import annotations
 
@@ -8,16 +12,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore.delivery import MessageState
 from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
+from connectcore.federation import remote as R
+from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.ports import Delivery
+from connectd.daemon.ids import hash_token
 from connectd.daemon.parts import Engine
 from connectd.federation import keys as K
 from connectd.federation.desk import PairingDesk, open_desk
+from connectd.federation.pump import Pump
+from connectd.federation.seal import receive
 from connectd.store.store import Store
+from tests.integration.test_federation_effects import RecordingBus, run
 from tests.integration.test_pairing_desk import Clock, direct
 from tests.unit import test_federation_inbox as TI
 from tests.unit import test_federation_outbox as TO
+from tests.unit.test_directory_view import _incarnation, _observe
 
 
 def records(effects: Iterable[Any]) -> list[Effect]:
@@ -39,6 +58,19 @@ class Box:
                              run_sync=direct)
         self.desk: PairingDesk | None = open_desk(self.root, self.engine)
         self.engine.federation = self.desk
+
+    @property
+    def fed(self) -> PairingDesk:
+        assert self.desk is not None
+        return self.desk
+
+    def owed(self) -> list[Any]:
+        return [w for w in self.fed.records.wires() if w.due_at is not None and w.due_at <= self.clock()]
+
+    def pump(self) -> RecordingBus:
+        bus = RecordingBus()
+        self.fed.pump = Pump(self.fed, bus=bus)
+        return bus
 
     def reopen(self) -> None:
         self.store.close()
@@ -77,3 +109,134 @@ def test_a_box_that_does_not_federate_has_neither(tmp_path: Path) -> None:
     assert box.desk is None and box.engine.hub.outbox is None and box.engine.hub.inbox is None
     box.close()
 
+
+
+def _launch(box: Box, n: int) -> None:
+    """An agent on pane %n, committed as the daemon commits a launch (principal p-n, token tok-n)."""
+    token = D.incarnation_token(_incarnation(n))
+    anyio.run(box.engine.step, H.Launch(box.clock(), hash_token(f"tok-{n}"), f"p-{n}", "claude", f"%{n}", 100 + n, token,
+                                        PRESET_SCOPES[Preset.COLLABORATE]))
+
+
+def _deliver(to: Box, wire: Any) -> None:
+    assert not anyio.run(to.fed.received, wire.subject, wire.wire)  # a pairing step: acknowledged by the caller
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Any:
+    clock = Clock()
+    a, b = Box(tmp_path / "a", "laptop", clock), Box(tmp_path / "b", "devbox", clock)
+    code = anyio.run(a.fed.invite)["code"]
+    anyio.run(lambda: b.fed.accept(code))
+    (request,) = b.owed()
+    _deliver(a, request)
+    anyio.run(lambda: a.fed.approve("devbox"))
+    (answer,) = a.owed()
+    _deliver(b, answer)
+    (pairing,) = a.fed.book.active()
+    _observe(a.engine, 1)
+    _launch(a, 1)  # the sender: p-1 on %1
+    _observe(b.engine, 4)
+    _launch(b, 4)  # the recipient: p-4 on %4
+    yield a, b, str(pairing.id)
+    a.close()
+    b.close()
+
+
+def _submit(a: Box, b: Box, pairing: str, mid: str = "m-1", target: str | None = None) -> tuple[str, bytes]:
+    """A's agent sends to B's pane (the hub's RemoteSubmit); A's pump publishes the row: its subject and wire."""
+    bus = a.pump()
+    to = target or f"%4@{D.incarnation_token(_incarnation(4))}"
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), mid, "hello from box A", ("address", to), b.fed.local.box_id, pairing, "devbox",
+        a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=True,
+    ))
+    run(a.fed.pump)
+    ((_, subject, wire, _mid),) = bus.calls
+    return subject, wire
+
+
+def test_a_message_from_another_box_becomes_a_carded_local_message_acknowledged_after_its_commit(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing)
+    bus = b.pump()
+    delivery = Delivery(subject, wire, 1)
+    assert anyio.run(b.fed.received, subject, wire, delivery) is True  # the hub's step acknowledges it
+    assert bus.calls == [] and list(b.fed.pump.deliveries.values()) == [delivery]
+    sender = R.remote_principal(a.fed.local.box_id, "p-1")
+    message = b.engine.hub.messages[(sender, "m-1")]
+    assert message.state is MessageState.AWAITING_CONSENT and message.recipient_pane == "%4"
+    card = b.engine.hub.cards[message.card or ""]
+    assert card.sender_actor.startswith(f"box:{a.fed.local.box_id}/agent:") and card.recipient_pane == "%4"
+    assert "on box laptop" in message.typed
+    # committed before the receipt: a reopened store holds the inbox record with the message row
+    assert b.store.message(sender, "m-1") is not None
+    assert [r.identity.id for r in b.store.inbox_records()] == ["m-1"]
+    assert b.fed.heard == {a.fed.local.box_id: b.clock()}
+    run(b.fed.pump)
+    assert [c[0] for c in bus.calls] == ["publish", "ack"] and bus.calls[1] == ("ack", delivery)
+    _, rsubject, receipt, _ = bus.calls[0]
+    assert rsubject == f"connect.{a.fed.local.box_id}.receipts.{b.fed.local.box_id}"
+    # the receipt on A: the row accepted, its delivery acknowledged by A's step
+    abus = a.pump()
+    back = Delivery(rsubject, receipt, 2)
+    assert anyio.run(a.fed.received, rsubject, receipt, back) is True
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.ACCEPTED and row.card == message.card
+    run(a.fed.pump)
+    assert abus.calls == [("ack", back)]
+    # a copy of A's wire: answered with the very receipt, nothing new
+    before = b.engine.hub.messages
+    bus.calls.clear()
+    again = Delivery(subject, wire, 3)
+    assert anyio.run(b.fed.received, subject, wire, again) is True
+    run(b.fed.pump)
+    assert b.engine.hub.messages == before
+    assert [c[0] for c in bus.calls] == ["publish", "ack"] and bus.calls[0][2] == receipt and bus.calls[1][1] == again
+    # a restart: the message, its card and its inbox record come back; the remote principal's row
+    # (the messages' sender) never enters the grant book
+    b.reopen()
+    assert b.engine.hub.messages[(sender, "m-1")].card == message.card and message.card in b.engine.hub.cards
+    assert sender not in b.engine.hub.book.principals
+    assert b.engine.hub.inbox is not None and I.may_deliver(b.engine.hub.inbox, row.identity)
+
+
+def test_a_message_whose_target_names_no_pane_here_is_committed_refused_and_receipted(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing, target="%9@0123456789abcdef")
+    bus = b.pump()
+    before = (b.engine.hub.messages, b.engine.hub.cards)
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1)) is True
+    assert (b.engine.hub.messages, b.engine.hub.cards) == before
+    assert b.engine.hub.inbox is not None
+    (record,) = b.engine.hub.inbox.records.values()
+    assert record.state is I.InboxState.REFUSED and record.receipt.reason == "unknown_target: no live pane %9"
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = bus.calls[0]
+    verdict = receive(a.fed.local, rsubject, receipt, a.fed.view())
+    assert verdict.decision is E.Decision.RECEIPT
+    assert isinstance(verdict.inner, E.ReceiptInner) and verdict.inner.outcome == "refused"
+
+
+def test_a_receipt_for_no_message_of_this_box_is_refused_changes_nothing_and_is_acknowledged_by_the_caller(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing)
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    bus = b.fed.pump.bus
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = bus.calls[0]
+    # A forgot its row (as if its outbox were another's): the receipt is judged against nothing sent
+    a.engine.hub = H.replace(a.engine.hub, outbox=O.Outbox(own=a.fed.local.box_id))
+    a.pump()
+    before = a.engine.hub
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 9)) is False
+    assert a.engine.hub == before and a.fed.pump.deliveries == {}
+    assert a.store.audit(outcome="refused", limit=10)
