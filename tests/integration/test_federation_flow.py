@@ -4,7 +4,8 @@ recording bus. A federated box's hub is restored at start with its outbox and in
 not federate keeps neither). The fetch loop's envelopes go to the hub: A's row, published, is judged on
 B and becomes a carded local message for the pane its target names (committed before B's receipt, and
 the delivery acknowledged only after it); B's receipt moves A's row; a copy is answered with the same
-receipt; a target naming no pane on B is committed refused; a pairing envelope is still the desk's."""
+receipt; a target naming no pane on B is committed refused; a pairing envelope is still the desk's. The
+ticker steps the outbox's schedule with the bus's state and when each box was last heard."""
 
 from __future__ import annotations
 
@@ -240,3 +241,58 @@ def test_a_receipt_for_no_message_of_this_box_is_refused_changes_nothing_and_is_
     assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 9)) is False
     assert a.engine.hub == before and a.fed.pump.deliveries == {}
     assert a.store.audit(outcome="refused", limit=10)
+
+
+def test_the_ticker_steps_the_outbox_schedule_with_the_bus_s_state_and_who_was_heard(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    bus = a.pump()
+    bus.connected = False  # type: ignore[attr-defined]
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-1", "hello", ("address", f"%4@{D.incarnation_token(_incarnation(4))}"),
+        b.fed.local.box_id, pairing, "devbox", a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=False,
+    ))
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.QUEUED
+    stepped: list[Any] = []
+    step = a.engine.step
+
+    async def recording(event: Any) -> Any:
+        stepped.append(event)
+        return await step(event)
+
+    a.engine.step = recording  # type: ignore[method-assign]
+    assert a.fed.messages is not None
+    assert a.fed.heard == {b.fed.local.box_id: a.clock()}  # B's pair_request verified on A: heard
+    a.fed.heard.clear()
+    anyio.run(a.fed.messages.tick)  # the bus down: the row waits
+    run(a.fed.pump)
+    assert a.engine.hub.outbox.rows[row.identity].state is O.OutboxState.QUEUED and bus.calls == []
+    a.fed.heard[b.fed.local.box_id] = a.clock() - 3
+    bus.connected = True  # type: ignore[attr-defined]
+    anyio.run(a.fed.messages.tick)
+    run(a.fed.pump)
+    assert stepped[-1] == H.FederationTick(a.clock(), True, ((b.fed.local.box_id, a.clock() - 3),))
+    assert stepped[0] == H.FederationTick(a.clock(), False, ())
+    assert a.engine.hub.outbox.rows[row.identity].state is O.OutboxState.PUBLISHED
+    ((kind, subject, _wire, _mid),) = bus.calls
+    assert kind == "publish" and subject == f"connect.{b.fed.local.box_id}.inbox.{a.fed.local.box_id}"
+    # committed before it was published: a restart finds it published
+    a.reopen()
+    assert a.engine.hub.outbox is not None and a.engine.hub.outbox.rows[row.identity].attempt == 1
+
+
+def test_a_desk_joined_to_an_engine_starts_the_federation_tick(tmp_path: Path) -> None:
+    box = Box(tmp_path / "a", "laptop", Clock())
+    spawned: list[tuple[str, Any, Any]] = []
+
+    class Spawns:
+        def spawn(self, _kind: Any, fn: Any, *, every: float | None = None, name: str = "") -> None:
+            spawned.append((name, every, fn))
+
+    box.fed.start(Spawns())  # type: ignore[arg-type]
+    assert box.fed.messages is not None
+    assert ("federation tick", 1.0, box.fed.messages.tick) in spawned
+    box.close()

@@ -154,8 +154,11 @@ class PairingDesk:
         return cls(local, settings, records, **kw)
 
     def start(self, supervisor: Supervisor) -> None:
-        """The expiry tick and, when ``federation.toml`` names a NATS server, the bus loops."""
+        """The expiry tick, the federation tick (joined to an engine) and, when ``federation.toml``
+        names a NATS server, the bus loops."""
         supervisor.spawn(Kind.TICK, self.tick, every=EXPIRY_EVERY, name="pairing expiry")
+        if self.messages is not None:
+            supervisor.spawn(Kind.TICK, self.messages.tick, every=self.messages.every, name="federation tick")
         if self.settings.nats:
             from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 

@@ -17,6 +17,9 @@ shell knows.
   after the step's commit, never before. A step the core refuses is audited and the delivery
   acknowledged (it would be refused again); a store that fails raises, and the delivery comes again.
   The target is text from another box: data, resolved and never run.
+- The ticker (:meth:`RemoteFlow.tick`, every ``TICK`` seconds) steps
+  :class:`~connectcore.hub.FederationTick` with what only the shell knows: whether the bus is connected
+  now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``).
 """
 
 from __future__ import annotations
@@ -57,12 +60,16 @@ SETTLED = frozenset({E.Decision.DUPLICATE, E.Decision.CANCELLED_FIRST, E.Decisio
 COMMITS = frozenset({E.Decision.TOO_LATE, E.Decision.TOMBSTONE})
 
 
+TICK = 1.0  # seconds between FederationTicks (the outbox's schedule is in seconds)
+
+
 class RemoteFlow:
     """The engine's side of the envelopes of messages across boxes."""
 
     def __init__(self, engine: Any, desk: PairingDesk) -> None:
         self.engine = engine
         self.desk = desk
+        self.every = TICK  # the federation tick's period
 
     def _nonce(self) -> bytes:
         return secrets.token_bytes(E.NONCE_BYTES)
@@ -121,6 +128,16 @@ class RemoteFlow:
                 pump.deliveries.pop(handle, None)
             raise
         return handle is not None
+
+
+    def bus_up(self) -> bool:
+        pump = self.desk.pump
+        return bool(pump is not None and pump.bus.connected)
+
+    async def tick(self) -> None:
+        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard."""
+        heard = tuple(sorted(self.desk.heard.items()))
+        await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 
 
 def attach(engine: Any, desk: PairingDesk) -> None:
