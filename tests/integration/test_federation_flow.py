@@ -70,6 +70,7 @@ class Box:
 
     def pump(self) -> RecordingBus:
         bus = RecordingBus()
+        bus.connected = False  # type: ignore[attr-defined]  # (NatsBus.connected: the ticker's bus_up)
         self.fed.pump = Pump(self.fed, bus=bus)
         return bus
 
@@ -296,3 +297,90 @@ def test_a_desk_joined_to_an_engine_starts_the_federation_tick(tmp_path: Path) -
     assert box.fed.messages is not None
     assert ("federation tick", 1.0, box.fed.messages.tick) in spawned
     box.close()
+
+
+# --- send_message and get_message to another box (connectd.federation.remote_calls) ----------------
+
+B_ADDRESS = f"%4@{D.incarnation_token(_incarnation(4))}"
+
+
+def _send(box: Box, to: str, mid: str = "m-1", **kw: Any) -> Any:
+    return anyio.run(lambda: box.engine.calls.send_message("tok-1", to=to, text="hello from box A",
+                                                           message_id=mid, **kw))
+
+
+def test_send_message_to_a_qualified_target_is_one_outbox_row_and_get_message_reads_its_outcome(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    bus = a.pump()
+    bus.connected = True  # type: ignore[attr-defined]
+    answer = _send(a, f"{B_ADDRESS}@devbox")
+    assert answer["outcome"] == "queued" and answer["to_box"] == "devbox"
+    assert answer["reason"] == "until box devbox accepts it"
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert (row.to, row.pairing, row.state) == (b.fed.local.box_id, pairing, O.OutboxState.PUBLISHED)
+    run(a.fed.pump)
+    ((_, subject, wire, _),) = bus.calls
+    verdict = receive(b.fed.local, subject, wire, b.fed.view())
+    assert isinstance(verdict.inner, E.MessageInner)
+    assert verdict.inner.target == ("address", B_ADDRESS) and verdict.inner.text == "hello from box A"
+    # B accepts it and, once typed, says delivered: get_message reads each
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = b.fed.pump.bus.calls[0]
+    anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 2))
+    got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1"))
+    assert got["outcome"] == "queued" and got["reason"].startswith("accepted by box devbox")
+    assert b.engine.hub.inbox is not None
+    key = (R.remote_principal(a.fed.local.box_id, "p-1"), "m-1")
+    done, receipts = I.final(b.engine.hub.inbox, row.identity, I.InboxState.DELIVERED, reason="typed", now=b.clock(),
+                             nonce=I.final_nonce(b.engine.hub.inbox.records[row.identity]))
+    (final,) = [e for e in receipts if type(e).__name__ == "PublishReceipt"]
+    wire2 = b.fed.wire_for(final)
+    assert wire2 is not None and key in b.engine.hub.messages
+    anyio.run(a.fed.received, wire2[0], wire2[1], Delivery(wire2[0], wire2[1], 3))
+    got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1", 5.0))  # final: no wait
+    assert got["outcome"] == "delivered" and got["final_at"] is not None
+
+
+@pytest.mark.parametrize(
+    ("to", "reason"),
+    [
+        (f"{B_ADDRESS}@nowhere", "unknown_box"),  # a valid name that is no active pairing
+        ("%4@0123456789abcdef", "unknown_target"),  # an unqualified address is this box's, as before
+        (f"{B_ADDRESS}@Devbox!", "bad_target"),  # no box name: read whole, and no target
+    ],
+)
+def test_a_refused_send_to_another_box_changes_nothing(boxes: tuple[Box, Box, str], to: str, reason: str) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    before = a.engine.hub
+    with pytest.raises(Exception) as refused:
+        _send(a, to)
+    assert str(getattr(refused.value, "reason", None)) == reason
+    assert a.engine.hub.outbox == before.outbox and a.engine.hub.messages == before.messages
+    assert a.fed.pump.bus.calls == []
+
+
+def test_a_reply_across_boxes_is_refused_and_changes_nothing(boxes: tuple[Box, Box, str]) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    before = a.engine.hub
+    with pytest.raises(Exception, match="in_reply_to is not carried"):
+        _send(a, f"{B_ADDRESS}@devbox", in_reply_to="r-1")
+    assert a.engine.hub.outbox == before.outbox
+
+
+def test_the_sending_rules_refuse_before_admission_and_store_nothing(boxes: tuple[Box, Box, str]) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    _send(a, f"{B_ADDRESS}@devbox")
+    assert a.engine.hub.outbox is not None
+    rows = dict(a.engine.hub.outbox.rows)
+    with pytest.raises(H.CallRefused) as refused:
+        _send(a, f"{B_ADDRESS}@devbox")  # the same id again
+    assert refused.value.reason == "duplicate_id" and dict(a.engine.hub.outbox.rows) == rows
+    assert a.store.outbox_rows() == list(rows.values())

@@ -15,6 +15,7 @@ from connectcore.delivery import Message
 from connectd.agents.call_gate import GatedCalls
 from connectd.daemon.ids import hash_token
 from connectd.delivery import targets
+from connectd.federation import remote_calls
 
 
 class MessageCalls(GatedCalls):
@@ -24,6 +25,10 @@ class MessageCalls(GatedCalls):
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
         engine = self.engine
         async with self.call(token, "send_message", str(to), message_id) as admitted:
+            remote = await remote_calls.send(engine, token, admitted.principal.id, to=to, text=text,
+                                             message_id=message_id, in_reply_to=in_reply_to)
+            if remote is not None:  # to an agent on another box
+                return remote
             record = targets.resolve(engine, to)
             recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(
@@ -39,7 +44,9 @@ class MessageCalls(GatedCalls):
         """The message's current outcome; with ``wait``, wait for it to be final, returning early when
         a message arrives for the caller (:func:`connectcore.reads.wait_over`)."""
         async with self.call(token, "get_message", message_id) as admitted:
-            return await self._await_outcome(token, admitted.principal.id, message_id, wait)
+            remote = await remote_calls.get(self.engine, admitted.principal.id, message_id, wait,
+                                            lambda: self.gate(token, "get_message", message_id))
+            return remote or await self._await_outcome(token, admitted.principal.id, message_id, wait)
 
     async def _await_outcome(self, token: str, principal_id: str, message_id: str, wait: float) -> dict[str, Any]:
         engine = self.engine
