@@ -164,6 +164,41 @@ def test_a_box_that_is_not_federated_refuses_the_event_loudly() -> None:
         ))
 
 
+def test_a_copy_of_a_held_message_is_answered_with_its_receipt_and_changes_nothing(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    assert world.hub.inbox is not None
+    held = world.hub.inbox.records[message().identity]
+    before = world.snapshot()
+    verdict = judged(message(), world.hub.inbox)
+    assert verdict.decision is E.Decision.DUPLICATE
+    effects = world.step(H.RemoteSettled(NOW + 1, verdict, delivery="d-2"))
+    assert world.hub.inbox.records == before.inbox.records and world.hub.messages == before.messages  # type: ignore[union-attr]
+    assert kinds(effects) == ["Audit", "PublishReceipt", "AckDelivery"]
+    assert effects[1] == PublishReceipt(held.receipt, held.nonce) and effects[2] == AckDelivery("d-2")
+
+
+def test_a_message_whose_target_names_no_recipient_here_is_committed_refused(world: World) -> None:
+    before = world.snapshot()
+    assert world.hub.inbox is not None
+    effects = world.step(H.RemoteSettled(NOW, judged(message(), world.hub.inbox), nonce=N1, delivery="d-1",
+                                         refusal="no_pane: no live pane matches %4"))
+    assert world.hub.messages == before.messages and world.hub.cards == before.cards
+    record = world.hub.inbox.records[message().identity]
+    assert record.state is I.InboxState.REFUSED and record.receipt.reason.startswith("no_pane")
+    assert kinds(effects)[0] == "Persist" and kinds(effects)[-2:] == ["PublishReceipt", "AckDelivery"]
+
+
+def test_a_refusal_without_a_nonce_or_without_an_inbox_is_a_loud_error_and_changes_nothing(world: World) -> None:
+    assert world.hub.inbox is not None
+    before = world.hub
+    with pytest.raises(I.InboxError, match="nonce"):
+        world.step(H.RemoteSettled(NOW, judged(message(), world.hub.inbox), refusal="no_pane"))
+    assert world.hub is before
+    with pytest.raises(ConnectError, match="not federated"):
+        H.step(H.Hub(), H.RemoteSettled(NOW, judged(message(), I.Inbox(own=B)), nonce=N1, refusal="no_pane"))
+
+
 def _guarded(world: World) -> tuple[Agent, tuple[str, str]]:
     """A remote message under an approved pair, its CheckGuard out."""
     to = world.launch("codex", harness="codex")

@@ -67,6 +67,7 @@ from connectcore.hub.federation import (
     finals_receipted,
     receipt_arrived,
     remote_message_arrived,
+    remote_settled,
     remote_submit,
 )
 from connectcore.hub.gate import CallRefused, authorize
@@ -123,6 +124,7 @@ from connectcore.hub.state import (
     Reconcile,
     Recover,
     RemoteMessageArrived,
+    RemoteSettled,
     RemoteSubmit,
     RestartPlanned,
     RestartRecovered,
@@ -178,6 +180,7 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         RemoteMessageArrived: remote_message_arrived,
         RemoteSubmit: remote_submit,
         ReceiptArrived: receipt_arrived,
+        RemoteSettled: remote_settled,
         FederationTick: federation_tick,
     }
 )
@@ -247,6 +250,7 @@ __all__ = [
     "FederationTick",
     "ReceiptArrived",
     "RemoteMessageArrived",
+    "RemoteSettled",
     "RemoteSubmit",
     "RestartPlanned",
     "RestartRecovered",

@@ -66,6 +66,7 @@ from connectcore.hub.state import (
     Hub,
     ReceiptArrived,
     RemoteMessageArrived,
+    RemoteSettled,
     RemoteSubmit,
     Step,
 )
@@ -180,6 +181,23 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
     )
     hub = replace(hub, inbox=accepted_inbox)
     return hub, (*effects, *after, _audit_outcome(message, ev.now))
+
+
+def remote_settled(hub: Hub, ev: RemoteSettled) -> Step:
+    """An envelope the inbox settles by itself (:func:`inbox.receive`), or a new message refused
+    before the recipient's rules because its target names no recipient here (:func:`inbox.refuse`,
+    final as every remote refusal). Only the inbox changes."""
+    inbox = hub.inbox
+    if inbox is None:
+        raise ConnectError("this box is not federated: it has no inbox")
+    if ev.refusal is not None:
+        if ev.nonce is None:
+            raise inbox_.InboxError(inbox_.Refusal.BAD_NONCE, "a refusal commits a receipt, which needs a nonce")
+        inbox, effects = inbox_.refuse(inbox, ev.verdict, nonce=ev.nonce, now=ev.now, reason=ev.refusal,
+                                       delivery=ev.delivery)
+    else:
+        inbox, effects = inbox_.receive(inbox, ev.verdict, now=ev.now, nonce=ev.nonce, delivery=ev.delivery)
+    return replace(hub, inbox=inbox), effects
 
 
 def finals_receipted(hub: Hub, effects: tuple[Effect, ...], now: float) -> Step:

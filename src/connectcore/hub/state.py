@@ -426,6 +426,21 @@ class ReceiptArrived:
 
 
 @dataclass(frozen=True)
+class RemoteSettled:
+    """An envelope from another box that the inbox settles without the recipient's rules
+    (:func:`connectcore.federation.inbox.receive`: a duplicate, a message cancelled before it came, one
+    too late, a cancel's tombstone), or a new message whose target the daemon resolved to no recipient
+    on this box (``refusal``: why, committed ``refused`` by :func:`connectcore.federation.inbox.refuse`).
+    ``nonce`` seals the receipt a commit answers with; ``delivery`` is acknowledged after it."""
+
+    now: float
+    verdict: Verdict
+    nonce: bytes | None = None
+    delivery: str | None = None
+    refusal: str | None = None
+
+
+@dataclass(frozen=True)
 class FederationTick:
     """The federation's schedules (the daemon's ticker, with what only the shell knows): the outbox's
     publishes, new attempts, expiries and deadlines (``bus_up``: the bus is connected; ``heard``: when
@@ -464,6 +479,7 @@ Event = (
     | RemoteMessageArrived
     | RemoteSubmit
     | ReceiptArrived
+    | RemoteSettled
     | FederationTick
 )
 

@@ -50,6 +50,9 @@ class GatedCalls:
         self.core, self.clock, self.run_sync, self.store, self.ids = core, clock, run_sync, store, ids
         self.watcher, self.subscribers, self.launches, self.person = watcher, subscribers, launches, person
         self.launchers, self.trusted_releases = launchers, trusted_releases
+        #: The calls to agents on other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`),
+        #: set by the daemon when the box federates; None: every target is this box's.
+        self.remote: Any = None
 
     def principal_for(self, token: str) -> grants.Principal | None:
         """The principal a bearer token names, even a revoked one (the transport lets it in, so its

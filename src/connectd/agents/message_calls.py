@@ -24,6 +24,11 @@ class MessageCalls(GatedCalls):
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
         core = self.core
         async with self.call(token, "send_message", str(to), message_id) as admitted:
+            remote = None if self.remote is None else await self.remote.send(
+                token, admitted.principal.id, to=to, text=text, message_id=message_id, in_reply_to=in_reply_to
+            )
+            if remote is not None:  # to an agent on another box
+                return remote
             record = targets.resolve_in(self.watcher.directory, core.hub.book, to)
             recipient = H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(
@@ -39,7 +44,10 @@ class MessageCalls(GatedCalls):
         """The message's current outcome; with ``wait``, wait for it to be final, returning early when
         a message arrives for the caller (:func:`connectcore.reads.wait_over`)."""
         async with self.call(token, "get_message", message_id) as admitted:
-            return await self._await_outcome(token, admitted.principal.id, message_id, wait)
+            remote = None if self.remote is None else await self.remote.get(
+                admitted.principal.id, message_id, wait, lambda: self.gate(token, "get_message", message_id)
+            )
+            return remote or await self._await_outcome(token, admitted.principal.id, message_id, wait)
 
     async def _await_outcome(self, token: str, principal_id: str, message_id: str, wait: float) -> dict[str, Any]:
         core = self.core

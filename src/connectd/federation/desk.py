@@ -42,9 +42,11 @@ from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
+from connectcore.ports import Delivery
 from connectd.daemon.ids import EngineError
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
+from connectd.federation.flow import attach
 from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
 from connectd.store.pair_records import PairRecords, Wire
 
@@ -138,6 +140,8 @@ class PairingDesk:
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
+        self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
+        self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
 
     @classmethod
     def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
@@ -150,8 +154,11 @@ class PairingDesk:
         return cls(local, settings, records, **kw)
 
     def start(self, supervisor: Supervisor) -> None:
-        """The expiry tick and, when ``federation.toml`` names a NATS server, the bus loops."""
+        """The expiry tick, the federation tick (joined to an engine) and, when ``federation.toml``
+        names a NATS server, the bus loops."""
         supervisor.spawn(Kind.TICK, self.tick, every=EXPIRY_EVERY, name="pairing expiry")
+        if self.messages is not None:
+            supervisor.spawn(Kind.TICK, self.messages.tick, every=self.messages.every, name="federation tick")
         if self.settings.nats:
             from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 
@@ -267,7 +274,11 @@ class PairingDesk:
             ids = (had.pairings if had else frozenset()) | ({p.id} if p.id else set())
             active = p.id if p.state is P.PairingState.ACTIVE else (had.active if had else None)
             peers[p.box_id] = E.Peer(p.keys, active, frozenset(ids))
-        return E.View(own=self.local.box_id, peers=peers, now=self.clock())
+        hub = self.hub()
+        inbox, outbox = getattr(hub, "inbox", None), getattr(hub, "outbox", None)
+        return E.View(own=self.local.box_id, peers=peers, now=self.clock(),
+                      retained=inbox.retained() if inbox is not None else {},
+                      sent=outbox.sent() if outbox is not None else {})
 
     # --- the inviter ----------------------------------------------------------------------------
 
@@ -372,10 +383,12 @@ class PairingDesk:
 
     # --- the bus --------------------------------------------------------------------------------
 
-    async def received(self, subject: str, data: bytes) -> None:
-        """One envelope the bus delivered: judged, and its pairing step taken; every refusal audited.
-        Returns once what it changed is durable (the caller then acknowledges the delivery); raises
-        only when the store failed (then the delivery comes again)."""
+    async def received(self, subject: str, data: bytes, delivery: Delivery | None = None) -> bool:
+        """One envelope the bus delivered: judged, and its pairing step taken, or (a message, receipt
+        or cancel) handed to the engine's hub (``messages``); every refusal audited. Returns once what
+        it changed is durable; True when the hub's step acknowledges ``delivery`` itself (after its
+        commit), False when the caller acknowledges it now. Raises only when the store failed (then
+        the delivery comes again)."""
         async with self.lock:
             verdict = receive(self.local, subject, data, self.view())
             if verdict.decision is E.Decision.REFUSED:
@@ -383,19 +396,28 @@ class PairingDesk:
                                at=self.clock())
                 await self.run_sync(lambda: self.records.apply_pairing([record]))
                 self.publish_audit(record)
-                return
+                return False
             inner = verdict.inner
+            if inner is not None:
+                self.heard[inner.routing.sender] = self.clock()  # verified: that box is heard
             if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
-                record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
-                               "messages across boxes come with a later slice", at=self.clock())
-                await self.run_sync(lambda: self.records.apply_pairing([record]))
-                return
-            try:
-                await self._step(inner, data, verdict.actor)
-            except P.PairingError as error:
-                action = f"pair.{inner.routing.kind}"
-                await self._refused(error, actor=verdict.actor, action=action,
-                                    target=inner.routing.pairing or inner.routing.invitation)
+                if self.messages is None:
+                    record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
+                                   "this desk is joined to no engine", at=self.clock())
+                    await self.run_sync(lambda: self.records.apply_pairing([record]))
+                    return False
+            else:
+                try:
+                    await self._step(inner, data, verdict.actor)
+                except P.PairingError as error:
+                    action = f"pair.{inner.routing.kind}"
+                    await self._refused(error, actor=verdict.actor, action=action,
+                                        target=inner.routing.pairing or inner.routing.invitation)
+                return False
+        # a message, receipt or cancel: the hub's step, outside the desk's lock (the fetch loop hands
+        # one delivery at a time, so nothing is judged meanwhile)
+        handled: bool = await self.messages.arrived(verdict, delivery)
+        return handled
 
     async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> None:
         routing, now = inner.routing, self.clock()
@@ -437,8 +459,12 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
 
 
 def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
-    """The engine's pairing desk, or None for a box not set up for federation."""
-    return PairingDesk.open(
+    """The engine's pairing desk, or None for a box not set up for federation; a desk is joined to
+    the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store)."""
+    desk = PairingDesk.open(
         data_dir, engine.store, clock=engine.clock, run_sync=engine.run_sync,
         publish_audit=engine.interpreter.published, notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )
+    if desk is not None:
+        attach(engine, desk)
+    return desk

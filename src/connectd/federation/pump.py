@@ -1,7 +1,8 @@
 """The federation's supervised loops on NATS (docs/federation.md, "Where the code goes"): one
 connection per box (:class:`connectd.federation.bus.NatsBus`, as the user ``box-<id>``), a fetch loop
 that hands each delivery on this box's consumer to the pairing desk and acknowledges it only once
-what it changed is durable, a publish loop that sends every wire the store says is owed, and the
+what it changed is durable (a message, receipt or cancel the desk hands to the engine's hub is
+acknowledged by that step's ``AckDelivery``, registered with :meth:`Pump.awaiting_ack`), a publish loop that sends every wire the store says is owed, and the
 effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
 which the interpreter hands over through :meth:`connectd.federation.desk.PairingDesk.hand`) in the order
 the core emitted them: a step's records were committed before the interpreter ran any of them, so a
@@ -91,8 +92,9 @@ class Pump:
         bus = await self._connected()
         while True:
             for delivery in await bus.fetch(batch=FETCH_BATCH, timeout=self.fetch_timeout):
-                await self.desk.received(delivery.subject, delivery.data)  # durable before the ack
-                await bus.ack(delivery)
+                # durable before the ack; a message's, receipt's or cancel's is the hub step's AckDelivery
+                if not await self.desk.received(delivery.subject, delivery.data, delivery):
+                    await bus.ack(delivery)
 
     async def publish_loop(self) -> None:
         bus = await self._connected()

@@ -17,6 +17,10 @@ Rules:
 - A ``Persist`` whose record is ``None`` deletes the row (the inbox's retention).
 - A record of the wrong type, or whose key is not its identity, is refused and nothing of the step is
   written.
+- An accepted inbox record writes, once, the **remote principal**'s row (``box:<box id>/<principal>``,
+  harness ``remote``, no pane, no token, no grant) in the same transaction: the local message row, its
+  card and a later pair approval name it as their sender, as a local one names its principal. The
+  grant book never loads it (:meth:`connectd.store.store.Store.load_hub`).
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ from __future__ import annotations
 from connectcore.effects import Persist
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
+from connectcore.federation import remote as R
 from connectcore.federation.envelope import Identity
+from connectcore.grants import Principal
 from connectd.store import codec
 from connectd.store.connection import Connection, StoreError, key_of, record_of
 
 _IDENTITY = "box = ? AND principal = ? AND message_id = ?"
+REMOTE_HARNESS = "remote"  # the harness column of a remote principal's row
 
 
 def _identity(p: Persist) -> tuple[str, str, str]:
@@ -67,6 +74,13 @@ class RemoteMessageRecords(Connection):
             " created_at = excluded.created_at, body = excluded.body",
             (box, principal, message_id, r.pairing, r.digest, r.state.value, r.created_at, codec.dumps(r)),
         )
+        if r.message is not None:
+            remote = Principal(R.remote_principal(box, principal), REMOTE_HARNESS, "", 0, "", r.created_at)
+            self._db.execute(
+                "INSERT INTO principals (id, harness, pane_id, pid, incarnation, control, created_at, body)"
+                " VALUES (?, ?, '', 0, '', 0, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (remote.id, REMOTE_HARNESS, remote.created_at, codec.dumps(remote)),
+            )
 
     def outbox_rows(self) -> list[O.Row]:
         """Every outbox row, oldest first (``outbox.Outbox(own, {r.identity: r for r in rows})``)."""

@@ -436,7 +436,8 @@ class Store(
             db = self._db
             try:
                 book = grants.restore(
-                    (codec.loads(Principal, b) for (b,) in db.execute("SELECT body FROM principals")),
+                    (codec.loads(Principal, b) for (b,) in db.execute(
+                        "SELECT body FROM principals WHERE harness != 'remote'")),  # (remote_messages.py)
                     (codec.loads(TokenRecord, b) for (b,) in db.execute("SELECT body FROM tokens")),
                     ((tuple(json.loads(k)), codec.loads(frozenset[Scope], b))
                      for k, b in db.execute("SELECT grant_key, body FROM grants")),

@@ -1,0 +1,147 @@
+"""The daemon's side of messages across boxes (docs/federation.md, "On the receiving box", "On the
+sending box"): what joins the pairing desk and its bus loops to the engine's hub. The rules are the
+core's (:mod:`connectcore.hub.federation`); this module only hands it the events and the values the
+shell knows.
+
+- At start (:func:`attach`), a federated box's hub gets its outbox and inbox back from the store
+  (``outbox_rows``, ``inbox_records``; the pairings removed from the pairing book): everything it
+  committed before a restart goes on from its state. A box that does not federate keeps ``None``.
+- The fetch loop hands every message, receipt and cancel envelope the desk judged
+  (:func:`connectcore.federation.envelope.judge`, with the hub's inbox and outbox in the view) to
+  :meth:`RemoteFlow.arrived`, which steps the hub with it: a new message as
+  :class:`~connectcore.hub.RemoteMessageArrived`, its target resolved on this box as a local send's
+  (:func:`connectd.delivery.targets.resolve`; one naming no pane here is committed ``refused`` by
+  :class:`~connectcore.hub.RemoteSettled`), a receipt as :class:`~connectcore.hub.ReceiptArrived`, a
+  copy, a message too late or a cancel's tombstone as ``RemoteSettled``. The delivery is registered
+  with :meth:`connectd.federation.pump.Pump.awaiting_ack`: the step's ``AckDelivery`` acknowledges it
+  after the step's commit, never before. A step the core refuses is audited and the delivery
+  acknowledged (it would be refused again); a store that fails raises, and the delivery comes again.
+  The target is text from another box: data, resolved and never run.
+- The ticker (:meth:`RemoteFlow.tick`, every ``TICK`` seconds) steps
+  :class:`~connectcore.hub.FederationTick` with what only the shell knows: whether the bus is connected
+  now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore._machine import ConnectError, freeze
+from connectcore.effects import Audit
+from connectcore.federation import envelope as E
+from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
+from connectcore.federation import pairing as P
+from connectcore.ports import Delivery
+from connectd.delivery import targets
+
+if TYPE_CHECKING:
+    from connectd.federation.desk import PairingDesk
+
+log = logging.getLogger("connectd.federation")
+
+
+def restored(hub: H.Hub, desk: PairingDesk, store: Any) -> H.Hub:
+    """``hub`` with this box's outbox and inbox as the store holds them."""
+    own = desk.local.box_id
+    removed = [p.id for p in desk.book.pairings.values() if p.id and p.state is P.PairingState.REMOVED]
+    outbox = O.Outbox(own=own, rows=freeze((r.identity, r) for r in store.outbox_rows()))
+    inbox = I.load(own, store.inbox_records(), removed=removed)
+    return replace(hub, outbox=outbox, inbox=inbox)
+
+
+#: What the inbox settles by itself (``inbox.receive``); the two that commit need a nonce.
+SETTLED = frozenset({E.Decision.DUPLICATE, E.Decision.CANCELLED_FIRST, E.Decision.TOO_LATE, E.Decision.TOMBSTONE})
+COMMITS = frozenset({E.Decision.TOO_LATE, E.Decision.TOMBSTONE})
+
+
+TICK = 1.0  # seconds between FederationTicks (the outbox's schedule is in seconds)
+
+
+class RemoteFlow:
+    """The engine's side of the envelopes of messages across boxes."""
+
+    def __init__(self, engine: Any, desk: PairingDesk) -> None:
+        self.engine = engine
+        self.desk = desk
+        self.every = TICK  # the federation tick's period
+
+    def _nonce(self) -> bytes:
+        return secrets.token_bytes(E.NONCE_BYTES)
+
+    def _pairing_of(self, box: str) -> P.Pairing | None:
+        return next((p for p in self.desk.book.pairings.values()
+                     if p.box_id == box and p.state is P.PairingState.ACTIVE), None)
+
+    def _event(self, verdict: E.Verdict, handle: str | None, now: float) -> H.Event | None:
+        engine, decision = self.engine, verdict.decision
+        if decision is E.Decision.RECEIPT:
+            return H.ReceiptArrived(now, verdict, handle)
+        if decision in SETTLED:
+            return H.RemoteSettled(now, verdict, self._nonce() if decision in COMMITS else None, handle)
+        if decision is not E.Decision.NEW or not isinstance(verdict.inner, E.MessageInner):
+            return None
+        inner = verdict.inner
+        pairing = self._pairing_of(inner.routing.sender)
+        if pairing is None:  # (the judgement needs an active pairing: removed meanwhile)
+            return H.RemoteSettled(now, verdict, self._nonce(), handle, refusal="pairing_removed: no active pairing")
+        _kind, target = inner.target
+        try:
+            record = targets.resolve(engine, target)
+        except D.TargetError as refused:
+            return H.RemoteSettled(now, verdict, self._nonce(), handle, refusal=f"{refused.reason}: {refused}")
+        recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(target))
+        return H.RemoteMessageArrived(
+            now, verdict, recipient, pairing.name, pairing.keys.fingerprint, engine.ids.new_id("msg"),
+            engine.ids.new_id("card"), self._nonce(), handle,
+        )
+
+    async def arrived(self, verdict: E.Verdict, delivery: Delivery | None) -> bool:
+        """Step the hub with one judged message, receipt or cancel envelope. True: the step's
+        ``AckDelivery`` acknowledges ``delivery`` (after its commit); False: the caller acknowledges it
+        (nothing was committed that it waits for). Raises when the store failed (it comes again)."""
+        engine, pump = self.engine, self.desk.pump
+        now = engine.clock()
+        handle = engine.ids.new_id("dlv") if delivery is not None and pump is not None else None
+        event = self._event(verdict, handle, now)
+        if event is None:  # a cancel of a message this box holds: cancels across boxes come later
+            await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "ignored", message_id=str(verdict.identity),
+                                     detail=f"a {verdict.decision} envelope is not handled yet", at=now))
+            return False
+        if handle is not None:
+            pump.awaiting_ack(handle, delivery)
+        try:
+            await engine.step(event)
+        except ConnectError as refused:  # the core's refusal: it changed nothing, and would again
+            if handle is not None:
+                pump.deliveries.pop(handle, None)
+            await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "refused", message_id=str(verdict.identity),
+                                     detail=f"{type(event).__name__}: {refused}", at=now))
+            return False
+        except BaseException:
+            if handle is not None:
+                pump.deliveries.pop(handle, None)
+            raise
+        return handle is not None
+
+
+    def bus_up(self) -> bool:
+        pump = self.desk.pump
+        return bool(pump is not None and pump.bus.connected)
+
+    async def tick(self) -> None:
+        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard."""
+        heard = tuple(sorted(self.desk.heard.items()))
+        await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
+
+
+def attach(engine: Any, desk: PairingDesk) -> None:
+    """Join a federated box's desk to its engine: the hub restored with its outbox and inbox, and the
+    desk's message envelopes handed to the hub (:class:`RemoteFlow`)."""
+    engine.hub = restored(engine.hub, desk, engine.store)
+    desk.messages = RemoteFlow(engine, desk)

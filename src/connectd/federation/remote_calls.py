@@ -1,0 +1,158 @@
+"""The agent calls about a message to an agent on another box (docs/federation.md, "On the sending
+box"), as hooks of :mod:`connectd.agents.message_calls`: ``send_message`` to a target qualified by an
+active pairing's name (``%4@<token>@devbox``, ``pr:12@devbox``), and ``get_message`` for such a
+message. The rules are the core's: which box a target names (:func:`connectcore.federation.boxes.place`,
+the ambiguity rule; the other boxes' directories are not known here yet, so an unqualified target is
+this box's, as before), and the sending box's own rules with the outbox row
+(:class:`~connectcore.hub.RemoteSubmit`).
+
+- :func:`send` answers None when the target is this box's (the local send goes on, unchanged), and
+  raises the core's refusal otherwise (``unknown_box``, ``ambiguous``, ``bad_target``, the gate's and
+  the sending rules' ``CallRefused``), each changing nothing. A box that does not federate never gets
+  here: its targets are read as ever.
+- What the sender is told (:func:`row_view`): ``queued`` until the other box's final receipt, with
+  what it waits for in words (:func:`connectcore.federation.outbox.waits_for`), then the receiver's
+  outcome; :func:`get` waits for it as ``get_message`` waits for a local one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore import reads as R
+from connectcore._machine import ConnectError
+from connectcore.federation import boxes as B
+from connectcore.federation import envelope as E
+from connectcore.federation import outbox as O
+from connectcore.federation import pairing as P
+from connectd.daemon.ids import hash_token
+from connectd.delivery import targets
+
+
+class RemoteCallError(ConnectError):
+    """A call about another box that this version does not make (``reason``); nothing changed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _active(desk: Any) -> dict[str, P.Pairing]:
+    return {p.name: p for p in desk.book.pairings.values() if p.state is P.PairingState.ACTIVE}
+
+
+def _here(engine: Any, target: D.Target) -> int:
+    """How many live panes of this box an unqualified target names (what ``place`` weighs)."""
+    try:
+        targets.resolve(engine, str(target))
+    except D.TargetError as refused:
+        return refused.candidates
+    return 1
+
+
+def placed(engine: Any, to: str) -> tuple[B.Placed, P.Pairing | None]:
+    """The box ``to`` names, by the core's rule, and its active pairing (None: this box)."""
+    desk = engine.federation
+    active = _active(desk)
+    found = B.readings(to, own_name=desk.settings.name, paired_names=active)
+    matches: dict[str, dict[str | None, int]] = {
+        str(r.target): {None: _here(engine, r.target)} for r in found if not r.qualified
+    }
+    where = B.place(to, own_name=desk.settings.name, paired_names=active, matches=matches)
+    return where, None if where.box is None else active[where.box]
+
+
+def row_view(row: O.Row, box_name: str) -> dict[str, Any]:
+    """What a sender is told about its message to another box (its own text is not echoed back)."""
+    return {
+        "message_id": row.identity.id,
+        "outcome": O.answer(row),
+        "reason": O.waits_for(row, box_name) or row.reason,
+        "to_box": box_name,
+        "created_at": row.created_at,
+        "final_at": row.final_at,
+    }
+
+
+def _row(engine: Any, principal: str, message_id: str) -> O.Row | None:
+    outbox: O.Outbox | None = engine.hub.outbox
+    if outbox is None:
+        return None
+    return outbox.rows.get(E.Identity(outbox.own, principal, message_id))
+
+
+def _box_name(engine: Any, box: str) -> str:
+    desk = engine.federation
+    names = [p.name for p in desk.book.pairings.values() if p.box_id == box] if desk is not None else []
+    return names[-1] if names else box
+
+
+async def send(
+    engine: Any, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
+) -> dict[str, Any] | None:
+    """``send_message`` to another box (its outbox row's view), or None when ``to`` is this box's."""
+    if engine.federation is None or engine.hub.outbox is None:
+        return None
+    where, pairing = placed(engine, to)
+    if pairing is None:
+        return None
+    if in_reply_to is not None:
+        raise RemoteCallError("reply_across_boxes", "in_reply_to is not carried to another box yet: send without it")
+    assert pairing.id is not None  # an active pairing has its id
+    kind = "address" if isinstance(where.target, D.PaneAddress) else "handle"
+    await engine.step(H.RemoteSubmit(
+        engine.clock(), hash_token(token), message_id, text, (kind, str(where.target)), pairing.box_id, pairing.id,
+        pairing.name, engine.ids.new_id("msg"), secrets.token_bytes(E.NONCE_BYTES),
+        bus_up=engine.federation.messages.bus_up() if engine.federation.messages is not None else False,
+    ))
+    row = _row(engine, principal, message_id)
+    assert row is not None  # admitted: the step stored it
+    return row_view(row, pairing.name)
+
+
+async def get(
+    engine: Any, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
+) -> dict[str, Any] | None:
+    """``get_message`` for a message to another box (None: the id names none here); with ``wait``,
+    until its outcome is final, woken by each change of its row (``gate`` again after each wait)."""
+    if H.message_for(engine.hub, principal, message_id) is not None:
+        return None  # a local message of that id (ids are never shared while either lives)
+    deadline = anyio.current_time() + R.bounded_wait(wait)
+    while True:
+        row = _row(engine, principal, message_id)
+        if row is None:
+            return None
+        if row.is_final or anyio.current_time() >= deadline:
+            return row_view(row, _box_name(engine, row.to))
+        event = anyio.Event()
+        engine.subscribers.waits.setdefault(principal, set()).add(event)
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            await event.wait()
+        await gate()
+
+
+class RemoteCalls:
+    """The agent calls' way to other boxes (``send_message`` and ``get_message`` to a target qualified
+    by a pairing's name), given to :class:`connectd.agents.call_gate.GatedCalls` as ``remote`` when
+    the box federates. Like the pairing desk, it reaches the engine (its hub, desk, step, clock, ids,
+    subscribers and watcher)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    async def send(
+        self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
+    ) -> dict[str, Any] | None:
+        return await send(self.engine, token, principal, to=to, text=text, message_id=message_id,
+                          in_reply_to=in_reply_to)
+
+    async def get(
+        self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
+    ) -> dict[str, Any] | None:
+        return await get(self.engine, principal, message_id, wait, gate)

@@ -1,0 +1,386 @@
+"""The daemon's side of messages across boxes (connectd.federation.flow): engines on real SQLite files
+and real PyNaCl keys, their pairing desks paired as the daemon pairs them, each box's pump on a
+recording bus. A federated box's hub is restored at start with its outbox and inbox (a box that does
+not federate keeps neither). The fetch loop's envelopes go to the hub: A's row, published, is judged on
+B and becomes a carded local message for the pane its target names (committed before B's receipt, and
+the delivery acknowledged only after it); B's receipt moves A's row; a copy is answered with the same
+receipt; a target naming no pane on B is committed refused; a pairing envelope is still the desk's. The
+ticker steps the outbox's schedule with the bus's state and when each box was last heard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore.delivery import MessageState
+from connectcore.effects import Audit, Effect, Persist
+from connectcore.federation import envelope as E
+from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
+from connectcore.federation import remote as R
+from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.ports import Delivery
+from connectd.daemon.ids import hash_token
+from connectd.daemon.parts import Engine
+from connectd.federation import keys as K
+from connectd.federation.desk import PairingDesk, open_desk
+from connectd.federation.pump import Pump
+from connectd.federation.seal import receive
+from connectd.store.store import Store
+from tests.integration.test_federation_effects import RecordingBus, run
+from tests.integration.test_pairing_desk import Clock, direct
+from tests.unit import test_federation_inbox as TI
+from tests.unit import test_federation_outbox as TO
+from tests.unit.test_directory_view import _incarnation, _observe
+
+
+def records(effects: Iterable[Any]) -> list[Effect]:
+    return [e for e in effects if isinstance(e, Persist | Audit)]
+
+
+class Box:
+    """One daemon's engine and desk on ``root`` (``name``: set up by ``federate init``; None: not federated)."""
+
+    def __init__(self, root: Path, name: str | None, clock: Clock) -> None:
+        self.root, self.name, self.clock = root, name, clock
+        if name is not None and not (root / K.FEDERATION_FILE).exists():
+            K.init(root, name)
+        self.open()
+
+    def open(self) -> None:
+        self.store = Store.open(self.root)
+        self.engine = Engine(self.store, None, endpoint_url="http://127.0.0.1:9/mcp", clock=self.clock,  # type: ignore[arg-type]
+                             run_sync=direct)
+        self.desk: PairingDesk | None = open_desk(self.root, self.engine)
+        self.engine.federation = self.desk
+
+    @property
+    def fed(self) -> PairingDesk:
+        assert self.desk is not None
+        return self.desk
+
+    def owed(self) -> list[Any]:
+        return [w for w in self.fed.records.wires() if w.due_at is not None and w.due_at <= self.clock()]
+
+    def pump(self) -> RecordingBus:
+        bus = RecordingBus()
+        bus.connected = False  # type: ignore[attr-defined]  # (NatsBus.connected: the ticker's bus_up)
+        self.fed.pump = Pump(self.fed, bus=bus)
+        return bus
+
+    def reopen(self) -> None:
+        self.store.close()
+        self.open()
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def test_a_federated_box_s_hub_is_restored_with_its_outbox_and_inbox(tmp_path: Path) -> None:
+    box = Box(tmp_path / "a", "laptop", Clock())
+    hub = box.engine.hub
+    assert hub.outbox is not None and hub.inbox is not None
+    assert hub.outbox.rows == {} and hub.inbox.records == {}
+    # a published outbox row and an accepted inbox record (the core's, made for other box ids),
+    # committed through the store
+    outbox, effects = O.admit(TO.empty(), TO.message("m-1"), nonce=TO.NONCE, now=TO.T0)
+    box.store.apply(records(effects))
+    outbox, effects = O.publish_new(outbox, TO.message("m-1").identity, now=TO.T0, bus_up=True)
+    box.store.apply(records(effects))
+    inbox, effects = I.accept(TI.empty(), TI.judged(TI.message(), TI.empty()), nonce=TI.N1, now=TI.NOW,
+                              recipient=TI.RECIPIENT, reason="ready")
+    box.store.apply(records(effects))
+    box.reopen()
+    hub = box.engine.hub
+    assert hub.outbox is not None and hub.inbox is not None
+    row = hub.outbox.rows[TO.message("m-1").identity]
+    assert row == outbox.rows[row.identity] and row.state is O.OutboxState.PUBLISHED and row.attempt == 1
+    assert hub.inbox.records == inbox.records and I.may_deliver(hub.inbox, TI.ID1)
+    assert box.desk is not None and hub.inbox.own == hub.outbox.own == box.desk.local.box_id
+    box.close()
+
+
+def test_a_box_that_does_not_federate_has_neither(tmp_path: Path) -> None:
+    box = Box(tmp_path / "plain", None, Clock())
+    assert box.desk is None and box.engine.hub.outbox is None and box.engine.hub.inbox is None
+    box.close()
+
+
+
+def _launch(box: Box, n: int) -> None:
+    """An agent on pane %n, committed as the daemon commits a launch (principal p-n, token tok-n)."""
+    token = D.incarnation_token(_incarnation(n))
+    anyio.run(box.engine.step, H.Launch(box.clock(), hash_token(f"tok-{n}"), f"p-{n}", "claude", f"%{n}", 100 + n, token,
+                                        PRESET_SCOPES[Preset.COLLABORATE]))
+
+
+def _deliver(to: Box, wire: Any) -> None:
+    assert not anyio.run(to.fed.received, wire.subject, wire.wire)  # a pairing step: acknowledged by the caller
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Any:
+    clock = Clock()
+    a, b = Box(tmp_path / "a", "laptop", clock), Box(tmp_path / "b", "devbox", clock)
+    code = anyio.run(a.fed.invite)["code"]
+    anyio.run(lambda: b.fed.accept(code))
+    (request,) = b.owed()
+    _deliver(a, request)
+    anyio.run(lambda: a.fed.approve("devbox"))
+    (answer,) = a.owed()
+    _deliver(b, answer)
+    (pairing,) = a.fed.book.active()
+    _observe(a.engine, 1)
+    _launch(a, 1)  # the sender: p-1 on %1
+    _observe(b.engine, 4)
+    _launch(b, 4)  # the recipient: p-4 on %4
+    yield a, b, str(pairing.id)
+    a.close()
+    b.close()
+
+
+def _submit(a: Box, b: Box, pairing: str, mid: str = "m-1", target: str | None = None) -> tuple[str, bytes]:
+    """A's agent sends to B's pane (the hub's RemoteSubmit); A's pump publishes the row: its subject and wire."""
+    bus = a.pump()
+    to = target or f"%4@{D.incarnation_token(_incarnation(4))}"
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), mid, "hello from box A", ("address", to), b.fed.local.box_id, pairing, "devbox",
+        a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=True,
+    ))
+    run(a.fed.pump)
+    ((_, subject, wire, _mid),) = bus.calls
+    return subject, wire
+
+
+def test_a_message_from_another_box_becomes_a_carded_local_message_acknowledged_after_its_commit(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing)
+    bus = b.pump()
+    delivery = Delivery(subject, wire, 1)
+    assert anyio.run(b.fed.received, subject, wire, delivery) is True  # the hub's step acknowledges it
+    assert bus.calls == [] and list(b.fed.pump.deliveries.values()) == [delivery]
+    sender = R.remote_principal(a.fed.local.box_id, "p-1")
+    message = b.engine.hub.messages[(sender, "m-1")]
+    assert message.state is MessageState.AWAITING_CONSENT and message.recipient_pane == "%4"
+    card = b.engine.hub.cards[message.card or ""]
+    assert card.sender_actor.startswith(f"box:{a.fed.local.box_id}/agent:") and card.recipient_pane == "%4"
+    assert "on box laptop" in message.typed
+    # committed before the receipt: a reopened store holds the inbox record with the message row
+    assert b.store.message(sender, "m-1") is not None
+    assert [r.identity.id for r in b.store.inbox_records()] == ["m-1"]
+    assert b.fed.heard == {a.fed.local.box_id: b.clock()}
+    run(b.fed.pump)
+    assert [c[0] for c in bus.calls] == ["publish", "ack"] and bus.calls[1] == ("ack", delivery)
+    _, rsubject, receipt, _ = bus.calls[0]
+    assert rsubject == f"connect.{a.fed.local.box_id}.receipts.{b.fed.local.box_id}"
+    # the receipt on A: the row accepted, its delivery acknowledged by A's step
+    abus = a.pump()
+    back = Delivery(rsubject, receipt, 2)
+    assert anyio.run(a.fed.received, rsubject, receipt, back) is True
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.ACCEPTED and row.card == message.card
+    run(a.fed.pump)
+    assert abus.calls == [("ack", back)]
+    # a copy of A's wire: answered with the very receipt, nothing new
+    before = b.engine.hub.messages
+    bus.calls.clear()
+    again = Delivery(subject, wire, 3)
+    assert anyio.run(b.fed.received, subject, wire, again) is True
+    run(b.fed.pump)
+    assert b.engine.hub.messages == before
+    assert [c[0] for c in bus.calls] == ["publish", "ack"] and bus.calls[0][2] == receipt and bus.calls[1][1] == again
+    # a restart: the message, its card and its inbox record come back; the remote principal's row
+    # (the messages' sender) never enters the grant book
+    b.reopen()
+    assert b.engine.hub.messages[(sender, "m-1")].card == message.card and message.card in b.engine.hub.cards
+    assert sender not in b.engine.hub.book.principals
+    assert b.engine.hub.inbox is not None and I.may_deliver(b.engine.hub.inbox, row.identity)
+
+
+def test_a_message_whose_target_names_no_pane_here_is_committed_refused_and_receipted(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing, target="%9@0123456789abcdef")
+    bus = b.pump()
+    before = (b.engine.hub.messages, b.engine.hub.cards)
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1)) is True
+    assert (b.engine.hub.messages, b.engine.hub.cards) == before
+    assert b.engine.hub.inbox is not None
+    (record,) = b.engine.hub.inbox.records.values()
+    assert record.state is I.InboxState.REFUSED and record.receipt.reason == "unknown_target: no live pane %9"
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = bus.calls[0]
+    verdict = receive(a.fed.local, rsubject, receipt, a.fed.view())
+    assert verdict.decision is E.Decision.RECEIPT
+    assert isinstance(verdict.inner, E.ReceiptInner) and verdict.inner.outcome == "refused"
+
+
+def test_a_receipt_for_no_message_of_this_box_is_refused_changes_nothing_and_is_acknowledged_by_the_caller(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    subject, wire = _submit(a, b, pairing)
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    bus = b.fed.pump.bus
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = bus.calls[0]
+    # A forgot its row (as if its outbox were another's): the receipt is judged against nothing sent
+    a.engine.hub = H.replace(a.engine.hub, outbox=O.Outbox(own=a.fed.local.box_id))
+    a.pump()
+    before = a.engine.hub
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 9)) is False
+    assert a.engine.hub == before and a.fed.pump.deliveries == {}
+    assert a.store.audit(outcome="refused", limit=10)
+
+
+def test_the_ticker_steps_the_outbox_schedule_with_the_bus_s_state_and_who_was_heard(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    bus = a.pump()
+    bus.connected = False  # type: ignore[attr-defined]
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-1", "hello", ("address", f"%4@{D.incarnation_token(_incarnation(4))}"),
+        b.fed.local.box_id, pairing, "devbox", a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=False,
+    ))
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.QUEUED
+    stepped: list[Any] = []
+    step = a.engine.step
+
+    async def recording(event: Any) -> Any:
+        stepped.append(event)
+        return await step(event)
+
+    a.engine.step = recording  # type: ignore[method-assign]
+    assert a.fed.messages is not None
+    assert a.fed.heard == {b.fed.local.box_id: a.clock()}  # B's pair_request verified on A: heard
+    a.fed.heard.clear()
+    anyio.run(a.fed.messages.tick)  # the bus down: the row waits
+    run(a.fed.pump)
+    assert a.engine.hub.outbox.rows[row.identity].state is O.OutboxState.QUEUED and bus.calls == []
+    a.fed.heard[b.fed.local.box_id] = a.clock() - 3
+    bus.connected = True  # type: ignore[attr-defined]
+    anyio.run(a.fed.messages.tick)
+    run(a.fed.pump)
+    assert stepped[-1] == H.FederationTick(a.clock(), True, ((b.fed.local.box_id, a.clock() - 3),))
+    assert stepped[0] == H.FederationTick(a.clock(), False, ())
+    assert a.engine.hub.outbox.rows[row.identity].state is O.OutboxState.PUBLISHED
+    ((kind, subject, _wire, _mid),) = bus.calls
+    assert kind == "publish" and subject == f"connect.{b.fed.local.box_id}.inbox.{a.fed.local.box_id}"
+    # committed before it was published: a restart finds it published
+    a.reopen()
+    assert a.engine.hub.outbox is not None and a.engine.hub.outbox.rows[row.identity].attempt == 1
+
+
+def test_a_desk_joined_to_an_engine_starts_the_federation_tick(tmp_path: Path) -> None:
+    box = Box(tmp_path / "a", "laptop", Clock())
+    spawned: list[tuple[str, Any, Any]] = []
+
+    class Spawns:
+        def spawn(self, _kind: Any, fn: Any, *, every: float | None = None, name: str = "") -> None:
+            spawned.append((name, every, fn))
+
+    box.fed.start(Spawns())  # type: ignore[arg-type]
+    assert box.fed.messages is not None
+    assert ("federation tick", 1.0, box.fed.messages.tick) in spawned
+    box.close()
+
+
+# --- send_message and get_message to another box (connectd.federation.remote_calls) ----------------
+
+B_ADDRESS = f"%4@{D.incarnation_token(_incarnation(4))}"
+
+
+def _send(box: Box, to: str, mid: str = "m-1", **kw: Any) -> Any:
+    return anyio.run(lambda: box.engine.calls.send_message("tok-1", to=to, text="hello from box A",
+                                                           message_id=mid, **kw))
+
+
+def test_send_message_to_a_qualified_target_is_one_outbox_row_and_get_message_reads_its_outcome(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    bus = a.pump()
+    bus.connected = True  # type: ignore[attr-defined]
+    answer = _send(a, f"{B_ADDRESS}@devbox")
+    assert answer["outcome"] == "queued" and answer["to_box"] == "devbox"
+    assert answer["reason"] == "until box devbox accepts it"
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert (row.to, row.pairing, row.state) == (b.fed.local.box_id, pairing, O.OutboxState.PUBLISHED)
+    run(a.fed.pump)
+    ((_, subject, wire, _),) = bus.calls
+    verdict = receive(b.fed.local, subject, wire, b.fed.view())
+    assert isinstance(verdict.inner, E.MessageInner)
+    assert verdict.inner.target == ("address", B_ADDRESS) and verdict.inner.text == "hello from box A"
+    # B accepts it and, once typed, says delivered: get_message reads each
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = b.fed.pump.bus.calls[0]
+    anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 2))
+    got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1"))
+    assert got["outcome"] == "queued" and got["reason"].startswith("accepted by box devbox")
+    assert b.engine.hub.inbox is not None
+    key = (R.remote_principal(a.fed.local.box_id, "p-1"), "m-1")
+    done, receipts = I.final(b.engine.hub.inbox, row.identity, I.InboxState.DELIVERED, reason="typed", now=b.clock(),
+                             nonce=I.final_nonce(b.engine.hub.inbox.records[row.identity]))
+    (final,) = [e for e in receipts if type(e).__name__ == "PublishReceipt"]
+    wire2 = b.fed.wire_for(final)
+    assert wire2 is not None and key in b.engine.hub.messages
+    anyio.run(a.fed.received, wire2[0], wire2[1], Delivery(wire2[0], wire2[1], 3))
+    got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1", 5.0))  # final: no wait
+    assert got["outcome"] == "delivered" and got["final_at"] is not None
+
+
+@pytest.mark.parametrize(
+    ("to", "reason"),
+    [
+        (f"{B_ADDRESS}@nowhere", "unknown_box"),  # a valid name that is no active pairing
+        ("%4@0123456789abcdef", "unknown_target"),  # an unqualified address is this box's, as before
+        (f"{B_ADDRESS}@Devbox!", "bad_target"),  # no box name: read whole, and no target
+    ],
+)
+def test_a_refused_send_to_another_box_changes_nothing(boxes: tuple[Box, Box, str], to: str, reason: str) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    before = a.engine.hub
+    with pytest.raises(Exception) as refused:
+        _send(a, to)
+    assert str(getattr(refused.value, "reason", None)) == reason
+    assert a.engine.hub.outbox == before.outbox and a.engine.hub.messages == before.messages
+    assert a.fed.pump.bus.calls == []
+
+
+def test_a_reply_across_boxes_is_refused_and_changes_nothing(boxes: tuple[Box, Box, str]) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    before = a.engine.hub
+    with pytest.raises(Exception, match="in_reply_to is not carried"):
+        _send(a, f"{B_ADDRESS}@devbox", in_reply_to="r-1")
+    assert a.engine.hub.outbox == before.outbox
+
+
+def test_the_sending_rules_refuse_before_admission_and_store_nothing(boxes: tuple[Box, Box, str]) -> None:
+    a, _b, _ = boxes
+    a.pump()
+    _send(a, f"{B_ADDRESS}@devbox")
+    assert a.engine.hub.outbox is not None
+    rows = dict(a.engine.hub.outbox.rows)
+    with pytest.raises(H.CallRefused) as refused:
+        _send(a, f"{B_ADDRESS}@devbox")  # the same id again
+    assert refused.value.reason == "duplicate_id" and dict(a.engine.hub.outbox.rows) == rows
+    assert a.store.outbox_rows() == list(rows.values())

@@ -1,0 +1,63 @@
+"""Two real daemons send a message across boxes over a real NATS server (docs/federation.md, build
+order slice 5; the setup is test_federation_pairing_e2e's: each ``connectd serve`` with its own data
+directory, HOME and tmux server, one ``nats-server`` with a user per box). Paired by the real CLI, an
+agent on box A sends to an agent on box B by its address qualified with B's name: A answers ``queued``;
+the card appears on B naming the remote agent (its box id in the sender) for B's pane; B's owner
+approves the pair; the text is typed once in B's pane under its provenance line naming box A; A's
+sender learns ``delivered`` from B's signed receipt."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from tests.integration.test_daemon_e2e import get_message, send
+from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
+from tests.support.daemon import wait_for
+from tests.support.nats import NatsServer
+
+
+def _pair(a: Box, b: Box) -> None:
+    code = a.run("pair", "invite")["code"]
+    b.text("pair", "accept", code, "--yes")
+    wait_for(lambda: a.run("pair", "requests"), 20, "the pair request on A")
+    a.run("pair", "approve", b.local.box_id)
+    wait_for(lambda: [p for p in b.pairings() if p["state"] == "active"], 20, "the pairing active on B")
+
+
+def test_an_agent_on_box_a_reaches_an_agent_on_box_b_once_with_consent_and_learns_delivered(
+    boxes: tuple[Box, Box, NatsServer],  # noqa: F811
+) -> None:
+    a, b, _server = boxes
+    _pair(a, b)
+    sender = a.daemon.launch("sender")
+    recipient = b.daemon.launch("recipient")
+    a.daemon.wait_ready(sender)
+    b.daemon.wait_ready(recipient)
+
+    err, sent = anyio.run(send, a.daemon, sender, f"{recipient.address}@devbox", "please run the tests\nand report",
+                          "m-x")
+    assert not err, sent
+    assert sent["outcome"] == "queued" and sent["to_box"] == "devbox"  # type: ignore[index]
+
+    card = b.daemon.wait_card(30)
+    assert card["recipient_pane"] == recipient.pane and card["text"] == "please run the tests\nand report"
+    sender_shown = [v for v in card.values() if isinstance(v, str) and v.startswith(f"box:{a.local.box_id}/agent:")]
+    assert sender_shown, card  # the remote agent, by its box
+    assert recipient.prompts() == []  # nothing typed before consent
+    b.daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": True})
+
+    prompts = wait_for(recipient.prompts, 30, "B's agent to receive the message")
+    first, rest = prompts[0].split("\n", 1)
+    assert first.startswith("[connect] message ") and "on box laptop" in first
+    assert rest == "please run the tests\nand report"
+
+    def outcome() -> str:
+        return str(anyio.run(get_message, a.daemon, sender, "m-x")["outcome"])
+
+    wait_for(lambda: outcome() == "delivered", 60, "delivered on A")
+    time.sleep(1.0)
+    assert len(recipient.prompts()) == 1  # typed once
+    for box in (a, b):
+        assert not [r for r in box.audit("failed") if r["action"] == "task.bus"], box.daemon.log_text()
