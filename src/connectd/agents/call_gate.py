@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from connectd.daemon.ids import Ids
     from connectd.daemon.parts import Subscribers
     from connectd.daemon.runner import Core, RunSync
+    from connectd.federation.remote_calls import RemoteCalls
     from connectd.person import PersonCalls
     from connectd.tmux.watcher import Watcher
 
@@ -52,7 +53,7 @@ class GatedCalls:
         self.launchers, self.trusted_releases = launchers, trusted_releases
         #: The calls to agents on other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`),
         #: set by the daemon when the box federates; None: every target is this box's.
-        self.remote: Any = None
+        self.remote: RemoteCalls | None = None
 
     def principal_for(self, token: str) -> grants.Principal | None:
         """The principal a bearer token names, even a revoked one (the transport lets it in, so its
