@@ -97,12 +97,17 @@ def strategy(tp: Any, any_values: st.SearchStrategy[Any] = JSON) -> st.SearchStr
     return st.from_type(tp)
 
 
+SECOND_SITES = ("Principal: the remote principal's row (store/remote_messages.py)",)
+
+
 def test_every_type_the_store_persists_is_checked() -> None:
     """The types the store's modules encode and decode are the ones below: a new kind is added here too."""
     source = "\n".join(p.read_text() for p in sorted(Path(codec.__file__).parent.glob("*.py")) if p.name != "codec.py")
     decoded = set(re.findall(r"codec\.loads\(([\w.\[\]]+),", source))
     assert decoded == set(STORED) | set(SINCE)
-    assert source.count("codec.dumps(") == len(STORED) + len(SINCE)
+    # One type is encoded at two sites: a Principal in grants.py, and the remote principal's row an
+    # accepted inbox record writes in remote_messages.py (a type listed above, encoded the same way).
+    assert source.count("codec.dumps(") == len(STORED) + len(SINCE) + len(SECOND_SITES)
 
 
 def test_the_types_stored_since_round_trip_in_every_state() -> None:

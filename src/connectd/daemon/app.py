@@ -153,10 +153,6 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.watcher.pane_pids)
     engine.history = config.history or None
     engine.federation = open_desk(config.data_dir, engine)
-    if engine.federation is not None:  # a box set up for federation: agents may send to other boxes
-        from connectd.federation.remote_calls import RemoteCalls
-
-        engine.calls.remote = RemoteCalls(engine)
     history = engine.history  # None when the daemon serves no history (--no-history)
     mcp = build_mcp(engine.calls, engine.act_calls(history), engine.runner, engine.clock, history)
     mcp_app = capped_mcp_app(mcp, engine.calls, engine.runner, engine.clock)

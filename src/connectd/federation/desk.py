@@ -47,6 +47,7 @@ from connectd.daemon.ids import EngineError
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
 from connectd.federation.flow import attach
+from connectd.federation.remote_calls import RemoteCalls
 from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
 from connectd.store.pair_records import PairRecords, Wire
 
@@ -460,11 +461,13 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
 
 def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation; a desk is joined to
-    the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store)."""
+    the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store), and
+    the agent calls given their way to other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`)."""
     desk = PairingDesk.open(
         data_dir, engine.store, clock=engine.clock, run_sync=engine.run_sync,
         publish_audit=engine.interpreter.published, notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )
     if desk is not None:
         attach(engine, desk)
+        engine.calls.remote = RemoteCalls(engine)
     return desk
