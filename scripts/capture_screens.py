@@ -40,7 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,17 +104,23 @@ class Pane:
     version: str
     width: int
     height: int
+    # the state the last wait reached (its predicate, name and settle), until a save has saved it
+    reached: tuple[Pred, str, bool] | None = field(default=None, repr=False)
 
     def cap(self, scrollback: int = 0) -> H.Capture:
         return self.rig.tmux.capture(self.pane, scrollback=scrollback)
 
-    def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True) -> H.Capture:
-        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing."""
+    def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True,
+             scrollback: int = 0) -> H.Capture:
+        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing. With
+        ``scrollback``, each capture has that much history above the screen (``pred`` is given the
+        visible screen alone), so the capture returned is the very one the state was seen in."""
         deadline = time.monotonic() + timeout
         last: H.Capture | None = None
+        self.reached = (pred, what, settle)
         while True:
-            cap = self.cap()
-            if pred(cap):
+            cap = self.cap(scrollback=scrollback)
+            if pred(visible(cap) if scrollback else cap):
                 if not settle:
                     return cap
                 if last is not None and last.text == cap.text and last.cursor == cap.cursor:
@@ -140,6 +146,7 @@ class Pane:
             drawn = self.cap()
         if pred(drawn):
             return self.wait(pred, what, timeout=timeout, settle=settle)
+        self.reached = None
         reason = f"{what}: not drawn by {self.harness_dir} {self.version} (it went straight past)"
         self.rig.not_drawn.append({"state": state, "width": self.width, "reason": reason})
         print(f"  not drawn: {state} ({reason})", flush=True)
@@ -160,10 +167,17 @@ class Pane:
         self.rig.tmux.paste(self.pane, text)
 
     def save(self, number: int, state: str, expected: dict[str, object], note: str,
-             scrollback: int = SCROLLBACK, cap: H.Capture | None = None) -> None:
-        """Write NN_<state>_<width>.txt/.json. ``cap`` (the screen the wait saw) is re-captured with
-        scrollback; for moving screens pass ``settle=False`` to the wait and save at once."""
-        full = self.cap(scrollback=scrollback)
+             scrollback: int = SCROLLBACK) -> None:
+        """Write NN_<state>_<width>.txt/.json: a capture with scrollback in which the state the last
+        wait reached holds again (settled as that wait was), never a screen drawn after it (a
+        program redrawing, or a frame half drawn on a loaded machine); for moving screens pass
+        ``settle=False`` to the wait."""
+        if self.reached is not None:
+            pred, what, settle = self.reached
+            full = self.wait(pred, what, settle=settle, scrollback=scrollback)
+            self.reached = None
+        else:
+            full = self.cap(scrollback=scrollback)
         lines = full.text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -253,6 +267,12 @@ class Rig:
             print(f"kept {self.root}")
         else:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def visible(cap: H.Capture) -> H.Capture:
+    """A capture with scrollback cut to its visible screen (the last ``height`` lines)."""
+    lines = cap.text.removesuffix("\n").split("\n")
+    return replace(cap, text="\n".join(lines[-cap.height:]) + "\n")
 
 
 def clear_composer(p: Pane, empty: Pred, what: str, settle: bool = True) -> H.Capture:
