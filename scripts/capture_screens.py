@@ -96,6 +96,18 @@ def expect(harness: str, activity: str, composer: str, question: dict[str, objec
 # --------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reached:
+    """A state a wait saw: its predicate, name and settling, and the capture (with ``scrollback``
+    lines of history) it held in."""
+
+    pred: Pred
+    what: str
+    settle: bool
+    scrollback: int
+    capture: H.Capture
+
+
 @dataclass
 class Pane:
     rig: Rig
@@ -104,28 +116,28 @@ class Pane:
     version: str
     width: int
     height: int
-    # the state the last wait reached (its predicate, name and settle), until a save has saved it
-    reached: tuple[Pred, str, bool] | None = field(default=None, repr=False)
+    # the state the last wait reached, until a save has saved it or input was sent
+    reached: Reached | None = field(default=None, repr=False)
 
     def cap(self, scrollback: int = 0) -> H.Capture:
         return self.rig.tmux.capture(self.pane, scrollback=scrollback)
 
     def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True,
-             scrollback: int = 0) -> H.Capture:
-        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing. With
-        ``scrollback``, each capture has that much history above the screen (``pred`` is given the
-        visible screen alone), so the capture returned is the very one the state was seen in."""
+             scrollback: int = SCROLLBACK) -> H.Capture:
+        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing. Returns
+        the visible screen; each capture is taken with ``scrollback`` lines of history (``pred`` sees
+        the visible screen alone), and the one the state was seen in is kept for :meth:`save`."""
         deadline = time.monotonic() + timeout
         last: H.Capture | None = None
-        self.reached = (pred, what, settle)
+        self.reached = None
         while True:
-            cap = self.cap(scrollback=scrollback)
-            if pred(visible(cap) if scrollback else cap):
-                if not settle:
+            full = self.cap(scrollback=scrollback)
+            cap = visible(full)
+            if pred(cap):
+                if not settle or (last is not None and last.text == full.text and last.cursor == full.cursor):
+                    self.reached = Reached(pred, what, settle, scrollback, full)
                     return cap
-                if last is not None and last.text == cap.text and last.cursor == cap.cursor:
-                    return cap
-                last = cap
+                last = full
                 time.sleep(0.35)
                 continue
             last = None
@@ -153,9 +165,11 @@ class Pane:
         return None
 
     def type(self, text: str) -> None:
+        self.reached = None  # the screen is about to change
         self.rig.tmux.type(self.pane, text)
 
     def keys(self, *keys: str) -> None:
+        self.reached = None
         self.rig.tmux.keys(self.pane, *keys)
 
     def submit(self, text: str) -> None:
@@ -164,20 +178,22 @@ class Pane:
         self.keys("Enter")
 
     def paste(self, text: str) -> None:
+        self.reached = None
         self.rig.tmux.paste(self.pane, text)
 
     def save(self, number: int, state: str, expected: dict[str, object], note: str,
              scrollback: int = SCROLLBACK) -> None:
-        """Write NN_<state>_<width>.txt/.json: a capture with scrollback in which the state the last
-        wait reached holds again (settled as that wait was), never a screen drawn after it (a
-        program redrawing, or a frame half drawn on a loaded machine); for moving screens pass
-        ``settle=False`` to the wait."""
-        if self.reached is not None:
-            pred, what, settle = self.reached
-            full = self.wait(pred, what, settle=settle, scrollback=scrollback)
-            self.reached = None
-        else:
-            full = self.cap(scrollback=scrollback)
+        """Write NN_<state>_<width>.txt/.json from the very capture the last wait saw its state
+        (settled) in, never one taken after it (a program redrawing, or a frame half drawn on a
+        loaded machine); for moving screens pass ``settle=False`` to the wait. A save with more
+        scrollback than the wait took waits for the state again with it; one after input with no
+        wait (none here) captures the screen as it is."""
+        reached = self.reached
+        if reached is not None and reached.scrollback != scrollback:
+            self.wait(reached.pred, reached.what, settle=reached.settle, scrollback=scrollback)
+            reached = self.reached
+        full = reached.capture if reached is not None else self.cap(scrollback=scrollback)
+        self.reached = None
         lines = full.text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
