@@ -83,8 +83,8 @@ def test_an_agent_screen_tail_has_tokens_and_codes_cut_out(daemon: DaemonProcess
     code = daemon.api("POST", "/api/login-codes", {})["code"]
     # the draft ends in a word that is no credential (the space ends the code): once the reader's tail
     # shows the composer ending in it, the tail holds the whole draft, however slowly it was typed,
-    # drawn and captured (the draft just fits the 120-column pane)
-    draft = f"{shown.token} http://127.0.0.1:{daemon.port}/login?code={code} end"
+    # drawn and captured (it fits the 160-column pane on one line)
+    draft = f"token {shown.token} url http://127.0.0.1:{daemon.port}/login?code={code} end"
     tmux.tmux("send-keys", "-t", shown.pane, "-l", draft)  # left in its composer, on screen
 
     def tail() -> str:
