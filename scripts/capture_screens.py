@@ -40,7 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +96,18 @@ def expect(harness: str, activity: str, composer: str, question: dict[str, objec
 # --------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reached:
+    """A state a wait saw: its predicate, name and settling, and the capture (with ``scrollback``
+    lines of history) it held in."""
+
+    pred: Pred
+    what: str
+    settle: bool
+    scrollback: int
+    capture: H.Capture
+
+
 @dataclass
 class Pane:
     rig: Rig
@@ -104,22 +116,28 @@ class Pane:
     version: str
     width: int
     height: int
+    # the state the last wait reached, until a save has saved it or input was sent
+    reached: Reached | None = field(default=None, repr=False)
 
     def cap(self, scrollback: int = 0) -> H.Capture:
         return self.rig.tmux.capture(self.pane, scrollback=scrollback)
 
-    def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True) -> H.Capture:
-        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing."""
+    def wait(self, pred: Pred, what: str, timeout: float = 30.0, settle: bool = True,
+             scrollback: int = SCROLLBACK) -> H.Capture:
+        """Poll until ``pred`` holds; with ``settle``, also until the screen stops changing. Returns
+        the visible screen; each capture is taken with ``scrollback`` lines of history (``pred`` sees
+        the visible screen alone), and the one the state was seen in is kept for :meth:`save`."""
         deadline = time.monotonic() + timeout
         last: H.Capture | None = None
+        self.reached = None
         while True:
-            cap = self.cap()
+            full = self.cap(scrollback=scrollback)
+            cap = visible(full)
             if pred(cap):
-                if not settle:
+                if not settle or (last is not None and last.text == full.text and last.cursor == full.cursor):
+                    self.reached = Reached(pred, what, settle, scrollback, full)
                     return cap
-                if last is not None and last.text == cap.text and last.cursor == cap.cursor:
-                    return cap
-                last = cap
+                last = full
                 time.sleep(0.35)
                 continue
             last = None
@@ -140,15 +158,18 @@ class Pane:
             drawn = self.cap()
         if pred(drawn):
             return self.wait(pred, what, timeout=timeout, settle=settle)
+        self.reached = None
         reason = f"{what}: not drawn by {self.harness_dir} {self.version} (it went straight past)"
         self.rig.not_drawn.append({"state": state, "width": self.width, "reason": reason})
         print(f"  not drawn: {state} ({reason})", flush=True)
         return None
 
     def type(self, text: str) -> None:
+        self.reached = None  # the screen is about to change
         self.rig.tmux.type(self.pane, text)
 
     def keys(self, *keys: str) -> None:
+        self.reached = None
         self.rig.tmux.keys(self.pane, *keys)
 
     def submit(self, text: str) -> None:
@@ -157,13 +178,22 @@ class Pane:
         self.keys("Enter")
 
     def paste(self, text: str) -> None:
+        self.reached = None
         self.rig.tmux.paste(self.pane, text)
 
     def save(self, number: int, state: str, expected: dict[str, object], note: str,
-             scrollback: int = SCROLLBACK, cap: H.Capture | None = None) -> None:
-        """Write NN_<state>_<width>.txt/.json. ``cap`` (the screen the wait saw) is re-captured with
-        scrollback; for moving screens pass ``settle=False`` to the wait and save at once."""
-        full = self.cap(scrollback=scrollback)
+             scrollback: int = SCROLLBACK) -> None:
+        """Write NN_<state>_<width>.txt/.json from the very capture the last wait saw its state
+        (settled) in, never one taken after it (a program redrawing, or a frame half drawn on a
+        loaded machine); for moving screens pass ``settle=False`` to the wait. A save with more
+        scrollback than the wait took waits for the state again with it; one after input with no
+        wait (none here) captures the screen as it is."""
+        reached = self.reached
+        if reached is not None and reached.scrollback != scrollback:
+            self.wait(reached.pred, reached.what, settle=reached.settle, scrollback=scrollback)
+            reached = self.reached
+        full = reached.capture if reached is not None else self.cap(scrollback=scrollback)
+        self.reached = None
         lines = full.text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -253,6 +283,12 @@ class Rig:
             print(f"kept {self.root}")
         else:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def visible(cap: H.Capture) -> H.Capture:
+    """A capture with scrollback cut to its visible screen (the last ``height`` lines)."""
+    lines = cap.text.removesuffix("\n").split("\n")
+    return replace(cap, text="\n".join(lines[-cap.height:]) + "\n")
 
 
 def clear_composer(p: Pane, empty: Pred, what: str, settle: bool = True) -> H.Capture:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -27,9 +28,13 @@ def agents(daemon: DaemonProcess, *names: str, connect: str = "collaborate") -> 
     return handles
 
 
-def make_busy(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle, seconds: int) -> None:
-    """Start a turn of ``seconds`` in the stand-in agent, typed by hand, and wait until it reads busy."""
-    tmux.tmux("send-keys", "-t", agent.pane, "-l", f"/busy {seconds}")
+def make_busy(daemon: DaemonProcess, tmux: TmuxServer, agent: AgentHandle, seconds: int | Path) -> None:
+    """Start a turn in the stand-in agent, typed by hand, and wait until it reads busy: of ``seconds``,
+    or, given a path, one that lasts until the test removes that file (created here)."""
+    if isinstance(seconds, Path):
+        seconds.touch()
+    turn = f"/busy-while {seconds}" if isinstance(seconds, Path) else f"/busy {seconds}"
+    tmux.tmux("send-keys", "-t", agent.pane, "-l", turn)
     tmux.tmux("send-keys", "-t", agent.pane, "Enter")
     wait_for(lambda: daemon.agent_view(agent.pane)["activity"] == "busy", 10, f"{agent.name} busy")
 
@@ -197,14 +202,16 @@ def test_unknown_bearer_token_is_401_and_owner_token_is_refused_on_mcp(daemon: D
         assert response.status_code == 401
 
 
-def test_daemon_restart_keeps_outcomes_and_delivers_queued_once(daemon: DaemonProcess, tmux: TmuxServer) -> None:
+def test_daemon_restart_keeps_outcomes_and_delivers_queued_once(daemon: DaemonProcess, tmux: TmuxServer, tmp_path: Path) -> None:
     a, b = agents(daemon, "a", "b")
-    make_busy(daemon, tmux, b, 6)
+    turn = tmp_path / "b-busy"
+    make_busy(daemon, tmux, b, turn)  # B stays busy however long the daemon takes to come back
     run(send, daemon, a, b.address, "survives a restart", "m-restart")
     daemon.api("POST", f"/api/cards/{daemon.wait_card()['id']}/approve", {"pair": True})
     daemon.stop(signal.SIGKILL)
     daemon.start()
     assert run(get_message, daemon, a, "m-restart")["outcome"] == "queued"
+    turn.unlink()  # B's turn ends: the queued message is delivered now
     wait_for(lambda: len(b.prompts()) == 2, 20, "delivery after restart")
     assert run(get_message, daemon, a, "m-restart", 5.0)["outcome"] == "delivered"
     time.sleep(1.0)

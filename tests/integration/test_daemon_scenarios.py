@@ -108,6 +108,11 @@ def test_restart_to_connect_relaunches_onto_the_same_session_connected(daemon: D
     assert any(a.startswith("--mcp-config") for a in line["argv"])
     after = wait_for(lambda: (v := daemon.agent_view(c.pane))["connect"] == "observe" and v, 30, "connected")
     assert after["pane"] == before["pane"] and after["address"] != before["address"]  # same pane, new process
+    # the new process is connected from its start (the respawn binds its token); the restart goes on
+    # to restore the pane's option and closes only once that is done
+    closed = wait_for(lambda: [r["outcome"] for r in daemon.api("GET", "/api/audit?limit=1000")
+                               if r["action"] == "restart.close"], 30, "the restart closed")
+    assert closed == ["restarted"]
     assert _restart_option(tmux, c.pane) == ""  # the pane's own remain-on-exit (unset) is back
 
     async def whoami() -> tuple[bool, object]:

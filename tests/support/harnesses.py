@@ -281,8 +281,10 @@ class Tmux:
         self.socket = f"{prefix}-{uuid.uuid4().hex[:10]}"
 
     def run(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        # no COLUMNS/LINES of the runner (pytest-xdist sets 80x24): the server's panes inherit its environment
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         proc = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], capture_output=True,
-                              text=True, input=input, timeout=30)
+                              text=True, input=input, timeout=30, env=env)
         if check and proc.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout

@@ -26,14 +26,19 @@ from connectd.tmux.procfs import alive
 
 T = TypeVar("T")
 
+#: The runner's terminal size variables, kept out of every test tmux server (see TmuxServer.env).
+RUNNER_SIZE = ("COLUMNS", "LINES")
+
 
 class TmuxServer:
     def __init__(self, prefix: str = "connect-test", *, tmux_bin: str = "tmux") -> None:
         self.socket_name = f"{prefix}-{os.getpid()}-{secrets.token_hex(4)}"
         self.argv: list[str] = [tmux_bin, "-u", "-L", self.socket_name, "-f", "/dev/null"]
         self.server_pid: int | None = None
-        # Clients must not think they are nested in the developer's own tmux.
-        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        # Clients must not think they are nested in the developer's own tmux; and the server (whose
+        # environment every pane inherits) must not pass on the runner's COLUMNS/LINES (pytest-xdist
+        # sets 80x24 in its workers), or a program sizes itself by them instead of by its pane.
+        self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", *RUNNER_SIZE)}
 
     def __enter__(self) -> TmuxServer:
         return self

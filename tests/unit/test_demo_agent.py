@@ -1,6 +1,10 @@
-"""The stand-in agent reads a bracketed paste as one, however the terminal splits it into reads."""
+"""The stand-in agent reads a bracketed paste as one, however the terminal splits it into reads; a
+``/busy-while`` turn lasts exactly as long as its file."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +25,19 @@ def test_a_paste_split_across_reads_is_one_prompt(cuts: tuple[int, ...], monkeyp
     for piece in pieces:
         assert agent.feed(piece)
     assert prompts == [text] and agent.composer == "" and not agent.pasting
+
+
+def test_a_busy_while_turn_lasts_until_its_file_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claim: the turn is busy (typing ignored) while the file exists, however long, and ends at once
+    when the test removes it, with its reply."""
+    monkeypatch.delenv("DEMO_AGENT_LOG", raising=False)
+    flag = tmp_path / "busy"
+    flag.touch()
+    agent = Agent([])
+    assert agent.feed(f"/busy-while {flag}\r")
+    agent.release_held_turn()
+    assert time.monotonic() < agent.busy_until and agent.feed("typed") and agent.composer == ""
+    flag.unlink()
+    agent.release_held_turn()
+    assert time.monotonic() >= agent.busy_until and agent.busy_while is None
+    assert agent.feed("typed") and agent.composer == "typed"

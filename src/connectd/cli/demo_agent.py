@@ -4,8 +4,9 @@ It renders a screen shaped like Claude Code's (a ``❯`` composer between two ru
 while a turn runs, a numbered permission dialog), reads the terminal raw (bracketed paste included),
 and appends every submitted prompt to ``$DEMO_AGENT_LOG`` as one JSON line, so a test can check
 exactly what was typed and when. It is started through a wrapper named ``claude`` (``exec -a
-claude``), accepts and ignores Claude Code's flags, and understands three prompts of its own:
-``/busy N`` (a turn of N seconds), ``/dialog`` (a permission question) and ``/exit``.
+claude``), accepts and ignores Claude Code's flags, and understands prompts of its own: ``/busy N``
+(a turn of N seconds), ``/busy-while PATH`` (a turn that lasts while the file PATH exists, so a test
+ends it when it means to, never at a fixed time), ``/dialog`` (a permission question) and ``/exit``.
 
 With ``DEMO_AGENT_LOOK=codex`` (the ``codex`` wrapper of :func:`install_wrapper`) it draws a screen
 shaped like Codex's instead (its session banner, a ``›`` composer with the placeholder, the status
@@ -34,6 +35,7 @@ from pathlib import Path
 
 RULE = "─"
 BUSY_DEFAULT = float(os.environ.get("DEMO_BUSY_SECONDS", "1.5"))
+HELD_TURN = 24 * 3600.0  # a /busy-while turn's nominal length: it ends when its file is removed
 PINS = {"claude": "2.1.332", "codex": "0.171.0"}  # the releases whose screens this stand-in draws
 
 
@@ -51,6 +53,7 @@ class Agent:
         self.composer = ""
         self.pasting, self.held = False, ""  # inside a bracketed paste; a read's tail that may be its end marker
         self.busy_until = 0.0
+        self.busy_while: str | None = None  # a /busy-while turn's file: the turn lasts while it exists
         self.dialog: str | None = None
         self.pending_reply: str | None = None
         self.last_frame = ""
@@ -157,6 +160,10 @@ class Agent:
             seconds = float(words[1]) if len(words) > 1 else BUSY_DEFAULT
             self.busy_until = time.monotonic() + seconds
             self.pending_reply = f"⏺ Worked for {seconds:g}s."
+        elif words[0] == "/busy-while" and len(words) > 1:
+            self.busy_while = words[1]
+            self.busy_until = time.monotonic() + HELD_TURN
+            self.pending_reply = "⏺ Worked until released."
         elif words[0] == "/dialog":
             self.dialog = "Bash command: " + (" ".join(words[1:]) or "rm -rf build")
         else:
@@ -166,6 +173,11 @@ class Agent:
             seconds = max(1, round(self.busy_until - time.monotonic()))
             self.pending_reply = "• " + self.pending_reply[2:] + f"\n\n─ Worked for {seconds}s " + "─" * 20
         return True
+
+    def release_held_turn(self) -> None:
+        """A /busy-while turn ends once its file is gone."""
+        if self.busy_while is not None and not os.path.exists(self.busy_while):
+            self.busy_while, self.busy_until = None, min(self.busy_until, time.monotonic())
 
     def _pasted(self, text: str) -> None:
         if self.dialog is None and time.monotonic() >= self.busy_until:
@@ -240,6 +252,7 @@ def main() -> int:
     sys.stdout.write("\x1b[?2004h")  # bracketed paste on, as agent TUIs do
     try:
         while True:
+            agent.release_held_turn()
             agent.render()
             # Wake at the turn's end, not at the next quarter second: a 0.2 s turn lasts 0.2 s.
             wait = 0.25
