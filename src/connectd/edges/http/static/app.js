@@ -1173,14 +1173,18 @@
 
   function onEvent(item) {
     switch (item.topic) {
+      // a card opened or answered, a message settled: what an agent's messages wait for (its
+      // "waiting" line, part of GET /api/agents) changed with it
       case "card":
         schedule("cards", 30);
         schedule("messages", 300);
+        schedule("agents", 80);
         break;
       case "message":
       case "inbox":
         schedule("messages", 200);
         schedule("cards", 100);
+        schedule("agents", 80);
         break;
       case "needs":
         schedule("needs", 30);
