@@ -261,9 +261,13 @@ def test_a_failed_guard_is_the_core_s_to_judge(w: World) -> None:
     longer holds gets nothing."""
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
+    w.now += 1
     effects = w.step(H.GuardFailed(w.now, key, b.incarnation, "typing failed: can't find pane"))
     assert effects == () and w.message(key).state is MessageState.READY
-    assert w.hub.panes[b.pane].arming is not Arming.ARMED
+    assert w.message(key).reason == "screen changed before typing"
+    # the failure is the pane's newest reading, not ready and of no screen, from the failure's time
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.BUSY, Seen(False, "", w.now), w.now)
+    assert w.hub.guards == {} and w.hub.attempts == {}
     w.now += 1
     w.idle(b, fingerprint="fp-again")  # the pane read again: guarded anew
     assert w.message(key).state is MessageState.GUARDING
