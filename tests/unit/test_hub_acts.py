@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from connectcore import control as C
+from connectcore import grants
 from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
@@ -316,3 +317,21 @@ def test_an_act_is_read_only_by_its_caller_s_merge_group_the_hub_s_copy_and_a_st
     assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) is None  # not merged yet
     w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # merged into a's principal
     assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) == row
+
+
+def test_a_control_whose_newest_token_was_revoked_is_not_restored_whatever_order_the_book_holds() -> None:
+    """The token check of control_to_restore on its own (grants.revoke also clears the role, so the
+    book is edited by hand: control still marked, the newest token by issue time revoked): not restored,
+    whether the book holds its tokens in issue order or in reverse; the newest token ended: restored."""
+    w = World()
+    first = w.launch("ctl", Preset.OFF, control=True, session=("claude", "s-ctl"))
+    w.step(H.PaneGone(w.now, first.pane, first.incarnation))
+    w.now += 1
+    w.launch("ctl-again", Preset.OFF, session=("claude", "s-ctl"))  # resumed: a second token, issued later
+    book = w.hub.book
+    older, newer = sorted(book.tokens.values(), key=lambda t: t.issued_at)
+    assert older.issued_at < newer.issued_at
+    for state, restored in ((grants.TokenState.REVOKED, False), (grants.TokenState.ENDED, True)):
+        tokens = {older.token_hash: older, newer.token_hash: replace(newer, state=state)}
+        for order in (tokens, dict(reversed(tokens.items()))):
+            assert hub_acts.control_to_restore(replace(book, tokens=order), ("claude", "s-ctl")) is restored
