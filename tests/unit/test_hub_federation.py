@@ -189,10 +189,13 @@ def test_the_guard_cancels_a_remote_message_whose_pairing_was_removed(world: Wor
     assert world.hub.inbox is not None
     removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
     world.hub = H.replace(world.hub, inbox=removed)
+    world.now += 5
     effects = world.guard(key, to)
     done = world.hub.messages[key]
     assert (done.state, done.reason) == (MessageState.CANCELLED, f"pairing with box {A} removed")
     assert not any(isinstance(e, TypeText) for e in effects)
+    assert done.final_at == world.now  # the outcome is stamped with the guard's time, and so is its record
+    assert [e.at for e in effects if isinstance(e, H.Audit)] == [world.now]
 
 
 def test_a_remote_message_whose_handle_moved_is_judged_with_no_sender_scope(world: World) -> None:
