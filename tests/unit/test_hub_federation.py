@@ -348,8 +348,9 @@ def test_the_sender_box_s_own_rules_refuse_before_admission_and_store_nothing(se
         assert refused.value.reason == reason
         assert w.hub.outbox == before.outbox and w.hub.sent == before.sent and w.hub.pair_sent == before.pair_sent
     submit(w, me, "m-4", "x" * limit)  # exactly at the cap: admitted
-    with pytest.raises(H.CallRefused, match="already used"):  # a local message cannot reuse a remote id
+    with pytest.raises(H.CallRefused, match="already used") as reused:  # a local message cannot reuse a remote id
         w.send(me, local, message_id="m-1")
+    assert reused.value.reason == "duplicate_id" and str(reused.value).endswith("(sent to another box)")
 
 
 def test_receipts_move_the_row_and_wake_the_sender_and_the_final_is_the_receiver_s(sender_box: World) -> None:
