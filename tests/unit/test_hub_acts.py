@@ -335,3 +335,24 @@ def test_a_control_whose_newest_token_was_revoked_is_not_restored_whatever_order
         tokens = {older.token_hash: older, newer.token_hash: replace(newer, state=state)}
         for order in (tokens, dict(reversed(tokens.items()))):
             assert hub_acts.control_to_restore(replace(book, tokens=order), ("claude", "s-ctl")) is restored
+
+
+def test_the_control_handle_points_at_the_one_running_control_s_live_token() -> None:
+    """control_pane: (pane, incarnation) of the running control's live token; None with no control
+    running, or with two (the handle is then not guessed)."""
+    w = World()
+    w.launch("worker", Preset.COLLABORATE)
+    assert hub_acts.control_pane(w.hub.book) is None  # no control
+    ctl = w.launch("ctl", Preset.OFF, control=True, session=("claude", "s-ctl"))
+    assert hub_acts.control_pane(w.hub.book) == (ctl.pane, ctl.incarnation)
+    w.step(H.PaneGone(w.now, ctl.pane, ctl.incarnation))
+    assert hub_acts.control_pane(w.hub.book) is None  # its token ended
+    w.now += 1
+    again = w.launch("ctl-again", Preset.OFF, session=("claude", "s-ctl"), pane="%8")
+    assert hub_acts.control_pane(w.hub.book) == (again.pane, again.incarnation) == ("%8", again.incarnation)
+    book = w.hub.book
+    (live,) = [t for t in book.tokens.values() if t.state is grants.TokenState.LIVE and t.pane_id == again.pane]
+    other = replace(live, token_hash="tok-other", principal="p-other", pane_id="%9", incarnation="inc-other")
+    two = replace(book, tokens={**book.tokens, other.token_hash: other},
+                  principals={**book.principals, "p-other": replace(book.principals[live.principal], id="p-other")})
+    assert hub_acts.control_pane(two) is None  # two controls live: no single pane
