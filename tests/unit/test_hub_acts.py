@@ -356,3 +356,29 @@ def test_the_control_handle_points_at_the_one_running_control_s_live_token() -> 
     two = replace(book, tokens={**book.tokens, other.token_hash: other},
                   principals={**book.principals, "p-other": replace(book.principals[live.principal], id="p-other")})
     assert hub_acts.control_pane(two) is None  # two controls live: no single pane
+
+
+@pytest.mark.parametrize(
+    ("error", "detail", "state", "recorded"),
+    [
+        ("", "", C.ActState.DONE, "done"),  # ran, nothing to add: "done"
+        ("", "window @3", C.ActState.DONE, "window @3"),  # ran: what it did
+        ("pane gone", "", C.ActState.FAILED, "pane gone"),  # failed: why
+    ],
+)
+def test_an_executed_act_records_its_outcome_at_the_execution_s_time(
+    error: str, detail: str, state: C.ActState, recorded: str
+) -> None:
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1"])
+    approve(w, act_id)
+    w.step(H.ActGuarded(w.now, act_id, pure.incarnation, QUESTION))
+    w.now += 7
+    effects = w.step(H.ActExecuted(w.now, act_id, error=error, detail=detail))
+    act = w.hub.acts[act_id]
+    assert (act.state, act.detail, act.final_at) == (state, recorded, w.now)
+    audit = effects[-1]
+    assert isinstance(audit, Audit)
+    assert (audit.outcome, audit.detail, audit.at) == (state.value, f"role=control tier=2 {recorded}", w.now)
+    assert w.step(H.ActExecuted(w.now, act_id)) == ()  # once only
+    assert w.step(H.ActExecuted(w.now, "act-unknown")) == ()
