@@ -382,3 +382,14 @@ def test_an_executed_act_records_its_outcome_at_the_execution_s_time(
     assert (audit.outcome, audit.detail, audit.at) == (state.value, f"role=control tier=2 {recorded}", w.now)
     assert w.step(H.ActExecuted(w.now, act_id)) == ()  # once only
     assert w.step(H.ActExecuted(w.now, "act-unknown")) == ()
+
+
+def test_close_pane_and_a_handoff_to_a_closed_session_run_as_their_one_effect() -> None:
+    w, ctl, pure, _ = world()
+    close = propose(w, ctl, C.Tool.CLOSE_PANE, pure)
+    approve(w, close)
+    assert w.step(H.ActGuarded(w.now, close, pure.incarnation))[-1] == ClosePane(close, pure.pane, pure.incarnation)
+    handoff = propose(w, ctl, C.Tool.HANDOFF, None, harness="claude", session_id="s-1", cwd="/src/a", text="go on")
+    approve(w, handoff)
+    opened = w.step(H.ActGuarded(w.now, handoff, ""))[-1]
+    assert opened == OpenWindow(handoff, "claude", "/src/a", "off", session="s-1", message="go on")
