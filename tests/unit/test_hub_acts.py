@@ -24,7 +24,7 @@ from connectcore.effects import (
 )
 from connectcore.grants import Preset
 from connectcore.hub import acts as hub_acts
-from tests.unit.hubkit import Agent, World
+from tests.unit.hubkit import Agent, World, actor
 
 QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
 
@@ -393,3 +393,23 @@ def test_close_pane_and_a_handoff_to_a_closed_session_run_as_their_one_effect() 
     approve(w, handoff)
     opened = w.step(H.ActGuarded(w.now, handoff, ""))[-1]
     assert opened == OpenWindow(handoff, "claude", "/src/a", "off", session="s-1", message="go on")
+
+
+def test_the_guard_s_own_check_of_control_ends_the_act_with_its_record() -> None:
+    """The guard's own check that control is still connected, on its own (a gone pane or a revocation
+    cancels the act first, so the book is edited by hand: control's token ended under the lock)."""
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1"])
+    approve(w, act_id)
+    book = w.hub.book
+    ended = {h: replace(t, state=grants.TokenState.ENDED) if t.principal == ctl.principal else t for h, t in book.tokens.items()}
+    w.hub = replace(w.hub, book=replace(book, tokens=ended))
+    w.now += 4
+    effects = w.step(H.ActGuarded(w.now, act_id, pure.incarnation, QUESTION))
+    act = w.hub.acts[act_id]
+    assert (act.state, act.detail, act.final_at) == (C.ActState.CANCELLED, "control is no longer connected", w.now)
+    audit = effects[-1]
+    assert audit == hub_acts.act_audit(act, actor(w, ctl), "cancelled", w.now, "control is no longer connected")
+    assert isinstance(audit, Audit) and audit.actor == actor(w, ctl) and audit.at == w.now
+    assert audit.detail == "role=control tier=2 control is no longer connected"
+    assert not any(isinstance(e, PressKeys) for e in effects)
