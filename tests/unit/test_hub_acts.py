@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from connectcore import control as C
+from connectcore import grants
 from connectcore import hub as H
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
@@ -23,7 +24,7 @@ from connectcore.effects import (
 )
 from connectcore.grants import Preset
 from connectcore.hub import acts as hub_acts
-from tests.unit.hubkit import Agent, World
+from tests.unit.hubkit import Agent, World, actor
 
 QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
 
@@ -316,3 +317,99 @@ def test_an_act_is_read_only_by_its_caller_s_merge_group_the_hub_s_copy_and_a_st
     assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) is None  # not merged yet
     w.step(H.BindSession(w.now, again.principal, ("codex", "s1")))  # merged into a's principal
     assert hub_acts.act_for(w.hub, again.principal, "act-old", [row]) == row
+
+
+def test_a_control_whose_newest_token_was_revoked_is_not_restored_whatever_order_the_book_holds() -> None:
+    """The token check of control_to_restore on its own (grants.revoke also clears the role, so the
+    book is edited by hand: control still marked, the newest token by issue time revoked): not restored,
+    whether the book holds its tokens in issue order or in reverse; the newest token ended: restored."""
+    w = World()
+    first = w.launch("ctl", Preset.OFF, control=True, session=("claude", "s-ctl"))
+    w.step(H.PaneGone(w.now, first.pane, first.incarnation))
+    w.now += 1
+    w.launch("ctl-again", Preset.OFF, session=("claude", "s-ctl"))  # resumed: a second token, issued later
+    book = w.hub.book
+    older, newer = sorted(book.tokens.values(), key=lambda t: t.issued_at)
+    assert older.issued_at < newer.issued_at
+    for state, restored in ((grants.TokenState.REVOKED, False), (grants.TokenState.ENDED, True)):
+        tokens = {older.token_hash: older, newer.token_hash: replace(newer, state=state)}
+        for order in (tokens, dict(reversed(tokens.items()))):
+            assert hub_acts.control_to_restore(replace(book, tokens=order), ("claude", "s-ctl")) is restored
+
+
+def test_the_control_handle_points_at_the_one_running_control_s_live_token() -> None:
+    """control_pane: (pane, incarnation) of the running control's live token; None with no control
+    running, or with two (the handle is then not guessed)."""
+    w = World()
+    w.launch("worker", Preset.COLLABORATE)
+    assert hub_acts.control_pane(w.hub.book) is None  # no control
+    ctl = w.launch("ctl", Preset.OFF, control=True, session=("claude", "s-ctl"))
+    assert hub_acts.control_pane(w.hub.book) == (ctl.pane, ctl.incarnation)
+    w.step(H.PaneGone(w.now, ctl.pane, ctl.incarnation))
+    assert hub_acts.control_pane(w.hub.book) is None  # its token ended
+    w.now += 1
+    again = w.launch("ctl-again", Preset.OFF, session=("claude", "s-ctl"), pane="%8")
+    assert hub_acts.control_pane(w.hub.book) == (again.pane, again.incarnation) == ("%8", again.incarnation)
+    book = w.hub.book
+    (live,) = [t for t in book.tokens.values() if t.state is grants.TokenState.LIVE and t.pane_id == again.pane]
+    other = replace(live, token_hash="tok-other", principal="p-other", pane_id="%9", incarnation="inc-other")
+    two = replace(book, tokens={**book.tokens, other.token_hash: other},
+                  principals={**book.principals, "p-other": replace(book.principals[live.principal], id="p-other")})
+    assert hub_acts.control_pane(two) is None  # two controls live: no single pane
+
+
+@pytest.mark.parametrize(
+    ("error", "detail", "state", "recorded"),
+    [
+        ("", "", C.ActState.DONE, "done"),  # ran, nothing to add: "done"
+        ("", "window @3", C.ActState.DONE, "window @3"),  # ran: what it did
+        ("pane gone", "", C.ActState.FAILED, "pane gone"),  # failed: why
+    ],
+)
+def test_an_executed_act_records_its_outcome_at_the_execution_s_time(
+    error: str, detail: str, state: C.ActState, recorded: str
+) -> None:
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1"])
+    approve(w, act_id)
+    w.step(H.ActGuarded(w.now, act_id, pure.incarnation, QUESTION))
+    w.now += 7
+    effects = w.step(H.ActExecuted(w.now, act_id, error=error, detail=detail))
+    act = w.hub.acts[act_id]
+    assert (act.state, act.detail, act.final_at) == (state, recorded, w.now)
+    audit = effects[-1]
+    assert isinstance(audit, Audit)
+    assert (audit.outcome, audit.detail, audit.at) == (state.value, f"role=control tier=2 {recorded}", w.now)
+    assert w.step(H.ActExecuted(w.now, act_id)) == ()  # once only
+    assert w.step(H.ActExecuted(w.now, "act-unknown")) == ()
+
+
+def test_close_pane_and_a_handoff_to_a_closed_session_run_as_their_one_effect() -> None:
+    w, ctl, pure, _ = world()
+    close = propose(w, ctl, C.Tool.CLOSE_PANE, pure)
+    approve(w, close)
+    assert w.step(H.ActGuarded(w.now, close, pure.incarnation))[-1] == ClosePane(close, pure.pane, pure.incarnation)
+    handoff = propose(w, ctl, C.Tool.HANDOFF, None, harness="claude", session_id="s-1", cwd="/src/a", text="go on")
+    approve(w, handoff)
+    opened = w.step(H.ActGuarded(w.now, handoff, ""))[-1]
+    assert opened == OpenWindow(handoff, "claude", "/src/a", "off", session="s-1", message="go on")
+
+
+def test_the_guard_s_own_check_of_control_ends_the_act_with_its_record() -> None:
+    """The guard's own check that control is still connected, on its own (a gone pane or a revocation
+    cancels the act first, so the book is edited by hand: control's token ended under the lock)."""
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.SEND_KEYS, pure, QUESTION, keys=["1"])
+    approve(w, act_id)
+    book = w.hub.book
+    ended = {h: replace(t, state=grants.TokenState.ENDED) if t.principal == ctl.principal else t for h, t in book.tokens.items()}
+    w.hub = replace(w.hub, book=replace(book, tokens=ended))
+    w.now += 4
+    effects = w.step(H.ActGuarded(w.now, act_id, pure.incarnation, QUESTION))
+    act = w.hub.acts[act_id]
+    assert (act.state, act.detail, act.final_at) == (C.ActState.CANCELLED, "control is no longer connected", w.now)
+    audit = effects[-1]
+    assert audit == hub_acts.act_audit(act, actor(w, ctl), "cancelled", w.now, "control is no longer connected")
+    assert isinstance(audit, Audit) and audit.actor == actor(w, ctl) and audit.at == w.now
+    assert audit.detail == "role=control tier=2 control is no longer connected"
+    assert not any(isinstance(e, PressKeys) for e in effects)

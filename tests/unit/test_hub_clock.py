@@ -10,6 +10,7 @@ from connectcore.consent import CardState, Decision
 from connectcore.delivery import MessageState
 from connectcore.effects import (
     Audit,
+    CheckGuard,
     Notify,
     Persist,
 )
@@ -48,6 +49,23 @@ def test_the_id_hour_expires_queued_messages_at_its_exact_end_and_releases_them(
     assert done.final_at == w.now
     assert [type(e) for e in effects] == [Persist, Audit, Notify]
     assert key not in w.hub.messages and ref not in w.hub.refs
+
+
+def test_a_message_at_the_exact_end_of_its_hour_is_not_guarded(w: World) -> None:
+    """An idle at ``expires_at`` itself starts no guard (the tick at that moment expires the message);
+    a moment before, it does."""
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.now = w.message(key).expires_at
+    assert w.idle(b) == () and w.hub.panes[b.pane].armed  # armed, and no guard
+    assert w.message(key).state is MessageState.READY
+    w2 = World()
+    a2, b2 = w2.launch("a"), w2.launch("b")
+    k2 = w2.send(a2, b2)
+    w2.decide(k2)
+    w2.now = w2.message(k2).expires_at - 0.001
+    assert [e for e in w2.idle(b2) if isinstance(e, CheckGuard)] == [CheckGuard(b2.pane, b2.incarnation, k2)]
 
 
 def test_guarding_and_typing_messages_outlive_the_hour_until_their_outcome(w: World) -> None:

@@ -224,10 +224,13 @@ def test_the_guard_cancels_a_remote_message_whose_pairing_was_removed(world: Wor
     assert world.hub.inbox is not None
     removed, _ = I.pairing_removed(world.hub.inbox, PAIRING, now=world.now)
     world.hub = H.replace(world.hub, inbox=removed)
+    world.now += 5
     effects = world.guard(key, to)
     done = world.hub.messages[key]
     assert (done.state, done.reason) == (MessageState.CANCELLED, f"pairing with box {A} removed")
     assert not any(isinstance(e, TypeText) for e in effects)
+    assert done.final_at == world.now  # the outcome is stamped with the guard's time, and so is its record
+    assert [e.at for e in effects if isinstance(e, H.Audit)] == [world.now]
 
 
 def test_a_remote_message_whose_handle_moved_is_judged_with_no_sender_scope(world: World) -> None:
@@ -380,8 +383,9 @@ def test_the_sender_box_s_own_rules_refuse_before_admission_and_store_nothing(se
         assert refused.value.reason == reason
         assert w.hub.outbox == before.outbox and w.hub.sent == before.sent and w.hub.pair_sent == before.pair_sent
     submit(w, me, "m-4", "x" * limit)  # exactly at the cap: admitted
-    with pytest.raises(H.CallRefused, match="already used"):  # a local message cannot reuse a remote id
+    with pytest.raises(H.CallRefused, match="already used") as reused:  # a local message cannot reuse a remote id
         w.send(me, local, message_id="m-1")
+    assert reused.value.reason == "duplicate_id" and str(reused.value).endswith("(sent to another box)")
 
 
 def test_receipts_move_the_row_and_wake_the_sender_and_the_final_is_the_receiver_s(sender_box: World) -> None:

@@ -261,9 +261,13 @@ def test_a_failed_guard_is_the_core_s_to_judge(w: World) -> None:
     longer holds gets nothing."""
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
+    w.now += 1
     effects = w.step(H.GuardFailed(w.now, key, b.incarnation, "typing failed: can't find pane"))
     assert effects == () and w.message(key).state is MessageState.READY
-    assert w.hub.panes[b.pane].arming is not Arming.ARMED
+    assert w.message(key).reason == "screen changed before typing"
+    # the failure is the pane's newest reading, not ready and of no screen, from the failure's time
+    assert w.hub.panes[b.pane] == H.PaneView(b.incarnation, Arming.BUSY, Seen(False, "", w.now), w.now)
+    assert w.hub.guards == {} and w.hub.attempts == {}
     w.now += 1
     w.idle(b, fingerprint="fp-again")  # the pane read again: guarded anew
     assert w.message(key).state is MessageState.GUARDING
@@ -287,3 +291,16 @@ def test_the_guard_s_reading_counts_as_the_pane_s_next_observation_only_while_it
     assert not H.guard_reading_counts(w.hub, ("p-none", "m-none"))
     w.step(H.Revoke(w.now, a.principal))
     assert not H.guard_reading_counts(w.hub, key)
+
+
+def test_a_guard_that_fails_after_its_message_was_pruned_still_frees_the_pane(w: World) -> None:
+    """The sender revoked under the guard (the message cancelled, its guard still out), the message
+    pruned past its hour: the guard's failure, when it comes, takes the guard out of flight."""
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.step(H.Revoke(w.now, a.principal))
+    w.now += 7200
+    w.step(H.Tick(w.now))
+    assert key not in w.hub.messages and w.hub.guards == {b.pane: key}
+    assert w.step(H.GuardFailed(w.now, key, b.incarnation, "typing failed: can't find pane")) == ()
+    assert w.hub.guards == {}

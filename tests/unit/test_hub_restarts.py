@@ -12,7 +12,7 @@ from connectcore import hub as H
 from connectcore import restart as R
 from connectcore._machine import TransitionNotAllowed
 from connectcore.consent import Decision
-from connectcore.effects import Audit, CheckGuard, Effect, Persist, Respawn, TypeText
+from connectcore.effects import Audit, CheckGuard, Effect, Persist, Respawn
 from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.restart import RestartStep as S
 
@@ -461,8 +461,10 @@ def test_a_guard_answered_after_the_restart_began_types_nothing_and_the_message_
     assert any(isinstance(e, CheckGuard) for e in w.idle(b))
     begin(w, b)
     effects = w.guard(key, b)
-    assert not any(isinstance(e, TypeText) for e in effects)
-    assert w.message(key).state is H.MessageState.READY and b.pane not in w.hub.attempts
+    waiting = w.message(key)
+    assert effects == (Persist("message", key, waiting),)  # stored as waiting; nothing typed
+    assert waiting.state is H.MessageState.READY and waiting.reason == "the recipient is being restarted"
+    assert b.pane not in w.hub.attempts
 
 
 def test_a_restart_that_ends_untouched_gives_the_pane_back_to_delivery() -> None:

@@ -336,3 +336,19 @@ def test_launch_through_the_hub_stamps_the_time(w: World) -> None:
     principal = w.hub.book.principals["p-x"]
     assert principal.created_at == 55.0 and w.hub.book.tokens["tok-x"].issued_at == 55.0
     assert effects[-1].at == 55.0  # type: ignore[attr-defined]
+
+
+def test_the_hop_reads_the_merge_group_s_latest_received_message_by_its_time() -> None:
+    """A resumed agent is one merge group of two principals; what it received last is the newest by time,
+    whichever principal recorded it and whatever its conversation's name (it sets the next hop)."""
+    w = World()
+    first = w.launch("a", harness="codex", session=("codex", "s-a"))
+    w.step(H.PaneGone(w.now, first.pane, first.incarnation))
+    again = w.launch("a-again", harness="codex", pane="%7")
+    w.step(H.BindSession(w.now, again.principal, ("codex", "s-a")))  # merged into a's principal
+    members = sorted(H.grants.group(w.hub.book, again.principal))
+    assert len(members) == 2
+    for newest, older in (members, members[::-1]):
+        received = {newest: ("r-a", 3, 20.0), older: ("r-z", 1, 10.0)}
+        hub = H.replace(w.hub, last_received=received)
+        assert H.last_received(hub, first.principal) == H.last_received(hub, again.principal) == ("r-a", 3, 20.0)

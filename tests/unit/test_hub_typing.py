@@ -73,6 +73,32 @@ def test_typing_not_landed_is_unconfirmed_and_wakes_no_inbox(w: World) -> None:
     assert w2.message(k2).reason == "paste lost"
 
 
+def test_a_draft_left_after_typing_is_unconfirmed_and_opens_a_needs_you_item(w: World) -> None:
+    """The outcome's records and the Needs you item together: the draft adds to _finalize's effects."""
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.guard(key, b)
+    w.now += 2
+    effects = w.typed(key, False, draft=True)
+    ref = w.message(key).ref
+    needs = Notify("needs", (b.pane,), payload={"state": "open", "ref": ref})
+    assert effects == (*final_effects(w, key, "unconfirmed", "the text is still in the composer"), needs)
+    assert w.hub.drafts[b.pane].why == "typing was not confirmed; a draft is in the composer"
+
+
+def test_typing_observed_after_the_pane_went_is_unconfirmed_and_touches_no_pane(w: World) -> None:
+    """The pane vanished while its message was typing (the message waits for its confirmation): the
+    late confirmation ends the message and leaves the hub with no view of the pane."""
+    a, b = w.launch("a"), w.launch("b")
+    key = guarding(w, a, b)
+    w.guard(key, b)
+    w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+    assert w.message(key).state is MessageState.TYPING and b.pane not in w.hub.panes
+    effects = w.typed(key, False)
+    assert effects == final_effects(w, key, "unconfirmed", "the typed text is not visible")
+    assert b.pane not in w.hub.panes
+
+
 def test_typing_after_the_busy_screen_was_seen_adds_no_stale_screen(w: World) -> None:
     a, b = w.launch("a"), w.launch("b")
     key = guarding(w, a, b)
