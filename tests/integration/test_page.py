@@ -822,9 +822,11 @@ def test_an_agent_on_a_release_outside_the_matrix_is_marked_on_the_page(page: Pa
     a verified release shows as such, unmarked."""
     (verified,) = fleet(daemon, "ver")
     (unverified,) = fleet(daemon, "unv", env={"DEMO_AGENT_RELEASE": "2.1.999"})
-    mark = page.agent(unverified.pane).locator("[data-testid=release-note]")
+    # Until the release is read from its program the mark says "unknown release"; then it says this.
+    words = "unverified release: messages wait until its screens are read"
+    mark = page.agent(unverified.pane).locator("[data-testid=release-note]", has_text=words)
     mark.wait_for()
-    assert mark.inner_text().strip() == "unverified release: messages wait until its screens are read"
+    assert mark.inner_text().strip() == words
     assert mark.get_attribute("role") == "status"
     page.facts(unverified.pane).locator("dd", has_text="2.1.999 (unverified)").wait_for()
     page.facts(verified.pane).locator("dd", has_text="2.1.332 (verified)").wait_for()
