@@ -90,6 +90,10 @@ class Card:
     state: CardState = CardState.PENDING
     answered_by: str | None = None
     answered_at: float | None = None
+    # A remote sender's (docs/federation.md, R7): the name this box approved the pairing under and the
+    # pairing's pinned fingerprint, as the message arrived; None for a local sender.
+    sender_box: str | None = None
+    sender_fingerprint: str | None = None
 
 
 PairKey = tuple[str, str]  # (canonical sender principal, recipient incarnation token)

@@ -52,6 +52,7 @@ from connectcore._machine import ConnectError
 from connectcore.arming import Arming
 from connectcore.delivery import Message, MessageState
 from connectcore.effects import Audit
+from connectcore.federation import remote
 from connectcore.grants import GrantBook, Principal, Scope
 from connectcore.releases import ReleaseStatus
 from connectcore.screen import Activity, Composer
@@ -323,14 +324,17 @@ def card_view(hub: H.Hub, directory: D.Directory, card: consent.Card, windows: M
     def place(pane: str) -> str:
         return D.pane_place(pane, windows.get(pane, ""))
 
+    gone = card.sender_actor  # a local sender with no live token left: its actor
+    if card.sender_box is not None:  # a remote sender (never a live token here): its agent on its box
+        gone = remote.sender_words(card.sender_actor, box_name=card.sender_box, fingerprint=card.sender_fingerprint or "")
     return CardView(
         card=card,
         sender_pane=sender.pane_id if sender is not None else None,
-        sender_name=name(sender.pane_id, sender.incarnation) if sender is not None else card.sender_actor,
+        sender_name=name(sender.pane_id, sender.incarnation) if sender is not None else gone,
         recipient_name=name(card.recipient_pane, card.recipient_incarnation),
         words=consent.card_words(
             card,
-            sender=place(sender.pane_id) if sender is not None else card.sender_actor,
+            sender=place(sender.pane_id) if sender is not None else gone,
             recipient=place(card.recipient_pane),
             hop_limit=hub.limits.hop_limit,
             answers=answers,

@@ -89,6 +89,8 @@ class PersonCalls:
                 "recipient_pane": v.card.recipient_pane,
                 "recipient_window": windows.get(v.card.recipient_pane, ""),
                 "sender_name": v.sender_name,
+                "sender_box": v.card.sender_box,  # a remote sender's: the pairing's name here, its fingerprint
+                "sender_fingerprint": v.card.sender_fingerprint,
                 "recipient_name": v.recipient_name,
                 "text": v.card.text,
                 "hop": v.card.hop,

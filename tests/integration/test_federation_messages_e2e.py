@@ -2,9 +2,9 @@
 order slice 5; the setup is test_federation_pairing_e2e's: each ``connectd serve`` with its own data
 directory, HOME and tmux server, one ``nats-server`` with a user per box). Paired by the real CLI, an
 agent on box A sends to an agent on box B by its address qualified with B's name: A answers ``queued``;
-the card appears on B naming the remote agent (its box id in the sender) for B's pane; B's owner
-approves the pair; the text is typed once in B's pane under its provenance line naming box A; A's
-sender learns ``delivered`` from B's signed receipt."""
+the card appears on B naming the remote agent on box laptop with A's short fingerprint (API and
+CLI) for B's pane; B's owner approves the pair; the text is typed once in B's pane under its
+provenance line naming box A; A's sender learns ``delivered`` from B's signed receipt."""
 
 from __future__ import annotations
 
@@ -43,8 +43,14 @@ def test_an_agent_on_box_a_reaches_an_agent_on_box_b_once_with_consent_and_learn
 
     card = b.daemon.wait_card(30)
     assert card["recipient_pane"] == recipient.pane and card["text"] == "please run the tests\nand report"
-    sender_shown = [v for v in card.values() if isinstance(v, str) and v.startswith(f"box:{a.local.box_id}/agent:")]
-    assert sender_shown, card  # the remote agent, by its box
+    # the remote agent, on box A by the name B paired it under and A's fingerprint (short), never only the box id
+    fp = a.local.keys.fingerprint
+    shown = f" on box laptop ({' '.join(fp.split(' ')[:2])} …)"
+    assert (card["sender_box"], card["sender_fingerprint"]) == ("laptop", fp), card
+    assert card["sender_name"].startswith("agent:") and card["sender_name"].endswith(shown), card
+    assert card["words"]["approve_pair"].startswith(f"Approve pair: every message from {card['sender_name']} to ")
+    assert card["sender"].startswith(f"box:{a.local.box_id}/agent:")  # for the record: the audit actor
+    assert shown in b.text("cards")
     assert recipient.prompts() == []  # nothing typed before consent
     b.daemon.api("POST", f"/api/cards/{card['id']}/approve", {"pair": True})
 

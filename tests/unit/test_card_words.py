@@ -3,6 +3,8 @@ them (``%N (session:window)``), explains its hop, and a reply card quotes the me
 
 from __future__ import annotations
 
+import pytest
+
 from connectcore import consent
 from connectcore import directory as D
 from connectcore import reads as R
@@ -115,3 +117,34 @@ def test_every_pane_standing_in_an_audit_detail_gets_its_session_window() -> Non
     assert D.placed_in("tier=2 send_keys on %3", windows) == "tier=2 send_keys on %3 (main:1)"
     assert D.placed_in("%4 gone, %31 and 100%3x", windows) == "%4 gone, %31 and 100%3x"  # unknown or inside a word
     assert D.placed_in("agent:claude:pane:%3:99", {}) == "agent:claude:pane:%3:99"
+
+
+def test_a_remote_senders_card_names_its_box_in_the_api_and_the_cli_prints_it_as_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 25, R7: the owner API's card names a remote sender as the agent on the box this box paired
+    with, by name and short fingerprint (the page shows ``sender_name`` as text); the CLI prints it as
+    text, a name shaped as rich markup included (never parsed: the card lines are printed, not rendered)."""
+    from types import SimpleNamespace
+
+    from connectcore import hub as H
+    from connectcore.federation import inbox as I
+    from connectd.cli.main import _card_lines, _print_lines
+    from connectd.person import PersonCalls
+    from tests.unit import test_hub_federation as F
+
+    w = World(hub=H.Hub(inbox=I.Inbox(own=F.B)), now=F.NOW)
+    to = w.launch("codex", harness="codex")
+    F.arrive(w, to, box_name="[bold red]lap[/bold red]")
+    person = PersonCalls(
+        core=SimpleNamespace(hub=w.hub), clock=lambda: w.now, ids=None, tmux=None,  # type: ignore[arg-type]
+        watcher=SimpleNamespace(directory=D.Directory(), panes={}), launches=None,  # type: ignore[arg-type]
+    )
+    (card,) = person.cards()
+    words = "agent:claude:s-1 on box [bold red]lap[/bold red] (3f9a 12c0 …)"
+    assert card["sender_name"] == words
+    assert (card["sender_box"], card["sender_fingerprint"]) == ("[bold red]lap[/bold red]", F.FP)
+    assert card["words"]["approve_pair"].startswith(f"Approve pair: every message from {words} to ")
+    _print_lines(_card_lines(card))
+    shown = capsys.readouterr().out
+    assert f"{card['id']}  from {words}\n" in shown

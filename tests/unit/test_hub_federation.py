@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from connectcore import directory as D
 from connectcore import hub as H
+from connectcore import reads
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import MessageState
@@ -97,6 +99,24 @@ def test_a_remote_message_with_no_pair_approval_is_carded_and_not_attempted(worl
     assert kinds(effects).index("PublishReceipt") > max(i for i, k in enumerate(kinds(effects)) if k == "Persist")
     assert world.hub.inbox is not None and I.may_deliver(world.hub.inbox, message().identity)
     assert row.typed.startswith("[connect] message ") and "on box laptop, 3f9a12c0" in row.typed
+
+
+def test_the_card_names_the_remote_agent_by_its_box_name_and_fingerprint(world: World) -> None:
+    """R7: the card carries the name this box approved the pairing under and the pinned fingerprint, and
+    the person reads the agent on that box (never only ``box:<box id>/...``), as the card's words say."""
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    card = world.hub.cards[world.card_of((REMOTE, "m-1"))]
+    assert (card.sender_box, card.sender_fingerprint) == ("laptop", FP)
+    view = reads.card_view(world.hub, D.Directory(), card, {to.pane: "main:2"})
+    words = "agent:claude:s-1 on box laptop (3f9a 12c0 …)"
+    assert view.sender_name == words and view.sender_pane is None
+    assert view.words.approve_pair == f"Approve pair: every message from {words} to {to.pane} (main:2) until {to.pane} (main:2) ends"
+    assert R.card_title(SENDER, box_name="laptop", fingerprint=FP, recipient=f"{to.pane} (main:2)").startswith(words)
+    a, b = world.launch("a"), world.launch("b")
+    sent = world.send(a, b)
+    local = world.hub.cards[world.card_of(sent)]
+    assert (local.sender_box, local.sender_fingerprint) == (None, None)  # a local sender's card: no box
 
 
 def test_approving_the_card_for_the_pair_leads_to_the_usual_attempt(world: World) -> None:

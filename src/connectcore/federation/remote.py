@@ -32,7 +32,9 @@ R6  **Hop.** The message continues the envelope's conversation and hop, but neve
     card is needed even for an approved pair.
 R7  **Consent.** A card is needed unless the pair (the remote principal, the recipient's incarnation)
     is approved and the hop is within the limit (:func:`connectcore.consent.needs_card`). Its words name
-    the remote agent, its box and fingerprint, and the local recipient (:func:`card_title`); "Approve
+    the remote agent, its box and fingerprint, and the local recipient (:func:`card_title`); the card
+    carries the box's name and fingerprint, and is shown naming its sender so (:func:`sender_words`,
+    :func:`connectcore.reads.card_view`); "Approve
     pair" covers that remote principal only, never another principal of the same box, nor the box.
 R8  **Under the send lock** (:func:`may_still_deliver`, the guard's rule for a remote sender in place
     of a local sender's live token and ``message`` scope, which a remote principal never has): the
@@ -199,13 +201,22 @@ def hop_of(
     return conversation, local_hop
 
 
+def sender_words(actor: str, *, box_name: str, fingerprint: str) -> str:
+    """R7: how a card names a remote sender: its agent (``actor`` as its box names it, or this box's
+    audit actor for it, :func:`remote_actor`), on the box by the name this box approved the pairing
+    under, with the fingerprint's first two groups (``agent:claude:s-1 on box laptop (3f9a 12c0 …)``)."""
+    if is_remote(actor):
+        actor = actor.partition("/")[2]
+    groups = fingerprint.split(" ")
+    shown = " ".join(groups[:2]) + (" …" if len(groups) > 2 else "")
+    return f"{actor} on box {box_name} ({shown})"
+
+
 def card_title(
     sender: Sender, *, box_name: str, fingerprint: str, recipient: str
 ) -> str:
     """R7: what the card says the remote agent wants (``recipient``: where a person finds the pane)."""
-    groups = fingerprint.split(" ")
-    shown = " ".join(groups[:2]) + (" …" if len(groups) > 2 else "")
-    return f"{sender.actor} on box {box_name} ({shown}) wants to send {recipient} a message"
+    return f"{sender_words(sender.actor, box_name=box_name, fingerprint=fingerprint)} wants to send {recipient} a message"
 
 
 # --------------------------------------------------------------------------------------------------

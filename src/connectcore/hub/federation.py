@@ -166,7 +166,9 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
     if admitted.needs_card:
         message = replace(message, card=ev.card_id)
         hub = _store(hub, message)
-        hub, opened = _open_card(hub, message, ev.card_id, ev.now, recipient[0])
+        hub, opened = _open_card(
+            hub, message, ev.card_id, ev.now, recipient[0], sender_box=ev.box_name, sender_fingerprint=ev.fingerprint
+        )
         records = (Persist("message", message.key, message), *(e for e in opened if isinstance(e, Persist)))
         after = tuple(e for e in opened if not isinstance(e, Persist))
         reason, card = "awaiting_consent", ev.card_id

@@ -181,7 +181,12 @@ def _recipient_scopes(hub: Hub, incarnation: str) -> tuple[Principal | None, fro
     return principal, frozenset(s.value for s in grants.scopes_of(hub.book, principal.id))
 
 
-def _open_card(hub: Hub, message: Message, card_id: str, now: float, recipient_actor: str) -> Step:
+def _open_card(
+    hub: Hub, message: Message, card_id: str, now: float, recipient_actor: str,
+    sender_box: str | None = None, sender_fingerprint: str | None = None,
+) -> Step:
+    """The card for ``message``; a remote sender's names its box and fingerprint
+    (:func:`connectcore.federation.remote.sender_words`)."""
     if card_id in hub.cards:
         raise ConnectError(f"card id {card_id} was already used")
     card = Card(
@@ -196,6 +201,8 @@ def _open_card(hub: Hub, message: Message, card_id: str, now: float, recipient_a
         hop=message.hop,
         created_at=now,
         expires_at=min(now + hub.limits.card_ttl, message.expires_at),
+        sender_box=sender_box,
+        sender_fingerprint=sender_fingerprint,
     )
     hub = replace(hub, cards={**hub.cards, card_id: card})
     return hub, (Persist("card", (card_id,), card), Notify("card", (card_id,), payload={"state": "pending"}))
