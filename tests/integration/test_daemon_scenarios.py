@@ -155,7 +155,8 @@ def test_revoke_of_a_pane_cancels_a_pending_restart_of_an_off_agent(daemon: Daem
     daemon.wait_ready(c)
     refused = daemon.http().post("/api/revoke", json={"pane": c.pane})  # nothing to revoke yet
     assert (refused.status_code, refused.json()["error"]) == (409, "not_connected"), refused.text
-    make_busy(daemon, tmux, c, 6)  # the restart waits for idle: it is open, nothing touched yet
+    busy = daemon.data_dir / "c-busy"
+    make_busy(daemon, tmux, c, busy)  # the restart waits for idle: it is open, nothing touched yet
     daemon.api("POST", "/api/restart", {"pane": c.pane, "preset": "collaborate"})
     response = daemon.http().post("/api/revoke", json={"pane": c.pane})
     assert response.status_code == 200, response.text
@@ -165,7 +166,9 @@ def test_revoke_of_a_pane_cancels_a_pending_restart_of_an_off_agent(daemon: Daem
         return [r["outcome"] for r in rows if r["action"] in ("restart.cancel", "restart.close")]
 
     assert wait_for(closes, 15, "the restart closed") == ["cancelled"]
-    time.sleep(8.0)  # past the busy turn: a restart still open would relaunch the agent now
+    busy.unlink()  # the busy turn ends only now, however slow the machine: the restart was open until the revoke
+    wait_for(lambda: daemon.agent_view(c.pane)["activity"] == "idle", 15, "c idle again")
+    time.sleep(4.0)  # idle: a restart still open would relaunch the agent now
     assert not any(r.get("token") for r in _log_rows(c)), "the relaunched agent got a token"
     assert daemon.agent_view(c.pane)["connect"] == "off"
     assert closes() == ["cancelled"]
