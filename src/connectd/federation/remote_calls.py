@@ -93,50 +93,6 @@ def _box_name(engine: Any, box: str) -> str:
     return names[-1] if names else box
 
 
-async def send(
-    engine: Any, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
-) -> dict[str, Any] | None:
-    """``send_message`` to another box (its outbox row's view), or None when ``to`` is this box's."""
-    if engine.federation is None or engine.hub.outbox is None:
-        return None
-    where, pairing = placed(engine, to)
-    if pairing is None:
-        return None
-    if in_reply_to is not None:
-        raise RemoteCallError("reply_across_boxes", "in_reply_to is not carried to another box yet: send without it")
-    assert pairing.id is not None  # an active pairing has its id
-    kind = "address" if isinstance(where.target, D.PaneAddress) else "handle"
-    await engine.step(H.RemoteSubmit(
-        engine.clock(), hash_token(token), message_id, text, (kind, str(where.target)), pairing.box_id, pairing.id,
-        pairing.name, engine.ids.new_id("msg"), secrets.token_bytes(E.NONCE_BYTES),
-        bus_up=engine.federation.messages.bus_up() if engine.federation.messages is not None else False,
-    ))
-    row = _row(engine, principal, message_id)
-    assert row is not None  # admitted: the step stored it
-    return row_view(row, pairing.name)
-
-
-async def get(
-    engine: Any, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
-) -> dict[str, Any] | None:
-    """``get_message`` for a message to another box (None: the id names none here); with ``wait``,
-    until its outcome is final, woken by each change of its row (``gate`` again after each wait)."""
-    if H.message_for(engine.hub, principal, message_id) is not None:
-        return None  # a local message of that id (ids are never shared while either lives)
-    deadline = anyio.current_time() + R.bounded_wait(wait)
-    while True:
-        row = _row(engine, principal, message_id)
-        if row is None:
-            return None
-        if row.is_final or anyio.current_time() >= deadline:
-            return row_view(row, _box_name(engine, row.to))
-        event = anyio.Event()
-        engine.subscribers.waits.setdefault(principal, set()).add(event)
-        with anyio.move_on_after(deadline - anyio.current_time()):
-            await event.wait()
-        await gate()
-
-
 class RemoteCalls:
     """The agent calls' way to other boxes (``send_message`` and ``get_message`` to a target qualified
     by a pairing's name), given to :class:`connectd.agents.call_gate.GatedCalls` as ``remote`` when
@@ -149,10 +105,43 @@ class RemoteCalls:
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
     ) -> dict[str, Any] | None:
-        return await send(self.engine, token, principal, to=to, text=text, message_id=message_id,
-                          in_reply_to=in_reply_to)
+        """``send_message`` to another box (its outbox row's view), or None when ``to`` is this box's."""
+        engine = self.engine
+        if engine.federation is None or engine.hub.outbox is None:
+            return None
+        where, pairing = placed(engine, to)
+        if pairing is None:
+            return None
+        if in_reply_to is not None:
+            raise RemoteCallError("reply_across_boxes", "in_reply_to is not carried to another box yet: send without it")
+        assert pairing.id is not None  # an active pairing has its id
+        kind = "address" if isinstance(where.target, D.PaneAddress) else "handle"
+        await engine.step(H.RemoteSubmit(
+            engine.clock(), hash_token(token), message_id, text, (kind, str(where.target)), pairing.box_id, pairing.id,
+            pairing.name, engine.ids.new_id("msg"), secrets.token_bytes(E.NONCE_BYTES),
+            bus_up=engine.federation.messages.bus_up() if engine.federation.messages is not None else False,
+        ))
+        row = _row(engine, principal, message_id)
+        assert row is not None  # admitted: the step stored it
+        return row_view(row, pairing.name)
 
     async def get(
         self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
     ) -> dict[str, Any] | None:
-        return await get(self.engine, principal, message_id, wait, gate)
+        """``get_message`` for a message to another box (None: the id names none here); with ``wait``,
+        until its outcome is final, woken by each change of its row (``gate`` again after each wait)."""
+        engine = self.engine
+        if H.message_for(engine.hub, principal, message_id) is not None:
+            return None  # a local message of that id (ids are never shared while either lives)
+        deadline = anyio.current_time() + R.bounded_wait(wait)
+        while True:
+            row = _row(engine, principal, message_id)
+            if row is None:
+                return None
+            if row.is_final or anyio.current_time() >= deadline:
+                return row_view(row, _box_name(engine, row.to))
+            event = anyio.Event()
+            engine.subscribers.waits.setdefault(principal, set()).add(event)
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                await event.wait()
+            await gate()
