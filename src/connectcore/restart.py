@@ -24,9 +24,13 @@ R4  Recovery. A timeout or failed step once the record is persisted, the planned
 R5  Bounded. Every wait has a deadline (:class:`RestartLimits`). Before the record is persisted,
     giving up (timeout, owner cancel, agent changed, pane unreadable) touches nothing. A cancel while
     rechecking (the option is already on) takes the recovery path; later it is refused. After it, each
-    entry into recovery is counted, and past ``limits.recoveries`` the machine gives up loudly: the
-    record is closed ``gave_up`` and the owner is told, with the tmux command that puts the pane's own
-    remain-on-exit back (:func:`restore_command`), since the option may still be on.
+    entry into recovery is counted, and past ``limits.recoveries`` the machine gives up the restart,
+    loudly, but never the option ("no pane keeps the temporary option", shared/seeds/000): it respawns
+    nothing more and puts the pane's own remain-on-exit back (``giving_up``); a restore that fails is
+    tried again every ``limits.retry_restore`` seconds (``retry_restore``), the owner told once with
+    the tmux command that does it by hand (:func:`restore_command`), and the record closes ``gave_up``
+    only once the option is restored (or the pane is gone). Found by the simulation (seed 4030): a
+    machine that closed with the option on left the pane dead when its agent later exited.
 R6  The hub (:mod:`connectcore.hub`) owns the connect: it feeds :class:`Cancel` when the agent's grant
     changes, marks the record ``connect_withdrawn`` (persisted), and gives the respawned process a token
     only with the grant stored then. This machine only carries the mark.
@@ -70,6 +74,8 @@ class RestartStep(StrEnum):
     PROCESS_ENDED = "process_ended"  # Respawn issued; awaits StepDone
     RESPAWNED = "respawned"  # awaits an observation of a new incarnation running
     OPTION_RESTORED = "option_restored"  # SetPaneOption(original) issued; awaits StepDone
+    GIVING_UP = "giving_up"  # past limits.recoveries: SetPaneOption(original) issued; awaits StepDone
+    RETRY_RESTORE = "retry_restore"  # that restore failed: at its deadline the pane is inspected again
     RECOVERING = "recovering"  # InspectPane issued; awaits Recover
     CLOSED = "closed"  # the record is closed (final)
     CANCELLED = "cancelled"  # ended before anything was persisted or touched (final)
@@ -111,8 +117,11 @@ RECOVERABLE: frozenset[RestartStep] = frozenset(
 OBSERVING: frozenset[RestartStep] = frozenset({_S.WAITING_IDLE, _S.RECHECKING_IDLE, _S.EXIT_SENT, _S.RESPAWNED})
 # Steps whose effects the daemon confirms with StepDone (or reports with StepFailed).
 AWAITING_DONE: frozenset[RestartStep] = frozenset(
-    {_S.RECORD_PERSISTED, _S.REMAIN_ON_EXIT_SET, _S.PROCESS_ENDED, _S.OPTION_RESTORED}
+    {_S.RECORD_PERSISTED, _S.REMAIN_ON_EXIT_SET, _S.PROCESS_ENDED, _S.OPTION_RESTORED, _S.GIVING_UP}
 )
+# Steps that wait for their deadline, then for the pane's condition: once the deadline passed the daemon
+# inspects the pane and feeds Recover (StepFailed if it cannot).
+WAITING: frozenset[RestartStep] = frozenset({_S.RETRY_RESTORE})
 FINAL: frozenset[RestartStep] = frozenset({_S.CLOSED, _S.CANCELLED})
 
 _ORDERED_RECOVERABLE = tuple(s for s in _S if s in RECOVERABLE)
@@ -149,7 +158,7 @@ TABLE: Table[RestartStep] = Table(
         # Recovery from every persisted step: a timeout or failed step, or a Recover (daemon restart).
         *((s, "timeout", _S.RECOVERING) for s in _ORDERED_RECOVERABLE),
         *((s, "step_failed", _S.RECOVERING) for s in _ORDERED_RECOVERABLE),
-        *((s, "give_up", _S.CLOSED) for s in _ORDERED_RECOVERABLE),  # past limits.recoveries
+        *((s, "give_up", _S.GIVING_UP) for s in _ORDERED_RECOVERABLE),  # past limits.recoveries
         *((s, "pane_dead", _S.PROCESS_ENDED) for s in _ORDERED_RECOVERABLE),  # respawn as planned
         # leave it alone; but a record found open at startup in exit_sent, its agent still running, was
         # asked to exit and may be exiting now (the Enter the server owed it came after the daemon died):
@@ -157,6 +166,18 @@ TABLE: Table[RestartStep] = Table(
         *((s, "pane_live", _S.OPTION_RESTORED) for s in _ORDERED_RECOVERABLE if s is not _S.EXIT_SENT),
         (_S.EXIT_SENT, "pane_live", _S.EXIT_SENT),
         *((s, "pane_gone", _S.CLOSED) for s in _ORDERED_RECOVERABLE),  # nothing to restore
+        # Given up (R5): no more respawns; the option is put back, however long tmux takes to let it.
+        (_S.GIVING_UP, "done", _S.CLOSED),
+        (_S.GIVING_UP, "step_failed", _S.RETRY_RESTORE),
+        (_S.GIVING_UP, "timeout", _S.RETRY_RESTORE),
+        (_S.RETRY_RESTORE, "pane_live", _S.GIVING_UP),  # try the restore again
+        (_S.RETRY_RESTORE, "pane_dead", _S.GIVING_UP),
+        (_S.RETRY_RESTORE, "pane_gone", _S.CLOSED),  # nothing to restore
+        (_S.RETRY_RESTORE, "step_failed", _S.RETRY_RESTORE),  # tmux still failing: wait again
+        # found at startup (the record is persisted giving_up): restore again, or the pane is gone
+        (_S.GIVING_UP, "pane_live", _S.GIVING_UP),
+        (_S.GIVING_UP, "pane_dead", _S.GIVING_UP),
+        (_S.GIVING_UP, "pane_gone", _S.CLOSED),
     ),
 )
 
@@ -193,9 +214,10 @@ class RestartLimits:
     exit: float = 20.0  # for the agent's process to end after its exit command
     respawn: float = 30.0  # for the respawned agent to be seen running
     recoveries: int = 3  # entries into recovery before the machine gives up
+    retry_restore: float = 30.0  # after giving up, between tries to restore the option (R5)
 
     def __post_init__(self) -> None:
-        for name in ("idle_wait", "step", "exit", "respawn"):
+        for name in ("idle_wait", "step", "exit", "respawn", "retry_restore"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise RestartError(f"restart limit {name} must be a positive number of seconds, got {value!r}")
@@ -293,6 +315,7 @@ class Restart:
     limits: RestartLimits = field(default_factory=RestartLimits)
     deadline: float | None = None  # when the daemon feeds Timeout; None in PLANNED and final steps
     idle_deadline: float = 0.0  # the wait-for-idle deadline set by Begin
+    restore_told: bool = False  # the owner was told that a restore after giving up failed (R5, once)
 
     @property
     def step(self) -> RestartStep:
@@ -503,12 +526,20 @@ def _check(state: Restart, event: RestartEvent) -> None:
         raise RestartError(
             f"restart {record.restart_id}: {type(event).__name__} for step {event.step} arrived in step {state.step}"
         )
+    if state.step in WAITING and isinstance(event, Recover | StepFailed) and (
+        state.deadline is None or event.now < state.deadline
+    ):
+        raise RestartError(
+            f"restart {record.restart_id}: {type(event).__name__} at {event.now} before the deadline "
+            f"{state.deadline} of step {state.step}"
+        )
     if isinstance(event, Timeout) and (state.deadline is None or event.now < state.deadline):
         raise RestartError(
             f"restart {record.restart_id}: timeout at {event.now} before the deadline {state.deadline} of step {state.step}"
         )
     if (
         isinstance(event, Recover)
+        and state.step not in (_S.GIVING_UP, _S.RETRY_RESTORE)  # they respawn nothing more
         and event.condition is PaneCondition.DEAD
         and event.env is None
         and state.env is None
@@ -575,13 +606,29 @@ def _enter(
         new = _advance(state, dst, now, deadline=now + lim.step, attempts=rec.attempts + 1)
         inspect = InspectPane(rec.pane_id, rec.restart_id)
         return new, (_audit(new, "recover", str(dst), now, detail), _notify(new, detail), inspect)
-    # dst is CLOSED: after the option was restored, or the pane is gone, or the machine gives up.
-    if name == "give_up":
-        outcome = RestartOutcome.GAVE_UP
+    if dst is _S.GIVING_UP:
+        restore = SetPaneOption(rec.pane_id, REMAIN_ON_EXIT, rec.original_remain_on_exit)
+        new = _advance(state, dst, now, deadline=now + lim.step, outcome=RestartOutcome.GAVE_UP)
+        if state.step in (_S.RETRY_RESTORE, _S.GIVING_UP):  # another try (or the record found at startup)
+            return new, (_persist(new), restore) if state.step is _S.GIVING_UP else (restore,)
         detail = (
             f"{_trouble(state, event, cause)}; gave up after {rec.attempts} recoveries; "
-            f"{rec.pane_id} may still have remain-on-exit on: {restore_command(rec)}"
+            f"restoring {REMAIN_ON_EXIT} on {rec.pane_id}"
         )
+        return new, (_persist(new), restore, _audit(new, "give_up", str(dst), now, detail), _notify(new, detail))
+    if dst is _S.RETRY_RESTORE:
+        new = replace(_advance(state, dst, now, deadline=now + lim.retry_restore), restore_told=True)
+        if state.restore_told:
+            return new, ()
+        detail = (
+            f"{REMAIN_ON_EXIT} on {rec.pane_id} could not be restored ({_trouble(state, event, cause)}); "
+            f"retrying every {lim.retry_restore:g}s; or run: {restore_command(rec)}"
+        )
+        return new, (_audit(new, "give_up", str(dst), now, detail), _notify(new, detail))
+    # dst is CLOSED: after the option was restored, or the pane is gone, or the machine gave up.
+    if state.step is _S.GIVING_UP and name == "done":
+        outcome = RestartOutcome.GAVE_UP
+        detail = f"gave up after {rec.attempts} recoveries; {REMAIN_ON_EXIT} restored"
     elif name == "pane_gone":
         outcome, detail = RestartOutcome.PANE_GONE, "the pane is gone; nothing to restore"
     else:

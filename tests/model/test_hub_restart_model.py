@@ -229,7 +229,9 @@ class HubRestartModel(RuleBasedStateMachine):
             event = R.StepDone(now=self.now, step=state.step)
         elif state.step in R.OBSERVING:
             event = pane.observed(self.now)
-        else:  # RECOVERING
+        else:  # RECOVERING, or a step in WAITING at its deadline
+            if state.step in R.WAITING and state.deadline is not None:
+                self.now = max(self.now, state.deadline)
             condition = R.PaneCondition.DEAD if pane.dead else R.PaneCondition.LIVE
             event = R.Recover(now=self.now, condition=condition, env=ENV if state.env is None else None)
         self.apply(H.RestartStepped(self.now, o.rid, event))
@@ -433,9 +435,9 @@ class HubRestartModel(RuleBasedStateMachine):
 
     @invariant()
     def closed_restarts_left_the_pane_live_with_its_option(self) -> None:
-        """Every closed restart (unless it gave up) left its pane live with its original remain-on-exit."""
+        """Every closed restart left its pane with its original remain-on-exit, live unless it gave up (R5)."""
         for outcome, restored, dead in self.closed:
-            assert outcome is R.RestartOutcome.GAVE_UP or (restored and not dead)
+            assert restored and (outcome is R.RestartOutcome.GAVE_UP or not dead)
 
     def teardown(self) -> None:
         # every restart reaches a final step: the agents settle, quit when asked, and the driver runs on

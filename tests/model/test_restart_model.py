@@ -32,6 +32,7 @@ from connectcore.restart import (
     RECOVERABLE,
     STORE_KIND,
     TABLE,
+    WAITING,
     Begin,
     Cancel,
     InspectPane,
@@ -208,6 +209,10 @@ class Daemon:
             return False
         if state.step in AWAITING_DONE:
             self.feed(StepDone(now=self.now, step=state.step))
+        elif state.step in WAITING:  # at its deadline, the pane's condition
+            assert state.deadline is not None
+            self.now = max(self.now, state.deadline)
+            self.feed(Recover(now=self.now, condition=self.pane.condition()))
         elif state.step in OBSERVING:
             try:
                 observation = self.pane.observe(self.now)
@@ -254,6 +259,9 @@ class Daemon:
 
     def time_out(self) -> None:
         assert self.state is not None and self.state.deadline is not None
+        if self.state.step in WAITING:  # its deadline asks for the pane's condition
+            self.turn()
+            return
         self.now = max(self.now, self.state.deadline)
         self.feed(Timeout(now=self.now))
 
@@ -273,9 +281,12 @@ class Daemon:
         self.segments.append((record, []))
         self.feed(Recover(now=self.now, condition=self.pane.condition(), env=ENV))
         for _ in range(50):
-            before = self.state
+            before, ran_an_effect = self.state, bool(self.queue)
             moved = self.turn()
-            if self.state is not None and not self.state.final and not self.queue and (not moved or self.state is before):
+            if (
+                self.state is not None and not self.state.final and not self.queue and not ran_an_effect
+                and (not moved or self.state is before)
+            ):
                 # nothing more happens by itself (an exit_sent record found live waits for an exit
                 # this cooperative pane will not make): its deadline answers
                 if self.state.deadline is None:
@@ -314,11 +325,13 @@ def restart_plan(n: int, original: str | None) -> RestartPlan:
 
 
 def left_pane_live_with_its_option_and_record_closed(state: Restart, pane: FakePane, stored: RestartRecord | None) -> None:
-    """The property every finished restart must meet (unless it gave up)."""
+    """The property every finished restart must meet: its record closed, the pane's own option back
+    (giving up ends the respawns, never the restore: R5), and the pane live unless it gave up."""
     assert stored is None or stored.step is S.CLOSED
     assert stored is not None or state.record.outcome is RestartOutcome.CANCELLED
-    if pane.present and state.record.outcome is not RestartOutcome.GAVE_UP:
-        assert not pane.dead and pane.option == state.record.original_remain_on_exit
+    if pane.present:
+        assert pane.option == state.record.original_remain_on_exit
+        assert not pane.dead or state.record.outcome is RestartOutcome.GAVE_UP
 
 
 class RestartModel(RuleBasedStateMachine):
@@ -451,7 +464,7 @@ class RestartModel(RuleBasedStateMachine):
 
     @invariant()
     def finished_restarts_left_the_pane_live_with_its_option_and_the_record_closed(self) -> None:
-        """Every finished restart closed its record (or never persisted one) and left a present pane live with its original option, unless it gave up."""
+        """Every finished restart closed its record (or never persisted one) and left a present pane with its original option, live unless it gave up."""
         for d in self.daemons:
             for state, pane, stored in d.settled:
                 left_pane_live_with_its_option_and_record_closed(state, pane, stored)

@@ -9,7 +9,6 @@ A violation is recorded with the logical time it was seen at; the run's seed rep
 from __future__ import annotations
 
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from connectcore import consent, grants
@@ -263,25 +262,12 @@ class Checker:
             self.sim.violate(f"restart {restart_id} still open after quiescence", kind="restart_stranded")
         if engine.hub.restarts:
             return
-        told = self._told_to_restore(engine)
         for pane_id, pane in self.sim.server.panes.items():
             if pane.agent is None:
                 self.sim.violate(f"{pane_id} left dead")
-            # R5: a machine that gave up (tmux failing through every recovery) may leave the option on,
-            # and then must have told the person the exact command that puts it back.
-            if "remain-on-exit" in pane.options and pane_id not in told:
+            # R5: giving up ends the respawns, never the restore (seed 4030): no told exception
+            if "remain-on-exit" in pane.options:
                 self.sim.violate(f"{pane_id} left with remain-on-exit {pane.options['remain-on-exit']}")
-
-    @staticmethod
-    def _told_to_restore(engine: Engine) -> set[str]:
-        """Panes whose restart closed gave_up with the command that restores their option in its audit line."""
-        told = set()
-        for row in engine.store.audit(outcome="gave_up", limit=100_000):
-            if row.action == "restart.close" and row.outcome == "gave_up":
-                found = re.search(r"(%\d+) may still have remain-on-exit on: tmux set-option -p (?:-u )?-t (%\d+) ", row.detail or "")
-                if found and found.group(1) == found.group(2):
-                    told.add(found.group(1))
-        return told
 
     def tokens_only_for_live(self, engine: Engine) -> None:
         """No live token for an incarnation that no longer runs."""

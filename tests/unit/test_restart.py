@@ -110,6 +110,15 @@ def reach(target: RestartStep, **plan_over: Any) -> Restart:
         state = reach(S.EXIT_SENT, limits=limits, **plan_over)
         assert state.deadline is not None
         return step(state, Timeout(now=state.deadline))[0]
+    if target in (S.GIVING_UP, S.RETRY_RESTORE):  # every recovery timed out (recoveries=1 unless given)
+        state = reach(S.RECOVERING, limits=limits or RestartLimits(recoveries=1), **plan_over)
+        while state.step is S.RECOVERING:
+            assert state.deadline is not None
+            state = step(state, Timeout(now=state.deadline))[0]
+        if target is S.RETRY_RESTORE:
+            state = step(state, StepFailed(now=state.record.updated_at, step=S.GIVING_UP, reason="tmux down"))[0]
+        assert state.step is target
+        return state
     for at, event in PATH:
         if state.step is target:
             return state
@@ -176,7 +185,7 @@ def test_every_persisted_step_has_the_whole_recovery_path() -> None:
     for s in RECOVERABLE:
         assert TABLE.next(s, "timeout") is S.RECOVERING
         assert TABLE.next(s, "step_failed") is S.RECOVERING
-        assert TABLE.next(s, "give_up") is S.CLOSED
+        assert TABLE.next(s, "give_up") is S.GIVING_UP
         assert TABLE.next(s, "pane_dead") is S.PROCESS_ENDED
         # (exit_sent found live at startup waits for the exit it asked for, once: see the test below)
         assert TABLE.next(s, "pane_live") is (S.EXIT_SENT if s is S.EXIT_SENT else S.OPTION_RESTORED)
@@ -185,7 +194,7 @@ def test_every_persisted_step_has_the_whole_recovery_path() -> None:
 
 def test_step_sets_name_what_the_daemon_feeds() -> None:
     assert {S.WAITING_IDLE, S.RECHECKING_IDLE, S.EXIT_SENT, S.RESPAWNED} == OBSERVING
-    assert {S.RECORD_PERSISTED, S.REMAIN_ON_EXIT_SET, S.PROCESS_ENDED, S.OPTION_RESTORED} == AWAITING_DONE
+    assert {S.RECORD_PERSISTED, S.REMAIN_ON_EXIT_SET, S.PROCESS_ENDED, S.OPTION_RESTORED, S.GIVING_UP} == AWAITING_DONE
     assert ACTOR == "connectd"
 
 
@@ -624,22 +633,80 @@ def test_a_confirmation_or_failure_of_another_step_is_refused(target: RestartSte
         step(state, StepFailed(now=150.0, step=other, reason="x"))
 
 
-def test_recovery_past_the_limit_gives_up_loudly_and_closes_the_record() -> None:
+RESTORE = "tmux set-option -p -u -t %3 remain-on-exit"
+
+
+def test_recovery_past_the_limit_gives_up_the_restart_but_not_the_option() -> None:
+    """R5 (seed 4030): past limits.recoveries the machine stops respawning and puts the pane's own
+    remain-on-exit back; the record closes ``gave_up`` only once the option is restored."""
     limits = RestartLimits(recoveries=2)
     state = reach(S.RECOVERING, limits=limits)  # first entry
     assert state.record.attempts == 1
     state, _ = run(state, Timeout(now=134.0))  # the inspection went unanswered: second entry
     assert state.step is S.RECOVERING and state.record.attempts == 2
     state, (effects,) = run(state, Timeout(now=144.0))
-    assert state.step is S.CLOSED
-    assert state.record.outcome is RestartOutcome.GAVE_UP
-    detail = "step recovering timed out; gave up after 2 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"
+    assert state.step is S.GIVING_UP and state.record.outcome is RestartOutcome.GAVE_UP
+    detail = "step recovering timed out; gave up after 2 recoveries; restoring remain-on-exit on %3"
     assert effects == (
         persist(record_at(state)),
-        audit("restart.close", "gave_up", 144.0, detail),
-        notify("closed", outcome="gave_up", detail=detail),
+        SetPaneOption(PANE, "remain-on-exit", None),
+        audit("restart.give_up", "giving_up", 144.0, detail),
+        notify("giving_up", outcome="gave_up", detail=detail),
     )
-    assert state.record.step is S.CLOSED and state.record.updated_at == 144.0
+    assert state.deadline == 154.0
+    state, (effects,) = run(state, StepDone(now=145.0, step=S.GIVING_UP))
+    assert state.step is S.CLOSED and state.record.outcome is RestartOutcome.GAVE_UP
+    closed = "gave up after 2 recoveries; remain-on-exit restored"
+    assert effects == (
+        persist(record_at(state)),
+        audit("restart.close", "gave_up", 145.0, closed),
+        notify("closed", outcome="gave_up", detail=closed),
+    )
+
+
+def test_a_failed_restore_after_giving_up_is_retried_until_it_lands() -> None:
+    """Seed 4030: tmux failed through every recovery and the restore; the option stayed on and the
+    agent's later exit left the pane dead. The machine now retries the restore every
+    ``limits.retry_restore`` seconds, tells the person the command once, and closes when it lands."""
+    limits = RestartLimits(recoveries=1, retry_restore=30.0)
+    state = reach(S.EXIT_SENT, limits=limits)
+    state, _ = run(state, StepFailed(now=121.0, step=S.EXIT_SENT, reason="tmux down"))
+    state, _ = run(state, StepFailed(now=121.0, step=S.RECOVERING, reason="tmux down"))
+    assert state.step is S.GIVING_UP
+    state, (effects,) = run(state, StepFailed(now=121.0, step=S.GIVING_UP, reason="tmux down"))
+    assert state.step is S.RETRY_RESTORE and state.deadline == 151.0 and not state.final
+    told = f"remain-on-exit on %3 could not be restored (step giving_up failed: tmux down); retrying every 30s; or run: {RESTORE}"
+    assert effects == (audit("restart.give_up", "retry_restore", 121.0, told), notify("retry_restore", outcome="gave_up", detail=told))
+    for early in (Recover(now=150.0, condition=PaneCondition.LIVE), StepFailed(now=150.0, step=S.RETRY_RESTORE, reason="x")):
+        with pytest.raises(RestartError, match="before the deadline"):
+            step(state, early)
+    with pytest.raises(TransitionNotAllowed):
+        step(state, Timeout(now=151.0))  # its deadline asks for the pane's condition, not a timeout
+    state, (effects,) = run(state, Recover(now=151.0, condition=PaneCondition.LIVE))
+    assert state.step is S.GIVING_UP and effects == (SetPaneOption(PANE, "remain-on-exit", None),)
+    state, (effects,) = run(state, StepFailed(now=151.0, step=S.GIVING_UP, reason="tmux down"))
+    assert state.step is S.RETRY_RESTORE and effects == ()  # told once, not every 30 s
+    state, (effects,) = run(state, StepFailed(now=181.0, step=S.RETRY_RESTORE, reason="tmux down"))
+    assert state.step is S.RETRY_RESTORE and state.deadline == 211.0 and effects == ()  # could not inspect: wait again
+    gone, _ = run(state, Recover(now=211.0, condition=PaneCondition.GONE))
+    assert gone.step is S.CLOSED and gone.record.outcome is RestartOutcome.PANE_GONE  # nothing to restore
+    state, _ = run(state, Recover(now=211.0, condition=PaneCondition.DEAD), StepDone(now=212.0, step=S.GIVING_UP))
+    assert state.step is S.CLOSED and state.record.outcome is RestartOutcome.GAVE_UP
+
+
+def test_a_record_found_giving_up_at_startup_restores_the_option_again() -> None:
+    state = reach(S.EXIT_SENT, limits=RestartLimits(recoveries=1))
+    state, out = run(state, Timeout(now=124.0), Timeout(now=134.0))
+    assert state.step is S.GIVING_UP
+    stored = next(e.record for e in out[-1] if isinstance(e, Persist))
+    assert stored.step is S.GIVING_UP
+    for condition in (PaneCondition.LIVE, PaneCondition.DEAD):
+        after, effects = step(stored, Recover(now=200.0, condition=condition, env=ENV))
+        assert after.step is S.GIVING_UP
+        assert SetPaneOption(PANE, "remain-on-exit", None) in effects
+        assert not any(isinstance(e, Respawn) for e in effects)  # it gave up respawning
+    after, _ = step(stored, Recover(now=200.0, condition=PaneCondition.GONE))
+    assert after.step is S.CLOSED and after.record.outcome is RestartOutcome.PANE_GONE
 
 
 def test_giving_up_names_the_last_trouble() -> None:
@@ -647,9 +714,9 @@ def test_giving_up_names_the_last_trouble() -> None:
     state = dataclasses.replace(state, record=record_at(state, attempts=1))
     after, (effects,) = run(state, dead(110.0))
     assert after.record.outcome is RestartOutcome.GAVE_UP
-    assert effects[1].detail == "the respawned process exited; gave up after 1 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"  # type: ignore[attr-defined]
+    assert effects[2].detail == "the respawned process exited; gave up after 1 recoveries; restoring remain-on-exit on %3"  # type: ignore[attr-defined]
     after, (effects,) = run(state, StepFailed(now=110.0, step=S.RESPAWNED, reason="gone"))
-    assert effects[1].detail == "step respawned failed: gone; gave up after 1 recoveries; %3 may still have remain-on-exit on: tmux set-option -p -u -t %3 remain-on-exit"  # type: ignore[attr-defined]
+    assert effects[2].detail == "step respawned failed: gone; gave up after 1 recoveries; restoring remain-on-exit on %3"  # type: ignore[attr-defined]
 
 
 def test_the_last_allowed_recovery_is_still_taken() -> None:
@@ -843,6 +910,8 @@ ALLOWED: dict[RestartStep, set[str]] = {
     S.RESPAWNED: {"observed", "failed", "timeout", "recover"},
     S.OPTION_RESTORED: {"done", "failed", "timeout", "recover"},
     S.RECOVERING: {"failed", "timeout", "recover"},
+    S.GIVING_UP: {"done", "failed", "timeout", "recover"},
+    S.RETRY_RESTORE: {"failed", "recover"},
     S.CLOSED: set(),
     S.CANCELLED: set(),
 }

@@ -191,21 +191,28 @@ class Restarts:
             await self._answer(restart_id, state, R.StepDone(now=self.clock(), step=state.step))
         elif state.step is R.RestartStep.RECHECKING_IDLE:
             await self._recheck(restart_id, state)
+        elif state.step in R.WAITING:
+            if await self._waited(restart_id, state):
+                await self._answer(restart_id, state, await self._inspect(state))
         else:
             await self._answer(restart_id, state, await self._watch(restart_id, state))
 
     async def _answer(self, restart_id: str, state: R.Restart, event: R.RestartEvent | None) -> None:
         """Step the answer (an effect that fails becomes ``StepFailed`` for the step it belonged to)."""
-        if event is None:
-            return
-        try:
-            await self.core.step(H.RestartStepped(self.clock(), restart_id, event, for_step=state.step))
-        except RestartEffectFailed as exc:
-            after = self.core.hub.restarts.get(restart_id)
-            if after is not None and after.step in R.AWAITING_DONE | R.RECOVERABLE:
-                failed = self.failed[restart_id] = R.StepFailed(now=self.clock(), step=after.step, reason=str(exc))
-                await self.core.step(H.RestartStepped(self.clock(), restart_id, failed, for_step=after.step))
+        for_step = state.step
+        while event is not None:
+            try:
+                await self.core.step(H.RestartStepped(self.clock(), restart_id, event, for_step=for_step))
+            except RestartEffectFailed as exc:  # the step it entered failed: that step's StepFailed next
+                after = self.core.hub.restarts.get(restart_id)
+                if after is None or after.step not in R.AWAITING_DONE | R.RECOVERABLE:
+                    return
+                event = self.failed[restart_id] = R.StepFailed(now=self.clock(), step=after.step, reason=str(exc))
+                for_step = after.step
+                continue
+            if isinstance(event, R.StepFailed):
                 del self.failed[restart_id]
+            return
 
     async def _recheck(self, restart_id: str, state: R.Restart) -> None:
         """R1: the idle recheck is read afresh under the send lock, and the exit command it leads to
@@ -233,6 +240,17 @@ class Restarts:
             if isinstance(seen, R.StepFailed) or (seen is not None and _moves(state, seen)):
                 return seen
             await anyio.sleep(POLL)
+
+    async def _waited(self, restart_id: str, state: R.Restart) -> bool:
+        """Wait out a step in ``R.WAITING`` (R5's next try at the restore): True once its deadline
+        passed, False if the hub moved the restart on meanwhile."""
+        while True:
+            current = self.core.hub.restarts.get(restart_id)
+            if current is None or current.step is not state.step or current.record.updated_at != state.record.updated_at:
+                return False
+            if state.deadline is None or self.clock() >= state.deadline:
+                return True
+            await anyio.sleep(min(POLL, state.deadline - self.clock()))
 
     async def _read(self, state: R.Restart) -> R.PaneObserved | R.StepFailed | None:
         try:

@@ -583,7 +583,7 @@
     { value: "observe", label: "Observe", icon: "eye" },
     { value: "collaborate", label: "Collaborate", icon: "messages-square" },
   ];
-  const RESTART_STEPS = ["planned", "waiting_idle", "record_persisted", "remain_on_exit_set", "rechecking_idle", "exit_sent", "process_ended", "respawned", "option_restored", "closed"];
+  const RESTART_STEPS = ["planned", "waiting_idle", "record_persisted", "remain_on_exit_set", "rechecking_idle", "exit_sent", "process_ended", "respawned", "option_restored", "giving_up", "retry_restore", "closed"];
   const RESTART_WORDS = {
     planned: "Starting the restart",
     waiting_idle: "Waiting until the agent is idle with an empty composer",
@@ -595,12 +595,14 @@
     respawned: "Relaunched; waiting for it to start",
     option_restored: "Restoring the pane's options",
     recovering: "Recovering the restart",
+    giving_up: "Giving up the restart; restoring the pane's options",
+    retry_restore: "tmux is failing; restoring the pane's options again shortly",
   };
   const RESTART_OUTCOMES = {
     restarted: "Restarted and connected.",
     left_alone: "The agent was found running and left alone.",
     pane_gone: "The pane is gone.",
-    gave_up: "The restart gave up: look at the pane.",
+    gave_up: "The restart gave up; the pane's options are restored: look at the pane.",
     cancelled: "Cancelled: nothing was touched.",
   };
 
