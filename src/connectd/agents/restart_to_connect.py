@@ -210,7 +210,7 @@ class Restarts:
                 event = self.failed[restart_id] = R.StepFailed(now=self.clock(), step=after.step, reason=str(exc))
                 for_step = after.step
                 continue
-            if isinstance(event, R.StepFailed):
+            if self.failed.get(restart_id) is event:  # the core has heard the failure it was kept for
                 del self.failed[restart_id]
             return
 
