@@ -2,9 +2,10 @@
 
 The core decides (:mod:`connectcore.hub.acts`): whether an act may run, on which pane, and what it
 does. This module takes the target pane's send lock, reads the pane afresh (its incarnation and the
-question on screen) and reports ``ActGuarded`` while holding it; the step's execution effect
-(``PressKeys``, ``TypeShellText``, ``ClosePane``, ``HandOff``) runs inside that step, so under the
-same lock. An act that opens a window has no pane to lock. Every execution is answered with
+question on screen) and reports ``ActGuarded`` while holding it; once that step returned, the execution
+effect it emitted (``PressKeys``, ``TypeShellText``, ``ClosePane``, ``HandOff``) runs here, still under
+the same lock, and ``ActExecuted`` is stepped after it: no step runs inside another (issue 24; the
+delivery guard does the same). An act that opens a window has no pane to lock. Every execution is answered with
 ``ActExecuted``: done, or failed with the error (never retried: an act runs at most once).
 """
 
@@ -20,7 +21,15 @@ from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
 from connectcore.control import QuestionShown
-from connectcore.effects import CheckActGuard, ClosePane, HandOff, OpenWindow, PressKeys, TypeShellText
+from connectcore.effects import (
+    CheckActGuard,
+    ClosePane,
+    Effect,
+    HandOff,
+    OpenWindow,
+    PressKeys,
+    TypeShellText,
+)
 from connectcore.grants import Preset
 from connectcore.screen import read_screen
 
@@ -36,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.acts")
 
 SCROLLBACK_LINES = 200
+# The effects that execute an act (connectcore.hub.acts.execution): run by the act's guard after its step.
+EXECUTIONS = (PressKeys, TypeShellText, ClosePane, OpenWindow, HandOff)
 
 
 class ActsIO:
@@ -55,9 +66,9 @@ class ActsIO:
         self.timing, self.launches, self.launchers = timing, launches, launchers
 
     async def guard(self, check: CheckActGuard) -> None:
-        """Read the act's pane afresh under its send lock and report; the act runs inside that step."""
+        """Read the act's pane afresh under its send lock and report; then run what that step says."""
         if not check.pane_id:  # it opens a window: nothing on screen to check
-            await self.core.step(H.ActGuarded(self.clock(), check.act, ""))
+            await self._run_stepped(check, await self.core.step(H.ActGuarded(self.clock(), check.act, "")))
             return
         async with self.tmux.pane_lock(check.pane_id):
             info, incarnation = await self.watcher.fresh_incarnation(check.pane_id)
@@ -70,7 +81,16 @@ class ActsIO:
                     question = (reading.question.prompt, reading.question.options, reading.question.subject,
                                 reading.question.selected)
                 at_empty_prompt = reading.ready_for_command
-            await self.core.step(H.ActGuarded(self.clock(), check.act, incarnation, question, at_empty_prompt))
+            effects = await self.core.step(H.ActGuarded(self.clock(), check.act, incarnation, question, at_empty_prompt))
+            await self._run_stepped(check, effects)
+
+    async def _run_stepped(self, check: CheckActGuard, effects: tuple[Effect, ...]) -> None:
+        """The act's execution, if the guard's step emitted one (else it ended the act): once, shielded
+        from cancellation so that it is always answered."""
+        for effect in effects:
+            if isinstance(effect, EXECUTIONS) and effect.act == check.act:
+                with anyio.CancelScope(shield=True):
+                    await self.execute(effect)
 
     async def guard_failed(self, check: CheckActGuard, exc: Exception) -> None:
         """The pane could not be read: the core hears it gone (the act is cancelled, nothing runs)."""

@@ -18,7 +18,9 @@ nested inside it): the restart driver's ``ObservePane`` and ``InspectPane``, and
 ``TypeText`` and ``ConfirmTyping`` (without a failure), which the guard types and confirms after its
 ``GuardObserved`` step, still under the recipient's send lock (:mod:`connectd.delivery.guard`: the
 paste is shielded from cancellation there, and its failures are mapped to the outcome there).
-``ConfirmTyping`` with a failure (after ``GuardFailed``) is executed here: one last look.
+``ConfirmTyping`` with a failure (after ``GuardFailed``) is executed here: one last look. Control's act
+guard likewise runs the act its ``ActGuarded`` step emits (``PressKeys``, ``TypeShellText``,
+``ClosePane``, ``OpenWindow``, ``HandOff``) after that step (:mod:`connectd.control.acts`).
 
 Federation's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``) are handed, in
 order, to the daemon's bus loop (:mod:`connectd.federation.pump`, through the pairing desk).
@@ -32,8 +34,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from connectcore import restart as R
 from connectcore.effects import (
@@ -107,11 +107,11 @@ class Interpreter:
             R.ObservePane: self._answered_by_driver,
             R.InspectPane: self._answered_by_driver,
             CheckActGuard: self._check_act_guard,
-            PressKeys: self._act,
-            TypeShellText: self._act,
-            ClosePane: self._act,
-            OpenWindow: self._act,
-            HandOff: self._act,
+            PressKeys: self._run_by_act_guard,
+            TypeShellText: self._run_by_act_guard,
+            ClosePane: self._run_by_act_guard,
+            OpenWindow: self._run_by_act_guard,
+            HandOff: self._run_by_act_guard,
             PublishEnvelope: self._bus,
             PublishReceipt: self._bus,
             AckDelivery: self._bus,
@@ -204,10 +204,9 @@ class Interpreter:
             on_error=lambda exc: acts.guard_failed(effect, exc),
         )
 
-    async def _act(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
-        """Control's act, once (its outcome, done or failed, is reported by connectd.control.acts)."""
-        with anyio.CancelScope(shield=True):
-            await self.engine.acts_io.execute(effect)
+    async def _run_by_act_guard(self, effect: PressKeys | TypeShellText | ClosePane | OpenWindow | HandOff) -> None:
+        """Control's act: run once by the act guard that stepped it, after the step and under the same
+        send lock (it reads the step's effects; connectd.control.acts), which reports its outcome."""
 
     async def _bus(self, effect: BusEffect) -> None:
         """Federation's bus effects, handed to the bus loop in order (``connectd.federation.desk`` and
