@@ -461,7 +461,6 @@ class PairingRemoved:
     now: float
     pairing: str
     box_name: str
-    by: str = "owner"
 
 
 @dataclass(frozen=True)
