@@ -512,3 +512,26 @@ def test_removing_the_pairing_on_the_sender_s_box_cancels_what_never_left(boxes:
     anyio.run(a.fed.messages.tick)  # type: ignore[union-attr]
     run(a.fed.pump)
     assert [c for c in bus.calls if c[0] == "publish" and ".inbox." in c[1]] == []  # never published now
+
+
+def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """The book's removal and the hub's step are two commits: the daemon stopping between them (here,
+    the desk joined to no engine when it removed) leaves the row; the federation tick after the
+    restart ends it."""
+    a, b, pairing = boxes
+    a.pump()
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-1", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=True,
+    ))
+    flow, a.fed.messages = a.fed.messages, None
+    anyio.run(lambda: a.fed.remove("devbox"))
+    a.fed.messages = flow
+    assert a.store.outbox_rows()[0].state is O.OutboxState.PUBLISHED  # the step did not run
+    a.reopen()
+    assert a.fed.messages is not None
+    anyio.run(a.fed.messages.tick)
+    assert a.store.outbox_rows()[0].state is O.OutboxState.UNCONFIRMED
+    assert a.engine.hub.outbox is not None and not H.removal_owed(a.engine.hub, pairing)

@@ -713,3 +713,23 @@ def test_removing_the_pairing_on_the_sending_box_ends_its_rows_across_it(sender_
 def test_removing_a_pairing_on_a_box_that_does_not_federate_is_refused_loudly() -> None:
     with pytest.raises(ConnectError, match="not federated"):
         H.step(H.Hub(), H.PairingRemoved(NOW, PAIRING, "laptop"))
+
+
+def test_a_removal_is_owed_while_something_across_the_pairing_is_open_and_not_after_its_step(
+    world: World, sender_box: World,
+) -> None:
+    """The book's removal and the hub's step are two commits: the daemon asks ``removal_owed`` of each
+    removed pairing, so a restart between them still ends what is queued across it."""
+    to, typing_key = _guarded(world)
+    world.guard(typing_key, to)
+    assert not H.removal_owed(world.hub, PAIRING)  # only a message whose typing started: nothing to end
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-2"))
+    assert H.removal_owed(world.hub, PAIRING) and not H.removal_owed(world.hub, "pairing-2")
+    world.step(H.PairingRemoved(world.now, PAIRING, "laptop"))
+    assert not H.removal_owed(world.hub, PAIRING)
+    w = sender_box
+    submit(w, w.launch("me"), "m-1")
+    assert H.removal_owed(w.hub, PAIRING)
+    w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
+    assert not H.removal_owed(w.hub, PAIRING)

@@ -75,6 +75,7 @@ from connectcore.hub.federation import (
     remote_message_arrived,
     remote_settled,
     remote_submit,
+    removal_owed,
 )
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
@@ -286,6 +287,7 @@ __all__ = [
     "pair_sent_within",
     "pairing_panes",
     "panes_to_lock",
+    "removal_owed",
     "restart_of_pane",
     "restore",
     "sent_within",

@@ -413,6 +413,16 @@ def pairing_panes(hub: Hub, pairing: str) -> tuple[str, ...]:
     return tuple(sorted({m.recipient_pane for m in _from_pairing(hub, pairing)}))
 
 
+def removal_owed(hub: Hub, pairing: str) -> bool:
+    """A pairing the book removed still has something across it that :class:`PairingRemoved` ends: an
+    outbox row not final, or a local message accepted across it not final and not typing. The book's
+    removal and the hub's step are two commits; the daemon asks this of every removed pairing on its
+    federation tick, so a restart between them ends what the step would have ended."""
+    if hub.outbox is not None and any(r.pairing == pairing and not r.is_final for r in hub.outbox.rows.values()):
+        return True
+    return any(m.state is not MessageState.TYPING for m in _from_pairing(hub, pairing))
+
+
 def remote_cancel_arrived(hub: Hub, ev: RemoteCancelArrived) -> Step:
     """The sending box's cancel of a message this box holds (I6), under the recipient's send lock: a
     local message not yet typing is cancelled here like a local revocation (its card withdrawn, its

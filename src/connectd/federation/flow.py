@@ -162,7 +162,12 @@ class RemoteFlow:
         return bool(pump is not None and pump.bus.connected)
 
     async def tick(self) -> None:
-        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard."""
+        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard; first,
+        a removed pairing whose hub step is still owed (:func:`connectcore.hub.federation.removal_owed`:
+        the daemon stopped between the book's commit and the step) is stepped now."""
+        for pairing in list(self.desk.book.pairings.values()):
+            if pairing.id and pairing.state is P.PairingState.REMOVED and H.removal_owed(self.engine.hub, pairing.id):
+                await self.pairing_removed(pairing)
         heard = tuple(sorted(self.desk.heard.items()))
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 
