@@ -87,8 +87,10 @@ def test_revoking_the_sender_on_box_a_withdraws_b_s_card_and_a_s_row_ends_cancel
     card = b.daemon.wait_card(30)
     wait_for(lambda: [r for r in a.audit("accepted") if r["action"] == "federation.outbox"], 30, "accepted on A")
 
-    revoked = a.run("revoke", sender.pane)
-    assert revoked["cancels_unconfirmed"] == ["1 message: box devbox has not yet confirmed it is cancelled"], revoked
+    revoked = a.text("revoke", sender.pane).splitlines()  # the CLI's sentence, from the owner API's answer
+    assert len(revoked) == 2 and revoked[0].endswith("Connect is off (revoked: its next call fails; its queued "
+                                                     "messages and open cards are cancelled)"), revoked
+    assert revoked[1].endswith(": 1 message: box devbox has not yet confirmed it is cancelled"), revoked
 
     wait_for(lambda: not b.daemon.api("GET", "/api/cards"), 30, "B's card withdrawn")
     cancelled = wait_for(lambda: [r for r in b.audit("cancelled") if r["action"] == "send_message"], 30,
