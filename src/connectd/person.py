@@ -6,7 +6,7 @@ delivery either finished before the revocation returns or sees the revoked scope
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from connectcore import hub as H
 from connectcore import reads as R
 from connectcore.advice import receive_only_note
 from connectcore.consent import Decision
+from connectcore.federation import outbox as O
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.hub import acts as hub_acts
 from connectd.control.act_calls import act_view
@@ -36,6 +37,8 @@ class PersonCalls:
         self, *, core: Core, clock: Callable[[], float], ids: Ids, tmux: TmuxAdapter, watcher: Watcher, launches: Launches
     ) -> None:
         self.core, self.clock, self.ids, self.tmux, self.watcher, self.launches = core, clock, ids, tmux, watcher, launches
+        # this box's name for each other box, by box id (the pairing desk's, when the box federates)
+        self.box_names: Callable[[], Mapping[str, str]] = dict
 
     def needs_you(self) -> list[dict[str, Any]]:
         """What needs the person besides cards: drafts connect may have left in a composer (the core
@@ -142,6 +145,13 @@ class PersonCalls:
             for principal_id in ids:
                 await self.core.step(H.Revoke(self.clock(), principal_id, by))
 
+    def cancels_unconfirmed(self, principal_ids: Iterable[str]) -> list[str]:
+        """What a revocation of these principals tells the person about their messages to other boxes:
+        one line per box that has not yet confirmed the cancels (``outbox.pending_cancels_words``;
+        none on a box that does not federate)."""
+        counts = H.cancels_unconfirmed(self.core.hub, principal_ids)
+        return list(O.pending_cancels_words(counts, self.box_names()))
+
     async def revoke_pane(self, pane_id: str, by: str = "owner") -> dict[str, Any]:
         """Revoke what a pane holds: its connected agent, and any open restart to connect it (the
         core's rule, :func:`connectcore.hub.revoke_pane_target`; this only asks and steps)."""
@@ -162,6 +172,7 @@ class PersonCalls:
             result |= {"revoked": grants.actor_name(root), "principal": root.id}
         else:
             result["revoked"] = pane_id
+        result["cancels_unconfirmed"] = self.cancels_unconfirmed([principal_id] if principal_id is not None else [])
         return result
 
     @asynccontextmanager

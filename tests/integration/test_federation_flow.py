@@ -44,6 +44,17 @@ def records(effects: Iterable[Any]) -> list[Effect]:
     return [e for e in effects if isinstance(e, Persist | Audit)]
 
 
+class Locks:
+    """The send locks (``TmuxAdapter.pane_lock``), each one taken recorded."""
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+
+    def pane_lock(self, pane_id: str) -> anyio.Lock:
+        self.taken.append(pane_id)
+        return anyio.Lock()
+
+
 class Box:
     """One daemon's engine and desk on ``root`` (``name``: set up by ``federate init``; None: not federated)."""
 
@@ -57,6 +68,8 @@ class Box:
         self.store = Store.open(self.root)
         self.engine = Engine(self.store, None, endpoint_url="http://127.0.0.1:9/mcp", clock=self.clock,  # type: ignore[arg-type]
                              run_sync=direct)
+        self.locks = Locks()
+        self.engine.person.tmux = self.locks  # type: ignore[assignment]  # (the send locks a revocation takes)
         self.desk: PairingDesk | None = open_desk(self.root, self.engine)
         self.engine.federation = self.desk
 
@@ -384,3 +397,141 @@ def test_the_sending_rules_refuse_before_admission_and_store_nothing(boxes: tupl
         _send(a, f"{B_ADDRESS}@devbox")  # the same id again
     assert refused.value.reason == "duplicate_id" and dict(a.engine.hub.outbox.rows) == rows
     assert a.store.outbox_rows() == list(rows.values())
+
+
+
+# --- cancels across boxes (docs/federation.md, "Revocation across boxes") ----------------------------
+
+
+def _carded_on_b(a: Box, b: Box, pairing: str) -> tuple[Any, tuple[str, str], str]:
+    """A's m-1 carded on B, B's accepted receipt back on A: A's row accepted. B's pump is recording."""
+    subject, wire = _submit(a, b, pairing)
+    b.pump()
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1)) is True
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = b.fed.pump.bus.calls[0]
+    a.pump()
+    anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 2))
+    run(a.fed.pump)
+    key = (R.remote_principal(a.fed.local.box_id, "p-1"), "m-1")
+    card = b.engine.hub.messages[key].card
+    assert card is not None and b.engine.hub.cards[card].state.value == "pending"
+    b.fed.pump.bus.calls.clear()
+    a.fed.pump.bus.calls.clear()
+    return a.fed.pump.bus, key, card
+
+
+def test_revoking_the_sender_cancels_across_boxes_and_the_answer_names_the_unconfirmed(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """Revoke A's sender while B's card is open: A's revoke answers at once, naming the message box
+    devbox has not confirmed cancelled; A publishes the cancel; on B it is stepped under %4's send lock,
+    the card withdrawn and the message cancelled with its record, and the one final receipt goes back;
+    on A the row ends cancelled and nothing is unconfirmed any more."""
+    a, b, pairing = boxes
+    abus, key, card = _carded_on_b(a, b, pairing)
+    answer = anyio.run(a.engine.person.revoke_pane, "%1")
+    assert answer["cancels_unconfirmed"] == ["1 message: box devbox has not yet confirmed it is cancelled"]
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.CANCELLING
+    assert a.store.outbox_rows()[0].state is O.OutboxState.CANCELLING  # committed before it was published
+    run(a.fed.pump)
+    ((kind, subject, wire, _mid),) = abus.calls
+    assert kind == "publish" and subject == f"connect.{b.fed.local.box_id}.cancel.{a.fed.local.box_id}"
+    # on B: under the recipient pane's send lock, the card withdrawn, the message cancelled, receipted
+    b.locks.taken.clear()
+    cancel = Delivery(subject, wire, 1)
+    assert anyio.run(b.fed.received, subject, wire, cancel) is True
+    assert b.locks.taken == ["%4"]
+    message = b.engine.hub.messages[key]
+    assert message.state is MessageState.CANCELLED and b.engine.hub.cards[card].state.value == "cancelled"
+    assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert b.store.audit(outcome="cancelled", limit=10)
+    run(b.fed.pump)
+    bbus = b.fed.pump.bus
+    assert [c[0] for c in bbus.calls] == ["publish", "ack"] and bbus.calls[1] == ("ack", cancel)
+    _, rsubject, receipt, _ = bbus.calls[0]
+    verdict = receive(a.fed.local, rsubject, receipt, a.fed.view())
+    assert isinstance(verdict.inner, E.ReceiptInner) and verdict.inner.outcome == "cancelled"
+    # the receipt on A: the row cancelled, nothing left unconfirmed
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 3)) is True
+    assert a.engine.hub.outbox.rows[row.identity].state is O.OutboxState.CANCELLED
+    assert a.engine.person.cancels_unconfirmed(["p-1"]) == []
+    # a copy of the cancel on B: answered with the same receipt, nothing changes
+    before = b.engine.hub
+    bbus.calls.clear()
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 4)) is True
+    run(b.fed.pump)
+    assert b.engine.hub.messages == before.messages and bbus.calls[0][2] == receipt
+
+
+def test_removing_the_pairing_on_the_recipient_s_box_and_the_notice_on_the_sender_s(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """B's person removes the pairing: B's carded message from A cancelled, its card withdrawn, under
+    %4's send lock, no receipt; A's row, on B's signed notice, unconfirmed (it left: B may have had it);
+    nothing more from A is accepted on B."""
+    a, b, pairing = boxes
+    _abus, key, card = _carded_on_b(a, b, pairing)
+    b.locks.taken.clear()
+    anyio.run(lambda: b.fed.remove("laptop"))
+    assert b.locks.taken == ["%4"]
+    assert b.engine.hub.messages[key].state is MessageState.CANCELLED
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    run(b.fed.pump)
+    assert [c for c in b.fed.pump.bus.calls if c[0] == "publish"] == []  # no receipt for a removed pairing
+    (unpair,) = [w for w in b.owed() if w.key.startswith("unpair:")]
+    _deliver(a, unpair)
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.UNCONFIRMED and row.reason == "pairing removed before box devbox answered"
+    assert a.store.outbox_rows()[0].state is O.OutboxState.UNCONFIRMED
+    # a restart of B: the pairing still removed for the inbox; the message stays cancelled
+    b.reopen()
+    assert b.engine.hub.inbox is not None and pairing in b.engine.hub.inbox.removed
+    assert b.engine.hub.messages[key].state is MessageState.CANCELLED
+
+
+def test_removing_the_pairing_on_the_sender_s_box_cancels_what_never_left(boxes: tuple[Box, Box, str]) -> None:
+    a, b, pairing = boxes
+    bus = a.pump()
+    bus.connected = False  # type: ignore[attr-defined]
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-1", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=False,
+    ))
+    anyio.run(lambda: a.fed.remove("devbox"))
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.CANCELLED
+    assert a.store.outbox_rows()[0].state is O.OutboxState.CANCELLED
+    bus.connected = True  # type: ignore[attr-defined]
+    anyio.run(a.fed.messages.tick)  # type: ignore[union-attr]
+    run(a.fed.pump)
+    assert [c for c in bus.calls if c[0] == "publish" and ".inbox." in c[1]] == []  # never published now
+
+
+def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """The book's removal and the hub's step are two commits: the daemon stopping between them (here,
+    the desk joined to no engine when it removed) leaves the row; the federation tick after the
+    restart ends it."""
+    a, b, pairing = boxes
+    a.pump()
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-1", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([5]) * 24, bus_up=True,
+    ))
+    flow, a.fed.messages = a.fed.messages, None
+    anyio.run(lambda: a.fed.remove("devbox"))
+    a.fed.messages = flow
+    assert a.store.outbox_rows()[0].state is O.OutboxState.PUBLISHED  # the step did not run
+    a.reopen()
+    assert a.fed.messages is not None
+    anyio.run(a.fed.messages.tick)
+    assert a.store.outbox_rows()[0].state is O.OutboxState.UNCONFIRMED
+    assert a.engine.hub.outbox is not None and not H.removal_owed(a.engine.hub, pairing)

@@ -4,7 +4,8 @@ directory, HOME and tmux server, one ``nats-server`` with a user per box). Paire
 agent on box A sends to an agent on box B by its address qualified with B's name: A answers ``queued``;
 the card appears on B naming the remote agent on box laptop with A's short fingerprint (API and
 CLI) for B's pane; B's owner approves the pair; the text is typed once in B's pane under its
-provenance line naming box A; A's sender learns ``delivered`` from B's signed receipt."""
+provenance line naming box A; A's sender learns ``delivered`` from B's signed receipt. And cancels across
+boxes: the sender revoked on A while B's card is open, the card withdrawn on B, A's row cancelled."""
 
 from __future__ import annotations
 
@@ -65,5 +66,42 @@ def test_an_agent_on_box_a_reaches_an_agent_on_box_b_once_with_consent_and_learn
     wait_for(lambda: outcome() == "delivered", 60, "delivered on A")
     time.sleep(1.0)
     assert len(recipient.prompts()) == 1  # typed once
+    for box in (a, b):
+        assert not [r for r in box.audit("failed") if r["action"] == "task.bus"], box.daemon.log_text()
+
+
+def test_revoking_the_sender_on_box_a_withdraws_b_s_card_and_a_s_row_ends_cancelled(
+    boxes: tuple[Box, Box, NatsServer],  # noqa: F811
+) -> None:
+    """Cancels across boxes on real parts: A's revoke answers at once, naming the message box devbox has
+    not yet confirmed cancelled; B's card is withdrawn and its message cancelled, never typed; B's
+    cancelled receipt ends A's row cancelled."""
+    a, b, _server = boxes
+    _pair(a, b)
+    sender = a.daemon.launch("sender")
+    recipient = b.daemon.launch("recipient")
+    a.daemon.wait_ready(sender)
+    b.daemon.wait_ready(recipient)
+    err, sent = anyio.run(send, a.daemon, sender, f"{recipient.address}@devbox", "a message to withdraw", "m-c")
+    assert not err and sent["outcome"] == "queued", sent  # type: ignore[index]
+    card = b.daemon.wait_card(30)
+    wait_for(lambda: [r for r in a.audit("accepted") if r["action"] == "federation.outbox"], 30, "accepted on A")
+
+    revoked = a.text("revoke", sender.pane).splitlines()  # the CLI's sentence, from the owner API's answer
+    assert len(revoked) == 2 and revoked[0].endswith("Connect is off (revoked: its next call fails; its queued "
+                                                     "messages and open cards are cancelled)"), revoked
+    assert revoked[1].endswith(": 1 message: box devbox has not yet confirmed it is cancelled"), revoked
+
+    wait_for(lambda: not b.daemon.api("GET", "/api/cards"), 30, "B's card withdrawn")
+    cancelled = wait_for(lambda: [r for r in b.audit("cancelled") if r["action"] == "send_message"], 30,
+                         "the message cancelled on B")
+    assert cancelled[0]["message_id"] == "m-c", cancelled
+    closed = [c for c in b.daemon.api("GET", "/api/cards?all=true") if c["id"] == card["id"]]
+    assert not closed or closed[0]["state"] == "cancelled", closed
+    row = wait_for(lambda: [r for r in a.audit("cancelled") if r["action"] == "federation.outbox"], 30,
+                   "A's row cancelled by B's receipt")
+    assert row[0]["message_id"].endswith("/m-c"), row
+    time.sleep(1.0)
+    assert recipient.prompts() == []  # never typed
     for box in (a, b):
         assert not [r for r in box.audit("failed") if r["action"] == "task.bus"], box.daemon.log_text()

@@ -687,7 +687,8 @@ def test_grants_revocation_and_disconnect_all(tmp_path: Path, tmux: TmuxServer) 
 
             # Revoking the sender cancels its open card's message: nothing will be typed.
             resp = await r.post("/api/revoke", {"principal": "principal-a"})
-            assert resp.json() == {"revoked": "agent:claude:session-principal-a", "principal": "principal-a"}
+            assert resp.json() == {"revoked": "agent:claude:session-principal-a", "principal": "principal-a",
+                                   "cancels_unconfirmed": []}  # (a box that does not federate owes none)
             assert not live(AGENT_TOKEN) and live(OTHER_TOKEN)
             assert r.engine.hub.cards[card].state.value == "cancelled"
             assert [row.target for row in r.audit_rows(actor="owner") if row.action == "revoke"] == [

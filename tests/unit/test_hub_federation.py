@@ -494,3 +494,242 @@ def test_the_federation_tick_deletes_inbox_records_past_the_retention(world: Wor
 def test_a_box_that_does_not_federate_ticks_nothing() -> None:
     w = World(now=NOW)
     assert w.step(H.FederationTick(NOW, bus_up=True)) == ()
+
+
+# --- cancels across boxes (docs/federation.md, "Revocation across boxes") ----------------------------
+
+
+def _rows(w: World) -> dict[str, O.Row]:
+    assert w.hub.outbox is not None
+    return {r.identity.id: r for r in w.hub.outbox.rows.values()}
+
+
+def _publishes(effects: tuple[Any, ...]) -> list[PublishEnvelope]:
+    return [e for e in effects if isinstance(e, PublishEnvelope)]
+
+
+def test_revoking_a_sender_cancels_its_rows_and_publishes_a_cancel_for_each_that_left(sender_box: World) -> None:
+    """O7 through the hub's revoke: its queued row cancelled (it never left), the rows that left
+    cancelling, each with its cancel published after the commit; another sender's row untouched. The
+    cancel's nonce is the core's (``outbox.cancel_nonce``, from the row's own), so no event carries one."""
+    w = sender_box
+    me, other = w.launch("me"), w.launch("other")
+    submit(w, me, "m-1")  # published
+    submit(w, me, "m-2", bus_up=False)  # queued
+    submit(w, other, "m-3")
+    effects = w.step(H.Revoke(w.now, me.principal))
+    rows = _rows(w)
+    assert [rows[m].state for m in ("m-1", "m-2", "m-3")] == [
+        O.OutboxState.CANCELLING, O.OutboxState.CANCELLED, O.OutboxState.PUBLISHED]
+    m1 = rows["m-1"]
+    assert _publishes(effects) == [PublishEnvelope(E.Kind.CANCEL, B, PAIRING, m1.identity, 1)]
+    persisted = [i for i, e in enumerate(effects) if isinstance(e, Persist) and e.kind == O.STORE]
+    assert len(persisted) == 2  # both rows, and m-1's committed cancelling before its cancel is published
+    assert effects.index(Persist(O.STORE, (m1.identity,), m1)) < effects.index(_publishes(effects)[0])
+    assert m1.cancel_nonce == O.cancel_nonce(m1) and m1.cancel_nonce != m1.nonce and len(m1.cancel_nonce) == 24
+    routing, plain, nonce = O.to_seal(m1, E.Kind.CANCEL)
+    cancel = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
+    assert isinstance(cancel, E.CancelInner) and (cancel.message, cancel.digest) == (m1.identity, m1.digest)
+    woken = sorted((n.key, n.payload["outcome"]) for n in effects if isinstance(n, H.Notify) and n.topic == O.TOPIC)
+    assert woken == [((me.principal, "m-1"), "queued"), ((me.principal, "m-2"), "cancelled")]
+    assert H.cancels_unconfirmed(w.hub, [me.principal]) == {B: 1}
+    assert H.cancels_unconfirmed(w.hub, [other.principal]) == {}
+
+
+def test_cancel_receipts_move_the_cancelling_rows_to_the_other_box_s_outcome(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me, "m-1")
+    submit(w, me, "m-2")
+    w.step(H.Revoke(w.now, me.principal))
+    rows = _rows(w)
+
+    def receipt(row: O.Row, outcome: str) -> E.ReceiptInner:
+        return E.ReceiptInner(E.Routing(E.Kind.RECEIPT, B, A, pairing=PAIRING), row.identity, row.digest, outcome,
+                              outcome, w.now, ("agent:codex:x", "%4"), None)
+
+    receipt_for(w, receipt(rows["m-1"], "cancelled"))
+    assert H.cancels_unconfirmed(w.hub, [me.principal]) == {B: 1}
+    receipt_for(w, receipt(rows["m-2"], "delivered"))  # typing had started over there: its real outcome
+    rows = _rows(w)
+    assert (rows["m-1"].state, rows["m-2"].state) == (O.OutboxState.CANCELLED, O.OutboxState.DELIVERED)
+    assert H.cancels_unconfirmed(w.hub, [me.principal]) == {}
+
+
+def test_disconnect_all_and_a_revoked_pane_cancel_across_boxes_too(sender_box: World) -> None:
+    w = sender_box
+    me, other = w.launch("me"), w.launch("other")
+    submit(w, me, "m-1")
+    w.step(H.RevokePane(w.now, me.pane, me.incarnation))
+    assert _rows(w)["m-1"].state is O.OutboxState.CANCELLING
+    submit(w, other, "m-2")
+    effects = w.step(H.DisconnectAll(w.now))
+    assert _rows(w)["m-2"].state is O.OutboxState.CANCELLING
+    assert [p.identity.id for p in _publishes(effects)] == ["m-2"]  # m-1's cancel is not published twice
+
+
+def test_a_revoke_the_core_refuses_sends_no_cancel_and_changes_nothing(sender_box: World) -> None:
+    w = sender_box
+    submit(w, w.launch("me"), "m-1")
+    before = w.snapshot()
+    with pytest.raises(H.UnknownItem):
+        w.step(H.Revoke(w.now, "p-nobody"))
+    assert w.hub == before
+
+
+def _cancel(w: World, inner: E.MessageInner | None = None, delivery: str = "d-2") -> tuple[Any, ...]:
+    """A's cancel of ``inner`` judged on B, stepped as the daemon steps it (under the send lock)."""
+    assert w.hub.inbox is not None
+    inner = inner or message()
+    cancel = E.CancelInner(E.Routing(E.Kind.CANCEL, A, B, pairing=PAIRING), inner.identity,
+                           E.digest_of(E.encode_inner(inner)), inner.created_at, "sender revoked", w.now)
+    verdict = judged(cancel, w.hub.inbox)  # type: ignore[arg-type]
+    assert verdict.decision is E.Decision.CANCEL, verdict
+    return w.step(H.RemoteCancelArrived(w.now, verdict, delivery))
+
+
+def test_a_cancel_of_a_carded_message_withdraws_the_card_and_receipts_cancelled_once(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    key = (REMOTE, "m-1")
+    card = world.card_of(key)
+    assert world.hub.inbox is not None
+    accepted = world.hub.inbox.records[message().identity]
+    assert H.cancel_panes(world.hub, message().identity) == (to.pane,)
+    effects = _cancel(world)
+    done = world.hub.messages[key]
+    assert done.state is MessageState.CANCELLED and "box" in done.reason
+    assert world.hub.cards[card].state is H.CardState.CANCELLED  # withdrawn from Needs you
+    record = world.hub.inbox.records[message().identity]
+    assert record.state is I.InboxState.CANCELLED
+    (receipt,) = _receipts(effects)
+    assert (receipt.outcome, receipt.message) == ("cancelled", message().identity)
+    assert record.nonce == I.final_nonce(accepted)
+    # the local row and the inbox record in the step's one commit, then the receipt, then the ack
+    stored = [e.kind for e in effects if isinstance(e, Persist)]
+    assert "message" in stored and I.STORE in stored and "card" in stored
+    last_persist = max(i for i, e in enumerate(effects) if isinstance(e, Persist))
+    assert last_persist < kinds(effects).index("PublishReceipt") < kinds(effects).index("AckDelivery")
+    assert effects[-1] == AckDelivery("d-2")
+    assert H.cancel_panes(world.hub, message().identity) == ()
+    # a copy of the cancel: answered with the same final receipt, nothing changes
+    before = world.snapshot()
+    again = _cancel(world, delivery="d-3")
+    assert world.hub == before
+    assert [e for e in again if isinstance(e, PublishReceipt)] == [PublishReceipt(record.receipt, record.nonce)]
+    assert again[-1] == AckDelivery("d-3")
+
+
+def test_a_cancel_after_typing_started_changes_nothing_and_the_real_outcome_is_receipted(world: World) -> None:
+    to, key = _guarded(world)
+    world.guard(key, to)
+    assert world.hub.messages[key].state is MessageState.TYPING
+    before = world.snapshot()
+    effects = _cancel(world)
+    assert world.hub.messages == before.messages and world.hub.inbox == before.inbox
+    assert _receipts(effects) == [] and effects[-1] == AckDelivery("d-2")
+    assert [e.detail for e in effects if isinstance(e, H.Audit)] == [
+        "cancel arrived after typing started: the real outcome follows"]
+    effects = world.typed(key)
+    assert [r.outcome for r in _receipts(effects)] == ["delivered"]
+
+
+def test_a_cancel_of_a_message_whose_guard_is_out_cancels_it_and_the_guard_then_types_nothing(world: World) -> None:
+    to, key = _guarded(world)
+    effects = _cancel(world)
+    assert world.hub.messages[key].state is MessageState.CANCELLED
+    assert [r.outcome for r in _receipts(effects)] == ["cancelled"]
+    effects = world.guard(key, to)
+    assert not any(isinstance(e, TypeText) for e in effects) and _receipts(effects) == []
+
+
+def test_a_cancel_the_core_refuses_changes_nothing(world: World) -> None:
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    assert world.hub.inbox is not None
+    before = world.snapshot()
+    new = judged(message("m-2"), world.hub.inbox)  # a new message is no cancel
+    with pytest.raises(I.InboxError, match="not a cancel"):
+        world.step(H.RemoteCancelArrived(world.now, new))
+    assert world.hub == before
+    with pytest.raises(ConnectError, match="not federated"):
+        H.step(H.Hub(), H.RemoteCancelArrived(NOW, new))
+
+
+def test_revoking_the_recipient_here_sends_the_remote_sender_the_final_cancelled_receipt(world: World) -> None:
+    """On the recipient's box a revocation is linearized with delivery as a local one; its remote
+    sender learns the outcome by the final receipt (finals_receipted), once."""
+    to = world.launch("codex", harness="codex")
+    arrive(world, to)
+    effects = world.step(H.Revoke(world.now, to.principal))
+    assert world.hub.messages[(REMOTE, "m-1")].state is MessageState.CANCELLED
+    (receipt,) = _receipts(effects)
+    assert (receipt.outcome, receipt.routing.to) == ("cancelled", A)
+    assert world.hub.inbox is not None
+    assert world.hub.inbox.records[message().identity].state is I.InboxState.CANCELLED
+
+
+def test_removing_the_pairing_here_cancels_what_it_holds_not_typing_without_a_receipt(world: World) -> None:
+    """I7 through the hub: a carded message from the pairing cancelled with its card withdrawn and its
+    audit record, one whose typing started left to its outcome, no receipt; then nothing more is
+    accepted from that pairing. And the outbox's rows across it (O8) in the same step."""
+    to, typing_key = _guarded(world)
+    world.guard(typing_key, to)
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-2"))
+    key = (REMOTE, "m-2")
+    card = world.card_of(key)
+    assert H.pairing_panes(world.hub, PAIRING) == tuple(sorted({to.pane, carded.pane}))
+    effects = world.step(H.PairingRemoved(world.now, PAIRING, "laptop"))
+    assert world.hub.messages[key].state is MessageState.CANCELLED
+    assert world.hub.cards[card].state is H.CardState.CANCELLED
+    assert world.hub.messages[typing_key].state is MessageState.TYPING
+    assert _receipts(effects) == [] and not any(isinstance(e, PublishEnvelope) for e in effects)
+    assert world.hub.inbox is not None and PAIRING in world.hub.inbox.removed
+    assert world.hub.inbox.records[message("m-2").identity].state is I.InboxState.CANCELLED
+    assert any(isinstance(e, H.Audit) and e.detail == "pairing removed" for e in effects)
+    assert _receipts(world.typed(typing_key)) == []  # its outcome is committed, never receipted
+    before = world.snapshot()
+    with pytest.raises(I.InboxError, match="removed"):
+        arrive(world, carded, message("m-3"))
+    assert world.hub == before
+
+
+def test_removing_the_pairing_on_the_sending_box_ends_its_rows_across_it(sender_box: World) -> None:
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me, "m-1")  # left
+    submit(w, me, "m-2", bus_up=False)  # never left
+    effects = w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
+    rows = _rows(w)
+    assert (rows["m-1"].state, rows["m-2"].state) == (O.OutboxState.UNCONFIRMED, O.OutboxState.CANCELLED)
+    assert rows["m-1"].reason == "pairing removed before box devbox answered"
+    assert not _publishes(effects)
+    woken = sorted((n.key[1], n.payload["outcome"]) for n in effects if isinstance(n, H.Notify))
+    assert woken == [("m-1", "unconfirmed"), ("m-2", "cancelled")]
+    assert not _publishes(w.step(H.FederationTick(w.now + 3600, bus_up=True, heard=((B, w.now + 3599),))))
+
+
+def test_removing_a_pairing_on_a_box_that_does_not_federate_is_refused_loudly() -> None:
+    with pytest.raises(ConnectError, match="not federated"):
+        H.step(H.Hub(), H.PairingRemoved(NOW, PAIRING, "laptop"))
+
+
+def test_a_removal_is_owed_while_something_across_the_pairing_is_open_and_not_after_its_step(
+    world: World, sender_box: World,
+) -> None:
+    """The book's removal and the hub's step are two commits: the daemon asks ``removal_owed`` of each
+    removed pairing, so a restart between them still ends what is queued across it."""
+    to, typing_key = _guarded(world)
+    world.guard(typing_key, to)
+    assert not H.removal_owed(world.hub, PAIRING)  # only a message whose typing started: nothing to end
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-2"))
+    assert H.removal_owed(world.hub, PAIRING) and not H.removal_owed(world.hub, "pairing-2")
+    world.step(H.PairingRemoved(world.now, PAIRING, "laptop"))
+    assert not H.removal_owed(world.hub, PAIRING)
+    w = sender_box
+    submit(w, w.launch("me"), "m-1")
+    assert H.removal_owed(w.hub, PAIRING)
+    w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
+    assert not H.removal_owed(w.hub, PAIRING)

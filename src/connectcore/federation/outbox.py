@@ -34,7 +34,8 @@ O6  The deadline (:func:`deadline`) is ``created_at + id's hour + skew bound + f
     question, decided so).
 O7  Revoking a sender (:func:`cancel`) returns at once: its ``queued`` rows are ``cancelled`` (they
     never left), its ``published`` and ``accepted`` rows ``cancelling`` with a cancel published to the
-    other box (its own nonce, given as a value). ``cancelling`` ends in the receipt's outcome
+    other box (its own nonce, given as a value: the hub gives :func:`cancel_nonce`, made from the row's
+    own random nonce, one cancel per row). ``cancelling`` ends in the receipt's outcome
     (``cancelled``, or the real one if typing had started there), or ``unconfirmed`` at the deadline.
     What the sender's owner learns: :func:`pending_cancels` and :func:`pending_cancels_words`.
 O8  Removing a pairing (:func:`pairing_removed`) cancels its ``queued`` rows and makes every row that
@@ -533,6 +534,13 @@ def receipt(
         return _with(outbox, [moved]), (*_moved(moved, now), *ack)
     moved = _advance(row, outcome, now, inner.reason, card=None)
     return _with(outbox, [moved]), (*_moved(moved, now), *ack)
+
+
+def cancel_nonce(row: Row) -> bytes:
+    """The nonce of ``row``'s cancel (O7): a hash of the row's random nonce and its digest, so unique as
+    that nonce is, and not that nonce (as ``inbox.final_nonce`` is for a final receipt). A row has one
+    cancel, and every copy of it is the same envelope, so no event needs to carry a nonce for it."""
+    return hashlib.sha256(b"connect-cancel-v1" + row.nonce + row.digest.encode()).digest()[:NONCE_BYTES]
 
 
 def cancels_needed(outbox: Outbox, sender: str) -> tuple[Identity, ...]:

@@ -37,7 +37,8 @@ layers contract): :mod:`~connectcore.hub.state` (the hub's state, its events and
 bind), :mod:`~connectcore.hub.restarts`, :mod:`~connectcore.hub.panes` (readings, reconcile, recover,
 tick), :mod:`~connectcore.hub.revocations` and :mod:`~connectcore.hub.federation` (a remote message:
 the recipient box's rules, then the inbox's commit with the local message row and its card; its final
-receipt; on the sending box, a remote target admitted into the outbox, and its receipts).
+receipt; on the sending box, a remote target admitted into the outbox, and its receipts; a cancel from
+the sending box, a pairing removed).
 """
 
 from __future__ import annotations
@@ -63,12 +64,18 @@ from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.federation import (
+    cancel_panes,
+    cancels_unconfirmed,
     federation_tick,
     finals_receipted,
+    pairing_panes,
+    pairing_removed,
     receipt_arrived,
+    remote_cancel_arrived,
     remote_message_arrived,
     remote_settled,
     remote_submit,
+    removal_owed,
 )
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.gate import _token_actor as _token_actor
@@ -117,12 +124,14 @@ from connectcore.hub.state import (
     Hub,
     Launch,
     LeftDraft,
+    PairingRemoved,
     PaneGone,
     PaneObserved,
     ReceiptArrived,
     Recipient,
     Reconcile,
     Recover,
+    RemoteCancelArrived,
     RemoteMessageArrived,
     RemoteSettled,
     RemoteSubmit,
@@ -181,6 +190,8 @@ HANDLERS: Mapping[type[Any], Callable[[Hub, Any], Step]] = MappingProxyType(
         RemoteSubmit: remote_submit,
         ReceiptArrived: receipt_arrived,
         RemoteSettled: remote_settled,
+        RemoteCancelArrived: remote_cancel_arrived,
+        PairingRemoved: pairing_removed,
         FederationTick: federation_tick,
     }
 )
@@ -241,6 +252,7 @@ __all__ = [
     "Hub",
     "Launch",
     "LeftDraft",
+    "PairingRemoved",
     "PaneGone",
     "PaneObserved",
     "PaneView",
@@ -249,6 +261,7 @@ __all__ = [
     "Recover",
     "FederationTick",
     "ReceiptArrived",
+    "RemoteCancelArrived",
     "RemoteMessageArrived",
     "RemoteSettled",
     "RemoteSubmit",
@@ -265,12 +278,16 @@ __all__ = [
     "UnknownItem",
     "Unresolved",
     "authorize",
+    "cancel_panes",
+    "cancels_unconfirmed",
     "dead_incarnations",
     "last_received",
     "message_for",
     "pair_approved",
     "pair_sent_within",
+    "pairing_panes",
     "panes_to_lock",
+    "removal_owed",
     "restart_of_pane",
     "restore",
     "sent_within",

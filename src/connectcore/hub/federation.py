@@ -30,12 +30,19 @@ only joins them to the local message machine.
 - The schedules (:class:`FederationTick`): :func:`outbox.tick` (publishes, new attempts while the other
   box is live, expiries, the deadline's ``unconfirmed``, each waking the sender) and :func:`inbox.tick`
   (the retention).
+- Cancels and removals across boxes: revoking a sender (``hub.revocations``) cancels its outbox rows
+  (:func:`outbox.cancel`; :func:`cancels_unconfirmed` is what the revocation's answer names); a cancel
+  from the sending box (:class:`RemoteCancelArrived`, under the send lock :func:`cancel_panes` names)
+  cancels the local message not yet typing with :func:`inbox.cancel_arrived`; a removed pairing
+  (:class:`PairingRemoved`, under :func:`pairing_panes`) runs :func:`outbox.pairing_removed` and
+  :func:`inbox.pairing_removed` and cancels the local messages across it not yet typing.
 - The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
   hands them to the daemon's bus loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TypeGuard
 
@@ -47,11 +54,20 @@ from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import inbox as inbox_
 from connectcore.federation import outbox as outbox_
 from connectcore.federation import remote
-from connectcore.federation.envelope import Decision, Kind, MessageInner, ReceiptInner, Routing, Sender
+from connectcore.federation.envelope import (
+    Decision,
+    Identity,
+    Kind,
+    MessageInner,
+    ReceiptInner,
+    Routing,
+    Sender,
+)
 from connectcore.grants import Scope
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.messages import (
     _audit_outcome,
+    _finalize,
     _open_card,
     _pane_actor,
     _recipient_scopes,
@@ -64,7 +80,9 @@ from connectcore.hub.messages import (
 from connectcore.hub.state import (
     FederationTick,
     Hub,
+    PairingRemoved,
     ReceiptArrived,
+    RemoteCancelArrived,
     RemoteMessageArrived,
     RemoteSettled,
     RemoteSubmit,
@@ -337,5 +355,133 @@ def federation_tick(hub: Hub, ev: FederationTick) -> Step:
     if hub.inbox is not None:
         inbox, more = inbox_.tick(hub.inbox, now=ev.now)
         hub = replace(hub, inbox=inbox)
+        effects.extend(more)
+    return hub, tuple(effects)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cancels and removals across boxes (docs/federation.md, "Revocation across boxes")
+# --------------------------------------------------------------------------------------------------
+
+
+def cancels_unconfirmed(hub: Hub, principal_ids: Iterable[str]) -> dict[str, int]:
+    """Per other box, how many messages of these principals (and their groups) are ``cancelling``: the
+    cancels it has not yet confirmed (O7, :func:`outbox.pending_cancels`), what a revocation's answer
+    names (:func:`outbox.pending_cancels_words`). A box that does not federate: none."""
+    outbox = hub.outbox
+    if outbox is None:
+        return {}
+    members: set[str] = set()
+    for pid in principal_ids:
+        members |= grants.group(hub.book, pid) if pid in hub.book.principals else {pid}
+    counts: dict[str, int] = {}
+    for member in sorted(members):
+        for box, n in outbox_.pending_cancels(outbox, member).items():
+            counts[box] = counts.get(box, 0) + n
+    return counts
+
+
+def _local_of(hub: Hub, identity: Identity) -> Message | None:
+    return hub.messages.get((remote.remote_principal(identity.box, identity.principal), identity.id))
+
+
+def cancel_panes(hub: Hub, identity: Identity) -> tuple[str, ...]:
+    """The send lock a cancel of ``identity`` is stepped under (a pure read, as ``panes_to_lock``): its
+    local message's recipient pane, while that message is not final."""
+    message = _local_of(hub, identity)
+    return () if message is None or message.is_final else (message.recipient_pane,)
+
+
+def _from_pairing(hub: Hub, pairing: str) -> list[Message]:
+    """The local messages this box accepted across ``pairing`` that are not final."""
+    inbox = hub.inbox
+    if inbox is None:
+        return []
+    found = []
+    for identity, record in inbox.records.items():
+        if record.pairing != pairing:
+            continue
+        message = _local_of(hub, identity)
+        if message is not None and not message.is_final:
+            found.append(message)
+    return sorted(found, key=lambda m: m.key)
+
+
+def pairing_panes(hub: Hub, pairing: str) -> tuple[str, ...]:
+    """The send locks a removal of ``pairing`` is stepped under: the recipient panes of what this box
+    accepted across it and has not ended."""
+    return tuple(sorted({m.recipient_pane for m in _from_pairing(hub, pairing)}))
+
+
+def removal_owed(hub: Hub, pairing: str) -> bool:
+    """A pairing the book removed still has something across it that :class:`PairingRemoved` ends: an
+    outbox row not final, or a local message accepted across it not final and not typing. The book's
+    removal and the hub's step are two commits; the daemon asks this of every removed pairing on its
+    federation tick, so a restart between them ends what the step would have ended."""
+    if hub.outbox is not None and any(r.pairing == pairing and not r.is_final for r in hub.outbox.rows.values()):
+        return True
+    return any(m.state is not MessageState.TYPING for m in _from_pairing(hub, pairing))
+
+
+def remote_cancel_arrived(hub: Hub, ev: RemoteCancelArrived) -> Step:
+    """The sending box's cancel of a message this box holds (I6), under the recipient's send lock: a
+    local message not yet typing is cancelled here like a local revocation (its card withdrawn, its
+    audit record), its inbox record committed ``cancelled`` in the same step and receipted (the nonce
+    :func:`inbox.final_nonce`, the one final receipt the record has: :func:`finals_receipted` then finds
+    it no longer ``accepted`` and adds none); once typing started nothing changes and the real outcome
+    is receipted when it comes; a message already final is answered with its final receipt."""
+    inbox = hub.inbox
+    if inbox is None:
+        raise ConnectError("this box is not federated: it has no inbox")
+    identity = ev.verdict.identity
+    if ev.verdict.decision is not Decision.CANCEL or identity is None:
+        raise inbox_.InboxError(inbox_.Refusal.WRONG_DECISION,
+                                f"a {ev.verdict.decision} verdict is not a cancel of a held message")
+    record = inbox.records.get(identity)
+    if record is None:
+        raise inbox_.InboxError(inbox_.Refusal.UNKNOWN_MESSAGE, f"this box holds no {identity}")
+    message = _local_of(hub, identity)
+    cancellable = (
+        record.state is inbox_.InboxState.ACCEPTED
+        and message is not None
+        and not message.is_final
+        and message.state is not MessageState.TYPING
+    )
+    local: tuple[Effect, ...] = ()
+    if cancellable:
+        assert message is not None
+        hub, local = _finalize(hub, message, "cancel", ev.now, f"cancelled by its sender's box {identity.box}")
+    inbox, effects = inbox_.cancel_arrived(
+        inbox, ev.verdict, cancellable=cancellable, now=ev.now, nonce=inbox_.final_nonce(record), delivery=ev.delivery,
+    )
+    return replace(hub, inbox=inbox), (*local, *effects)
+
+
+def pairing_removed(hub: Hub, ev: PairingRemoved) -> Step:
+    """A pairing removed (either box; the pairing book committed it), under the send locks of
+    :func:`pairing_panes`: the outbox's rows across it end (O8: never left ``cancelled``, left
+    ``unconfirmed``), the inbox cancels what it accepted across it and is not typing, without a
+    receipt (I7), and each such local message is cancelled here with its card withdrawn and its audit
+    record; from then on nothing of that pairing is accepted or typed (R8). Stepping it again changes
+    nothing more."""
+    if hub.inbox is None and hub.outbox is None:
+        raise ConnectError("this box is not federated: it has no inbox nor outbox")
+    effects: list[Effect] = []
+    if hub.outbox is not None:
+        outbox, sent = outbox_.pairing_removed(hub.outbox, ev.pairing, now=ev.now, box_name=ev.box_name)
+        hub = replace(hub, outbox=outbox)
+        effects.extend(sent)
+    held = _from_pairing(hub, ev.pairing)
+    if hub.inbox is not None:
+        typing = frozenset(
+            i for m in held if m.state is MessageState.TYPING and (i := remote.identity_of(m.sender, m.id)) is not None
+        )
+        inbox, received = inbox_.pairing_removed(hub.inbox, ev.pairing, now=ev.now, typing=typing)
+        hub = replace(hub, inbox=inbox)
+        effects.extend(received)
+    for message in held:
+        if message.state is MessageState.TYPING:
+            continue
+        hub, more = _finalize(hub, message, "cancel", ev.now, f"pairing with box {ev.box_name} removed")
         effects.extend(more)
     return hub, tuple(effects)

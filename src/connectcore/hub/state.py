@@ -441,6 +441,29 @@ class RemoteSettled:
 
 
 @dataclass(frozen=True)
+class RemoteCancelArrived:
+    """The sending box's cancel of a message this box holds (``verdict``: the judgement's ``cancel``),
+    stepped under the recipient pane's send lock like a local revocation (the daemon takes the locks
+    :func:`connectcore.hub.federation.cancel_panes` names), and the delivery it came in."""
+
+    now: float
+    verdict: Verdict
+    delivery: str | None = None
+
+
+@dataclass(frozen=True)
+class PairingRemoved:
+    """A pairing was removed (this box's owner, or the other box's signed notice), committed in the
+    pairing book: what is queued across it ends here (``pairing``: its id; ``box_name``: this box's name
+    for the other box). Stepped under the send locks :func:`connectcore.hub.federation.pairing_panes`
+    names."""
+
+    now: float
+    pairing: str
+    box_name: str
+
+
+@dataclass(frozen=True)
 class FederationTick:
     """The federation's schedules (the daemon's ticker, with what only the shell knows): the outbox's
     publishes, new attempts, expiries and deadlines (``bus_up``: the bus is connected; ``heard``: when
@@ -480,6 +503,8 @@ Event = (
     | RemoteSubmit
     | ReceiptArrived
     | RemoteSettled
+    | RemoteCancelArrived
+    | PairingRemoved
     | FederationTick
 )
 

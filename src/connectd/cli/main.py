@@ -427,7 +427,8 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     body = {"pane": args.target} if args.target.startswith("%") else {"principal": args.target}
     result = _client(args).call("POST", "/api/revoke", body)
     _print(args, result, [f"{result['revoked']}: Connect is off (revoked: its next call fails; its queued messages "
-                          "and open cards are cancelled)"])
+                          "and open cards are cancelled)",
+                          *(f"{result['revoked']}: {line}" for line in result.get("cancels_unconfirmed", []))])
     return 0
 
 

@@ -263,6 +263,10 @@ class PairingDesk:
         rows = sorted(self.book.requests.values(), key=lambda r: (r.received_at, r.id))
         return [self.request_view(r) for r in rows if include_decided or r.state is P.RequestState.PENDING]
 
+    def box_names(self) -> dict[str, str]:
+        """This box's name for each box it paired with, by box id (the newest pairing's name)."""
+        return {p.box_id: p.name for p in sorted(self.book.pairings.values(), key=lambda p: p.since)}
+
     def pairings(self) -> list[dict[str, Any]]:
         return [self.pairing_view(p) for p in sorted(self.book.pairings.values(), key=lambda p: (p.since, p.invitation))]
 
@@ -372,7 +376,16 @@ class PairingDesk:
                 inner = E.PairingInner(routing, (("at", now), ("reason", "removed by its owner")))
                 wires.append(self._wire(f"unpair:{pairing.id}", pairing, inner))
             await self._commit(book, effects, wires)
-            return self.pairing_view(book.pairings[pairing.invitation])
+            removed = book.pairings[pairing.invitation]
+        await self._removed(removed)
+        return self.pairing_view(removed)
+
+    async def _removed(self, pairing: P.Pairing) -> None:
+        """What is queued across a pairing the book removed ends (the hub's ``PairingRemoved``, under
+        the send locks: :meth:`connectd.federation.flow.RemoteFlow.pairing_removed`), outside the desk's
+        lock, once the removal is durable."""
+        if self.messages is not None:
+            await self.messages.pairing_removed(pairing)
 
     async def tick(self) -> None:
         """Expire what is past its time (open invitations, requested pairings never answered)."""
@@ -390,6 +403,7 @@ class PairingDesk:
         it changed is durable; True when the hub's step acknowledges ``delivery`` itself (after its
         commit), False when the caller acknowledges it now. Raises only when the store failed (then
         the delivery comes again)."""
+        removed: P.Pairing | None = None
         async with self.lock:
             verdict = receive(self.local, subject, data, self.view())
             if verdict.decision is E.Decision.REFUSED:
@@ -409,18 +423,23 @@ class PairingDesk:
                     return False
             else:
                 try:
-                    await self._step(inner, data, verdict.actor)
+                    removed = await self._step(inner, data, verdict.actor)
                 except P.PairingError as error:
                     action = f"pair.{inner.routing.kind}"
                     await self._refused(error, actor=verdict.actor, action=action,
                                         target=inner.routing.pairing or inner.routing.invitation)
-                return False
+                if removed is None:
+                    return False
+        if removed is not None:  # the other box removed the pairing: what is queued across it ends here too
+            await self._removed(removed)
+            return False
         # a message, receipt or cancel: the hub's step, outside the desk's lock (the fetch loop hands
         # one delivery at a time, so nothing is judged meanwhile)
         handled: bool = await self.messages.arrived(verdict, delivery)
         return handled
 
-    async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> None:
+    async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> P.Pairing | None:
+        """A pairing step from the bus, committed; the pairing it removed (an ``unpair``), else None."""
         routing, now = inner.routing, self.clock()
         if routing.kind is E.Kind.PAIR_REQUEST:
             outer = E.parse_outer(data[E.SIGNATURE_BYTES:])
@@ -437,7 +456,7 @@ class PairingDesk:
                 if same is not None and self.records.wire(f"answer:{same.id}") is not None:
                     await self.run_sync(lambda: self.records.due_again(f"answer:{same.id}", now))
                     self.owed.set()
-                return
+                return None
             await self._commit(book, effects)
         elif routing.kind is E.Kind.PAIR_ACCEPT:
             assert routing.invitation is not None and routing.pairing is not None
@@ -451,6 +470,8 @@ class PairingDesk:
             assert routing.pairing is not None
             book, effects = P.removed_by_peer(self.book, routing.pairing, now=now)
             await self._commit(book, effects)
+            return next((p for p in book.pairings.values() if p.id == routing.pairing), None)
+        return None
 
 
 def msg_id(wire: Wire | bytes, attempt: int) -> str:
@@ -470,4 +491,5 @@ def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
     if desk is not None:
         attach(engine, desk)
         engine.calls.remote = RemoteCalls(engine)
+        engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
     return desk

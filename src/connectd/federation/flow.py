@@ -12,11 +12,16 @@ shell knows.
   :class:`~connectcore.hub.RemoteMessageArrived`, its target resolved on this box as a local send's
   (:func:`connectd.delivery.targets.resolve`; one naming no pane here is committed ``refused`` by
   :class:`~connectcore.hub.RemoteSettled`), a receipt as :class:`~connectcore.hub.ReceiptArrived`, a
-  copy, a message too late or a cancel's tombstone as ``RemoteSettled``. The delivery is registered
+  copy, a message too late or a cancel's tombstone as ``RemoteSettled``, a cancel of a message this
+  box holds as :class:`~connectcore.hub.RemoteCancelArrived` under its recipient pane's send lock
+  (``PersonCalls.lock_panes``, as a revocation). The delivery is registered
   with :meth:`connectd.federation.pump.Pump.awaiting_ack`: the step's ``AckDelivery`` acknowledges it
   after the step's commit, never before. A step the core refuses is audited and the delivery
   acknowledged (it would be refused again); a store that fails raises, and the delivery comes again.
   The target is text from another box: data, resolved and never run.
+- A pairing removed on either side (:meth:`RemoteFlow.pairing_removed`, called by the desk once the
+  book committed it) is stepped as :class:`~connectcore.hub.PairingRemoved` under the send locks of
+  what was accepted across it.
 - The ticker (:meth:`RemoteFlow.tick`, every ``TICK`` seconds) steps
   :class:`~connectcore.hub.FederationTick` with what only the shell knows: whether the bus is connected
   now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``).
@@ -104,14 +109,25 @@ class RemoteFlow:
     async def arrived(self, verdict: E.Verdict, delivery: Delivery | None) -> bool:
         """Step the hub with one judged message, receipt or cancel envelope. True: the step's
         ``AckDelivery`` acknowledges ``delivery`` (after its commit); False: the caller acknowledges it
-        (nothing was committed that it waits for). Raises when the store failed (it comes again)."""
+        (nothing was committed that it waits for). Raises when the store failed (it comes again). A
+        cancel of a message this box holds is stepped under its recipient pane's send lock
+        (:func:`connectcore.hub.federation.cancel_panes`), as a local revocation is."""
+        engine, pump = self.engine, self.desk.pump
+        handle = engine.ids.new_id("dlv") if delivery is not None and pump is not None else None
+        if verdict.decision is E.Decision.CANCEL and verdict.identity is not None:
+            identity = verdict.identity
+            async with engine.person.lock_panes(lambda: H.cancel_panes(engine.hub, identity)):
+                return await self._step(verdict, H.RemoteCancelArrived(engine.clock(), verdict, handle), handle,
+                                        delivery)
+        return await self._step(verdict, self._event(verdict, handle, engine.clock()), handle, delivery)
+
+    async def _step(self, verdict: E.Verdict, event: H.Event | None, handle: str | None,
+                    delivery: Delivery | None) -> bool:
         engine, pump = self.engine, self.desk.pump
         now = engine.clock()
-        handle = engine.ids.new_id("dlv") if delivery is not None and pump is not None else None
-        event = self._event(verdict, handle, now)
-        if event is None:  # a cancel of a message this box holds: cancels across boxes come later
+        if event is None:  # (the judgement hands the flow nothing else)
             await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "ignored", message_id=str(verdict.identity),
-                                     detail=f"a {verdict.decision} envelope is not handled yet", at=now))
+                                     detail=f"a {verdict.decision} envelope is not the flow's", at=now))
             return False
         if handle is not None:
             pump.awaiting_ack(handle, delivery)
@@ -129,13 +145,29 @@ class RemoteFlow:
             raise
         return handle is not None
 
+    async def pairing_removed(self, pairing: P.Pairing) -> None:
+        """A pairing the book has just removed (the person's ``pair remove``, or the other box's notice):
+        stepped into the hub under the send locks of what this box accepted across it
+        (:func:`connectcore.hub.federation.pairing_panes`), so a delivery either finished before it or
+        sees it. What it changes is committed by the step (a second transaction after the book's: a
+        restart in between leaves the inbox refusing that pairing all the same, ``restored``)."""
+        if pairing.id is None:
+            return  # never active: nothing was sent or accepted across it
+        engine, pairing_id = self.engine, pairing.id
+        async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
+            await engine.step(H.PairingRemoved(engine.clock(), pairing_id, pairing.name))
 
     def bus_up(self) -> bool:
         pump = self.desk.pump
         return bool(pump is not None and pump.bus.connected)
 
     async def tick(self) -> None:
-        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard."""
+        """The outbox's schedule and the inbox's retention, with the bus's state and who was heard; first,
+        a removed pairing whose hub step is still owed (:func:`connectcore.hub.federation.removal_owed`:
+        the daemon stopped between the book's commit and the step) is stepped now."""
+        for pairing in list(self.desk.book.pairings.values()):
+            if pairing.id and pairing.state is P.PairingState.REMOVED and H.removal_owed(self.engine.hub, pairing.id):
+                await self.pairing_removed(pairing)
         heard = tuple(sorted(self.desk.heard.items()))
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 

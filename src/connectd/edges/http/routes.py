@@ -207,7 +207,8 @@ class OwnerApi:
         principal_id = str(body.principal)
         await self.person.revoke_principals([principal_id], by=actor)  # the core refuses an unknown principal
         root = self.core.hub.book.principals[grants.canonical(self.core.hub.book, principal_id)]
-        return {"revoked": grants.actor_name(root), "principal": root.id}
+        return {"revoked": grants.actor_name(root), "principal": root.id,
+                "cancels_unconfirmed": self.person.cancels_unconfirmed([principal_id])}
 
     async def disconnect_all(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.DisconnectAll)
