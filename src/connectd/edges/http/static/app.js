@@ -383,6 +383,12 @@
           h("span", { class: "muted", text: ` ${p.box} · since ${fmtTime(p.since)} · ` }),
           h("span", { class: "chip", data: { state: p.state }, text: p.state + (p.removed_by ? ` (by ${p.removed_by})` : "") }),
           h("code", { class: "fingerprint", text: p.fingerprint }),
+          h("span", {
+            class: "muted",
+            data: { testid: "pairing-heard" },
+            text: ` · last heard ${p.heard_at ? fmtTime(p.heard_at) : "not since the daemon started"} · `,
+          }),
+          h("span", { class: "muted", data: { testid: "pairing-settings" }, text: (p.settings_words || []).join(" ") }),
         ),
       ),
     );
