@@ -49,7 +49,8 @@ P11 What a person names (``pair approve WHO``, ``pair remove WHO``) is looked up
     ``who`` (none: ``unknown_request``, listing the pending ones; several: ``ambiguous``, naming their
     ids to give instead); :func:`pairing_named` the pairing whose name, box id, pairing id or invitation
     id is ``who`` (none: ``unknown_pairing``), of several the latest one ``active`` or ``requested``,
-    else the latest (a removed or expired one is still found, and its step says what it is).
+    else the latest (a removed or expired one is still found, and its step says what it is);
+    :func:`box_name` the name a person reads for a box id, by the same rule.
 P12 Per-pairing settings (:class:`connectcore.federation.remote.PairingSettings`: ``messages`` on or
     off, ``per_window``, ``live_ids``, ``queued_bytes``; the recipient box's rules R1 and R5 read them)
     are kept with the pairing (:attr:`Pairing.settings`, the defaults until the person sets one).
@@ -487,6 +488,16 @@ def pairing_named(book: PairBook, who: str) -> Pairing:
         )
     live = [p for p in found if p.state in (_P.ACTIVE, _P.REQUESTED)]
     return max(live or found, key=lambda p: p.since)
+
+
+def box_name(book: PairBook, box_id: str) -> str:
+    """What this box calls ``box_id`` where a person reads it (``connectd messages``): the name of the
+    pairing :func:`pairing_named` finds for it (the live one, else the latest), or the box id itself
+    when no pairing names it."""
+    try:
+        return pairing_named(book, box_id).name
+    except PairingError:
+        return box_id
 
 
 # --------------------------------------------------------------------------------------------------

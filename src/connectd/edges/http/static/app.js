@@ -958,7 +958,11 @@
             { class: "row-head" },
             h("time", { text: fmtTime(m.created_at) }),
             dir ? h("span", { class: "dir", text: dir }) : null,
-            h("span", { text: `${from.name} → ${to.name}` }),
+            h("span", {
+              text:
+                `${from.name}${m.from_box ? ` (box ${m.from_box})` : ""} → ` +
+                (m.to_box ? `${m.to} on box ${m.to_box}` : to.name),
+            }),
             h("span", { class: "outcome", data: { kind: outcomeKind(m.outcome) }, text: outcome }),
           ),
           m.reason ? h("div", { class: "muted", text: m.reason }) : null,
