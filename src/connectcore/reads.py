@@ -382,25 +382,6 @@ def own_record(directory: D.Directory, book: GrantBook, principal: Principal) ->
     return None
 
 
-__all__ = [
-    "AUDITED_BY_STEP",
-    "CALL_SCOPES",
-    "Admitted",
-    "UnknownCall",
-    "call_scope",
-    "gate",
-    "inbox",
-    "own_record",
-    "refusal_reason",
-    "replies",
-    "wait_over",
-    "awaited",
-    "waiting",
-    "waiting_lines",
-    "waits_for",
-]
-
-
 # --------------------------------------------------------------------------------------------------
 # The other box of a message (connectd messages)
 # --------------------------------------------------------------------------------------------------
@@ -443,3 +424,26 @@ def sent_across(row: O.Row, book: P.PairBook | None) -> SentAcross:
         conversation=inner.conversation, hop=inner.hop, outcome=O.answer(row), reason=waits or row.reason,
         waits_for=waits,
     )
+
+
+__all__ = [
+    "AUDITED_BY_STEP",
+    "CALL_SCOPES",
+    "Admitted",
+    "SentAcross",
+    "UnknownCall",
+    "call_scope",
+    "from_box",
+    "gate",
+    "inbox",
+    "own_record",
+    "refusal_reason",
+    "replies",
+    "sent_across",
+    "wait_over",
+    "awaited",
+    "waiting",
+    "waiting_lines",
+    "waits_for",
+]
+
