@@ -34,6 +34,11 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **What a card shows the person** (:func:`card_view`): both panes by name with their tmux
   ``session:window`` (the shell reads the windows from ``list-panes`` and hands them in as data), the
   answers in words, the hop explained, and for a reply the message it answers.
+- **The other box of a message** (``connectd messages``, the owner API's messages): a message from
+  an agent on another box shows that box (:func:`from_box`), a message to an agent on another box (an
+  outbox row: there is no local message row for it) shows the box it went to, what the row's inner
+  part names as its sender and target, and its outcome in the sender's words (:func:`sent_across`);
+  each box by this box's name for it (:func:`connectcore.federation.pairing.box_name`).
 - The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
   its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
 """
@@ -52,6 +57,9 @@ from connectcore._machine import ConnectError
 from connectcore.arming import Arming
 from connectcore.delivery import Message, MessageState
 from connectcore.effects import Audit
+from connectcore.federation import envelope as E
+from connectcore.federation import outbox as O
+from connectcore.federation import pairing as P
 from connectcore.federation import remote
 from connectcore.grants import GrantBook, Principal, Scope
 from connectcore.releases import ReleaseStatus
@@ -374,20 +382,68 @@ def own_record(directory: D.Directory, book: GrantBook, principal: Principal) ->
     return None
 
 
+# --------------------------------------------------------------------------------------------------
+# The other box of a message (connectd messages)
+# --------------------------------------------------------------------------------------------------
+
+
+def from_box(message: Message, book: P.PairBook | None) -> str | None:
+    """The box a message held here came from, by this box's name for it; None for a message from an
+    agent of this box."""
+    identity = remote.identity_of(message.sender, message.id)
+    if identity is None:
+        return None
+    return identity.box if book is None else P.box_name(book, identity.box)
+
+
+@dataclass(frozen=True)
+class SentAcross:
+    """A message an agent here sent to an agent on another box, as the person's list shows it."""
+
+    row: O.Row
+    to_box: str  # the recipient box, by this box's name for it
+    sender_actor: str
+    target: str  # the address or handle as the sender gave it, resolved on the other box
+    text: str
+    conversation: str
+    hop: int
+    outcome: str  # what the sender is told: queued, then the other box's final outcome
+    reason: str
+    waits_for: str
+
+
+def sent_across(row: O.Row, book: P.PairBook | None) -> SentAcross:
+    """``row`` (this box's outbox) with what its stored inner part says and its outcome in words."""
+    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
+    inner = E.parse_inner(plain, E.Outer(routing, nonce, plain))  # made here: its own routing
+    assert isinstance(inner, E.MessageInner)
+    name = row.to if book is None else P.box_name(book, row.to)
+    waits = O.waits_for(row, name)
+    return SentAcross(
+        row=row, to_box=name, sender_actor=inner.sender.actor, target=inner.target[1], text=inner.text,
+        conversation=inner.conversation, hop=inner.hop, outcome=O.answer(row), reason=waits or row.reason,
+        waits_for=waits,
+    )
+
+
 __all__ = [
     "AUDITED_BY_STEP",
     "CALL_SCOPES",
     "Admitted",
+    "SentAcross",
     "UnknownCall",
     "call_scope",
+    "from_box",
     "gate",
     "inbox",
     "own_record",
     "refusal_reason",
     "replies",
+    "sent_across",
     "wait_over",
     "awaited",
     "waiting",
     "waiting_lines",
     "waits_for",
 ]
+

@@ -238,6 +238,35 @@ def test_a_message_whose_target_names_no_pane_here_is_committed_refused_and_rece
     assert isinstance(verdict.inner, E.ReceiptInner) and verdict.inner.outcome == "refused"
 
 
+def test_a_pairing_with_messages_off_refuses_an_arriving_message_with_its_stored_settings(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    view = anyio.run(lambda: b.fed.set_settings("laptop", ["messages=off"], actor="owner:page:1"))
+    assert view["settings"]["messages"] is False and view["heard_at"] == b.fed.heard[a.fed.local.box_id]
+    b.reopen()  # the setting is the stored pairing's, not a value the desk kept
+    _observe(b.engine, 4)  # (the panes seen are the watcher's, in memory)
+    subject, wire = _submit(a, b, pairing)
+    bus = b.pump()
+    before = (b.engine.hub.messages, b.engine.hub.cards)
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1)) is True
+    assert (b.engine.hub.messages, b.engine.hub.cards) == before  # nothing typed, no card
+    assert b.engine.hub.inbox is not None
+    (record,) = b.engine.hub.inbox.records.values()
+    assert record.state is I.InboxState.REFUSED and record.receipt.reason == "messages_off: messages from box laptop are off"
+    run(b.fed.pump)
+    _, rsubject, receipt, _ = bus.calls[0]
+    verdict = receive(a.fed.local, rsubject, receipt, a.fed.view())
+    assert isinstance(verdict.inner, E.ReceiptInner) and verdict.inner.outcome == "refused"
+    # on again: the next message is carded as before
+    anyio.run(lambda: b.fed.set_settings("laptop", ["messages=on"]))
+    subject, wire = _submit(a, b, pairing, mid="m-2")
+    b.pump()
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 2)) is True
+    sender = R.remote_principal(a.fed.local.box_id, "p-1")
+    assert b.engine.hub.messages[(sender, "m-2")].state is MessageState.AWAITING_CONSENT
+
+
 def test_a_receipt_for_no_message_of_this_box_is_refused_changes_nothing_and_is_acknowledged_by_the_caller(
     boxes: tuple[Box, Box, str],
 ) -> None:

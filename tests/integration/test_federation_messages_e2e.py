@@ -4,8 +4,10 @@ directory, HOME and tmux server, one ``nats-server`` with a user per box). Paire
 agent on box A sends to an agent on box B by its address qualified with B's name: A answers ``queued``;
 the card appears on B naming the remote agent on box laptop with A's short fingerprint (API and
 CLI) for B's pane; B's owner approves the pair; the text is typed once in B's pane under its
-provenance line naming box A; A's sender learns ``delivered`` from B's signed receipt. And cancels across
-boxes: the sender revoked on A while B's card is open, the card withdrawn on B, A's row cancelled."""
+provenance line naming box A; A's sender learns ``delivered`` from B's signed receipt. ``connectd
+messages`` on either box shows the other side's box (A's outbox row to box devbox; B's copy from box
+laptop), and ``pair list`` when each box last heard the other. And cancels across boxes: the sender
+revoked on A while B's card is open, the card withdrawn on B, A's row cancelled."""
 
 from __future__ import annotations
 
@@ -68,6 +70,20 @@ def test_an_agent_on_box_a_reaches_an_agent_on_box_b_once_with_consent_and_learn
     assert len(recipient.prompts()) == 1  # typed once
     for box in (a, b):
         assert not [r for r in box.audit("failed") if r["action"] == "task.bus"], box.daemon.log_text()
+    # connectd messages on either box names the other side's box: A's row (its outbox) to box devbox
+    # with its outcome, B's copy from box laptop
+    (mine,) = [m for m in a.run("messages")["items"] if m["message_id"] == "m-x"]
+    assert (mine["to_box"], mine["from_box"], mine["outcome"]) == ("devbox", None, "delivered"), mine
+    assert mine["to"] == recipient.address and mine["text"] == "please run the tests\nand report"
+    assert f"-> {recipient.address} on box devbox m-x: delivered" in a.text("messages")
+    (theirs,) = [m for m in b.run("messages")["items"] if m["message_id"] == "m-x"]
+    assert (theirs["from_box"], theirs["to_box"], theirs["outcome"]) == ("laptop", None, "delivered"), theirs
+    assert " (box laptop) -> " in b.text("messages")
+    # and each box heard the other lately (pair list's last heard)
+    for box in (a, b):
+        (pairing,) = box.pairings()
+        assert pairing["heard_at"] is not None and time.time() - pairing["heard_at"] < 120, pairing
+        assert " ago " in box.text("pair", "list")
 
 
 def test_revoking_the_sender_on_box_a_withdraws_b_s_card_and_a_s_row_ends_cancelled(

@@ -7,15 +7,18 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from connectcore.effects import Audit
+from connectcore.effects import Audit, Persist
+from connectcore.federation import outbox as O
 from connectd.store.store import Store
 from tests.integration.test_store import HashedWorld
 from tests.support.daemon import ROOT, DaemonProcess
 from tests.support.fixtures import running_daemon, tmux_session
 from tests.support.tmux_server import TmuxServer
+from tests.unit import test_federation_outbox as TO
 
 RECORDS = 250
 
@@ -93,6 +96,35 @@ def test_messages_page_with_opaque_cursors(daemon: DaemonProcess) -> None:
     assert [m["message_id"] for m in every["items"]] == ["m-0", "m-1", "m-2"]
     text = ok(daemon, "messages", "--limit", "2")
     assert len(text.stdout.splitlines()) == 2 and "more remain" in text.stderr
+
+
+def test_messages_to_other_boxes_page_in_one_order_with_the_local_ones(tmp_path: Path) -> None:
+    """The outbox rows (messages to agents on other boxes: no local row) are listed among the local
+    messages in one (created_at, place) order, each page's cursor continuing past either kind; a row
+    names the box it went to (``to_box``; this box keeps no pairing for it here: its id)."""
+    with Store.open(tmp_path / "data") as store:
+        w = HashedWorld()
+        a, b = w.launch("a"), w.launch("b")
+        start = w.now
+        for n in range(2):
+            w.send(a, b, f"message {n}", message_id=f"m-{n}")
+            w.now += 2
+        store.apply(w.effects)
+        outbox = O.Outbox(own=TO.A)
+        for n in range(2):  # one between the two local messages, one after both
+            outbox, effects = O.admit(outbox, TO.message(f"x-{n}", created=start + 1 + 2 * n), nonce=TO.NONCE,
+                                      now=start + 1 + 2 * n)
+            store.apply([e for e in effects if isinstance(e, Persist | Audit)])
+    with tmux_session("connect-paged-x", width=120, height=30) as tmux, running_daemon(tmp_path, tmux) as d:
+        newest = json.loads(ok(d, "messages", "--json", "--all", "--limit", "1").stdout)["items"]
+        assert [m["message_id"] for m in newest] == ["x-1", "m-1", "x-0", "m-0"]
+        oldest = json.loads(ok(d, "messages", "--json", "--all", "--limit", "1", "--oldest-first").stdout)["items"]
+        assert [m["message_id"] for m in oldest] == ["m-0", "x-0", "m-1", "x-1"]
+        row = newest[0]
+        assert (row["to_box"], row["from_box"], row["outcome"], row["to"]) == (TO.B, None, "queued", "%4@51d7a9c03e6f2b18")
+        assert row["reason"] == row["waits_for"] == f"until box {TO.B} accepts it"
+        assert (newest[1]["to_box"], newest[1]["from_box"]) == (None, None)  # a local message: no other box
+        assert f"-> %4@51d7a9c03e6f2b18 on box {TO.B} x-1: queued" in ok(d, "messages").stdout
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,50 @@ def test_each_refusal_names_the_problem_and_changes_nothing(box: DaemonProcess, 
     refused(box, "pair", "accept", foreign, "--yes", says="already used on this box")
 
 
+def test_pair_set_sets_a_pairing_s_settings_and_pair_list_shows_them(box: DaemonProcess) -> None:
+    from connectcore.federation import pairing as P
+
+    other = LocalBox.from_secrets(K.BoxSecrets(bytes([7]) * 32, bytes([8]) * 32))
+    code = P.encode_code(P.Code(other.box_id, "devbox", other.keys, "inv-s", b"s" * 32, 4_000_000_000))
+    assert cli(box, "pair", "accept", code, "--yes", "--name", "dev").returncode == 0
+    listed = cli(box, "pair", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "HEARD" in listed.stdout and "SETTINGS" in listed.stdout
+    assert "messages=on per_window=60 live_ids=2000 queued_bytes=1048576" in listed.stdout
+    done = cli(box, "pair", "set", "dev", "messages=off", "per_window=30")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        f"box dev ({other.box_id}): messages=off per_window=30 live_ids=2000 queued_bytes=1048576"
+    )
+    (row,) = json.loads(cli(box, "pair", "list", "--json").stdout)
+    assert row["settings"] == {"messages": False, "per_window": 30, "live_ids": 2000, "queued_bytes": 1048576}
+    assert row["heard_at"] is None  # never heard since the daemon started (no NATS here)
+    assert "messages=off per_window=30" in cli(box, "pair", "list").stdout
+    db = sqlite3.connect(box.data_dir / "connect.db")
+    try:
+        audited = db.execute("SELECT actor, action, outcome, detail FROM audit WHERE action = 'pair.set'").fetchall()
+    finally:
+        db.close()
+    assert audited == [("owner", "pair.set", "set",
+                        f"box {other.box_id} (dev): messages on -> off; per_window 60 -> 30")]
+    # every refusal: one line naming the problem, exit 1, nothing changed
+    for words, says in [
+        (["colour=red"], "no setting 'colour'"),
+        (["messages=maybe"], "messages is on or off, not 'maybe'"),
+        (["per_window=lots"], "per_window is a whole number from 1 to 600"),
+        (["per_window=0"], "per_window=0 is out of range: from 1 to 600"),
+        (["queued_bytes=999999999999"], "queued_bytes=999999999999 is out of range"),
+        (["messages"], "'messages' is not KEY=VALUE"),
+        (["messages=on", "live_ids=0"], "live_ids=0 is out of range"),  # all or none
+    ]:
+        stderr = refused(box, "pair", "set", "dev", *words, says=says)
+        assert len(stderr.strip().splitlines()) == 1, stderr
+    refused(box, "pair", "set", "nobody", "messages=off", says="no pairing with 'nobody'")
+    refused(box, "pair", "set", "dev", says="the following arguments are required", status=2)
+    assert cli(box, "pair", "remove", "dev", "--yes").returncode == 0
+    refused(box, "pair", "set", "dev", "messages=on", says="is removed: its settings no longer matter")
+
+
 def test_a_box_not_set_up_for_federation_says_how_to_set_it_up(daemon: DaemonProcess) -> None:
     done = cli(daemon, "pair", "list")
     assert done.returncode == 1

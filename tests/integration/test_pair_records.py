@@ -5,6 +5,7 @@ a record that would reopen it); a removed pairing stays removed; a foreign recor
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
@@ -14,6 +15,7 @@ import pytest
 
 from connectcore.effects import Persist
 from connectcore.federation import pairing as P
+from connectcore.federation import remote as R
 from connectcore.federation.boxes import BoxKeys
 from connectd.store import store as store_mod
 from connectd.store.pair_records import PairRecords, Wire, encode
@@ -131,6 +133,54 @@ def test_a_removed_pairing_stays_removed_in_the_database(box: Box) -> None:
     assert box.reopen().load().pairings["inv1"].removed_by == P.BY_OWNER
 
 
+def test_a_pairing_s_settings_round_trip_a_reopen_and_the_database_keeps_them(box: Box) -> None:
+    book = two_requests(box)
+    book = step(box, book, P.approve(book, "r1", pairing_id="pa1", now=T0 + 2))
+    book = step(box, book, P.set_settings(book, "inv1", ["messages=off", "per_window=7"], now=T0 + 3))
+    assert ("pair.set", "set", "pa1") in box.audit()
+    box = box.reopen()
+    try:
+        loaded = box.load()
+        assert loaded == book
+        assert loaded.pairings["inv1"].settings == R.PairingSettings(messages=False, per_window=7)
+        # a pairing body without its settings is refused by the database, whoever writes it
+        before = box.rows()
+        with pytest.raises(sqlite3.IntegrityError, match="a pairing keeps its settings"):
+            box.records._db.execute("UPDATE pairings SET body = ? WHERE invitation = 'inv1'",
+                                    (_old_body(loaded.pairings["inv1"]),))
+        assert box.rows() == before
+    finally:
+        box.close()
+
+
+def test_a_version_6_data_directory_migrates_its_pairings_with_the_default_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_dir = tmp_path / "data"
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:6])
+    with Store.open(data_dir) as old:
+        assert old.schema_version == 6
+        book = P.PairBook(own_box=OWN.box_id, own_name="laptop")
+        book, _ = P.invite(book, invitation_id="inv1", secret_hash=P.secret_hash(SECRET), now=T0)
+        book, _ = P.receive_request(book, request_id="r1", invitation_id="inv1", keys=B1, name="devbox",
+                                    secret=SECRET, now=T0 + 1)
+        book, _ = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)
+        pairing = book.pairings["inv1"]
+        with old._tx() as db:  # version 6's statement and body (no settings)
+            db.execute("INSERT INTO pairings (invitation, id, box_id, state, body) VALUES (?, ?, ?, ?, ?)",
+                       (pairing.invitation, pairing.id, pairing.box_id, pairing.state.value, _old_body(pairing)))
+    monkeypatch.undo()
+    box = Box(data_dir)
+    try:
+        assert box.store.schema_version == len(store_mod.MIGRATIONS) >= 7
+        loaded = box.load().pairings["inv1"]
+        assert loaded == pairing and loaded.settings == R.DEFAULT_SETTINGS
+        body = json.loads(box.records._db.execute("SELECT body FROM pairings").fetchone()[0])
+        assert body["settings"] == {"messages": True, "per_window": 60, "live_ids": 2000, "queued_bytes": 1048576}
+    finally:
+        box.close()
+
+
 def test_a_record_that_is_not_a_pairing_record_writes_nothing(box: Box) -> None:
     book = two_requests(box)
     new, effects = P.approve(book, "r1", pairing_id="pa1", now=T0 + 2)
@@ -214,6 +264,13 @@ CREATE TABLE IF NOT EXISTS pair_wires (
 """
 
 
+def _old_body(pairing: P.Pairing) -> str:
+    """A pairing's body as the code before migration 7 wrote it: no settings."""
+    row = json.loads(encode(pairing))
+    del row["settings"]
+    return json.dumps(row, sort_keys=True, separators=(",", ":"))
+
+
 def _old_data_dir(data_dir: Path, monkeypatch: pytest.MonkeyPatch, *, pair_version: int = 1) -> P.PairBook:
     """A data directory as the code before migration 5 left it: the store at version 4, the pairing
     tables and pair_schema made on their own connection, a book's records in them (rows written with
@@ -252,7 +309,7 @@ def _old_data_dir(data_dir: Path, monkeypatch: pytest.MonkeyPatch, *, pair_versi
                 db.execute("INSERT INTO pairings (invitation, id, box_id, state, body) VALUES (?, ?, ?, ?, ?)"
                            " ON CONFLICT (invitation) DO UPDATE SET id = excluded.id, state = excluded.state,"
                            " body = excluded.body",
-                           (r.invitation, r.id, r.box_id, r.state.value, encode(r)))
+                           (r.invitation, r.id, r.box_id, r.state.value, _old_body(r)))
         db.execute("INSERT INTO pair_wires (key, subject, wire, attempt, due_at, resend, created_at)"
                    " VALUES ('answer:r1', 'connect.x.pairing.y', x'00ff', 0, ?, NULL, ?)", (T0 + 2, T0 + 2))
         db.execute("INSERT INTO audit (at, actor, action, scope, target, outcome, message_id, detail)"
@@ -271,7 +328,8 @@ def test_a_data_directory_with_the_old_pairing_tables_migrates_with_its_records(
     box = Box(data_dir)
     try:
         assert box.store.schema_version == len(store_mod.MIGRATIONS)
-        assert box.load() == book
+        assert box.load() == book  # the pairings with the default settings (migration 7)
+        assert {p.settings for p in box.load().pairings.values()} == {R.DEFAULT_SETTINGS}
         assert [(w.key, w.wire, w.due_at) for w in box.records.wires()] == [("answer:r1", b"\x00\xff", T0 + 2)]
         assert box.audit() == [("pair.approve", "active", "pa1")]
         tables = {n for (n,) in box.store._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

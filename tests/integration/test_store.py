@@ -353,18 +353,19 @@ def _user_version(path: Path) -> int:
 def test_a_newer_database_is_refused_and_left_unchanged(data_dir: Path) -> None:
     with Store.open(data_dir) as store:
         store.apply([GOOD])
+    newer = len(store_mod.MIGRATIONS) + 1
     db = sqlite3.connect(data_dir / "connect.db")
-    db.execute("PRAGMA user_version = 7")
+    db.execute(f"PRAGMA user_version = {newer}")
     db.close()
     before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
     with pytest.raises(StoreError) as caught:
         Store.open(data_dir)
     assert str(caught.value) == (
-        f"database schema version 7 is newer than this connectd ({len(store_mod.MIGRATIONS)}); "
+        f"database schema version {newer} is newer than this connectd ({len(store_mod.MIGRATIONS)}); "
         "refusing to run: a downgrade would destroy data"
     )
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
-    assert _user_version(data_dir / "connect.db") == 7
+    assert _user_version(data_dir / "connect.db") == newer
 
 
 def test_a_new_migration_is_applied_once_and_keeps_the_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

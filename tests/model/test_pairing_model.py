@@ -1,7 +1,8 @@
 """Model of one box's pairing book (connectcore.federation.pairing) as both inviter and invitee: the
 owner invites, revokes, approves (under a chosen name or the requester's), declines and removes;
 two remote boxes send requests with the right or a wrong secret, early or late, again and again;
-the box accepts codes from them and their answers arrive (accepts, declines, unpairs); time moves.
+the box accepts codes from them and their answers arrive (accepts, declines, unpairs); the owner sets
+a pairing's settings (good words and bad); time moves.
 
 Claims, one line each:
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import settings
@@ -198,6 +200,19 @@ class PairingModel(RuleBasedStateMachine):
         pairing_id = self.pick(ids, index)
         if pairing_id is not None:
             self.take(lambda: P.removed_by_peer(self.book, pairing_id, now=self.now))
+
+    @rule(index=small, words=st.lists(st.sampled_from(
+        ["messages=off", "messages=on", "per_window=5", "per_window=0", "live_ids=9", "colour=red", "x"]
+    ), max_size=3))
+    def set_settings(self, index: int, words: list[str]) -> None:
+        key = self.pick(self.book.pairings, index)
+        if key is None:
+            return
+        before = self.book.pairings[key]
+        if self.take(lambda: P.set_settings(self.book, key, words, now=self.now)):
+            after = self.book.pairings[key]
+            assert before.state in (P.PairingState.ACTIVE, P.PairingState.REQUESTED), "an ended pairing set"
+            assert replace(after, settings=before.settings) == before, "a set changed more than the settings"
 
     @rule(seconds=st.sampled_from([1.0, 30.0, 300.0, 3600.0]))
     def time_passes(self, seconds: float) -> None:

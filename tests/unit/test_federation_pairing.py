@@ -15,6 +15,7 @@ import pytest
 from connectcore._machine import TransitionNotAllowed
 from connectcore.effects import Audit, Notify, Persist
 from connectcore.federation import pairing as P
+from connectcore.federation import remote as RM
 from connectcore.federation.boxes import BoxKeys
 
 OWN = BoxKeys(bytes(range(32)), bytes(range(32, 64)))
@@ -597,6 +598,7 @@ def test_each_persons_step_is_audited_as_who_took_it_owner_by_default() -> None:
         lambda **who: P.accept_code(empty(), invitation_id="inv9", keys=B2, name="far", expires_at=T0 + 900,
                                     now=T0, **who),
         lambda **who: P.remove(paired(), "inv1", now=T0 + 3, **who),
+        lambda **who: P.set_settings(paired(), "inv1", ["messages=off"], now=T0 + 3, **who),
     ]
     for step in steps:
         assert _actors(step()[1]) == [P.OWNER]
@@ -604,3 +606,80 @@ def test_each_persons_step_is_audited_as_who_took_it_owner_by_default() -> None:
     # what the peer or the clock did is not the person's: a peer's unpair is still the box's
     _, effects = P.removed_by_peer(paired(), "pa1", now=T0 + 3)
     assert _actors(effects) == [f"box:{B1.box_id}"]
+
+
+# --- per-pairing settings (P12) ---------------------------------------------------------------------
+
+
+def test_a_pairing_starts_with_the_default_settings_and_its_words_are_every_key() -> None:
+    assert paired().pairings["inv1"].settings == RM.DEFAULT_SETTINGS
+    assert P.settings_words(RM.DEFAULT_SETTINGS) == (
+        "messages=on", "per_window=60", "live_ids=2000", "queued_bytes=1048576"
+    )
+    assert set(P.SETTING_KEYS) == set(RM.PairingSettings.__dataclass_fields__)
+    off = RM.PairingSettings(messages=False, per_window=1, live_ids=100_000, queued_bytes=1024)
+    assert P.parse_settings(P.settings_words(off)) == off  # the words read back as the same settings
+
+
+def test_set_settings_persists_audits_and_notifies_only_the_keys_given() -> None:
+    book = paired()
+    new, effects = P.set_settings(book, "inv1", ["messages=off", " per_window = 5 "], now=T0 + 3,
+                                  actor="owner:page:3f9c")
+    settings = new.pairings["inv1"].settings
+    assert settings == RM.PairingSettings(messages=False, per_window=5)
+    assert new.pairings["inv1"] == replace(book.pairings["inv1"], settings=settings)  # nothing else moved
+    assert persisted(effects) == {(P.STORE_PAIRING, ("inv1",)): new.pairings["inv1"]}
+    (audit,) = [e for e in effects if isinstance(e, Audit)]
+    assert (audit.actor, audit.action, audit.outcome, audit.target) == ("owner:page:3f9c", "pair.set", "set", "pa1")
+    assert audit.detail == f"box {B1.box_id} (devbox): messages on -> off; per_window 60 -> 5"
+    (notice,) = [e for e in effects if isinstance(e, Notify)]
+    assert notice.payload["event"] == "settings" and "messages=off" in notice.payload["settings"]
+    # a later set keeps what the earlier one set
+    again, _ = P.set_settings(new, "inv1", ["live_ids=10", "messages=ON"], now=T0 + 4)
+    assert again.pairings["inv1"].settings == RM.PairingSettings(messages=True, per_window=5, live_ids=10)
+    # the same values again: still the person's act, audited, nothing changed
+    _, same = P.set_settings(again, "inv1", ["live_ids=10"], now=T0 + 5)
+    assert [e.detail for e in same if isinstance(e, Audit)] == [f"box {B1.box_id} (devbox): unchanged"]
+
+
+@pytest.mark.parametrize(
+    ("words", "reason", "match"),
+    [
+        (["colour=blue"], Ref.UNKNOWN_SETTING, "no setting 'colour'"),
+        (["messages"], Ref.BAD_SETTING, "is not KEY=VALUE"),
+        (["=on"], Ref.BAD_SETTING, "is not KEY=VALUE"),
+        (["per_window="], Ref.BAD_SETTING, "is not KEY=VALUE"),
+        ([], Ref.BAD_SETTING, "no setting given"),
+        (["messages=maybe"], Ref.BAD_SETTING, "messages is on or off, not 'maybe'"),
+        (["per_window=ten"], Ref.BAD_SETTING, "per_window is a whole number from 1 to 600, not 'ten'"),
+        (["live_ids=-3"], Ref.BAD_SETTING, "live_ids is a whole number"),
+        (["queued_bytes=1.5"], Ref.BAD_SETTING, "queued_bytes is a whole number"),
+        (["per_window=0"], Ref.SETTING_OUT_OF_RANGE, "per_window=0 is out of range: from 1 to 600"),
+        (["per_window=601"], Ref.SETTING_OUT_OF_RANGE, "per_window=601 is out of range"),
+        (["live_ids=100001"], Ref.SETTING_OUT_OF_RANGE, "live_ids=100001 is out of range"),
+        (["queued_bytes=1023"], Ref.SETTING_OUT_OF_RANGE, "queued_bytes=1023 is out of range"),
+        (["messages=off", "messages=on"], Ref.BAD_SETTING, "messages is given twice"),
+        # all or none: a good word before a bad one is not set either
+        (["messages=off", "per_window=0"], Ref.SETTING_OUT_OF_RANGE, "per_window=0"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_the_problem_and_changes_nothing(
+    words: list[str], reason: P.Refusal, match: str
+) -> None:
+    book = paired()
+    refused(lambda: P.set_settings(book, "inv1", words, now=T0 + 3), reason, book, match=match)
+
+
+def test_settings_of_an_unknown_removed_or_ended_pairing_are_refused_changing_nothing() -> None:
+    book = paired()
+    refused(lambda: P.set_settings(book, "nope", ["messages=off"], now=T0 + 3), Ref.UNKNOWN_PAIRING, book)
+    gone, _ = P.remove(book, "inv1", now=T0 + 3)
+    refused(lambda: P.set_settings(gone, "inv1", ["messages=off"], now=T0 + 4), Ref.REMOVED, gone,
+            match="is removed: its settings no longer matter")
+    declined, _ = P.pair_declined(accepted_code(), "inv1", now=T0 + 1)
+    refused(lambda: P.set_settings(declined, "inv1", ["messages=off"], now=T0 + 2), Ref.NOT_ACTIVE, declined,
+            match="is declined")
+    # a requested pairing (the invitee waiting for the answer) takes settings: they hold once it is active
+    waiting, _ = P.set_settings(accepted_code(), "inv1", ["messages=off"], now=T0 + 1)
+    active, _ = P.pair_accepted(waiting, "inv1", pairing_id="pa7", now=T0 + 2)
+    assert active.pairings["inv1"].settings.messages is False

@@ -516,3 +516,48 @@ def test_a_wait_is_bounded_by_the_one_cap() -> None:
 
     assert R.MAX_WAIT == 60.0
     assert [R.bounded_wait(w) for w in (-5.0, 0.0, 12.5, 60.0, 3600.0)] == [0.0, 0.0, 12.5, 60.0, 60.0]
+
+
+# --- the other box of a message (connectd messages) ---------------------------------------------------
+
+
+def test_a_message_from_another_box_shows_that_box_by_this_box_s_name_for_it() -> None:
+    from connectcore import reads as R
+    from connectcore.federation import pairing as P
+    from connectcore.federation import remote
+    from tests.unit import test_federation_pairing as TP
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    w.send(a, b, message_id="m1")
+    (local,) = w.hub.messages.values()
+    book = TP.paired()  # box B1 paired under the name devbox
+    assert R.from_box(local, book) is None and R.from_box(local, None) is None
+    theirs = replace(local, sender=remote.remote_principal(TP.B1.box_id, "p-9"))
+    assert R.from_box(theirs, book) == "devbox"
+    assert R.from_box(theirs, None) == TP.B1.box_id  # no pairing book: the box id
+    # a pairing removed since still names the box it was; a box no pairing names is shown by its id
+    removed, _ = P.remove(book, "inv1", now=TP.T0 + 9)
+    assert R.from_box(theirs, removed) == "devbox"
+    stranger = replace(local, sender=remote.remote_principal(TP.B2.box_id, "p-9"))
+    assert R.from_box(stranger, book) == TP.B2.box_id == P.box_name(book, TP.B2.box_id)
+
+
+def test_a_message_sent_to_another_box_shows_its_target_that_box_and_the_outcome_in_the_sender_s_words() -> None:
+    from connectcore import reads as R
+    from connectcore.federation import outbox as O
+    from tests.unit import test_federation_outbox as TO
+
+    outbox, _ = O.admit(O.Outbox(own=TO.A), TO.message("x-1"), nonce=TO.NONCE, now=TO.T0)
+    row = outbox.rows[TO.message("x-1").identity]
+    sent = R.sent_across(row, None)
+    assert (sent.to_box, sent.sender_actor, sent.target, sent.text) == (
+        TO.B, "agent:claude:s-1", "%4@51d7a9c03e6f2b18", "hello from box A"
+    )
+    assert (sent.outcome, sent.reason, sent.waits_for) == ("queued", f"until box {TO.B} accepts it", sent.reason)
+    assert (sent.conversation, sent.hop) == ("c-1", 1)
+    # final: the other box's outcome, waiting for nothing
+    done = replace(row, state=O.OutboxState.DELIVERED, reason="typed")
+    assert (R.sent_across(done, None).outcome, R.sent_across(done, None).reason, R.sent_across(done, None).waits_for) == (
+        "delivered", "typed", ""
+    )

@@ -49,7 +49,18 @@ P11 What a person names (``pair approve WHO``, ``pair remove WHO``) is looked up
     ``who`` (none: ``unknown_request``, listing the pending ones; several: ``ambiguous``, naming their
     ids to give instead); :func:`pairing_named` the pairing whose name, box id, pairing id or invitation
     id is ``who`` (none: ``unknown_pairing``), of several the latest one ``active`` or ``requested``,
-    else the latest (a removed or expired one is still found, and its step says what it is).
+    else the latest (a removed or expired one is still found, and its step says what it is);
+    :func:`box_name` the name a person reads for a box id, by the same rule.
+P12 Per-pairing settings (:class:`connectcore.federation.remote.PairingSettings`: ``messages`` on or
+    off, ``per_window``, ``live_ids``, ``queued_bytes``; the recipient box's rules R1 and R5 read them)
+    are kept with the pairing (:attr:`Pairing.settings`, the defaults until the person sets one).
+    :func:`set_settings` takes ``KEY=VALUE`` words (``pair set BOX KEY=VALUE...``) and sets them on an
+    active or requested pairing in one step, all or none: a word that is no ``KEY=VALUE``
+    (``bad_setting``), a key that is no setting (``unknown_setting``), one given twice
+    (``bad_setting``), a value of the wrong kind (``bad_setting``: ``messages`` is ``on`` or ``off``, the
+    others whole numbers) or outside its range (``setting_out_of_range``, :data:`SETTING_RANGES`), a
+    removed or ended pairing (``removed``, ``not_active``) are each refused naming the problem.
+    :func:`settings_words` writes settings back as the same words.
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from connectcore._machine import ConnectError, Table, freeze
@@ -67,6 +79,7 @@ from connectcore.effects import Audit, Effect, Notify, Persist
 from connectcore.federation.boxes import BoxError, BoxKeys, check_box_id, check_box_name, check_name_free
 from connectcore.federation.envelope import EnvelopeError, b64, canonical, unb64
 from connectcore.federation.envelope import Refusal as EnvelopeRefusal
+from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 
 DEFAULT_EXPIRES = 15 * 60.0  # seconds an invitation lives by default
 MAX_EXPIRES = 24 * 3600.0  # the longest an invitation may live
@@ -82,6 +95,16 @@ SECRET_BYTES = 32  # an invitation's secret
 STORE_INVITATION = "pair_invitation"  # Persist.kind of each record
 STORE_REQUEST = "pair_request"
 STORE_PAIRING = "pairing"
+
+#: The inclusive range of each numeric per-pairing setting (P12): messages a minute, live message ids
+#: and queued bytes the other box may hold here, all its principals together.
+SETTING_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType({
+    "per_window": (1, 600),
+    "live_ids": (1, 100_000),
+    "queued_bytes": (1024, 64 * 1024 * 1024),
+})
+SETTING_KEYS = ("messages", *SETTING_RANGES)  # every setting, in the order they are shown
+_ON, _OFF = frozenset({"on", "true"}), frozenset({"off", "false"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -180,6 +203,10 @@ class Refusal(StrEnum):
     BAD_ID = "bad_id"
     BAD_CODE = "bad_code"
     AMBIGUOUS = "ambiguous"
+    UNKNOWN_SETTING = "unknown_setting"
+    BAD_SETTING = "bad_setting"
+    SETTING_OUT_OF_RANGE = "setting_out_of_range"
+    NOT_ACTIVE = "not_active"
 
 
 class PairingError(ConnectError):
@@ -250,6 +277,7 @@ class Pairing:
     id: str | None = None  # the pairing id the inviter chose (None while requested)
     expires_at: float | None = None  # an invitee's requested pairing: when it gives up waiting
     removed_by: str | None = None  # BY_OWNER or BY_PEER once removed
+    settings: PairingSettings = DEFAULT_SETTINGS  # what the person set for it (P12)
 
 
 @dataclass(frozen=True)
@@ -460,6 +488,16 @@ def pairing_named(book: PairBook, who: str) -> Pairing:
         )
     live = [p for p in found if p.state in (_P.ACTIVE, _P.REQUESTED)]
     return max(live or found, key=lambda p: p.since)
+
+
+def box_name(book: PairBook, box_id: str) -> str:
+    """What this box calls ``box_id`` where a person reads it (``connectd messages``): the name of the
+    pairing :func:`pairing_named` finds for it (the live one, else the latest), or the box id itself
+    when no pairing names it."""
+    try:
+        return pairing_named(book, box_id).name
+    except PairingError:
+        return box_id
 
 
 # --------------------------------------------------------------------------------------------------
@@ -974,4 +1012,101 @@ def removed_by_peer(book: PairBook, pairing_id: str, *, now: float) -> tuple[Pai
             at=now,
         ),
         _notify("removed", pairing_id, box=pairing.box_id, name=pairing.name, by=BY_PEER),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-pairing settings (P12)
+# --------------------------------------------------------------------------------------------------
+
+
+def settings_words(settings: PairingSettings) -> tuple[str, ...]:
+    """``settings`` as the ``KEY=VALUE`` words :func:`set_settings` takes, every key in order."""
+    return tuple(
+        f"{key}={('on' if settings.messages else 'off') if key == 'messages' else getattr(settings, key)}"
+        for key in SETTING_KEYS
+    )
+
+
+def _setting(word: str) -> tuple[str, bool | int]:
+    key, equals, text = word.partition("=")
+    key, text = key.strip(), text.strip()
+    if not equals or not key or not text:
+        raise PairingError(Refusal.BAD_SETTING, f"{word!r} is not KEY=VALUE (for example messages=off)")
+    if key not in SETTING_KEYS:
+        raise PairingError(
+            Refusal.UNKNOWN_SETTING, f"no setting {key!r}: a pairing's settings are {', '.join(SETTING_KEYS)}"
+        )
+    if key == "messages":
+        if text.lower() not in _ON | _OFF:
+            raise PairingError(Refusal.BAD_SETTING, f"messages is on or off, not {text!r}")
+        return key, text.lower() in _ON
+    low, high = SETTING_RANGES[key]
+    if not text.isascii() or not text.isdigit():
+        raise PairingError(Refusal.BAD_SETTING, f"{key} is a whole number from {low} to {high}, not {text!r}")
+    value = int(text)
+    if not low <= value <= high:
+        raise PairingError(Refusal.SETTING_OUT_OF_RANGE, f"{key}={value} is out of range: from {low} to {high}")
+    return key, value
+
+
+def parse_settings(words: Iterable[str], base: PairingSettings = DEFAULT_SETTINGS) -> PairingSettings:
+    """``base`` with the ``KEY=VALUE`` ``words`` set, or a :class:`PairingError` naming the first
+    problem (P12): none given, not ``KEY=VALUE``, an unknown key, one given twice, a bad value or one
+    out of range."""
+    given: dict[str, bool | int] = {}
+    for word in words:
+        if not isinstance(word, str):
+            raise PairingError(Refusal.BAD_SETTING, f"a setting is KEY=VALUE text, not {word!r}")
+        key, value = _setting(word)
+        if key in given:
+            raise PairingError(Refusal.BAD_SETTING, f"{key} is given twice: give each setting once")
+        given[key] = value
+    if not given:
+        raise PairingError(Refusal.BAD_SETTING, f"no setting given: KEY=VALUE, the keys {', '.join(SETTING_KEYS)}")
+    return PairingSettings(
+        messages=bool(given.get("messages", base.messages)),
+        per_window=int(given.get("per_window", base.per_window)),
+        live_ids=int(given.get("live_ids", base.live_ids)),
+        queued_bytes=int(given.get("queued_bytes", base.queued_bytes)),
+    )
+
+
+def set_settings(
+    book: PairBook, invitation_id: str, words: Iterable[str], *, now: float, actor: str = OWNER
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The person sets a pairing's settings (``pair set BOX KEY=VALUE...``; the pairing is found by
+    :func:`pairing_named`), all the words or none (P12). Its Persist, one Audit naming what changed
+    (``from -> to``) and a Notify for the page."""
+    pairing = book.pairings.get(invitation_id)
+    if pairing is None:
+        raise PairingError(
+            Refusal.UNKNOWN_PAIRING, f"no pairing from invitation {invitation_id!r} on this box"
+        )
+    if pairing.state not in (_P.ACTIVE, _P.REQUESTED):
+        raise PairingError(
+            Refusal.REMOVED if pairing.state is _P.REMOVED else Refusal.NOT_ACTIVE,
+            f"the pairing with box {pairing.box_id} ({pairing.name}) is {pairing.state}: its settings no longer"
+            " matter (pairing again makes a new pairing)",
+        )
+    settings = parse_settings(words, pairing.settings)
+    changed = [
+        f"{old.partition('=')[0]} {old.partition('=')[2]} -> {new.partition('=')[2]}"
+        for old, new in zip(settings_words(pairing.settings), settings_words(settings), strict=True)
+        if old != new
+    ]
+    updated = replace(pairing, settings=settings)
+    book = replace(book, pairings=_with(book.pairings, [(invitation_id, updated)]))
+    return book, (
+        _persist(updated),
+        Audit(
+            actor=actor,
+            action="pair.set",
+            outcome="set",
+            target=pairing.id or invitation_id,
+            detail=f"box {pairing.box_id} ({pairing.name}): " + ("; ".join(changed) or "unchanged"),
+            at=now,
+        ),
+        _notify("settings", pairing.id or invitation_id, box=pairing.box_id, name=pairing.name,
+                settings=" ".join(settings_words(settings))),
     )

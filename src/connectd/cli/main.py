@@ -576,10 +576,15 @@ def cmd_messages(args: argparse.Namespace) -> int:
 
 def _message_line(m: dict[str, Any], windows: dict[str, str]) -> str:
     """One message: who to whom (the recipient placed), its outcome and reason, and while it is not
-    final what it waits for (:func:`connectcore.reads.waits_for`)."""
+    final what it waits for (:func:`connectcore.reads.waits_for`). A message across boxes names the
+    other box (:func:`connectcore.reads.from_box`, :func:`connectcore.reads.sent_across`): the
+    sender's on this box's copy of one from another box, the recipient's on one sent to another box
+    (its target is that box's, so it is not placed in this box's windows)."""
     from connectcore.directory import placed
 
-    line = f"{m['from']} -> {placed(m['to'], windows)} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}"
+    sender = m["from"] + (f" (box {m['from_box']})" if m.get("from_box") else "")
+    to = f"{m['to']} on box {m['to_box']}" if m.get("to_box") else placed(m["to"], windows)
+    line = f"{sender} -> {to} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}"
     return f"{line.rstrip()}; waits {m['waits_for']}" if m.get("waits_for") else line
 
 

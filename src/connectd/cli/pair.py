@@ -138,6 +138,14 @@ def cmd_decline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _heard(at: float | None) -> str:
+    """When a box was last heard: ``-`` when it was not since the daemon started (kept in memory)."""
+    if at is None:
+        return "-"
+    ago = max(0, round(time.time() - at))
+    return f"{ago}s ago" if ago < 120 else f"{ago // 60}m ago" if ago < 7200 else _when(at)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     m = _main()
     rows = m._client(args).call("GET", "/api/pairing/pairings")
@@ -145,10 +153,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         m._print(args, rows, [])
         return 0
     m._table(
-        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "PAIRING"],
+        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "PAIRING", "SETTINGS"],
         [[r["name"], r["box"], r["fingerprint"], r["state"] + (f" (by {r['removed_by']})" if r.get("removed_by") else ""),
-          _when(r["since"]), r.get("pairing") or "-"] for r in rows],
+          _when(r["since"]), _heard(r.get("heard_at")), r.get("pairing") or "-", " ".join(r["settings_words"])]
+         for r in rows],
     )
+    return 0
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    m = _main()
+    result = m._client(args).call("POST", f"/api/pairing/pairings/{args.box}/settings", {"set": args.settings})
+    m._print(args, result, [f"box {result['name']} ({result['box']}): {' '.join(result['settings_words'])}"])
     return 0
 
 
@@ -217,7 +233,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
 
 def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse.ArgumentParser) -> None:
     """``connectd pair ...`` (one line in build_parser)."""
-    pair = sub.add_parser("pair", parents=[common], help="pair this box with another (federation): invite, accept, approve, list, remove")
+    pair = sub.add_parser("pair", parents=[common], help="pair this box with another (federation): invite, accept, approve, list, set, remove")
     actions = pair.add_subparsers(dest="pair_action", required=True)
     p = actions.add_parser("invite", parents=[common, reads], help="print a one-time invitation code for another box")
     p.add_argument("--expires", type=_duration, default=P.DEFAULT_EXPIRES, help="how long it lives (default 15m, at most 24h)")
@@ -238,8 +254,14 @@ def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse
     p = actions.add_parser("decline", parents=[common, reads], help="decline a pair request (the invitation is used up)")
     p.add_argument("box")
     p.set_defaults(func=cmd_decline)
-    p = actions.add_parser("list", parents=[common, reads], help="this box's pairings, with pinned fingerprints")
+    p = actions.add_parser("list", parents=[common, reads],
+                           help="this box's pairings, with pinned fingerprints, when each was last heard and its settings")
     p.set_defaults(func=cmd_list)
+    p = actions.add_parser("set", parents=[common, reads], help="set a pairing's settings: KEY=VALUE ...")
+    p.add_argument("box", help="its name or box id")
+    p.add_argument("settings", nargs="+", metavar="KEY=VALUE",
+                   help=f"{', '.join(P.SETTING_KEYS)} (messages=on|off; the others whole numbers)")
+    p.set_defaults(func=cmd_set)
     p = actions.add_parser("remove", parents=[common, reads], help="remove a pairing for good")
     p.add_argument("box", help="its name or box id")
     p.add_argument("--yes", action="store_true", help="do not ask")

@@ -126,6 +126,7 @@ def owner_api(engine: Engine, auth: OwnerAuth, history: RecentDirs | None, keepa
         calls=engine.calls, core=engine.runner, clock=engine.clock, tmux=engine.tmux, store=engine.store,
         subscribers=engine.subscribers, launchers=engine.launchers, person=engine.person, launches=engine.launches,
         here=engine.here_launches, restarts=engine.restarts, auth=auth, history=history, keepalive=keepalive,
+        federation=lambda: engine.federation,
     )
 
 

@@ -1,6 +1,6 @@
 """The pairing desk: the daemon's side of pairing (docs/federation.md, "Pairing"). It holds this box's
 :class:`~connectcore.federation.pairing.PairBook`, runs the core's steps for the person's calls (``pair
-invite``, ``accept``, ``approve``, ``decline``, ``remove``) and for the pairing envelopes the bus hands
+invite``, ``accept``, ``approve``, ``decline``, ``remove``, ``set``) and for the pairing envelopes the bus hands
 it, commits each step (its records, its audit lines and the wires it owes the bus) in one transaction of
 the daemon's store (its part :class:`~connectd.store.pair_records.PairRecords`) before the book changes,
 and seals and signs those wires once (:mod:`connectd.federation.seal`), so every publish of one is the
@@ -24,6 +24,7 @@ them, ``--off`` clears them). Without ``nats`` the desk still invites and lists;
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import secrets
@@ -241,12 +242,15 @@ class PairingDesk:
             "this_box": self.this_box(),
         }
 
-    @staticmethod
-    def pairing_view(p: P.Pairing) -> dict[str, Any]:
+    def pairing_view(self, p: P.Pairing) -> dict[str, Any]:
+        """A pairing as the person sees it, with its settings (``settings`` by key, ``settings_words`` as
+        ``pair set`` takes them) and when its box was last heard (``heard_at``: an envelope from it
+        verified; kept in memory, so None again after a restart until it is heard)."""
         return {
             "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
-            "removed_by": p.removed_by, "expires_at": p.expires_at,
+            "removed_by": p.removed_by, "expires_at": p.expires_at, "heard_at": self.heard.get(p.box_id),
+            "settings": dataclasses.asdict(p.settings), "settings_words": list(P.settings_words(p.settings)),
         }
 
     def status(self) -> dict[str, Any]:
@@ -386,6 +390,15 @@ class PairingDesk:
         lock, once the removal is durable."""
         if self.messages is not None:
             await self.messages.pairing_removed(pairing)
+
+    async def set_settings(self, who: str, words: Sequence[str], *, actor: str = P.OWNER) -> dict[str, Any]:
+        """``pair set BOX KEY=VALUE...``: the pairing's settings (the core's step checks every word, all
+        or none); what arrives from that box is judged with them from the next message on."""
+        async with self.lock:
+            pairing = _named(P.pairing_named, self.book, who)
+            book, effects = P.set_settings(self.book, pairing.invitation, words, now=self.clock(), actor=actor)
+            await self._commit(book, effects)
+            return self.pairing_view(book.pairings[pairing.invitation])
 
     async def tick(self) -> None:
         """Expire what is past its time (open invitations, requested pairings never answered)."""

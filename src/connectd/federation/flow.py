@@ -103,7 +103,7 @@ class RemoteFlow:
         recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(target))
         return H.RemoteMessageArrived(
             now, verdict, recipient, pairing.name, pairing.keys.fingerprint, engine.ids.new_id("msg"),
-            engine.ids.new_id("card"), self._nonce(), handle,
+            engine.ids.new_id("card"), self._nonce(), handle, settings=pairing.settings,
         )
 
     async def arrived(self, verdict: E.Verdict, delivery: Delivery | None) -> bool:

@@ -5,7 +5,9 @@ A part of :class:`connectd.store.store.Store` like the others: the same connecti
 transactions (:class:`connectd.store.connection.Connection`), in the tables the store's migration 5
 makes (``pair_invitations``, ``pair_requests``, ``pairings``, ``pair_wires``). A data
 directory whose pairing tables an older connectd made on a connection of its own, with their own version
-table (``pair_schema``), keeps them: migration 5 finds them and drops only ``pair_schema``.
+table (``pair_schema``), keeps them: migration 5 finds them and drops only ``pair_schema``. A pairing's
+settings (``connectd pair set``) are in its body, ``settings``; migration 7 gave every pairing stored
+before them the defaults, and the database refuses a pairing body without them.
 
 Rules:
 
@@ -24,6 +26,7 @@ Rules:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from typing import Any
 from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
+from connectcore.federation.remote import PairingSettings
 from connectd.store.audit import AuditLog
 from connectd.store.connection import StoreError
 
@@ -70,11 +74,12 @@ def _unkeys(row: dict[str, str]) -> BoxKeys:
 
 
 def encode(record: P.Invitation | P.PairRequest | P.Pairing) -> str:
-    """A record as the JSON its row's body holds."""
+    """A record as the JSON its row's body holds (a pairing's settings as an object of their own)."""
     row: dict[str, Any] = {}
     for name in record.__dataclass_fields__:
         value = getattr(record, name)
-        row[name] = _keys(value) if isinstance(value, BoxKeys) else value
+        row[name] = (_keys(value) if isinstance(value, BoxKeys)
+                     else dataclasses.asdict(value) if isinstance(value, PairingSettings) else value)
     return json.dumps(row, sort_keys=True, separators=(",", ":"))
 
 
@@ -90,9 +95,10 @@ def decode_request(body: str) -> P.PairRequest:
 
 def decode_pairing(body: str) -> P.Pairing:
     row = json.loads(body)
-    return P.Pairing(
-        **{**row, "keys": _unkeys(row["keys"]), "state": P.PairingState(row["state"]), "role": P.Role(row["role"])}
-    )
+    return P.Pairing(**{
+        **row, "keys": _unkeys(row["keys"]), "state": P.PairingState(row["state"]), "role": P.Role(row["role"]),
+        "settings": PairingSettings(**row["settings"]),
+    })
 
 
 class PairRecords(AuditLog):

@@ -7,7 +7,8 @@ identity) by :meth:`connectd.store.store.Store.apply`, so in the same transactio
 of the step: an inbox record commits with the local message row and its card, or not at all (the
 receiving box commits the text and the message's identity in one transaction before it says so). Read
 back whole (:meth:`RemoteMessageRecords.outbox_rows`, :meth:`RemoteMessageRecords.inbox_records`) for
-``outbox.Outbox`` and ``inbox.load`` after a restart.
+``outbox.Outbox`` and ``inbox.load`` after a restart, and the outbox listed for the person
+(:meth:`RemoteMessageRecords.outbox_listing`, beside the messages in ``connectd messages``).
 
 Rules:
 
@@ -25,6 +26,9 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 from connectcore.effects import Persist
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
@@ -35,6 +39,13 @@ from connectd.store import codec
 from connectd.store.connection import Connection, StoreError, key_of, record_of
 
 _IDENTITY = "box = ? AND principal = ? AND message_id = ?"
+_LISTING_REF = "('outbox:' || principal || '/' || message_id)"  # listing_ref in SQL
+
+
+def listing_ref(identity: Identity) -> str:
+    """An outbox row's place among the listed messages, after its ``created_at``: what a local
+    message's ``ref`` is in a message cursor (an outbox row has no local ref)."""
+    return f"outbox:{identity.principal}/{identity.id}"
 REMOTE_HARNESS = "remote"  # the harness column of a remote principal's row
 
 
@@ -86,6 +97,33 @@ class RemoteMessageRecords(Connection):
         """Every outbox row, oldest first (``outbox.Outbox(own, {r.identity: r for r in rows})``)."""
         return [codec.loads(O.Row, b) for (b,) in self._rows(
             "SELECT body FROM outbox ORDER BY created_at, box, principal, message_id")]
+
+    def outbox_listing(
+        self, *, principal: str | Collection[str] | None = None, pane: str | None = None, limit: int = 200,
+        before: tuple[float, str] | None = None, after: tuple[float, str] | None = None, newest_first: bool = True,
+    ) -> list[O.Row]:
+        """Outbox rows as :meth:`connectd.store.messages.MessageRecords.messages` lists messages, with the
+        same filters and cursors (``principal``: the sender, one id or a merge group; ``pane``: sent
+        from it), ordered by (created_at, :func:`listing_ref`)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if before is not None:
+            where.append(f"(created_at, {_LISTING_REF}) < (?, ?)")
+            args += [before[0], before[1]]
+        if after is not None:
+            where.append(f"(created_at, {_LISTING_REF}) > (?, ?)")
+            args += [after[0], after[1]]
+        if principal is not None:
+            ids = (principal,) if isinstance(principal, str) else tuple(principal)
+            where.append(f"principal IN ({', '.join('?' for _ in ids)})")
+            args += ids
+        if pane is not None:
+            where.append("principal IN (SELECT id FROM principals WHERE pane_id = ?)")
+            args.append(pane)
+        direction = "DESC" if newest_first else "ASC"
+        sql = ("SELECT body FROM outbox" + (f" WHERE {' AND '.join(where)}" if where else "")
+               + f" ORDER BY created_at {direction}, {_LISTING_REF} {direction} LIMIT ?")
+        return [codec.loads(O.Row, b) for (b,) in self._rows(sql, (*args, max(0, limit)))]
 
     def inbox_records(self) -> list[I.Record]:
         """Every inbox record, oldest first (``inbox.load(own, records, removed=...)``)."""

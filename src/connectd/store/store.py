@@ -325,7 +325,22 @@ CREATE TRIGGER inbox_digest_fixed BEFORE UPDATE OF digest ON inbox WHEN NEW.dige
     BEGIN SELECT RAISE(ABORT, 'an inbox identity keeps its digest'); END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+_V7 = """
+-- Per-pairing settings (connectd pair set), kept in the pairing's body: every pairing stored before them
+-- gets this version's defaults (connectcore.federation.remote.DEFAULT_SETTINGS), and from now on a
+-- pairing body without settings is refused.
+UPDATE pairings SET body = json_set(body, '$.settings',
+        json('{"live_ids":2000,"messages":true,"per_window":60,"queued_bytes":1048576}'))
+    WHERE json_type(body, '$.settings') IS NULL;
+CREATE TRIGGER pairing_settings_kept_insert BEFORE INSERT ON pairings
+    WHEN json_type(NEW.body, '$.settings') IS NOT 'object'
+    BEGIN SELECT RAISE(ABORT, 'a pairing keeps its settings'); END;
+CREATE TRIGGER pairing_settings_kept_update BEFORE UPDATE OF body ON pairings
+    WHEN json_type(NEW.body, '$.settings') IS NOT 'object'
+    BEGIN SELECT RAISE(ABORT, 'a pairing keeps its settings'); END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 """Migration N is ``MIGRATIONS[N - 1]``; append, never edit one that has shipped."""
 
 

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from connectcore import directory as D
 from connectcore import grants
 from connectcore import hub as H
+from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.delivery import Message
 from connectcore.launchers import LauncherError
@@ -125,9 +126,10 @@ def refusal(exc: Exception) -> Problem:
     return Problem(status, reason, str(exc), **({"fix": fix} if fix else {}))
 
 
-def owner_message_view(message: Message, waits_for: str = "") -> dict[str, Any]:
+def owner_message_view(message: Message, waits_for: str = "", from_box: str | None = None) -> dict[str, Any]:
     """A message as the person sees it: the sender's view plus the text, the recipient and, while it
-    is not final, what it waits for (:func:`connectcore.reads.waits_for`)."""
+    is not final, what it waits for (:func:`connectcore.reads.waits_for`); for a message from another
+    box, that box (``from_box``, :func:`connectcore.reads.from_box`)."""
     return message_view(message) | {
         "waits_for": waits_for,
         "text": message.text,
@@ -136,5 +138,22 @@ def owner_message_view(message: Message, waits_for: str = "") -> dict[str, Any]:
         "sender": message.sender,
         "state": message.state.value,
         "card": message.card,
+        "from_box": from_box,
+        "to_box": None,
+    }
+
+
+def owner_sent_across_view(sent: R.SentAcross) -> dict[str, Any]:
+    """A message to an agent on another box (an outbox row, :func:`connectcore.reads.sent_across`),
+    with the keys of :func:`owner_message_view`: the recipient is the target the other box resolves,
+    on ``to_box``; no local ref, pane or card (the card, if any, is the other box's)."""
+    row = sent.row
+    return {
+        "message_id": row.identity.id, "ref": None, "outcome": sent.outcome, "reason": sent.reason,
+        "to": sent.target, "from": sent.sender_actor, "hop": sent.hop, "conversation": sent.conversation,
+        "in_reply_to": None, "created_at": row.created_at, "final_at": row.final_at,
+        "waits_for": sent.waits_for, "text": sent.text, "recipient_pane": None, "recipient_principal": None,
+        "sender": row.identity.principal, "state": str(row.state), "card": None,
+        "from_box": None, "to_box": sent.to_box,
     }
 

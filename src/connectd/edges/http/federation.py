@@ -8,7 +8,10 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
 - ``GET /api/pairing/requests[?all=1]``: pending requests with both boxes' fingerprints;
 - ``POST /api/pairing/requests/{who}/approve`` ``{"name": ...}`` and ``.../decline``: approval 2 (``who``: the
   request id, the requester's box id or its name);
-- ``GET /api/pairing/pairings``; ``POST /api/pairing/pairings/{who}/remove``;
+- ``GET /api/pairing/pairings`` (each with its settings and when its box was last heard);
+  ``POST /api/pairing/pairings/{who}/remove``;
+- ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
+  settings (``KEY=VALUE`` words, checked by the core all or none);
 - ``GET /api/pairing/status``: this box, its NATS server and whether the bus is connected
   (``connectd doctor``, the page's pairings panel).
 
@@ -46,6 +49,10 @@ class Accept(B.Body):
 
 class Approve(B.Body):
     name: B.Text | None = None
+
+
+class SetSettings(B.Body):
+    set: list[B.Text] = Field(max_length=16)
 
 
 def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
@@ -94,6 +101,10 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         await parse_body(request, B.Empty)
         return await desk().remove(request.path_params["who"], actor=actor)
 
+    async def settings(request: Request, actor: str) -> Any:
+        body = await parse_body(request, SetSettings)
+        return await desk().set_settings(request.path_params["who"], body.set, actor=actor)
+
     get, post = ["GET"], ["POST"]
     table: list[tuple[str, Handler, list[str]]] = [
         ("/api/pairing/invitations", invite, post),
@@ -104,6 +115,7 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/requests/{who}/decline", decline, post),
         ("/api/pairing/pairings", pairings, get),
         ("/api/pairing/pairings/{who}/remove", remove, post),
+        ("/api/pairing/pairings/{who}/settings", settings, post),
         ("/api/pairing/status", status, get),
     ]
     return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]

@@ -16,16 +16,18 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Route
 
 from connectcore import advice, grants
+from connectcore import reads as R
 from connectcore._machine import ConnectError
 from connectcore.consent import Decision
 from connectcore.delivery import Message
 from connectcore.effects import Audit
+from connectcore.federation import outbox as O
 from connectcore.grants import Preset
 from connectd.cli import facts
 from connectd.daemon.ids import EngineError
 from connectd.edges.http import bodies as B
 from connectd.edges.http.bodies import MAX_LIMIT, Query, bad, parse_body, parse_pane
-from connectd.edges.http.errors import Problem, owner_message_view, refusal
+from connectd.edges.http.errors import Problem, owner_message_view, owner_sent_across_view, refusal
 from connectd.edges.http.events import KEEPALIVE_SECONDS, AsResponse, EventStream
 from connectd.edges.http.owner_auth import Handler, OwnerAuth, owner_endpoint
 from connectd.edges.http.paging import (
@@ -35,6 +37,7 @@ from connectd.edges.http.paging import (
     newest_first,
     page_response,
 )
+from connectd.store.remote_messages import listing_ref
 
 if TYPE_CHECKING:
     from connectcore import launchers as L
@@ -52,6 +55,11 @@ class RecentDirs(Protocol):
     """What the owner API asks of the session history (:class:`connectd.history.service.HistoryService`)."""
 
     def recent_dirs(self, limit: int = 20) -> list[dict[str, object]]: ...
+
+
+def _listing_place(m: Message | O.Row) -> tuple[float, str]:
+    """Where a message or an outbox row sits in ``/api/messages``' order (its cursor)."""
+    return (m.created_at, listing_ref(m.identity)) if isinstance(m, O.Row) else (m.created_at, m.ref)
 
 
 class OwnerApi:
@@ -74,6 +82,7 @@ class OwnerApi:
         auth: OwnerAuth,
         history: RecentDirs | None,
         keepalive: float = KEEPALIVE_SECONDS,
+        federation: Callable[[], Any] = lambda: None,
     ) -> None:
         self.calls, self.core, self.clock, self.tmux, self.store = calls, core, clock, tmux, store
         self.subscribers, self.launcher_table, self.person, self.launches = subscribers, launchers, person, launches
@@ -81,6 +90,7 @@ class OwnerApi:
         self.auth = auth
         self.history = history
         self.keepalive = keepalive
+        self.federation = federation  # the pairing desk now, or None (a box that does not federate)
 
     async def record(self, actor: str, action: str, outcome: str, target: str | None = None, detail: str = "") -> None:
         await self.core.audit(Audit(actor=actor, action=action, outcome=outcome, target=target, detail=detail, at=self.clock()))
@@ -132,15 +142,27 @@ class OwnerApi:
         principal, limit, newest = query.text("principal"), query.limit(), newest_first(query)
         before, after = message_cursor(query, "before"), message_cursor(query, "after")
         store = self.store
-        rows = await anyio.to_thread.run_sync(
-            lambda: store.messages(
-                pane=pane, principal=principal, limit=limit + 1, before=before, after=after, newest_first=newest
-            )
-        )
+
+        def read() -> list[Message | O.Row]:
+            """This box's messages and its outbox (messages to other boxes, which have no local row),
+            in one order: (created_at, the message's ref or the row's listing_ref)."""
+            window = {"pane": pane, "principal": principal, "limit": limit + 1, "before": before, "after": after,
+                      "newest_first": newest}
+            found: list[Message | O.Row] = [*store.messages(**window), *store.outbox_listing(**window)]
+            found.sort(key=_listing_place, reverse=newest)
+            return found[: limit + 1]
+
+        rows = await anyio.to_thread.run_sync(read)
+        desk = self.federation()
+        book = None if desk is None else desk.book
+
+        def view(m: Message | O.Row) -> Any:
+            if isinstance(m, O.Row):
+                return owner_sent_across_view(R.sent_across(m, book))
+            return owner_message_view(m, self.calls.waits_for(m), R.from_box(m, book))
+
         return page_response(
-            request, rows, limit, newest=newest,
-            cursor=lambda m: encode_message_cursor(m.created_at, m.ref),
-            view=lambda m: owner_message_view(m, self.calls.waits_for(m)) if isinstance(m, Message) else m,
+            request, rows, limit, newest=newest, cursor=lambda m: encode_message_cursor(*_listing_place(m)), view=view,
         )
 
     async def audit(self, request: Request, actor: str) -> Any:

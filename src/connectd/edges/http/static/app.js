@@ -383,6 +383,12 @@
           h("span", { class: "muted", text: ` ${p.box} · since ${fmtTime(p.since)} · ` }),
           h("span", { class: "chip", data: { state: p.state }, text: p.state + (p.removed_by ? ` (by ${p.removed_by})` : "") }),
           h("code", { class: "fingerprint", text: p.fingerprint }),
+          h("span", {
+            class: "muted",
+            data: { testid: "pairing-heard" },
+            text: ` · last heard ${p.heard_at ? fmtTime(p.heard_at) : "not since the daemon started"} · `,
+          }),
+          h("span", { class: "muted", data: { testid: "pairing-settings" }, text: (p.settings_words || []).join(" ") }),
         ),
       ),
     );
@@ -954,7 +960,11 @@
             { class: "row-head" },
             h("time", { text: fmtTime(m.created_at) }),
             dir ? h("span", { class: "dir", text: dir }) : null,
-            h("span", { text: `${from.name} → ${to.name}` }),
+            h("span", {
+              text:
+                `${from.name}${m.from_box ? ` (box ${m.from_box})` : ""} → ` +
+                (m.to_box ? `${m.to} on box ${m.to_box}` : to.name),
+            }),
             h("span", { class: "outcome", data: { kind: outcomeKind(m.outcome) }, text: outcome }),
           ),
           m.reason ? h("div", { class: "muted", text: m.reason }) : null,
