@@ -107,6 +107,16 @@ def test_whatever_a_local_entry_holds_its_shared_form_passes_the_check(over: dic
     RD.check_agent(RD.shape(agent))
 
 
+def test_what_is_shared_always_fits_one_envelope() -> None:
+    crowded = [local(n, title="t" * 500, pr_links=[f"https://github.com/o/r/pull/{n}{'9' * 250}"] * 30)
+               for n in range(1, 300)]
+    agents = RD.shared(crowded)
+    assert 0 < len(agents) < len(crowded)
+    entry = inner(agents)
+    # sealing adds 16 bytes; base64url four characters for three; the outer part's routing is small
+    assert (len(E.encode_inner(entry)) + 16) * 4 // 3 + 400 <= E.MAX_WIRE_BYTES - E.SIGNATURE_BYTES
+
+
 # --- D3: the entry ---------------------------------------------------------------------------------
 
 

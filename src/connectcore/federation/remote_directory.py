@@ -12,7 +12,8 @@ Rules (D1 to D8):
   address, harness, title, the repository's name (never its path), branch, PR links, activity, composer,
   scopes, release), never screen text, a working directory or an actor. Each text field is one line of
   printable characters, cut to its bound (:func:`shape`): what this box publishes passes D4 on the
-  other box.
+  other box. At most :data:`MAX_AGENTS` agents and :data:`AGENTS_BUDGET` bytes of them are shared, so
+  an entry always fits an envelope.
 - **D3 The entry.** An entry is a ``directory`` envelope (:class:`connectcore.federation.envelope.DirectoryInner`:
   signed by the publisher, sealed to the reader, in the active pairing) with a ``revision`` higher than
   every earlier one for that key (:func:`next_revision`: the publisher's clock in milliseconds, and
@@ -85,6 +86,9 @@ MAX_LINKS = 20
 MAX_LINK = 300
 MAX_SCOPES = 16
 MAX_AGENTS = 200
+#: The most canonical JSON the shared agents may take: sealed and base64url'd, the entry stays within
+#: an envelope's 64 KiB (the agents past it are left out: the newest directory first is not promised).
+AGENTS_BUDGET = 44 * 1024
 _NULLABLE = frozenset({"title", "repo", "branch", "release"})
 
 
@@ -137,7 +141,15 @@ def shared(agents: Sequence[Mapping[str, Any]], setting: Setting = DEFAULT_SETTI
         picked = [a for a in agents if "reachable" in (a.get("scopes") or ())]
     else:
         picked = [a for a in agents if a.get("scopes")]
-    return tuple(shape(a) for a in picked[:MAX_AGENTS])
+    kept: list[dict[str, Any]] = []
+    size = 0
+    for agent in picked[:MAX_AGENTS]:
+        shaped = shape(agent)
+        size += len(E.canonical(shaped)) + 1
+        if size > AGENTS_BUDGET:
+            break
+        kept.append(shaped)
+    return tuple(kept)
 
 
 def next_revision(last: int, now: float) -> int:
