@@ -98,6 +98,16 @@ def test_list_agents_on_the_other_box_shows_them_with_box_address_and_age(shared
     assert (agent["age"], agent["freshness"], agent["stale"], agent["reachable"]) == (0, "fresh", False, True)
     assert "cwd" not in agent and "actor" not in agent
     assert b.fed.heard[a.fed.local.box_id] == b.clock()  # a verified entry: A is heard
+    # an old entry read by a direct get: heard as of when it was published, not now
+    c_heard = dict(b.fed.heard)
+    b.fed.heard.clear()
+    _dir(b).held = RD.RemoteDirectory()
+    b.clock.now += 300
+    anyio.run(lambda: _dir(b).read(bbus, a.fed.local.box_id, b.clock()))
+    assert b.fed.heard[a.fed.local.box_id] == b.clock() - 300 == c_heard[a.fed.local.box_id]
+    assert _remote(b, "tok-4")[0]["freshness"] == "stale (5 min)"
+    b.clock.now -= 300
+    anyio.run(lambda: _dir(b).read(bbus, a.fed.local.box_id, b.clock()))  # (the repeat changes nothing)
     # B's own agent is listed first, as before
     assert [x["pane"] for x in _listed(b, "tok-4")][0] == "%4"
     # and A sees B's %4 the same way (A read B's key when it first published: nothing then; again

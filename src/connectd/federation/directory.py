@@ -14,7 +14,8 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
   (``Bus.entry_updates``); a box whose entry is not held yet is read again every
   :data:`CATCH_UP` seconds by the publish loop. Each entry is judged by the envelope judgement (with
   the keys the pairing desk pins) and ``remote_directory.receive``; a verified one marks its box heard
-  (``PairingDesk.heard``, as any verified envelope does). A refusal changes nothing and is audited
+  (``PairingDesk.heard``, as any verified envelope does) as of the entry's age (an old entry read by a
+  direct get does not make a box that stopped look live). A refusal changes nothing and is audited
   (``federation.directory``), at most once a minute per box and reason.
 - Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started with the pump's
   (:meth:`connectd.federation.pump.Pump.start`): NATS away never ends the daemon. The entries are held
@@ -173,7 +174,10 @@ class RemoteDirectoryDesk:
             await self._refused(verdict.actor, refused, now)
             return False
         self.held = held
-        self.desk.heard[publisher] = now  # verified: that box is heard
+        # verified: that box is heard, as of when it published it (an old entry read by a direct get
+        # does not make a box that stopped look live to the outbox's schedule)
+        since = held.entries[publisher].since
+        self.desk.heard[publisher] = max(self.desk.heard.get(publisher, since), since)
         return True
 
     async def _refused(self, actor: str, refused: RD.EntryRefused, now: float) -> None:
