@@ -155,7 +155,7 @@ def test_any_message_encodes_to_one_form_that_parses_back(text: str, created: fl
         lambda row: _json_bytes({**row, "extra": 1}, sort_keys=True, separators=(",", ":")),
         lambda row: _json_bytes({k: v for k, v in row.items() if k != "nonce"}, sort_keys=True, separators=(",", ":")),
         lambda row: _json_bytes({**row, "v": 2}, sort_keys=True, separators=(",", ":")),
-        lambda row: _json_bytes({**row, "kind": "directory"}, sort_keys=True, separators=(",", ":")),
+        lambda row: _json_bytes({**row, "kind": "history"}, sort_keys=True, separators=(",", ":")),
         lambda row: _json_bytes({**row, "nonce": row["nonce"] + "=="}, sort_keys=True, separators=(",", ":")),
         lambda row: _json_bytes({**row, "nonce": "AAAA"}, sort_keys=True, separators=(",", ":")),
         lambda row: _json_bytes({**row, "to": "NOT-A-BOX"}, sort_keys=True, separators=(",", ":")),
@@ -193,7 +193,9 @@ def test_routing_fields_are_per_kind_and_checked_loudly() -> None:
         E.Outer(routing(), b"short", SEALED)
     assert E.subject_for(E.Kind.RECEIPT, A, B) == f"connect.{B}.receipts.{A}"
     assert E.parse_subject(f"connect.{B}.inbox.{A}") == E.Subject(B, "inbox", A)
-    assert E.parse_subject(f"connect.{B}.directory.{A}") is None
+    # a directory entry's subject is the bucket's republish (slice 7); a history query's is no envelope's
+    assert E.parse_subject(f"connect.{B}.directory.{A}") == E.Subject(B, "directory", A)
+    assert E.parse_subject(f"connect.{B}.history.{A}") is None
 
 
 # --- the judgement: what passes -------------------------------------------------------------------

@@ -5,7 +5,7 @@ Rules (docs/federation.md, "The envelope"):
 
 - **On the wire**: ``wire = signature (64 bytes, Ed25519 over outer) || outer``. ``outer`` is canonical
   JSON (UTF-8, keys sorted, no whitespace, no NaN): ``v`` (1), ``kind``, ``from``, ``to``, the kind's
-  routing (``pairing`` for a message, receipt, cancel or unpair; ``invitation`` and the requester's
+  routing (``pairing`` for a message, receipt, cancel, unpair or directory entry; ``invitation`` and the requester's
   public ``keys`` for a pair_request; ``invitation`` and the new ``pairing`` for a pair_accept;
   ``invitation`` for a pair_decline), ``nonce`` (24 bytes) and ``sealed`` (the inner part sealed with
   ``crypto_box`` to the receiving box), bytes as base64url without padding. Seal, then sign: the
@@ -26,11 +26,11 @@ Rules (docs/federation.md, "The envelope"):
   ``bad_binding``); (4) ``bad_signature``; (5) ``malformed``: the outer part is not canonical JSON of
   a known version and kind; (6) ``wrong_box``: the outer ``to`` is not this box; (7) ``bad_binding``:
   the outer ``from`` or ``kind`` differs from the subject (or a pair_request's keys from those
-  pinned); (8) ``removed``: a message, receipt or cancel whose ``pairing`` is not the active pairing
+  pinned); (8) ``removed``: a message, receipt, cancel or directory entry whose ``pairing`` is not the active pairing
   with that box, an unpair naming no pairing with it (the pairing kinds' own lookups, invitations and
   requested pairings, are ``pairing.py``'s); (9) ``bad_seal``: the seal did not open; (10)
   ``bad_binding``: the inner part is not canonical JSON of its kind or its routing differs from the
-  outer; (11) ``clock_ahead``: ``created_at`` (a receipt's, cancel's or pairing step's ``at``) more
+  outer; (11) ``clock_ahead``: ``created_at`` (a receipt's, cancel's or pairing step's ``at``, a directory entry's ``published_at``) more
   than the skew bound after now; (12) ``stale``: a message's or cancel's ``created_at`` older than the
   retention; (13) ``conflict``: the identity is held with another digest. Then a receipt must answer a
   message this box sent with the same digest, and a cancel name a message its sender sent, else
@@ -44,7 +44,8 @@ Rules (docs/federation.md, "The envelope"):
   cancel's tombstone with the same digest) answers ``cancelled``; a cancel for a message not held
   commits a **tombstone** (identity, the digest it carries, ``cancelled``) and answers ``cancelled``;
   anything else is **new**, for the recipient box's rules (a message), the outbox (a receipt), the held
-  message's cancellation (a cancel) or the pairing rules (a pairing step).
+  message's cancellation (a cancel), the pairing rules (a pairing step) or the remote directory (an
+  **entry**, :mod:`connectcore.federation.remote_directory`).
 
 Pure: no cryptography here. The shell verifies and opens with the keys :func:`keys_to_verify` names,
 and reports the facts (:class:`Facts`).
@@ -84,6 +85,7 @@ class Kind(StrEnum):
     PAIR_ACCEPT = "pair_accept"
     PAIR_DECLINE = "pair_decline"
     UNPAIR = "unpair"
+    DIRECTORY = "directory"  # a directory entry (remote_directory.py): put in the bucket, heard by its reader
 
 
 #: The subject's third token per kind: ``connect.<to>.<token>.<from>``.
@@ -95,6 +97,7 @@ SUBJECT_TOKEN: Mapping[Kind, str] = {
     Kind.PAIR_ACCEPT: "pairing",
     Kind.PAIR_DECLINE: "pairing",
     Kind.UNPAIR: "pairing",
+    Kind.DIRECTORY: "directory",  # (the bucket's republish: ``connect.<reader>.directory.<publisher>``)
 }
 PAIRING_KINDS = frozenset({Kind.PAIR_REQUEST, Kind.PAIR_ACCEPT, Kind.PAIR_DECLINE, Kind.UNPAIR})
 
@@ -104,6 +107,7 @@ ROUTING_FIELDS: Mapping[Kind, frozenset[str]] = {
     Kind.RECEIPT: frozenset({"pairing"}),
     Kind.CANCEL: frozenset({"pairing"}),
     Kind.UNPAIR: frozenset({"pairing"}),
+    Kind.DIRECTORY: frozenset({"pairing"}),
     Kind.PAIR_REQUEST: frozenset({"invitation"}),
     Kind.PAIR_ACCEPT: frozenset({"invitation", "pairing"}),
     Kind.PAIR_DECLINE: frozenset({"invitation"}),
@@ -120,11 +124,12 @@ INNER_FIELDS: Mapping[Kind, frozenset[str]] = {
     Kind.PAIR_ACCEPT: frozenset({"at"}),
     Kind.PAIR_DECLINE: frozenset({"at"}),
     Kind.UNPAIR: frozenset({"at", "reason"}),
+    Kind.DIRECTORY: frozenset({"revision", "published_at", "agents"}),
 }
 SENDER_FIELDS = frozenset({"principal", "actor", "harness", "pane", "incarnation", "control"})
 RECEIPT_OUTCOMES = frozenset({"accepted", *(str(s) for s in FINAL)})
 
-_SUBJECT_RE = re.compile(r"connect\.([a-z2-7]{16})\.(inbox|receipts|cancel|pairing)\.([a-z2-7]{16})")
+_SUBJECT_RE = re.compile(r"connect\.([a-z2-7]{16})\.(inbox|receipts|cancel|pairing|directory)\.([a-z2-7]{16})")
 _B64_RE = re.compile(r"[A-Za-z0-9_-]*")
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -321,7 +326,19 @@ class PairingInner:
         return dict(self.values)[name]
 
 
-Inner = MessageInner | ReceiptInner | CancelInner | PairingInner
+@dataclass(frozen=True)
+class DirectoryInner:
+    """A directory entry's inner part: its ``revision`` (higher than every earlier entry for that key),
+    when it was ``published_at`` (the publisher's clock) and the ``agents`` shared, each a JSON object
+    whose fields :mod:`connectcore.federation.remote_directory` checks (here only: objects)."""
+
+    routing: Routing
+    revision: int
+    published_at: float
+    agents: tuple[Mapping[str, Any], ...]
+
+
+Inner = MessageInner | ReceiptInner | CancelInner | PairingInner | DirectoryInner
 
 
 # --------------------------------------------------------------------------------------------------
@@ -439,6 +456,8 @@ def encode_inner(inner: Inner) -> bytes:
             message=inner.message.fields(), digest=inner.digest, created_at=inner.created_at,
             reason=inner.reason, at=inner.at,
         )
+    elif isinstance(inner, DirectoryInner):
+        row.update(revision=inner.revision, published_at=inner.published_at, agents=[dict(a) for a in inner.agents])
     else:
         row.update(dict(inner.values))
     return canonical(row)
@@ -547,6 +566,11 @@ def parse_inner(data: bytes, outer: Outer) -> Inner:
         inner = CancelInner(
             routing, f.identity("message"), f.digest("digest"), f.number("created_at"), f.text("reason"), f.number("at")
         )
+    elif kind is Kind.DIRECTORY:
+        agents = row["agents"]
+        if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
+            raise f._bad("agents", "a list of objects")
+        inner = DirectoryInner(routing, f.count("revision"), f.number("published_at"), tuple(agents))
     else:
         if kind is Kind.PAIR_REQUEST:
             f.text("name", empty=False), f.text("secret", empty=False)
@@ -624,6 +648,7 @@ class Decision(StrEnum):
     RECEIPT = "receipt"  # a receipt for a message this box sent: the outbox steps it
     CANCEL = "cancel"  # a cancel of a message this box holds: cancelled unless typing started
     PAIRING = "pairing"  # a pairing step: the pairing rules decide
+    ENTRY = "entry"  # a directory entry of the active pairing: remote_directory.py decides
 
 
 @dataclass(frozen=True)
@@ -728,7 +753,7 @@ def judge(facts: Facts, view: View) -> Verdict:
     if peer is None and routing.kind is not Kind.PAIR_REQUEST:  # _carried_keys refused it: a guard
         return refuse(Refusal.UNPAIRED, f"box {subject.sender} is not paired with this box")
     # 8
-    in_pairing = (Kind.MESSAGE, Kind.RECEIPT, Kind.CANCEL)
+    in_pairing = (Kind.MESSAGE, Kind.RECEIPT, Kind.CANCEL, Kind.DIRECTORY)
     if peer is not None and routing.kind in in_pairing and (peer.active is None or routing.pairing != peer.active):
         return refuse(Refusal.REMOVED, f"pairing {routing.pairing} is not the active pairing with that box")
     if (peer is not None and routing.kind is Kind.UNPAIR
@@ -750,6 +775,8 @@ def judge(facts: Facts, view: View) -> Verdict:
                       f"stamped {stamp - view.now:.0f} s ahead of this box (the bound is {view.skew_bound:.0f} s)")
     if isinstance(inner, PairingInner):
         return Verdict(Decision.PAIRING, actor, inner=inner, digest=digest)
+    if isinstance(inner, DirectoryInner):
+        return Verdict(Decision.ENTRY, actor, inner=inner, digest=digest)
     if isinstance(inner, ReceiptInner):
         if inner.message.box != view.own or view.sent.get(inner.message) != inner.digest:
             return refuse(Refusal.UNKNOWN_MESSAGE, f"this box sent no message {inner.message} with that digest")
@@ -771,6 +798,8 @@ def _stamp(inner: Inner) -> float | None:
         return inner.created_at
     if isinstance(inner, ReceiptInner | CancelInner):
         return inner.at
+    if isinstance(inner, DirectoryInner):
+        return inner.published_at
     return inner.get("at") if inner.routing.kind is not Kind.PAIR_REQUEST else None
 
 

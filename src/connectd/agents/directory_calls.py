@@ -41,9 +41,11 @@ class DirectoryCalls(GatedCalls):
             }
 
     async def list_agents(self, token: str) -> tuple[dict[str, Any], ...]:
-        """The directory view (shared: see :meth:`directory_view`)."""
+        """The directory view (shared: see :meth:`directory_view`), and on a federated box the agents
+        the paired boxes share, each with its box and age (:meth:`RemoteCalls.agents`)."""
         async with self.call(token, "list_agents"):
-            return self.directory_view()
+            view = self.directory_view()
+            return view if self.remote is None else self.remote.agents(view)
 
     async def get_agent(self, token: str, target: str) -> dict[str, Any]:
         async with self.call(token, "get_agent", target) as admitted:

@@ -47,6 +47,7 @@ from connectcore.ports import Delivery
 from connectd.daemon.ids import EngineError
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
+from connectd.federation.directory import attach as attach_directory
 from connectd.federation.flow import attach
 from connectd.federation.remote_calls import RemoteCalls
 from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
@@ -144,6 +145,8 @@ class PairingDesk:
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
+        # the directory across boxes (connectd.federation.directory.RemoteDirectoryDesk; slice 7)
+        self.directory: Any = None
 
     @classmethod
     def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
@@ -505,4 +508,5 @@ def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
         attach(engine, desk)
         engine.calls.remote = RemoteCalls(engine)
         engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
+        attach_directory(engine, desk)  # the directory across boxes (slice 7)
     return desk

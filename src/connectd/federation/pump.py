@@ -63,6 +63,8 @@ class Pump:
         supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
         supervisor.spawn(Kind.BUS, self.publish_loop, name="federation publish")
         supervisor.spawn(Kind.BUS, self.effects_loop, name="federation effects")
+        if self.desk.directory is not None:  # the directory across boxes' loops (slice 7)
+            self.desk.directory.start(supervisor)
 
     def hand(self, effect: BusEffect) -> None:
         """Queue one of the core's bus effects for :meth:`effects_loop` (never blocks)."""

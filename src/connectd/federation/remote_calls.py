@@ -2,9 +2,11 @@
 box"), as hooks of :mod:`connectd.agents.message_calls`: ``send_message`` to a target qualified by an
 active pairing's name (``%4@<token>@devbox``, ``pr:12@devbox``), and ``get_message`` for such a
 message. The rules are the core's: which box a target names (:func:`connectcore.federation.boxes.place`,
-the ambiguity rule; the other boxes' directories are not known here yet, so an unqualified target is
-this box's, as before), and the sending box's own rules with the outbox row
-(:class:`~connectcore.hub.RemoteSubmit`).
+the ambiguity rule, weighing this box's directory and the entries the paired boxes share,
+:meth:`connectd.federation.directory.RemoteDirectoryDesk.matches`: an unqualified handle naming panes
+on more than one box is refused ``ambiguous``, one naming a pane on one paired box only goes there),
+and the sending box's own rules with the outbox row (:class:`~connectcore.hub.RemoteSubmit`).
+``list_agents`` shows the paired boxes' agents after this box's (:meth:`RemoteCalls.agents`).
 
 - :func:`send` answers None when the target is this box's (the local send goes on, unchanged), and
   raises the core's refusal otherwise (``unknown_box``, ``ambiguous``, ``bad_target``, the gate's and
@@ -61,8 +63,10 @@ def placed(engine: Any, to: str) -> tuple[B.Placed, P.Pairing | None]:
     desk = engine.federation
     active = _active(desk)
     found = B.readings(to, own_name=desk.settings.name, paired_names=active)
+    directory = desk.directory  # the paired boxes' entries (connectd.federation.directory; slice 7)
     matches: dict[str, dict[str | None, int]] = {
-        str(r.target): {None: _here(engine, r.target)} for r in found if not r.qualified
+        str(r.target): {None: _here(engine, r.target), **(directory.matches(r.target) if directory else {})}
+        for r in found if not r.qualified
     }
     where = B.place(to, own_name=desk.settings.name, paired_names=active, matches=matches)
     return where, None if where.box is None else active[where.box]
@@ -101,6 +105,12 @@ class RemoteCalls:
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
+
+    def agents(self, view: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """``list_agents``: this box's directory ``view``, then the agents the paired boxes share
+        (:meth:`connectd.federation.directory.RemoteDirectoryDesk.listed`)."""
+        directory = getattr(self.engine.federation, "directory", None)
+        return view if directory is None else directory.listed(view)
 
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None

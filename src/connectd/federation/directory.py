@@ -1,0 +1,224 @@
+"""The directory across boxes, the daemon's side (docs/federation.md, "Directory and history across
+boxes: reads"): this box's entry for each active pairing put in the bucket, the other boxes' entries
+heard and held in memory, and what ``list_agents`` and target resolution read of them. The rules are
+the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this module only sequences them.
+
+- **Publishing** (:meth:`RemoteDirectoryDesk.publish_loop`, every second): for each active pairing,
+  the agents that pairing sees (``remote_directory.shared`` over this box's directory view, by the
+  pairing's ``directory`` setting: :func:`setting_for`), sealed to that box and signed
+  (:mod:`connectd.federation.seal`) as a ``directory`` envelope with a rising revision, put under
+  ``<this box>.<reader>`` (``Bus.put_entry``) when it changed (at most once a second) and every 60 s
+  as a heartbeat (``remote_directory.due``), even when empty.
+- **Hearing** (:meth:`RemoteDirectoryDesk.listen_loop`): each paired box's key read once by direct get
+  when the loop (re)starts, then every entry the bucket republishes for this box
+  (``Bus.entry_updates``); a box whose entry is not held yet is read again every
+  :data:`CATCH_UP` seconds by the publish loop. Each entry is judged by the envelope judgement (with
+  the keys the pairing desk pins) and ``remote_directory.receive``; a verified one marks its box heard
+  (``PairingDesk.heard``, as any verified envelope does) as of the entry's age (an old entry read by a
+  direct get does not make a box that stopped look live). A refusal changes nothing and is audited
+  (``federation.directory``), at most once a minute per box and reason.
+- Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started with the pump's
+  (:meth:`connectd.federation.pump.Pump.start`): NATS away never ends the daemon. The entries are held
+  in memory only: after a restart the direct gets read them again.
+- **Reading**: :meth:`RemoteDirectoryDesk.listed` (``list_agents``: this box's view, then each remote
+  agent with its box, its address qualified by the box's name, its age and staleness; aged-out and
+  removed pairings' agents not shown) and :meth:`RemoteDirectoryDesk.matches` (how many panes an
+  unqualified handle names in each paired box's entry, for ``boxes.place``'s ambiguity rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connectcore import directory as D
+from connectcore.effects import Audit
+from connectcore.federation import envelope as E
+from connectcore.federation import pairing as P
+from connectcore.federation import remote_directory as RD
+from connectcore.ports import BusRefused
+from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.federation.seal import receive, seal
+
+if TYPE_CHECKING:
+    from connectd.federation.desk import PairingDesk
+
+log = logging.getLogger("connectd.federation")
+
+PUBLISH_EVERY = 1.0  # seconds between looks at what each pairing sees (at most one put a second per key)
+CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
+AUDIT_EVERY = 60.0  # seconds between audit records of one box's refused entries for one reason
+
+
+def setting_for(pairing: P.Pairing) -> RD.Setting:
+    """The pairing's ``directory`` setting (D1). Hook: the pairing book does not store per-pairing
+    settings yet (``connectd pair set BOX directory=...``); until it does, every pairing has the
+    default, ``reachable``."""
+    return RD.DEFAULT_SETTING
+
+
+def short_fingerprint(pairing: P.Pairing) -> str:
+    return pairing.keys.fingerprint.replace(" ", "")[:8]
+
+
+class RemoteDirectoryDesk:
+    """This box's entries for its pairings, and the other boxes' entries as last heard."""
+
+    def __init__(self, engine: Any, desk: PairingDesk) -> None:
+        self.engine = engine
+        self.desk = desk
+        self.held = RD.RemoteDirectory()
+        self.published: dict[str, RD.Published] = {}  # reader box id -> what was last put for it, and when
+        self.revision = 0  # the last revision put (any key): the next is above it (D3)
+        self.every = PUBLISH_EVERY
+        self._asked: dict[str, float] = {}  # box id -> when its key was last read by direct get
+        self._audited: dict[tuple[str, str], float] = {}  # (box, reason) -> when last audited
+        self._listed: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] | None = None
+
+    # --- the pairings -----------------------------------------------------------------------------
+
+    def active(self) -> list[P.Pairing]:
+        return [p for p in self.desk.book.pairings.values() if p.state is P.PairingState.ACTIVE and p.id]
+
+    def peers(self) -> list[RD.Peer]:
+        return [RD.Peer(p.name, p.box_id, str(p.id), short_fingerprint(p)) for p in self.active()]
+
+    def _pruned(self) -> RD.RemoteDirectory:
+        """The entries of active pairings only (D6): a removed pairing's are dropped here."""
+        self.held = RD.prune(self.held, {p.box_id: str(p.id) for p in self.active()})
+        return self.held
+
+    # --- publishing -------------------------------------------------------------------------------
+
+    def shared_with(self, pairing: P.Pairing) -> tuple[dict[str, Any], ...]:
+        """What ``pairing`` sees of this box's directory now (D1, D2)."""
+        return RD.shared(self.engine.calls.directory_view(), setting_for(pairing))
+
+    def wire(self, pairing: P.Pairing, agents: Sequence[dict[str, Any]], now: float) -> bytes:
+        """The entry for ``pairing``, sealed to its box and signed (D3)."""
+        self.revision = RD.next_revision(self.revision, now)
+        routing = E.Routing(E.Kind.DIRECTORY, self.desk.local.box_id, pairing.box_id, pairing=pairing.id)
+        inner = RD.entry(routing, agents, revision=self.revision, now=now)
+        return seal(self.desk.local, pairing.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
+
+    async def publish_once(self, bus: Any) -> int:
+        """Put every entry that is due (D3); the number put. A refusal is logged and tried again later."""
+        now, put = self.desk.clock(), 0
+        active = self.active()
+        readers = {p.box_id for p in active}
+        for gone in set(self.published) - readers:
+            del self.published[gone]
+        for pairing in active:
+            agents = self.shared_with(pairing)
+            if not RD.due(self.published.get(pairing.box_id), agents, now):
+                continue
+            try:
+                await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
+            except BusRefused as exc:
+                log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
+                continue
+            self.published[pairing.box_id] = RD.Published(tuple(agents), now)
+            put += 1
+        await self.catch_up(bus, now)
+        return put
+
+    async def catch_up(self, bus: Any, now: float) -> None:
+        """Read once more the key of each paired box whose entry is not held yet."""
+        held = self._pruned().entries
+        for pairing in self.active():
+            if pairing.box_id in held or now - self._asked.get(pairing.box_id, -CATCH_UP) < CATCH_UP:
+                continue
+            await self.read(bus, pairing.box_id, now)
+
+    async def read(self, bus: Any, box: str, now: float) -> None:
+        self._asked[box] = now
+        try:
+            data = await bus.get_entry(box)
+        except BusRefused as exc:
+            log.warning("federation: directory entry of box %s not readable: %s", box, exc)
+            return
+        if data is not None:
+            await self.arrived(box, data, live=False)
+
+    async def publish_loop(self, bus: Any = None) -> None:
+        """Every second, what is due (``bus``: the pump's, connected, unless a test hands one)."""
+        bus = bus if bus is not None else await self.desk.pump._connected()
+        while True:
+            await self.publish_once(bus)
+            await anyio.sleep(self.every)
+
+    # --- hearing ----------------------------------------------------------------------------------
+
+    async def listen_loop(self, bus: Any = None) -> None:
+        """Each paired box's key once, then the updates (``bus`` as for :meth:`publish_loop`)."""
+        bus = bus if bus is not None else await self.desk.pump._connected()
+        now = self.desk.clock()
+        for pairing in self.active():  # after a (re)start: each paired box's key once
+            await self.read(bus, pairing.box_id, now)
+        async for publisher, data in bus.entry_updates():
+            await self.arrived(publisher, data, live=True)
+
+    async def arrived(self, publisher: str, data: bytes, *, live: bool) -> bool:
+        """One entry from ``publisher`` (the subject's last token): judged and held, or refused and
+        audited (nothing changes). True when it was held (new or a repeat)."""
+        now = self.desk.clock()
+        subject = f"connect.{self.desk.local.box_id}.{E.SUBJECT_TOKEN[E.Kind.DIRECTORY]}.{publisher}"
+        verdict = receive(self.desk.local, subject, data, self.desk.view())
+        try:
+            held, _taken = RD.receive(self._pruned(), verdict, now=now, live=live)
+        except RD.EntryRefused as refused:
+            await self._refused(verdict.actor, refused, now)
+            return False
+        self.held = held
+        # verified: that box is heard, as of when it published it (an old entry read by a direct get
+        # does not make a box that stopped look live to the outbox's schedule)
+        since = held.entries[publisher].since
+        self.desk.heard[publisher] = max(self.desk.heard.get(publisher, since), since)
+        return True
+
+    async def _refused(self, actor: str, refused: RD.EntryRefused, now: float) -> None:
+        key = (actor, refused.reason)
+        log.info("federation: directory entry from %s refused: %s: %s", actor, refused.reason, refused)
+        if now - self._audited.get(key, -AUDIT_EVERY) < AUDIT_EVERY:
+            return
+        self._audited[key] = now
+        await self.engine.audit(Audit(actor, RD.AUDIT_EVENT, "refused", detail=f"{refused.reason}: {refused}", at=now))
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def listing(self) -> tuple[dict[str, Any], ...]:
+        """The remote agents ``list_agents`` shows now (D5 to D7)."""
+        return RD.listing(self._pruned(), self.peers(), self.desk.clock())
+
+    def listed(self, view: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """``view`` (this box's directory view) and then the remote agents; ``view`` itself when there
+        are none (the same object: ``list_agents``' answer is made once per view)."""
+        remote = self.listing()
+        if not remote:
+            return view
+        made = self._listed
+        if made is not None and made[0] is view and made[1] == remote:
+            return made[2]
+        combined = view + remote
+        self._listed = (view, remote, combined)
+        return combined
+
+    def matches(self, target: D.Target) -> dict[str, int]:
+        """How many panes the unqualified ``target`` names in each paired box's entry (D8)."""
+        return RD.matches(self._pruned(), self.peers(), self.desk.clock(), target)
+
+    def start(self, supervisor: Supervisor) -> None:
+        """The two loops, as bus services (started with the pump's)."""
+        supervisor.spawn(Kind.BUS, self.publish_loop, name="federation directory publish")
+        supervisor.spawn(Kind.BUS, self.listen_loop, name="federation directory listen")
+
+
+def attach(engine: Any, desk: PairingDesk) -> RemoteDirectoryDesk:
+    """The remote directory of a federated box (``desk.directory``)."""
+    directory = RemoteDirectoryDesk(engine, desk)
+    desk.directory = directory
+    return directory

@@ -1,0 +1,230 @@
+"""The directory across boxes, the daemon's side (connectd.federation.directory): two engines on real
+SQLite files and real PyNaCl keys, paired as the daemon pairs them, each box's pump on one simulated
+bus (the simulation's SimBus, which implements the Bus port). A's entry for B holds A's reachable
+agents only, sealed and signed; B hears it (on the updates, or by direct get) and its ``list_agents``
+shows them with their box, an address qualified by the box's name and the entry's age; stale after
+180 s, gone after 15 min; a removed pairing's agents gone; a forged, replayed or unpaired entry refused
+and audited, changing nothing; an unqualified handle naming panes on both boxes refused ``ambiguous``,
+one naming a pane on A only sent to A."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from connectcore import directory as D
+from connectcore import hub as H
+from connectcore.directory import TargetError
+from connectcore.federation import envelope as E
+from connectcore.federation import remote_directory as RD
+from connectcore.grants import PRESET_SCOPES, Preset
+from connectd.daemon.ids import hash_token
+from connectd.federation.directory import CATCH_UP, RemoteDirectoryDesk
+from connectd.federation.pump import Pump
+from connectd.federation.seal import LocalBox, seal
+from tests.integration.test_federation_flow import Box, boxes  # noqa: F401  (the fixture: two paired boxes)
+from tests.simulation.sim_bus import SimBus, SimNetwork
+from tests.unit.test_directory_view import _incarnation, _observe
+
+
+def _launch(box: Box, n: int, preset: Preset, *, title: str = "") -> None:
+    token = D.incarnation_token(_incarnation(n))
+    anyio.run(box.engine.step, H.Launch(box.clock(), hash_token(f"tok-{n}"), f"p-{n}", "claude", f"%{n}", 100 + n,
+                                        token, PRESET_SCOPES[preset]))
+
+
+def _buses(a: Box, b: Box) -> tuple[SimNetwork, SimBus, SimBus]:
+    network = SimNetwork(clock=a.clock)
+    abus, bbus = network.bus(a.fed.local.box_id), network.bus(b.fed.local.box_id)
+    a.fed.pump, b.fed.pump = Pump(a.fed, bus=abus), Pump(b.fed, bus=bbus)
+    return network, abus, bbus
+
+
+def _dir(box: Box) -> RemoteDirectoryDesk:
+    assert box.fed.directory is not None
+    directory: RemoteDirectoryDesk = box.fed.directory
+    return directory
+
+
+def _listed(box: Box, token: str) -> list[dict[str, Any]]:
+    return list(anyio.run(box.engine.calls.list_agents, token))
+
+
+def _remote(box: Box, token: str) -> list[dict[str, Any]]:
+    return [a for a in _listed(box, token) if a.get("remote")]
+
+
+@pytest.fixture
+def shared(boxes: tuple[Box, Box, str]) -> Any:  # noqa: F811
+    """A's %1 (collaborate: reachable) and %2 (observe: not reachable); A's entry for B put."""
+    a, b, pairing = boxes
+    _observe(a.engine, 1, 2)
+    _launch(a, 2, Preset.OBSERVE)
+    network, abus, bbus = _buses(a, b)
+    assert anyio.run(_dir(a).publish_once, abus) == 1
+    return a, b, pairing, network, abus, bbus
+
+
+def test_a_box_s_entry_for_a_pairing_shares_its_reachable_agents_only_sealed(shared: Any) -> None:
+    a, b, pairing, network, _abus, _bbus = shared
+    ((key, (_rev, wire)),) = network.bucket.items()
+    assert key == f"{a.fed.local.box_id}.{b.fed.local.box_id}"
+    assert b"claude" not in wire and b"%1" not in wire  # sealed: NATS sees ciphertext
+    verdict = E.judge(*_facts(b, a, wire))
+    assert verdict.decision is E.Decision.ENTRY and isinstance(verdict.inner, E.DirectoryInner)
+    assert [agent["pane"] for agent in verdict.inner.agents] == ["%1"]  # %2 has no reachable
+    assert verdict.inner.routing.pairing == pairing
+
+
+def _facts(reader: Box, publisher: Box, wire: bytes) -> tuple[E.Facts, E.View]:
+    from connectd.federation.seal import read_wire
+
+    subject = E.subject_for(E.Kind.DIRECTORY, publisher.fed.local.box_id, reader.fed.local.box_id)
+    view = reader.fed.view()
+    return read_wire(reader.fed.local, subject, wire, view), view
+
+
+def test_list_agents_on_the_other_box_shows_them_with_box_address_and_age(shared: Any) -> None:
+    a, b, _pairing, _network, _abus, bbus = shared
+    assert _remote(b, "tok-4") == []  # not heard yet
+    anyio.run(_dir(b).publish_once, bbus)  # B's own entry, and the catch-up: A's key read by direct get
+    (agent,) = _remote(b, "tok-4")
+    token1 = D.incarnation_token(_incarnation(1))
+    fingerprint = a.fed.local.keys.fingerprint.replace(" ", "")[:8]
+    assert agent["address"] == f"%1@{token1}@laptop" and agent["pane"] == "%1"
+    assert agent["box"] == {"name": "laptop", "id": a.fed.local.box_id, "fingerprint": fingerprint}
+    assert (agent["age"], agent["freshness"], agent["stale"], agent["reachable"]) == (0, "fresh", False, True)
+    assert "cwd" not in agent and "actor" not in agent
+    assert b.fed.heard[a.fed.local.box_id] == b.clock()  # a verified entry: A is heard
+    # an old entry read by a direct get: heard as of when it was published, not now
+    c_heard = dict(b.fed.heard)
+    b.fed.heard.clear()
+    _dir(b).held = RD.RemoteDirectory()
+    b.clock.now += 300
+    anyio.run(lambda: _dir(b).read(bbus, a.fed.local.box_id, b.clock()))
+    assert b.fed.heard[a.fed.local.box_id] == b.clock() - 300 == c_heard[a.fed.local.box_id]
+    assert _remote(b, "tok-4")[0]["freshness"] == "stale (5 min)"
+    b.clock.now -= 300
+    anyio.run(lambda: _dir(b).read(bbus, a.fed.local.box_id, b.clock()))  # (the repeat changes nothing)
+    # B's own agent is listed first, as before
+    assert [x["pane"] for x in _listed(b, "tok-4")][0] == "%4"
+    # and A sees B's %4 the same way (A read B's key when it first published: nothing then; again
+    # CATCH_UP seconds later)
+    anyio.run(_dir(a).publish_once, a.fed.pump.bus)
+    assert _remote(a, "tok-1") == []
+    a.clock.now += CATCH_UP
+    anyio.run(_dir(a).publish_once, a.fed.pump.bus)
+    assert [x["address"].rsplit("@", 1)[1] for x in _remote(a, "tok-1")] == ["devbox"]
+    # stale after 180 s, gone after 15 min (the pairing stays)
+    b.clock.now += 200
+    (agent,) = _remote(b, "tok-4")
+    assert agent["stale"] is True and agent["freshness"] == "stale (3 min)"
+    b.clock.now += RD.AGED_OUT
+    assert _remote(b, "tok-4") == []
+    assert [p.box_id for p in b.fed.book.active()] == [a.fed.local.box_id]
+
+
+def test_entries_heard_on_the_updates_as_they_change_and_every_minute(shared: Any) -> None:
+    a, b, _pairing, _network, abus, bbus = shared
+
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_dir(b).listen_loop, bbus)
+            await anyio.sleep(0.05)  # B read A's key once, then listens
+            seen.append(_dir(b).listing()[0]["title"] or "")
+            await _dir(a).publish_once(abus)  # nothing changed, no heartbeat due: nothing put
+            a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")
+            a.clock.now += 1
+            assert await _dir(a).publish_once(abus) == 1  # changed: put
+            await anyio.sleep(0.05)
+            seen.append(_dir(b).listing()[0]["title"] or "")
+            a.clock.now += RD.HEARTBEAT
+            assert await _dir(a).publish_once(abus) == 1  # the heartbeat, unchanged
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        return seen
+
+    assert anyio.run(scenario) == ["", "login fix"]
+    assert _dir(b).held.entries[a.fed.local.box_id].revision == _dir(a).revision
+
+
+def _retitled(directory: D.Directory, pane: str, title: str) -> D.Directory:
+    from dataclasses import replace
+
+    record = directory.panes[pane]
+    return replace(directory, panes={**directory.panes, pane: replace(record, title=title)})
+
+
+def test_a_removed_pairing_s_agents_are_gone_and_its_entries_refused(shared: Any) -> None:
+    a, b, _pairing, network, _abus, bbus = shared
+    anyio.run(_dir(b).publish_once, bbus)
+    assert len(_remote(b, "tok-4")) == 1
+    anyio.run(lambda: b.fed.remove("laptop", actor="owner"))
+    assert _remote(b, "tok-4") == [] and _dir(b).held.entries == {}
+    wire = network.bucket[f"{a.fed.local.box_id}.{b.fed.local.box_id}"][1]
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, wire, live=True)) is False
+    assert _dir(b).held.entries == {}
+    # B no longer puts an entry for A
+    network.bucket.clear()
+    b.clock.now += RD.HEARTBEAT
+    assert anyio.run(_dir(b).publish_once, bbus) == 0 and network.bucket == {}
+
+
+def test_a_replayed_older_entry_and_a_forged_one_are_refused_and_audited_changing_nothing(shared: Any) -> None:
+    a, b, _pairing, network, abus, bbus = shared
+    old = network.bucket[f"{a.fed.local.box_id}.{b.fed.local.box_id}"][1]
+    a.clock.now += RD.HEARTBEAT
+    anyio.run(_dir(a).publish_once, abus)
+    anyio.run(_dir(b).publish_once, bbus)  # the newer one, by direct get
+    held = _dir(b).held
+    audited: list[Any] = []
+    b.engine.audit = lambda record: _record(audited, record)  # type: ignore[method-assign]
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, old, live=True)) is False
+    assert _dir(b).held is held
+    # forged: signed by another box (C, unpaired) under A's name, and C's own entry
+    stranger = LocalBox.from_secrets(_secrets(9))
+    routing = E.Routing(E.Kind.DIRECTORY, stranger.box_id, b.fed.local.box_id, pairing="p-x")
+    forged = seal(stranger, b.fed.local.keys, RD.entry(routing, [], revision=10**15, now=b.clock()), bytes(24))
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, forged, live=True)) is False
+    assert anyio.run(lambda: _dir(b).arrived(stranger.box_id, forged, live=True)) is False
+    assert _dir(b).held is held
+    assert [(r.actor, r.outcome, r.detail.split(":")[0]) for r in audited] == [
+        (f"box:{a.fed.local.box_id}", "refused", "older_revision"),
+        (f"box:{a.fed.local.box_id}", "refused", "bad_signature"),
+        (f"box:{stranger.box_id}", "refused", "unpaired")]
+    assert all(r.action == RD.AUDIT_EVENT for r in audited)
+    # the same refusal again within the minute: not audited again
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, old, live=True)) is False
+    assert len(audited) == 3
+
+
+async def _record(into: list[Any], record: Any) -> None:
+    into.append(record)
+
+
+def _secrets(n: int) -> Any:
+    from connectd.federation.keys import BoxSecrets
+
+    return BoxSecrets(bytes([n]) * 32, bytes([n + 1]) * 32)
+
+
+def test_an_unqualified_handle_on_both_boxes_is_ambiguous_and_one_on_a_only_goes_to_a(shared: Any) -> None:
+    a, b, _pairing, _network, _abus, bbus = shared
+    from connectd.federation.remote_calls import placed
+
+    a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")
+    a.clock.now += 1
+    anyio.run(_dir(a).publish_once, a.fed.pump.bus)
+    anyio.run(_dir(b).publish_once, bbus)
+    where, pairing = placed(b.engine, "title:login fix")
+    assert where.box == "laptop" and pairing is not None and pairing.box_id == a.fed.local.box_id
+    b.engine.watcher.directory = _retitled(b.engine.watcher.directory, "%4", "login fix")
+    with pytest.raises(TargetError) as error:
+        placed(b.engine, "title:login fix")
+    assert error.value.reason is D.TargetRefusal.AMBIGUOUS
+    assert "this box (1), laptop (1)" in str(error.value) and "title:login fix@laptop" in str(error.value)
+    where, pairing = placed(b.engine, "title:login fix@laptop")
+    assert where.box == "laptop"
