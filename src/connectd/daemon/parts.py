@@ -17,8 +17,9 @@ The engine builds each part with the few collaborators it uses (issue 24): the c
 (:class:`connectd.daemon.runner.Core`: the hub, ``step``, ``audit``), the clock, the ids, ``run_sync``,
 the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the supervisor (a callable:
 it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
-hold the engine. The watcher, the delivery I/O, the interpreter, ``restore_fleet`` and the federation
-desk still take the engine itself (they were left as they were while other work changed them) and
+hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
+built after it, the session index is set once the daemon serves one). The delivery I/O, the
+interpreter, ``restore_fleet`` and the federation desk still take the engine itself (they were left as they were while other work changed them) and
 reach the parts through it, which is why the engine keeps every part as an attribute
 (``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
@@ -122,7 +123,10 @@ class Engine:
         ids: Ids | None = None,
         run_sync: RunSync | None = None,
         trusted_releases: frozenset[tuple[str, str]] = frozenset(),
+        release_probe: ReleaseProbe | None = None,
     ) -> None:
+        """``release_probe``: how an agent's release is asked of its program (the simulation's panes run
+        no real program: ``NoProbe``)."""
         self.store = store
         self.tmux = tmux
         self.endpoint_url = endpoint_url
@@ -137,7 +141,11 @@ class Engine:
         self.runner.interpreter = self.interpreter
         self.subscribers = Subscribers()
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
-        self.watcher = Watcher(self, effective=self.here.effective)
+        self.watcher = Watcher(
+            core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, tmux=tmux, timing=self.timing,
+            subscribers=self.subscribers, launches=lambda: self.launches, history=lambda: self.history,
+            trusted_releases=trusted_releases, release_probe=release_probe or ReleaseProbe(), effective=self.here.effective,
+        )
         self.delivery = Delivery(self)
         self.launches = Launches(
             core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
@@ -168,8 +176,6 @@ class Engine:
         self.history: Any | None = None  # the session index, when the daemon serves history
         self.restoring = False  # a restore runs (connectd.agents.restore_fleet: another is refused meanwhile)
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
-        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
-        self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
 
     def act_calls(self, history: Any | None) -> ActCalls:
