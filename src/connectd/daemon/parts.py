@@ -10,17 +10,18 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
   :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.launch_here.HereLaunches`,
   :class:`connectd.agents.restart_to_connect.Restarts`, :class:`connectd.person.PersonCalls`,
-  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls` and
-  :class:`connectd.control.act_calls.ActCalls` are the parts.
+  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls`,
+  :class:`connectd.control.act_calls.ActCalls` and :class:`connectd.agents.restore_fleet.FleetRestore`
+  are the parts.
 
 The engine builds each part with the few collaborators it uses (issue 24): the core runner as ``core``
 (:class:`connectd.daemon.runner.Core`: the hub, ``step``, ``audit``), the clock, the ids, ``run_sync``,
 the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the supervisor (a callable:
 it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
 hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
-built after it, the session index is set once the daemon serves one). The delivery I/O, the
-interpreter, ``restore_fleet`` and the federation desk still take the engine itself (they were left as they were while other work changed them) and
-reach the parts through it, which is why the engine keeps every part as an attribute
+built after it, the session index is set once the daemon serves one), and so is the restore
+``history``. The delivery I/O, the interpreter and the federation desk still take the engine itself
+(they were left as they were while other work changed them) and reach the parts through it, which is why the engine keeps every part as an attribute
 (``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
@@ -46,6 +47,7 @@ from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
 from connectd.agents.launch_here import HereLaunches, HerePanes
 from connectd.agents.restart_to_connect import Restarts
+from connectd.agents.restore_fleet import FleetRestore
 from connectd.control.act_calls import ActCalls
 from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
@@ -174,7 +176,10 @@ class Engine:
             launches=self.launches, person=self.person,
         )
         self.history: Any | None = None  # the session index, when the daemon serves history
-        self.restoring = False  # a restore runs (connectd.agents.restore_fleet: another is refused meanwhile)
+        self.restore = FleetRestore(  # "restore N sessions?" (one at a time: it holds the flag)
+            core=self.runner, clock=self.clock, store=store, watcher=self.watcher, launches=self.launches,
+            history=lambda: self.history,
+        )
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
         self._supervisor: Supervisor | None = None
 
