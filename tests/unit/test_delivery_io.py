@@ -377,7 +377,6 @@ def _guarded(fail: str = "") -> tuple[Any, Any, Any, tuple[str, str]]:
     engine.ids = SimpleNamespace(new_id=lambda kind: f"{kind}-1")
     engine.subscribers = SimpleNamespace(wake=lambda p: None, publish=lambda item: None, end=lambda p: None)  # type: ignore[attr-defined]
     engine.supervisor = SimpleNamespace(spawn=lambda *a, **k: None)  # type: ignore[attr-defined]
-    interpreter = Interpreter(engine)  # type: ignore[arg-type]
     plain = engine.step
 
     async def step(event: Any) -> tuple[Any, ...]:
@@ -391,6 +390,11 @@ def _guarded(fail: str = "") -> tuple[Any, Any, Any, tuple[str, str]]:
 
     engine.step = step  # type: ignore[method-assign]
     engine.delivery = Delivery(engine)  # type: ignore[attr-defined,arg-type]
+    interpreter = Interpreter(  # the parts a guard's effects reach; the others stand in as None
+        subscribers=engine.subscribers, delivery=engine.delivery, acts=None, restarts=None, here=None,  # type: ignore[arg-type]
+        here_launches=None, tmux=engine.tmux, timing=engine.timing, supervisor=lambda: engine.supervisor,  # type: ignore[arg-type]
+        federation=lambda: None,
+    )
     check = CheckGuard(b.pane, b.incarnation, key)
     return engine, pane, check, key
 

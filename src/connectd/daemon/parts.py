@@ -20,9 +20,11 @@ the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the 
 it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
 hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
 built after it, the session index is set once the daemon serves one), and so is the restore
-``history``. The delivery I/O, the interpreter and the federation desk still take the engine itself
-(they were left as they were while other work changed them) and reach the parts through it, which is why the engine keeps every part as an attribute
-(``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
+``history``; the interpreter, built last, is given the parts whose effects it executes, with the
+supervisor and the pairing desk as callables. The delivery I/O and the federation desk still take
+the engine itself (they were left as they were while other work changed them) and reach the parts
+through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
+``engine.calls``, ``engine.interpreter``, ...).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
 
@@ -139,8 +141,6 @@ class Engine:
         self.run_sync: RunSync = run_sync or anyio.to_thread.run_sync
         hub = store.load_hub(self.clock(), limits)
         self.runner = CoreRunner(store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
-        self.interpreter = Interpreter(self)
-        self.runner.interpreter = self.interpreter
         self.subscribers = Subscribers()
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
         self.watcher = Watcher(
@@ -182,6 +182,13 @@ class Engine:
         )
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
         self._supervisor: Supervisor | None = None
+        # Built last: it executes the effects of every part above (no step runs before it is set).
+        self.interpreter = Interpreter(
+            subscribers=self.subscribers, delivery=self.delivery, acts=self.acts_io, restarts=self.restarts,
+            here=self.here, here_launches=self.here_launches, tmux=tmux, timing=self.timing,
+            supervisor=lambda: self.supervisor, federation=lambda: self.federation,
+        )
+        self.runner.interpreter = self.interpreter
 
     def act_calls(self, history: Any | None) -> ActCalls:
         """Control's act tools (:class:`connectd.control.act_calls.ActCalls`), over ``history`` (the
