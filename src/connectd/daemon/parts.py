@@ -21,9 +21,9 @@ it exists only while the daemon runs) and the other parts it calls; those parts 
 hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
 built after it, the session index is set once the daemon serves one), and so is the restore
 ``history``; the interpreter, built last, is given the parts whose effects it executes, with the
-supervisor and the pairing desk as callables. The delivery I/O and the federation desk still take
-the engine itself (they were left as they were while other work changed them) and reach the parts
-through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
+supervisor and the pairing desk as callables. The federation desk (and its routes and remote
+calls) still takes the engine itself (it was left as it was while other work changed it) and reaches
+the parts through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
 ``engine.calls``, ``engine.interpreter``, ...).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
@@ -148,7 +148,9 @@ class Engine:
             subscribers=self.subscribers, launches=lambda: self.launches, history=lambda: self.history,
             trusted_releases=trusted_releases, release_probe=release_probe or ReleaseProbe(), effective=self.here.effective,
         )
-        self.delivery = Delivery(self)
+        self.delivery = Delivery(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing
+        )
         self.launches = Launches(
             core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
             watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
