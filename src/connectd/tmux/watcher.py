@@ -112,6 +112,11 @@ class LaunchesSeen(Protocol):
 
 
 class Watcher:
+    """Which panes live (:meth:`poll`, one at a time, and :meth:`reconcile` at startup), what they show
+    (:meth:`capture_dirty`, :meth:`observe_pane`, :meth:`sweep`) and what the rest of the daemon asks of
+    a pane (its incarnation now, readiness, harness, release, program). Its parts: the session
+    evidence and bindings (``sessions``), the releases (``releases``), the routing facts (``facts``)."""
+
     def __init__(
         self,
         *,
