@@ -18,6 +18,7 @@ import pytest
 import connectd.history.index as index_module
 from connectcore.history import Harness
 from connectd.history.index import BUILD_SUFFIX, DB_NAME, HistoryIndex
+from connectd.history.reader import Readers
 from connectd.history.service import HistoryService
 from tests.fixtures.history.transcripts import Claude, Codex, append_jsonl, claude_subagent, make_repo
 
@@ -170,7 +171,7 @@ def test_a_full_build_stores_what_an_incremental_pass_stores(tmp_path, workers):
         step.bytes_read,
         step.skip_counts(),
     )
-    assert full.files_seen > index_module.Readers(workers).workers * 100
+    assert full.files_seen > Readers(workers).workers * 100
     incremental, built = dump(tmp_path / "incremental"), dump(tmp_path / "full")
     assert built == incremental
     found = searches(tmp_path / "full", claude, codex)

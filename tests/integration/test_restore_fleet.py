@@ -64,7 +64,7 @@ def test_a_second_restore_while_one_runs_is_refused_and_changes_nothing(tmp_path
             return await launch(*args, **kwargs)  # type: ignore[arg-type]
 
         engine.launches.launch = gated  # type: ignore[method-assign]
-        app = Starlette(routes=restore_routes(engine, auth))
+        app = Starlette(routes=restore_routes(engine.restore, engine.calls, auth))
         transport = httpx2.ASGITransport(app=app)
         with HistoryService(data, claude_root, codex_root, pane_pids=engine.watcher.pane_pids) as history:
             engine.history = history

@@ -387,8 +387,8 @@ class Sim:
             clock=daemon_clock(self),
             ids=self.ids,
             run_sync=self.run_sync_of(generation),
+            release_probe=NoProbe(),  # its panes' processes are not real: the banner names their release
         )
-        engine.release_probe = NoProbe()  # its panes' processes are not real: the banner names their release
         if os.environ.get("SIM_VERBOSE") == "1":
             self._trace_steps(engine)
         self.engine = engine

@@ -63,10 +63,13 @@ def _guarding(fail: str = "") -> tuple[ActsIO, _Pane, CheckActGuard, Any, list[s
         pane.note("poll")
 
     watcher = SimpleNamespace(fresh_incarnation=fresh, poll=poll)
-    engine = SimpleNamespace(
-        subscribers=SimpleNamespace(wake=lambda p: None, publish=lambda item: None, end=lambda p: None),
+    subscribers = SimpleNamespace(wake=lambda p: None, publish=lambda item: None, end=lambda p: None)
+    parts: dict[str, Any] = {}
+    interpreter = Interpreter(  # the parts an act's effects reach; the others stand in as None
+        subscribers=subscribers, delivery=None, acts=None, restarts=None, here=None,  # type: ignore[arg-type]
+        here_launches=None, tmux=None, timing=None, supervisor=lambda: parts["supervisor"],  # type: ignore[arg-type]
+        federation=lambda: None,
     )
-    interpreter = Interpreter(engine)  # type: ignore[arg-type]
 
     async def step(event: Any) -> tuple[Any, ...]:
         running.append(type(event).__name__)
@@ -83,7 +86,7 @@ def _guarding(fail: str = "") -> tuple[ActsIO, _Pane, CheckActGuard, Any, list[s
         core=core, clock=lambda: w.now, ids=SimpleNamespace(), tmux=pane, watcher=watcher,  # type: ignore[arg-type]
         timing=SimpleNamespace(settle=0.0), launches=SimpleNamespace(), launchers={},  # type: ignore[arg-type]
     )
-    engine.acts_io = acts  # (the interpreter spawns act guards through the engine)
+    interpreter.acts = acts  # (the interpreter spawns act guards with it)
     return acts, pane, check, w, stepped
 
 

@@ -14,6 +14,17 @@ import connectcore
 from connectcore.effects import Effect, Notify
 from connectd.daemon.interpreter import Interpreter
 
+PARTS = ("subscribers", "delivery", "acts", "restarts", "here", "here_launches", "tmux", "timing")
+
+
+def _interpreter(parts: Any = None, **given: Any) -> Interpreter:
+    """The interpreter over the stand-ins ``parts`` holds (as attributes) or ``given`` names; a part
+    neither names is None (the effects a test runs never reach it)."""
+    found = {name: getattr(parts, name, None) for name in PARTS}
+    supervisor = given.pop("supervisor", lambda: getattr(parts, "supervisor", None))
+    federation = given.pop("federation", lambda: getattr(parts, "federation", None))
+    return Interpreter(**{**found, **given}, supervisor=supervisor, federation=federation)
+
 
 def _effect_types() -> set[type[Effect]]:
     for info in pkgutil.iter_modules(connectcore.__path__):
@@ -30,7 +41,7 @@ def _effect_types() -> set[type[Effect]]:
 
 def test_every_effect_type_the_core_defines_has_a_handler() -> None:
     """Claim: no effect type in connectcore lacks a handler, and no handler serves a non-effect."""
-    handled = Interpreter(engine=None).handled()  # type: ignore[arg-type]
+    handled = _interpreter().handled()
     assert _effect_types() == set(handled)
 
 
@@ -41,7 +52,7 @@ def test_an_effect_type_without_a_handler_is_a_loud_type_error() -> None:
         pass
 
     with pytest.raises(TypeError, match="no handler for Stray"):
-        anyio.run(Interpreter(engine=None).execute, Stray())  # type: ignore[arg-type]
+        anyio.run(_interpreter().execute, Stray())
 
 
 def test_notify_wakes_the_principal_and_tells_the_owner_stream() -> None:
@@ -55,10 +66,7 @@ def test_notify_wakes_the_principal_and_tells_the_owner_stream() -> None:
         def publish(self, item: dict[str, Any]) -> None:
             seen.append(("publish", item))
 
-    class FakeEngine:
-        subscribers = Subs()
-
-    anyio.run(Interpreter(FakeEngine()).execute, Notify("message", ("p", "m1"), principal="p", payload={"outcome": "delivered"}))  # type: ignore[arg-type]
+    anyio.run(_interpreter(subscribers=Subs()).execute, Notify("message", ("p", "m1"), principal="p", payload={"outcome": "delivered"}))
     assert seen == [("wake", "p"), ("publish", {"topic": "message", "key": ["p", "m1"], "outcome": "delivered"})]
 
 
@@ -113,7 +121,7 @@ def test_the_guards_typing_and_confirmation_are_answered_by_the_guard_not_run_he
         Notify("message", ("p", "m2"), principal="p", payload={}),
     )
     engine.subscribers = SimpleNamespace(wake=woken.append, publish=lambda item: None)
-    anyio.run(Interpreter(engine).run, effects)
+    anyio.run(_interpreter(engine).run, effects)
     assert engine.delivery.typed == [] and engine.delivery.confirmed == [] and engine.delivery.unconfirmed_calls == []
     assert woken == ["p"]
 
@@ -127,7 +135,7 @@ def test_a_last_look_after_a_failed_guard_is_run_here_and_its_own_failure_says_s
 
     engine = _failing_engine()
     key = ("p", "m1")
-    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+    anyio.run(_interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
     assert engine.delivery.unconfirmed_calls == [(key, "typing failed: x", "%2")]
     engine = _failing_engine()
     calls = engine.delivery.unconfirmed_calls
@@ -138,7 +146,7 @@ def test_a_last_look_after_a_failed_guard_is_run_here_and_its_own_failure_says_s
             raise TmuxInputError("a control character in the target")
 
     engine.delivery.unconfirmed = refuses_once
-    anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+    anyio.run(_interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
     assert calls[-1] == (key, "confirming re-read failed: a control character in the target", "%2")
 
 
@@ -151,7 +159,7 @@ def test_a_restart_effect_that_fails_is_raised_to_its_driver_with_the_effect_and
     engine = _failing_engine()
     effect = SetPaneOption("%2", "remain-on-exit", "on")
     with pytest.raises(RestartEffectFailed) as raised:
-        anyio.run(Interpreter(engine).run, (effect,))
+        anyio.run(_interpreter(engine).run, (effect,))
     assert raised.value.effect == effect and isinstance(raised.value.cause, OSError)
     assert str(raised.value) == "SetPaneOption failed: tmux: no such pane"
 
@@ -185,7 +193,7 @@ def test_a_coding_error_in_an_effect_is_a_bug_not_an_io_failure() -> None:
     engine.delivery.unconfirmed = buggy
     key = ("p", "m1")
     with pytest.raises(ValueError, match="a bug"):
-        anyio.run(Interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
+        anyio.run(_interpreter(engine).run, (ConfirmTyping("%2", "inc", key, failure="typing failed: x"),))
 
 
 def test_the_bus_effects_are_handed_to_the_federation_desk_in_order() -> None:
@@ -200,14 +208,14 @@ def test_the_bus_effects_are_handed_to_the_federation_desk_in_order() -> None:
         def hand(self, effect: Any) -> None:
             handed.append(effect)
 
-    class FakeEngine:
-        federation: Any = Desk()
+    desk: list[Any] = [Desk()]  # the pairing desk, set once the box federates
 
     effects = (PublishEnvelope(Kind.MESSAGE, "b" * 16, "p-1", Identity("a" * 16, "p", "m"), 1), AckDelivery("d-1"))
-    anyio.run(Interpreter(FakeEngine()).run, effects)  # type: ignore[arg-type]
+    interpreter = _interpreter(federation=lambda: desk[0])
+    anyio.run(interpreter.run, effects)
     assert handed == list(effects)
-    FakeEngine.federation = None
-    anyio.run(Interpreter(FakeEngine()).run, effects)  # type: ignore[arg-type]
+    desk[0] = None
+    anyio.run(interpreter.run, effects)
     assert handed == list(effects)
 
 

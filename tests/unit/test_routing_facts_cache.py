@@ -38,11 +38,12 @@ class _Index:
         self.versions[(harness, session_id)] = self.version(harness, session_id) + 1
 
 
-def _engine(now: list[float], index: _Index) -> Any:
+def _cache(now: list[float], index: _Index) -> FactsCache:
     async def run_sync(fn: Any, *args: Any) -> Any:
         return fn(*args)
 
-    return SimpleNamespace(run_sync=run_sync, clock=lambda: now[0], history=SimpleNamespace(index=index))
+    history = SimpleNamespace(index=index)
+    return FactsCache(run_sync=run_sync, clock=lambda: now[0], history=lambda: history, retry=5.0)
 
 
 def _dir(cwd: str, title: str = "") -> Directory:
@@ -59,27 +60,27 @@ def _repo(path: Path, branch: str) -> Path:
 def test_facts_are_read_once_per_cwd_and_binding_and_the_title_is_joined_each_time(tmp_path: Path) -> None:
     a, b = _repo(tmp_path / "a", "main"), _repo(tmp_path / "b", "feat")
     now, index = [0.0], _Index()
-    engine, cache = _engine(now, index), FactsCache(retry=5.0)
+    cache = _cache(now, index)
 
     async def go() -> None:
-        d = await cache.refresh(engine, _dir(str(a)))
+        d = await cache.refresh(_dir(str(a)))
         assert (d.panes["%1"].repo, d.panes["%1"].branch) == (str(a), "main")
         reads = cache.reads
         for _ in range(5):  # polls with nothing changed read nothing
-            d = await cache.refresh(engine, _dir(str(a), title="PR #7 review"))
+            d = await cache.refresh(_dir(str(a), title="PR #7 review"))
         assert cache.reads == reads and d.panes["%1"].pr_links == ("#7",)
-        d = await cache.refresh(engine, _dir(str(b)))  # cwd changed: git read again
+        d = await cache.refresh(_dir(str(b)))  # cwd changed: git read again
         assert d.panes["%1"].branch == "feat" and cache.reads == reads + 1
         bound = note_evidence(_dir(str(b)), Evidence("%1", d.panes["%1"].token, EvidenceSource.REGISTRY, "claude", "s1"))
-        d = await cache.refresh(engine, bound)  # binding changed: the index is asked; no entry yet
+        d = await cache.refresh(bound)  # binding changed: the index is asked; no entry yet
         assert cache.reads == reads + 2 and d.panes["%1"].session_title == ""
-        await cache.refresh(engine, bound)
+        await cache.refresh(bound)
         assert cache.reads == reads + 2  # the miss is retried only after `retry` seconds
         index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="Billing", prs=("https://github.com/o/r/pull/3",)))
         now[0] = 6.0
-        d = await cache.refresh(engine, bound)
+        d = await cache.refresh(bound)
         assert (d.panes["%1"].session_title, d.panes["%1"].pr_links) == ("Billing", ("https://github.com/o/r/pull/3",))
-        await cache.refresh(engine, bound)
+        await cache.refresh(bound)
         assert cache.reads == reads + 3
 
     anyio.run(go)
@@ -91,22 +92,22 @@ def test_a_bound_sessions_entry_is_read_again_when_the_index_rewrote_it(tmp_path
     only then."""
     a = _repo(tmp_path / "a", "main")
     now, index = [0.0], _Index()
-    engine, cache = _engine(now, index), FactsCache(retry=5.0)
+    cache = _cache(now, index)
     index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="Start", prs=()))
 
     async def go() -> None:
-        d = await cache.refresh(engine, _dir(str(a)))
+        d = await cache.refresh(_dir(str(a)))
         bound = note_evidence(_dir(str(a)), Evidence("%1", d.panes["%1"].token, EvidenceSource.REGISTRY, "claude", "s1"))
-        d = await cache.refresh(engine, bound)
+        d = await cache.refresh(bound)
         assert (d.panes["%1"].session_title, d.panes["%1"].pr_links) == ("Start", ())
         reads = cache.reads
         now[0] = 100.0
-        await cache.refresh(engine, bound)
+        await cache.refresh(bound)
         assert cache.reads == reads  # found and unchanged: not read again, however long
         index.write(Harness.CLAUDE, "s1", SimpleNamespace(title="PR 12", prs=("https://github.com/o/r/pull/12",)))
-        d = await cache.refresh(engine, bound)
+        d = await cache.refresh(bound)
         assert d.panes["%1"].pr_links == ("https://github.com/o/r/pull/12",) and cache.reads == reads + 1
-        await cache.refresh(engine, bound)
+        await cache.refresh(bound)
         assert cache.reads == reads + 1
 
     anyio.run(go)

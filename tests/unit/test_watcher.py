@@ -7,6 +7,7 @@ notice, never because time passed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import trio
@@ -15,8 +16,14 @@ import trio.testing
 from connectd.tmux.watcher import Watcher
 
 
-def _watcher() -> Watcher:
-    return Watcher(SimpleNamespace(timing=SimpleNamespace(bind=1.0)))  # type: ignore[arg-type]
+def _watcher(timing: SimpleNamespace | None = None, clock: Callable[[], float] = lambda: 0.0) -> Watcher:
+    """A watcher whose collaborators stand in for the daemon's (none of them is reached here but the
+    ``timing`` and ``clock`` given)."""
+    return Watcher(
+        core=None, clock=clock, run_sync=None, store=None, tmux=None,  # type: ignore[arg-type]
+        timing=timing or SimpleNamespace(bind=1.0), subscribers=None,  # type: ignore[arg-type]
+        launches=lambda: None, history=lambda: None,  # type: ignore[arg-type,return-value]
+    )
 
 
 def test_a_waiter_wakes_at_the_panes_output_without_the_clock_moving() -> None:
@@ -67,7 +74,7 @@ def test_output_before_anyone_waits_does_not_wake_a_later_waiter() -> None:
 
 def _pacing_watcher(reads: list[tuple[str, float]], awaited: frozenset[str] = frozenset()) -> Watcher:
     timing = SimpleNamespace(bind=1.0, capture=0.25, capture_awaited=0.1)
-    watcher = Watcher(SimpleNamespace(timing=timing))  # type: ignore[arg-type]
+    watcher = _watcher(timing)
     watcher._awaited = lambda: awaited  # type: ignore[method-assign]  # stands for the core's awaited_panes
 
     async def observe(pane_id: str) -> None:  # stands for a capture: records what was read when
@@ -165,7 +172,7 @@ def test_the_guards_reading_is_kept_only_for_the_incarnation_it_was_read_from() 
 
 def _polling_watcher(now: list[float], polls: list[float], *, reported: bool) -> Watcher:
     timing = SimpleNamespace(bind=1.0, poll=1.0, poll_quiet=5.0)
-    watcher = Watcher(SimpleNamespace(timing=timing, clock=lambda: now[0]))  # type: ignore[arg-type]
+    watcher = _watcher(timing, clock=lambda: now[0])
 
     async def poll() -> None:  # stands for list-panes: records when it ran
         watcher._polled_at, watcher._drew_since_poll = now[0], False

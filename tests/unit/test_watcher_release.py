@@ -91,9 +91,14 @@ class _Engine:
 INFO = PaneInfo(1, 2, "$0", "@0", 0, "%1", 4321, False, None, 80, 24, 2, 20, "main", "", "claude", "/work", 555)
 
 
-def _watcher(text: str, probe: _Probe) -> tuple[Watcher, _Engine]:
-    engine = _Engine(_Tmux(text), probe)
-    watcher = Watcher(engine)  # type: ignore[arg-type]
+def _watcher(text: str, probe: _Probe, store: _Store | None = None) -> tuple[Watcher, _Engine]:
+    """A watcher over stand-ins for the daemon's parts (``_Engine`` holds them, and records the steps)."""
+    engine = _Engine(_Tmux(text), probe, store or _Store())
+    watcher = Watcher(
+        core=engine, clock=engine.clock, run_sync=engine.run_sync, store=engine.store, tmux=engine.tmux,  # type: ignore[arg-type]
+        timing=engine.timing, subscribers=engine.subscribers, launches=lambda: engine.launches, history=lambda: None,
+        trusted_releases=engine.trusted_releases, release_probe=engine.release_probe,  # type: ignore[arg-type]
+    )
     watcher.directory = D.observe(D.Directory(), [D.PaneObservation(incarnation_of(INFO), "claude", "claude")])
     watcher.panes["%1"] = PaneState(INFO, watcher.directory.panes["%1"])
     return watcher, engine
@@ -175,10 +180,9 @@ def test_a_release_learned_is_kept_for_the_incarnation_across_a_daemon_restart()
     anyio.run(watcher.observe_pane, "%1")
     token = watcher.panes["%1"].record.token
     assert engine.store.kept == {token: ("claude", "2.1.332")}
-    later, again = _watcher(_idle(None), _Probe(None))
-    again.store = engine.store
+    later, again = _watcher(_idle(None), _Probe(None), store=engine.store)
     state = later.panes["%1"]
-    anyio.run(later._kept_release, state)
+    anyio.run(later.releases.recall, state)
     anyio.run(later.observe_pane, "%1")
     anyio.run(later._probe_release, INFO)
     assert later.release_of("%1", token) == "2.1.332" and _told(again) == [True]

@@ -37,7 +37,6 @@ from connectd.tmux.adapter import PaneInfo
 if TYPE_CHECKING:
     from connectd.agents.launch import Launches
     from connectd.daemon.ids import Ids
-    from connectd.daemon.parts import Engine
     from connectd.daemon.runner import Core, RunSync
     from connectd.tmux.adapter import TmuxAdapter
     from connectd.tmux.watcher import Watcher
@@ -233,16 +232,6 @@ class HereLaunches:
         with anyio.fail_after(RELAUNCH_WAIT):
             while effect.pane_id not in self.here.held:
                 await anyio.sleep(0.05)
-
-
-def is_here(engine: Engine, pane_id: str) -> bool:
-    """:meth:`HerePanes.is_here`, for the interpreter (which still holds the engine)."""
-    return engine.here.is_here(pane_id)
-
-
-async def respawn_here(engine: Engine, effect: Respawn) -> None:
-    """:meth:`HereLaunches.respawn`, for the interpreter (which still holds the engine)."""
-    await engine.here_launches.respawn(effect)
 
 
 # --- the supervisor (runs in the person's pane, as the CLI) ----------------------------------------------

@@ -169,7 +169,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             # other route's pattern. The Mount at the end serves the MCP app's other paths, as before.
             Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine.calls, engine.runner, engine.clock, auth, config.data_dir),
-            *restore_routes(engine, auth),
+            *restore_routes(engine.restore, engine.calls, auth),
             *federation_routes(engine, auth),
             *owner_routes(owner_api(engine, auth, history)),
             Mount("/", app=mcp_app),

@@ -27,6 +27,12 @@ order, to the daemon's bus loop (:mod:`connectd.federation.pump`, through the pa
 
 Locks: ``ExitAgent`` comes out of the restart step the restart driver takes under the recipient's
 send lock. The interpreter never takes a lock itself.
+
+The interpreter is given the parts whose effects it executes (issue 24), not the engine:
+``subscribers``, ``delivery`` (the guard, its failure, the last look), ``acts`` (control's acts),
+``restarts`` (a respawn's report), ``here`` and ``here_launches`` (a ``--here`` pane's respawn),
+``tmux``, ``timing``, and as callables ``supervisor`` (it exists only while the daemon runs) and
+``federation`` (the pairing desk, set once the box federates, or None).
 """
 
 from __future__ import annotations
@@ -56,13 +62,18 @@ from connectcore.effects import (
     TypeText,
 )
 from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope, PublishReceipt
-from connectd.agents import launch_here as here
 from connectd.daemon.supervisor import Kind
 from connectd.tmux.adapter import TmuxError, TmuxInputError
 from connectd.tmux.procfs import ProcStatError
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
+    from connectd.agents.launch_here import HereLaunches, HerePanes
+    from connectd.agents.restart_to_connect import Restarts
+    from connectd.control.acts import ActsIO
+    from connectd.daemon.parts import Subscribers, Timing
+    from connectd.daemon.supervisor import Supervisor
+    from connectd.delivery.guard import Delivery
+    from connectd.tmux.adapter import TmuxAdapter
 
 log = logging.getLogger("connectd.interpreter")
 
@@ -91,8 +102,23 @@ def subject(effect: Effect) -> tuple[Any, ...]:
 
 
 class Interpreter:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        *,
+        subscribers: Subscribers,
+        delivery: Delivery,
+        acts: ActsIO,
+        restarts: Restarts,
+        here: HerePanes,
+        here_launches: HereLaunches,
+        tmux: TmuxAdapter,
+        timing: Timing,
+        supervisor: Callable[[], Supervisor],
+        federation: Callable[[], Any | None],
+    ) -> None:
+        self.subscribers, self.delivery, self.acts, self.restarts = subscribers, delivery, acts, restarts
+        self.here, self.here_launches, self.tmux, self.timing = here, here_launches, tmux, timing
+        self.supervisor, self.federation = supervisor, federation
         self._handlers: dict[type[Effect], Callable[[Any], Awaitable[None]]] = {
             Persist: self._persist,
             Audit: self._audit,
@@ -135,7 +161,7 @@ class Interpreter:
 
     def published(self, record: Audit) -> None:
         """An audit record reached the store: tell the owner's stream."""
-        self.engine.subscribers.publish({"topic": "audit", "actor": record.actor, "action": record.action})
+        self.subscribers.publish({"topic": "audit", "actor": record.actor, "action": record.action})
 
     # --- execution: one handler per effect type, as a table ----------------------------------------
     # (a table, not decorators: the dispatch is data a test can read, and mutation testing reaches
@@ -154,16 +180,16 @@ class Interpreter:
         self.published(effect)  # committed by the runner; the owner's stream hears of it
 
     async def _notify(self, effect: Notify) -> None:
-        subscribers = self.engine.subscribers
+        subscribers = self.subscribers
         subscribers.wake(effect.principal)
         subscribers.publish({"topic": effect.topic, "key": list(effect.key), **dict(effect.payload)})
 
     async def _end(self, effect: EndSubscriptions) -> None:
-        self.engine.subscribers.end(effect.principal)
+        self.subscribers.end(effect.principal)
 
     async def _check_guard(self, effect: CheckGuard) -> None:
-        delivery = self.engine.delivery
-        self.engine.supervisor.spawn(
+        delivery = self.delivery
+        self.supervisor().spawn(
             Kind.GUARD,
             delivery.guard,
             effect,
@@ -179,24 +205,24 @@ class Interpreter:
         """Without a failure: confirmed by the delivery guard that stepped it (after its typing). With
         one (the core's ``GuardFailed``: typing had started), one last look, answered with the failure."""
         if effect.failure:
-            await self.engine.delivery.unconfirmed(effect.message, effect.failure, effect.pane_id)
+            await self.delivery.unconfirmed(effect.message, effect.failure, effect.pane_id)
 
     async def _set_option(self, effect: SetPaneOption) -> None:
-        await self.engine.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
+        await self.tmux.set_pane_option(effect.pane_id, effect.option, effect.value)
 
     async def _exit_agent(self, effect: ExitAgent) -> None:
-        await self.engine.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.engine.timing.settle)
+        await self.tmux.send_exit_command(effect.pane_id, effect.command, settle=self.timing.settle)
 
     async def _respawn(self, effect: Respawn) -> None:
-        if here.is_here(self.engine, effect.pane_id):  # launched --here: its supervisor relaunches it
-            await here.respawn_here(self.engine, effect)
+        if self.here.is_here(effect.pane_id):  # launched --here: its supervisor relaunches it
+            await self.here_launches.respawn(effect)
         else:
-            await self.engine.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
-        await self.engine.restarts.respawned(effect)
+            await self.tmux.respawn(effect.pane_id, list(effect.argv), effect.cwd, dict(effect.env))
+        await self.restarts.respawned(effect)
 
     async def _check_act_guard(self, effect: CheckActGuard) -> None:
-        acts = self.engine.acts_io
-        self.engine.supervisor.spawn(
+        acts = self.acts
+        self.supervisor().spawn(
             Kind.GUARD,
             acts.guard,
             effect,
@@ -212,7 +238,7 @@ class Interpreter:
         """Federation's bus effects, handed to the bus loop in order (``connectd.federation.desk`` and
         ``pump``: sealed there with ``seal.py``). Only a federated box's core emits them (its hub has an
         inbox or an outbox); this module imports neither ``nats`` nor ``nacl``."""
-        federation = self.engine.federation
+        federation = self.federation()
         if federation is None:
             log.error("a bus effect on a box that does not federate: %r", effect)
             return
@@ -225,7 +251,7 @@ class Interpreter:
 
     async def failed(self, effect: Effect, exc: Exception) -> None:
         if isinstance(effect, ConfirmTyping):  # its last look failed in a way it does not catch itself
-            await self.engine.delivery.unconfirmed(effect.message, f"confirming re-read failed: {exc}", effect.pane_id)
+            await self.delivery.unconfirmed(effect.message, f"confirming re-read failed: {exc}", effect.pane_id)
         elif isinstance(effect, SetPaneOption | ExitAgent | Respawn):
             raise RestartEffectFailed(effect, exc) from exc
         else:

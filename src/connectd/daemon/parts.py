@@ -10,17 +10,21 @@ The shell is a thin interpreter of the core (``docs/architecture.md``):
   :class:`connectd.delivery.guard.Delivery` (guard, typing, confirmation),
   :class:`connectd.agents.launch.Launches`, :class:`connectd.agents.launch_here.HereLaunches`,
   :class:`connectd.agents.restart_to_connect.Restarts`, :class:`connectd.person.PersonCalls`,
-  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls` and
-  :class:`connectd.control.act_calls.ActCalls` are the parts.
+  :class:`connectd.control.acts.ActsIO`, :class:`connectd.agents.agent_calls.AgentCalls`,
+  :class:`connectd.control.act_calls.ActCalls` and :class:`connectd.agents.restore_fleet.FleetRestore`
+  are the parts.
 
 The engine builds each part with the few collaborators it uses (issue 24): the core runner as ``core``
 (:class:`connectd.daemon.runner.Core`: the hub, ``step``, ``audit``), the clock, the ids, ``run_sync``,
 the store, tmux, the watcher, the subscribers, the launchers, the endpoint, the supervisor (a callable:
 it exists only while the daemon runs) and the other parts it calls; those parts neither import nor
-hold the engine. The watcher, the delivery I/O, the interpreter, ``restore_fleet`` and the federation
-desk still take the engine itself (they were left as they were while other work changed them) and
-reach the parts through it, which is why the engine keeps every part as an attribute
-(``engine.person``, ``engine.watcher``, ``engine.launches``, ``engine.restarts``, ``engine.calls``).
+hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
+built after it, the session index is set once the daemon serves one), and so is the restore
+``history``; the interpreter, built last, is given the parts whose effects it executes, with the
+supervisor and the pairing desk as callables. The federation desk (and its routes and remote
+calls) still takes the engine itself (it was left as it was while other work changed it) and reaches
+the parts through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
+``engine.calls``, ``engine.interpreter``, ...).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
 
@@ -45,6 +49,7 @@ from connectd.agents.agent_calls import AgentCalls
 from connectd.agents.launch import Launches
 from connectd.agents.launch_here import HereLaunches, HerePanes
 from connectd.agents.restart_to_connect import Restarts
+from connectd.agents.restore_fleet import FleetRestore
 from connectd.control.act_calls import ActCalls
 from connectd.control.acts import ActsIO
 from connectd.daemon.clock import LifeClock
@@ -122,7 +127,10 @@ class Engine:
         ids: Ids | None = None,
         run_sync: RunSync | None = None,
         trusted_releases: frozenset[tuple[str, str]] = frozenset(),
+        release_probe: ReleaseProbe | None = None,
     ) -> None:
+        """``release_probe``: how an agent's release is asked of its program (the simulation's panes run
+        no real program: ``NoProbe``)."""
         self.store = store
         self.tmux = tmux
         self.endpoint_url = endpoint_url
@@ -133,12 +141,16 @@ class Engine:
         self.run_sync: RunSync = run_sync or anyio.to_thread.run_sync
         hub = store.load_hub(self.clock(), limits)
         self.runner = CoreRunner(store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
-        self.interpreter = Interpreter(self)
-        self.runner.interpreter = self.interpreter
         self.subscribers = Subscribers()
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
-        self.watcher = Watcher(self, effective=self.here.effective)
-        self.delivery = Delivery(self)
+        self.watcher = Watcher(
+            core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, tmux=tmux, timing=self.timing,
+            subscribers=self.subscribers, launches=lambda: self.launches, history=lambda: self.history,
+            trusted_releases=trusted_releases, release_probe=release_probe or ReleaseProbe(), effective=self.here.effective,
+        )
+        self.delivery = Delivery(
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing
+        )
         self.launches = Launches(
             core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
             watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
@@ -166,11 +178,19 @@ class Engine:
             launches=self.launches, person=self.person,
         )
         self.history: Any | None = None  # the session index, when the daemon serves history
-        self.restoring = False  # a restore runs (connectd.agents.restore_fleet: another is refused meanwhile)
+        self.restore = FleetRestore(  # "restore N sessions?" (one at a time: it holds the flag)
+            core=self.runner, clock=self.clock, store=store, watcher=self.watcher, launches=self.launches,
+            history=lambda: self.history,
+        )
         self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
-        self.release_probe = ReleaseProbe()  # an agent's release from its program (connectd.tmux.release_probe)
-        self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified (--trust-release)
         self._supervisor: Supervisor | None = None
+        # Built last: it executes the effects of every part above (no step runs before it is set).
+        self.interpreter = Interpreter(
+            subscribers=self.subscribers, delivery=self.delivery, acts=self.acts_io, restarts=self.restarts,
+            here=self.here, here_launches=self.here_launches, tmux=tmux, timing=self.timing,
+            supervisor=lambda: self.supervisor, federation=lambda: self.federation,
+        )
+        self.runner.interpreter = self.interpreter
 
     def act_calls(self, history: Any | None) -> ActCalls:
         """Control's act tools (:class:`connectd.control.act_calls.ActCalls`), over ``history`` (the

@@ -12,11 +12,17 @@ no step runs nested inside another, and the send lock is the linearization point
 revocation and restarts. The paste call also makes the tmux server owe the paste its Enter (a fallback it
 presses after the settle, so a daemon that dies after the paste still submits it); the daemon presses
 that same Enter earlier, as soon as the pane shows the paste, and tmux presses it exactly once.
+
+:class:`Delivery` is given the collaborators it uses (issue 24), not the engine: the core runner as
+``core`` (the hub, ``step``), ``clock``, ``ids`` (a card's id), ``tmux``, ``watcher`` (the poll, a
+pane's incarnation, readiness, harness and drawing) and ``timing`` (the capture pace, the
+confirmation's deadline).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -33,7 +39,11 @@ from connectd.store.store import STORE_ERRORS
 from connectd.tmux.adapter import TmuxError
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
+    from connectd.daemon.ids import Ids
+    from connectd.daemon.parts import Timing
+    from connectd.daemon.runner import Core
+    from connectd.tmux.adapter import TmuxAdapter
+    from connectd.tmux.watcher import Watcher
 
 log = logging.getLogger("connectd.delivery")
 
@@ -43,46 +53,48 @@ STORE_RETRY, STORE_RETRY_MAX = 0.5, 30.0  # a store that failed the outcome: the
 
 
 class Delivery:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self, *, core: Core, clock: Callable[[], float], ids: Ids, tmux: TmuxAdapter, watcher: Watcher, timing: Timing
+    ) -> None:
+        self.core, self.clock, self.ids, self.tmux, self.watcher, self.timing = core, clock, ids, tmux, watcher, timing
         self._typed_at: dict[str, float] = {}  # pane -> when its paste began (anyio's clock)
 
     async def guard(self, check: CheckGuard) -> None:
         """Recheck under the recipient's send lock and report (``GuardObserved``); if the core moved the
         message to typing (its step's ``TypeText`` and ``ConfirmTyping``), type and confirm it, still
         under the lock. Nothing runs nested inside the step."""
-        engine = self.engine
-        async with engine.tmux.pane_lock(check.pane_id):
-            message = engine.hub.messages.get(check.message)
+        core, watcher = self.core, self.watcher
+        async with self.tmux.pane_lock(check.pane_id):
+            message = core.hub.messages.get(check.message)
             listed = None
             if message is not None and message.handle is not None:
-                listed = await engine.watcher.poll()  # the handle is checked against what tmux says now (titles)
-            info, incarnation = await engine.watcher.fresh_incarnation(check.pane_id, listed)
-            read_at = engine.clock()
+                listed = await watcher.poll()  # the handle is checked against what tmux says now (titles)
+            info, incarnation = await watcher.fresh_incarnation(check.pane_id, listed)
+            read_at = self.clock()
             reading: Reading | None = None
             if info is not None:
-                capture = await engine.tmux.capture(check.pane_id, SCROLLBACK_LINES)
+                capture = await self.tmux.capture(check.pane_id, SCROLLBACK_LINES)
                 reading = read_screen(capture.text, info.current_command, capture.cursor, height=capture.height)
             ready, fingerprint = (
-                (engine.watcher.ready(check.pane_id, incarnation, reading), reading.fingerprint) if reading else (False, "")
+                (watcher.ready(check.pane_id, incarnation, reading), reading.fingerprint) if reading else (False, "")
             )
             handle = self.resolve(message.handle) if message is not None else None
             guard = H.GuardObserved(
-                engine.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
-                card_id=engine.ids.new_id("card"),
+                self.clock(), check.message, incarnation, ready, fingerprint, read_at, handle,
+                card_id=self.ids.new_id("card"),
             )
-            effects = await engine.step(guard)
+            effects = await core.step(guard)
             mine = [e for e in effects if getattr(e, "message", None) == check.message]
             typing = next((e for e in mine if isinstance(e, TypeText)), None)
             confirm = next((e for e in mine if isinstance(e, ConfirmTyping)), None)
             if typing is not None and confirm is not None:  # the core let it be typed: still under the lock
                 await self._type_and_confirm(typing, confirm)
-        if reading is not None and incarnation and H.guard_reading_counts(engine.hub, check.message):
+        if reading is not None and incarnation and H.guard_reading_counts(core.hub, check.message):
             # The guard's fresh reading is the pane's next observation (the core's rule). Report it
             # (paced like the watcher): a pane whose screen changed under the guard and then stays still re-arms.
-            await anyio.sleep(engine.timing.capture)
-            engine.watcher.remember_reading(check.pane_id, incarnation, reading)
-            await engine.step(H.PaneObserved(engine.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
+            await anyio.sleep(self.timing.capture)
+            watcher.remember_reading(check.pane_id, incarnation, reading)
+            await core.step(H.PaneObserved(self.clock(), check.pane_id, incarnation, ready, fingerprint, read_at))
 
     async def _type_and_confirm(self, typing: TypeText, confirm: ConfirmTyping) -> None:
         """The guard's typing, after its step and under its lock: paste and submit (shielded from
@@ -105,29 +117,28 @@ class Delivery:
         """The guard could not finish (the pane exited between two tmux calls, tmux failed, the typing
         it ran failed partway): the core hears why and decides (``GuardFailed``); the pane is read
         again at the next capture round, even if unchanged."""
-        engine = self.engine
-        await engine.step(H.GuardFailed(engine.clock(), check.message, check.incarnation, f"typing failed: {exc}"))
-        engine.watcher.look_again(check.pane_id)
+        await self.core.step(H.GuardFailed(self.clock(), check.message, check.incarnation, f"typing failed: {exc}"))
+        self.watcher.look_again(check.pane_id)
 
     def resolve(self, handle: str | None) -> H.HandleResolution | None:
         """Where the message's handle names now: one pane, or why not (no pane, several)."""
         if handle is None:
             return None
         try:
-            record = targets.resolve(self.engine, handle)
+            record = targets.resolve_in(self.watcher.directory, self.core.hub.book, handle)
         except D.TargetError as exc:
             return H.Unresolved(exc.reason.value)
-        return H.Recipient(record.pane_id, record.token, self.engine.watcher.harness_of(record), handle)
+        return H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), handle)
 
     async def type_text(self, effect: TypeText) -> None:
         """Paste. With ``submit`` the same tmux call has the server owe the paste its Enter, pressed
         ``effect.settle`` later (the fallback, which needs nothing more from this daemon); press it
         earlier, as soon as the pane's output shows the paste in its composer (the core's
         :func:`connectcore.delivery.paste_shown`). Return once it is pressed or due."""
-        engine, pane = self.engine, effect.pane_id
+        pane = effect.pane_id
         self._typed_at[pane] = anyio.current_time()  # the confirmation reads output from here on
         submit_after = effect.settle if effect.submit else None
-        token = await engine.tmux.paste_text(pane, effect.text, submit_after=submit_after)
+        token = await self.tmux.paste_text(pane, effect.text, submit_after=submit_after)
         if submit_after is None or token is None:
             return
         due = anyio.current_time() + submit_after
@@ -143,20 +154,19 @@ class Delivery:
         shows the paste, press the paste's Enter (``enter_once``: tmux presses it once, whether this
         or the fallback comes first), make the confirmation read the output from then on, and answer
         True."""
-        engine = self.engine
         since: float | None = None
         reads, start = 0, anyio.current_time()
         while (left := due - anyio.current_time()) > 0:
             if since is not None:
-                await engine.watcher.drawn(pane, within=left, since=since)
+                await self.watcher.drawn(pane, within=left, since=since)
             since = anyio.current_time()
             if since >= due:
                 break
-            capture = await engine.tmux.capture(pane)
+            capture = await self.tmux.capture(pane)
             reads += 1
-            if M.paste_shown(typed, composer_draft(capture.text, engine.watcher.command_of(pane))):
+            if M.paste_shown(typed, composer_draft(capture.text, self.watcher.command_of(pane))):
                 self._typed_at[pane] = anyio.current_time()
-                await engine.tmux.enter_once(pane, token)
+                await self.tmux.enter_once(pane, token)
                 log.debug("early Enter for %s %.0f ms after the paste call returned, %d reads", pane, (since - start) * 1000, reads)
                 return True
         log.debug("the Enter for %s is left to the fallback, %d reads", pane, reads)
@@ -166,13 +176,12 @@ class Delivery:
         """Re-read the pane each time it draws (at least every ``CONFIRM_EVERY``) until the core says
         the text landed, or the deadline passes; report the last reading (the core decides delivered
         or unconfirmed from it)."""
-        engine = self.engine
-        typed = engine.hub.messages[effect.message].typed
-        deadline = anyio.current_time() + engine.timing.confirm
+        typed = self.core.hub.messages[effect.message].typed
+        deadline = anyio.current_time() + self.timing.confirm
         since = self._typed_at.pop(effect.pane_id, None)  # output since the paste began is news
         while True:
             # Read as soon as it draws: at once if it drew since the paste (first) or the last read began.
-            await engine.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY, since=since)
+            await self.watcher.drawn(effect.pane_id, within=CONFIRM_EVERY, since=since)
             since = anyio.current_time()
             reading = await self.read_after_typing(effect.pane_id, typed)
             verdict, _why = M.landed(reading, last=anyio.current_time() >= deadline)
@@ -181,11 +190,10 @@ class Delivery:
         await self._step_outcome(effect.message, reading)
 
     async def read_after_typing(self, pane_id: str, typed: str) -> AfterTyping:
-        engine = self.engine
-        read_at = engine.clock()
-        capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
+        read_at = self.clock()
+        capture = await self.tmux.capture(pane_id, SCROLLBACK_LINES)
         reading = read_screen(
-            capture.text, engine.watcher.command_of(pane_id), capture.cursor, height=capture.height,
+            capture.text, self.watcher.command_of(pane_id), capture.cursor, height=capture.height,
             typed_marker=M.marker(typed),
         )
         return AfterTyping(
@@ -201,8 +209,7 @@ class Delivery:
     async def unconfirmed(self, key: MessageKey, detail: str, pane_id: str | None = None) -> None:
         """Typing failed partway: unconfirmed, with one last look at the pane if it can still be read
         (so the core sees a draft the daemon may have left in the composer)."""
-        engine = self.engine
-        message = engine.hub.messages.get(key)
+        message = self.core.hub.messages.get(key)
         reading: AfterTyping | None = None
         if pane_id is not None and message is not None:
             try:
@@ -216,10 +223,10 @@ class Delivery:
         the step back (connectd.daemon.runner), and the message would stay ``typing`` until the next start
         (found by the simulation: the confirmation's commit and then the unconfirmed one both failed).
         The same backoff as the restart driver's; a daemon stopping meanwhile leaves it to recovery."""
-        engine, wait = self.engine, STORE_RETRY
+        wait = STORE_RETRY
         while True:
             try:
-                await engine.step(H.TypingObserved(engine.clock(), key, reading, failure=failure))
+                await self.core.step(H.TypingObserved(self.clock(), key, reading, failure=failure))
                 return
             except STORE_ERRORS as exc:
                 log.warning("the outcome of %s: the store failed (%s); stepping it again in %.1fs", key[1], exc, wait)

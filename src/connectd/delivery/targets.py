@@ -26,6 +26,6 @@ def resolve_in(directory: D.Directory, book: grants.GrantBook, target: str) -> D
 
 
 def resolve(engine: Engine, target: str) -> D.PaneRecord:
-    """:func:`resolve_in` on the engine's directory and book (the delivery guard's way, which still
-    holds the engine)."""
+    """:func:`resolve_in` on the engine's directory and book (federation's way, which still holds the
+    engine; every other caller is given the watcher and the core and calls :func:`resolve_in`)."""
     return resolve_in(engine.watcher.directory, engine.hub.book, target)

@@ -14,6 +14,7 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from connectcore.history import Field, Harness
 from connectd.history.rows import ENTRY_COLUMNS, LENGTH_COLUMNS, OTHER_FIELDS, ROW_COLUMNS, TEXT_COLUMNS
@@ -140,6 +141,13 @@ BULK_POSTINGS = (
     + f", iif(d.type = 'integer', d.value, d.value ->> {len(OTHER_FIELDS)})"
     " FROM temp.bulk AS b, json_each(b.docs) AS d ORDER BY b.word, b.chunk"
 )
+
+
+def file_row(r: Any, path: str, harness: str, session_id: str | None, last_skip: str | None) -> tuple[Any, ...]:
+    """A transcript's row of the ``files`` table (``r``: the reader's result), as both the full build
+    (:data:`BULK_FILE`) and an update (:data:`UPSERT_FILE`, with its resumed count) write it."""
+    return (path, harness, session_id, r.size, r.mtime_ns, r.inode, r.offset, r.head, r.head_len, r.state,
+            len(r.skips), last_skip)
 
 
 def marks(n: int) -> str:

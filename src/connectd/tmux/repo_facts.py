@@ -6,11 +6,16 @@ pane's incarnation or cwd, the history entry on a change of incarnation or bindi
 rewrote that session's entry (its version moved: a session names a PR or gets its title as it goes on),
 and, while the index has no entry for the session yet, at most once per ``retry`` seconds. Parsing the
 pane title is pure and cheap, so it is joined at every poll. The rules are :mod:`connectcore.routing`'s.
+
+The cache is the watcher's, given what it uses (issue 24), not the engine: ``run_sync`` (git files and
+the index are read off the event loop), ``clock`` and ``history`` (a callable: the session index the
+daemon serves, or None).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from connectcore import directory as D
@@ -19,7 +24,7 @@ from connectcore.history import Harness
 from connectd.history.repos import git_facts
 
 if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
+    from connectd.daemon.runner import RunSync
 
 GitKey = tuple[str, str]  # (incarnation, cwd)
 EntryKey = tuple[str, str, str]  # (incarnation, harness, session id)
@@ -35,12 +40,14 @@ class _Entry:
     version: int = 0  # the index's version of the session's entry when it was read
 
 
-@dataclass
 class FactsCache:
-    retry: float = 5.0
-    git: dict[str, tuple[GitKey, tuple[str | None, str | None]]] = field(default_factory=dict)
-    entries: dict[str, _Entry] = field(default_factory=dict)
-    reads: int = 0  # file and index reads done, for the test that they are not per poll
+    def __init__(
+        self, *, run_sync: RunSync, clock: Callable[[], float], history: Callable[[], Any | None], retry: float = 5.0
+    ) -> None:
+        self.run_sync, self.clock, self.history, self.retry = run_sync, clock, history, retry
+        self.git: dict[str, tuple[GitKey, tuple[str | None, str | None]]] = {}
+        self.entries: dict[str, _Entry] = {}
+        self.reads = 0  # file and index reads done, for the test that they are not per poll
 
     def cached(self, pane_id: str, token: str, title: str) -> RT.Facts:
         """The facts known for this incarnation, joined with its current title (no I/O)."""
@@ -51,15 +58,15 @@ class FactsCache:
             entry = _Entry(("", "", ""))
         return RT.facts_for(repo=repo, branch=branch, title=title, entry_title=entry.title, entry_prs=entry.prs)
 
-    async def refresh(self, engine: Engine, directory: D.Directory) -> D.Directory:
+    async def refresh(self, directory: D.Directory) -> D.Directory:
         """Read what changed for each live pane and return the directory with its facts."""
         for pane_id in [p for p in self.git if p not in directory.panes]:
             del self.git[pane_id]
         for pane_id in [p for p in self.entries if p not in directory.panes]:
             del self.entries[pane_id]
         for record in directory.records():
-            await self._git(engine, record)
-            await self._entry(engine, record)
+            await self._git(record)
+            await self._entry(record)
             facts = self.cached(record.pane_id, record.token, record.title)
             directory = D.note_facts(
                 directory, record.pane_id, record.token, repo=facts.repo, branch=facts.branch,
@@ -67,23 +74,23 @@ class FactsCache:
             )
         return directory
 
-    async def _git(self, engine: Engine, record: D.PaneRecord) -> None:
+    async def _git(self, record: D.PaneRecord) -> None:
         key = (record.token, record.cwd)
         held = self.git.get(record.pane_id)
         if held is not None and held[0] == key:
             return
         self.reads += 1
-        self.git[record.pane_id] = (key, await engine.run_sync(git_facts, record.cwd))
+        self.git[record.pane_id] = (key, await self.run_sync(git_facts, record.cwd))
 
-    async def _entry(self, engine: Engine, record: D.PaneRecord) -> None:
+    async def _entry(self, record: D.PaneRecord) -> None:
         binding = record.binding
         if not isinstance(binding, D.SessionBinding):
             key: EntryKey = (record.token, "", "")
         else:
             key = (record.token, binding.harness, binding.session_id)
         held = self.entries.get(record.pane_id)
-        now = engine.clock()
-        history: Any | None = engine.history if key[1] in {h.value for h in Harness} else None
+        now = self.clock()
+        history: Any | None = self.history() if key[1] in {h.value for h in Harness} else None
         version = history.index.version(Harness(key[1]), key[2]) if history is not None else 0
         if (
             held is not None
@@ -95,7 +102,7 @@ class FactsCache:
         entry = _Entry(key, at=now, version=version)
         if history is not None:
             self.reads += 1
-            found = await engine.run_sync(lambda: history.index.get(Harness(key[1]), key[2]))
+            found = await self.run_sync(lambda: history.index.get(Harness(key[1]), key[2]))
             if found is not None:
                 entry = _Entry(key, found.title, tuple(found.prs), True, now, version)
         self.entries[record.pane_id] = entry

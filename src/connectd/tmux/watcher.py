@@ -16,46 +16,52 @@
 - Session bindings, for every pane (hand-started agents too): the directory binds a pane to its agent
   session from the launch record, from Claude Code's session registry (``<claude root>/sessions/
   <pid>.json``, trusted only when the process start time matches /proc), or (Codex) from the rollout
-  file its process holds open; a bound principal gets its session alias. An OpenCode launch's record
+  file its process holds open; a bound principal gets its session alias
+  (:class:`connectd.tmux.session_binding.SessionBindings` reads that evidence and tells the bindings). An OpenCode launch's record
   gets its session id from the binding through its own server, which each reading of the pane starts
   when the core says it is due (:meth:`connectd.agents.launch.Launches.bind_when_due`).
 - Routing facts (repo, branch, session title, PR links) are read only when a pane's cwd or binding
   changed (:class:`connectd.tmux.repo_facts.FactsCache`).
 - Each agent's release: from its session banner when a reading shows one, else once per incarnation
-  from its program's ``--version`` (:mod:`connectd.tmux.release_probe`). What the core hears of a pane's
-  readiness is :func:`connectcore.releases.ready_for_message`: on an unverified or unknown release a
-  message is never typed (it waits).
+  from its program's ``--version`` (:mod:`connectd.tmux.release_probe`), kept by incarnation
+  (:class:`connectd.tmux.pane_releases.PaneReleases`). What the core hears of a pane's readiness is
+  :func:`connectcore.releases.ready_for_message`: on an unverified or unknown release a message is
+  never typed (it waits).
+
+The watcher is given the collaborators it uses (issue 24), never the engine: the core runner as
+``core`` (the hub and ``step``), ``clock``, ``run_sync``, ``store``, ``tmux``, ``timing``,
+``subscribers``, ``launches`` (a callable: the launches part is built after the watcher, and the
+watcher asks it for a pane's launch record and its OpenCode binding), ``history`` (a callable: the
+session index is set once the daemon serves one), ``trusted_releases``, ``release_probe`` and
+``effective`` (``--here`` panes as their agent child).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from connectcore import directory as D
-from connectcore import grants, releases
 from connectcore import hub as H
 from connectcore import opencode_binding as OC
-from connectcore.history import registry_evidence
+from connectcore import releases
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import AGENT_HARNESSES, Reading, is_news, read_screen
-from connectd.history.liveness import LivenessProbe
-from connectd.history.service import default_claude_root, default_codex_root
-from connectd.tmux import procfs
 from connectd.tmux.adapter import Capture, PaneInfo, TmuxError
+from connectd.tmux.pane_releases import PaneReleases
+from connectd.tmux.release_probe import ReleaseProbe
 from connectd.tmux.repo_facts import FactsCache
+from connectd.tmux.session_binding import SessionBindings
 
 if TYPE_CHECKING:
     from connectd.agents.launch import LaunchRecord
-    from connectd.daemon.parts import Engine
-
-log = logging.getLogger("connectd.watcher")
+    from connectd.daemon.parts import Subscribers, Timing
+    from connectd.daemon.runner import Core, RunSync
+    from connectd.tmux.adapter import TmuxAdapter
 
 SCROLLBACK_LINES = 200
 _HOSTNAME = socket.gethostname()
@@ -92,9 +98,44 @@ def alive(info: PaneInfo) -> bool:
     return D.pane_live(dead=info.dead, pane_pid=info.pane_pid, process_start=info.process_start_time)
 
 
+class LaunchesSeen(Protocol):
+    """What the watcher asks of the launches part (:class:`connectd.agents.launch.Launches`): a pane's
+    launch record, forgetting an incarnation that went, and its OpenCode session binding."""
+
+    async def record_for(self, pane_id: str, incarnation: str) -> LaunchRecord | None: ...
+
+    def forget(self, pane_id: str, incarnation: str) -> None: ...
+
+    def bind_when_due(self, pane_id: str, incarnation: str, reading: Reading, pane_pid: int) -> None: ...
+
+    def binding_pending(self, pane_id: str, incarnation: str) -> bool: ...
+
+
 class Watcher:
-    def __init__(self, engine: Engine, effective: Callable[[PaneInfo], PaneInfo] = lambda info: info) -> None:
-        self.engine = engine
+    """Which panes live (:meth:`poll`, one at a time, and :meth:`reconcile` at startup), what they show
+    (:meth:`capture_dirty`, :meth:`observe_pane`, :meth:`sweep`) and what the rest of the daemon asks of
+    a pane (its incarnation now, readiness, harness, release, program). Its parts: the session
+    evidence and bindings (``sessions``), the releases (``releases``), the routing facts (``facts``)."""
+
+    def __init__(
+        self,
+        *,
+        core: Core,
+        clock: Callable[[], float],
+        run_sync: RunSync,
+        store: Any,
+        tmux: TmuxAdapter,
+        timing: Timing,
+        subscribers: Subscribers,
+        launches: Callable[[], LaunchesSeen],
+        history: Callable[[], Any | None],
+        trusted_releases: frozenset[tuple[str, str]] = frozenset(),
+        release_probe: ReleaseProbe | None = None,
+        effective: Callable[[PaneInfo], PaneInfo] = lambda info: info,
+    ) -> None:
+        self.core, self.clock, self.run_sync, self.store, self.tmux = core, clock, run_sync, store, tmux
+        self.timing, self.subscribers, self.launches, self.history = timing, subscribers, launches, history
+        self.trusted_releases = trusted_releases  # (harness, release) typed into though not verified
         self.directory = D.Directory()
         self.panes: dict[str, PaneState] = {}
         self._dirty: set[str] = set()
@@ -112,11 +153,11 @@ class Watcher:
         #: Whether control mode reports output now (set by the daemon's control-mode reader); without it
         #: nothing marks a pane as drawing, so :meth:`poll_when_due` polls every ``timing.poll``.
         self.output_reported: Callable[[], bool] = lambda: False
-        self._recorded_bindings: dict[str, tuple[str, str, str]] = {}
-        self._codex_scanned: set[str] = set()  # incarnations already bound from an open rollout file
-        self.facts = FactsCache(retry=engine.timing.bind)
-        self._codex_tried: dict[str, float] = {}
-        self._claude_scan: tuple[frozenset[str], float] = (frozenset(), float("-inf"))
+        self.facts = FactsCache(run_sync=run_sync, clock=clock, history=history, retry=timing.bind)
+        self.releases = PaneReleases(store=store, run_sync=run_sync, clock=clock, probe=release_probe or ReleaseProbe())
+        self.sessions = SessionBindings(
+            core=core, clock=clock, run_sync=run_sync, store=store, every=timing.bind, history=history
+        )
         # ``connectd launch --here`` (given by its part, connectd.agents.launch_here.HerePanes): a pane
         # whose supervisor holds an agent child, as the child's process life
         self._effective = effective
@@ -185,9 +226,9 @@ class Watcher:
         and :func:`connectcore.opencode_binding.ready_for_message` while an OpenCode launch binds)."""
         ready = releases.ready_for_message(
             reading.ready_for_message, reading.harness.value, self.release_of(pane_id, incarnation),
-            self.engine.trusted_releases,
+            self.trusted_releases,
         )
-        binding = incarnation is not None and self.engine.launches.binding_pending(pane_id, incarnation)
+        binding = incarnation is not None and self.launches().binding_pending(pane_id, incarnation)
         return OC.ready_for_message(ready, binding=binding)
 
     async def fresh_incarnation(
@@ -196,7 +237,7 @@ class Watcher:
         """The pane and its incarnation as tmux lists them now (``listed``: a :meth:`poll`'s answer,
         taken a moment ago under the same send lock, so the panes are not listed twice)."""
         if listed is None:
-            listed = [self._effective(p) for p in await self.engine.tmux.list_panes() if alive(p)]
+            listed = [self._effective(p) for p in await self.tmux.list_panes() if alive(p)]
         for info in listed:
             if info.pane_id == pane_id:
                 return info, token_of(info)
@@ -209,12 +250,12 @@ class Watcher:
         control mode is not reporting output, or an agent pane waits for its session binding; else only
         ``timing.poll_quiet`` after the last poll. An idle, bound fleet then costs a list-panes every few
         seconds, not every second."""
-        quiet_for = self.engine.clock() - self._polled_at
+        quiet_for = self.clock() - self._polled_at
         if (
             self._drew_since_poll
             or not self.output_reported()
             or self._binding_pending()
-            or quiet_for >= self.engine.timing.poll_quiet
+            or quiet_for >= self.timing.poll_quiet
         ):
             await self.poll()
 
@@ -245,33 +286,31 @@ class Watcher:
             return await self._poll()
 
     async def _poll(self) -> list[PaneInfo]:
-        engine = self.engine
-        tmux = engine.tmux
-        since, self._polled_at = self._polled_at, engine.clock()
+        tmux, launches = self.tmux, self.launches()
+        since, self._polled_at = self._polled_at, self.clock()
         self._drew_since_poll = False
         # One tmux call: list-panes reaps first (no server: no panes).
         infos = [self._effective(p) for p in await tmux.list_panes() if alive(p)]
         observations = []
-        launches: dict[str, LaunchRecord] = {}
+        launched: dict[str, LaunchRecord] = {}
         for info in infos:
-            launch = await engine.launches.record_for(info.pane_id, token_of(info))
+            launch = await launches.record_for(info.pane_id, token_of(info))
             if launch is not None:
-                launches[info.pane_id] = launch
+                launched[info.pane_id] = launch
             observations.append(self._observation(info, launch))
         before = self.directory
         self.directory = D.observe(before, observations)
         for info in infos:
-            await self._codex_evidence(info)
+            await self.sessions.codex(self.directory, self.panes.get(info.pane_id), info, token_of(info), self._note)
             await self._probe_release(info)
         for info in infos:
-            launch = launches.get(info.pane_id)
+            launch = launched.get(info.pane_id)
             if launch is not None and launch.session_id is not None:
-                self.directory = D.note_evidence(
-                    self.directory,
-                    D.Evidence(info.pane_id, token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id),
+                self._note(
+                    D.Evidence(info.pane_id, token_of(info), D.EvidenceSource.LAUNCH, launch.harness, launch.session_id)
                 )
-        await self._claude_evidence()
-        self.directory = await self.facts.refresh(engine, self.directory)
+        await self.sessions.claude(lambda: self.directory, self.panes, self._note)
+        self.directory = await self.facts.refresh(self.directory)
         ended: list[str] = []
         for pane_id, record in before.panes.items():
             now_record = self.directory.panes.get(pane_id)
@@ -279,25 +318,24 @@ class Watcher:
                 self.panes.pop(pane_id, None)
                 self._read_at.pop(pane_id, None)
                 self._output_at.pop(pane_id, None)
-                self._codex_tried.pop(record.token, None)
-                engine.launches.forget(pane_id, record.token)
+                self.sessions.forget(record.token)
+                launches.forget(pane_id, record.token)
                 self._gone.add((pane_id, record.token))
                 ended.append(record.token)
-        if ended:  # their releases are no longer needed
-            await engine.run_sync(engine.store.forget_releases, ended)
+        await self.releases.forget(ended)
         await self._step_gone()
         for info in infos:
             record = self.directory.panes[info.pane_id]
             state = self.panes.get(info.pane_id)
             if state is None or state.record.token != record.token:
                 state = self.panes[info.pane_id] = PaneState(info, record)
-                await self._kept_release(state)
+                await self.releases.recall(state)
                 self._dirty.add(info.pane_id)
             else:
                 if info.activity >= int(since):  # its window drew since the last poll (whole seconds):
                     self._dirty.add(info.pane_id)  # a lost %output costs one poll period, not a sweep
                 state.info, state.record = info, record
-        await self._bind_sessions()
+        await self.sessions.bind(lambda: self.directory, self.panes)
         self._publish_changes(before)
         tmux.forget_pane_locks(set(self.panes))
         return infos
@@ -307,7 +345,11 @@ class Watcher:
         for pane_id, record in self.directory.panes.items():
             old = before.panes.get(pane_id)
             if old is not None and _shown(old) != _shown(record):
-                self.engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+                self.subscribers.publish({"topic": "pane", "pane": pane_id})
+
+    def _note(self, evidence: D.Evidence) -> None:
+        """Note one piece of session evidence in the directory as it stands."""
+        self.directory = D.note_evidence(self.directory, evidence)
 
     def _observation(self, info: PaneInfo, launch: LaunchRecord | None) -> D.PaneObservation:
         """One pane of the poll, with what the daemon knows of it (its reading's harness, its launch,
@@ -319,7 +361,7 @@ class Watcher:
         token = token_of(info)
         title = _self_published_title(info)
         facts = self.facts.cached(info.pane_id, token, title)
-        control = hub_acts.control_pane(self.engine.hub.book)  # the running control's live token, if any
+        control = hub_acts.control_pane(self.core.hub.book)  # the running control's live token, if any
         return D.PaneObservation(
             incarnation=incarnation_of(info),
             harness=harness,
@@ -337,136 +379,27 @@ class Watcher:
     async def _step_gone(self) -> None:
         """Tell the core of every incarnation seen going. One whose step failed (the store) stays here
         and is stepped again at the next poll: the directory has moved on, so no later diff finds it."""
-        engine = self.engine
         for pane_id, token in sorted(self._gone):
-            await engine.step(H.PaneGone(engine.clock(), pane_id, token))
+            await self.core.step(H.PaneGone(self.clock(), pane_id, token))
             self._gone.discard((pane_id, token))
 
     async def reconcile(self) -> None:
         """Startup, after the first poll: end what belongs to incarnations that died while the daemon
         was down (their tokens, queued messages, open cards), as if the daemon had seen them go."""
-        engine = self.engine
         live = frozenset(record.token for record in self.directory.panes.values())
-        await engine.step(H.Reconcile(engine.clock(), live))
-
-    async def _codex_evidence(self, info: PaneInfo) -> None:
-        """Codex reports its session id only after launch: the rollout file its process tree holds
-        open (``rollout-<time>-<session id>.jsonl``) binds the pane, once, when nothing else has."""
-        state = self.panes.get(info.pane_id)
-        harness = D.recipient_harness(state.reading.harness.value if state and state.reading else None)
-        token = token_of(info)
-        if harness != "codex" or token in self._codex_scanned or not info.pane_pid:
-            return
-        if isinstance(D.binding(self.directory, info.pane_id), D.SessionBinding):
-            return
-        now = self.engine.clock()  # an unbound Codex pane's open files: at most once per bind interval
-        if now - self._codex_tried.get(token, float("-inf")) < self.engine.timing.bind:
-            return
-        self._codex_tried[token] = now
-        held = await self.engine.run_sync(_held_rollouts, info.pane_pid, self._codex_root())
-        session_id = D.rollout_binding(held)
-        if session_id is not None:  # exactly one session Codex itself writes: unambiguous
-            self._codex_scanned.add(token)
-            self.directory = D.note_evidence(
-                self.directory, D.Evidence(info.pane_id, token, D.EvidenceSource.TRANSCRIPT, "codex", session_id)
-            )
-
-    def _codex_root(self) -> str:
-        history = self.engine.history
-        return str(history.codex_root if history is not None else default_codex_root())
-
-    async def _kept_release(self, state: PaneState) -> None:
-        """A pane incarnation seen for the first time: the release learned for it before a daemon
-        restart, if any (it cannot change while the process lives; its banner may have scrolled away)."""
-        engine = self.engine
-        kept = await engine.run_sync(engine.store.releases, [state.record.token])
-        if state.record.token in kept:
-            state.release, state.release_kept, state.probed = kept[state.record.token][1], True, True
-
-    async def _keep_release(self, state: PaneState, harness: str) -> None:
-        """Persist a release just learned, once per incarnation."""
-        if state.release is None or state.release_kept:
-            return
-        state.release_kept = True
-        engine = self.engine
-        token, release = state.record.token, state.release
-        await engine.run_sync(
-            lambda: engine.store.record_release(token, harness=harness, release=release, learned_at=engine.clock())
-        )
+        await self.core.step(H.Reconcile(self.clock(), live))
 
     async def _probe_release(self, info: PaneInfo) -> None:
-        """An agent pane whose banner named no release: ask its program, once per incarnation."""
+        """An agent pane whose banner named no release: ask its program, once per incarnation; an
+        answer is captured again and told to the core and the page (its readiness may change)."""
         state = self.panes.get(info.pane_id)
-        if state is None or state.reading is None or state.release is not None or state.probed:
+        if state is None:
             return
-        harness = state.reading.harness.value
-        if harness not in releases.AGENT_HARNESSES or state.record.token != token_of(info) or not info.pane_pid:
-            return
-        state.probed = True
-        found = await self.engine.run_sync(self.engine.release_probe.release, info.pane_pid, harness)
+        found = await self.releases.ask_program(state, info, token_of(info))
         if found is not None and self.panes.get(info.pane_id) is state:
-            state.release, state.retell = found, True  # its readiness may change: tell the core again
-            await self._keep_release(state, harness)
+            await self.releases.learned(state, *found)
             self._dirty.add(info.pane_id)
-            self.engine.subscribers.publish({"topic": "pane", "pane": info.pane_id})
-
-    def _claude_root(self) -> Any:
-        history = self.engine.history
-        return history.claude_root if history is not None else default_claude_root()
-
-    async def _claude_evidence(self) -> None:
-        """Bind Claude Code panes no launch record binds (hand-started ones) from Claude's session
-        registry: the claims :func:`connectcore.history.registry_evidence` lets bind (trusted, in a pane
-        the directory knows). The registry is read when an unbound Claude pane appears, then at most once per
-        bind interval while one stays unbound."""
-        engine = self.engine
-        unbound = frozenset(
-            r.token
-            for p, r in self.directory.panes.items()
-            if (s := self.panes.get(p)) is not None and s.reading is not None and s.reading.harness.value == "claude"
-            and not isinstance(r.binding, D.SessionBinding)
-        )
-        seen, at = self._claude_scan
-        now = engine.clock()
-        if not unbound or (unbound <= seen and now - at < engine.timing.bind):
-            return
-        self._claude_scan = (unbound, now)
-        pane_pids = {r.incarnation.pane_pid: p for p, r in self.directory.panes.items() if r.token in unbound}
-        probe = LivenessProbe(self._claude_root(), self._claude_root())
-        snap = await engine.run_sync(lambda: probe.snapshot(pane_pids, codex=False))
-        for found in registry_evidence(snap, self.directory.panes):  # the core's rule: which claims bind
-            record = self.directory.panes.get(found.pane_id)
-            if record is None:  # gone while /proc was read (another poll's)
-                continue
-            start = await engine.run_sync(procfs.process_start_time, found.pid)
-            self.directory = D.note_evidence(
-                self.directory,
-                D.Evidence(record.pane_id, record.token, D.EvidenceSource.REGISTRY, "claude", found.session_id,
-                           pid=found.pid, process_start=start),
-            )
-
-    async def _bind_sessions(self) -> None:
-        """Attach a session id to a principal once the directory binds its pane unambiguously."""
-        engine = self.engine
-        for pane_id, state in self.panes.items():
-            binding = D.binding(self.directory, pane_id)
-            if not isinstance(binding, D.SessionBinding):
-                continue
-            known = (binding.harness, binding.session_id, state.record.cwd)
-            if self._recorded_bindings.get(pane_id) != known:  # for restore after a lost server
-                self._recorded_bindings[pane_id] = known
-                await engine.run_sync(
-                    lambda p=pane_id, b=binding, c=state.record.cwd: engine.store.record_binding(
-                        p, harness=b.harness, session_id=b.session_id, cwd=c or None, updated_at=engine.clock()
-                    )
-                )
-            principal = grants.principal_at(engine.hub.book, state.record.token)
-            if principal is None or principal.session is not None:
-                continue
-            try:  # the core refuses what evidence may not bind (a live agent's session: session_held)
-                await engine.step(H.BindSession(engine.clock(), principal.id, (binding.harness, binding.session_id)))
-            except grants.GrantError as exc:
-                log.warning("binding %s: %s", pane_id, exc)
+            self.subscribers.publish({"topic": "pane", "pane": info.pane_id})
 
     # --- captures ---------------------------------------------------------------------------------
 
@@ -477,7 +410,7 @@ class Watcher:
         structure notice came, poll (its new panes are read at the next round).
         With nothing due, wait for news (a pane that drew, a structure notice) or for the next pane
         to come due, at most ``timing.capture``."""
-        timing, now = self.engine.timing, anyio.current_time()
+        timing, now = self.timing, anyio.current_time()
         pace, awaited = timing.capture, self._awaited() if self._dirty else frozenset()
         due_at = {
             p: self._read_at.get(p, float("-inf")) + (timing.capture_awaited if p in awaited else pace)
@@ -499,7 +432,7 @@ class Watcher:
 
     def _awaited(self) -> frozenset[str]:
         """The core's awaited panes (:func:`connectcore.hub.awaited_panes`), once per state of the hub."""
-        hub = self.engine.hub
+        hub = self.core.hub
         if self._awaited_for is not hub:
             self._awaited_for, self._awaited_panes = hub, H.awaited_panes(hub)
         return self._awaited_panes
@@ -511,14 +444,13 @@ class Watcher:
     async def observe_pane(self, pane_id: str) -> Reading | None:
         """Capture and read one pane, and tell the core what it saw (a pane that exited between two
         tmux calls is read at the next poll)."""
-        engine = self.engine
         state = self.panes.get(pane_id)
         if state is None:
             return None
-        read_at = engine.clock()  # when it was read: the core never lets an older reading overwrite it
+        read_at = self.clock()  # when it was read: the core never lets an older reading overwrite it
         self._read_at[pane_id] = anyio.current_time()
         try:
-            capture = await engine.tmux.capture(pane_id, SCROLLBACK_LINES)
+            capture = await self.tmux.capture(pane_id, SCROLLBACK_LINES)
         except TmuxError:
             # Read it again at the next capture round (at most once per ``timing.capture``): what it
             # drew may be its last frame for a long while (seed 693: an idle frame whose capture failed
@@ -526,10 +458,7 @@ class Watcher:
             self._dirty.add(pane_id)
             return None
         reading = read_screen(capture.text, state.info.current_command, capture.cursor, height=capture.height)
-        if state.release is None:
-            state.release = releases.shown_on_screen(reading.harness.value, capture.text)
-            state.retell = state.retell or state.release is not None
-            await self._keep_release(state, reading.harness.value)
+        await self.releases.from_screen(state, reading.harness.value, capture.text)
         changed = is_news(state.reading, reading, retell=state.retell)
         harness_changed = state.reading is None or state.reading.harness != reading.harness
         told, state.reading, state.capture = state.reading, reading, capture
@@ -540,12 +469,12 @@ class Watcher:
             )
             state.record = self.directory.panes[pane_id]
         # an OpenCode launch that serves for its session binding: bound once it reads idle
-        engine.launches.bind_when_due(pane_id, state.record.token, reading, state.info.pane_pid or 0)
+        self.launches().bind_when_due(pane_id, state.record.token, reading, state.info.pane_pid or 0)
         if changed:
             try:
-                await engine.step(
+                await self.core.step(
                     H.PaneObserved(
-                        engine.clock(), pane_id, state.record.token, self.ready(pane_id, state.record.token, reading),
+                        self.clock(), pane_id, state.record.token, self.ready(pane_id, state.record.token, reading),
                         reading.fingerprint, read_at,
                     )
                 )
@@ -554,7 +483,7 @@ class Watcher:
                 self._dirty.add(pane_id)
                 raise
             state.retell = False
-            engine.subscribers.publish({"topic": "pane", "pane": pane_id})
+            self.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
 
 
@@ -564,22 +493,3 @@ def _shown(record: D.PaneRecord) -> tuple[object, ...]:
 
 def _self_published_title(info: PaneInfo) -> str:
     return D.self_published_title(info.title, _HOSTNAME)
-
-
-def _held_rollouts(pane_pid: int, codex_root: str | None) -> list[D.HeldRollout]:
-    """Facts about the files named like a rollout that a Codex pane's processes hold open (the rule
-    of which count is :func:`connectcore.directory.rollout_session_id`)."""
-    facts: list[D.HeldRollout] = []
-    for pid in [pane_pid, *procfs.descendants(pane_pid)]:
-        files = [f for f in procfs.open_files_with_modes(pid) if D.ROLLOUT_NAME.fullmatch(f.path.rpartition("/")[2])]
-        if not files:
-            continue
-        argv = procfs.cmdline(pid) or [""]
-        home = procfs.environ_value(pid, "CODEX_HOME")
-        if not home:
-            user_home = procfs.environ_value(pid, "HOME")
-            home = os.path.join(user_home, ".codex") if user_home else None
-        dirs = tuple(os.path.realpath(os.path.join(h, "sessions")) for h in (home, codex_root) if h)
-        program = os.path.basename(argv[0])
-        facts += [D.HeldRollout(f.pid, f.path, f.writable, program, dirs) for f in files]
-    return facts
