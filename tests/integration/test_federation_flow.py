@@ -407,6 +407,22 @@ def test_a_refused_send_to_another_box_changes_nothing(boxes: tuple[Box, Box, st
     assert a.fed.pump.bus.calls == []
 
 
+def test_a_target_qualified_by_this_box_s_own_name_is_a_local_message(boxes: tuple[Box, Box, str]) -> None:
+    """Claim: ``%2@<token>@laptop`` sent on box laptop is this box's pane %2 (boxes.place: own name is
+    this box): one local message, no outbox row. (Before: the daemon resolved the whole text on this
+    box and refused it ``unknown_target``.)"""
+    a, _b, _ = boxes
+    a.pump()
+    _observe(a.engine, 2)
+    _launch(a, 2)
+    answer = _send(a, f"%2@{D.incarnation_token(_incarnation(2))}@laptop", mid="m-local")
+    assert answer["outcome"] == "queued" and "to_box" not in answer, answer
+    assert a.engine.hub.outbox is not None and not a.engine.hub.outbox.rows
+    message = H.message_for(a.engine.hub, "p-1", "m-local")
+    assert message is not None and message.recipient_pane == "%2"
+    assert a.fed.pump.bus.calls == []
+
+
 def test_a_reply_across_boxes_is_refused_and_changes_nothing(boxes: tuple[Box, Box, str]) -> None:
     a, _b, _ = boxes
     a.pump()

@@ -29,6 +29,8 @@ class MessageCalls(GatedCalls):
             )
             if remote is not None:  # to an agent on another box
                 return remote
+            if self.remote is not None:  # this box's, perhaps qualified by its own name
+                to = self.remote.local_target(to)
             record = targets.resolve_in(self.watcher.directory, core.hub.book, to)
             recipient = H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(

@@ -135,6 +135,14 @@ class RemoteCalls:
         assert row is not None  # admitted: the step stored it
         return row_view(row, pairing.name)
 
+    def local_target(self, to: str) -> str:
+        """The target text on this box for a ``to`` that :meth:`send` found to be this box's: a target
+        qualified by this box's own name loses the qualification (``boxes.place``); any other is kept."""
+        if self.engine.federation is None:
+            return to
+        where, _pairing = placed(self.engine, to)
+        return str(where.target) if where.qualified else to
+
     async def get(
         self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
     ) -> dict[str, Any] | None:
