@@ -10,6 +10,7 @@ ticker steps the outbox's schedule with the bus's state and when each box was la
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -423,13 +424,97 @@ def test_a_target_qualified_by_this_box_s_own_name_is_a_local_message(boxes: tup
     assert a.fed.pump.bus.calls == []
 
 
-def test_a_reply_across_boxes_is_refused_and_changes_nothing(boxes: tuple[Box, Box, str]) -> None:
-    a, _b, _ = boxes
+A_ADDRESS = f"%1@{D.incarnation_token(_incarnation(1))}"
+
+
+def _reply(b: Box, to: str, mid: str = "r-1", **kw: Any) -> Any:
+    return anyio.run(lambda: b.engine.calls.send_message("tok-4", to=to, text="the answer from box B",
+                                                         message_id=mid, **kw))
+
+
+def _arrived_on_b(a: Box, b: Box, pairing: str) -> str:
+    """A's m-1 accepted on B: B's local copy's ref (what its provenance line tells %4 to reply with)."""
+    subject, wire = _submit(a, b, pairing, target=B_ADDRESS)
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    return b.engine.hub.messages[(R.remote_principal(a.fed.local.box_id, "p-1"), "m-1")].ref
+
+
+def test_a_reply_across_boxes_carries_the_identity_and_a_s_sender_sees_it_correlated(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """Claim (R9): B's agent answers A's message with in_reply_to=<B's ref>; it travels as the message's
+    identity, A's copy carries that identity's text, and A's sender's get_message lists it among the
+    replies. (Before: refused ``reply_across_boxes``.)"""
+    a, b, pairing = boxes
+    ref = _arrived_on_b(a, b, pairing)
+    bus = b.fed.pump.bus
+    bus.connected = True  # type: ignore[attr-defined]
+    bus.calls.clear()  # type: ignore[attr-defined]
+    answer = _reply(b, f"{A_ADDRESS}@laptop", in_reply_to=ref)
+    assert answer["outcome"] == "queued" and answer["to_box"] == "laptop", answer
+    run(b.fed.pump)
+    (subject, wire) = next((c[1], c[2]) for c in bus.calls if c[0] == "publish" and ".inbox" in c[1])  # type: ignore[attr-defined]
+    verdict = receive(a.fed.local, subject, wire, a.fed.view())
+    assert isinstance(verdict.inner, E.MessageInner)
+    (row,) = a.engine.hub.outbox.rows.values()  # type: ignore[union-attr]
+    assert verdict.inner.in_reply_to == row.identity
     a.pump()
-    before = a.engine.hub
-    with pytest.raises(Exception, match="in_reply_to is not carried"):
-        _send(a, f"{B_ADDRESS}@devbox", in_reply_to="r-1")
-    assert a.engine.hub.outbox == before.outbox
+    anyio.run(a.fed.received, subject, wire, Delivery(subject, wire, 7))
+    copy = a.engine.hub.messages[(R.remote_principal(b.fed.local.box_id, "p-4"), "r-1")]
+    assert copy.in_reply_to == str(row.identity) and copy.recipient_pane == "%1"
+    got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1"))
+    assert got["replies"] == [{"ref": copy.ref, "from": copy.sender_actor, "outcome": copy.outcome}], got
+
+
+def test_a_reply_across_boxes_to_a_message_not_from_that_box_is_refused_and_changes_nothing(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """Claim (R9): in_reply_to must name a message this agent received from the box it replies to: an
+    unknown ref, or one this agent received from a sender on its own box, is refused ``bad_reply`` and
+    nothing is stored."""
+    a, b, pairing = boxes
+    _arrived_on_b(a, b, pairing)
+    _observe(b.engine, 4, 5)
+    _launch(b, 5)  # a local sender on B: p-5
+    local = anyio.run(lambda: b.engine.calls.send_message("tok-5", to=B_ADDRESS, text="local hello", message_id="l-1"))
+    local_ref = b.engine.hub.messages[("p-5", "l-1")].ref
+    before = b.engine.hub
+    for in_reply_to, says in (("msg-unknown", "names no message this agent received"),
+                              (local_ref, "did not come from box laptop")):
+        with pytest.raises(Exception, match=says) as refused:
+            _reply(b, f"{A_ADDRESS}@laptop", in_reply_to=in_reply_to)
+        assert getattr(refused.value, "reason", None) == "bad_reply"
+        assert b.engine.hub.outbox == before.outbox and b.engine.hub.messages == before.messages
+    assert local["outcome"] in {"queued", "delivered"}
+
+
+def test_an_arriving_reply_naming_no_message_sent_to_that_box_is_refused(boxes: tuple[Box, Box, str]) -> None:
+    """Claim (R9, the receiving box): an envelope whose in_reply_to names no message this box sent to
+    the replying box is committed refused ``bad_reply`` (its receipt says so), and no local row is made."""
+    a, b, pairing = boxes
+    bus = b.pump()
+    bus.connected = True  # type: ignore[attr-defined]
+    ghost = E.Identity(a.fed.local.box_id, "p-1", "never-sent")
+    anyio.run(b.engine.step, H.RemoteSubmit(
+        b.clock(), hash_token("tok-4"), "r-9", "an answer to nothing", ("address", A_ADDRESS), a.fed.local.box_id,
+        pairing, "laptop", b.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=True,
+    ))
+    (row,) = b.engine.hub.outbox.rows.values()  # type: ignore[union-attr]
+    # the sending box's rule would refuse it (R9): forge the row's inner as a faulty box would send it
+    inner = E.parse_inner(row.inner, E.Outer(O.to_seal(row, E.Kind.MESSAGE)[0], row.nonce, row.inner))
+    assert isinstance(inner, E.MessageInner)
+    forged = E.encode_inner(replace(inner, in_reply_to=ghost))
+    outbox = b.engine.hub.outbox
+    assert outbox is not None
+    b.engine.hub = replace(b.engine.hub, outbox=replace(outbox, rows={row.identity: replace(row, inner=forged)}))
+    run(b.fed.pump)
+    (subject, wire) = next((c[1], c[2]) for c in bus.calls if c[0] == "publish")  # type: ignore[attr-defined]
+    a.pump()
+    anyio.run(a.fed.received, subject, wire, Delivery(subject, wire, 8))
+    assert (R.remote_principal(b.fed.local.box_id, "p-4"), "r-9") not in a.engine.hub.messages
+    (record,) = a.engine.hub.inbox.records.values()  # type: ignore[union-attr]
+    assert record.state is I.InboxState.REFUSED and "bad_reply" in record.receipt.reason
 
 
 def test_the_sending_rules_refuse_before_admission_and_store_nothing(boxes: tuple[Box, Box, str]) -> None:

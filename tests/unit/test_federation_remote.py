@@ -293,3 +293,34 @@ def test_r8_a_local_principal_is_not_a_remote_sender() -> None:
     assert R.identity_of(R.remote_principal(A, "p-7"), "m-1") == E.Identity(A, "p-7", "m-1")
     assert R.identity_of("p-7", "m-1") is None and R.identity_of("box:nothing", "m-1") is None
     assert R.may_still_deliver(_inbox_holding(), "p-7", "m-1") == "'p-7' is not a remote sender"
+
+
+# --- R9: replies across boxes ----------------------------------------------------------------------
+
+
+def test_r9_a_reply_names_a_message_this_box_sent_to_the_replying_box() -> None:
+    """Claim: an arriving in_reply_to is kept (as the identity's text) only when this box sent that
+    message to the replying box; otherwise ``bad_reply`` and nothing admitted."""
+    answered = E.Identity(B, "p-2", "m-0")
+    got = R.admit(message(in_reply_to=answered), here(reply_known=True))
+    assert got.in_reply_to == f"{B}/p-2/m-0"
+    assert R.admit(message(), here()).in_reply_to is None
+    error = refused(message(in_reply_to=answered), here(reply_known=False))
+    assert error.reason == "bad_reply" and "names no message this box sent to box laptop" in str(error)
+
+
+def test_r9_reply_known_is_the_row_sent_to_that_box() -> None:
+    assert R.reply_known(A, from_box=A)
+    assert not R.reply_known(None, from_box=A)  # no such row here
+    assert not R.reply_known(B, from_box=A)  # a row sent to a third box
+
+
+def test_r9_the_sending_box_carries_a_reply_only_to_the_box_the_message_came_from() -> None:
+    """Claim: a reply travels as the answered message's identity, and only to the box it came from
+    (a local sender's message, or one from a third box, is ``bad_reply``)."""
+    got = R.reply_identity(R.remote_principal(A, "p-7"), "m-1", box=A, box_name="laptop", ref="r-1")
+    assert got == E.Identity(A, "p-7", "m-1")
+    for sender in ("p-5", R.remote_principal(B, "p-7")):
+        with pytest.raises(Refused) as info:
+            R.reply_identity(sender, "m-1", box=A, box_name="laptop", ref="r-1")
+        assert info.value.reason == "bad_reply" and "did not come from box laptop" in str(info.value)

@@ -40,6 +40,13 @@ R8  **Under the send lock** (:func:`may_still_deliver`, the guard's rule for a r
     of a local sender's live token and ``message`` scope, which a remote principal never has): the
     message may be typed only while the inbox holds it ``accepted`` and its pairing is not removed
     (:func:`connectcore.federation.inbox.may_deliver`); otherwise it is cancelled, naming why.
+R9  **Replies across boxes.** On the sending box, ``in_reply_to`` (a ref, as locally) must name a message
+    this agent received (:func:`connectcore.delivery.check_reply`) from the box it replies to
+    (:func:`reply_identity`; ``bad_reply`` otherwise: a message from this box or a third box cannot be
+    answered there), and travels as that message's identity. On the receiving box, an ``in_reply_to``
+    must name a message this box sent to the replying box (:func:`reply_known`: its outbox row; else
+    ``bad_reply``, nothing changed); the local copy carries it as the identity's text, which
+    :func:`connectcore.reads.replies` correlates with that row.
 """
 
 from __future__ import annotations
@@ -249,6 +256,7 @@ class Here:
     queued_to_recipient: int = 0
     queued_total: int = 0
     pairing_queued: int = 0
+    reply_known: bool = False  # R9: the envelope's in_reply_to names a message this box sent to that box
 
     @property
     def short_fingerprint(self) -> str:
@@ -267,12 +275,42 @@ class Admitted:
     hop: int
     needs_card: bool
     card_title: str
+    in_reply_to: str | None = None  # R9: the identity's text of the message this answers
+
+
+def reply_identity(original_sender: str, original_id: str, *, box: str, box_name: str, ref: str) -> Identity:
+    """R9, the sending box: the identity an ``in_reply_to`` travels as, for a message received here
+    from ``original_sender`` (already checked received by this agent); :class:`Refused` ``bad_reply``
+    unless that sender is a principal of the box ``box`` the reply goes to."""
+    prefix = remote_principal(box, "")
+    if not original_sender.startswith(prefix):
+        raise Refused(
+            "bad_reply", f"in_reply_to {ref!r} names a message that did not come from box {box_name}: answer it where it came from"
+        )
+    return Identity(box, original_sender[len(prefix):], original_id)
+
+
+def reply_known(sent_to: str | None, *, from_box: str) -> bool:
+    """R9, the receiving box: ``sent_to`` is the box this box's outbox row for the identity went to
+    (None: no such row here); the reply is known if it went to the replying box ``from_box``."""
+    return sent_to is not None and sent_to == from_box
+
+
+def check_reply_here(in_reply_to: Identity | None, *, known: bool, box_name: str) -> str | None:
+    """R9, the receiving box: the local copy's ``in_reply_to`` (the identity's text), or
+    :class:`Refused` ``bad_reply`` for one naming no message this box sent to box ``box_name``."""
+    if in_reply_to is None:
+        return None
+    if not known:
+        raise Refused("bad_reply", f"in_reply_to {in_reply_to} names no message this box sent to box {box_name}")
+    return str(in_reply_to)
 
 
 def admit(inner: MessageInner, here: Here) -> Admitted:
-    """R1 to R7 in order: the admitted message, or :class:`Refused` (nothing changed)."""
+    """R1 to R7 and R9 in order: the admitted message, or :class:`Refused` (nothing changed)."""
     check_messages_on(here.settings, here.box_name)
     check_sender(inner.sender)
+    in_reply_to = check_reply_here(inner.in_reply_to, known=here.reply_known, box_name=here.box_name)
     delivery.check_text(inner.text)
     check_reachable(recipient_kind=here.recipient_kind, recipient_scopes=here.recipient_scopes)
     provenance = provenance_line(
@@ -300,4 +338,5 @@ def admit(inner: MessageInner, here: Here) -> Admitted:
         card_title=card_title(
             inner.sender, box_name=here.box_name, fingerprint=here.fingerprint, recipient=here.recipient_place
         ),
+        in_reply_to=in_reply_to,
     )

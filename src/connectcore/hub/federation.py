@@ -126,7 +126,14 @@ def _here(hub: Hub, ev: RemoteMessageArrived, inner: MessageInner) -> remote.Her
         queued_to_recipient=queued_to_it,
         queued_total=queued,
         pairing_queued=delivery.queued_bytes(from_box, incarnation)[1],
+        reply_known=remote.reply_known(_sent_to(hub, inner.in_reply_to), from_box=box),
     )
+
+
+def _sent_to(hub: Hub, identity: Identity | None) -> str | None:
+    """The box this box's outbox row ``identity`` went to (None: no such row here)."""
+    row = None if identity is None or hub.outbox is None else hub.outbox.rows.get(identity)
+    return None if row is None else row.to
 
 
 def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
@@ -167,7 +174,7 @@ def remote_message_arrived(hub: Hub, ev: RemoteMessageArrived) -> Step:
         typed=admitted.typed,
         conversation=admitted.conversation,
         hop=admitted.hop,
-        in_reply_to=None,
+        in_reply_to=admitted.in_reply_to,
         created_at=ev.now,
         expires_at=inner.created_at + hub.limits.id_ttl,  # it shares its id's hour from the sender's clock
         state=MessageState.AWAITING_CONSENT,
@@ -278,6 +285,17 @@ def _refused(actor: str, ev: RemoteSubmit, reason: str, message: str) -> CallRef
     ))
 
 
+def _reply_to(hub: Hub, ev: RemoteSubmit, members: frozenset[str]) -> Identity | None:
+    """R9 on the sending box: ``ev.in_reply_to`` (a ref) as the identity it travels as."""
+    if ev.in_reply_to is None:
+        return None
+    key = hub.refs.get(ev.in_reply_to)
+    original = hub.messages.get(key) if key is not None else None
+    delivery.check_reply(ev.in_reply_to, original, members)
+    assert original is not None  # check_reply refuses a ref naming none
+    return remote.reply_identity(original.sender, original.id, box=ev.box, box_name=ev.box_name, ref=ev.in_reply_to)
+
+
 def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
     """An agent's message to an agent on another box: this box's rules (O1), then one outbox row,
     published at once while the bus is up. A refusal stores nothing (``CallRefused``)."""
@@ -299,6 +317,7 @@ def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
         if sent_to_another_box(hub, members, ev.message_id):
             raise Refused("duplicate_id", f"message_id {ev.message_id!r} was already used (sent to another box)")
         delivery.check_text(ev.text)
+        reply_to = _reply_to(hub, ev, members)
         outbox_.check_size(ev.text, limits)
         reserved = delivery.live_ids(hub.messages, members) + len(_sent_rows(hub, members, ev.now))
         delivery.check_id_cap(reserved, limits)
@@ -314,7 +333,7 @@ def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
     inner = MessageInner(
         Routing(Kind.MESSAGE, outbox.own, ev.box, pairing=ev.pairing),
         Sender(sender.id, actor, sender.harness, token.pane_id, token.incarnation, sender.control),
-        ev.message_id, ev.now, ev.target, ev.text, conversation, hop,
+        ev.message_id, ev.now, ev.target, ev.text, conversation, hop, in_reply_to=reply_to,
     )
     try:
         outbox, admitted = outbox_.admit(outbox, inner, nonce=ev.nonce, now=ev.now)

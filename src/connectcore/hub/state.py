@@ -413,6 +413,7 @@ class RemoteSubmit:
     ref: str  # fresh: the conversation a new one starts
     nonce: bytes
     bus_up: bool = False
+    in_reply_to: str | None = None  # a ref of a message this agent received from that box (R9)
 
 
 @dataclass(frozen=True)

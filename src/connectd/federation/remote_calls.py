@@ -122,14 +122,13 @@ class RemoteCalls:
         where, pairing = placed(engine, to)
         if pairing is None:
             return None
-        if in_reply_to is not None:
-            raise RemoteCallError("reply_across_boxes", "in_reply_to is not carried to another box yet: send without it")
         assert pairing.id is not None  # an active pairing has its id
         kind = "address" if isinstance(where.target, D.PaneAddress) else "handle"
         await engine.step(H.RemoteSubmit(
             engine.clock(), hash_token(token), message_id, text, (kind, str(where.target)), pairing.box_id, pairing.id,
             pairing.name, engine.ids.new_id("msg"), secrets.token_bytes(E.NONCE_BYTES),
             bus_up=engine.federation.messages.bus_up() if engine.federation.messages is not None else False,
+            in_reply_to=in_reply_to,
         ))
         row = _row(engine, principal, message_id)
         assert row is not None  # admitted: the step stored it
@@ -157,7 +156,10 @@ class RemoteCalls:
             if row is None:
                 return None
             if row.is_final or anyio.current_time() >= deadline:
-                return row_view(row, _box_name(engine, row.to))
+                return row_view(row, _box_name(engine, row.to)) | {"replies": [
+                    {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome}
+                    for m in R.replies(engine.hub, str(row.identity))
+                ]}
             event = anyio.Event()
             engine.subscribers.waits.setdefault(principal, set()).add(event)
             with anyio.move_on_after(deadline - anyio.current_time()):
