@@ -374,6 +374,8 @@ def refused_words(refused: RemoteHistoryRefused, box_name: str) -> str:
     """What the asking agent is told (H6)."""
     if refused.reason == "not_shared":
         return f"box {box_name}: not shared (its owner shares no session history with this box)"
+    if refused.reason == "no_answer":
+        return str(refused)
     return f"box {box_name}: {refused}"
 
 
