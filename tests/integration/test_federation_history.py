@@ -48,8 +48,8 @@ class FakeHistory:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def repo_of(self, path: str) -> str:
-        return path.rstrip("/")
+    def recent_dirs(self, limit: int) -> list[dict[str, Any]]:
+        return [{"cwd": APP + "/src", "repo": APP}, {"cwd": PRIVATE, "repo": PRIVATE}][:limit]
 
     def find_sessions(self, query: str, *, limit: int, allowed_repos: frozenset[str] | None = None,
                       repo: str | None = None) -> list[dict[str, Any]]:
@@ -134,7 +134,7 @@ def test_a_paired_box_s_history_is_not_shared_by_default(net: Any) -> None:
 
 def test_with_history_index_the_listed_repositories_are_searched_and_shown_with_their_box(net: Any) -> None:
     a, b, _network, abus, _bbus, index = net
-    _set(a, history="index", history_repos=(APP + "/",))
+    _set(a, history="index", history_repos=("app",))
     found = _ask(b, abus, a, limit=500)
     assert [r["session_id"] for r in found] == ["s-1"]
     assert index.calls == [{"query": "login", "limit": RH.MAX_RESULTS, "allowed_repos": frozenset({APP})}]
@@ -149,7 +149,7 @@ def test_with_history_index_the_listed_repositories_are_searched_and_shown_with_
 
 def test_a_repository_not_listed_gives_nothing_even_if_the_search_returned_it(net: Any) -> None:
     a, b, _network, abus, _bbus, index = net
-    _set(a, history="index", history_repos=(APP,))
+    _set(a, history="index", history_repos=("app",))
     assert _ask(b, abus, a, repo="private") == []  # narrowed to a name not listed: nothing searched
     assert index.calls == []
     index.find_sessions = lambda query, **kw: [_row(PRIVATE, "s-2", "login secrets")]  # type: ignore[method-assign]
@@ -174,7 +174,7 @@ def _query(sender: LocalBox, to: Box, pairing: str, qid: str = "q-1") -> bytes:
 
 def test_forged_unpaired_removed_and_over_rate_queries_get_nothing_and_are_audited(net: Any) -> None:
     a, b, _network, abus, _bbus, index = net
-    _set(a, history="index", history_repos=(APP,))
+    _set(a, history="index", history_repos=("app",))
     (pairing,) = a.fed.book.active()
     stranger = LocalBox.from_secrets(_secrets(9))
     # forged: a stranger signs a query naming B as its sender (the outer's from), and one as itself

@@ -140,20 +140,23 @@ def test_over_the_rate_a_query_is_refused_answered_and_not_counted_then_the_wind
 # --- H4, H5: the answer under the setting ---------------------------------------------------------
 
 
+KNOWN = ["/home/me/app", "/srv/tools", "/home/me/secret"]
+
+
 def test_by_default_nothing_is_shared() -> None:
     inner = a_query()
-    assert RH.plan(inner, RH.DEFAULT_SETTING, ["/home/me/app"]) is None
-    assert RH.plan(inner, "index", []) is None  # index with no repository listed shares nothing
-    assert RH.plan(inner, "everything", ["/home/me/app"]) is None  # an unknown setting shares nothing
+    assert RH.plan(inner, RH.DEFAULT_SETTING, ["app"], KNOWN) is None
+    assert RH.plan(inner, "index", [], KNOWN) is None  # index with no repository listed shares nothing
+    assert RH.plan(inner, "everything", ["app"], KNOWN) is None  # an unknown setting shares nothing
     assert RH.setting_of(None) is RH.Setting.NONE
 
 
 def test_index_searches_the_listed_repositories_narrowed_by_name() -> None:
-    search = RH.plan(a_query(), "index", ["/home/me/app", "/srv/tools"])
+    search = RH.plan(a_query(), "index", ["app", "tools"], KNOWN)
     assert search == RH.Search("login bug", frozenset({"/home/me/app", "/srv/tools"}), 10)
-    narrowed = RH.plan(a_query(repo="tools"), "index", ["/home/me/app", "/srv/tools"])
+    narrowed = RH.plan(a_query(repo="tools"), "index", ["app", "tools"], KNOWN)
     assert narrowed is not None and narrowed.repos == frozenset({"/srv/tools"})
-    unlisted = RH.plan(a_query(repo="secret"), "index", ["/home/me/app"])
+    unlisted = RH.plan(a_query(repo="secret"), "index", ["app"], KNOWN)  # known here, not listed
     assert unlisted is not None and unlisted.repos == frozenset()
 
 

@@ -22,9 +22,10 @@ Rules (H1 to H8):
   nothing (a refused query does not count).
 - **H4 The answer under the setting** (:func:`plan`). The pairing's ``history`` setting on the box
   asked: ``none`` (the default: answered ``not_shared``), or ``index`` (a search of this box's history
-  index, limited to the repositories the owner listed for that pairing (``history_repos``), narrowed
-  to the query's repository name if it names one of them). ``index`` with no repository listed shares
-  nothing: answered ``not_shared``. An unknown setting shares nothing.
+  index, limited to the repositories the owner listed for that pairing by name (``history_repos``):
+  the repositories this box's index knows whose name is listed, narrowed to the query's repository
+  name if it gives one). ``index`` with no repository listed shares nothing: answered ``not_shared``.
+  An unknown setting shares nothing.
 - **H5 The allowlist and caps** (:func:`shape_results`): each result only the fields a local history
   read returns (:data:`connectcore.history.ALLOWED_FIELDS`), each text one printable line within its
   bound, and only results whose repository is one the pairing may read (checked again here, whatever
@@ -249,16 +250,18 @@ class Search:
     limit: int
 
 
-def plan(inner: E.HistoryQueryInner, setting: Setting | str, repos: Sequence[str]) -> Search | None:
+def plan(
+    inner: E.HistoryQueryInner, setting: Setting | str, names: Sequence[str], known: Sequence[str]
+) -> Search | None:
     """The search the pairing's setting allows for ``inner`` (H4), or None: answered ``not_shared``.
-    ``repos``: the repositories the owner listed for that pairing (``history_repos``), as this box's
-    history index names them."""
-    if setting_of(setting) is not Setting.INDEX or not repos:
+    ``names``: the repositories the owner listed for that pairing (``history_repos``, by name);
+    ``known``: the repositories this box's history index knows (as it names them: paths)."""
+    listed = frozenset(n for n in names if n)
+    if setting_of(setting) is not Setting.INDEX or not listed:
         return None
-    allowed = frozenset(r for r in repos if r)
     if inner.repo is not None:
-        allowed = frozenset(r for r in allowed if _name(r) == inner.repo)
-    return Search(inner.query, allowed, inner.limit)
+        listed &= {inner.repo}
+    return Search(inner.query, frozenset(r for r in known if r and _name(r) in listed), inner.limit)
 
 
 def _one_line(value: object, bound: int) -> str:

@@ -10,8 +10,8 @@ H1 to H8); this module only sequences them.
   a restart forgets it). A refused query is not answered (``over_rate`` is: a signed ``refused``) and
   is audited (``federation.history``, at most once a minute per box and reason). An admitted one is
   answered under the pairing's ``history`` setting (:func:`history_setting`): ``not_shared``, or a
-  search of this box's history index within the repositories listed for that pairing
-  (:func:`history_repos`, as the index names them: ``HistoryService.repo_of``), shaped by the core,
+  search of this box's history index within the repositories listed for that pairing by name
+  (:func:`history_repos`; the index's repositories with those names: :meth:`RemoteHistoryDesk._known`), shaped by the core,
   sealed to the asking box and signed; each answered query is audited.
 - **Asking** (:meth:`RemoteHistoryDesk.ask`): the query for the box an active pairing's name names,
   sealed and signed, sent as a request (``Bus.request``, :data:`remote_history.TIMEOUT`); the answer
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.federation")
 
 AUDIT_EVERY = 60.0  # seconds between audit records of one box's refused queries for one reason
+KNOWN_DIRS = 1000  # session directories read to find the repositories a pairing's names list
 
 
 def history_setting(pairing: P.Pairing) -> RH.Setting:
@@ -49,7 +50,7 @@ def history_setting(pairing: P.Pairing) -> RH.Setting:
 
 
 def history_repos(pairing: P.Pairing) -> tuple[str, ...]:
-    """The repositories the owner listed for the pairing (``history_repos``; none when absent)."""
+    """The repositories the owner listed for the pairing, by name (``history_repos``; none when absent)."""
     repos = getattr(pairing.settings, "history_repos", ())
     return tuple(r for r in repos if isinstance(r, str)) if isinstance(repos, tuple | list) else ()
 
@@ -107,7 +108,8 @@ class RemoteHistoryDesk:
         pairing = self._active(inner.routing.sender, inner.routing.pairing)
         if pairing is None:  # (the judgement checked the pairing is active: a guard)
             return None
-        search = RH.plan(inner, history_setting(pairing), await self._indexed(history_repos(pairing)))
+        names = history_repos(pairing)
+        search = RH.plan(inner, history_setting(pairing), names, await self._known() if names else ())
         results: tuple[dict[str, Any], ...]
         if search is None:
             outcome, results = RH.Outcome.NOT_SHARED, ()
@@ -125,14 +127,14 @@ class RemoteHistoryDesk:
         made = RH.answer(routing, inner, outcome, now=now, results=results, reason=reason)
         return seal(self.desk.local, pairing.keys, made, secrets.token_bytes(E.NONCE_BYTES))
 
-    async def _indexed(self, repos: tuple[str, ...]) -> tuple[str, ...]:
-        """The listed repositories as this box's history index names them (a worktree folds into its
-        main repository); as listed when there is no index."""
+    async def _known(self) -> tuple[str, ...]:
+        """The repositories this box's history index knows (``HistoryService.recent_dirs``: those of
+        top-level sessions whose directory still exists, at most :data:`KNOWN_DIRS` directories)."""
         service = self.engine.history
-        if service is None or not repos:
-            return repos
-        named: tuple[str, ...] = await self.desk.run_sync(lambda: tuple(service.repo_of(r) for r in repos))
-        return named
+        if service is None:
+            return ()
+        dirs: list[dict[str, Any]] = await self.desk.run_sync(lambda: service.recent_dirs(KNOWN_DIRS))
+        return tuple(dict.fromkeys(str(d["repo"]) for d in dirs if d.get("repo")))
 
     async def _search(self, search: RH.Search) -> list[dict[str, Any]]:
         service = self.engine.history
