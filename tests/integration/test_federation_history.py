@@ -20,7 +20,6 @@ from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_history as RH
 from connectcore.federation.remote import PairingSettings
-from connectcore.ports import BusRequest
 from connectd.federation.history import RemoteHistoryDesk, history_repos, history_setting
 from connectd.federation.pump import Pump
 from connectd.federation.remote_calls import RemoteCallError
@@ -227,7 +226,6 @@ def test_the_answering_loop_answers_on_the_bus(net: Any) -> None:
     assert reply is not None and b"login" not in reply  # sealed: NATS sees ciphertext
     verdict = E.judge(*_facts(b, a, reply))
     assert isinstance(verdict.inner, E.HistoryAnswerInner) and verdict.inner.outcome == "not_shared"
-    assert isinstance(BusRequest(b""), BusRequest)
 
 
 def _facts(reader: Box, asked: Box, wire: bytes) -> tuple[E.Facts, E.View]:
@@ -236,3 +234,17 @@ def _facts(reader: Box, asked: Box, wire: bytes) -> tuple[E.Facts, E.View]:
     view = reader.fed.view()
     subject = RH.answer_subject(reader.fed.local.box_id, asked.fed.local.box_id)
     return read_wire(reader.fed.local, subject, wire, view), view
+
+
+def test_the_pump_starts_the_answering_loop_as_a_bus_service(net: Any) -> None:
+    from connectd.daemon.supervisor import Kind
+
+    a, _b, _network, _abus, _bbus, _index = net
+    spawned: list[tuple[Any, str]] = []
+
+    class Recording:
+        def spawn(self, kind: Any, fn: Any, *, name: str, **_kw: Any) -> None:
+            spawned.append((kind, name))
+
+    a.fed.pump.start(Recording())
+    assert (Kind.BUS, "federation history answer") in spawned
