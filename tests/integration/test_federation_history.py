@@ -155,6 +155,16 @@ def test_a_repository_not_listed_gives_nothing_even_if_the_search_returned_it(ne
     assert _ask(b, abus, a) == []  # a search that leaks: the core drops the result of an unlisted repository
 
 
+def test_a_box_serving_no_history_index_says_so_when_it_shares(net: Any) -> None:
+    a, b, _network, abus, _bbus, _index = net
+    _set(a, history="index", history_repos=("app",))
+    a.engine.history = None
+    with pytest.raises(RemoteCallError) as refused:
+        _ask(b, abus, a)
+    assert refused.value.reason == "refused" and "history_unavailable" in str(refused.value)
+    assert [r.outcome for r in _audit(a, RH.AUDIT_EVENT)] == ["refused"]
+
+
 def test_no_answer_within_5_s(net: Any) -> None:
     a, b, _network, _abus, _bbus, _index = net
     with pytest.raises(RemoteCallError) as refused:

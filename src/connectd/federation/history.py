@@ -111,14 +111,16 @@ class RemoteHistoryDesk:
         names = history_repos(pairing)
         search = RH.plan(inner, history_setting(pairing), names, await self._known() if names else ())
         results: tuple[dict[str, Any], ...]
+        reason = ""
         if search is None:
-            outcome, results = RH.Outcome.NOT_SHARED, ()
+            outcome, results, reason = RH.Outcome.NOT_SHARED, (), RH.NOT_SHARED_REASON
+        elif self.engine.history is None:  # shared, but this daemon serves no history index (--no-history)
+            outcome, results, reason = RH.Outcome.REFUSED, (), "history_unavailable: this box serves no history index"
         else:
             outcome, results = RH.Outcome.RESULTS, RH.shape_results(await self._search(search), search)
         event, detail = RH.audit_outcome(outcome, len(results), inner.asker)
         await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, event,
                                       detail=f"{detail} (pairing {pairing.name}, query {inner.id})", at=now))
-        reason = RH.NOT_SHARED_REASON if outcome is RH.Outcome.NOT_SHARED else ""
         return self._seal(pairing, inner, outcome, now, results=results, reason=reason)
 
     def _seal(self, pairing: P.Pairing, inner: E.HistoryQueryInner, outcome: RH.Outcome, now: float, *,
