@@ -193,9 +193,11 @@ def test_routing_fields_are_per_kind_and_checked_loudly() -> None:
         E.Outer(routing(), b"short", SEALED)
     assert E.subject_for(E.Kind.RECEIPT, A, B) == f"connect.{B}.receipts.{A}"
     assert E.parse_subject(f"connect.{B}.inbox.{A}") == E.Subject(B, "inbox", A)
-    # a directory entry's subject is the bucket's republish (slice 7); a history query's is no envelope's
+    # a directory entry's subject is the bucket's republish (slice 7); a history query or answer is
+    # judged under connect.<to>.history.<from> (the NATS subject, connect.<to>.history, names no sender)
     assert E.parse_subject(f"connect.{B}.directory.{A}") == E.Subject(B, "directory", A)
-    assert E.parse_subject(f"connect.{B}.history.{A}") is None
+    assert E.parse_subject(f"connect.{B}.history.{A}") == E.Subject(B, "history", A)
+    assert E.parse_subject(f"connect.{B}.history") is None
 
 
 # --- the judgement: what passes -------------------------------------------------------------------

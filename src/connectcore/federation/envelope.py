@@ -5,7 +5,7 @@ Rules (docs/federation.md, "The envelope"):
 
 - **On the wire**: ``wire = signature (64 bytes, Ed25519 over outer) || outer``. ``outer`` is canonical
   JSON (UTF-8, keys sorted, no whitespace, no NaN): ``v`` (1), ``kind``, ``from``, ``to``, the kind's
-  routing (``pairing`` for a message, receipt, cancel, unpair or directory entry; ``invitation`` and the requester's
+  routing (``pairing`` for a message, receipt, cancel, unpair, directory entry or history query or answer; ``invitation`` and the requester's
   public ``keys`` for a pair_request; ``invitation`` and the new ``pairing`` for a pair_accept;
   ``invitation`` for a pair_decline), ``nonce`` (24 bytes) and ``sealed`` (the inner part sealed with
   ``crypto_box`` to the receiving box), bytes as base64url without padding. Seal, then sign: the
@@ -17,7 +17,11 @@ Rules (docs/federation.md, "The envelope"):
 - **Canonical** means byte for byte: a part is accepted only if encoding what was parsed gives the very
   bytes received (so duplicate keys, whitespace, escapes, padded base64 are all refused), and the same
   values always encode to the same bytes.
-- **Subjects** are ``connect.<to>.<token>.<from>`` with the token per kind (:data:`SUBJECT_TOKEN`).
+- **Subjects** are ``connect.<to>.<token>.<from>`` with the token per kind (:data:`SUBJECT_TOKEN`). A
+  history query travels as a core NATS request on ``connect.<to>.history`` (no sender token: any box
+  may ask), and its answer as the reply; both are judged under ``connect.<to>.history.<from>``, with
+  ``from`` the box asked (an answer) or the outer part's own (a query: the signature with the keys
+  pinned for that box is then what binds it).
 - **The judgement** (:func:`judge`), in this order, the first that holds deciding: (1) ``malformed``:
   the subject is not one, the wire is longer than 64 KiB or too short to hold a signature; (2)
   ``wrong_box``: the subject's recipient is not this box; (3) ``unpaired``: no keys pinned for the
@@ -26,11 +30,11 @@ Rules (docs/federation.md, "The envelope"):
   ``bad_binding``); (4) ``bad_signature``; (5) ``malformed``: the outer part is not canonical JSON of
   a known version and kind; (6) ``wrong_box``: the outer ``to`` is not this box; (7) ``bad_binding``:
   the outer ``from`` or ``kind`` differs from the subject (or a pair_request's keys from those
-  pinned); (8) ``removed``: a message, receipt, cancel or directory entry whose ``pairing`` is not the active pairing
+  pinned); (8) ``removed``: a message, receipt, cancel, directory entry or history query or answer whose ``pairing`` is not the active pairing
   with that box, an unpair naming no pairing with it (the pairing kinds' own lookups, invitations and
   requested pairings, are ``pairing.py``'s); (9) ``bad_seal``: the seal did not open; (10)
   ``bad_binding``: the inner part is not canonical JSON of its kind or its routing differs from the
-  outer; (11) ``clock_ahead``: ``created_at`` (a receipt's, cancel's or pairing step's ``at``, a directory entry's ``published_at``) more
+  outer; (11) ``clock_ahead``: ``created_at`` (a receipt's, cancel's or pairing step's ``at``, a directory entry's ``published_at``, a history query's ``created_at``, an answer's ``at``) more
   than the skew bound after now; (12) ``stale``: a message's or cancel's ``created_at`` older than the
   retention; (13) ``conflict``: the identity is held with another digest. Then a receipt must answer a
   message this box sent with the same digest, and a cancel name a message its sender sent, else
@@ -45,7 +49,8 @@ Rules (docs/federation.md, "The envelope"):
   commits a **tombstone** (identity, the digest it carries, ``cancelled``) and answers ``cancelled``;
   anything else is **new**, for the recipient box's rules (a message), the outbox (a receipt), the held
   message's cancellation (a cancel), the pairing rules (a pairing step) or the remote directory (an
-  **entry**, :mod:`connectcore.federation.remote_directory`).
+  **entry**, :mod:`connectcore.federation.remote_directory`) or the history rules (a history query or
+  answer, :mod:`connectcore.federation.remote_history`).
 
 Pure: no cryptography here. The shell verifies and opens with the keys :func:`keys_to_verify` names,
 and reports the facts (:class:`Facts`).
@@ -86,6 +91,8 @@ class Kind(StrEnum):
     PAIR_DECLINE = "pair_decline"
     UNPAIR = "unpair"
     DIRECTORY = "directory"  # a directory entry (remote_directory.py): put in the bucket, heard by its reader
+    HISTORY_QUERY = "history_query"  # a history search asked of another box (remote_history.py): a request
+    HISTORY_ANSWER = "history_answer"  # its answer, the reply to that request
 
 
 #: The subject's third token per kind: ``connect.<to>.<token>.<from>``.
@@ -98,6 +105,10 @@ SUBJECT_TOKEN: Mapping[Kind, str] = {
     Kind.PAIR_DECLINE: "pairing",
     Kind.UNPAIR: "pairing",
     Kind.DIRECTORY: "directory",  # (the bucket's republish: ``connect.<reader>.directory.<publisher>``)
+    # (a core NATS request on ``connect.<to>.history`` and its reply: the judgement reads the subject
+    # ``connect.<to>.history.<from>``, ``from`` being the box asked or, for a query, the outer's own)
+    Kind.HISTORY_QUERY: "history",
+    Kind.HISTORY_ANSWER: "history",
 }
 PAIRING_KINDS = frozenset({Kind.PAIR_REQUEST, Kind.PAIR_ACCEPT, Kind.PAIR_DECLINE, Kind.UNPAIR})
 
@@ -108,6 +119,8 @@ ROUTING_FIELDS: Mapping[Kind, frozenset[str]] = {
     Kind.CANCEL: frozenset({"pairing"}),
     Kind.UNPAIR: frozenset({"pairing"}),
     Kind.DIRECTORY: frozenset({"pairing"}),
+    Kind.HISTORY_QUERY: frozenset({"pairing"}),
+    Kind.HISTORY_ANSWER: frozenset({"pairing"}),
     Kind.PAIR_REQUEST: frozenset({"invitation"}),
     Kind.PAIR_ACCEPT: frozenset({"invitation", "pairing"}),
     Kind.PAIR_DECLINE: frozenset({"invitation"}),
@@ -125,11 +138,13 @@ INNER_FIELDS: Mapping[Kind, frozenset[str]] = {
     Kind.PAIR_DECLINE: frozenset({"at"}),
     Kind.UNPAIR: frozenset({"at", "reason"}),
     Kind.DIRECTORY: frozenset({"revision", "published_at", "agents"}),
+    Kind.HISTORY_QUERY: frozenset({"id", "created_at", "asker", "query", "repo", "limit"}),
+    Kind.HISTORY_ANSWER: frozenset({"query", "at", "outcome", "reason", "results"}),
 }
 SENDER_FIELDS = frozenset({"principal", "actor", "harness", "pane", "incarnation", "control"})
 RECEIPT_OUTCOMES = frozenset({"accepted", *(str(s) for s in FINAL)})
 
-_SUBJECT_RE = re.compile(r"connect\.([a-z2-7]{16})\.(inbox|receipts|cancel|pairing|directory)\.([a-z2-7]{16})")
+_SUBJECT_RE = re.compile(r"connect\.([a-z2-7]{16})\.(inbox|receipts|cancel|pairing|directory|history)\.([a-z2-7]{16})")
 _B64_RE = re.compile(r"[A-Za-z0-9_-]*")
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -338,7 +353,37 @@ class DirectoryInner:
     agents: tuple[Mapping[str, Any], ...]
 
 
-Inner = MessageInner | ReceiptInner | CancelInner | PairingInner | DirectoryInner
+@dataclass(frozen=True)
+class HistoryQueryInner:
+    """A history query's inner part: its ``id`` (the answer names it), when it was ``created_at``, the
+    ``asker`` (the asking agent's actor, for the answering box's audit), the ``query`` words, the
+    ``repo`` it narrows to (a repository's name, or None) and the ``limit``
+    (:mod:`connectcore.federation.remote_history` checks them; here only: their types)."""
+
+    routing: Routing
+    id: str
+    created_at: float
+    asker: str
+    query: str
+    repo: str | None
+    limit: int
+
+
+@dataclass(frozen=True)
+class HistoryAnswerInner:
+    """A history answer's inner part: the ``query`` id it answers, when (``at``), the ``outcome``
+    (``results``, ``not_shared`` or ``refused``), a ``reason`` and the ``results`` (JSON objects whose
+    fields :mod:`connectcore.federation.remote_history` checks)."""
+
+    routing: Routing
+    query: str
+    at: float
+    outcome: str
+    reason: str
+    results: tuple[Mapping[str, Any], ...]
+
+
+Inner = MessageInner | ReceiptInner | CancelInner | PairingInner | DirectoryInner | HistoryQueryInner | HistoryAnswerInner
 
 
 # --------------------------------------------------------------------------------------------------
@@ -458,6 +503,12 @@ def encode_inner(inner: Inner) -> bytes:
         )
     elif isinstance(inner, DirectoryInner):
         row.update(revision=inner.revision, published_at=inner.published_at, agents=[dict(a) for a in inner.agents])
+    elif isinstance(inner, HistoryQueryInner):
+        row.update(id=inner.id, created_at=inner.created_at, asker=inner.asker, query=inner.query, repo=inner.repo,
+                   limit=inner.limit)
+    elif isinstance(inner, HistoryAnswerInner):
+        row.update(query=inner.query, at=inner.at, outcome=inner.outcome, reason=inner.reason,
+                   results=[dict(r) for r in inner.results])
     else:
         row.update(dict(inner.values))
     return canonical(row)
@@ -571,6 +622,15 @@ def parse_inner(data: bytes, outer: Outer) -> Inner:
         if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
             raise f._bad("agents", "a list of objects")
         inner = DirectoryInner(routing, f.count("revision"), f.number("published_at"), tuple(agents))
+    elif kind is Kind.HISTORY_QUERY:
+        inner = HistoryQueryInner(routing, f.text("id", empty=False), f.number("created_at"), f.text("asker"),
+                                  f.text("query"), f.opt_str("repo"), f.count("limit"))
+    elif kind is Kind.HISTORY_ANSWER:
+        results = row["results"]
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise f._bad("results", "a list of objects")
+        inner = HistoryAnswerInner(routing, f.text("query", empty=False), f.number("at"), f.text("outcome"),
+                                   f.text("reason"), tuple(results))
     else:
         if kind is Kind.PAIR_REQUEST:
             f.text("name", empty=False), f.text("secret", empty=False)
@@ -649,6 +709,7 @@ class Decision(StrEnum):
     CANCEL = "cancel"  # a cancel of a message this box holds: cancelled unless typing started
     PAIRING = "pairing"  # a pairing step: the pairing rules decide
     ENTRY = "entry"  # a directory entry of the active pairing: remote_directory.py decides
+    HISTORY = "history"  # a history query or answer of the active pairing: remote_history.py decides
 
 
 @dataclass(frozen=True)
@@ -753,7 +814,7 @@ def judge(facts: Facts, view: View) -> Verdict:
     if peer is None and routing.kind is not Kind.PAIR_REQUEST:  # _carried_keys refused it: a guard
         return refuse(Refusal.UNPAIRED, f"box {subject.sender} is not paired with this box")
     # 8
-    in_pairing = (Kind.MESSAGE, Kind.RECEIPT, Kind.CANCEL, Kind.DIRECTORY)
+    in_pairing = (Kind.MESSAGE, Kind.RECEIPT, Kind.CANCEL, Kind.DIRECTORY, Kind.HISTORY_QUERY, Kind.HISTORY_ANSWER)
     if peer is not None and routing.kind in in_pairing and (peer.active is None or routing.pairing != peer.active):
         return refuse(Refusal.REMOVED, f"pairing {routing.pairing} is not the active pairing with that box")
     if (peer is not None and routing.kind is Kind.UNPAIR
@@ -777,6 +838,8 @@ def judge(facts: Facts, view: View) -> Verdict:
         return Verdict(Decision.PAIRING, actor, inner=inner, digest=digest)
     if isinstance(inner, DirectoryInner):
         return Verdict(Decision.ENTRY, actor, inner=inner, digest=digest)
+    if isinstance(inner, HistoryQueryInner | HistoryAnswerInner):
+        return Verdict(Decision.HISTORY, actor, inner=inner, digest=digest)
     if isinstance(inner, ReceiptInner):
         if inner.message.box != view.own or view.sent.get(inner.message) != inner.digest:
             return refuse(Refusal.UNKNOWN_MESSAGE, f"this box sent no message {inner.message} with that digest")
@@ -800,6 +863,10 @@ def _stamp(inner: Inner) -> float | None:
         return inner.at
     if isinstance(inner, DirectoryInner):
         return inner.published_at
+    if isinstance(inner, HistoryQueryInner):
+        return inner.created_at
+    if isinstance(inner, HistoryAnswerInner):
+        return inner.at
     return inner.get("at") if inner.routing.kind is not Kind.PAIR_REQUEST else None
 
 

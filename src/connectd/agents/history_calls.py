@@ -27,7 +27,16 @@ class HistoryCalls(GatedCalls):
                 )
             return RT.rank_request(query, self.watcher.directory.records(), past, limit=limit)
 
-    async def find_sessions(self, token: str, history: Any | None, query: str, repo: str | None, limit: int) -> list[dict[str, Any]]:
+    async def find_sessions(
+        self, token: str, history: Any | None, query: str, repo: str | None, limit: int, box: str | None = None
+    ) -> list[dict[str, Any]]:
+        if box is not None:  # another box's history, answered under that box's own setting for this pairing
+            async with self.call(token, "find_sessions", f"{query} box={box}") as admitted:
+                if self.remote is None:
+                    raise EngineError("unknown_box", "this box is not federated: it has no paired box to ask")
+                return await self.remote.find_sessions(
+                    grants.actor_name(admitted.principal), box=box, query=query, repo=repo, limit=limit
+                )
         async with self.call(token, "find_sessions", query) as admitted:
             service = _service(history)
             allowed = await self.history_scope(admitted.principal, service)

@@ -49,6 +49,7 @@ from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
 from connectd.federation.directory import attach as attach_directory
 from connectd.federation.flow import attach
+from connectd.federation.history import attach as attach_history
 from connectd.federation.remote_calls import RemoteCalls
 from connectd.federation.seal import LocalBox, receive, seal, seal_encoded
 from connectd.store.pair_records import PairRecords, Wire
@@ -147,6 +148,8 @@ class PairingDesk:
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
         # the directory across boxes (connectd.federation.directory.RemoteDirectoryDesk; slice 7)
         self.directory: Any = None
+        # remote history search (connectd.federation.history.RemoteHistoryDesk; slice 7)
+        self.history: Any = None
 
     @classmethod
     def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
@@ -509,4 +512,5 @@ def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
         engine.calls.remote = RemoteCalls(engine)
         engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
         attach_directory(engine, desk)  # the directory across boxes (slice 7)
+        attach_history(engine, desk)  # remote history search (slice 7)
     return desk

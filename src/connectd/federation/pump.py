@@ -65,6 +65,8 @@ class Pump:
         supervisor.spawn(Kind.BUS, self.effects_loop, name="federation effects")
         if self.desk.directory is not None:  # the directory across boxes' loops (slice 7)
             self.desk.directory.start(supervisor)
+        if self.desk.history is not None:  # remote history search's answering loop (slice 7)
+            self.desk.history.start(supervisor)
 
     def hand(self, effect: BusEffect) -> None:
         """Queue one of the core's bus effects for :meth:`effects_loop` (never blocks)."""

@@ -33,6 +33,7 @@ from connectcore.federation import boxes as B
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
+from connectcore.federation import remote_history as RH
 from connectd.daemon.ids import hash_token
 from connectd.delivery import targets
 
@@ -111,6 +112,25 @@ class RemoteCalls:
         (:meth:`connectd.federation.directory.RemoteDirectoryDesk.listed`)."""
         directory = getattr(self.engine.federation, "directory", None)
         return view if directory is None else directory.listed(view)
+
+    async def find_sessions(
+        self, actor: str, *, box: str, query: str, repo: str | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """``find_sessions`` with ``box=NAME``: asked of the box an active pairing's name names
+        (:meth:`connectd.federation.history.RemoteHistoryDesk.ask`), its results with their box; or
+        refused (``unknown_box``, ``not_shared``, ``refused``, ``no_answer``, a malformed query)."""
+        desk = self.engine.federation
+        pairing = _active(desk).get(box) if desk is not None else None
+        if pairing is None or desk.history is None:
+            raise RemoteCallError("unknown_box", f"no active pairing with a box named {box[:64]!r}")
+        try:
+            found: list[dict[str, Any]] = await desk.history.ask(pairing, asker=actor, text=query, repo=repo,
+                                                                 limit=limit)
+        except RH.RemoteHistoryRefused as refused:
+            raise RemoteCallError(refused.reason, RH.refused_words(refused, pairing.name)) from None
+        except RH.QueryRefused as refused:
+            raise RemoteCallError(refused.reason, str(refused)) from None
+        return found
 
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None

@@ -1,0 +1,260 @@
+"""Remote history search, the daemon's side (connectd.federation.history): two engines on real SQLite
+files and real PyNaCl keys, paired as the daemon pairs them, each box's pump on one simulated bus (the
+simulation's SimBus, which implements the Bus port). B's agent calls ``find_sessions box=laptop``: A
+answers ``not shared`` by default; with ``history=index`` the results of the repositories listed for
+that pairing only, the allowlisted fields with their box; a box not answering is ``no answer from box
+laptop within 5 s``; a forged query (signed by an unpaired box under B's name), one from an unpaired box,
+a removed pairing's, an eleventh in a minute, and a repository not listed each get nothing, change
+nothing, and are audited on the box asked."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from connectcore.federation import envelope as E
+from connectcore.federation import pairing as P
+from connectcore.federation import remote_history as RH
+from connectcore.federation.remote import PairingSettings
+from connectd.federation.history import RemoteHistoryDesk, history_repos, history_setting
+from connectd.federation.pump import Pump
+from connectd.federation.remote_calls import RemoteCallError
+from connectd.federation.seal import LocalBox, seal
+from tests.integration.test_federation_directory import _secrets
+from tests.integration.test_federation_flow import Box, boxes  # noqa: F401  (the fixture: two paired boxes)
+from tests.simulation.sim_bus import SimBus, SimNetwork
+
+APP, PRIVATE = "/home/me/app", "/home/me/private"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings(PairingSettings):
+    """The pairing settings with ``history`` and ``history_repos`` (what another change adds to
+    ``PairingSettings``; the daemon reads them with a default when absent)."""
+
+    history: str = "none"
+    history_repos: tuple[str, ...] = ()
+
+
+class FakeHistory:
+    """A's history index: a result in each of two repositories, whatever the query; it honours
+    ``allowed_repos`` as the real one does in its SQL (the core checks again anyway)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def recent_dirs(self, limit: int) -> list[dict[str, Any]]:
+        return [{"cwd": APP + "/src", "repo": APP}, {"cwd": PRIVATE, "repo": PRIVATE}][:limit]
+
+    def find_sessions(self, query: str, *, limit: int, allowed_repos: frozenset[str] | None = None,
+                      repo: str | None = None) -> list[dict[str, Any]]:
+        self.calls.append({"query": query, "limit": limit, "allowed_repos": allowed_repos})
+        rows = [_row(APP, "s-1", "fix the login bug"), _row(PRIVATE, "s-2", "login secrets")]
+        return [r for r in rows if allowed_repos is None or r["repo"] in allowed_repos][:limit]
+
+
+def _row(repo: str, session: str, title: str) -> dict[str, Any]:
+    return {"harness": "claude", "session_id": session, "repo": repo, "title": title, "cwd": repo,
+            "branches": ["login"], "prs": [], "last_active": "2026-12-05T10:00:00Z", "matched_terms": ["login"],
+            "liveness": "not_running", "pane": None}
+
+
+def _hist(box: Box) -> RemoteHistoryDesk:
+    assert box.fed.history is not None
+    desk: RemoteHistoryDesk = box.fed.history
+    return desk
+
+
+def _set(box: Box, **settings: Any) -> None:
+    """The pairing's settings on ``box`` (as ``pair set`` will once the settings hold them)."""
+    (pairing,) = box.fed.book.active()
+    updated = dataclasses.replace(pairing, settings=_Settings(**settings))
+    box.fed.book = dataclasses.replace(box.fed.book, pairings={**box.fed.book.pairings, pairing.invitation: updated})
+
+
+@pytest.fixture
+def net(boxes: tuple[Box, Box, str]) -> Iterator[tuple[Box, Box, SimNetwork, SimBus, SimBus, FakeHistory]]:  # noqa: F811
+    a, b, _pairing = boxes
+    network = SimNetwork(clock=a.clock)
+    abus, bbus = network.bus(a.fed.local.box_id), network.bus(b.fed.local.box_id)
+    a.fed.pump, b.fed.pump = Pump(a.fed, bus=abus), Pump(b.fed, bus=bbus)
+    index = FakeHistory()
+    a.engine.history = index
+    yield a, b, network, abus, bbus, index
+
+
+def _ask(b: Box, abus: SimBus | None, a: Box | None = None, **kw: Any) -> Any:
+    """B's agent (tok-4) calls find_sessions box=laptop while A answers on its bus (None: A not listening)."""
+    args: dict[str, Any] = {"query": "login", "repo": None, "limit": 10, "box": "laptop"}
+    args.update(kw)
+
+    async def scenario() -> Any:
+        async with anyio.create_task_group() as tg:
+            if abus is not None and a is not None:
+                tg.start_soon(_hist(a).answer_loop, abus)
+                await anyio.sleep(0.02)
+            try:
+                return await b.engine.calls.find_sessions("tok-4", None, args["query"], args["repo"], args["limit"],
+                                                          args["box"])
+            except RemoteCallError as refused:
+                return refused
+            finally:
+                tg.cancel_scope.cancel()
+
+    found = anyio.run(scenario)
+    if isinstance(found, RemoteCallError):
+        raise found
+    return found
+
+
+def _audit(box: Box, action: str) -> list[Any]:
+    return [r for r in box.store.audit(limit=1000) if r.action == action]
+
+
+def test_a_paired_box_s_history_is_not_shared_by_default(net: Any) -> None:
+    a, b, _network, abus, _bbus, index = net
+    assert history_setting(a.fed.book.active()[0]) is RH.Setting.NONE and history_repos(a.fed.book.active()[0]) == ()
+    with pytest.raises(RemoteCallError) as refused:
+        _ask(b, abus, a)
+    assert refused.value.reason == "not_shared"
+    assert str(refused.value) == "box laptop: not shared (its owner shares no session history with this box)"
+    assert index.calls == []  # nothing was searched
+    # audited on both boxes: the call on B, the answer on A
+    (call,) = _audit(b, "find_sessions")
+    assert (call.outcome, call.detail, call.target) == ("refused", "not_shared", "login box=laptop")
+    (answered,) = _audit(a, RH.AUDIT_EVENT)
+    assert (answered.actor, answered.outcome) == (f"box:{b.fed.local.box_id}", "not_shared")
+    assert "agent:claude:" in answered.detail
+
+
+def test_with_history_index_the_listed_repositories_are_searched_and_shown_with_their_box(net: Any) -> None:
+    a, b, _network, abus, _bbus, index = net
+    _set(a, history="index", history_repos=("app",))
+    found = _ask(b, abus, a, limit=500)
+    assert [r["session_id"] for r in found] == ["s-1"]
+    assert index.calls == [{"query": "login", "limit": RH.MAX_RESULTS, "allowed_repos": frozenset({APP})}]
+    (row,) = found
+    fingerprint = a.fed.local.keys.fingerprint.replace(" ", "")[:8]
+    assert row["box"] == {"name": "laptop", "id": a.fed.local.box_id, "fingerprint": fingerprint}
+    assert set(row) == {*RH.FIELDS, "box", "remote"}
+    (answered,) = _audit(a, RH.AUDIT_EVENT)
+    assert answered.outcome == "answered" and answered.detail.startswith("1 result(s)")
+    assert [c.outcome for c in _audit(b, "find_sessions")] == ["allowed"]
+
+
+def test_a_repository_not_listed_gives_nothing_even_if_the_search_returned_it(net: Any) -> None:
+    a, b, _network, abus, _bbus, index = net
+    _set(a, history="index", history_repos=("app",))
+    assert _ask(b, abus, a, repo="private") == []  # narrowed to a name not listed: nothing searched
+    assert index.calls == []
+    index.find_sessions = lambda query, **kw: [_row(PRIVATE, "s-2", "login secrets")]  # type: ignore[method-assign]
+    assert _ask(b, abus, a) == []  # a search that leaks: the core drops the result of an unlisted repository
+
+
+def test_a_box_serving_no_history_index_says_so_when_it_shares(net: Any) -> None:
+    a, b, _network, abus, _bbus, _index = net
+    _set(a, history="index", history_repos=("app",))
+    a.engine.history = None
+    with pytest.raises(RemoteCallError) as refused:
+        _ask(b, abus, a)
+    assert refused.value.reason == "refused" and "history_unavailable" in str(refused.value)
+    assert [r.outcome for r in _audit(a, RH.AUDIT_EVENT)] == ["refused"]
+
+
+def test_no_answer_within_5_s(net: Any) -> None:
+    a, b, _network, _abus, _bbus, _index = net
+    with pytest.raises(RemoteCallError) as refused:
+        _ask(b, None)  # A is not listening (offline)
+    assert (refused.value.reason, str(refused.value)) == ("no_answer", "no answer from box laptop within 5 s")
+    with pytest.raises(RemoteCallError) as unknown:
+        _ask(b, None, box="nowhere")
+    assert unknown.value.reason == "unknown_box"
+
+
+def _query(sender: LocalBox, to: Box, pairing: str, qid: str = "q-1") -> bytes:
+    routing = E.Routing(E.Kind.HISTORY_QUERY, sender.box_id, to.fed.local.box_id, pairing=pairing)
+    inner = RH.query(routing, id=qid, asker="agent:claude:s-9", text="login", repo=None, limit=10, now=to.clock())
+    return seal(sender, to.fed.local.keys, inner, bytes(24))
+
+
+def test_forged_unpaired_removed_and_over_rate_queries_get_nothing_and_are_audited(net: Any) -> None:
+    a, b, _network, abus, _bbus, index = net
+    _set(a, history="index", history_repos=("app",))
+    (pairing,) = a.fed.book.active()
+    stranger = LocalBox.from_secrets(_secrets(9))
+    # forged: a stranger signs a query naming B as its sender (the outer's from), and one as itself
+    forged = bytearray(_query(stranger, a, str(pairing.id)))
+    forged[64:] = bytes(forged[64:]).replace(stranger.box_id.encode(), b.fed.local.box_id.encode())
+    assert anyio.run(_hist(a).answered, bytes(forged)) is None
+    assert anyio.run(_hist(a).answered, _query(stranger, a, str(pairing.id))) is None
+    # a pairing that is not the active one (removed, or never made)
+    assert anyio.run(_hist(a).answered, _query(b.fed.local, a, "pairing-gone")) is None
+    assert index.calls == [] and _hist(a).limiter == RH.Limiter()
+    refusals = [(r.actor, r.detail.split(":")[0]) for r in _audit(a, RH.AUDIT_EVENT)]
+    assert refusals == [(f"box:{b.fed.local.box_id}", "bad_signature"), (f"box:{stranger.box_id}", "unpaired"),
+                        (f"box:{b.fed.local.box_id}", "removed")]
+    # over the rate: ten a minute are answered; the eleventh is answered `refused` and searches nothing
+    for n in range(RH.RATE):
+        assert anyio.run(_hist(a).answered, _query(b.fed.local, a, str(pairing.id), f"q-{n}")) is not None
+    assert len(index.calls) == RH.RATE
+    with pytest.raises(RemoteCallError) as over:
+        _ask(b, abus, a)
+    assert over.value.reason == "refused" and "over_rate" in str(over.value)
+    assert len(index.calls) == RH.RATE
+    # a replayed query: unanswered
+    assert anyio.run(_hist(a).answered, _query(b.fed.local, a, str(pairing.id), "q-0")) is None
+    assert [r.detail.split(":")[0] for r in _audit(a, RH.AUDIT_EVENT) if r.outcome == "refused"][-2:] == [
+        "over_rate", "replayed"]
+
+
+def test_a_removed_pairing_is_asked_nothing(net: Any) -> None:
+    a, b, _network, abus, _bbus, _index = net
+    anyio.run(lambda: b.fed.remove("laptop"))
+    with pytest.raises(RemoteCallError) as refused:
+        _ask(b, abus, a)
+    assert refused.value.reason == "unknown_box"
+    assert [p.state for p in b.fed.book.pairings.values()] == [P.PairingState.REMOVED]
+
+
+def test_the_answering_loop_answers_on_the_bus(net: Any) -> None:
+    a, b, _network, abus, bbus, _index = net
+    (pairing,) = a.fed.book.active()
+
+    async def scenario() -> bytes | None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hist(a).answer_loop, abus)
+            await anyio.sleep(0.02)
+            reply = await bbus.request(a.fed.local.box_id, _query(b.fed.local, a, str(pairing.id)), timeout=2)
+            tg.cancel_scope.cancel()
+        return reply
+
+    reply = anyio.run(scenario)
+    assert reply is not None and b"login" not in reply  # sealed: NATS sees ciphertext
+    verdict = E.judge(*_facts(b, a, reply))
+    assert isinstance(verdict.inner, E.HistoryAnswerInner) and verdict.inner.outcome == "not_shared"
+
+
+def _facts(reader: Box, asked: Box, wire: bytes) -> tuple[E.Facts, E.View]:
+    from connectd.federation.seal import read_wire
+
+    view = reader.fed.view()
+    subject = RH.answer_subject(reader.fed.local.box_id, asked.fed.local.box_id)
+    return read_wire(reader.fed.local, subject, wire, view), view
+
+
+def test_the_pump_starts_the_answering_loop_as_a_bus_service(net: Any) -> None:
+    from connectd.daemon.supervisor import Kind
+
+    a, _b, _network, _abus, _bbus, _index = net
+    spawned: list[tuple[Any, str]] = []
+
+    class Recording:
+        def spawn(self, kind: Any, fn: Any, *, name: str, **_kw: Any) -> None:
+            spawned.append((kind, name))
+
+    a.fed.pump.start(Recording())
+    assert (Kind.BUS, "federation history answer") in spawned

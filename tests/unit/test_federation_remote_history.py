@@ -1,0 +1,233 @@
+"""Remote history search, the core's rules (connectcore.federation.remote_history, H1 to H8): the
+query and answer envelopes judged by the envelope judgement, a query admitted or refused (forged,
+unpaired, removed pairing, stale, replayed, over the rate: each changing nothing), the answer under
+the pairing's setting (not shared by default; the listed repositories only), the allowlist and caps,
+and the asking box's judgement of an answer (another query's, malformed, not shared)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from connectcore import history as HI
+from connectcore.federation import envelope as E
+from connectcore.federation import remote_history as RH
+from tests.unit.test_federation_envelope import KA, KB, NOW, PAIRING, A, B, facts, view
+
+ASKER = "agent:claude:s-1"
+
+
+def q_routing(**over: Any) -> E.Routing:
+    values: dict[str, Any] = {"pairing": PAIRING}
+    values.update(over)
+    return E.Routing(E.Kind.HISTORY_QUERY, A, B, **values)
+
+
+def a_query(**over: Any) -> E.HistoryQueryInner:
+    values: dict[str, Any] = {"id": "q-1", "asker": ASKER, "text": "login bug", "repo": None, "limit": 10, "now": NOW}
+    values.update(over)
+    return RH.query(q_routing(), **values)
+
+
+def judged(inner: E.Inner, **kw: Any) -> E.Verdict:
+    """The receiving box's verdict on ``inner`` (a query to B, an answer to A)."""
+    v = view(**kw.pop("view", {})) if inner.routing.to == B else view(own=A, peers={B: E.Peer(KB, PAIRING, frozenset({PAIRING}))})
+    return E.judge(facts(inner, **kw), v)
+
+
+def result(repo: str = "/home/me/app", **over: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "harness": "claude", "session_id": "s-9", "repo": repo, "title": "fix the login bug", "cwd": repo,
+        "branches": ["login"], "prs": [], "last_active": "2026-12-05T10:00:00Z", "matched_terms": ["login"],
+        "liveness": "not_running", "pane": None,
+    }
+    row.update(over)
+    return row
+
+
+# --- H1: the query envelope -----------------------------------------------------------------------
+
+
+def test_a_query_is_a_history_query_envelope_judged_in_the_active_pairing() -> None:
+    inner = a_query()
+    data = E.encode_inner(inner)
+    assert E.parse_inner(data, E.Outer(inner.routing, bytes(24), b"x")) == inner
+    assert json.loads(data)["kind"] == "history_query"
+    verdict = judged(inner)
+    assert verdict.decision is E.Decision.HISTORY and verdict.inner == inner
+    assert E.subject_for(E.Kind.HISTORY_QUERY, A, B) == f"connect.{B}.history.{A}"
+
+
+def test_a_query_is_checked_before_it_is_sent() -> None:
+    with pytest.raises(RH.QueryRefused, match="no searchable words"):
+        a_query(text="  ")
+    with pytest.raises(RH.QueryRefused, match="by its name"):
+        a_query(repo="/home/me/app")
+    with pytest.raises(RH.QueryRefused, match="limit"):
+        a_query(limit=0)
+    assert a_query(limit=500).limit == RH.MAX_RESULTS  # lowered to the cap
+    with pytest.raises(ValueError):
+        RH.query(E.Routing(E.Kind.DIRECTORY, A, B, pairing=PAIRING), id="q", asker=ASKER, text="x", repo=None,
+                 limit=1, now=NOW)
+
+
+def test_the_query_subject_takes_the_outer_s_sender_and_a_garbled_one_is_malformed() -> None:
+    inner = a_query()
+    wire = bytes(64) + E.Outer(inner.routing, bytes(24), b"x").encode()
+    assert RH.query_subject(B, wire) == f"connect.{B}.history.{A}"
+    assert RH.query_subject(B, bytes(64) + b"{}") == f"connect.{B}.history.unknown"
+    assert E.parse_subject(RH.query_subject(B, b"junk")) is None  # judged malformed
+
+
+# --- H2, H3: judging a query ----------------------------------------------------------------------
+
+
+def test_an_admitted_query_counts_against_its_pairing() -> None:
+    inner, limiter = RH.admit(judged(a_query()), RH.Limiter(), now=NOW)
+    assert inner.id == "q-1" and [qid for _at, qid in limiter.asked[PAIRING]] == ["q-1"]
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({"signature_ok": False}, "bad_signature"),  # forged: not signed by the paired box
+        ({"view": {"peers": {}}}, "unpaired"),  # a box this box is not paired with
+        ({"view": {"peers": {A: E.Peer(KA, None, frozenset({PAIRING}))}}}, "removed"),  # the pairing removed
+        ({"opened": None}, "bad_seal"),
+    ],
+)
+def test_a_query_the_envelope_judgement_refuses_is_refused_unanswered_changing_nothing(kw: dict[str, Any], reason: str) -> None:
+    limiter = RH.Limiter()
+    with pytest.raises(RH.QueryRefused) as refused:
+        RH.admit(judged(a_query(), **kw), limiter, now=NOW)
+    assert refused.value.reason == reason and refused.value.answer is False
+    assert limiter == RH.Limiter()
+
+
+def test_a_stale_or_replayed_or_malformed_query_is_refused_unanswered() -> None:
+    with pytest.raises(RH.QueryRefused, match="clock far off") as stale:
+        RH.admit(judged(a_query(now=NOW - 31)), RH.Limiter(), now=NOW)
+    assert stale.value.reason == "stale_query"
+    _inner, limiter = RH.admit(judged(a_query()), RH.Limiter(), now=NOW)
+    with pytest.raises(RH.QueryRefused) as replay:
+        RH.admit(judged(a_query()), limiter, now=NOW + 1)
+    assert replay.value.reason == "replayed" and replay.value.answer is False
+    bad = E.HistoryQueryInner(q_routing(), "q-2", NOW, "someone", "login", None, 10)  # an asker that is no actor
+    with pytest.raises(RH.QueryRefused) as malformed:
+        RH.admit(judged(bad), RH.Limiter(), now=NOW)
+    assert malformed.value.reason == "malformed_query"
+    entry = E.DirectoryInner(E.Routing(E.Kind.DIRECTORY, A, B, pairing=PAIRING), 1, NOW, ())
+    with pytest.raises(RH.QueryRefused) as other:
+        RH.admit(judged(entry), RH.Limiter(), now=NOW)
+    assert other.value.reason == "not_a_query"
+
+
+def test_over_the_rate_a_query_is_refused_answered_and_not_counted_then_the_window_slides() -> None:
+    limiter = RH.Limiter()
+    for n in range(RH.RATE):
+        _inner, limiter = RH.admit(judged(a_query(id=f"q-{n}", now=NOW + n)), limiter, now=NOW + n)
+    with pytest.raises(RH.QueryRefused) as over:
+        RH.admit(judged(a_query(id="q-x", now=NOW + 20)), limiter, now=NOW + 20)
+    assert over.value.reason == "over_rate" and over.value.answer is True
+    assert len(limiter.asked[PAIRING]) == RH.RATE  # the refused one did not count
+    # a minute after the first, one more is admitted
+    _inner, limiter = RH.admit(judged(a_query(id="q-y", now=NOW + RH.WINDOW)), limiter, now=NOW + RH.WINDOW)
+    assert len(limiter.asked[PAIRING]) == RH.RATE
+
+
+# --- H4, H5: the answer under the setting ---------------------------------------------------------
+
+
+KNOWN = ["/home/me/app", "/srv/tools", "/home/me/secret"]
+
+
+def test_by_default_nothing_is_shared() -> None:
+    inner = a_query()
+    assert RH.plan(inner, RH.DEFAULT_SETTING, ["app"], KNOWN) is None
+    assert RH.plan(inner, "index", [], KNOWN) is None  # index with no repository listed shares nothing
+    assert RH.plan(inner, "everything", ["app"], KNOWN) is None  # an unknown setting shares nothing
+    assert RH.setting_of(None) is RH.Setting.NONE
+
+
+def test_index_searches_the_listed_repositories_narrowed_by_name() -> None:
+    search = RH.plan(a_query(), "index", ["app", "tools"], KNOWN)
+    assert search == RH.Search("login bug", frozenset({"/home/me/app", "/srv/tools"}), 10)
+    narrowed = RH.plan(a_query(repo="tools"), "index", ["app", "tools"], KNOWN)
+    assert narrowed is not None and narrowed.repos == frozenset({"/srv/tools"})
+    unlisted = RH.plan(a_query(repo="secret"), "index", ["app"], KNOWN)  # known here, not listed
+    assert unlisted is not None and unlisted.repos == frozenset()
+
+
+def test_results_are_the_allowlist_only_of_listed_repositories_capped() -> None:
+    search = RH.Search("login", frozenset({"/home/me/app"}), 50)
+    leaked = {**result(), "prompts": ["the secret prompt"], "title": "two\nlines\x1b[31m"}
+    shaped = RH.shape_results([leaked, result("/home/me/private")], search)
+    assert len(shaped) == 1  # the result of a repository not listed is dropped, whatever the search gave
+    assert set(shaped[0]) == set(HI.ALLOWED_FIELDS) == set(RH.TEXT_FIELDS) | set(RH.LIST_FIELDS)
+    assert "prompts" not in shaped[0]
+    assert shaped[0]["title"] == "two lines [31m"  # one printable line
+    many = [result(session_id=f"s-{n}") for n in range(80)]
+    assert len(RH.shape_results(many, search)) == RH.MAX_RESULTS
+    assert len(RH.shape_results(many, RH.Search("login", search.repos, 3))) == 3
+    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
+    assert 0 < len(kept) < 50 and sum(len(E.canonical(r)) + 1 for r in kept) <= RH.RESULTS_BUDGET
+
+
+def _answer(outcome: RH.Outcome = RH.Outcome.RESULTS, results: Any = (), **kw: Any) -> E.HistoryAnswerInner:
+    routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
+    return RH.answer(routing, a_query(), outcome, now=NOW, results=results, **kw)
+
+
+def test_a_sealed_answer_fits_an_envelope() -> None:
+    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
+    plain = E.encode_inner(_answer(results=kept))
+    sealed = len(plain) + 16  # crypto_box's tag
+    outer = E.Outer(E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING), bytes(24), bytes(sealed)).encode()
+    assert E.SIGNATURE_BYTES + len(outer) <= E.MAX_WIRE_BYTES
+
+
+# --- H6, H7: the asking box -----------------------------------------------------------------------
+
+
+def test_the_asker_takes_the_results_of_its_own_query_with_their_box() -> None:
+    found = RH.receive_answer(judged(_answer(results=[result()])), "q-1")
+    assert found == (result(),)
+    (row,) = RH.shown(found, {"name": "laptop", "id": B, "fingerprint": "3f9a12c0"})
+    assert row["box"]["name"] == "laptop" and row["remote"] is True
+
+
+def test_not_shared_and_refused_answers_are_the_caller_s_refusals() -> None:
+    with pytest.raises(RH.RemoteHistoryRefused) as not_shared:
+        RH.receive_answer(judged(_answer(RH.Outcome.NOT_SHARED, reason="not shared")), "q-1")
+    assert not_shared.value.reason == "not_shared"
+    assert "not shared" in RH.refused_words(not_shared.value, "laptop")
+    with pytest.raises(RH.RemoteHistoryRefused, match="over_rate"):
+        RH.receive_answer(judged(_answer(RH.Outcome.REFUSED, reason="over_rate: too many")), "q-1")
+    assert str(RH.no_answer("laptop")) == "no answer from box laptop within 5 s"
+
+
+def test_an_answer_to_another_query_forged_or_malformed_is_refused() -> None:
+    with pytest.raises(RH.AnswerRefused) as other:
+        RH.receive_answer(judged(_answer(results=[result()])), "q-2")
+    assert other.value.reason == "wrong_query"
+    with pytest.raises(RH.AnswerRefused) as forged:
+        RH.receive_answer(judged(_answer(), signature_ok=False), "q-1")
+    assert forged.value.reason == "bad_signature"
+    # a result with a field beyond the allowlist, or markup across lines: text from another box is data
+    for bad in ({**result(), "prompts": ["x"]}, result(title="a\nb"), result(branches="main")):
+        routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
+        inner = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", (bad,))
+        with pytest.raises(RH.AnswerRefused) as malformed:
+            RH.receive_answer(judged(inner), "q-1")
+        assert malformed.value.reason == "malformed_answer"
+    routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
+    too_many = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", tuple(result() for _ in range(51)))
+    with pytest.raises(RH.AnswerRefused, match="at most 50"):
+        RH.receive_answer(judged(too_many), "q-1")
+    with pytest.raises(RH.AnswerRefused) as not_answer:
+        RH.receive_answer(judged(a_query()), "q-1")
+    assert not_answer.value.reason == "not_an_answer"
