@@ -564,3 +564,55 @@ def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_t
     anyio.run(a.fed.messages.tick)
     assert a.store.outbox_rows()[0].state is O.OutboxState.UNCONFIRMED
     assert a.engine.hub.outbox is not None and not H.removal_owed(a.engine.hub, pairing)
+
+
+def test_messages_off_on_the_recipient_s_box_cancels_what_it_holds_and_the_sender_gets_cancelled(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """B's person sets ``messages=off`` while B holds A's carded m-1: under %4's send lock the card is
+    withdrawn and the message cancelled with its inbox record, and the final ``cancelled`` receipt goes
+    to A, where the row ends cancelled. The pairing stays. A refused setting changes nothing; the tick
+    after a restart between the setting's commit and the hub's step ends what is still held."""
+    a, b, pairing = boxes
+    _abus, key, card = _carded_on_b(a, b, pairing)
+    before = (b.engine.hub, b.store.inbox_records())
+    b.locks.taken.clear()
+    with pytest.raises(Exception, match="messages is on or off"):
+        anyio.run(lambda: b.fed.set_settings("laptop", ["messages=no"]))
+    assert (b.engine.hub, b.store.inbox_records()) == before and b.locks.taken == []
+    anyio.run(lambda: b.fed.set_settings("laptop", ["messages=off"]))
+    assert b.locks.taken == ["%4"]
+    message = b.engine.hub.messages[key]
+    assert message.state is MessageState.CANCELLED and message.reason == "messages from box laptop turned off here"
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert [p.id for p in b.fed.book.active()] == [pairing]
+    run(b.fed.pump)
+    (publish,) = [c for c in b.fed.pump.bus.calls if c[0] == "publish"]
+    _, rsubject, receipt, _ = publish
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 3)) is True
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.CANCELLED and "turned off" in (row.reason or "")
+    # setting another key while messages are off: nothing more held, no lock taken
+    b.locks.taken.clear()
+    anyio.run(lambda: b.fed.set_settings("laptop", ["per_window=5"]))
+    assert b.locks.taken == []
+
+
+def test_messages_off_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    _abus, key, _card = _carded_on_b(a, b, pairing)
+    flow, b.fed.messages = b.fed.messages, None
+    anyio.run(lambda: b.fed.set_settings("laptop", ["messages=off"]))
+    b.fed.messages = flow
+    assert b.store.message(*key).state is MessageState.AWAITING_CONSENT  # type: ignore[union-attr]  # (not stepped)
+    b.reopen()
+    assert b.fed.messages is not None and H.messages_off_owed(b.engine.hub, pairing)
+    anyio.run(b.fed.messages.tick)
+    assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert not H.messages_off_owed(b.engine.hub, pairing)
