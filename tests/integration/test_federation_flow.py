@@ -616,3 +616,42 @@ def test_messages_off_whose_hub_step_a_restart_interrupted_is_stepped_by_the_nex
     assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
     assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
     assert not H.messages_off_owed(b.engine.hub, pairing)
+
+
+def test_the_off_toggle_and_disconnect_all_answer_the_unconfirmed_cancels_as_revoke_does(
+    boxes: tuple[Box, Box, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pane's Off (the page's toggle) and disconnect-all are revocations: their answers name the
+    messages box devbox has not yet confirmed cancelled, each for the principals it revoked; the CLI
+    prints the sentence."""
+    from connectd.cli import main as cli
+
+    a, b, pairing = boxes
+    _carded_on_b(a, b, pairing)  # p-1's m-1, accepted on B
+    off = anyio.run(a.engine.person.set_pane_preset, "%1", Preset.OFF)
+    assert off == {"pane": "%1", "connect": "off",
+                   "cancels_unconfirmed": ["1 message: box devbox has not yet confirmed it is cancelled"]}
+    _observe(a.engine, 1, 2)
+    _launch(a, 2)
+    a.pump()
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-2"), "m-2", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=True,
+    ))
+    answer = anyio.run(a.engine.person.disconnect_all)
+    # p-2's m-2 only: p-1's cancel, also unconfirmed, was the Off toggle's answer
+    assert answer == {"disconnected": 1,
+                      "cancels_unconfirmed": ["1 message: box devbox has not yet confirmed it is cancelled"]}
+    assert anyio.run(b.engine.person.disconnect_all) == {"disconnected": 1, "cancels_unconfirmed": []}  # nothing sent
+
+    class Client:
+        def call(self, method: str, path: str, body: Any) -> Any:
+            assert (method, path) == ("POST", "/api/disconnect-all")
+            return answer
+
+    monkeypatch.setattr(cli, "_client", lambda args: Client())
+    assert cli.cmd_disconnect_all(cli.argparse.Namespace(json=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Connect is off for every agent (1 disconnected)",
+        "1 message: box devbox has not yet confirmed it is cancelled",
+    ]

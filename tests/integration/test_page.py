@@ -696,6 +696,31 @@ def test_disconnect_all_asks_first_then_turns_every_agent_off(page: Page, daemon
 
 
 @needs_browser
+def test_off_and_disconnect_all_show_what_another_box_has_not_yet_confirmed(page: Page, daemon: DaemonProcess) -> None:
+    """A revocation's answer names the messages another box has not yet confirmed cancelled
+    (``cancels_unconfirmed``, as ``/api/revoke``'s): the page says it after Off and after disconnect-all.
+    (This daemon does not federate, so the line is added to its real answer on the way.)"""
+    a, b = fleet(daemon, "unc-a", "unc-b")
+    page.agent(b.pane).wait_for()
+    line = "1 message: box devbox has not yet confirmed it is cancelled"
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        assert body["cancels_unconfirmed"] == []  # the daemon's own answer carries the field
+        route.fulfill(response=response, json={**body, "cancels_unconfirmed": [line]})
+
+    page.page.route("**/api/panes/*/connect", answer)
+    page.page.route("**/api/disconnect-all", answer)
+    toast = page.page.locator("#toast")
+    page.preset_button(a.pane, "off").click()
+    toast.filter(has_text=f"{a.pane}: Connect is off. {line}.").wait_for(timeout=WAIT_MS)
+    page.page.click("#disconnect-all")
+    page.page.locator("dialog#confirm").get_by_role("button", name="Disconnect all").click()
+    toast.filter(has_text=f"Disconnected 1 agent. {line}.").wait_for(timeout=WAIT_MS)
+
+
+@needs_browser
 def test_the_page_survives_a_daemon_restart(page: Page, daemon: DaemonProcess) -> None:
     page.page.wait_for_selector("#agents > li")
     daemon.stop()

@@ -420,7 +420,8 @@ def _granted(target: str, result: dict[str, Any]) -> list[str]:
         session = [session.get("harness"), session.get("session_id")]
     what = f" ({session[0]}:{session[1]})" if isinstance(session, list) and len(session) == 2 and target.startswith("%") else ""
     said = f"{target}{what}: Connect is off" if connect == "off" else f"{target}{what}: Connect set to {connect}"
-    return [said, *([f"{target}: {result['note']}"] if result.get("note") else [])]
+    return [said, *([f"{target}: {result['note']}"] if result.get("note") else []),
+            *(f"{target}: {line}" for line in result.get("cancels_unconfirmed", []))]
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
@@ -435,7 +436,8 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def cmd_disconnect_all(args: argparse.Namespace) -> int:
     result = _client(args).call("POST", "/api/disconnect-all", {})
     count = int(result.get("disconnected", 0))
-    _print(args, result, [f"Connect is off for every agent ({count} disconnected)"])
+    _print(args, result, [f"Connect is off for every agent ({count} disconnected)",
+                          *result.get("cancels_unconfirmed", [])])
     return 0
 
 
