@@ -655,3 +655,41 @@ def test_the_off_toggle_and_disconnect_all_answer_the_unconfirmed_cancels_as_rev
         "Connect is off for every agent (1 disconnected)",
         "1 message: box devbox has not yet confirmed it is cancelled",
     ]
+
+
+def test_a_sender_whose_process_ended_cancels_across_boxes_in_the_step_that_ends_its_token(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """A's %1 ends (its pane's process gone: no revocation) while B's card for its m-1 is open: the step
+    that ends its token commits A's row ``cancelling`` (and a row that never left ``cancelled``) and
+    publishes the cancel; on B it is stepped under %4's send lock, the card withdrawn, and the
+    ``cancelled`` receipt ends A's row ``cancelled``."""
+    a, b, pairing = boxes
+    abus, key, card = _carded_on_b(a, b, pairing)
+    abus.connected = False  # type: ignore[attr-defined]
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-2", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=False,
+    ))
+    anyio.run(a.engine.step, H.PaneGone(a.clock(), "%1", D.incarnation_token(_incarnation(1))))
+    stored = {r.identity.id: r for r in a.store.outbox_rows()}
+    assert (stored["m-1"].state, stored["m-2"].state) == (O.OutboxState.CANCELLING, O.OutboxState.CANCELLED)
+    assert stored["m-1"].cancel_reason == "sender no longer connected (its process ended)"
+    assert a.engine.person.cancels_unconfirmed(["p-1"]) == ["1 message: box devbox has not yet confirmed it is cancelled"]
+    assert a.engine.hub.book.tokens[hash_token("tok-1")].state.value != "live"
+    run(a.fed.pump)
+    (publish,) = [c for c in abus.calls if c[0] == "publish"]
+    _, subject, wire, _ = publish
+    assert subject == f"connect.{b.fed.local.box_id}.cancel.{a.fed.local.box_id}"
+    b.locks.taken.clear()
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 5)) is True
+    assert b.locks.taken == ["%4"]
+    assert b.engine.hub.messages[key].state is MessageState.CANCELLED
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    run(b.fed.pump)
+    (back,) = [c for c in b.fed.pump.bus.calls if c[0] == "publish"]
+    _, rsubject, receipt, _ = back
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 6)) is True
+    assert {r.identity.id: r.state for r in a.store.outbox_rows()} == {
+        "m-1": O.OutboxState.CANCELLED, "m-2": O.OutboxState.CANCELLED}
+    assert a.engine.person.cancels_unconfirmed(["p-1"]) == []

@@ -781,3 +781,46 @@ def test_messages_off_cancels_what_the_pairing_holds_not_typing_and_receipts_eac
 def test_messages_off_on_a_box_that_does_not_federate_is_refused_loudly_and_changes_nothing() -> None:
     with pytest.raises(ConnectError, match="not federated"):
         H.step(H.Hub(), H.MessagesOff(NOW, PAIRING, "laptop"))
+
+
+# --- a sender whose process ended ------------------------------------------------------------------
+
+
+def test_a_sender_whose_process_ended_has_its_rows_cancelled_in_the_step_that_ends_its_token(
+    sender_box: World,
+) -> None:
+    """As the local rule (its queued local messages are cancelled at the guard, "sender no longer
+    connected"): the step that ends a sender's last live token (its pane gone, no revocation) cancels
+    what it sent to other boxes, as a revocation does: never left ``cancelled``, left ``cancelling``
+    with its cancel published; another sender's row untouched; the revocation's count names it."""
+    w = sender_box
+    me, other = w.launch("me"), w.launch("other")
+    submit(w, me, "m-1")  # published
+    submit(w, me, "m-2", bus_up=False)  # queued
+    submit(w, other, "m-3")
+    effects = w.step(H.PaneGone(w.now, me.pane, me.incarnation))
+    rows = _rows(w)
+    assert [rows[m].state for m in ("m-1", "m-2", "m-3")] == [
+        O.OutboxState.CANCELLING, O.OutboxState.CANCELLED, O.OutboxState.PUBLISHED]
+    assert rows["m-1"].cancel_reason == "sender no longer connected (its process ended)"
+    assert _publishes(effects) == [PublishEnvelope(E.Kind.CANCEL, B, PAIRING, rows["m-1"].identity, 1)]
+    token_ended = next(i for i, e in enumerate(effects) if isinstance(e, Persist) and e.kind == "token")
+    assert token_ended < effects.index(_publishes(effects)[0])  # one step: the token's end committed with it
+    assert H.cancels_unconfirmed(w.hub, [me.principal]) == {B: 1}
+    # the same pane gone again (Reconcile after a restart): nothing more
+    before = w.snapshot()
+    assert not _publishes(w.step(H.PaneGone(w.now, me.pane, me.incarnation)))
+    assert _rows(w) == _rows(World(hub=before))
+
+
+def test_a_sender_with_another_live_token_keeps_its_rows_until_its_last_process_ends(sender_box: World) -> None:
+    """The local guard asks whether the sender's group still holds a live token; so does this."""
+    w = sender_box
+    first = w.launch("first", session=("claude", "s-1"))
+    second = w.launch("second", session=("claude", "s-1"), pane="%9")
+    assert H.grants.group(w.hub.book, first.principal) == H.grants.group(w.hub.book, second.principal)
+    submit(w, first, "m-1")
+    assert not _publishes(w.step(H.PaneGone(w.now, first.pane, first.incarnation)))
+    assert _rows(w)["m-1"].state is O.OutboxState.PUBLISHED
+    effects = w.step(H.PaneGone(w.now, second.pane, second.incarnation))
+    assert _rows(w)["m-1"].state is O.OutboxState.CANCELLING and len(_publishes(effects)) == 1
