@@ -721,6 +721,35 @@ def test_off_and_disconnect_all_show_what_another_box_has_not_yet_confirmed(page
 
 
 @needs_browser
+def test_the_messages_panel_shows_a_cancelling_message_and_that_the_other_box_has_not_confirmed(
+    page: Page, daemon: DaemonProcess
+) -> None:
+    """A message to another box whose sender was revoked is ``cancelling`` until that box confirms: the
+    Messages panel shows it so (a waiting outcome) with the sentence. (This daemon does not federate: the
+    row, as ``/api/messages`` gives it, is added to its real answer on the way.)"""
+    sentence = "box devbox has not yet confirmed it is cancelled"
+    row = {
+        "message_id": "x-cancel", "ref": None, "outcome": "cancelling", "reason": sentence, "to": "%4@51d7a9c03e6f2b18",
+        "from": "agent:claude:s-1", "hop": 1, "conversation": "c-1", "in_reply_to": None, "created_at": time.time(),
+        "final_at": None, "waits_for": f"cancelling: {sentence}", "text": "hello from box A", "recipient_pane": None,
+        "recipient_principal": None, "sender": "p-1", "state": "cancelling", "card": None, "from_box": None,
+        "to_box": "devbox",
+    }
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, json=[row, *response.json()])
+
+    page.page.route("**/api/messages?*", answer)
+    page.page.reload()
+    shown = page.page.locator('#messages > li[data-message-id="x-cancel"]')
+    shown.wait_for(timeout=WAIT_MS)
+    assert shown.locator(".outcome").inner_text().lower() == "cancelling"
+    assert shown.locator(".outcome").get_attribute("data-kind") == "wait"
+    assert sentence in shown.inner_text() and "on box devbox" in shown.inner_text()
+
+
+@needs_browser
 def test_the_page_survives_a_daemon_restart(page: Page, daemon: DaemonProcess) -> None:
     page.page.wait_for_selector("#agents > li")
     daemon.stop()

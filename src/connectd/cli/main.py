@@ -587,7 +587,8 @@ def _message_line(m: dict[str, Any], windows: dict[str, str]) -> str:
     sender = m["from"] + (f" (box {m['from_box']})" if m.get("from_box") else "")
     to = f"{m['to']} on box {m['to_box']}" if m.get("to_box") else placed(m["to"], windows)
     line = f"{sender} -> {to} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}"
-    return f"{line.rstrip()}; waits {m['waits_for']}" if m.get("waits_for") else line
+    waits = m.get("waits_for")
+    return f"{line.rstrip()}; waits {waits}" if waits and waits != m.get("reason") else line
 
 
 def _audit_line(row: dict[str, Any], windows: dict[str, str] | None = None) -> str:

@@ -943,7 +943,7 @@
   }
 
   const GOOD = new Set(["delivered", "done", "allowed", "issued", "approved_once", "approved_pair", "restarted", "set", "bound"]);
-  const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending"]);
+  const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending", "cancelling"]);
   const BAD = new Set(["refused", "declined", "cancelled", "expired", "unconfirmed", "not_confirmed", "error", "gave_up", "revoked"]);
   const outcomeKind = (o) => (GOOD.has(o) ? "good" : WAIT.has(o) ? "wait" : BAD.has(o) ? "bad" : "other");
 
