@@ -37,7 +37,9 @@ Rules (specification: shared/seeds/000, "Scopes", "Revocation", "Audit"; issue 1
 - **The other box of a message** (``connectd messages``, the owner API's messages): a message from
   an agent on another box shows that box (:func:`from_box`), a message to an agent on another box (an
   outbox row: there is no local message row for it) shows the box it went to, what the row's inner
-  part names as its sender and target, and its outcome in the sender's words (:func:`sent_across`);
+  part names as its sender and target, and its outcome in the sender's words (:func:`sent_across`;
+  the person's list shows a row whose sender was revoked or ended ``cancelling``, "box laptop has not
+  yet confirmed it is cancelled", until the other box's receipt ends it);
   each box by this box's name for it (:func:`connectcore.federation.pairing.box_name`).
 - The caller's own pane (:func:`own_record`) is the live directory record its live token is bound to;
   its directory is what history reads are limited to (:func:`connectcore.history.caller_repos`).
@@ -410,6 +412,7 @@ class SentAcross:
     outcome: str  # what the sender is told: queued, then the other box's final outcome
     reason: str
     waits_for: str
+    listed: str = ""  # what the person's list shows: ``cancelling`` until the other box confirms, else outcome
 
 
 def sent_across(row: O.Row, book: P.PairBook | None) -> SentAcross:
@@ -419,10 +422,12 @@ def sent_across(row: O.Row, book: P.PairBook | None) -> SentAcross:
     assert isinstance(inner, E.MessageInner)
     name = row.to if book is None else P.box_name(book, row.to)
     waits = O.waits_for(row, name)
+    cancelling = row.state is O.OutboxState.CANCELLING
     return SentAcross(
         row=row, to_box=name, sender_actor=inner.sender.actor, target=inner.target[1], text=inner.text,
-        conversation=inner.conversation, hop=inner.hop, outcome=O.answer(row), reason=waits or row.reason,
-        waits_for=waits,
+        conversation=inner.conversation, hop=inner.hop, outcome=O.answer(row),
+        reason=O.cancel_unconfirmed_words(name) if cancelling else waits or row.reason, waits_for=waits,
+        listed=str(row.state) if cancelling else O.answer(row),
     )
 
 

@@ -221,12 +221,16 @@ class PersonCalls:
             toggle = grants.pane_toggle(self.core.hub.book, pane_id, record.token, session, PRESET_SCOPES[preset])
         except grants.GrantError as exc:  # the core's rule: asked before anything changes
             raise EngineError(exc.reason, str(exc)) from exc
+        touched = [
+            *(grants.principals_of_session(self.core.hub.book, toggle.session) if toggle.session is not None else ()),
+            *((toggle.revoke,) if toggle.revoke is not None else ()),
+        ]
         if toggle.session is not None:
             await self.set_grant(toggle.session, preset, by)
         if toggle.revoke is not None:
             await self.revoke_principals([toggle.revoke], by)
         if preset is Preset.OFF:
-            return {"pane": pane_id, "connect": "off"}
+            return {"pane": pane_id, "connect": "off", "cancels_unconfirmed": self.cancels_unconfirmed(touched)}
         session = toggle.session
         assert session is not None  # (pane_toggle refuses a preset without one)
         if toggle.connect_in_place:
@@ -267,8 +271,10 @@ class PersonCalls:
         """Connected, but its process holds no endpoint (the core's rule, :func:`connectcore.grants.receive_only`)."""
         return grants.receive_only(self.core.hub.book, incarnation, launched=launched)
 
-    async def disconnect_all(self, by: str = "owner") -> int:
+    async def disconnect_all(self, by: str = "owner") -> dict[str, Any]:
+        """Connect off for every agent: how many were connected, and (as a revocation's answer) the
+        messages to other boxes whose cancels those boxes have not yet confirmed."""
         ids = list(grants.all_connected(self.core.hub.book))
         async with self.lock_panes(lambda: H.panes_to_lock(self.core.hub, ids)):
             await self.core.step(H.DisconnectAll(self.clock(), by))
-        return len(ids)
+        return {"disconnected": len(ids), "cancels_unconfirmed": self.cancels_unconfirmed(ids)}

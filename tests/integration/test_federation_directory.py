@@ -78,6 +78,33 @@ def test_a_box_s_entry_for_a_pairing_shares_its_reachable_agents_only_sealed(sha
     assert verdict.inner.routing.pairing == pairing
 
 
+def test_the_pairing_s_directory_setting_chooses_what_it_sees_none_nothing_connected_more(shared: Any) -> None:
+    a, b, pairing, network, abus, bbus = shared
+    key = f"{a.fed.local.box_id}.{b.fed.local.box_id}"
+
+    def panes() -> list[str]:
+        verdict = E.judge(*_facts(b, a, network.bucket[key][1]))
+        assert isinstance(verdict.inner, E.DirectoryInner)
+        return [agent["pane"] for agent in verdict.inner.agents]
+
+    assert panes() == ["%1"]  # the default, reachable
+    anyio.run(a.fed.set_settings, "devbox", ["directory=none"])
+    a.clock.now += 1
+    assert anyio.run(_dir(a).publish_once, abus) == 1  # changed: put, even empty
+    assert panes() == []
+    anyio.run(_dir(b).publish_once, bbus)
+    assert _remote(b, "tok-4") == []  # B lists none of A's agents
+    anyio.run(a.fed.set_settings, "devbox", ["directory=connected"])
+    a.clock.now += 1
+    assert anyio.run(_dir(a).publish_once, abus) == 1
+    assert panes() == ["%1", "%2"]  # the observe-only agent too
+    # a refused value changes nothing: still connected
+    with pytest.raises(Exception, match="directory is reachable or connected or none"):
+        anyio.run(a.fed.set_settings, "devbox", ["directory=all"])
+    a.clock.now += 1
+    assert anyio.run(_dir(a).publish_once, abus) == 0 and panes() == ["%1", "%2"]
+
+
 def _facts(reader: Box, publisher: Box, wire: bytes) -> tuple[E.Facts, E.View]:
     from connectd.federation.seal import read_wire
 

@@ -665,3 +665,132 @@ def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_t
     anyio.run(a.fed.messages.tick)
     assert a.store.outbox_rows()[0].state is O.OutboxState.UNCONFIRMED
     assert a.engine.hub.outbox is not None and not H.removal_owed(a.engine.hub, pairing)
+
+
+def test_messages_off_on_the_recipient_s_box_cancels_what_it_holds_and_the_sender_gets_cancelled(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """B's person sets ``messages=off`` while B holds A's carded m-1: under %4's send lock the card is
+    withdrawn and the message cancelled with its inbox record, and the final ``cancelled`` receipt goes
+    to A, where the row ends cancelled. The pairing stays. A refused setting changes nothing; the tick
+    after a restart between the setting's commit and the hub's step ends what is still held."""
+    a, b, pairing = boxes
+    _abus, key, card = _carded_on_b(a, b, pairing)
+    before = (b.engine.hub, b.store.inbox_records())
+    b.locks.taken.clear()
+    with pytest.raises(Exception, match="messages is on or off"):
+        anyio.run(lambda: b.fed.set_settings("laptop", ["messages=no"]))
+    assert (b.engine.hub, b.store.inbox_records()) == before and b.locks.taken == []
+    anyio.run(lambda: b.fed.set_settings("laptop", ["messages=off"]))
+    assert b.locks.taken == ["%4"]
+    message = b.engine.hub.messages[key]
+    assert message.state is MessageState.CANCELLED and message.reason == "messages from box laptop turned off here"
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert [p.id for p in b.fed.book.active()] == [pairing]
+    run(b.fed.pump)
+    (publish,) = [c for c in b.fed.pump.bus.calls if c[0] == "publish"]
+    _, rsubject, receipt, _ = publish
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 3)) is True
+    assert a.engine.hub.outbox is not None
+    (row,) = a.engine.hub.outbox.rows.values()
+    assert row.state is O.OutboxState.CANCELLED and "turned off" in (row.reason or "")
+    # setting another key while messages are off: nothing more held, no lock taken
+    b.locks.taken.clear()
+    anyio.run(lambda: b.fed.set_settings("laptop", ["per_window=5"]))
+    assert b.locks.taken == []
+
+
+def test_messages_off_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    a, b, pairing = boxes
+    _abus, key, _card = _carded_on_b(a, b, pairing)
+    flow, b.fed.messages = b.fed.messages, None
+    anyio.run(lambda: b.fed.set_settings("laptop", ["messages=off"]))
+    b.fed.messages = flow
+    assert b.store.message(*key).state is MessageState.AWAITING_CONSENT  # type: ignore[union-attr]  # (not stepped)
+    b.reopen()
+    assert b.fed.messages is not None and H.messages_off_owed(b.engine.hub, pairing)
+    anyio.run(b.fed.messages.tick)
+    assert b.store.message(*key).state is MessageState.CANCELLED  # type: ignore[union-attr]
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert not H.messages_off_owed(b.engine.hub, pairing)
+
+
+def test_the_off_toggle_and_disconnect_all_answer_the_unconfirmed_cancels_as_revoke_does(
+    boxes: tuple[Box, Box, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pane's Off (the page's toggle) and disconnect-all are revocations: their answers name the
+    messages box devbox has not yet confirmed cancelled, each for the principals it revoked; the CLI
+    prints the sentence."""
+    from connectd.cli import main as cli
+
+    a, b, pairing = boxes
+    _carded_on_b(a, b, pairing)  # p-1's m-1, accepted on B
+    off = anyio.run(a.engine.person.set_pane_preset, "%1", Preset.OFF)
+    assert off == {"pane": "%1", "connect": "off",
+                   "cancels_unconfirmed": ["1 message: box devbox has not yet confirmed it is cancelled"]}
+    _observe(a.engine, 1, 2)
+    _launch(a, 2)
+    a.pump()
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-2"), "m-2", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=True,
+    ))
+    answer = anyio.run(a.engine.person.disconnect_all)
+    # p-2's m-2 only: p-1's cancel, also unconfirmed, was the Off toggle's answer
+    assert answer == {"disconnected": 1,
+                      "cancels_unconfirmed": ["1 message: box devbox has not yet confirmed it is cancelled"]}
+    assert anyio.run(b.engine.person.disconnect_all) == {"disconnected": 1, "cancels_unconfirmed": []}  # nothing sent
+
+    class Client:
+        def call(self, method: str, path: str, body: Any) -> Any:
+            assert (method, path) == ("POST", "/api/disconnect-all")
+            return answer
+
+    monkeypatch.setattr(cli, "_client", lambda args: Client())
+    assert cli.cmd_disconnect_all(cli.argparse.Namespace(json=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Connect is off for every agent (1 disconnected)",
+        "1 message: box devbox has not yet confirmed it is cancelled",
+    ]
+
+
+def test_a_sender_whose_process_ended_cancels_across_boxes_in_the_step_that_ends_its_token(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """A's %1 ends (its pane's process gone: no revocation) while B's card for its m-1 is open: the step
+    that ends its token commits A's row ``cancelling`` (and a row that never left ``cancelled``) and
+    publishes the cancel; on B it is stepped under %4's send lock, the card withdrawn, and the
+    ``cancelled`` receipt ends A's row ``cancelled``."""
+    a, b, pairing = boxes
+    abus, key, card = _carded_on_b(a, b, pairing)
+    abus.connected = False  # type: ignore[attr-defined]
+    anyio.run(a.engine.step, H.RemoteSubmit(
+        a.clock(), hash_token("tok-1"), "m-2", "hello", ("address", B_ADDRESS), b.fed.local.box_id, pairing,
+        "devbox", a.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=False,
+    ))
+    anyio.run(a.engine.step, H.PaneGone(a.clock(), "%1", D.incarnation_token(_incarnation(1))))
+    stored = {r.identity.id: r for r in a.store.outbox_rows()}
+    assert (stored["m-1"].state, stored["m-2"].state) == (O.OutboxState.CANCELLING, O.OutboxState.CANCELLED)
+    assert stored["m-1"].cancel_reason == "sender no longer connected (its process ended)"
+    assert a.engine.person.cancels_unconfirmed(["p-1"]) == ["1 message: box devbox has not yet confirmed it is cancelled"]
+    assert a.engine.hub.book.tokens[hash_token("tok-1")].state.value != "live"
+    run(a.fed.pump)
+    (publish,) = [c for c in abus.calls if c[0] == "publish"]
+    _, subject, wire, _ = publish
+    assert subject == f"connect.{b.fed.local.box_id}.cancel.{a.fed.local.box_id}"
+    b.locks.taken.clear()
+    assert anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 5)) is True
+    assert b.locks.taken == ["%4"]
+    assert b.engine.hub.messages[key].state is MessageState.CANCELLED
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    run(b.fed.pump)
+    (back,) = [c for c in b.fed.pump.bus.calls if c[0] == "publish"]
+    _, rsubject, receipt, _ = back
+    assert anyio.run(a.fed.received, rsubject, receipt, Delivery(rsubject, receipt, 6)) is True
+    assert {r.identity.id: r.state for r in a.store.outbox_rows()} == {
+        "m-1": O.OutboxState.CANCELLED, "m-2": O.OutboxState.CANCELLED}
+    assert a.engine.person.cancels_unconfirmed(["p-1"]) == []

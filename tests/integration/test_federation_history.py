@@ -31,15 +31,6 @@ from tests.simulation.sim_bus import SimBus, SimNetwork
 APP, PRIVATE = "/home/me/app", "/home/me/private"
 
 
-@dataclasses.dataclass(frozen=True)
-class _Settings(PairingSettings):
-    """The pairing settings with ``history`` and ``history_repos`` (what another change adds to
-    ``PairingSettings``; the daemon reads them with a default when absent)."""
-
-    history: str = "none"
-    history_repos: tuple[str, ...] = ()
-
-
 class FakeHistory:
     """A's history index: a result in each of two repositories, whatever the query; it honours
     ``allowed_repos`` as the real one does in its SQL (the core checks again anyway)."""
@@ -70,9 +61,9 @@ def _hist(box: Box) -> RemoteHistoryDesk:
 
 
 def _set(box: Box, **settings: Any) -> None:
-    """The pairing's settings on ``box`` (as ``pair set`` will once the settings hold them)."""
+    """The pairing's settings on ``box`` (what ``pair set`` stores)."""
     (pairing,) = box.fed.book.active()
-    updated = dataclasses.replace(pairing, settings=_Settings(**settings))
+    updated = dataclasses.replace(pairing, settings=PairingSettings(**settings))
     box.fed.book = dataclasses.replace(box.fed.book, pairings={**box.fed.book.pairings, pairing.invitation: updated})
 
 

@@ -10,7 +10,6 @@ name no pairing has is refused ``unknown_box``."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 import anyio
 import pytest
 
-from connectcore.federation.remote import PairingSettings
 from connectd.federation import keys as K
 from tests.fixtures.history.transcripts import Claude, make_repo
 from tests.integration.test_federation_messages_e2e import _pair
@@ -29,7 +27,6 @@ from tests.support.fixtures import tmux_session
 from tests.support.nats import NatsServer, box_password
 
 APP_SESSION, PRIVATE_SESSION = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
-HAS_HISTORY_SETTING = "history" in {f.name for f in dataclasses.fields(PairingSettings)}
 
 
 @pytest.fixture
@@ -111,7 +108,6 @@ def test_find_sessions_on_another_box_is_not_shared_by_default(boxes: tuple[Box,
     assert err and "history_unavailable" in str(text)
 
 
-@pytest.mark.skipif(not HAS_HISTORY_SETTING, reason="the pairing settings do not hold history=... yet")
 def test_once_a_s_owner_shares_an_index_b_finds_the_listed_repository_s_sessions_only(
     boxes: tuple[Box, Box, NatsServer],
 ) -> None:

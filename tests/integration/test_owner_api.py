@@ -362,7 +362,9 @@ def test_tunnel_actions_are_audited_as_owner_tunnel_user(tmp_path: Path, tmux: T
                 ("grant", "agent:claude:s-1", "history,read")
             ]
             assert r.audit_rows(actor="owner") == []
-            await r.post("/api/grants", {"harness": "claude", "session_id": "s-1", "preset": "off"})
+            off = await r.post("/api/grants", {"harness": "claude", "session_id": "s-1", "preset": "off"})
+            assert off.json() == {"session": {"harness": "claude", "session_id": "s-1"}, "connect": "off",
+                                  "cancels_unconfirmed": []}  # Off is a revocation: its answer as revoke's
             assert [row.detail for row in r.audit_rows(actor="owner")] == ["off"]
             listed = await r.get("/api/audit", params={"actor": "owner:tunnel:alice"})
             assert [row["actor"] for row in listed.json()] == ["owner:tunnel:alice"]
@@ -700,9 +702,9 @@ def test_grants_revocation_and_disconnect_all(tmp_path: Path, tmux: TmuxServer) 
             assert gone.status_code == 404 and gone.json()["error"] == "unknown_target"
 
             resp = await r.post("/api/disconnect-all")
-            assert resp.status_code == 200 and resp.json() == {"disconnected": 1}
+            assert resp.status_code == 200 and resp.json() == {"disconnected": 1, "cancels_unconfirmed": []}
             assert not live(OTHER_TOKEN)
-            assert (await r.post("/api/disconnect-all", {})).json() == {"disconnected": 0}
+            assert (await r.post("/api/disconnect-all", {})).json() == {"disconnected": 0, "cancels_unconfirmed": []}
 
             r.engine.hub = replace(r.engine.hub, book=grants.with_cap(book(), Preset.OBSERVE))
             before = r.engine.hub

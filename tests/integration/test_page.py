@@ -696,6 +696,60 @@ def test_disconnect_all_asks_first_then_turns_every_agent_off(page: Page, daemon
 
 
 @needs_browser
+def test_off_and_disconnect_all_show_what_another_box_has_not_yet_confirmed(page: Page, daemon: DaemonProcess) -> None:
+    """A revocation's answer names the messages another box has not yet confirmed cancelled
+    (``cancels_unconfirmed``, as ``/api/revoke``'s): the page says it after Off and after disconnect-all.
+    (This daemon does not federate, so the line is added to its real answer on the way.)"""
+    a, b = fleet(daemon, "unc-a", "unc-b")
+    page.agent(b.pane).wait_for()
+    line = "1 message: box devbox has not yet confirmed it is cancelled"
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        assert body["cancels_unconfirmed"] == []  # the daemon's own answer carries the field
+        route.fulfill(response=response, json={**body, "cancels_unconfirmed": [line]})
+
+    page.page.route("**/api/panes/*/connect", answer)
+    page.page.route("**/api/disconnect-all", answer)
+    toast = page.page.locator("#toast")
+    page.preset_button(a.pane, "off").click()
+    toast.filter(has_text=f"{a.pane}: Connect is off. {line}.").wait_for(timeout=WAIT_MS)
+    page.page.click("#disconnect-all")
+    page.page.locator("dialog#confirm").get_by_role("button", name="Disconnect all").click()
+    toast.filter(has_text=f"Disconnected 1 agent. {line}.").wait_for(timeout=WAIT_MS)
+
+
+@needs_browser
+def test_the_messages_panel_shows_a_cancelling_message_and_that_the_other_box_has_not_confirmed(
+    page: Page, daemon: DaemonProcess
+) -> None:
+    """A message to another box whose sender was revoked is ``cancelling`` until that box confirms: the
+    Messages panel shows it so (a waiting outcome) with the sentence. (This daemon does not federate: the
+    row, as ``/api/messages`` gives it, is added to its real answer on the way.)"""
+    sentence = "box devbox has not yet confirmed it is cancelled"
+    row = {
+        "message_id": "x-cancel", "ref": None, "outcome": "cancelling", "reason": sentence, "to": "%4@51d7a9c03e6f2b18",
+        "from": "agent:claude:s-1", "hop": 1, "conversation": "c-1", "in_reply_to": None, "created_at": time.time(),
+        "final_at": None, "waits_for": f"cancelling: {sentence}", "text": "hello from box A", "recipient_pane": None,
+        "recipient_principal": None, "sender": "p-1", "state": "cancelling", "card": None, "from_box": None,
+        "to_box": "devbox",
+    }
+
+    def answer(route: Any) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, json=[row, *response.json()])
+
+    page.page.route("**/api/messages?*", answer)
+    page.page.reload()
+    shown = page.page.locator('#messages > li[data-message-id="x-cancel"]')
+    shown.wait_for(timeout=WAIT_MS)
+    assert shown.locator(".outcome").inner_text().lower() == "cancelling"
+    assert shown.locator(".outcome").get_attribute("data-kind") == "wait"
+    assert sentence in shown.inner_text() and "on box devbox" in shown.inner_text()
+
+
+@needs_browser
 def test_the_page_survives_a_daemon_restart(page: Page, daemon: DaemonProcess) -> None:
     page.page.wait_for_selector("#agents > li")
     daemon.stop()

@@ -107,7 +107,8 @@ def test_a_pair_request_is_a_needs_you_item_with_both_fingerprints_and_approving
         assert row.locator(".fingerprint").text_content() == PEER.keys.fingerprint
         assert row.locator(".box-name").text_content() == "devbox"
         assert row.locator('[data-testid="pairing-settings"]').text_content() == (
-            "messages=on per_window=60 live_ids=2000 queued_bytes=1048576"
+            "messages=on per_window=60 live_ids=2000 queued_bytes=1048576 directory=reachable history=none"
+            " history_repos="
         )
         assert "not since" not in (row.locator('[data-testid="pairing-heard"]').text_content() or "")  # its request
         page.locator("#pair-requests > li").first.wait_for(state="detached")

@@ -112,9 +112,16 @@ def test_messages_to_other_boxes_page_in_one_order_with_the_local_ones(tmp_path:
         store.apply(w.effects)
         outbox = O.Outbox(own=TO.A)
         for n in range(2):  # one between the two local messages, one after both
-            outbox, effects = O.admit(outbox, TO.message(f"x-{n}", created=start + 1 + 2 * n), nonce=TO.NONCE,
-                                      now=start + 1 + 2 * n)
+            outbox, effects = O.admit(outbox, TO.message(f"x-{n}", f"p-x{n}", created=start + 1 + 2 * n),
+                                      nonce=TO.NONCE, now=start + 1 + 2 * n)
             store.apply([e for e in effects if isinstance(e, Persist | Audit)])
+        # x-0 left, then its sender was revoked: cancelling, box B has not confirmed
+        x0 = TO.message("x-0", "p-x0").identity
+        outbox, effects = O.publish_new(outbox, x0, now=start + 1, bus_up=True)
+        store.apply([e for e in effects if isinstance(e, Persist | Audit)])
+        outbox, effects = O.cancel(outbox, sender=x0.principal, now=start + 2, reason="the sender was revoked",
+                                   nonces={x0: bytes([9]) * 24})
+        store.apply([e for e in effects if isinstance(e, Persist | Audit)])
     with tmux_session("connect-paged-x", width=120, height=30) as tmux, running_daemon(tmp_path, tmux) as d:
         newest = json.loads(ok(d, "messages", "--json", "--all", "--limit", "1").stdout)["items"]
         assert [m["message_id"] for m in newest] == ["x-1", "m-1", "x-0", "m-0"]
@@ -125,6 +132,12 @@ def test_messages_to_other_boxes_page_in_one_order_with_the_local_ones(tmp_path:
         assert row["reason"] == row["waits_for"] == f"until box {TO.B} accepts it"
         assert (newest[1]["to_box"], newest[1]["from_box"]) == (None, None)  # a local message: no other box
         assert f"-> %4@51d7a9c03e6f2b18 on box {TO.B} x-1: queued" in ok(d, "messages").stdout
+        # the person's list shows a cancelling row so, and says the other box has not yet confirmed it
+        cancelling = newest[2]
+        assert (cancelling["message_id"], cancelling["outcome"], cancelling["state"]) == ("x-0", "cancelling", "cancelling")
+        assert cancelling["reason"] == f"box {TO.B} has not yet confirmed it is cancelled"
+        assert (f"-> %4@51d7a9c03e6f2b18 on box {TO.B} x-0: cancelling box {TO.B} has not yet confirmed it is"
+                " cancelled; waits cancelling:") in ok(d, "messages").stdout
 
 
 @pytest.mark.parametrize(

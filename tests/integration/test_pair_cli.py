@@ -127,23 +127,29 @@ def test_pair_set_sets_a_pairing_s_settings_and_pair_list_shows_them(box: Daemon
     listed = cli(box, "pair", "list")
     assert listed.returncode == 0, listed.stderr
     assert "HEARD" in listed.stdout and "SETTINGS" in listed.stdout
-    assert "messages=on per_window=60 live_ids=2000 queued_bytes=1048576" in listed.stdout
-    done = cli(box, "pair", "set", "dev", "messages=off", "per_window=30")
+    assert ("messages=on per_window=60 live_ids=2000 queued_bytes=1048576 directory=reachable history=none"
+            " history_repos=") in listed.stdout
+    done = cli(box, "pair", "set", "dev", "messages=off", "per_window=30", "directory=connected", "history=index",
+               "history_repos=connect,site")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         f"box dev ({other.box_id}): messages=off per_window=30 live_ids=2000 queued_bytes=1048576"
+        " directory=connected history=index history_repos=connect,site"
     )
     (row,) = json.loads(cli(box, "pair", "list", "--json").stdout)
-    assert row["settings"] == {"messages": False, "per_window": 30, "live_ids": 2000, "queued_bytes": 1048576}
+    assert row["settings"] == {"messages": False, "per_window": 30, "live_ids": 2000, "queued_bytes": 1048576,
+                               "directory": "connected", "history": "index", "history_repos": ["connect", "site"]}
     assert row["heard_at"] is None  # never heard since the daemon started (no NATS here)
     assert "messages=off per_window=30" in cli(box, "pair", "list").stdout
+    assert "directory=connected history=index history_repos=connect,site" in cli(box, "pair", "list").stdout
     db = sqlite3.connect(box.data_dir / "connect.db")
     try:
         audited = db.execute("SELECT actor, action, outcome, detail FROM audit WHERE action = 'pair.set'").fetchall()
     finally:
         db.close()
     assert audited == [("owner", "pair.set", "set",
-                        f"box {other.box_id} (dev): messages on -> off; per_window 60 -> 30")]
+                        f"box {other.box_id} (dev): messages on -> off; per_window 60 -> 30; directory reachable"
+                        " -> connected; history none -> index; history_repos  -> connect,site")]
     # every refusal: one line naming the problem, exit 1, nothing changed
     for words, says in [
         (["colour=red"], "no setting 'colour'"),
@@ -153,6 +159,9 @@ def test_pair_set_sets_a_pairing_s_settings_and_pair_list_shows_them(box: Daemon
         (["queued_bytes=999999999999"], "queued_bytes=999999999999 is out of range"),
         (["messages"], "'messages' is not KEY=VALUE"),
         (["messages=on", "live_ids=0"], "live_ids=0 is out of range"),  # all or none
+        (["directory=everyone"], "directory is reachable or connected or none, not 'everyone'"),
+        (["history=all"], "history is none or index, not 'all'"),
+        (["history_repos=~/src/connect"], "history_repos is repository names"),
     ]:
         stderr = refused(box, "pair", "set", "dev", *words, says=says)
         assert len(stderr.strip().splitlines()) == 1, stderr

@@ -136,13 +136,15 @@ def test_a_removed_pairing_stays_removed_in_the_database(box: Box) -> None:
 def test_a_pairing_s_settings_round_trip_a_reopen_and_the_database_keeps_them(box: Box) -> None:
     book = two_requests(box)
     book = step(box, book, P.approve(book, "r1", pairing_id="pa1", now=T0 + 2))
-    book = step(box, book, P.set_settings(book, "inv1", ["messages=off", "per_window=7"], now=T0 + 3))
+    book = step(box, book, P.set_settings(book, "inv1", ["messages=off", "per_window=7", "directory=none",
+                                                         "history=index", "history_repos=connect,web"], now=T0 + 3))
     assert ("pair.set", "set", "pa1") in box.audit()
     box = box.reopen()
     try:
         loaded = box.load()
         assert loaded == book
-        assert loaded.pairings["inv1"].settings == R.PairingSettings(messages=False, per_window=7)
+        assert loaded.pairings["inv1"].settings == R.PairingSettings(
+            messages=False, per_window=7, directory="none", history="index", history_repos=("connect", "web"))
         # a pairing body without its settings is refused by the database, whoever writes it
         before = box.rows()
         with pytest.raises(sqlite3.IntegrityError, match="a pairing keeps its settings"):
@@ -177,6 +179,9 @@ def test_a_version_6_data_directory_migrates_its_pairings_with_the_default_setti
         assert loaded == pairing and loaded.settings == R.DEFAULT_SETTINGS
         body = json.loads(box.records._db.execute("SELECT body FROM pairings").fetchone()[0])
         assert body["settings"] == {"messages": True, "per_window": 60, "live_ids": 2000, "queued_bytes": 1048576}
+        # the settings added after migration 7 (directory, history, history_repos) read as their defaults
+        assert (loaded.settings.directory, loaded.settings.history, loaded.settings.history_repos) == (
+            "reachable", "none", ())
     finally:
         box.close()
 

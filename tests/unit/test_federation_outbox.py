@@ -397,7 +397,8 @@ def test_revoking_the_sender_cancels_what_never_left_and_asks_the_other_box_for_
     publishes = [e for e in effects if isinstance(e, PublishEnvelope)]
     assert publishes == [PublishEnvelope(E.Kind.CANCEL, B, PAIRING, ID1, 1),
                          PublishEnvelope(E.Kind.CANCEL, B, PAIRING, m2.identity, 1)]
-    assert O.answer(row) == "queued" and O.waits_for(row, "laptop") == "cancelling: box laptop has not confirmed"
+    assert O.answer(row) == "queued" and O.waits_for(row, "laptop") == (
+        "cancelling: box laptop has not yet confirmed it is cancelled")
     assert O.pending_cancels(after, "p-7") == {B: 2}
     assert O.pending_cancels_words({B: 2}, {B: "laptop"}) == (
         "2 messages: box laptop has not yet confirmed they are cancelled",

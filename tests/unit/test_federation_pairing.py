@@ -16,6 +16,7 @@ from connectcore._machine import TransitionNotAllowed
 from connectcore.effects import Audit, Notify, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation import remote as RM
+from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxKeys
 
 OWN = BoxKeys(bytes(range(32)), bytes(range(32, 64)))
@@ -614,11 +615,32 @@ def test_each_persons_step_is_audited_as_who_took_it_owner_by_default() -> None:
 def test_a_pairing_starts_with_the_default_settings_and_its_words_are_every_key() -> None:
     assert paired().pairings["inv1"].settings == RM.DEFAULT_SETTINGS
     assert P.settings_words(RM.DEFAULT_SETTINGS) == (
-        "messages=on", "per_window=60", "live_ids=2000", "queued_bytes=1048576"
+        "messages=on", "per_window=60", "live_ids=2000", "queued_bytes=1048576", "directory=reachable",
+        "history=none", "history_repos=",
     )
     assert set(P.SETTING_KEYS) == set(RM.PairingSettings.__dataclass_fields__)
-    off = RM.PairingSettings(messages=False, per_window=1, live_ids=100_000, queued_bytes=1024)
+    off = RM.PairingSettings(messages=False, per_window=1, live_ids=100_000, queued_bytes=1024,
+                             directory="none", history="index", history_repos=("connect", "web.site"))
     assert P.parse_settings(P.settings_words(off)) == off  # the words read back as the same settings
+    assert P.SETTING_CHOICES["directory"] == tuple(RD.Setting)  # the directory's own setting, once
+
+
+def test_the_directory_and_history_settings_take_their_values_and_repository_names() -> None:
+    book = paired()
+    new, effects = P.set_settings(book, "inv1", ["directory=connected", "history=INDEX",
+                                                 "history_repos= connect , web.site,my_repo-2"], now=T0 + 3)
+    settings = new.pairings["inv1"].settings
+    assert (settings.directory, settings.history, settings.history_repos) == (
+        "connected", "index", ("connect", "web.site", "my_repo-2"))
+    assert settings.messages is True and settings.per_window == 60  # the others kept
+    (audit,) = [e for e in effects if isinstance(e, Audit)]
+    assert audit.detail == (f"box {B1.box_id} (devbox): directory reachable -> connected; history none -> index;"
+                            " history_repos  -> connect,web.site,my_repo-2")
+    # an empty list takes every repository away; directory=none shares nothing
+    cleared, _ = P.set_settings(new, "inv1", ["history_repos=", "directory=none"], now=T0 + 4)
+    assert cleared.pairings["inv1"].settings.history_repos == ()
+    assert cleared.pairings["inv1"].settings.directory == "none"
+    assert "history_repos=" in P.settings_words(cleared.pairings["inv1"].settings)
 
 
 def test_set_settings_persists_audits_and_notifies_only_the_keys_given() -> None:
@@ -659,6 +681,17 @@ def test_set_settings_persists_audits_and_notifies_only_the_keys_given() -> None
         (["live_ids=100001"], Ref.SETTING_OUT_OF_RANGE, "live_ids=100001 is out of range"),
         (["queued_bytes=1023"], Ref.SETTING_OUT_OF_RANGE, "queued_bytes=1023 is out of range"),
         (["messages=off", "messages=on"], Ref.BAD_SETTING, "messages is given twice"),
+        (["directory=everyone"], Ref.BAD_SETTING, "directory is reachable or connected or none, not 'everyone'"),
+        (["directory="], Ref.BAD_SETTING, "is not KEY=VALUE"),
+        (["history=full"], Ref.BAD_SETTING, "history is none or index, not 'full'"),
+        (["history_repos=../etc"], Ref.BAD_SETTING, "history_repos is repository names"),
+        (["history_repos=a/b"], Ref.BAD_SETTING, "not 'a/b'"),
+        (["history_repos=a,,b"], Ref.BAD_SETTING, "not ''"),
+        (["history_repos=.hidden"], Ref.BAD_SETTING, "not '.hidden'"),
+        (["history_repos=a,b,a"], Ref.BAD_SETTING, "names a repository twice"),
+        ([f"history_repos={','.join(f'r{i}' for i in range(65))}"], Ref.SETTING_OUT_OF_RANGE,
+         "history_repos names 65 repositories: at most 64"),
+        (["history=index", "directory=all"], Ref.BAD_SETTING, "directory is"),
         # all or none: a good word before a bad one is not set either
         (["messages=off", "per_window=0"], Ref.SETTING_OUT_OF_RANGE, "per_window=0"),
     ],

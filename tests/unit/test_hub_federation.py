@@ -733,3 +733,94 @@ def test_a_removal_is_owed_while_something_across_the_pairing_is_open_and_not_af
     assert H.removal_owed(w.hub, PAIRING)
     w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
     assert not H.removal_owed(w.hub, PAIRING)
+
+
+# --- messages=off while messages from that box are held here -------------------------------------
+
+
+def test_messages_off_cancels_what_the_pairing_holds_not_typing_and_receipts_each_cancelled(world: World) -> None:
+    """"Revocation across boxes": setting the pairing's ``messages`` off takes the affected panes' send
+    locks (:func:`pairing_panes`) and cancels what is not typing yet, as a revocation; each remote sender
+    gets its final ``cancelled`` receipt (finals_receipted), once; one whose typing started keeps going
+    and its real outcome is receipted. The pairing stays."""
+    to, typing_key = _guarded(world)
+    world.guard(typing_key, to)  # typing started
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-2"))
+    guarded = world.launch("guarded", harness="codex")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(REMOTE, guarded.incarnation)})
+    world.idle(guarded)
+    arrive(world, guarded, message("m-3"))
+    key2, key3 = (REMOTE, "m-2"), (REMOTE, "m-3")
+    assert world.hub.messages[key3].state is MessageState.GUARDING
+    card = world.card_of(key2)
+    assert H.pairing_panes(world.hub, PAIRING) == tuple(sorted({to.pane, carded.pane, guarded.pane}))
+    assert H.messages_off_owed(world.hub, PAIRING) and not H.messages_off_owed(world.hub, "pairing-2")
+    effects = world.step(H.MessagesOff(world.now, PAIRING, "laptop"))
+    for key in (key2, key3):
+        done = world.hub.messages[key]
+        assert done.state is MessageState.CANCELLED and done.reason == "messages from box laptop turned off here"
+    assert world.hub.cards[card].state is H.CardState.CANCELLED  # withdrawn from Needs you
+    assert world.hub.messages[typing_key].state is MessageState.TYPING
+    receipts = _receipts(effects)
+    assert sorted((r.message.id, r.outcome) for r in receipts) == [("m-2", "cancelled"), ("m-3", "cancelled")]
+    assert all(r.routing.to == A for r in receipts)
+    assert world.hub.inbox is not None and PAIRING not in world.hub.inbox.removed
+    assert world.hub.inbox.records[message("m-2").identity].state is I.InboxState.CANCELLED
+    assert world.hub.inbox.records[message("m-1").identity].state is I.InboxState.ACCEPTED
+    assert not H.messages_off_owed(world.hub, PAIRING)
+    # the guard out for m-3 then types nothing; again changes nothing
+    assert not any(isinstance(e, TypeText) for e in world.guard(key3, guarded))
+    before = world.snapshot()
+    assert world.step(H.MessagesOff(world.now, PAIRING, "laptop")) == ()
+    assert world.hub == before
+    # the typing message's real outcome is receipted
+    assert [r.outcome for r in _receipts(world.typed(typing_key))] == ["delivered"]
+
+
+def test_messages_off_on_a_box_that_does_not_federate_is_refused_loudly_and_changes_nothing() -> None:
+    with pytest.raises(ConnectError, match="not federated"):
+        H.step(H.Hub(), H.MessagesOff(NOW, PAIRING, "laptop"))
+
+
+# --- a sender whose process ended ------------------------------------------------------------------
+
+
+def test_a_sender_whose_process_ended_has_its_rows_cancelled_in_the_step_that_ends_its_token(
+    sender_box: World,
+) -> None:
+    """As the local rule (its queued local messages are cancelled at the guard, "sender no longer
+    connected"): the step that ends a sender's last live token (its pane gone, no revocation) cancels
+    what it sent to other boxes, as a revocation does: never left ``cancelled``, left ``cancelling``
+    with its cancel published; another sender's row untouched; the revocation's count names it."""
+    w = sender_box
+    me, other = w.launch("me"), w.launch("other")
+    submit(w, me, "m-1")  # published
+    submit(w, me, "m-2", bus_up=False)  # queued
+    submit(w, other, "m-3")
+    effects = w.step(H.PaneGone(w.now, me.pane, me.incarnation))
+    rows = _rows(w)
+    assert [rows[m].state for m in ("m-1", "m-2", "m-3")] == [
+        O.OutboxState.CANCELLING, O.OutboxState.CANCELLED, O.OutboxState.PUBLISHED]
+    assert rows["m-1"].cancel_reason == "sender no longer connected (its process ended)"
+    assert _publishes(effects) == [PublishEnvelope(E.Kind.CANCEL, B, PAIRING, rows["m-1"].identity, 1)]
+    token_ended = next(i for i, e in enumerate(effects) if isinstance(e, Persist) and e.kind == "token")
+    assert token_ended < effects.index(_publishes(effects)[0])  # one step: the token's end committed with it
+    assert H.cancels_unconfirmed(w.hub, [me.principal]) == {B: 1}
+    # the same pane gone again (Reconcile after a restart): nothing more
+    before = w.snapshot()
+    assert not _publishes(w.step(H.PaneGone(w.now, me.pane, me.incarnation)))
+    assert _rows(w) == _rows(World(hub=before))
+
+
+def test_a_sender_with_another_live_token_keeps_its_rows_until_its_last_process_ends(sender_box: World) -> None:
+    """The local guard asks whether the sender's group still holds a live token; so does this."""
+    w = sender_box
+    first = w.launch("first", session=("claude", "s-1"))
+    second = w.launch("second", session=("claude", "s-1"), pane="%9")
+    assert H.grants.group(w.hub.book, first.principal) == H.grants.group(w.hub.book, second.principal)
+    submit(w, first, "m-1")
+    assert not _publishes(w.step(H.PaneGone(w.now, first.pane, first.incarnation)))
+    assert _rows(w)["m-1"].state is O.OutboxState.PUBLISHED
+    effects = w.step(H.PaneGone(w.now, second.pane, second.incarnation))
+    assert _rows(w)["m-1"].state is O.OutboxState.CANCELLING and len(_publishes(effects)) == 1

@@ -561,3 +561,13 @@ def test_a_message_sent_to_another_box_shows_its_target_that_box_and_the_outcome
     assert (R.sent_across(done, None).outcome, R.sent_across(done, None).reason, R.sent_across(done, None).waits_for) == (
         "delivered", "typed", ""
     )
+    assert (sent.listed, R.sent_across(done, None).listed) == ("queued", "delivered")  # the person's word: the same
+    # its sender revoked (or ended) after it left: the person's list says cancelling and that the other
+    # box has not confirmed; the agent is still told queued
+    out, _ = O.publish_new(outbox, row.identity, now=TO.T0, bus_up=True)
+    gone, _ = O.cancel(out, sender=row.identity.principal, now=TO.T0 + 1, reason="the sender was revoked",
+                       nonces={row.identity: bytes([9]) * 24})
+    cancelling = R.sent_across(gone.rows[row.identity], None)
+    assert (cancelling.listed, cancelling.outcome) == ("cancelling", "queued")
+    assert cancelling.reason == f"box {TO.B} has not yet confirmed it is cancelled"
+    assert cancelling.waits_for == f"cancelling: box {TO.B} has not yet confirmed it is cancelled"

@@ -263,8 +263,14 @@ def waits_for(row: Row, box_name: str) -> str:
     if row.state is _O.ACCEPTED:
         return f"accepted by box {box_name}" + (f": {row.reason}" if row.reason else "")
     if row.state is _O.CANCELLING:
-        return f"cancelling: box {box_name} has not confirmed"
+        return f"cancelling: {cancel_unconfirmed_words(box_name)}"
     return ""
+
+
+def cancel_unconfirmed_words(box_name: str, n: int = 1) -> str:
+    """What a ``cancelling`` row (or ``n`` of them) tells the person: the other box has not yet
+    confirmed the cancel (the revocation's answer, ``connectd messages``, the page)."""
+    return f"box {box_name} has not yet confirmed {'it is' if n == 1 else 'they are'} cancelled"
 
 
 def pending_cancels(outbox: Outbox, sender: str) -> dict[str, int]:
@@ -282,8 +288,7 @@ def pending_cancels_words(counts: Mapping[str, int], names: Mapping[str, str]) -
     lines = []
     for box in sorted(counts):
         n = counts[box]
-        noun, pronoun = ("message", "it is") if n == 1 else ("messages", "they are")
-        lines.append(f"{n} {noun}: box {names.get(box, box)} has not yet confirmed {pronoun} cancelled")
+        lines.append(f"{n} {'message' if n == 1 else 'messages'}: {cancel_unconfirmed_words(names.get(box, box), n)}")
     return tuple(lines)
 
 

@@ -52,13 +52,18 @@ P11 What a person names (``pair approve WHO``, ``pair remove WHO``) is looked up
     else the latest (a removed or expired one is still found, and its step says what it is);
     :func:`box_name` the name a person reads for a box id, by the same rule.
 P12 Per-pairing settings (:class:`connectcore.federation.remote.PairingSettings`: ``messages`` on or
-    off, ``per_window``, ``live_ids``, ``queued_bytes``; the recipient box's rules R1 and R5 read them)
+    off, ``per_window``, ``live_ids``, ``queued_bytes``, which the recipient box's rules R1 and R5 read;
+    ``directory`` (``reachable``, ``connected`` or ``none``: what of this box's directory the pairing
+    sees), ``history`` (``none`` or ``index``) and ``history_repos`` (repository names, comma separated,
+    at most :data:`MAX_HISTORY_REPOS`; empty: none), which this box's answers to that box read)
     are kept with the pairing (:attr:`Pairing.settings`, the defaults until the person sets one).
     :func:`set_settings` takes ``KEY=VALUE`` words (``pair set BOX KEY=VALUE...``) and sets them on an
     active or requested pairing in one step, all or none: a word that is no ``KEY=VALUE``
     (``bad_setting``), a key that is no setting (``unknown_setting``), one given twice
-    (``bad_setting``), a value of the wrong kind (``bad_setting``: ``messages`` is ``on`` or ``off``, the
-    others whole numbers) or outside its range (``setting_out_of_range``, :data:`SETTING_RANGES`), a
+    (``bad_setting``), a value of the wrong kind (``bad_setting``: ``messages`` is ``on`` or ``off``,
+    ``directory`` and ``history`` one of :data:`SETTING_CHOICES`, ``history_repos`` names that are no
+    path, each once, the others whole numbers) or outside its range (``setting_out_of_range``,
+    :data:`SETTING_RANGES`; more than :data:`MAX_HISTORY_REPOS` repositories), a
     removed or ended pairing (``removed``, ``not_active``) are each refused naming the problem.
     :func:`settings_words` writes settings back as the same words.
 """
@@ -68,6 +73,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -76,6 +82,7 @@ from typing import Any
 
 from connectcore._machine import ConnectError, Table, freeze
 from connectcore.effects import Audit, Effect, Notify, Persist
+from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxError, BoxKeys, check_box_id, check_box_name, check_name_free
 from connectcore.federation.envelope import EnvelopeError, b64, canonical, unb64
 from connectcore.federation.envelope import Refusal as EnvelopeRefusal
@@ -103,7 +110,16 @@ SETTING_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType({
     "live_ids": (1, 100_000),
     "queued_bytes": (1024, 64 * 1024 * 1024),
 })
-SETTING_KEYS = ("messages", *SETTING_RANGES)  # every setting, in the order they are shown
+#: The values each choice setting may take (P12): what of this box's directory the pairing sees, and
+#: what this box answers its history queries.
+SETTING_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "directory": tuple(RD.Setting),
+    "history": ("none", "index"),
+})
+HISTORY_REPOS = "history_repos"  # the repositories a history answer may come from: names, comma separated
+MAX_HISTORY_REPOS = 64  # the most repositories one pairing may list
+_REPO_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")  # a repository's name (never a path)
+SETTING_KEYS = ("messages", *SETTING_RANGES, *SETTING_CHOICES, HISTORY_REPOS)  # every setting, as shown
 _ON, _OFF = frozenset({"on", "true"}), frozenset({"off", "false"})
 
 
@@ -1022,21 +1038,51 @@ def removed_by_peer(book: PairBook, pairing_id: str, *, now: float) -> tuple[Pai
 
 def settings_words(settings: PairingSettings) -> tuple[str, ...]:
     """``settings`` as the ``KEY=VALUE`` words :func:`set_settings` takes, every key in order."""
-    return tuple(
-        f"{key}={('on' if settings.messages else 'off') if key == 'messages' else getattr(settings, key)}"
-        for key in SETTING_KEYS
-    )
+    def shown(key: str) -> str:
+        if key == "messages":
+            return "on" if settings.messages else "off"
+        if key == HISTORY_REPOS:
+            return ",".join(settings.history_repos)
+        return str(getattr(settings, key))
+
+    return tuple(f"{key}={shown(key)}" for key in SETTING_KEYS)
 
 
-def _setting(word: str) -> tuple[str, bool | int]:
+def _repos(text: str) -> tuple[str, ...]:
+    """``history_repos``' value: repository names, comma separated (none: every one taken away)."""
+    names = tuple(name.strip() for name in text.split(",")) if text else ()
+    for name in names:
+        if not _REPO_RE.fullmatch(name):
+            raise PairingError(
+                Refusal.BAD_SETTING,
+                f"history_repos is repository names separated by commas (letters, digits, . _ -), not {name[:40]!r}",
+            )
+    if len(set(names)) != len(names):
+        raise PairingError(Refusal.BAD_SETTING, "history_repos names a repository twice: name each once")
+    if len(names) > MAX_HISTORY_REPOS:
+        raise PairingError(
+            Refusal.SETTING_OUT_OF_RANGE,
+            f"history_repos names {len(names)} repositories: at most {MAX_HISTORY_REPOS}",
+        )
+    return names
+
+
+def _setting(word: str) -> tuple[str, bool | int | str | tuple[str, ...]]:
     key, equals, text = word.partition("=")
     key, text = key.strip(), text.strip()
-    if not equals or not key or not text:
+    if not equals or not key or (not text and key != HISTORY_REPOS):
         raise PairingError(Refusal.BAD_SETTING, f"{word!r} is not KEY=VALUE (for example messages=off)")
     if key not in SETTING_KEYS:
         raise PairingError(
             Refusal.UNKNOWN_SETTING, f"no setting {key!r}: a pairing's settings are {', '.join(SETTING_KEYS)}"
         )
+    if key == HISTORY_REPOS:
+        return key, _repos(text)
+    if key in SETTING_CHOICES:
+        choices = SETTING_CHOICES[key]
+        if text.lower() not in choices:
+            raise PairingError(Refusal.BAD_SETTING, f"{key} is {' or '.join(choices)}, not {text[:40]!r}")
+        return key, text.lower()
     if key == "messages":
         if text.lower() not in _ON | _OFF:
             raise PairingError(Refusal.BAD_SETTING, f"messages is on or off, not {text!r}")
@@ -1054,7 +1100,7 @@ def parse_settings(words: Iterable[str], base: PairingSettings = DEFAULT_SETTING
     """``base`` with the ``KEY=VALUE`` ``words`` set, or a :class:`PairingError` naming the first
     problem (P12): none given, not ``KEY=VALUE``, an unknown key, one given twice, a bad value or one
     out of range."""
-    given: dict[str, bool | int] = {}
+    given: dict[str, Any] = {}
     for word in words:
         if not isinstance(word, str):
             raise PairingError(Refusal.BAD_SETTING, f"a setting is KEY=VALUE text, not {word!r}")
@@ -1064,12 +1110,7 @@ def parse_settings(words: Iterable[str], base: PairingSettings = DEFAULT_SETTING
         given[key] = value
     if not given:
         raise PairingError(Refusal.BAD_SETTING, f"no setting given: KEY=VALUE, the keys {', '.join(SETTING_KEYS)}")
-    return PairingSettings(
-        messages=bool(given.get("messages", base.messages)),
-        per_window=int(given.get("per_window", base.per_window)),
-        live_ids=int(given.get("live_ids", base.live_ids)),
-        queued_bytes=int(given.get("queued_bytes", base.queued_bytes)),
-    )
+    return replace(base, **given)
 
 
 def set_settings(

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from connectcore import consent, delivery
 from connectcore.delivery import DEFAULT_LIMITS, Limits, Refused
 from connectcore.federation import inbox as inbox_
+from connectcore.federation import remote_directory as RD
 from connectcore.federation.envelope import Identity, MessageInner, Sender
 
 #: Messages a minute one pairing may bring, whatever principals it names (R5).
@@ -75,6 +76,9 @@ class PairingSettings:
     per_window: int = PAIRING_PER_WINDOW
     live_ids: int = PAIRING_LIVE_IDS
     queued_bytes: int = PAIRING_QUEUED_BYTES
+    directory: str = RD.DEFAULT_SETTING.value  # what of this box's directory the pairing sees: reachable|connected|none
+    history: str = "none"  # what this box answers the pairing's history queries: none|index
+    history_repos: tuple[str, ...] = ()  # the repositories (names) a history answer may come from
 
 
 DEFAULT_SETTINGS = PairingSettings()

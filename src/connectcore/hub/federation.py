@@ -35,7 +35,11 @@ only joins them to the local message machine.
   from the sending box (:class:`RemoteCancelArrived`, under the send lock :func:`cancel_panes` names)
   cancels the local message not yet typing with :func:`inbox.cancel_arrived`; a removed pairing
   (:class:`PairingRemoved`, under :func:`pairing_panes`) runs :func:`outbox.pairing_removed` and
-  :func:`inbox.pairing_removed` and cancels the local messages across it not yet typing.
+  :func:`inbox.pairing_removed` and cancels the local messages across it not yet typing; the pairing's
+  ``messages`` set off (:class:`MessagesOff`, under :func:`pairing_panes` too) cancels the local
+  messages across it not yet typing, and :func:`finals_receipted` sends each its ``cancelled`` receipt
+  (the pairing stays: the receipts travel); :func:`messages_off_owed` is what the daemon's tick asks
+  of a pairing whose messages are off, so a restart between the book's commit and the step ends them.
 - The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
   hands them to the daemon's bus loop.
 """
@@ -80,6 +84,7 @@ from connectcore.hub.messages import (
 from connectcore.hub.state import (
     FederationTick,
     Hub,
+    MessagesOff,
     PairingRemoved,
     ReceiptArrived,
     RemoteCancelArrived,
@@ -440,6 +445,43 @@ def removal_owed(hub: Hub, pairing: str) -> bool:
     if hub.outbox is not None and any(r.pairing == pairing and not r.is_final for r in hub.outbox.rows.values()):
         return True
     return any(m.state is not MessageState.TYPING for m in _from_pairing(hub, pairing))
+
+
+def _cancellable_from(hub: Hub, pairing: str) -> list[Message]:
+    """What a ``messages=off`` ends: the local messages accepted across ``pairing``, not final, whose
+    typing has not started, while their inbox record is still ``accepted``."""
+    inbox = hub.inbox
+    if inbox is None:
+        return []
+    return [
+        m for m in _from_pairing(hub, pairing)
+        if m.state is not MessageState.TYPING
+        and (i := remote.identity_of(m.sender, m.id)) is not None
+        and (record := inbox.records.get(i)) is not None
+        and record.state is inbox_.InboxState.ACCEPTED
+    ]
+
+
+def messages_off_owed(hub: Hub, pairing: str) -> bool:
+    """A pairing whose ``messages`` setting is off still holds something :class:`MessagesOff` ends (the
+    book's setting and the hub's step are two commits; the daemon's federation tick asks this)."""
+    return bool(_cancellable_from(hub, pairing))
+
+
+def messages_off(hub: Hub, ev: MessagesOff) -> Step:
+    """The pairing's ``messages`` set off (R1 from then on refuses what arrives), under the send locks
+    of :func:`pairing_panes`, as a local revocation: each local message accepted across it and not yet
+    typing is cancelled with its card withdrawn and its audit record; :func:`finals_receipted` then
+    commits its inbox record ``cancelled`` in the same step and sends the remote sender its final
+    receipt. One whose typing started keeps going; its real outcome is receipted. Stepping it again
+    changes nothing more; a box that does not federate is refused loudly."""
+    if hub.inbox is None:
+        raise ConnectError("this box is not federated: it has no inbox")
+    effects: list[Effect] = []
+    for message in _cancellable_from(hub, ev.pairing):
+        hub, more = _finalize(hub, message, "cancel", ev.now, f"messages from box {ev.box_name} turned off here")
+        effects.extend(more)
+    return hub, tuple(effects)
 
 
 def remote_cancel_arrived(hub: Hub, ev: RemoteCancelArrived) -> Step:

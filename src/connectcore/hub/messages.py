@@ -31,6 +31,7 @@ from connectcore.effects import (
     Persist,
     TypeText,
 )
+from connectcore.federation import outbox as outbox_
 from connectcore.federation import remote
 from connectcore.grants import Principal, Scope
 from connectcore.hub import acts as hub_acts
@@ -84,6 +85,23 @@ def sent_to_another_box(hub: Hub, members: frozenset[str], message_id: str) -> b
     return outbox is not None and any(
         r.identity.principal in members and r.identity.id == message_id for r in outbox.rows.values()
     )
+
+
+def cancel_across(hub: Hub, members: frozenset[str], now: float, reason: str) -> Step:
+    """O7 (:func:`connectcore.federation.outbox.cancel`): what these principals sent to other boxes and
+    is not final: a row that never left ``cancelled``, a row that left ``cancelling`` with its cancel
+    published (its nonce :func:`~connectcore.federation.outbox.cancel_nonce`). The revocation does not
+    wait for the other box; :func:`connectcore.hub.federation.cancels_unconfirmed` says what it has not
+    confirmed. A box that does not federate has no outbox: nothing."""
+    outbox = hub.outbox
+    if outbox is None:
+        return hub, ()
+    effects: list[Effect] = []
+    for member in sorted(members):
+        nonces = {i: outbox_.cancel_nonce(outbox.rows[i]) for i in outbox_.cancels_needed(outbox, member)}
+        outbox, more = outbox_.cancel(outbox, sender=member, now=now, reason=reason, nonces=nonces)
+        effects.extend(more)
+    return replace(hub, outbox=outbox), tuple(effects)
 
 
 def sent_within(hub: Hub, principal_id: str, now: float) -> tuple[float, ...]:

@@ -20,9 +20,12 @@ from connectcore.effects import (
     Persist,
 )
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.messages import _close_draft, _finalize, _open_draft, _store
+from connectcore.hub.messages import _close_draft, _finalize, _open_draft, _store, cancel_across
 from connectcore.hub.restarts import _BEFORE_EXIT, _closed
 from connectcore.hub.state import Hub, PaneGone, PaneObserved, Reconcile, Recover, Step, Tick
+
+#: Why what a sender sent to other boxes is cancelled when its process ended (its last live token).
+SENDER_ENDED = "sender no longer connected (its process ended)"
 
 
 def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
@@ -49,7 +52,9 @@ def _draft_cleared(hub: Hub, ev: PaneObserved) -> Step:
 def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
     """The process a pane held is gone: messages addressed to it are cancelled at once, its tokens
     end, pair approvals for that incarnation lapse, and a restart of it that had not yet sent its exit
-    command (planned, waiting for idle) is cancelled: the agent it was to relaunch ended by itself."""
+    command (planned, waiting for idle) is cancelled: the agent it was to relaunch ended by itself. A
+    sender left with no live token has what it sent to other boxes cancelled in the same step
+    (:func:`connectcore.hub.messages.cancel_across`, :data:`SENDER_ENDED`)."""
     effects: tuple[Effect, ...] = ()
     for rid, state in list(hub.restarts.items()):
         record = state.record
@@ -67,13 +72,22 @@ def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
             effects += more
     hub, more = hub_acts.cancel_at(hub, ev.incarnation, ev.now)  # before its tokens end: control's acts too
     effects += more
+    ending = {t.principal for t in hub.book.tokens.values()
+              if t.incarnation == ev.incarnation and t.state is grants.TokenState.LIVE}
     book, more = grants.end_incarnation(hub.book, now=ev.now, incarnation=ev.incarnation)
+    effects += more
+    # A sender whose last live token this ends is no longer connected: locally its queued messages are
+    # cancelled at the guard ("sender no longer connected"); what it sent to other boxes cannot wait for
+    # a guard here, so it is cancelled now, in this step (O7, as a revocation: never left ``cancelled``,
+    # left ``cancelling`` with its cancel published).
+    gone = frozenset(m for p in sorted(ending) if not grants.live_tokens(book, p) for m in grants.group(book, p))
+    hub, more = cancel_across(replace(hub, book=book), gone, ev.now, SENDER_ENDED)
     effects += more
     pairs = frozenset(p for p in hub.pairs if p[1] != ev.incarnation)
     if pairs != hub.pairs:
         effects += (Persist("pairs", (), tuple(sorted(pairs))),)
     panes = {k: v for k, v in hub.panes.items() if not (k == ev.pane_id and v.incarnation == ev.incarnation)}
-    hub = replace(hub, book=book, pairs=pairs, panes=panes)
+    hub = replace(hub, pairs=pairs, panes=panes)
     left = hub.drafts.get(ev.pane_id)
     if left is not None and left.incarnation == ev.incarnation:
         hub, more = _close_draft(hub, ev.pane_id, "the pane's process ended")

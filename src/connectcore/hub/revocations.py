@@ -17,9 +17,8 @@ from connectcore.effects import (
     Effect,
     Persist,
 )
-from connectcore.federation import outbox as outbox_
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.messages import _finalize
+from connectcore.hub.messages import _finalize, cancel_across
 from connectcore.hub.restarts import _restarts_of, _withdraw_restarts
 from connectcore.hub.state import DisconnectAll, Hub, RevokePane, SetGrant, Step, UnknownItem, restart_of_pane
 
@@ -40,23 +39,6 @@ def _cancel_for(hub: Hub, members: frozenset[str], now: float, reason: str) -> S
     return replace(hub, pairs=pairs), tuple(effects)
 
 
-def _cancel_across(hub: Hub, members: frozenset[str], now: float, reason: str) -> Step:
-    """O7 (:func:`connectcore.federation.outbox.cancel`): what these principals sent to other boxes and
-    is not final: a row that never left ``cancelled``, a row that left ``cancelling`` with its cancel
-    published (its nonce :func:`~connectcore.federation.outbox.cancel_nonce`). The revocation does not
-    wait for the other box; :func:`connectcore.hub.federation.cancels_unconfirmed` says what it has not
-    confirmed. A box that does not federate has no outbox: nothing."""
-    outbox = hub.outbox
-    if outbox is None:
-        return hub, ()
-    effects: list[Effect] = []
-    for member in sorted(members):
-        nonces = {i: outbox_.cancel_nonce(outbox.rows[i]) for i in outbox_.cancels_needed(outbox, member)}
-        outbox, more = outbox_.cancel(outbox, sender=member, now=now, reason=reason, nonces=nonces)
-        effects.extend(more)
-    return replace(hub, outbox=outbox), tuple(effects)
-
-
 def _revoke(hub: Hub, principal_id: str, now: float, by: str) -> Step:
     if principal_id not in hub.book.principals:
         raise UnknownItem("unknown_principal", f"no principal {principal_id}")
@@ -64,7 +46,7 @@ def _revoke(hub: Hub, principal_id: str, now: float, by: str) -> Step:
     restarts = _restarts_of(hub, members, frozenset())
     book, effects = grants.revoke(hub.book, now=now, principal_id=principal_id, by=by)
     hub, more = _cancel_for(replace(hub, book=book), members, now, "revoked")
-    hub, across = _cancel_across(hub, members, now, "the sender was revoked")
+    hub, across = cancel_across(hub, members, now, "the sender was revoked")
     hub, again = _withdraw_restarts(hub, restarts, now, "connect revoked while restarting")
     hub, acts = hub_acts.cancel_by(hub, members, now, "control was revoked")
     return hub, effects + more + across + again + acts

@@ -465,6 +465,18 @@ class PairingRemoved:
 
 
 @dataclass(frozen=True)
+class MessagesOff:
+    """The person set a pairing's ``messages`` setting off (committed in the pairing book): what this
+    box holds from that box and has not started typing ends here (``pairing``: its id; ``box_name``:
+    this box's name for the other box). Stepped under the send locks
+    :func:`connectcore.hub.federation.pairing_panes` names, as a revocation."""
+
+    now: float
+    pairing: str
+    box_name: str
+
+
+@dataclass(frozen=True)
 class FederationTick:
     """The federation's schedules (the daemon's ticker, with what only the shell knows): the outbox's
     publishes, new attempts, expiries and deadlines (``bus_up``: the bus is connected; ``heard``: when
@@ -506,6 +518,7 @@ Event = (
     | RemoteSettled
     | RemoteCancelArrived
     | PairingRemoved
+    | MessagesOff
     | FederationTick
 )
 

@@ -420,7 +420,8 @@ def _granted(target: str, result: dict[str, Any]) -> list[str]:
         session = [session.get("harness"), session.get("session_id")]
     what = f" ({session[0]}:{session[1]})" if isinstance(session, list) and len(session) == 2 and target.startswith("%") else ""
     said = f"{target}{what}: Connect is off" if connect == "off" else f"{target}{what}: Connect set to {connect}"
-    return [said, *([f"{target}: {result['note']}"] if result.get("note") else [])]
+    return [said, *([f"{target}: {result['note']}"] if result.get("note") else []),
+            *(f"{target}: {line}" for line in result.get("cancels_unconfirmed", []))]
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
@@ -435,7 +436,8 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def cmd_disconnect_all(args: argparse.Namespace) -> int:
     result = _client(args).call("POST", "/api/disconnect-all", {})
     count = int(result.get("disconnected", 0))
-    _print(args, result, [f"Connect is off for every agent ({count} disconnected)"])
+    _print(args, result, [f"Connect is off for every agent ({count} disconnected)",
+                          *result.get("cancels_unconfirmed", [])])
     return 0
 
 
@@ -585,7 +587,8 @@ def _message_line(m: dict[str, Any], windows: dict[str, str]) -> str:
     sender = m["from"] + (f" (box {m['from_box']})" if m.get("from_box") else "")
     to = f"{m['to']} on box {m['to_box']}" if m.get("to_box") else placed(m["to"], windows)
     line = f"{sender} -> {to} {m['message_id']}: {m['outcome']} {m.get('reason') or ''}"
-    return f"{line.rstrip()}; waits {m['waits_for']}" if m.get("waits_for") else line
+    waits = m.get("waits_for")
+    return f"{line.rstrip()}; waits {waits}" if waits and waits != m.get("reason") else line
 
 
 def _audit_line(row: dict[str, Any], windows: dict[str, str] | None = None) -> str:

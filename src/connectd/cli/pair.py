@@ -260,7 +260,8 @@ def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse
     p = actions.add_parser("set", parents=[common, reads], help="set a pairing's settings: KEY=VALUE ...")
     p.add_argument("box", help="its name or box id")
     p.add_argument("settings", nargs="+", metavar="KEY=VALUE",
-                   help=f"{', '.join(P.SETTING_KEYS)} (messages=on|off; the others whole numbers)")
+                   help=f"{', '.join(P.SETTING_KEYS)} (messages=on|off; directory=reachable|connected|none;"
+                        " history=none|index; history_repos=NAME,NAME (empty: none); the others whole numbers)")
     p.set_defaults(func=cmd_set)
     p = actions.add_parser("remove", parents=[common, reads], help="remove a pairing for good")
     p.add_argument("box", help="its name or box id")

@@ -399,12 +399,18 @@ class PairingDesk:
 
     async def set_settings(self, who: str, words: Sequence[str], *, actor: str = P.OWNER) -> dict[str, Any]:
         """``pair set BOX KEY=VALUE...``: the pairing's settings (the core's step checks every word, all
-        or none); what arrives from that box is judged with them from the next message on."""
+        or none); what arrives from that box is judged with them from the next message on. ``messages=off``
+        also cancels what this box holds from that box and has not started typing, under the send locks
+        (:meth:`connectd.federation.flow.RemoteFlow.messages_off`), once the setting is durable and
+        outside the desk's lock, as a removal."""
         async with self.lock:
             pairing = _named(P.pairing_named, self.book, who)
             book, effects = P.set_settings(self.book, pairing.invitation, words, now=self.clock(), actor=actor)
             await self._commit(book, effects)
-            return self.pairing_view(book.pairings[pairing.invitation])
+            updated = book.pairings[pairing.invitation]
+        if self.messages is not None and not updated.settings.messages:
+            await self.messages.messages_off(updated)
+        return self.pairing_view(updated)
 
     async def tick(self) -> None:
         """Expire what is past its time (open invitations, requested pairings never answered)."""

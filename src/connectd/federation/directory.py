@@ -55,10 +55,9 @@ AUDIT_EVERY = 60.0  # seconds between audit records of one box's refused entries
 
 
 def setting_for(pairing: P.Pairing) -> RD.Setting:
-    """The pairing's ``directory`` setting (D1). Hook: the pairing book does not store per-pairing
-    settings yet (``connectd pair set BOX directory=...``); until it does, every pairing has the
-    default, ``reachable``."""
-    return RD.DEFAULT_SETTING
+    """The pairing's ``directory`` setting (D1), as the person set it (``connectd pair set BOX
+    directory=...``; the default ``reachable``)."""
+    return RD.Setting(pairing.settings.directory)
 
 
 def short_fingerprint(pairing: P.Pairing) -> str:

@@ -22,6 +22,9 @@ shell knows.
 - A pairing removed on either side (:meth:`RemoteFlow.pairing_removed`, called by the desk once the
   book committed it) is stepped as :class:`~connectcore.hub.PairingRemoved` under the send locks of
   what was accepted across it.
+- A pairing whose ``messages`` the person set off (:meth:`RemoteFlow.messages_off`, called by the desk
+  once the book committed the setting) is stepped as :class:`~connectcore.hub.MessagesOff` under the
+  same send locks: what it holds from that box and has not started typing is cancelled and receipted.
 - The ticker (:meth:`RemoteFlow.tick`, every ``TICK`` seconds) steps
   :class:`~connectcore.hub.FederationTick` with what only the shell knows: whether the bus is connected
   now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``).
@@ -157,6 +160,20 @@ class RemoteFlow:
         async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
             await engine.step(H.PairingRemoved(engine.clock(), pairing_id, pairing.name))
 
+    async def messages_off(self, pairing: P.Pairing) -> None:
+        """A pairing whose ``messages`` setting the book has just committed off (``pair set BOX
+        messages=off``): what this box holds from that box and has not started typing is cancelled,
+        stepped as :class:`~connectcore.hub.MessagesOff` under the send locks of what was accepted across
+        it (:func:`connectcore.hub.federation.pairing_panes`), as a revocation; the remote senders'
+        ``cancelled`` receipts follow. Nothing held: no step."""
+        if pairing.id is None or pairing.settings.messages:
+            return
+        engine, pairing_id = self.engine, pairing.id
+        if not H.messages_off_owed(engine.hub, pairing_id):
+            return
+        async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
+            await engine.step(H.MessagesOff(engine.clock(), pairing_id, pairing.name))
+
     def bus_up(self) -> bool:
         pump = self.desk.pump
         return bool(pump is not None and pump.bus.connected)
@@ -164,10 +181,14 @@ class RemoteFlow:
     async def tick(self) -> None:
         """The outbox's schedule and the inbox's retention, with the bus's state and who was heard; first,
         a removed pairing whose hub step is still owed (:func:`connectcore.hub.federation.removal_owed`:
-        the daemon stopped between the book's commit and the step) is stepped now."""
+        the daemon stopped between the book's commit and the step) is stepped now, and so is an active
+        one whose ``messages`` are off and that still holds messages from its box
+        (:func:`connectcore.hub.federation.messages_off_owed`)."""
         for pairing in list(self.desk.book.pairings.values()):
             if pairing.id and pairing.state is P.PairingState.REMOVED and H.removal_owed(self.engine.hub, pairing.id):
                 await self.pairing_removed(pairing)
+            elif pairing.id and pairing.state is P.PairingState.ACTIVE and not pairing.settings.messages:
+                await self.messages_off(pairing)
         heard = tuple(sorted(self.desk.heard.items()))
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 

@@ -44,15 +44,13 @@ KNOWN_DIRS = 1000  # session directories read to find the repositories a pairing
 
 
 def history_setting(pairing: P.Pairing) -> RH.Setting:
-    """The pairing's ``history`` setting (H4); ``none`` when the pairing's settings have no such field
-    (the settings gain ``history`` and ``history_repos`` in another change)."""
-    return RH.setting_of(getattr(pairing.settings, "history", RH.DEFAULT_SETTING))
+    """The pairing's ``history`` setting (H4; ``connectd pair set BOX history=index``)."""
+    return RH.setting_of(pairing.settings.history)
 
 
 def history_repos(pairing: P.Pairing) -> tuple[str, ...]:
-    """The repositories the owner listed for the pairing, by name (``history_repos``; none when absent)."""
-    repos = getattr(pairing.settings, "history_repos", ())
-    return tuple(r for r in repos if isinstance(r, str)) if isinstance(repos, tuple | list) else ()
+    """The repositories the owner listed for the pairing, by name (``history_repos``)."""
+    return pairing.settings.history_repos
 
 
 class RemoteHistoryDesk:

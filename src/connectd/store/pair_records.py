@@ -7,7 +7,9 @@ makes (``pair_invitations``, ``pair_requests``, ``pairings``, ``pair_wires``). A
 directory whose pairing tables an older connectd made on a connection of its own, with their own version
 table (``pair_schema``), keeps them: migration 5 finds them and drops only ``pair_schema``. A pairing's
 settings (``connectd pair set``) are in its body, ``settings``; migration 7 gave every pairing stored
-before them the defaults, and the database refuses a pairing body without them.
+before them the defaults, and the database refuses a pairing body without them. A setting added later
+(``directory``, ``history``, ``history_repos``) that a stored body does not hold reads as its default
+(no migration: the body is rewritten with it at the pairing's next step).
 
 Rules:
 
@@ -93,11 +95,16 @@ def decode_request(body: str) -> P.PairRequest:
     return P.PairRequest(**{**row, "keys": _unkeys(row["keys"]), "state": P.RequestState(row["state"])})
 
 
+def _settings(row: dict[str, Any]) -> PairingSettings:
+    """A pairing's stored settings; a key stored before its setting existed takes its default."""
+    return PairingSettings(**{**row, **({"history_repos": tuple(row["history_repos"])} if "history_repos" in row else {})})
+
+
 def decode_pairing(body: str) -> P.Pairing:
     row = json.loads(body)
     return P.Pairing(**{
         **row, "keys": _unkeys(row["keys"]), "state": P.PairingState(row["state"]), "role": P.Role(row["role"]),
-        "settings": PairingSettings(**row["settings"]),
+        "settings": _settings(row["settings"]),
     })
 
 

@@ -146,10 +146,12 @@ def owner_message_view(message: Message, waits_for: str = "", from_box: str | No
 def owner_sent_across_view(sent: R.SentAcross) -> dict[str, Any]:
     """A message to an agent on another box (an outbox row, :func:`connectcore.reads.sent_across`),
     with the keys of :func:`owner_message_view`: the recipient is the target the other box resolves,
-    on ``to_box``; no local ref, pane or card (the card, if any, is the other box's)."""
+    on ``to_box``; no local ref, pane or card (the card, if any, is the other box's). Its ``outcome``
+    is the person's (``cancelling`` while the other box has not confirmed a cancel; the agent is told
+    ``queued``)."""
     row = sent.row
     return {
-        "message_id": row.identity.id, "ref": None, "outcome": sent.outcome, "reason": sent.reason,
+        "message_id": row.identity.id, "ref": None, "outcome": sent.listed or sent.outcome, "reason": sent.reason,
         "to": sent.target, "from": sent.sender_actor, "hop": sent.hop, "conversation": sent.conversation,
         "in_reply_to": None, "created_at": row.created_at, "final_at": row.final_at,
         "waits_for": sent.waits_for, "text": sent.text, "recipient_pane": None, "recipient_principal": None,

@@ -214,8 +214,14 @@ class OwnerApi:
     async def set_grant(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.SetGrant)
         preset = Preset(body.preset)
-        await self.person.set_grant((body.harness, body.session_id), preset, by=actor)
-        return {"session": {"harness": body.harness, "session_id": body.session_id}, "connect": preset.value}
+        session = (body.harness, body.session_id)
+        touched = grants.principals_of_session(self.core.hub.book, session)
+        await self.person.set_grant(session, preset, by=actor)
+        result: dict[str, Any] = {"session": {"harness": body.harness, "session_id": body.session_id},
+                                  "connect": preset.value}
+        if preset is Preset.OFF:  # a revocation: its answer names what other boxes have not confirmed
+            result["cancels_unconfirmed"] = self.person.cancels_unconfirmed(touched)
+        return result
 
     async def pane_connect(self, request: Request, actor: str) -> Any:
         pane = parse_pane(request.path_params["pane"], "the pane in the path")
@@ -234,7 +240,7 @@ class OwnerApi:
 
     async def disconnect_all(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, B.DisconnectAll)
-        result: dict[str, Any] = {"disconnected": await self.person.disconnect_all(by=actor)}
+        result: dict[str, Any] = await self.person.disconnect_all(by=actor)
         if body.end_page_sessions:
             sessions = self.auth.sessions
             ended = sessions.end_all() if sessions is not None else []

@@ -123,6 +123,13 @@
     toast.timer = setTimeout(() => { t.hidden = true; }, 4500);
   }
 
+  // A revocation's answer (Off, disconnect-all) names the messages to other boxes whose cancels those
+  // boxes have not yet confirmed ("1 message: box laptop has not yet confirmed it is cancelled"): text.
+  function withUnconfirmed(text, result) {
+    const lines = (result && result.cancels_unconfirmed) || [];
+    return lines.length ? `${text} ${lines.join("; ")}.` : text;
+  }
+
   function confirmDialog({ title, body, ok, check }) {
     const dialog = $("confirm");
     $("confirm-title").textContent = title;
@@ -815,7 +822,7 @@
         const fresh = agentByPane(a.pane);
         if (fresh && fresh.connect === "off") return choosePreset(fresh, preset);
       }
-      toast(preset === "off" ? `${a.pane}: Connect is off.` : `${a.pane}: Connect set to ${preset}.`);
+      toast(preset === "off" ? withUnconfirmed(`${a.pane}: Connect is off.`, result) : `${a.pane}: Connect set to ${preset}.`);
     } catch (err) {
       state.errors.set(a.pane, err.message);
     } finally {
@@ -855,7 +862,7 @@
     const endSessions = $("confirm-check").checked;
     try {
       const result = await api("POST", "/api/disconnect-all", { end_page_sessions: endSessions });
-      toast(`Disconnected ${result.disconnected} agent${result.disconnected === 1 ? "" : "s"}.`);
+      toast(withUnconfirmed(`Disconnected ${result.disconnected} agent${result.disconnected === 1 ? "" : "s"}.`, result));
       if (endSessions) {
         showLoggedOut(`Every browser was logged out (${result.page_sessions_ended}).`);
         return;
@@ -936,7 +943,7 @@
   }
 
   const GOOD = new Set(["delivered", "done", "allowed", "issued", "approved_once", "approved_pair", "restarted", "set", "bound"]);
-  const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending"]);
+  const WAIT = new Set(["queued", "awaiting_consent", "ready", "guarding", "typing", "pending", "cancelling"]);
   const BAD = new Set(["refused", "declined", "cancelled", "expired", "unconfirmed", "not_confirmed", "error", "gave_up", "revoked"]);
   const outcomeKind = (o) => (GOOD.has(o) ? "good" : WAIT.has(o) ? "wait" : BAD.has(o) ? "bad" : "other");
 
