@@ -17,7 +17,10 @@ box), then ``send_message`` to that qualified address (``queued``, to box devbox
 with a wait. On B the card names the agent on box laptop with A's fingerprint; nothing is typed
 before B's owner approves it through B's owner API; then the text is typed once into Codex's pane
 under the provenance line naming box laptop, Codex's model reads it, and A's ``get_message`` learns
-``delivered`` from B's signed receipt.
+``delivered`` from B's signed receipt. Codex's model answers with ``send_message`` to A's address
+qualified by ``laptop``, ``in_reply_to`` the ref its provenance line named (R9): the reply's card is on
+A, naming Codex on box devbox with B's fingerprint; approved through A's owner API it is typed once
+into Claude's pane, and A's ``get_message`` correlates it with its own message.
 
     pytest -m live -s tests/integration/test_live_two_boxes.py     # with step timings
 
@@ -60,6 +63,8 @@ pytestmark = pytest.mark.live
 
 MESSAGE = "Please run the parser tests on devbox and tell me if they pass (live-check 2b5d)."
 MESSAGE_ID = "live-x1"
+REPLY = "All parser tests pass on devbox (live-check 6e0a)."
+REPLY_ID = "live-x1-reply"
 
 
 class LiveBox:
@@ -204,8 +209,6 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
     assert listed["box"] == {"name": b.name, "id": b.box_id, "fingerprint": b.fingerprint.replace(" ", "")[:8]}
     assert listed["reachable"] is True and listed["freshness"] == "fresh" and "cwd" not in listed, listed
 
-    # B's model answers whatever reaches it with a short note
-    fb.script(codex, [Turn.reply("Noted: running the parser tests.")])
     with steps.step("A sends to B's qualified address (queued, to box devbox); the card appears on B", 60):
         before = len(fa.requests(claude))
         fa.script(claude, [
@@ -232,6 +235,13 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
     assert [c["id"] for c in listed_cards] == [card["id"]], listed_cards
     assert requests_with(fb, codex, MESSAGE) == [] and MESSAGE not in fb.screen(codex), "typed before consent"
 
+    # B's copy has B's own ref, the one its provenance line names: Codex's model answers with it (R9)
+    ref = str((message_row(fb, MESSAGE_ID) or {}).get("ref"))
+    fb.script(codex, [
+        Turn.tool(call("send_message", {"to": f"{claude.address}@{a.name}", "text": REPLY,
+                                        "message_id": REPLY_ID, "in_reply_to": ref}, id="call_x_reply")),
+        Turn.reply("Answered laptop."),
+    ])
     with steps.step("B's owner approves; typed once into Codex's pane; A's get_message learns delivered", 90):
         approved = fb.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
         assert approved["state"] == "approved_once", approved
@@ -239,12 +249,11 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
         got = steps.wait(lambda: requests_with(fb, codex, MESSAGE), "Codex's model reading the message")
         waited = payload(steps.wait(lambda: result(fa, claude, "toolu_x_wait"), "A's get_message(wait) result"))
         steps.wait(lambda: "Codex on devbox has my message." in fa.screen(claude) and fa.ready(claude), "A idle")
-        steps.wait(lambda: fb.ready(codex), "Codex idle after its answer")
     assert waited["message_id"] == MESSAGE_ID and waited["outcome"] == "delivered", waited
     prompt = next(t for t in got[0].user_texts if MESSAGE in t)
     provenance, text = prompt.split("\n", 1)
     short = a.fingerprint.replace(" ", "")[:8]
-    assert provenance.startswith("[connect] message "), provenance
+    assert provenance.startswith(f"[connect] message {ref} "), (ref, provenance)
     assert f" from {claude.actor} (pane {claude.pane} on box {a.name}, {short}). " in provenance, provenance
     assert f"Reply: send_message to={claude.address}@{a.name} in_reply_to=" in provenance, provenance
     assert text == MESSAGE, "the text follows the provenance line, unchanged"
@@ -274,6 +283,45 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
         assert row in b_rows, (row, b_rows)
     assert [r for r in b_rows if r[1] == "send_message" and r[2] == "delivered"] == [
         (remote_actor, "send_message", "delivered", MESSAGE_ID)], "typed once"
+
+    # Codex's reply goes back across the boxes in reply to B's ref: a card on A naming the agent on box
+    # devbox; approved through A's owner API, typed once into Claude's pane; A's get_message correlates it
+    with steps.step("Codex's reply goes back to A: a card on A, approved, typed once into Claude's pane", 90):
+        reply_sent = payload(steps.wait(lambda: result(fb, codex, "call_x_reply"), "Codex's send_message result"))
+        reply_card = steps.wait(lambda: next(iter(fa.cards()), None), "the reply's card on A")
+        steps.wait(lambda: "Answered laptop." in fb.screen(codex) and fb.ready(codex), "Codex idle after its answer")
+        fa.script(claude, [Turn.tool(call("get_message", {"message_id": MESSAGE_ID}, id="toolu_x_correlate")),
+                           Turn.reply("Codex on devbox says the parser tests pass.")])
+        fa.api("POST", f"/api/cards/{reply_card['id']}/approve", {"pair": False})
+        correlated = payload(steps.wait(lambda: result(fa, claude, "toolu_x_correlate"), "A's get_message"))
+        steps.wait(lambda: (message_row(fa, REPLY_ID) or {}).get("outcome") == "delivered", "the reply delivered on A")
+        steps.wait(lambda: (message_row(fb, REPLY_ID) or {}).get("outcome") == "delivered",
+                   "B's get of the reply's outcome: delivered")
+        steps.wait(lambda: fa.ready(claude), "A idle")
+    print(f"[live] B's reply answered {reply_sent}; A's get_message {correlated}", flush=True)
+    assert (reply_sent["message_id"], reply_sent["outcome"], reply_sent["to_box"]) == (REPLY_ID, "queued", a.name)
+    bound = (fb.view(codex) or {}).get("actor", "")
+    assert bound.startswith("agent:codex:") and ":pane:" not in bound, bound  # bound from Codex's rollout
+    assert (reply_card["recipient_pane"], reply_card["text"], reply_card["message_id"]) == (
+        claude.pane, REPLY, REPLY_ID), reply_card
+    assert (reply_card["sender_box"], reply_card["sender_fingerprint"]) == (b.name, b.fingerprint), reply_card
+    # Codex's first prompt is the message itself: its reply may leave before connectd binds its session
+    # from the rollout (the launch's actor) or after (the session's); either is Codex on B, never another
+    names = {codex.actor, bound}
+    assert reply_card["sender"] in {f"box:{b.box_id}/{n}" for n in names}, (reply_card, names)
+    sender_actor = reply_card["sender"].split("/", 1)[1]
+    assert not fb.cards(), "no card on B for B's own reply"
+    replies = requests_with(fa, claude, REPLY)
+    assert replies and replies[0].text.count(REPLY) == 1, "the reply reached Claude's model exactly once"
+    reply_prompt = next(t for t in replies[0].user_texts if REPLY in t)
+    first, rest = reply_prompt.split("\n", 1)
+    assert first.startswith("[connect] message ") and rest == REPLY, reply_prompt
+    b_short = b.fingerprint.replace(" ", "")[:8]
+    assert f" from {sender_actor} (pane {codex.pane} on box {b.name}, {b_short}). " in first, first
+    assert correlated["outcome"] == "delivered" and len(correlated["replies"]) == 1, correlated
+    (answer,) = correlated["replies"]
+    assert (answer["outcome"], answer["from"]) == ("delivered", reply_card["sender"]), correlated
+    assert answer["ref"] == first.split(" ")[2], (answer, first)
     for box in (a, b):
         failed = [r for r in box.audit() if r["action"] == "task.bus" and r["outcome"] == "failed"]
         assert not failed, json.dumps(failed)
