@@ -269,7 +269,8 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
     (identity,) = {m for _, action, outcome, m in a_rows if (action, outcome) == ("federation.outbox", "queued")}
     assert identity.startswith(f"{a.box_id}/") and identity.endswith(f"/{MESSAGE_ID}"), identity
     remote_actor = f"box:{a.box_id}/{claude.actor}"
-    for row in (("connectd", "federation.outbox", "published", identity),
+    for row in ((claude.actor, "send_message", "queued", MESSAGE_ID),  # the call, under its actor
+                ("connectd", "federation.outbox", "published", identity),
                 ("connectd", "federation.outbox", "accepted", identity),
                 ("connectd", "federation.outbox", "delivered", identity),
                 (claude.actor, "list_agents", "allowed", None),

@@ -22,7 +22,7 @@ from connectcore.federation import remote as R
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.effects import AckDelivery, PublishEnvelope, PublishReceipt
 from connectcore.grants import Preset
-from tests.unit.hubkit import Agent, World
+from tests.unit.hubkit import Agent, World, actor
 
 KA, KB = (BoxKeys(bytes([n]) * 32, bytes([n + 1]) * 32) for n in (1, 11))
 A, B = KA.box_id, KB.box_id  # A sends, B (this box) receives
@@ -374,6 +374,21 @@ def test_a_message_to_a_remote_target_is_one_outbox_row_published_at_once(sender
     assert isinstance(inner, E.MessageInner)
     assert (inner.sender.principal, inner.sender.pane, inner.sender.incarnation) == (me.principal, me.pane, me.incarnation)
     assert (inner.text, inner.target, inner.hop, nonce) == ("hello from box A", ("address", "%4@51d7a9c03e6f2b18"), 1, N2)
+
+
+def test_an_admitted_remote_send_is_audited_under_the_sending_agent_s_actor(sender_box: World) -> None:
+    """The call's own record names who made it, as a local send's (and a refused remote send's) does:
+    ``send_message`` ``queued`` under the agent's actor, its message id and the qualified target, beside
+    the outbox's record carrying the identity. Before, an admitted send to another box was audited only
+    as ``connectd federation.outbox``: ``connectd audit`` by the agent's actor missed it (the live
+    two-box acceptance found it)."""
+    w = sender_box
+    me = w.launch("me")
+    effects = submit(w, me)
+    audits = [(e.actor, e.action, e.outcome, e.target, e.message_id) for e in effects if isinstance(e, H.Audit)]
+    assert ("connectd", O.ACTION, "queued", B, str(E.Identity(A, me.principal, "m-1"))) in audits, audits
+    assert (actor(w, me), "send_message", "queued", "%4@51d7a9c03e6f2b18@devbox", "m-1") in audits, audits
+    assert effects[-1] == PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, E.Identity(A, me.principal, "m-1"), 1)
 
 
 def test_with_the_bus_down_the_row_waits_queued(sender_box: World) -> None:

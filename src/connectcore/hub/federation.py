@@ -303,7 +303,8 @@ def _reply_to(hub: Hub, ev: RemoteSubmit, members: frozenset[str]) -> Identity |
 
 def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
     """An agent's message to an agent on another box: this box's rules (O1), then one outbox row,
-    published at once while the bus is up. A refusal stores nothing (``CallRefused``)."""
+    published at once while the bus is up, and the call's record under the sender's actor (``send_message``
+    ``queued``) beside the outbox's. A refusal stores nothing (``CallRefused``)."""
     outbox = hub.outbox
     if outbox is None:
         raise ConnectError("this box is not federated: it has no outbox")
@@ -345,6 +346,9 @@ def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
     except outbox_.OutboxError as exc:
         raise _refused(actor, ev, str(exc.reason), str(exc)) from exc
     outbox, published = outbox_.publish_new(outbox, inner.identity, now=ev.now, bus_up=ev.bus_up)
+    # the call's own record, under the actor that made it (as a local send's and a refused one's)
+    called = Audit(actor=actor, action="send_message", outcome="queued", scope=Scope.MESSAGE.value,
+                   target=f"{ev.target[1]}@{ev.box_name}", message_id=ev.message_id, at=ev.now)
     window = limits.rate_window
     hub = replace(
         hub,
@@ -352,7 +356,7 @@ def remote_submit(hub: Hub, ev: RemoteSubmit) -> Step:
         sent={**hub.sent, sender.id: (*delivery.within_window(hub.sent.get(sender.id, ()), ev.now, window), ev.now)},
         pair_sent={**hub.pair_sent, pair: (*pair_sent, ev.now)},
     )
-    return hub, (*admitted, *published)
+    return hub, (*admitted, called, *published)
 
 
 def receipt_arrived(hub: Hub, ev: ReceiptArrived) -> Step:
