@@ -449,6 +449,30 @@ def test_receipts_move_the_row_and_wake_the_sender_and_the_final_is_the_receiver
     assert [e.outcome for e in effects if isinstance(e, H.Audit)] == ["late receipt"]
 
 
+def test_a_message_to_another_box_that_ends_is_audited_under_the_sending_agent_s_actor(sender_box: World) -> None:
+    """Claim: when a message to another box ends (the other box's final receipt, a cancel, the
+    deadline), its final outcome is recorded under the sending agent's actor (``send_message``, the
+    outcome, the message id; the target with the box's id), as a local message's is; an interim
+    receipt adds none. (Before: only ``connectd federation.outbox`` recorded it.)"""
+    w = sender_box
+    me = w.launch("me")
+    submit(w, me)
+    assert w.hub.outbox is not None
+    (row,) = w.hub.outbox.rows.values()
+
+    def receipt(outcome: str) -> E.ReceiptInner:
+        return E.ReceiptInner(E.Routing(E.Kind.RECEIPT, B, A, pairing=PAIRING), row.identity, row.digest, outcome,
+                              "typed", w.now, ("agent:codex:x", "%4"), None)
+
+    def mine(effects: tuple[Any, ...]) -> list[tuple[str, str, str, str | None]]:
+        return [(e.outcome, e.target, e.message_id or "", e.detail) for e in effects
+                if isinstance(e, H.Audit) and e.actor == actor(w, me) and e.action == "send_message"]
+
+    assert mine(receipt_for(w, receipt("accepted"))) == []
+    assert mine(receipt_for(w, receipt("delivered"))) == [("delivered", f"%4@51d7a9c03e6f2b18@{B}", "m-1", "typed")]
+    assert mine(receipt_for(w, receipt("delivered"))) == []  # a copy: nothing new
+
+
 def test_two_boxes_end_to_end_in_the_core_delivered_once_and_the_sender_told(sender_box: World, world: World) -> None:
     """A's outbox row, as B's inbox judges and accepts it, typed under an approved pair, delivered; B's
     final receipt judged on A moves the row to delivered."""

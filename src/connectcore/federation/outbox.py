@@ -66,10 +66,12 @@ from connectcore.federation.envelope import (
     Identity,
     Kind,
     MessageInner,
+    Outer,
     ReceiptInner,
     Routing,
     digest_of,
     encode_inner,
+    parse_inner,
 )
 
 STORE = "outbox"  # Persist.kind of a row
@@ -380,6 +382,15 @@ def to_seal(row: Row, kind: Kind) -> tuple[Routing, bytes, bytes]:
     routing = Routing(Kind.CANCEL, row.identity.box, row.to, pairing=row.pairing)
     inner = CancelInner(routing, row.identity, row.digest, row.created_at, row.cancel_reason, row.cancel_at)
     return routing, encode_inner(inner), row.cancel_nonce
+
+
+def message_of(row: Row) -> MessageInner:
+    """The message ``row`` holds (its stored canonical inner part, read back)."""
+    routing, plain, nonce = to_seal(row, Kind.MESSAGE)
+    inner = parse_inner(plain, Outer(routing, nonce, plain))
+    if not isinstance(inner, MessageInner):
+        raise OutboxError(Refusal.UNKNOWN_MESSAGE, f"row {row.identity} holds no message")
+    return inner
 
 
 def _publish(row: Row, attempt: int) -> PublishEnvelope:

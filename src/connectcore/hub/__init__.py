@@ -67,6 +67,7 @@ from connectcore.hub.federation import (
     cancel_panes,
     cancels_unconfirmed,
     federation_tick,
+    finals_audited,
     finals_receipted,
     messages_off,
     messages_off_owed,
@@ -213,7 +214,7 @@ def step(hub: Hub, event: Event) -> Step:
     hub, effects = handler(hub, event)
     hub, more = attempt_armed(hub, event.now)
     hub, receipts = finals_receipted(hub, effects + more, event.now)
-    return hub, effects + more + receipts
+    return hub, effects + more + receipts + finals_audited(effects + more, event.now)
 
 
 def restore(

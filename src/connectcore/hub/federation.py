@@ -265,6 +265,25 @@ def finals_receipted(hub: Hub, effects: tuple[Effect, ...], now: float) -> Step:
     return replace(hub, inbox=inbox), tuple(more)
 
 
+def finals_audited(effects: tuple[Effect, ...], now: float) -> tuple[Effect, ...]:
+    """After a step: each message to another box that the step made final (its ``Persist`` of the
+    outbox row) is recorded under the sending agent's actor, as a local message's final outcome is
+    (``send_message``, the outcome, the message id; the target with the recipient box's id, which is
+    what the row holds), beside the outbox's own record. A row is made final once, so once."""
+    more: list[Effect] = []
+    for effect in effects:
+        if isinstance(effect, Persist) and effect.kind == outbox_.STORE and isinstance(effect.record, outbox_.Row):
+            row = effect.record
+            if row.is_final:
+                inner = outbox_.message_of(row)
+                more.append(Audit(
+                    actor=inner.sender.actor, action="send_message", outcome=outbox_.answer(row),
+                    scope=Scope.MESSAGE.value, target=f"{inner.target[1]}@{row.to}", message_id=row.identity.id,
+                    detail=row.reason, at=now,
+                ))
+    return tuple(more)
+
+
 def effect_is_message(effect: Effect) -> TypeGuard[Persist]:
     """A ``Persist`` of a message row (its record a :class:`Message`)."""
     return isinstance(effect, Persist) and effect.kind == "message" and isinstance(effect.record, Message)
