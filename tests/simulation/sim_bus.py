@@ -12,6 +12,10 @@ order, an unacknowledged delivery again after ``ack_wait``, deleted once acknowl
 Faults, drawn from the seeded RNG: ``drop`` (acknowledged but not stored: the loss ``sync_interval``
 allows), ``duplicate`` (stored twice, as a copy the duplicate window missed), ``delay`` (visible only
 after up to that many seconds), ``reorder`` (a fetch hands over what is visible in a shuffled order).
+A partition cuts one box's link to the server (:attr:`SimNetwork.cut`): that box's calls answer
+``BusUnavailable`` while the others go on, and what was stored for it waits until the link heals.
+``poll`` is how often a waiting fetch looks again (the federation simulation polls less often: each
+look is a scheduler wake-up of virtual time).
 Time is ``clock`` (the simulation's virtual clock; the conformance test uses ``time.monotonic``); waits
 are ``anyio`` sleeps, so it runs under asyncio and trio alike.
 """
@@ -64,6 +68,8 @@ class SimNetwork:
     duplicate_window: float = 120.0
     ack_wait: float = 30.0
     up: bool = True
+    poll: float = POLL  # seconds between a waiting fetch's looks
+    cut: set[str] = field(default_factory=set)  # the boxes whose link to the server is down (partitions)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -88,7 +94,7 @@ class SimBus:
         self.consumer = consumer or f"box-{box_id}"
 
     def _up(self) -> SimNetwork:
-        if not self.network.up:
+        if not self.network.up or self.box_id in self.network.cut:
             raise BusUnavailable("not connected")
         return self.network
 
@@ -129,7 +135,7 @@ class SimBus:
         ready: list[_Stored] = []
         with anyio.move_on_after(timeout):
             while not (ready := self._ready()):
-                await anyio.sleep(POLL)
+                await anyio.sleep(self.network.poll)
                 self._up()
         net = self.network
         if net.faults.reorder:
