@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from connectcore import hub as H
+from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
+from connectcore.federation import outbox as O
 from connectcore.federation import remote
 from connectcore.federation.effects import BusEffect
 from connectd.daemon.runner import CoreRunner, records_of
@@ -105,10 +107,24 @@ def no_card_for_a_remote_sender(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(remote, "admit", lambda inner, here: original(inner, replace(here, pair_approved=True)))
 
 
+def acceptance_taken_as_delivery(mp: pytest.MonkeyPatch) -> None:
+    """The sending box reads the other box's ``accepted`` receipt as ``delivered`` (acceptance is not
+    delivery: the message may still be declined, cancelled or expire there)."""
+    original = O.receipt
+
+    def receipt(outbox: O.Outbox, inner: E.ReceiptInner, **kw: Any) -> Any:
+        if inner.outcome == "accepted":
+            inner = replace(inner, outcome="delivered")
+        return original(outbox, inner, **kw)
+
+    mp.setattr(O, "receipt", receipt)
+
+
 MUTANTS = [
     pytest.param(receipt_before_commit, "receipt_before_commit", 10, id="receipt_before_commit"),
     pytest.param(restart_forgets_the_inbox, "acked_lost", 15, id="restart_forgets_the_inbox"),
     pytest.param(no_card_for_a_remote_sender, "typed_without_consent", 10, id="no_card_for_a_remote_sender"),
+    pytest.param(acceptance_taken_as_delivery, "outcome_untrue", 10, id="acceptance_taken_as_delivery"),
 ]
 
 
@@ -122,6 +138,7 @@ def test_a_planted_defect_is_found_by_a_seed(
     for seed in range(1, bound + 1):
         fed = run_federation(seed)
         if kind in fed.kinds:
+            print(f"{mutant.__name__}: found at seed {seed} ({kind})")
             return
     pytest.fail(f"no seed in 1..{bound} found the planted defect {mutant.__name__} ({kind})")
 
