@@ -88,6 +88,7 @@ class FedConfig:
             "heal": 1.0,
             "rogue": 0.6,  # the unpaired box publishes
             "kill": 0.5,  # a box's daemon killed at one of its next I/O calls (tmux, store, bus)
+            "wait": 0.5,  # nobody acts for 10 s to 4 min (a partition outlasting the outbox's 180 s liveness)
         }
     )
     quiet: float = 420.0  # quiescence: an accepted row's envelope goes again every 300 s
@@ -522,8 +523,11 @@ class FailureLog(logging.Handler):
 
 
 class Federation:
-    def __init__(self, seed: int, root: Path, cfg: FedConfig | None = None) -> None:
+    def __init__(
+        self, seed: int, root: Path, cfg: FedConfig | None = None, script: Callable[[Federation], Any] | None = None
+    ) -> None:
         self.seed = seed
+        self.script = script  # a scenario's own schedule, in place of the seeded one
         self.cfg = replace(cfg) if cfg is not None else FedConfig()
         self.rng = random.Random(seed)
         self.trace: list[str] = []
@@ -634,6 +638,8 @@ class Federation:
             self.log(f"partition: {box.name}'s link heals")
         elif action == "rogue":
             await self.rogue.act()
+        elif action == "wait":
+            await trio.sleep(round(rng.uniform(10.0, 240.0), 2))
         elif action == "kill":
             box = rng.choice(self.boxes)
             if box.faults.kill_in is None:
@@ -648,9 +654,13 @@ class Federation:
         box, pane = rng.choice(senders)
         other = rng.choice([b for b in self.boxes if b is not box])
         panes = other.live_panes()
-        if not panes:
-            return
-        to = f"{other.address_of(rng.choice(panes))}@{other.name}"
+        if panes:
+            self.send(box, pane, other, rng.choice(panes))
+
+    def send(self, box: BoxSim, pane: str, other: BoxSim, other_pane: str) -> FedSent:
+        """The agent on ``box``'s ``pane`` sends to ``other``'s ``other_pane`` (its address as ``other``'s
+        directory last listed it, qualified by ``other``'s name)."""
+        to = f"{other.address_of(other_pane)}@{other.name}"
         n = len(self.sent) + 1
         sent = FedSent(f"fedmsg-{n}", box.name, other.name, box.token_of(pane) or "", f"x{n}", to)
         self.sent[sent.body] = sent
@@ -665,6 +675,7 @@ class Federation:
             lambda e, s=sent: e.calls.send_message(s.token, to=s.to, text=f"please read {s.body}", message_id=s.message_id),
             answered,
         )
+        return sent
 
     def decide(self) -> None:
         rng = self.rng
@@ -688,7 +699,9 @@ class Federation:
             for box in self.boxes:
                 box._nursery = nursery
             await self.setup()
-            for _ in range(self.cfg.steps):
+            if self.script is not None:
+                await self.script(self)
+            for _ in range(0 if self.script is not None else self.cfg.steps):
                 await trio.sleep(round(self.rng.expovariate(1 / self.cfg.gap), 3))
                 await self.act(self.pick())
                 await trio.sleep(0)
@@ -756,12 +769,15 @@ class Federation:
 STATS = D.STATS
 
 
-def run_federation(seed: int, cfg: FedConfig | None = None) -> Federation:
-    """Run one seed of the federation to the end; the Federation holds the trace and the violations."""
+def run_federation(
+    seed: int, cfg: FedConfig | None = None, script: Callable[[Federation], Any] | None = None
+) -> Federation:
+    """Run one seed of the federation to the end (``script``: a scenario's schedule in place of the
+    seeded one); the Federation holds the trace and the violations."""
     import trio._core._run as trio_run
 
     with tempfile.TemporaryDirectory(prefix=f"fedsim-{seed}-") as tmp:
-        fed = Federation(seed, Path(tmp), cfg)
+        fed = Federation(seed, Path(tmp), cfg, script)
         saved = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
         trio_run._r.seed(seed)
