@@ -534,6 +534,7 @@ class Federation:
         self.violations: list[str] = []
         self.kinds: list[str] = []
         self.steps = 0
+        self.waited: list[str] = []  # rows still waiting at quiescence's end (then past their deadline)
         faults = Faults()
         if self.cfg.swarm and seed:
             self.swarm(random.Random(seed * 31 + 7))
@@ -741,6 +742,7 @@ class Federation:
             if self.settled():
                 return
         waiting = [(b, r) for b, r in self.rows() if not r.is_final]
+        self.waited = [r.identity.id for _, r in waiting]
         for box, row in waiting:
             box.log(f"still {row.state} at quiescence's end: {row.identity.id} to {row.to} (deadline {O.deadline(row):.0f})")
             if row.state is O.OutboxState.QUEUED:
@@ -795,6 +797,8 @@ def run_federation(
             STATS["io"] += sum(b.io_calls for b in fed.boxes)
             STATS["kills"] += sum(b.kills for b in fed.boxes)
             STATS["seconds"] += time.perf_counter() - began
+            if fed.waited and script is None:
+                STATS.setdefault("waited", []).append(seed)
             trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved
             quiet.level = level
             logging.getLogger("connectd.supervisor").removeHandler(handler)
