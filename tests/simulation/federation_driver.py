@@ -75,7 +75,7 @@ EXPECTED_TASK_ERRORS = invariants.EXPECTED_TASK_ERRORS | {"BusUnavailable"}
 
 @dataclass
 class FedConfig:
-    boxes: int = 2  # daemons, paired with each other (besides the rogue box, paired with none)
+    boxes: int = 2  # daemons, paired with each other (besides the rogue box, paired with none); swarm: 3 in a quarter
     steps: int = 30  # schedule actions before quiescence
     gap: float = 2.0  # mean virtual seconds between actions
     box: D.Config = field(default_factory=lambda: D.Config(agents=2, wall_step=0.0))  # each box's own
@@ -87,7 +87,7 @@ class FedConfig:
             "partition": 0.4,  # a box's link to the bus cut
             "heal": 1.0,
             "rogue": 0.6,  # the unpaired box publishes
-            "kill": 0.5,  # a box's daemon killed at one of its next I/O calls (tmux, store, bus)
+            "kill": 1.0,  # a box's daemon killed at one of its next I/O calls (tmux, store, bus)
             "wait": 0.5,  # nobody acts for 10 s to 4 min (a partition outlasting the outbox's 180 s liveness)
         }
     )
@@ -168,7 +168,12 @@ class SimLink(SimBus):
         if box.server.generation != self.generation:
             await trio.sleep_forever()
         box.io_calls += 1
-        if box.faults.countdown():
+        # a pending kill prefers a bus call (as a single box's prefers a paste): the moments between a
+        # commit, its receipt and the acknowledgement
+        preferred = box.faults.kill_in is not None and box.frng.random() < 0.4
+        if preferred:
+            box.faults.kill_in = None
+        if preferred or box.faults.countdown():
             if box.frng.random() < 0.5:
                 return True
             box.kill(f"bus {op}")
@@ -539,12 +544,14 @@ class Federation:
         if self.cfg.swarm and seed:
             self.swarm(random.Random(seed * 31 + 7))
             srng = random.Random(seed * 17 + 5)
+            if self.cfg.boxes == 2 and srng.random() < 0.25:
+                self.cfg.boxes = 3  # a quarter of the seeds: three boxes, each paired with the other two
             faults = Faults(
                 drop=srng.choice([0.0, 0.05, 0.2]), duplicate=srng.choice([0.0, 0.1, 0.3]),
                 delay=srng.choice([0.0, 2.0, 10.0]), reorder=srng.random() < 0.5,
             )
         self.faults = faults
-        self.trace.append(f"bus faults {faults}")
+        self.trace.append(f"{self.cfg.boxes} boxes; bus faults {faults}")
         self.network = SimNetwork(clock=lambda: trio.current_time(), seed=seed, poll=BUS_POLL)
         self.checker = FedChecker(self)
         self.boxes = [
