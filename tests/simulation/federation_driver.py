@@ -18,7 +18,9 @@ name>``, the address as that box's directory last listed it); a box runs one act
 (local sends, cards approved or declined, including the remote ones, revocations, restarts, the person
 at the keyboard, panes dying, the daemon killed at a later I/O call); a card on some box is decided; a
 box's link to the bus is cut (a partition) or healed; the rogue box (real keys, never paired) publishes
-a message sealed to a box, or a copy of another box's wire, on its own subjects. The bus drops,
+a message sealed to a box, or a copy of another box's wire, on its own subjects; nobody acts for a
+while (a partition outlasting the outbox's liveness). Two boxes, or three in a quarter of the seeds,
+each paired with every other at the start by both approvals over the bus. The bus drops,
 duplicates, delays and reorders by the seed's draw. Then quiescence: faults off, links healed, every
 card approved, until every outbox row and message is final; a row still waiting then must be honestly
 so (``published``, ``accepted`` or ``cancelling``: ``queued`` to its sender, before its deadline), and
