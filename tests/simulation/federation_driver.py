@@ -90,6 +90,7 @@ class FedConfig:
             "heal": 1.0,
             "rogue": 0.6,  # the unpaired box publishes
             "kill": 1.0,  # a box's daemon killed at one of its next I/O calls (tmux, store, bus)
+            "crash": 0.3,  # the bus server crashes: down for up to 20 s, losing its last 0.5 to 10 s
             "wait": 0.5,  # nobody acts for 10 s to 4 min (a partition outlasting the outbox's 180 s liveness)
         }
     )
@@ -648,6 +649,14 @@ class Federation:
             self.log(f"partition: {box.name}'s link heals")
         elif action == "rogue":
             await self.rogue.act()
+        elif action == "crash" and self.network.up:
+            lost, down = round(rng.uniform(0.5, 10.0), 2), round(rng.uniform(0.5, 20.0), 2)
+            self.network.crash(lost)
+            self.network.up = False
+            self.log(f"the bus server crashes, losing its last {lost} s, down for {down} s")
+            await trio.sleep(down)
+            self.network.up = True
+            self.log("the bus server is back")
         elif action == "wait":
             await trio.sleep(round(rng.uniform(10.0, 240.0), 2))
         elif action == "kill":
@@ -742,6 +751,7 @@ class Federation:
             box.faults.kill_in = None
         self.network.faults = Faults()
         self.network.cut.clear()
+        self.network.up = True
         self.log("quiesce")
         deadline = trio.current_time() + self.cfg.quiet
         while trio.current_time() < deadline:

@@ -148,6 +148,7 @@ def test_a_partition_cuts_one_box_s_link_and_what_waits_for_it_is_kept() -> None
     """SimBus's partition (``SimNetwork.cut``): the cut box's calls answer BusUnavailable, the other
     box's go on, and what was stored for the cut box is fetched once the link heals."""
     import trio
+    import trio.testing
 
     from connectcore.ports import BusUnavailable
     from tests.simulation.sim_bus import SimNetwork
@@ -165,7 +166,7 @@ def test_a_partition_cuts_one_box_s_link_and_what_waits_for_it_is_kept() -> None
         (delivery,) = await b.fetch(batch=1, timeout=1.0)
         assert delivery.data == b"one"
 
-    trio.run(script)
+    trio.run(script, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 # --- scenarios: one schedule written out, on the same driver ----------------------------------------
@@ -219,3 +220,24 @@ def test_a_lost_first_publish_to_a_quiet_box_is_published_again() -> None:
     ((_, row),) = fed.rows()
     assert not any("still published" in line for line in fed.trace), "the row waited for its deadline"
     assert row.state is O.OutboxState.DELIVERED, row
+
+
+def test_a_crash_of_the_bus_loses_what_it_acknowledged_last() -> None:
+    """SimBus's crash (``SimNetwork.crash``): what was stored in the last seconds is gone, with its
+    duplicate-window entries (the same msg_id is stored again); what was stored before is kept."""
+    import trio
+    import trio.testing
+
+    from tests.simulation.sim_bus import SimNetwork
+
+    async def script() -> None:
+        net = SimNetwork(clock=trio.current_time)
+        a, b = net.bus("a"), net.bus("b")
+        await a.publish("connect.b.inbox.a", b"old", msg_id="m-1")
+        await trio.sleep(30.0)
+        await a.publish("connect.b.inbox.a", b"new", msg_id="m-2")
+        net.crash(10.0)
+        assert [d.data for d in await b.fetch(batch=5, timeout=1.0)] == [b"old"]
+        assert not (await a.publish("connect.b.inbox.a", b"new", msg_id="m-2")).duplicate
+
+    trio.run(script, clock=trio.testing.MockClock(autojump_threshold=0))
