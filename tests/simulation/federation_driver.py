@@ -722,6 +722,8 @@ class Federation:
                 await self.script(self)
             for _ in range(0 if self.script is not None else self.cfg.steps):
                 await trio.sleep(round(self.rng.expovariate(1 / self.cfg.gap), 3))
+                for box in self.boxes:
+                    box.step_wall()  # (each box's own stream; off unless FedConfig.box.wall_step)
                 await self.act(self.pick())
                 await trio.sleep(0)
                 self.steps += 1
