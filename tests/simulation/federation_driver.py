@@ -63,7 +63,7 @@ from connectd.federation import keys as K
 from connectd.federation import remote_calls as remote_calls_module
 from connectd.federation.desk import EXPIRY_EVERY, open_desk
 from connectd.federation.pump import Pump
-from connectd.federation.seal import LocalBox, seal
+from connectd.federation.seal import LocalBox, receive, seal
 from tests.simulation import driver as D
 from tests.simulation import invariants
 from tests.simulation.sim_bus import Faults, SimBus, SimNetwork
@@ -398,9 +398,13 @@ class FedChecker:
             box.violate(f"{body} typed without its card ({message.card}) or its pair approved", "typed_without_consent")
 
     def on_ack(self, box: BoxSim, delivery: Delivery) -> None:
-        """A message from a paired box is acknowledged on the bus only once its identity is committed."""
+        """A message from a paired box that its judgement lets in is acknowledged on the bus only once
+        its identity is committed (one it refuses, say stamped too far ahead, is acknowledged with its
+        audit line and nothing else)."""
         inner = open_wire(self.fed, delivery.subject, delivery.data)
-        if not isinstance(inner, E.MessageInner):
+        if not isinstance(inner, E.MessageInner) or box.desk is None:
+            return
+        if receive(box.local, delivery.subject, delivery.data, box.desk.view()).decision is E.Decision.REFUSED:
             return
         identity = E.Identity(inner.routing.sender, inner.sender.principal, inner.id)
         assert box.store is not None

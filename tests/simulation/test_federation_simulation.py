@@ -95,6 +95,21 @@ def receipt_before_commit(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(CoreRunner, "step", step)
 
 
+def acknowledged_on_arrival(mp: pytest.MonkeyPatch) -> None:
+    """The fetch loop acknowledges every delivery as it arrives (an auto-ack), before what it changes
+    is durable: a kill or a store failure then loses a message the bus will not hand over again."""
+    from connectd.federation.pump import FETCH_BATCH, Pump
+
+    async def fetch_loop(self: Pump) -> None:
+        bus = await self._connected()
+        while True:
+            for delivery in await bus.fetch(batch=FETCH_BATCH, timeout=self.fetch_timeout):
+                await bus.ack(delivery)
+                await self.desk.received(delivery.subject, delivery.data, delivery)
+
+    mp.setattr(Pump, "fetch_loop", fetch_loop)
+
+
 def restart_forgets_the_inbox(mp: pytest.MonkeyPatch) -> None:
     """A restarted daemon's hub comes back without the identities it received (the inbox restored
     empty), so what it acknowledged is forgotten and a copy would be judged new."""
@@ -123,6 +138,7 @@ def acceptance_taken_as_delivery(mp: pytest.MonkeyPatch) -> None:
 
 MUTANTS = [
     pytest.param(receipt_before_commit, "receipt_before_commit", 10, id="receipt_before_commit"),
+    pytest.param(acknowledged_on_arrival, "ack_before_commit", 10, id="acknowledged_on_arrival"),
     pytest.param(restart_forgets_the_inbox, "acked_lost", 15, id="restart_forgets_the_inbox"),
     pytest.param(no_card_for_a_remote_sender, "typed_without_consent", 10, id="no_card_for_a_remote_sender"),
     pytest.param(acceptance_taken_as_delivery, "outcome_untrue", 10, id="acceptance_taken_as_delivery"),
