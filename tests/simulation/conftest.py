@@ -18,7 +18,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if waited := STATS.get("waited"):
         terminalreporter.write_line(
             f"federation: {len(waited)} seeds had a row wait for its deadline after quiescence "
-            f"(a box not heard, docs/simulation.md \"Several boxes\"), e.g. {waited[:5]}"
+            f"(as the outbox allows: docs/simulation.md \"Several boxes\"), e.g. {waited[:5]}"
         )
     for kind, seeds in sorted(STATS["known"].items()):
         terminalreporter.write_line(

@@ -52,6 +52,7 @@ import trio.testing
 
 from connectcore.consent import Decision
 from connectcore.federation import envelope as E
+from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation.remote import REMOTE_PREFIX
 from connectcore.grants import Preset
@@ -487,6 +488,29 @@ class FedChecker:
         if not row.is_final:
             box.violate(f"{row.identity.id} still {row.state} past its deadline", "not_final")
 
+    def waits_honestly(self, box: BoxSim, row: O.Row) -> None:
+        """A row still not final after quiescence (faults off, links healed, 420 s) waits only as the
+        outbox's rules allow: ``published`` or ``cancelling`` to a box not heard within its 180 s (no new
+        attempt, O5) or whose clock is a skew bound away (its judgement refuses it); ``accepted`` while
+        the other box's record of it is not final either (its envelope goes again every 300 s, and
+        a copy is answered with the final receipt); never ``queued`` with the bus up."""
+        other = self.fed.box_by_id.get(row.to)
+        if other is None or other.engine is None or box.engine is None or box.desk is None:
+            return
+        now, settings = box.engine.clock(), box.engine.hub.outbox.settings
+        if row.state is O.OutboxState.ACCEPTED:
+            record = other.engine.hub.inbox.records.get(row.identity)
+            if record is None or record.state in I.FINAL:
+                box.violate(f"{row.identity.id} still accepted while {other.name} holds it "
+                            f"{None if record is None else record.state}", "stalled")
+        elif row.state in (O.OutboxState.PUBLISHED, O.OutboxState.CANCELLING):
+            live = O.is_live(box.desk.heard.get(row.to), now, settings)
+            apart = abs(now - other.engine.clock()) > E.SKEW_BOUND
+            if live and not apart:
+                box.violate(f"{row.identity.id} still {row.state} though {other.name} is heard and in time", "stalled")
+        else:
+            box.violate(f"{row.identity.id} still {row.state} with the bus up and quiet", "stalled")
+
     def outcome_true_on_the_recipient(self, row: O.Row) -> None:
         """The sender's outcome is true on the recipient's box: delivered means typed there once;
         declined, refused, cancelled and expired mean never typed."""
@@ -770,8 +794,7 @@ class Federation:
         self.waited = [r.identity.id for _, r in waiting]
         for box, row in waiting:
             box.log(f"still {row.state} at quiescence's end: {row.identity.id} to {row.to} (deadline {O.deadline(row):.0f})")
-            if row.state is O.OutboxState.QUEUED:
-                box.violate(f"{row.identity.id} still queued with the bus up and quiet", "not_final")
+            self.checker.waits_honestly(box, row)
         if not waiting:
             return
         last = max(O.deadline(r) for _, r in waiting)

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from connectcore import hub as H
+from connectcore.effects import Persist
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation import remote
-from connectcore.federation.effects import BusEffect
+from connectcore.federation.effects import BusEffect, PublishReceipt
 from connectd.daemon.runner import CoreRunner, records_of
 from connectd.federation import flow
 from tests.simulation import driver as D
@@ -136,12 +137,31 @@ def acceptance_taken_as_delivery(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(O, "receipt", receipt)
 
 
+def final_outcome_never_receipted(mp: pytest.MonkeyPatch) -> None:
+    """The recipient commits a message's final outcome but keeps its ``accepted`` receipt and publishes
+    none: the sender hears ``accepted`` again at every copy, and its row waits for its deadline."""
+    original = I.final
+
+    def final(inbox: I.Inbox, identity: E.Identity, outcome: I.InboxState, **kw: Any) -> Any:
+        before = inbox.records[identity]
+        after, effects = original(inbox, identity, outcome, **kw)
+        kept = replace(after.records[identity], receipt=before.receipt)
+        return I._with(after, [kept]), tuple(
+            replace(e, record=kept) if isinstance(e, Persist) and e.kind == I.STORE else e
+            for e in effects
+            if not isinstance(e, PublishReceipt)
+        )
+
+    mp.setattr(I, "final", final)
+
+
 MUTANTS = [
     pytest.param(receipt_before_commit, "receipt_before_commit", 10, id="receipt_before_commit"),
     pytest.param(acknowledged_on_arrival, "ack_before_commit", 10, id="acknowledged_on_arrival"),
     pytest.param(restart_forgets_the_inbox, "acked_lost", 15, id="restart_forgets_the_inbox"),
     pytest.param(no_card_for_a_remote_sender, "typed_without_consent", 10, id="no_card_for_a_remote_sender"),
     pytest.param(acceptance_taken_as_delivery, "outcome_untrue", 10, id="acceptance_taken_as_delivery"),
+    pytest.param(final_outcome_never_receipted, "stalled", 10, id="final_outcome_never_receipted"),
 ]
 
 
