@@ -491,21 +491,21 @@ class FedChecker:
     def waits_honestly(self, box: BoxSim, row: O.Row) -> None:
         """A row still not final after quiescence (faults off, links healed, 420 s) waits only as the
         outbox's rules allow: ``published`` or ``cancelling`` to a box not heard within its 180 s (no new
-        attempt, O5) or whose clock is a skew bound away (its judgement refuses it); ``accepted`` while
-        the other box's record of it is not final either (its envelope goes again every 300 s, and
-        a copy is answered with the final receipt); never ``queued`` with the bus up."""
+        attempt, O5); ``accepted`` while the other box's record of it is not final either (its envelope
+        goes again every 300 s, and a copy is answered with the final receipt); either to a box whose
+        clock is a skew bound away (its judgement refuses the copies); never ``queued`` with the bus up."""
         other = self.fed.box_by_id.get(row.to)
         if other is None or other.engine is None or box.engine is None or box.desk is None:
             return
         now, settings = box.engine.clock(), box.engine.hub.outbox.settings
+        apart = abs(now - other.engine.clock()) > E.SKEW_BOUND  # (wall steps) its copies may be refused
         if row.state is O.OutboxState.ACCEPTED:
             record = other.engine.hub.inbox.records.get(row.identity)
-            if record is None or record.state in I.FINAL:
+            if not apart and (record is None or record.state in I.FINAL):
                 box.violate(f"{row.identity.id} still accepted while {other.name} holds it "
                             f"{None if record is None else record.state}", "stalled")
         elif row.state in (O.OutboxState.PUBLISHED, O.OutboxState.CANCELLING):
             live = O.is_live(box.desk.heard.get(row.to), now, settings)
-            apart = abs(now - other.engine.clock()) > E.SKEW_BOUND
             if live and not apart:
                 box.violate(f"{row.identity.id} still {row.state} though {other.name} is heard and in time", "stalled")
         else:
