@@ -63,12 +63,12 @@ def test_a_seed_replays_exactly_in_another_process() -> None:
     """Another interpreter with another hash seed replays it: nothing in a run hangs on set order."""
     root = Path(__file__).resolve().parents[2]
     code = (
-        "import hashlib; from tests.simulation.federation_driver import run_federation; "
-        "print(hashlib.sha256(chr(10).join(run_federation(2).trace).encode()).hexdigest())"
+        "import hashlib; from tests.simulation.federation_driver import FedConfig, run_federation; "
+        "print(hashlib.sha256(chr(10).join(run_federation(4, FedConfig(steps=15)).trace).encode()).hexdigest())"
     )
     env = {**os.environ, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}", "PYTHONHASHSEED": "4242"}
     there = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True)
-    here = hashlib.sha256("\n".join(run_federation(2).trace).encode()).hexdigest()
+    here = hashlib.sha256("\n".join(run_federation(4, FedConfig(steps=15)).trace).encode()).hexdigest()
     assert there.stdout.strip() == here
 
 
@@ -250,8 +250,9 @@ def test_a_lost_first_publish_to_a_box_heard_lately_is_published_again() -> None
 ))
 def test_a_lost_first_publish_to_a_quiet_box_is_published_again() -> None:
     """The same after 200 s in which neither box sent anything (devbox not heard for 180 s): today the row
-    is never published again, waits for its deadline (4,500 s) and ends ``unconfirmed``."""
-    fed = run_federation(1, QUIET_BOXES, _lost_first_publish(200.0))
+    is never published again, and is still ``published`` at quiescence's end (it would wait for its
+    deadline, 4,500 s, and end ``unconfirmed``; the run stops at quiescence's end)."""
+    fed = run_federation(1, replace(QUIET_BOXES, past_deadlines=False), _lost_first_publish(200.0))
     check(fed)
     ((_, row),) = fed.rows()
     assert not any("still published" in line for line in fed.trace), "the row waited for its deadline"
