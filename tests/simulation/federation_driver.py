@@ -390,8 +390,10 @@ class FedChecker:
             self.fed.violate(f"{body} typed {len(self.typed[body])} times (on {self.typed[body]})", "typed_twice")
 
     def typed_only_with_consent(self, box: BoxSim, message: Any, body: str) -> None:
-        """A message from another box is typed only once the person on the recipient's box approved its
-        card, or approved the pair (that remote sender, that recipient)."""
+        """A message from another box is typed only once its card or its pair was approved on its box.
+
+        Judged against what the person did (each approval the driver made, once or for the pair: that
+        remote sender and that recipient), not against the hub's state."""
         if not message.sender.startswith(REMOTE_PREFIX):
             box.violate(f"{body} was typed as a local message", "typed_as_local")
             return
@@ -400,9 +402,10 @@ class FedChecker:
             box.violate(f"{body} typed without its card ({message.card}) or its pair approved", "typed_without_consent")
 
     def on_ack(self, box: BoxSim, delivery: Delivery) -> None:
-        """A message from a paired box that its judgement lets in is acknowledged on the bus only once
-        its identity is committed (one it refuses, say stamped too far ahead, is acknowledged with its
-        audit line and nothing else)."""
+        """A message from a paired box is acknowledged on the bus only once its identity is committed.
+
+        Read from the recipient's store at the acknowledgement. One its judgement refuses (say stamped
+        too far ahead) is acknowledged with its audit line and nothing else."""
         inner = open_wire(self.fed, delivery.subject, delivery.data)
         if not isinstance(inner, E.MessageInner) or box.desk is None:
             return
@@ -416,8 +419,9 @@ class FedChecker:
         self.acked.setdefault(box.name, set()).add(identity)
 
     def on_publish(self, box: BoxSim, subject: str, data: bytes) -> None:
-        """A receipt is published only once what it says is committed on its box (accepted: the identity;
-        a final outcome: the record in that state)."""
+        """A receipt is published only once what it says is committed on its box.
+
+        ``accepted``: the identity is in the store; a final outcome: its record is, in that state."""
         inner = open_wire(self.fed, subject, data)
         if not isinstance(inner, E.ReceiptInner):
             return
@@ -441,8 +445,9 @@ class FedChecker:
                     self.one_final_outcome(box, row)
 
     def nothing_from_the_unpaired(self, box: BoxSim) -> None:
-        """Nothing is accepted from a box this box is not paired with (the rogue): no inbox record, no
-        message."""
+        """Nothing is accepted from a box this box is not paired with: no inbox record, no message.
+
+        The rogue box publishes sealed messages and copies of other boxes' wires to every box."""
         engine = box.engine
         assert engine is not None
         paired = self.fed.paired.get(box.name, set())
@@ -463,8 +468,9 @@ class FedChecker:
             box.violate(f"{row.identity.id} was {seen}, now {row.state}", "final_changed")
 
     def after_start(self, box: BoxSim) -> None:
-        """Nothing the receiving daemon acknowledged is lost across its restart: each identity it
-        acknowledged is in the restored hub's inbox."""
+        """Nothing the receiving daemon acknowledged is lost across its restart.
+
+        Each identity it acknowledged on the bus is in the restored hub's inbox."""
         engine = box.engine
         assert engine is not None and engine.hub.inbox is not None
         for identity in sorted(self.acked.get(box.name, set()), key=str):
@@ -484,17 +490,21 @@ class FedChecker:
         self.nothing_admitted_lost()
 
     def every_row_final(self, box: BoxSim, row: O.Row) -> None:
-        """Every admitted message ends with exactly one final outcome on its sender's box once quiet
-        (a row still waiting at quiescence's end only until its deadline, checked after it)."""
+        """Every admitted message ends with exactly one final outcome on its sender's box once quiet.
+
+        A row still waiting at quiescence's end may wait until its deadline (:meth:`waits_honestly`):
+        this is checked after it."""
         if not row.is_final:
             box.violate(f"{row.identity.id} still {row.state} past its deadline", "not_final")
 
     def waits_honestly(self, box: BoxSim, row: O.Row) -> None:
-        """A row still not final after quiescence (faults off, links healed, 420 s) waits only as the
-        outbox's rules allow: ``published`` or ``cancelling`` to a box not heard within its 180 s (no new
-        attempt, O5); ``accepted`` while the other box's record of it is not final either (its envelope
-        goes again every 300 s, and a copy is answered with the final receipt); either to a box whose
-        clock is a skew bound away (its judgement refuses the copies); never ``queued`` with the bus up."""
+        """A row still not final after quiescence waits only as the outbox's rules allow.
+
+        After 420 s with faults off and links healed: ``published`` or ``cancelling`` to a box not
+        heard within 180 s (no new attempt, O5); ``accepted`` while the other box's record of it is
+        not final either (its envelope goes again every 300 s, and a copy is answered with the final
+        receipt); either to a box whose clock is a skew bound away (its judgement refuses the copies);
+        never ``queued`` with the bus up."""
         other = self.fed.box_by_id.get(row.to)
         if other is None or other.engine is None or box.engine is None or box.desk is None:
             return
@@ -513,8 +523,10 @@ class FedChecker:
             box.violate(f"{row.identity.id} still {row.state} with the bus up and quiet", "stalled")
 
     def outcome_true_on_the_recipient(self, row: O.Row) -> None:
-        """The sender's outcome is true on the recipient's box: delivered means typed there once;
-        declined, refused, cancelled and expired mean never typed."""
+        """The sender's outcome is true on the recipient's box.
+
+        ``delivered`` means typed there once; ``declined``, ``refused``, ``cancelled`` and ``expired``
+        mean never typed; ``unconfirmed`` promises nothing."""
         sent = self.fed.sent_by_id.get(row.identity.id)
         if sent is None or not row.is_final or row.state is O.OutboxState.UNCONFIRMED:
             return
