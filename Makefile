@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-mutants measure-settle soak
+.PHONY: run demo test lint unit model integration live compat harnesses system-deps wheel-check mutation mutation-shell bench eval-screens diagrams clean simulate simulate-federation simulate-mutants measure-settle soak
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,10 +53,18 @@ SEEDS ?= 1000
 FIRST ?= 1
 simulate: $(STAMP)
 	SIM_SEEDS=$(SEEDS) SIM_FIRST=$(FIRST) $(if $(SEED),SEED=$(SEED)) $(if $(ALLOW_KNOWN),SIM_ALLOW_KNOWN=1) $(BIN)/pytest -q -x tests/simulation/test_simulation.py -k test_seed
+	$(MAKE) --no-print-directory simulate-federation
 
-# Every reintroduced defect of tests/simulation/test_mutants.py must be found within its seeds.
+# The simulation of several daemons on one simulated bus (docs/simulation.md, "Several boxes"): the
+# same SEEDS, FIRST and SEED (about a second a seed).
+simulate-federation: $(STAMP)
+	SIM_SEEDS=$(SEEDS) SIM_FIRST=$(FIRST) $(if $(SEED),SEED=$(SEED)) $(BIN)/pytest -q -x tests/simulation/test_federation_simulation.py -k test_federation_seed
+
+# Every reintroduced defect of tests/simulation/test_mutants.py, and every planted defect of the
+# federation's simulation, must be found within its seeds.
 simulate-mutants: $(STAMP)
 	SIM_MUTANTS=1 $(BIN)/pytest -q -s tests/simulation/test_mutants.py
+	SIM_MUTANTS=1 $(BIN)/pytest -q -s tests/simulation/test_federation_simulation.py -k planted_defect
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

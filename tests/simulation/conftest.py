@@ -15,6 +15,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"simulation: {STATS['seeds']} runs, {STATS['steps']} steps, {STATS['io']} I/O calls, "
             f"{STATS['kills']} daemon kills, {rate:.0f} steps/s"
         )
+    if waited := STATS.get("waited"):
+        terminalreporter.write_line(
+            f"federation: {len(waited)} seeds had a row wait for its deadline after quiescence "
+            f"(as the outbox allows: docs/simulation.md \"Several boxes\"), e.g. {waited[:5]}"
+        )
     for kind, seeds in sorted(STATS["known"].items()):
         terminalreporter.write_line(
             f"known defect {kind} ({KNOWN_DEFECTS[kind]}): {len(seeds)} seeds, e.g. {seeds[:5]}"

@@ -12,6 +12,10 @@ order, an unacknowledged delivery again after ``ack_wait``, deleted once acknowl
 Faults, drawn from the seeded RNG: ``drop`` (acknowledged but not stored: the loss ``sync_interval``
 allows), ``duplicate`` (stored twice, as a copy the duplicate window missed), ``delay`` (visible only
 after up to that many seconds), ``reorder`` (a fetch hands over what is visible in a shuffled order).
+A crash (:meth:`SimNetwork.crash`) loses what was acknowledged in the last seconds. A partition cuts one box's link to the server (:attr:`SimNetwork.cut`): that box's calls answer
+``BusUnavailable`` while the others go on, and what was stored for it waits until the link heals.
+``poll`` is how often a waiting fetch looks again (the federation simulation polls less often: each
+look is a scheduler wake-up of virtual time).
 Time is ``clock`` (the simulation's virtual clock; the conformance test uses ``time.monotonic``); waits
 are ``anyio`` sleeps, so it runs under asyncio and trio alike.
 """
@@ -49,6 +53,7 @@ class _Stored:
     visible_at: float
     delivered: int = 0
     pending_until: float | None = None  # delivered, unacknowledged: again after this
+    stored_at: float = 0.0
 
 
 @dataclass
@@ -64,6 +69,8 @@ class SimNetwork:
     duplicate_window: float = 120.0
     ack_wait: float = 30.0
     up: bool = True
+    poll: float = POLL  # seconds between a waiting fetch's looks
+    cut: set[str] = field(default_factory=set)  # the boxes whose link to the server is down (partitions)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -74,6 +81,14 @@ class SimNetwork:
         self.bucket_revision = 0
         self.entry_listeners: dict[str, list[deque[tuple[str, bytes]]]] = {}
         self.request_listeners: dict[str, list[deque[tuple[bytes, _Reply]]]] = {}
+
+    def crash(self, lost: float) -> None:
+        """The server crashes and comes back having lost what it acknowledged in its last ``lost``
+        seconds (the ``sync_interval`` loss: stored, acknowledged, never flushed), with their duplicate
+        window entries. Bring it down meanwhile with ``up``."""
+        since = self.clock() - lost
+        self.stored = [m for m in self.stored if m.stored_at < since]
+        self.msg_ids = {k: v for k, v in self.msg_ids.items() if v[0] < since}
 
     def bus(self, box_id: str, *, consumer: str | None = None) -> SimBus:
         return SimBus(self, box_id, consumer=consumer)
@@ -88,7 +103,7 @@ class SimBus:
         self.consumer = consumer or f"box-{box_id}"
 
     def _up(self) -> SimNetwork:
-        if not self.network.up:
+        if not self.network.up or self.box_id in self.network.cut:
             raise BusUnavailable("not connected")
         return self.network
 
@@ -110,7 +125,7 @@ class SimBus:
             copies = 2 if net.rng.random() < net.faults.duplicate else 1
             for _ in range(copies):
                 visible = now + net.rng.uniform(0, net.faults.delay) if net.faults.delay else now
-                net.stored.append(_Stored(net.sequence, subject, data, visible))
+                net.stored.append(_Stored(net.sequence, subject, data, visible, stored_at=now))
         return PublishAck(STREAM, net.sequence, False)
 
     def _ready(self) -> list[_Stored]:
@@ -129,7 +144,7 @@ class SimBus:
         ready: list[_Stored] = []
         with anyio.move_on_after(timeout):
             while not (ready := self._ready()):
-                await anyio.sleep(POLL)
+                await anyio.sleep(self.network.poll)
                 self._up()
         net = self.network
         if net.faults.reorder:
