@@ -27,6 +27,8 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,9 +38,9 @@ import pytest
 
 from tests.integration.test_daemon_e2e import get_message, send
 from tests.integration.test_federation_messages_e2e import _pair
-from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
+from tests.integration.test_federation_pairing_e2e import Box, boxes, federated_boxes  # noqa: F401 - the fixture
 from tests.support.daemon import AgentHandle, wait_for
-from tests.support.nats import ADMIN, NatsServer
+from tests.support.nats import ADMIN, NatsCluster, NatsServer
 
 FINALS = frozenset({"delivered", "declined", "refused", "cancelled", "expired", "unconfirmed"})
 QUICK = {"DEMO_BUSY_SECONDS": "0.3"}  # the stand-in's turn: short, so a burst is typed quickly
@@ -48,8 +50,18 @@ QUICK = {"DEMO_BUSY_SECONDS": "0.3"}  # the stand-in's turn: short, so a burst i
 
 
 def audit(box: Box, action: str) -> list[dict[str, Any]]:
-    rows = box.daemon.api("GET", "/api/audit?limit=1000")
-    return [r for r in rows if r["action"] == action]
+    """Every audit record of ``action`` on ``box``, newest first (all pages: a fault's failed loops
+    write many records of their own)."""
+    rows: list[dict[str, Any]] = []
+    url = "/api/audit?limit=1000"
+    while True:
+        page = box.daemon.http().get(url)
+        assert page.status_code == 200, page.text
+        rows += [r for r in page.json() if r["action"] == action]
+        before = page.headers.get("X-Next-Before")
+        if before is None:
+            return rows
+        url = f"/api/audit?limit=1000&before={before}"
 
 
 def finals_on_a(a: Box) -> dict[str, list[str]]:
@@ -76,8 +88,8 @@ def story(a: Box, b: Box, recipient: AgentHandle) -> str:
     lines = ["A:"] + [f"  {r['action']} {r['outcome']} {r['message_id']} {r.get('detail', '')}"
                       for r in audit(a, "federation.outbox")]
     lines += ["B:"] + [f"  {r['action']} {r['outcome']} {r['message_id']} {r.get('detail', '')}"
-                       for r in b.daemon.api("GET", "/api/audit?limit=1000")
-                       if r["action"].startswith(("federation", "send_message", "deliver"))]
+                       for action in ("federation.inbox", "federation.envelope", "send_message")
+                       for r in audit(b, action)]
     lines += [f"typed: {dict(typed(recipient))}", "A's log:", a.daemon.log_text()[-3000:],
               "B's log:", b.daemon.log_text()[-3000:]]
     return "\n".join(lines)
@@ -274,3 +286,34 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
         else:
             server.start()
     settled(a, b, sender, recipient, {"m-d": ("waits on a card that outlives no outage", "expired")}, timeout=60)
+
+
+@pytest.fixture
+def cluster_boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsCluster]]:
+    yield from federated_boxes(tmp_path, NatsCluster)  # type: ignore[misc]
+
+
+def test_the_stream_leader_of_a_three_node_cluster_killed_mid_flow_every_message_delivered_once(
+    cluster_boxes: tuple[Box, Box, NatsCluster],
+) -> None:
+    """(e) Three nodes, stream replicas 3, both daemons given the first node's URL (they learn the
+    others from it); the node leading the stream ``CONNECT`` killed (``kill -9``) between two bursts:
+    a new leader is elected, a daemon connected to the dead node fails over; every message typed once,
+    ``delivered`` once on A; the node restarted on its store, nothing comes twice."""
+    a, b, cluster = cluster_boxes
+    _pair(a, b)
+    sender, recipient = agents(a, b)
+    expected = approved_pair(a, b, sender, recipient)
+    to = f"{recipient.address}@devbox"
+    leader = anyio.run(cluster.leader)
+    for i in range(1, 4):
+        sent_ok(a, sender, to, f"before the leader died {i}", f"m-e{i}")
+        expected[f"m-e{i}"] = (f"before the leader died {i}", "delivered")
+    cluster.node(leader).kill()
+    for i in range(4, 7):
+        sent_ok(a, sender, to, f"after the leader died {i}", f"m-e{i}")
+        expected[f"m-e{i}"] = (f"after the leader died {i}", "delivered")
+    settled(a, b, sender, recipient, expected, timeout=60)
+    cluster.node(leader).start()
+    time.sleep(3.0)
+    settled(a, b, sender, recipient, expected, timeout=10)
