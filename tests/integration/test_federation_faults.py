@@ -14,7 +14,10 @@ breaks one real process with a signal while messages cross from box A (laptop) t
   holds two copies of one envelope), B types once;
 - (d) NATS stopped (``SIGSTOP``) for longer than B's card life (``[limits] card_ttl`` in B's
   policy.toml): the card expires on B, the ``expired`` receipt reaches A once NATS runs again, and
-  nothing is typed late.
+  nothing is typed late;
+- the server restarted on an empty store (what JetStream acknowledged lost): A's outbox publishes again;
+- (e) a three-node JetStream cluster (tests/support/nats.py ``NatsCluster``), the stream's leader node
+  killed between two bursts.
 
 Every test ends with :func:`settled`: never typed twice (the prompts in B's pane), every message A
 admitted exactly one final outcome on A (its audit records and ``get_message``), and every message B
@@ -24,6 +27,7 @@ accepted present in B's store with that same outcome (nothing B acknowledged los
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections import Counter
@@ -157,7 +161,9 @@ async def stream_copies(server: NatsServer, subject: str) -> list[bytes]:
     try:
         js = nc.jetstream()
         info = await js.stream_info("CONNECT", subjects_filter=subject)
-        out = []
+        out: list[bytes] = []
+        if not info.state.messages:
+            return out
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
             try:
                 msg = await js.get_msg("CONNECT", seq)
@@ -249,6 +255,36 @@ def test_sending_daemon_killed_after_it_published_republishes_the_same_envelope_
     settled(a, b, sender, recipient, expected, timeout=60)
     duplicates = [r for r in audit(b, "federation.envelope") if r["outcome"] == "duplicate"]
     assert any(r["message_id"].endswith("/m-c") for r in duplicates), duplicates
+
+
+def test_nats_restarted_on_an_empty_store_every_message_still_reaches_its_outcome(
+    boxes: tuple[Box, Box, NatsServer],  # noqa: F811
+) -> None:
+    """The loss ``sync_interval`` allows, at its worst: B paused (``SIGSTOP``) so three messages wait in
+    the stream, acknowledged by JetStream; the server killed and restarted on an empty store, the
+    stream, bucket and consumers provisioned again: what JetStream acknowledged is gone, yet A's outbox
+    publishes each row again (a publish acknowledgement is never acceptance) and each is typed once on B
+    and ``delivered`` once on A."""
+    a, b, server = boxes
+    _pair(a, b)
+    sender, recipient = agents(a, b)
+    expected = approved_pair(a, b, sender, recipient)
+    assert b.daemon.proc is not None
+    subject = f"connect.{b.local.box_id}.inbox.{a.local.box_id}"
+    os.kill(b.daemon.proc.pid, signal.SIGSTOP)
+    try:
+        for i in range(1, 4):
+            sent_ok(a, sender, f"{recipient.address}@devbox", f"acknowledged by JetStream, then lost {i}", f"m-f{i}")
+            expected[f"m-f{i}"] = (f"acknowledged by JetStream, then lost {i}", "delivered")
+        wait_for(lambda: len(anyio.run(stream_copies, server, subject)) >= 3, 15, "the three in the stream")
+        server.kill()
+        shutil.rmtree(server.store)
+        server.start()
+        anyio.run(server.provision)
+        assert anyio.run(stream_copies, server, subject) == []  # lost
+    finally:
+        os.kill(b.daemon.proc.pid, signal.SIGCONT)
+    settled(a, b, sender, recipient, expected, timeout=60)
 
 
 @pytest.mark.parametrize("stop", ["sigstop", "kill"])
