@@ -296,8 +296,9 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
     (``kill -9``, restarted on its store): the card expires on B, its message ``expired`` there, and
     once NATS runs again A learns ``expired`` (the receiver's word, by its signed receipt), once; nothing
     is typed, and the expired card cannot be approved. Killed, B's ``expired`` receipt could not be
-    published at all: A learns it because its bus coming back makes its accepted row due (outbox O5),
-    which B answers with the receipt it holds (before that rule: the 300 s poll)."""
+    published then: A learns it because its bus coming back makes its accepted row due (outbox O5),
+    which B answers with the receipt it holds, and because B's bus loop tries the receipt again (before
+    both: only at A's 300 s poll, and this test failed)."""
     a, b, server = boxes
     restart(b, signal.SIGTERM, policy="[limits]\ncard_ttl = 6.0\n")
     _pair(a, b)
