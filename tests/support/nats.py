@@ -15,7 +15,8 @@ it (SIGTERM, then SIGKILL) even when a test fails.
 
 :class:`NatsCluster` is three such servers on loopback joined by routes (JetStream clustered, each node
 its own store, the same users), provisioned with replicas 3; its ``url`` is the first node's (a client learns the others from it and
-fails over to them), ``node(i)`` one of them, ``leader()`` the stream ``CONNECT``'s leader node.
+fails over to them), ``node(i)`` one of them, ``leader()`` the stream ``CONNECT``'s leader node,
+``leader_not(i)`` that leader made another node than ``i``.
 """
 
 from __future__ import annotations
@@ -200,6 +201,21 @@ class NatsCluster(NatsServer):
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.5)
+
+    async def leader_not(self, node: int, timeout: float = 20.0) -> int:
+        """The stream ``CONNECT``'s leader, made another node than ``node`` (asked to step down until it
+        is): the clients connected to ``node`` stay connected when the leader is killed."""
+        deadline = time.monotonic() + timeout
+        while (leader := await self.leader()) == node:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"node {node} still leads the stream after {timeout} s")
+            nc = await nats.connect([n.url for n in self.nodes], user=ADMIN[0], password=ADMIN[1])
+            try:
+                await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.CONNECT", b"", timeout=5)
+            finally:
+                await nc.close()
+            await asyncio.sleep(1.0)
+        return leader
 
     async def leader(self) -> int:
         """The index of the node leading the stream ``CONNECT``."""
