@@ -4,7 +4,7 @@ under another box's id nor read another box's consumer, and the refusal surfaces
 (not as a timeout); a full subject is ``BusRefused`` while other senders go on; the directory bucket's
 put, direct get and republish; a request and its answer; the server killed and restarted on its store
 (a publish while it is down is ``BusUnavailable`` at once, the client reconnects, what was stored is
-still there); and the stream's stored bytes, through the API and on disk, hold no plaintext of a sealed
+still there; a long poll lost with it ends once the connection is back); and the stream's stored bytes, through the API and on disk, hold no plaintext of a sealed
 envelope (docs/federation.md, "NATS", "Test plan")."""
 
 from __future__ import annotations
@@ -163,6 +163,35 @@ async def test_the_server_killed_and_restarted(server: NatsServer, buses: dict[s
     assert not after.duplicate
     got = await b.fetch(batch=10, timeout=3)
     assert [d.data for d in got] == [b"before the crash", b"after the restart"]  # nothing sent while down
+
+
+@pytest.mark.anyio
+async def test_a_long_poll_lost_with_a_killed_server_ends_when_the_connection_is_back(
+    server: NatsServer, buses: dict[str, NatsBus],
+) -> None:
+    """The long poll in flight when the server died is unknown to the restarted server: before, nats-py
+    waited out its whole timeout (30 s in the daemon) and nothing arrived meanwhile
+    (test_federation_faults found it); now it ends once the connection is back, and the next poll gets
+    what was published."""
+    a, b = buses[A], buses[B]
+    got: list[list[bytes]] = []
+
+    async def poll() -> None:
+        got.append([d.data for d in await b.fetch(batch=10, timeout=30)])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(poll)
+        await anyio.sleep(0.3)
+        server.kill()
+        started = time.monotonic()
+        server.start()
+        with anyio.fail_after(10):
+            while not got:
+                await anyio.sleep(0.05)
+    assert got == [[]] and time.monotonic() - started < 10
+    await a.publish(inbox(B, A), b"after the restart", msg_id="m-1")
+    with anyio.fail_after(5):
+        assert [d.data for d in await b.fetch(batch=10, timeout=3)] == [b"after the restart"]
 
 
 @pytest.mark.anyio

@@ -3,7 +3,8 @@ real SQLite files and real PyNaCl keys, the pump on a recording bus. A ``Publish
 the other box and opens there to the very receipt; a ``PublishEnvelope`` of an outbox row is the row's
 stored bytes and nonce (the same wire every time), judged new by the other box, and a cancel's is judged
 there as a cancel; an ``AckDelivery`` acknowledges the delivery it names, after the receipt handed before
-it; nothing is published in a pairing that is no longer active."""
+it; nothing is published in a pairing that is no longer active; a receipt the bus did not take is tried
+again (the same bytes) until it is taken or ``RECEIPT_HELD`` is up."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
 from connectcore.federation.effects import AckDelivery, PublishEnvelope, PublishReceipt
-from connectcore.ports import Delivery
+from connectcore.ports import BusRefused, BusUnavailable, Delivery
 from connectd.federation.desk import msg_id
-from connectd.federation.pump import Pump
+from connectd.federation.pump import RECEIPT_AGAIN, RECEIPT_HELD, Pump
 from connectd.federation.seal import read_wire, receive
 from tests.integration.test_pairing_desk import Clock, Side, deliver, requested
 
@@ -109,6 +110,76 @@ def test_a_receipt_is_sealed_to_the_other_box_and_opens_there_to_the_same_receip
     b.desk.hand(AckDelivery("d-1"))  # already acknowledged: not held, nothing done
     run(p)
     assert len(bus.calls) == 2
+
+
+class AwayBus(RecordingBus):
+    """A bus that takes nothing while ``away`` (NATS killed, a stream electing its leader)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.away: Exception | None = BusUnavailable("not connected")
+
+    async def publish(self, subject: str, data: bytes, *, msg_id: str) -> None:
+        if self.away is not None:
+            self.calls.append(("failed", subject, data, msg_id))
+            raise self.away
+        await super().publish(subject, data, msg_id=msg_id)
+
+
+def test_a_receipt_the_bus_did_not_take_is_tried_again_until_it_does_then_no_more(
+    paired: tuple[Side, Side, str],
+) -> None:
+    """Before, it was dropped, and the sender learnt the outcome only from its next copy, up to 300 s
+    later (test_federation_faults found it with a cluster's leader killed)."""
+    a, b, pairing = paired
+    bus = AwayBus()
+    p = Pump(b.desk, bus=bus)
+    b.desk.pump = p
+    inner = message(a, b, pairing)
+    receipt = E.ReceiptInner(
+        E.Routing(E.Kind.RECEIPT, b.local.box_id, a.local.box_id, pairing=pairing), inner.identity,
+        E.digest_of(E.encode_inner(inner)), "delivered", "typed and submitted", b.desk.clock(), ("agent:codex:x", "%4"),
+    )
+    clock = b.desk.clock
+    assert isinstance(clock, Clock)
+    b.desk.hand(PublishReceipt(receipt, NONCE))
+    run(p)
+    anyio.run(p.receipts_again)  # not yet due
+    assert [c[0] for c in bus.calls] == ["failed"]
+    clock.now += RECEIPT_AGAIN
+    bus.away = BusRefused("no stream takes it")  # (a cluster electing its stream's leader)
+    anyio.run(p.receipts_again)
+    assert [c[0] for c in bus.calls] == ["failed", "failed"]
+    clock.now += RECEIPT_AGAIN
+    bus.away = None
+    anyio.run(p.receipts_again)
+    assert [c[0] for c in bus.calls] == ["failed", "failed", "publish"]
+    assert len({c[2] for c in bus.calls}) == 1  # the same bytes each time
+    clock.now += RECEIPT_HELD
+    anyio.run(p.receipts_again)
+    assert len(bus.calls) == 3  # taken: held no more
+
+
+def test_a_receipt_is_held_no_longer_than_receipt_held(paired: tuple[Side, Side, str]) -> None:
+    a, b, pairing = paired
+    bus = AwayBus()
+    p = Pump(b.desk, bus=bus)
+    b.desk.pump = p
+    inner = message(a, b, pairing)
+    receipt = E.ReceiptInner(
+        E.Routing(E.Kind.RECEIPT, b.local.box_id, a.local.box_id, pairing=pairing), inner.identity,
+        E.digest_of(E.encode_inner(inner)), "accepted", "ready", b.desk.clock(), ("agent:codex:x", "%4"),
+    )
+    clock = b.desk.clock
+    assert isinstance(clock, Clock)
+    b.desk.hand(PublishReceipt(receipt, NONCE))
+    run(p)
+    clock.now += RECEIPT_HELD
+    anyio.run(p.receipts_again)
+    bus.away = None
+    clock.now += RECEIPT_AGAIN
+    anyio.run(p.receipts_again)
+    assert [c[0] for c in bus.calls] == ["failed"] and p._again == []  # left to the sender's next copy
 
 
 def test_an_outbox_row_is_published_as_its_stored_bytes_and_the_other_box_judges_it_new(

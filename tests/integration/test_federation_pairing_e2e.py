@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,10 +71,16 @@ def _prepare(root: Path, name: str) -> tuple[Path, LocalBox]:
 
 @pytest.fixture
 def boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
+    yield from federated_boxes(tmp_path, NatsServer)
+
+
+def federated_boxes(tmp_path: Path, make: Callable[[Path, list[str]], NatsServer]) -> Iterator[tuple[Box, Box, NatsServer]]:
+    """Box A (laptop) and box B (devbox), each a running daemon pointed at the server ``make`` gives
+    (its root, the box ids it has users for), provisioned; not yet paired."""
     (tmp_path / "nats").mkdir()
     a_data, a_local = _prepare(tmp_path / "a", "laptop")
     b_data, b_local = _prepare(tmp_path / "b", "devbox")
-    server = NatsServer(tmp_path / "nats", [a_local.box_id, b_local.box_id, ROGUE.box_id])
+    server = make(tmp_path / "nats", [a_local.box_id, b_local.box_id, ROGUE.box_id])
     server.start()
     try:
         anyio.run(server.provision)

@@ -206,7 +206,9 @@ def test_queued_is_published_once_the_bus_is_up_committed_before_the_publish() -
 
 def test_nothing_is_published_while_the_bus_is_down() -> None:
     box = queued()
-    assert O.tick(box, now=T0 + 100, bus_up=False, heard=live(T0 + 100)) == (box, ())
+    after, effects = O.tick(box, now=T0 + 100, bus_up=False, heard=live(T0 + 100))
+    assert (after.rows, effects) == (box.rows, ()) and not after.bus_up
+    assert O.tick(after, now=T0 + 101, bus_up=False, heard=live(T0 + 101)) == (after, ())
 
 
 def test_a_queued_row_whose_id_hour_runs_out_is_expired_never_published() -> None:
@@ -274,6 +276,30 @@ def test_accepted_publishes_the_envelope_again_every_300_seconds_live_or_not() -
     assert after.rows[ID1].state is OS.ACCEPTED and after.rows[ID1].attempt == 2
     assert effects[-1] == PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, ID1, 2)
     assert after.rows[ID1].due == T0 + 2 + 2 * S.accepted_poll
+
+
+def test_an_accepted_row_is_sent_again_at_once_when_the_bus_is_up_again() -> None:
+    """Claim: a final receipt the other box could not publish while NATS was away (its delivered,
+    typed meanwhile) reaches this box as soon as the bus is back: the copy sent then is answered with
+    it, not the 300 s poll later (tests/integration/test_federation_faults.py found the 300 s)."""
+    box = accepted()
+    down, effects = O.tick(box, now=T0 + 10, bus_up=False, heard={})
+    assert effects == () and down.rows == box.rows
+    assert O.tick(down, now=T0 + 11, bus_up=False, heard={}) == (down, ())
+    back, effects = O.tick(down, now=T0 + 12, bus_up=True, heard={})  # live or not: the other box answers
+    row = back.rows[ID1]
+    assert (row.state, row.attempt, row.due) == (OS.ACCEPTED, 2, T0 + 12 + S.accepted_poll)
+    assert kinds(effects) == ["Persist", "PublishEnvelope"]
+    assert effects[-1] == PublishEnvelope(E.Kind.MESSAGE, B, PAIRING, ID1, 2)
+    assert O.tick(back, now=T0 + 13, bus_up=True, heard={}) == (back, ())  # once, then the poll again
+
+
+def test_the_bus_up_again_leaves_published_and_cancelling_rows_to_their_schedule() -> None:
+    for make in (published, cancelling):
+        box = make()
+        down, _ = O.tick(box, now=T0 + 2.5, bus_up=False, heard={})
+        back, effects = O.tick(down, now=T0 + 3, bus_up=True, heard={})
+        assert (back.rows, effects) == (box.rows, ())
 
 
 def test_a_publish_acknowledgement_is_recorded_and_changes_no_state() -> None:

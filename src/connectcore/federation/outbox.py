@@ -25,7 +25,9 @@ O5  The schedule (:func:`tick`, a rule over ``now``): a ``queued`` row is publis
     comes in) **while the other box is live** (heard within 180 s, :func:`is_live`); while it is not,
     no new attempt, and when it is heard again (:func:`heard_again`) every row not yet accepted is
     due at once. ``accepted``: the envelope again every 300 s (the other box answers the receipt it
-    holds). ``cancelling``: the cancel, on ``published``'s schedule.
+    holds), and at once when this box's bus is up again after a tick that saw it down (a final receipt
+    the other box could not publish while NATS was away is answered to that copy, not 300 s later).
+    ``cancelling``: the cancel, on ``published``'s schedule.
 O6  The deadline (:func:`deadline`) is ``created_at + id's hour + skew bound + final grace``. A row
     still ``queued`` when the id's hour runs out is ``expired`` (it never left: known never
     delivered). A row that left and has no final receipt by the deadline is ``unconfirmed``, never
@@ -223,6 +225,9 @@ class Outbox:
     own: str  # this box's id
     rows: Mapping[Identity, Row] = field(default_factory=dict)
     settings: Settings = DEFAULT_SETTINGS
+    # the bus as the last tick saw it (O5: up again after down makes every accepted row due); not
+    # stored: a restored outbox starts as up, and the daemon's first ticks see its bus connecting
+    bus_up: bool = True
 
     def sent(self) -> dict[Identity, str]:
         """The digest of every message that may have left: what a receipt must match
@@ -463,22 +468,33 @@ def tick(
     outbox: Outbox, *, now: float, bus_up: bool, heard: Mapping[str, float | None]
 ) -> tuple[Outbox, Effects]:
     """Everything due by ``now`` (O5, O6): expiries and deadlines, first publishes while the bus is up,
-    new attempts by the schedule. ``heard`` is when each other box was last heard. Nothing due: the
-    same outbox and no effects."""
+    new attempts by the schedule; the bus up again after a tick that saw it down makes every
+    ``accepted`` row due at once (O5). ``heard`` is when each other box was last heard. Nothing due and
+    the bus as the last tick saw it: the same outbox and no effects."""
     s = outbox.settings
+    back = bus_up and not outbox.bus_up
     changed: list[Row] = []
     effects: list[Effect] = []
     for identity in sorted(outbox.rows, key=str):
         row = outbox.rows[identity]
         if row.is_final:
             continue
-        new, done = _tick_row(row, now, bus_up, is_live(heard.get(row.to), now, s), s)
+        new, done = _tick_row(_due_if(row, back, now), now, bus_up, is_live(heard.get(row.to), now, s), s)
         if new is not row:
             changed.append(new)
             effects.extend(done)
+    if bus_up != outbox.bus_up:
+        outbox = replace(outbox, bus_up=bus_up)
     if not changed:
         return outbox, ()
     return _with(outbox, changed), tuple(effects)
+
+
+def _due_if(row: Row, back: bool, now: float) -> Row:
+    """An ``accepted`` row made due at ``now`` when the bus is ``back`` (O5); else ``row``."""
+    if back and row.state is _O.ACCEPTED and (row.due is None or row.due > now):
+        return replace(row, due=now)
+    return row
 
 
 def heard_again(outbox: Outbox, box: str, *, now: float) -> tuple[Outbox, Effects]:

@@ -16,6 +16,13 @@ so the error callback wakes the call waiting on that subject with :class:`BusRef
 connection is down nats-py buffers what is published and sends it after the reconnect, so a publish
 while not connected raises :class:`BusUnavailable` at once and sends nothing. Only ``BusUnavailable``
 and ``BusRefused`` leave this module.
+
+A third shapes the long poll: a fetch in flight when the connection drops is unknown to the server the
+client reconnects to (a restarted one never heard of it), and nats-py waits out its whole timeout (30 s
+in the daemon) while deliveries wait. So a reconnection ends it (``fetch`` answers nothing) and the
+next fetch binds a new pull subscription: after a cancelled fetch the old one was seen holding a
+delivery it never handed over (nats-py 2.16.0); a delivery so stranded is not acknowledged and comes
+again after ``ack_wait``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class NatsBus:
         self._kv: KeyValue | None = None
         self._pull: JetStreamContext.PullSubscription | None = None
         self._waiting: dict[str, set[asyncio.Future[None]]] = {}
+        self._polls: set[asyncio.Future[None]] = set()  # long polls to end when the connection comes back
         self.errors: list[str] = []  # what the error callback heard, for doctor and the tests
 
     # --- connection -------------------------------------------------------------------------------
@@ -74,7 +82,7 @@ class NatsBus:
                 servers, user=user, password=password, user_credentials=user_credentials, tls=tls,
                 inbox_prefix=f"_INBOX.{self.box_id}", error_cb=self._on_error, name=f"connectd {self.box_id}",
                 allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=reconnect_time_wait,
-                connect_timeout=self.call_timeout,
+                connect_timeout=self.call_timeout, reconnected_cb=self._on_reconnected,
             )
         except (nats.errors.Error, OSError) as e:
             raise BusUnavailable(f"cannot connect to {servers}: {e}") from e
@@ -91,6 +99,13 @@ class NatsBus:
         if self._nc is not None and not self._nc.is_closed:
             await self._nc.close()
         self._pull = None
+
+    async def _on_reconnected(self) -> None:
+        """A long poll sent before the drop is gone with it (a restarted server never heard of it, and
+        nats-py would wait out its whole timeout): end it, so the fetch loop polls again at once."""
+        for poll in self._polls:
+            if not poll.done():
+                poll.set_result(None)
 
     async def _on_error(self, error: Exception) -> None:
         self.errors.append(str(error))
@@ -162,12 +177,28 @@ class NatsBus:
             )
         pull = self._pull
         subject = f"$JS.API.CONSUMER.MSG.NEXT.{STREAM}.{self.consumer}"
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._polls.add(lost)
+        task = asyncio.ensure_future(self._call(subject, pull.fetch(batch, timeout=timeout)))
         try:
-            msgs = await self._call(subject, pull.fetch(batch, timeout=timeout))
+            either: set[asyncio.Future[Any]] = {task, lost}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # reconnected meanwhile: this poll is lost (what it held comes again)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                self._pull = None  # and its subscription with it: the next poll binds a new one
+                with contextlib.suppress(nats.errors.Error, OSError):
+                    await pull.unsubscribe()
+                return []
+            msgs = task.result()
         except BusUnavailable:
             if self.connected:
                 return []  # the long poll ended with nothing
             raise
+        finally:
+            self._polls.discard(lost)
+            if not task.done():  # (cancelled from outside: take the call down with it)
+                task.cancel()
         return [Delivery(m.subject, m.data, m.metadata.num_delivered, handle=m) for m in msgs]
 
     async def ack(self, delivery: Delivery) -> None:

@@ -8,7 +8,11 @@ which the interpreter hands over through :meth:`connectd.federation.desk.Pairing
 the core emitted them: a step's records were committed before the interpreter ran any of them, so a
 receipt is published only after what it says is durable, and a delivery acknowledged only after that.
 A bus effect that fails (NATS away) is logged and dropped: an outbox row is published again by its
-schedule, a receipt is answered again to the sender's next copy, a delivery not acknowledged comes again.
+schedule, a delivery not acknowledged comes again. A receipt is held and tried again every
+``RECEIPT_AGAIN`` seconds for ``RECEIPT_HELD`` seconds (the same bytes: its nonce travels with it), then
+left to the sender's next copy, which is answered with it: before, a final receipt the bus did not
+take (NATS killed, a cluster electing a stream leader) reached its sender only at that copy, up to the
+outbox's 300 s poll later (tests/integration/test_federation_faults.py).
 
 Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
 store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s).
@@ -25,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope
+from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.ports import BusRefused, BusUnavailable, Delivery
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation.bus import NatsBus
@@ -34,6 +38,8 @@ from connectd.federation.desk import PairingDesk, msg_id
 log = logging.getLogger("connectd.federation")
 
 FETCH_BATCH = 16
+RECEIPT_AGAIN = 2.0  # seconds between tries of a receipt the bus did not take
+RECEIPT_HELD = 300.0  # seconds a receipt the bus did not take is tried again (the sender's poll covers the rest)
 REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a full subject) is tried again
 
 
@@ -52,6 +58,7 @@ class Pump:
         self.deliveries: dict[str, Delivery] = {}  # delivery handle -> the delivery its AckDelivery names
         self._receipts = 0  # receipts this process published: each one's Nats-Msg-Id attempt
         self._connecting = anyio.Lock()
+        self._again: list[tuple[float, float, PublishReceipt]] = []  # (due, given up at, receipt) not yet taken
         self.last_error: str | None = None  # why the last connection attempt failed (doctor shows it)
 
     def status(self) -> dict[str, object]:
@@ -126,11 +133,26 @@ class Pump:
         """Runs whether or not the bus is connected (the fetch and publish loops connect it): while it
         is not, each effect fails at once and is dropped, so nothing piles up while NATS is away."""
         while True:
-            await self.run_effect(await self._effects_out.receive())
+            effect: BusEffect | None = None
+            with anyio.move_on_after(RECEIPT_AGAIN if self._again else math.inf):
+                effect = await self._effects_out.receive()
+            if effect is not None:
+                await self.run_effect(effect)
+            await self.receipts_again()
 
-    async def run_effect(self, effect: BusEffect) -> None:
+    async def receipts_again(self) -> None:
+        """Try again each held receipt that is due (a failure holds it again, until its time is up)."""
+        now = self.desk.clock()
+        due = [held for held in self._again if held[0] <= now]
+        self._again = [held for held in self._again if held[0] > now]
+        for _due, until, receipt in due:
+            if now < until:
+                await self.run_effect(receipt, until=until)
+
+    async def run_effect(self, effect: BusEffect, *, until: float | None = None) -> None:
         """One bus effect: seal and publish (its ``Nats-Msg-Id`` the wire's digest and the attempt), or
-        acknowledge. A failure is logged and dropped (see the module's note)."""
+        acknowledge. A failure is logged and dropped, a receipt's held to be tried again until ``until``
+        (default: ``RECEIPT_HELD`` from now; see the module's note)."""
         try:
             if isinstance(effect, AckDelivery):
                 delivery = self.deliveries.pop(effect.delivery, None)
@@ -151,6 +173,9 @@ class Pump:
             await self.bus.publish(subject, wire, msg_id=msg_id(wire, attempt))
         except (BusRefused, BusUnavailable) as exc:
             log.warning("federation: %s not run: %s", type(effect).__name__, exc)
+            if isinstance(effect, PublishReceipt):
+                now = self.desk.clock()
+                self._again.append((now + RECEIPT_AGAIN, now + RECEIPT_HELD if until is None else until, effect))
 
     async def close(self) -> None:
         await self.bus.close()
