@@ -19,8 +19,8 @@ to one pair would refuse the trials).
   over the same minute.
 - :func:`ten_boxes`: ten boxes in a ring (box i paired with box i+1), each with a sender and a
   recipient (``/busy 0.2``); every sender sends its messages to the next box's recipient at once, then
-  waits for each one's final outcome. The baseline is the same ring on one daemon (ten senders, ten
-  recipients). Accounted: every admitted message's outcome on its sender's box (``get_message``) and
+  waits for each one's final outcome. The baseline, run first on the same daemons, is each box's sender
+  sending the same count to its own box's recipient (docs/federation.md, "Test plan"). Accounted: every admitted message's outcome on its sender's box (``get_message``) and
   its final records in the sender box's audit log (exactly one each), and how often each was typed on
   the recipient's (at most once; once when delivered).
 """
@@ -219,17 +219,12 @@ def _trace(a: Box, b: Box, result: TwoBoxes) -> None:
 
 
 def _switches(pid: int) -> int:
-    """Context switches (voluntary + not) of every thread of ``pid`` so far: how often it woke. (A thread
-    that ends in between takes its count with it; an idle daemon's threads stay.)"""
+    """Context switches (voluntary + not) of the main thread of ``pid`` so far: how often its event loop
+    woke (worker threads come and go, and one that ends takes its count with it)."""
     total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            text = (task / "status").read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                total += int(line.split()[1])
+    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            total += int(line.split()[1])
     return total
 
 
@@ -280,6 +275,7 @@ class Ring:
     typed: Counter[int] = field(default_factory=Counter)  # times typed per admitted message -> messages
     problems: list[str] = field(default_factory=list)
     cpu_s: float = 0.0  # every daemon's CPU (and nats-server's) during the window
+    stuck: list[str] = field(default_factory=list)  # lanes with a message not final: the recipient's side
 
     @property
     def per_second(self) -> float:
@@ -289,7 +285,7 @@ class Ring:
         return {"where": self.where, "messages": self.messages, "refused_at_send": self.refused_at_send,
                 "wall": round(self.wall, 2), "per_second": round(self.per_second, 2), "outcomes": dict(self.outcomes),
                 "audit_finals": dict(self.audit_finals), "typed": dict(self.typed), "problems": self.problems,
-                "cpu_s": round(self.cpu_s, 2)}
+                "stuck": self.stuck, "cpu_s": round(self.cpu_s, 2)}
 
 
 @dataclass
@@ -370,9 +366,40 @@ def _ring_run(where: str, lanes: list[Lane], per_sender: int, bound: float, pids
             ring.problems.append(f"{mid}: {outcome}, typed {typed} times")
         if outcome not in FINALS:
             ring.problems.append(f"{mid}: still {outcome} after {bound:.0f} s")
+    stuck = sorted({k for k, mid in admitted if finals.get((k, mid)) not in FINALS})
+    for k in stuck:  # what the recipient's daemon holds and shows for a lane whose messages did not end
+        lane = lanes[k]
+        view = lane.recipient_d.agent_view(lane.recipient.pane)
+        ring.stuck.append(
+            f"lane {lane.prefix} ({lane.sender.name} -> {lane.to}): the recipient's daemon shows its pane "
+            f"{view['activity']} with its composer {view['composer']}; its messages there by state: "
+            f"{_states(lane.recipient_d, lane.prefix)}; the recipient's last prompt "
+            f"{_last_prompt_age(lane.recipient):.0f} s before this look")
     log(f"federation ring ({where}): {ring.messages} admitted, {dict(ring.outcomes)} in {ring.wall:.1f} s "
         f"({ring.per_second:.2f}/s); {len(ring.problems)} problems")
     return ring
+
+
+def _states(d: DaemonProcess, prefix: str) -> dict[str, int]:
+    """The recipient's box's messages of one lane (message ids ``<prefix>-...``) counted by state, from
+    its store (read-only)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{d.data_dir / 'connect.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT state, count(*) FROM messages WHERE message_id LIKE ? GROUP BY state",
+                          (f"{prefix}-%",)).fetchall()
+    finally:
+        db.close()
+    return {str(state): int(n) for state, n in rows}
+
+
+def _last_prompt_age(agent: AgentHandle) -> float:
+    import json
+
+    ats = [float(json.loads(line)["at"]) for line in agent.log.read_text().splitlines()
+           if line.strip() and "prompt" in json.loads(line)] if agent.log.exists() else []
+    return time.time() - max(ats) if ats else float("nan")
 
 
 def _final_records(d: DaemonProcess) -> list[dict[str, Any]]:
@@ -403,19 +430,18 @@ def ten_boxes(tmp: Path, boxes_n: int, per_sender: int, bound: float) -> dict[st
         for box, s, r in zip(boxes, senders, recipients, strict=True):
             box.daemon.wait_ready(s, timeout=90)
             box.daemon.wait_ready(r, timeout=90)
-        lanes = []
-        for i, box in enumerate(boxes):
-            j = (i + 1) % boxes_n
-            lanes.append(Lane(box.daemon, senders[i], f"{recipients[j].address}@{names[j]}", recipients[j],
-                              boxes[j].daemon, f"x{i}"))
         pids = [b.daemon.proc.pid for b in boxes if b.daemon.proc is not None]
         assert server.proc is not None
-        out["ring"] = _ring_run(f"{boxes_n} boxes", lanes, per_sender, bound, [*pids, server.proc.pid])
-    with Fleet(tmp, "fed-ring-plain", policy=QUEUED_POLICY) as fleet:
-        fleet.start_daemon()
-        senders = fleet.launch_many(boxes_n, prefix="sender")
-        recipients = fleet.launch_many(boxes_n, prefix="recipient", env={"DEMO_BUSY_SECONDS": "0.2"})
-        lanes = [Lane(fleet.d, senders[i], recipients[(i + 1) % boxes_n].address, recipients[(i + 1) % boxes_n],
-                      fleet.d, f"l{i}") for i in range(boxes_n)]
-        out["one_box"] = _ring_run("one box", lanes, per_sender, bound, [fleet.pid])
+        pids.append(server.proc.pid)
+        # the baseline first (the same daemons, each delivering within its own box), so that whatever the
+        # run across boxes leaves behind cannot weigh on it
+        within = [Lane(box.daemon, senders[i], recipients[i].address, recipients[i], box.daemon, f"w{i}")
+                  for i, box in enumerate(boxes)]
+        out["one_box"] = _ring_run("within each box", within, per_sender, bound, pids)
+        across = []
+        for i, box in enumerate(boxes):
+            j = (i + 1) % boxes_n
+            across.append(Lane(box.daemon, senders[i], f"{recipients[j].address}@{names[j]}", recipients[j],
+                               boxes[j].daemon, f"x{i}"))
+        out["ring"] = _ring_run(f"{boxes_n} boxes", across, per_sender, bound, pids)
     return out
