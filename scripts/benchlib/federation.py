@@ -274,7 +274,8 @@ class Ring:
     audit_finals: Counter[int] = field(default_factory=Counter)  # final records per admitted message -> messages
     typed: Counter[int] = field(default_factory=Counter)  # times typed per admitted message -> messages
     problems: list[str] = field(default_factory=list)
-    cpu_s: float = 0.0  # every daemon's CPU (and nats-server's) during the window
+    cpu_s: float = 0.0  # every daemon's CPU (and nats-server's) over run_s
+    run_s: float = 0.0  # the first call -> every sender done waiting (all final, or the bound)
     stuck: list[str] = field(default_factory=list)  # lanes with a message not final: the recipient's side
 
     @property
@@ -285,7 +286,7 @@ class Ring:
         return {"where": self.where, "messages": self.messages, "refused_at_send": self.refused_at_send,
                 "wall": round(self.wall, 2), "per_second": round(self.per_second, 2), "outcomes": dict(self.outcomes),
                 "audit_finals": dict(self.audit_finals), "typed": dict(self.typed), "problems": self.problems,
-                "stuck": self.stuck, "cpu_s": round(self.cpu_s, 2)}
+                "stuck": self.stuck, "run_s": round(self.run_s, 1), "cpu_s": round(self.cpu_s, 2)}
 
 
 @dataclass
@@ -344,6 +345,7 @@ def _ring_run(where: str, lanes: list[Lane], per_sender: int, bound: float, pids
     deadline = start + bound
     anyio.run(flood)
     ring.cpu_s = sum(cpu_seconds(p, tree=True) for p in pids) - cpu0
+    ring.run_s = time.monotonic() - start
     ring.wall = (last_final[0] or time.monotonic()) - start
     ring.messages = len(admitted)
     ring.outcomes = Counter(finals.values())
