@@ -42,8 +42,9 @@ import pytest
 
 from tests.integration.test_daemon_e2e import get_message, send
 from tests.integration.test_federation_messages_e2e import _pair
-from tests.integration.test_federation_pairing_e2e import Box, boxes, federated_boxes  # noqa: F401 - the fixture
+from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
 from tests.support.daemon import AgentHandle, wait_for
+from tests.support.federation import federated_boxes
 from tests.support.nats import ADMIN, NatsCluster, NatsServer
 
 FINALS = frozenset({"delivered", "declined", "refused", "cancelled", "expired", "unconfirmed"})
@@ -329,7 +330,8 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
 
 @pytest.fixture
 def cluster_boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsCluster]]:
-    yield from federated_boxes(tmp_path, NatsCluster)  # type: ignore[misc]
+    with federated_boxes(tmp_path, ["laptop", "devbox"], make_server=NatsCluster) as (made, server):
+        yield made[0], made[1], server  # type: ignore[misc]
 
 
 def test_the_stream_leader_of_a_three_node_cluster_killed_mid_flow_every_message_delivered_once(
