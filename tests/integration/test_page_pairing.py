@@ -111,6 +111,8 @@ def test_a_pair_request_is_a_needs_you_item_with_both_fingerprints_and_approving
             " history_repos="
         )
         assert "not since" not in (row.locator('[data-testid="pairing-heard"]').text_content() or "")  # its request
+        # the directory's age: this peer publishes no entry, so none is held yet
+        assert row.locator('[data-testid="pairing-directory"]').text_content() == "directory none yet · "
         page.locator("#pair-requests > li").first.wait_for(state="detached")
         assert page.locator("#needs-count").text_content() == "0"
         (pairing,) = daemon.api("GET", "/api/pairing/pairings")

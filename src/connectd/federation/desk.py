@@ -14,7 +14,9 @@ same bytes. The rules are the core's; this module only sequences them.
   the same box is answered with it again and changes nothing.
 - ``pair remove`` owes a signed ``unpair``; the other box records ``removed_by_peer``.
 - A pairing envelope is judged by :func:`connectcore.federation.envelope.judge` with the keys the book
-  pins; a refusal (of the envelope or of the pairing step) is one audit line and changes nothing.
+  pins; a refusal (of the envelope or of the pairing step) is one audit line and changes nothing; a
+  flooding box's refused envelopes are one audit line a minute per reason
+  (:func:`connectcore.federation.envelope.refusal_audit_due`).
 
 Settings come from ``federation.toml`` (:class:`Settings`): ``name`` (``federate init``) and, to
 reach NATS, ``nats`` (the server URL) with ``creds`` (a credentials file) or ``user`` and
@@ -41,6 +43,7 @@ from connectcore.effects import Audit, Effect, Notify
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
+from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.ports import Delivery
@@ -146,6 +149,8 @@ class PairingDesk:
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
+        # (box, reason) -> when a refusal of it was last audited (envelope.refusal_audit_due: a flood, one a minute)
+        self.audited: E.RefusalAudits = {}
         # the directory across boxes (connectd.federation.directory.RemoteDirectoryDesk; slice 7)
         self.directory: Any = None
         # remote history search (connectd.federation.history.RemoteHistoryDesk; slice 7)
@@ -250,14 +255,26 @@ class PairingDesk:
 
     def pairing_view(self, p: P.Pairing) -> dict[str, Any]:
         """A pairing as the person sees it, with its settings (``settings`` by key, ``settings_words`` as
-        ``pair set`` takes them) and when its box was last heard (``heard_at``: an envelope from it
-        verified; kept in memory, so None again after a restart until it is heard)."""
+        ``pair set`` takes them), when its box was last heard (``heard_at``: an envelope from it
+        verified; kept in memory, so None again after a restart until it is heard) and its directory's
+        age (:meth:`directory_age`)."""
         return {
             "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
             "removed_by": p.removed_by, "expires_at": p.expires_at, "heard_at": self.heard.get(p.box_id),
             "settings": dataclasses.asdict(p.settings), "settings_words": list(P.settings_words(p.settings)),
+            **self.directory_age(p),
         }
+
+    def directory_age(self, p: P.Pairing) -> dict[str, Any]:
+        """How old the directory entry held from the pairing's box is (``directory_age``: seconds, None
+        when none is held; ``directory``: ``fresh``, ``stale (N min)``, ``aged out`` or ``none yet``;
+        :func:`connectcore.federation.remote_directory.age_words`). Held in memory: none yet after a
+        restart until the entry is read again."""
+        seconds = None
+        if self.directory is not None and p.state is P.PairingState.ACTIVE:
+            seconds = RD.entry_age(self.directory.held, p.box_id, p.id, self.clock())
+        return {"directory_age": None if seconds is None else int(seconds), "directory": RD.age_words(seconds)}
 
     def status(self) -> dict[str, Any]:
         """This box, its NATS server and whether the bus is connected (None: no server named, or the
@@ -432,10 +449,7 @@ class PairingDesk:
         async with self.lock:
             verdict = receive(self.local, subject, data, self.view())
             if verdict.decision is E.Decision.REFUSED:
-                record = Audit(verdict.actor, E.AUDIT_EVENT, "refused", detail=f"{verdict.reason}: {verdict.detail}",
-                               at=self.clock())
-                await self.run_sync(lambda: self.records.apply_pairing([record]))
-                self.publish_audit(record)
+                await self.refusal_audited(verdict.actor, str(verdict.reason), f"{verdict.reason}: {verdict.detail}")
                 return False
             inner = verdict.inner
             if inner is not None:
@@ -462,6 +476,23 @@ class PairingDesk:
         # one delivery at a time, so nothing is judged meanwhile)
         handled: bool = await self.messages.arrived(verdict, delivery)
         return handled
+
+    async def refusal_audited(self, actor: str, reason: str, detail: str, *, message_id: str | None = None) -> bool:
+        """Audit one refused envelope of ``actor`` (``federation.envelope``, ``refused``), unless one of that
+        box for that reason was audited within the minute (:func:`connectcore.federation.envelope.
+        refusal_audit_due`: a flooding box costs one record a minute per reason, which says how many
+        were left out since the last); logged either way.
+        True when it was audited."""
+        now = self.clock()
+        log.info("federation: envelope from %s refused: %s", actor, detail)
+        due, left_out, self.audited = E.refusal_audit_due(self.audited, actor, reason, now)
+        if not due:
+            return False
+        record = Audit(actor, E.AUDIT_EVENT, "refused", message_id=message_id,
+                       detail=detail + E.refusal_count_words(left_out), at=now)
+        await self.run_sync(lambda: self.records.apply_pairing([record]))
+        self.publish_audit(record)
+        return True
 
     async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> P.Pairing | None:
         """A pairing step from the bus, committed; the pairing it removed (an ``unpair``), else None."""

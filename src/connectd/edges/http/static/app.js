@@ -395,6 +395,11 @@
             data: { testid: "pairing-heard" },
             text: ` · last heard ${p.heard_at ? fmtTime(p.heard_at) : "not since the daemon started"} · `,
           }),
+          h("span", {
+            class: "muted",
+            data: { testid: "pairing-directory", freshness: p.directory || "none yet" },
+            text: `directory ${p.directory || "none yet"} · `,
+          }),
           h("span", { class: "muted", data: { testid: "pairing-settings" }, text: (p.settings_words || []).join(" ") }),
         ),
       ),
