@@ -138,7 +138,7 @@ def cmd_decline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _heard(at: float | None) -> str:
+def heard_words(at: float | None) -> str:
     """When a box was last heard: ``-`` when it was not since the daemon started (kept in memory)."""
     if at is None:
         return "-"
@@ -155,7 +155,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     m._table(
         ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "DIRECTORY", "PAIRING", "SETTINGS"],
         [[r["name"], r["box"], r["fingerprint"], r["state"] + (f" (by {r['removed_by']})" if r.get("removed_by") else ""),
-          _when(r["since"]), _heard(r.get("heard_at")), r.get("directory") or "none yet", r.get("pairing") or "-",
+          _when(r["since"]), heard_words(r.get("heard_at")), r.get("directory") or "none yet", r.get("pairing") or "-",
           " ".join(r["settings_words"])]
          for r in rows],
     )

@@ -286,6 +286,12 @@ class PairingDesk:
             "pairings": sum(p.state is P.PairingState.ACTIVE for p in self.book.pairings.values()),
         }
 
+    async def checked_status(self) -> dict[str, Any]:
+        """:meth:`status` with the bus's read-only checks (``checks``: the NATS server's version, JetStream,
+        this box's consumer; None when the bus is not connected or no server is named), for ``connectd doctor``."""
+        checks = await self.pump.health() if self.pump is not None else None
+        return {**self.status(), "checks": checks}
+
     def requests(self, *, include_decided: bool = False) -> list[dict[str, Any]]:
         rows = sorted(self.book.requests.values(), key=lambda r: (r.received_at, r.id))
         return [self.request_view(r) for r in rows if include_decided or r.state is P.RequestState.PENDING]

@@ -12,8 +12,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
-- ``GET /api/pairing/status``: this box, its NATS server and whether the bus is connected
-  (``connectd doctor``, the page's pairings panel).
+- ``GET /api/pairing/status[?checks=1]``: this box, its NATS server and whether the bus is connected
+  (``connectd doctor``, the page's pairings panel); with ``checks``, the bus's read-only checks too (the
+  server's version, JetStream, this box's consumer: what ``connectd doctor`` prints).
 
 Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint`; mount them before the owner
 API's catch-all. Each step is audited as who took it, the actor that wrapper resolved
@@ -94,8 +95,8 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         return desk().pairings()
 
     async def status(request: Request, actor: str) -> Any:
-        Query(request, set())
-        return desk().status()
+        query = Query(request, {"checks"})
+        return await desk().checked_status() if query.flag("checks") else desk().status()
 
     async def remove(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
