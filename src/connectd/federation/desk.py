@@ -286,6 +286,12 @@ class PairingDesk:
             "pairings": sum(p.state is P.PairingState.ACTIVE for p in self.book.pairings.values()),
         }
 
+    def remote_agents(self) -> list[dict[str, Any]]:
+        """The agents the paired boxes share, as ``list_agents`` adds them (each with its box, its address
+        qualified by the box's name, the entry's age and freshness; removed and aged-out pairings' not
+        shown): for the person's views, read-only (the other box's owner decides who reaches them)."""
+        return [] if self.directory is None else list(self.directory.listing())
+
     async def checked_status(self) -> dict[str, Any]:
         """:meth:`status` with the bus's read-only checks (``checks``: the NATS server's version, JetStream,
         this box's consumer; None when the bus is not connected or no server is named), for ``connectd doctor``."""

@@ -12,6 +12,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
+- ``GET /api/pairing/agents``: the agents the paired boxes share (their directory entries as held now,
+  each with its box, its qualified address and the entry's age: what ``list_agents`` adds), read-only;
+  none on a box not set up for federation (``connectd agents``, the page's fleet);
 - ``GET /api/pairing/status[?checks=1]``: this box, its NATS server and whether the bus is connected
   (``connectd doctor``, the page's pairings panel); with ``checks``, the bus's read-only checks too (the
   server's version, JetStream, this box's consumer: what ``connectd doctor`` prints).
@@ -94,6 +97,11 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         Query(request, set())
         return desk().pairings()
 
+    async def agents(request: Request, actor: str) -> Any:
+        Query(request, set())
+        found = engine.federation
+        return [] if found is None else found.remote_agents()
+
     async def status(request: Request, actor: str) -> Any:
         query = Query(request, {"checks"})
         return await desk().checked_status() if query.flag("checks") else desk().status()
@@ -118,5 +126,6 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/pairings/{who}/remove", remove, post),
         ("/api/pairing/pairings/{who}/settings", settings, post),
         ("/api/pairing/status", status, get),
+        ("/api/pairing/agents", agents, get),
     ]
     return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]
