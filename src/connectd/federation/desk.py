@@ -60,6 +60,8 @@ from connectd.store.pair_records import PairRecords, Wire
 log = logging.getLogger("connectd.federation")
 T = TypeVar("T")
 
+#: The settings of how this box reaches NATS (what ``federate --nats``/``--off`` write).
+NATS_FIELDS = ("nats", "creds", "user", "password_file", "tls_ca", "tls_cert", "tls_key")
 RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
 EXPIRY_EVERY = 5.0  # seconds between looks for invitations and requested pairings past their time
 
@@ -155,6 +157,8 @@ class PairingDesk:
         self.directory: Any = None
         # remote history search (connectd.federation.history.RemoteHistoryDesk; slice 7)
         self.history: Any = None
+        self.data_dir: Path | None = None  # where federation.toml is (set by open: a reload reads it again)
+        self._supervisor: Supervisor | None = None  # the daemon's, once started (a reload starts the bus loops)
 
     @classmethod
     def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
@@ -164,11 +168,14 @@ class PairingDesk:
         if settings is None:
             return None
         local = LocalBox.from_secrets(K.read(data_dir))
-        return cls(local, settings, records, **kw)
+        desk = cls(local, settings, records, **kw)
+        desk.data_dir = data_dir
+        return desk
 
     def start(self, supervisor: Supervisor) -> None:
         """The expiry tick, the federation tick (joined to an engine) and, when ``federation.toml``
         names a NATS server, the bus loops."""
+        self._supervisor = supervisor
         supervisor.spawn(Kind.TICK, self.tick, every=EXPIRY_EVERY, name="pairing expiry")
         if self.messages is not None:
             supervisor.spawn(Kind.TICK, self.messages.tick, every=self.messages.every, name="federation tick")
@@ -177,6 +184,45 @@ class PairingDesk:
 
             self.pump = Pump(self)
             self.pump.start(supervisor)
+
+    async def reload(self, *, actor: str = P.OWNER) -> dict[str, Any]:
+        """``federation.toml`` read again (``connectd federate --nats ...`` asks the running daemon). The
+        one change taken without a restart is the safe one: a daemon whose bus loops never started (it
+        started with no NATS server named) starts them now, as a start would, when the file now names one
+        and nothing else changed. Anything else (another server, ``--off``, another name) needs a restart:
+        stopping the running loops is not safe yet (docs/federation.md, build order 4). Changes nothing
+        then. ``restart_needed`` says which."""
+        if self.data_dir is None or self._supervisor is None:
+            return {"picked_up": False, "restart_needed": True, "why": "this desk was not started by a daemon"}
+        settings = Settings.read(self.data_dir)
+        async with self.lock:
+            if settings == self.settings:
+                return {"picked_up": False, "restart_needed": False, "nats": self.settings.nats, "why": "nothing changed"}
+            why, restart = None, True
+            if settings is None:
+                why = "federation.toml is gone"
+            elif dataclasses.replace(settings, **{k: getattr(self.settings, k) for k in NATS_FIELDS}) != self.settings:
+                why = "more than how this box reaches NATS changed (its name, resend): a restart reads it"
+            elif self.pump is not None:
+                why = (f"the running daemon's bus uses {self.settings.nats}: "
+                       + ("moving it to another server" if settings.nats else "turning federation off")
+                       + " needs a restart")
+            elif not settings.nats:
+                why, restart = "no NATS server named: no bus to start", False
+            if why is not None:
+                return {"picked_up": False, "restart_needed": restart, "nats": self.settings.nats, "why": why}
+            assert settings is not None
+            self.settings = settings
+            record = Audit(actor, "federation.settings", "picked_up", detail=f"NATS {settings.nats}: the bus loops start",
+                           at=self.clock())
+            await self.run_sync(lambda: self.records.apply_pairing([record]))
+            self.publish_audit(record)
+            from connectd.federation.pump import Pump  # nats is imported only by a box that federates
+
+            self.pump = Pump(self)
+            self.pump.start(self._supervisor)
+        log.info("federation: federation.toml picked up: connecting to %s", settings.nats)
+        return {"picked_up": True, "restart_needed": False, "nats": settings.nats, "why": None}
 
     # --- committing a step ----------------------------------------------------------------------
 

@@ -12,6 +12,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
+- ``POST /api/pairing/reload``: ``federation.toml`` read again (``connectd federate --nats`` asks it): a
+  daemon started with no NATS server starts its bus loops when the file now names one; any other change
+  answers ``restart_needed`` and changes nothing (:meth:`connectd.federation.desk.PairingDesk.reload`);
 - ``GET /api/pairing/agents``: the agents the paired boxes share (their directory entries as held now,
   each with its box, its qualified address and the entry's age: what ``list_agents`` adds), read-only;
   none on a box not set up for federation (``connectd agents``, the page's fleet);
@@ -97,6 +100,10 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         Query(request, set())
         return desk().pairings()
 
+    async def reload(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().reload(actor=actor)
+
     async def agents(request: Request, actor: str) -> Any:
         Query(request, set())
         found = engine.federation
@@ -127,5 +134,6 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/pairings/{who}/settings", settings, post),
         ("/api/pairing/status", status, get),
         ("/api/pairing/agents", agents, get),
+        ("/api/pairing/reload", reload, post),
     ]
     return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]
