@@ -2,8 +2,9 @@
 CLI in a subprocess): the NATS settings written into ``federation.toml`` (paths, never a secret) and read
 back by the daemon's :class:`~connectd.federation.desk.Settings`; ``--off`` clears them and keeps the
 name; every refusal one line naming the problem, exit 1, the file byte for byte unchanged (or still
-absent); with a daemon running, the command says it must be restarted (docs/federation.md,
-"Where the code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
+absent); with a daemon running that started with no NATS server, it picks the first one up without a
+restart (``POST /api/pairing/reload``), and for any other change the command says it must be
+restarted (docs/federation.md, "Where the code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
 nats-server, is tests/integration/test_federation_pairing_e2e.py (its boxes are set up by this command)."""
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from connectd.federation import keys as K
 from connectd.federation.desk import Settings
+from connectd.federation.seal import LocalBox
 from tests.integration.test_pair_cli import cli, run
-from tests.support.daemon import DaemonProcess
+from tests.support.daemon import DaemonProcess, wait_for
 from tests.support.fixtures import running_daemon
+from tests.support.nats import NatsServer, box_password
 from tests.support.tmux_server import TmuxServer
 
 
@@ -148,15 +152,62 @@ def running(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
         yield d
 
 
-def test_with_the_daemon_running_it_says_to_restart_it(running: DaemonProcess, tmp_path: Path) -> None:
-    creds = tmp_path / "box.creds"
-    creds.write_text("x\n")
-    done = cli(running, "federate", "--nats", "nats://127.0.0.1:4222", "--creds", str(creds))
-    assert done.returncode == 0, done.stderr
-    assert "reads federation.toml only at start: restart it" in done.stdout
-    assert "pid" in done.stdout
-    # until it is restarted, doctor says the running daemon started without that server
-    checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
-    assert checks["federation"]["status"] == "warn", checks["federation"]
-    assert "the running daemon started with no NATS server" in checks["federation"]["detail"]
-    assert "restart the daemon" in checks["federation"]["fix"]
+def test_a_running_daemon_picks_up_its_first_nats_server_and_is_restarted_for_any_other_change(
+    running: DaemonProcess, tmp_path: Path
+) -> None:
+    """Started with no NATS server, the daemon starts its bus loops when ``federate --nats`` names one
+    (``POST /api/pairing/reload``), connects and says so; moving it to another server or ``--off`` while
+    its bus runs changes nothing in the daemon and says to restart it, and doctor says so until it is."""
+    local = LocalBox.from_secrets(K.read(running.data_dir))
+    (tmp_path / "nats").mkdir()
+    server = NatsServer(tmp_path / "nats", [local.box_id])
+    server.start()
+    try:
+        anyio.run(server.provision)
+        password = tmp_path / "nats-password"
+        password.write_text(box_password(local.box_id))
+        assert running.api("GET", "/api/pairing/status")["connected"] is None  # no bus: no NATS named at start
+        done = cli(running, "federate", "--nats", server.url, "--user", f"box-{local.box_id}", "--password-file",
+                   str(password))
+        assert done.returncode == 0, done.stderr
+        assert f"picked it up: its bus connects to {server.url} now" in done.stdout, done.stdout
+        status = wait_for(lambda: [s for s in [running.api("GET", "/api/pairing/status")] if s["connected"]], 20,
+                          "the bus connected without a restart")[0]
+        assert status["nats"] == server.url
+        checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+        assert checks["federation"]["detail"] == f"configured: box laptop; NATS {server.url}: connected", checks
+        assert checks["consumer"]["status"] == "ok"
+        (record,) = [r for r in running.api("GET", "/api/audit?limit=100") if r["action"] == "federation.settings"]
+        assert (record["actor"], record["outcome"]) == ("owner", "picked_up")
+
+        # another server while the bus runs: written, but the daemon keeps its bus and says to restart
+        creds = tmp_path / "box.creds"
+        creds.write_text("x\n")
+        moved = cli(running, "federate", "--nats", "nats://127.0.0.1:4222", "--creds", str(creds))
+        assert moved.returncode == 0, moved.stderr
+        assert "needs a restart to use it (the running daemon's bus uses " in moved.stdout, moved.stdout
+        assert "moving it to another server needs a restart" in moved.stdout
+        assert running.api("GET", "/api/pairing/status")["nats"] == server.url
+        checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+        assert checks["federation"]["status"] == "warn" and "restart the daemon" in checks["federation"]["fix"]
+        off = cli(running, "federate", "--off", "--json")
+        assert off.returncode == 0 and json.loads(off.stdout)["restart_needed"] is True, off.stdout
+        assert running.api("GET", "/api/pairing/status")["connected"] is True
+    finally:
+        server.stop()
+
+
+def test_a_daemon_started_before_federate_init_is_told_to_restart(tmp_path: Path, tmux: TmuxServer) -> None:
+    """A daemon that started with no federation.toml has no pairing desk to read it again: the command
+    says to restart it, and doctor says so until it is."""
+    with running_daemon(tmp_path, tmux) as running:
+        K.init(running.data_dir, "laptop")
+        creds = tmp_path / "box.creds"
+        creds.write_text("x\n")
+        done = cli(running, "federate", "--nats", "nats://127.0.0.1:4222", "--creds", str(creds))
+        assert done.returncode == 0, done.stderr
+        assert f"the running daemon (pid {running.proc.pid if running.proc else ''}) needs a restart to use it" in done.stdout
+        assert "systemctl --user restart connectd" in done.stdout
+        checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+        assert checks["federation"]["status"] == "warn", checks["federation"]
+        assert "restart the daemon" in checks["federation"]["fix"]

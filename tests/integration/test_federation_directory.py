@@ -116,7 +116,10 @@ def _facts(reader: Box, publisher: Box, wire: bytes) -> tuple[E.Facts, E.View]:
 def test_list_agents_on_the_other_box_shows_them_with_box_address_and_age(shared: Any) -> None:
     a, b, _pairing, _network, _abus, bbus = shared
     assert _remote(b, "tok-4") == []  # not heard yet
+    (row,) = b.fed.pairings()  # pair list, /api/pairing/pairings: the directory's age
+    assert (row["directory"], row["directory_age"]) == ("none yet", None)
     anyio.run(_dir(b).publish_once, bbus)  # B's own entry, and the catch-up: A's key read by direct get
+    assert (b.fed.pairings()[0]["directory"], b.fed.pairings()[0]["directory_age"]) == ("fresh", 0)
     (agent,) = _remote(b, "tok-4")
     token1 = D.incarnation_token(_incarnation(1))
     fingerprint = a.fed.local.keys.fingerprint.replace(" ", "")[:8]
@@ -148,8 +151,10 @@ def test_list_agents_on_the_other_box_shows_them_with_box_address_and_age(shared
     b.clock.now += 200
     (agent,) = _remote(b, "tok-4")
     assert agent["stale"] is True and agent["freshness"] == "stale (3 min)"
+    assert (b.fed.pairings()[0]["directory"], b.fed.pairings()[0]["directory_age"]) == ("stale (3 min)", agent["age"])
     b.clock.now += RD.AGED_OUT
     assert _remote(b, "tok-4") == []
+    assert b.fed.pairings()[0]["directory"] == "aged out"
     assert [p.box_id for p in b.fed.book.active()] == [a.fed.local.box_id]
 
 

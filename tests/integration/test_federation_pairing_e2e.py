@@ -102,7 +102,16 @@ def test_two_daemons_pair_over_nats_with_two_approvals_and_remove_for_good(boxes
     checks = doctor(a)
     assert checks["federation"]["status"] == "ok", checks
     assert checks["federation"]["detail"] == f"configured: box laptop; NATS {server.url}: connected"
-    assert checks["pairing devbox"]["detail"] == f"box {b.local.box_id}, fingerprint {fp_b}: active"
+    # the bus's read-only checks, through the daemon's bus (its box user's permissions)
+    assert checks["nats server"] == {"name": "nats server", "status": "ok", "fix": "",
+                                     "detail": f"nats-server 2.15.1 at {server.url}"}
+    assert (checks["jetstream"]["status"], checks["consumer"]["status"]) == ("ok", "ok"), checks
+    assert checks["consumer"]["detail"] == f"box-{a.local.box_id} on stream CONNECT is there"
+    # the pairing: last heard (its pair_request, then its directory entry) and the directory's age
+    line = wait_for(lambda: [c for c in [doctor(a)["pairing devbox"]] if c["detail"].endswith("directory fresh")],
+                    20, "doctor: B's directory fresh on A")[0]
+    assert line["status"] == "ok" and line["detail"].startswith(f"box {b.local.box_id}, fingerprint {fp_b}: active; last heard ")
+    assert "not since" not in line["detail"]
 
     # the same code accepted again returns the established pairing and changes nothing
     before_a, before_b = tables(a.daemon), tables(b.daemon)

@@ -3,6 +3,10 @@ real ``connectd serve`` set up for federation by ``connectd federate --nats ...`
 nats-server, another box (its keys here, publishing over NATS as its own user) asking to pair with a
 fresh invitation code, and Debian's chromium driving the page.
 
+Also: the paired box's agents (its directory entry, put in the bucket as that box would) are
+read-only rows under the fleet on the page and in ``connectd agents``, with their box and the entry's
+age, their text (markup included) shown as text, no toggle.
+
 Checked: the request is a Needs-you item, counted in the top bar, with both boxes' fingerprints and
 Approve / Decline that call ``/api/pairing/requests/{id}/...`` with the CSRF token; approving makes the
 pairing active in the Pairings panel (its fingerprint shown) and the item goes; the panel says the bus
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ import pytest
 
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
+from connectcore.federation import remote_directory as RD
 from connectd.federation import keys as K
 from connectd.federation.bus import NatsBus
 from connectd.federation.seal import LocalBox, seal
@@ -111,6 +117,8 @@ def test_a_pair_request_is_a_needs_you_item_with_both_fingerprints_and_approving
             " history_repos="
         )
         assert "not since" not in (row.locator('[data-testid="pairing-heard"]').text_content() or "")  # its request
+        # the directory's age: this peer publishes no entry, so none is held yet
+        assert row.locator('[data-testid="pairing-directory"]').text_content() == "directory none yet · "
         page.locator("#pair-requests > li").first.wait_for(state="detached")
         assert page.locator("#needs-count").text_content() == "0"
         (pairing,) = daemon.api("GET", "/api/pairing/pairings")
@@ -134,6 +142,62 @@ def test_a_pair_request_is_a_needs_you_item_with_both_fingerprints_and_approving
         assert "<img src=x" in (name.text_content() or "") and "<script>" in (name.text_content() or "")
         assert shown.locator("img, script, b, i").count() == 0
         assert page.evaluate("window.__pwned") is None
+        assert not p.errors, p.errors
+    finally:
+        p.close()
+
+
+async def _put_entry(server: NatsServer, local: LocalBox, pairing: str, agents: list[dict[str, Any]]) -> None:
+    """PEER puts its directory entry for ``local`` in the bucket, as its daemon's publish loop does."""
+    routing = E.Routing(E.Kind.DIRECTORY, PEER.box_id, local.box_id, pairing=pairing)
+    inner = RD.entry(routing, RD.shared(agents, RD.Setting.CONNECTED), revision=int(time.time() * 1000), now=time.time())
+    bus = await server.connect(NatsBus(PEER.box_id, call_timeout=5.0))
+    try:
+        await bus.put_entry(local.box_id, seal(PEER, local.keys, inner, secrets.token_bytes(E.NONCE_BYTES)))
+    finally:
+        await bus.close()
+
+
+def test_a_paired_box_s_agents_are_read_only_rows_in_the_fleet_and_in_connectd_agents(
+    browser: Any, federated: tuple[DaemonProcess, LocalBox, NatsServer]  # noqa: F811
+) -> None:
+    daemon, local, server = federated
+    code = P.decode_code(daemon.api("POST", "/api/pairing/invitations", {})["code"])
+    in_thread(_ask, server, code, "devbox", "devbox-agents")
+    (request,) = wait_for(lambda: daemon.api("GET", "/api/pairing/requests"), 20, "the pair request")
+    pairing = daemon.api("POST", f"/api/pairing/requests/{request['id']}/approve", {})["pairing"]
+    assert daemon.api("GET", "/api/pairing/agents") == []  # paired, nothing heard from it yet
+    agent = {"pane": "%7", "address": "%7@0123456789abcdef", "harness": "claude", "title": MARKUP.replace("\n", " "),
+             "repo": "/home/peer/src/app", "branch": "main", "pr_links": [], "activity": "idle", "composer": "empty",
+             "scopes": ["read", "message", "reachable"], "release": "2.1.0"}
+    in_thread(_put_entry, server, local, pairing, [agent])
+    (listed,) = wait_for(lambda: daemon.api("GET", "/api/pairing/agents"), 20, "the peer's agent on this box")
+    short = PEER.keys.fingerprint.replace(" ", "")[:8]
+    assert (listed["address"], listed["box"], listed["freshness"], listed["remote"]) == (
+        "%7@0123456789abcdef@devbox", {"name": "devbox", "id": PEER.box_id, "fingerprint": short}, "fresh", True)
+    assert listed["repo"] == "app"  # the repository's name, never the other box's path
+    assert [a for a in daemon.api("GET", "/api/agents") if a.get("remote")] == []  # this box's list as before
+
+    shown = run("agents", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port))
+    assert shown.returncode == 0, shown.stderr
+    assert "on paired boxes (read-only" in shown.stdout
+    row = next(line for line in shown.stdout.splitlines() if "%7@0123456789abcdef@devbox" in line)
+    assert f"devbox ({short})" in row and "fresh" in row and "<img src=x" in row
+    assert "%7@" not in run("agents", "--json", "--data-dir", str(daemon.data_dir), "--port", str(daemon.port)).stdout
+
+    p = Page(browser, daemon)
+    try:
+        page = p.page
+        item = page.locator('#remote-agents-list > li[data-testid="remote-agent"]')
+        item.wait_for()
+        assert page.locator("#remote-agents").is_visible()
+        assert item.get_attribute("data-box") == PEER.box_id and item.get_attribute("data-stale") == "false"
+        assert item.locator('[data-testid="remote-address"]').text_content() == "%7@0123456789abcdef@devbox"
+        assert item.locator('[data-testid="remote-box"]').text_content() == f"box devbox ({short}) · fresh"
+        assert "<img src=x" in (item.locator("strong").text_content() or "")  # another machine's text, as text
+        assert item.locator("img, script, b, i, button, input").count() == 0  # no markup, no toggle
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator('#agents > li[data-pane="%7"]').count() == 0  # not among this box's panes
         assert not p.errors, p.errors
     finally:
         p.close()

@@ -109,7 +109,8 @@ def test_pair_set_sets_a_pairing_s_settings_and_pair_list_shows_them(box: Daemon
     assert cli(box, "pair", "accept", code, "--yes", "--name", "dev").returncode == 0
     listed = cli(box, "pair", "list")
     assert listed.returncode == 0, listed.stderr
-    assert "HEARD" in listed.stdout and "SETTINGS" in listed.stdout
+    assert "HEARD" in listed.stdout and "DIRECTORY" in listed.stdout and "SETTINGS" in listed.stdout
+    assert " none yet " in listed.stdout
     assert ("messages=on per_window=60 live_ids=2000 queued_bytes=1048576 directory=reachable history=none"
             " history_repos=") in listed.stdout
     done = cli(box, "pair", "set", "dev", "messages=off", "per_window=30", "directory=connected", "history=index",
@@ -123,6 +124,7 @@ def test_pair_set_sets_a_pairing_s_settings_and_pair_list_shows_them(box: Daemon
     assert row["settings"] == {"messages": False, "per_window": 30, "live_ids": 2000, "queued_bytes": 1048576,
                                "directory": "connected", "history": "index", "history_repos": ["connect", "site"]}
     assert row["heard_at"] is None  # never heard since the daemon started (no NATS here)
+    assert (row["directory"], row["directory_age"]) == ("none yet", None)  # no directory entry held from it
     assert "messages=off per_window=30" in cli(box, "pair", "list").stdout
     assert "directory=connected history=index history_repos=connect,site" in cli(box, "pair", "list").stdout
     db = sqlite3.connect(box.data_dir / "connect.db")

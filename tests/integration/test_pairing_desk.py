@@ -137,6 +137,27 @@ def test_forged_and_misrouted_envelopes_are_refused_and_change_nothing(sides: tu
     assert [d.split(":")[0] for d in found] == ["bad_signature", "wrong_box", "malformed"]
 
 
+def test_a_flooding_box_s_refusals_are_one_audit_record_a_minute_per_reason(sides: tuple[Side, Side, Clock]) -> None:
+    """envelope.refusal_audit_due: fifty forged copies from one box cost one audit record, a minute later
+    one more, which counts the 49 left out; another reason of the same box is audited on its own; each
+    still changes nothing."""
+    a, b, clock = sides
+    requested(a, b)
+    (request,) = b.desk.records.wires()
+    book_a, refusals = a.desk.book, len(a.refusals())
+    flipped = bytes([request.wire[0] ^ 1]) + request.wire[1:]
+    for _ in range(50):
+        anyio.run(a.desk.received, request.subject, flipped)
+        clock.now += 1.0
+    assert [d.split(":")[0] for d in a.refusals()[refusals:]] == ["bad_signature"]  # t+0 only, not t+1..t+49
+    anyio.run(a.desk.received, request.subject, request.wire[:10])  # another reason: its own record
+    clock.now += 11.0  # 60 s after the first
+    anyio.run(a.desk.received, request.subject, flipped)
+    assert [d.split(":")[0] for d in a.refusals()[refusals:]] == ["bad_signature", "malformed", "bad_signature"]
+    assert a.refusals()[refusals:][2].endswith("(and 49 more refused since the last record)")
+    assert a.desk.book is book_a
+
+
 def test_expiry_ends_the_invitation_and_the_waiting_pairing_and_stops_the_request(sides: tuple[Side, Side, Clock]) -> None:
     a, b, clock = sides
     code = anyio.run(lambda: a.desk.invite(60.0))["code"]

@@ -376,3 +376,25 @@ def test_a_refusal_does_not_depend_on_what_else_the_box_holds(index: int, shift:
     busier = dataclasses.replace(given_view, retained={**given_view.retained, **other})
     assert E.judge(given_facts, busier).reason is reason
     assert E.judge(given_facts, given_view) == E.judge(given_facts, given_view)
+
+
+def test_a_flood_of_refusals_is_audited_once_a_minute_per_box_and_reason() -> None:
+    """refusal_audit_due: the first refusal of a box for a reason is audited, then none until a minute
+    after it, and that next record counts those left out; another box or another reason is its own;
+    the mapping handed in is never changed."""
+    audited: E.RefusalAudits = {}
+    due, left_out, state = E.refusal_audit_due(audited, "box:a", "bad_signature", NOW)
+    assert (due, left_out, audited, state) == (True, 0, {}, {("box:a", "bad_signature"): (NOW, 0)})
+    for n, dt in enumerate((1.0, 30.0, E.REFUSAL_AUDIT_EVERY - 0.001), start=1):
+        before = dict(state)
+        due, left_out, state = E.refusal_audit_due(state, "box:a", "bad_signature", NOW + dt)
+        assert (due, left_out) == (False, n) and before != state
+    assert E.refusal_audit_due(state, "box:a", "stale", NOW + 1)[0]
+    assert E.refusal_audit_due(state, "box:b", "bad_signature", NOW + 1)[0]
+    due, left_out, later = E.refusal_audit_due(state, "box:a", "bad_signature", NOW + E.REFUSAL_AUDIT_EVERY)
+    assert (due, left_out, later) == (True, 3, {("box:a", "bad_signature"): (NOW + E.REFUSAL_AUDIT_EVERY, 0)})
+    assert E.refusal_count_words(3) == " (and 3 more refused since the last record)" and E.refusal_count_words(0) == ""
+    _, _, pruned = E.refusal_audit_due(later, "box:b", "stale", NOW + 3 * E.REFUSAL_AUDIT_EVERY)
+    assert pruned == {("box:b", "stale"): (NOW + 3 * E.REFUSAL_AUDIT_EVERY, 0)}  # a minute old, nothing left out
+    _, _, kept = E.refusal_audit_due(state, "box:b", "stale", NOW + 3 * E.REFUSAL_AUDIT_EVERY)
+    assert kept[("box:a", "bad_signature")] == state[("box:a", "bad_signature")]  # its count still owed

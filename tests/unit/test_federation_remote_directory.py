@@ -232,6 +232,19 @@ def test_an_entry_is_fresh_then_stale_then_aged_out() -> None:
     assert A in directory.entries  # aged out of the listing; the pairing stays
 
 
+def test_a_pairing_s_directory_age_is_its_entry_s_or_none_yet() -> None:
+    """What pair list says of each pairing (entry_age, age_words): none yet without an entry held for
+    that very pairing, then fresh, stale (N min), aged out."""
+    assert RD.entry_age(RD.RemoteDirectory(), A, PAIRING, NOW) is None
+    directory, _ = taken(RD.RemoteDirectory(), inner())
+    assert RD.entry_age(directory, A, OLD_PAIRING, NOW) is None  # held for another pairing with that box
+    assert RD.entry_age(directory, A, None, NOW) is None  # a pairing never active
+    assert RD.entry_age(directory, B, PAIRING, NOW) is None
+    ages = [RD.entry_age(directory, A, PAIRING, NOW + dt) for dt in (0, 240, RD.AGED_OUT)]
+    assert ages == [0, 240, RD.AGED_OUT]
+    assert [RD.age_words(a) for a in (None, *ages)] == ["none yet", "fresh", "stale (4 min)", "aged out"]
+
+
 def test_an_entry_read_by_a_direct_get_counts_from_when_it_was_published() -> None:
     old = inner(at=NOW - 600)
     directory, _ = RD.receive(RD.RemoteDirectory(), judged(old), now=NOW, live=False)

@@ -41,7 +41,11 @@ Rules (docs/federation.md, "The envelope"):
   ``unknown_message``.
 - **Each refusal changes nothing**: its verdict carries one audit note (``federation.envelope``,
   ``refused``, the reason, actor ``box:<the subject's sender token>``) and nothing to commit or publish.
-  (Collapsing a flood's refusals to one audit record a minute is the inbox's, with its counts.)
+  **A flood is audited once a minute** (:func:`refusal_audit_due`, used by every receiving loop: the
+  envelopes of the fetch loop, directory entries, history queries): of the refusals of one box for one
+  reason, the first is audited, then none until :data:`REFUSAL_AUDIT_EVERY` seconds after it; the
+  others are logged and counted only (each still changes nothing), and the next record of that kind
+  says how many were left out (:func:`refusal_count_words`).
 - **What is not refused**: a **duplicate** (held with the same digest) is answered with the receipt
   held and commits nothing; **too late** (not held, ``created_at`` more than the id's hour ago, within
   the retention) commits the identity ``expired`` and answers it; **cancelled first** (held as a
@@ -80,6 +84,9 @@ SKEW_BOUND = 300.0  # seconds a sender's clock may be ahead
 RETENTION = 24 * 3600.0  # seconds a receiving box keeps the identities it received
 ID_TTL = DEFAULT_LIMITS.id_ttl  # the id's hour
 AUDIT_EVENT = "federation.envelope"
+REFUSAL_AUDIT_EVERY = 60.0  # seconds between audit records of one box's refusals for one reason
+#: (box, reason) -> (when a refusal of that kind was last audited, how many were left out since)
+RefusalAudits = dict[tuple[str, str], tuple[float, int]]
 
 
 class Kind(StrEnum):
@@ -189,6 +196,29 @@ class Subject:
 
     def __str__(self) -> str:
         return f"connect.{self.to}.{self.token}.{self.sender}"
+
+
+def refusal_audit_due(
+    audited: Mapping[tuple[str, str], tuple[float, int]], actor: str, reason: str, now: float
+) -> tuple[bool, int, dict[tuple[str, str], tuple[float, int]]]:
+    """Whether a refusal of ``actor`` (a box, ``box:<id>``) for ``reason`` is audited now; how many of
+    that box for that reason were not audited since the last record (that record's count); and the new
+    state (per (box, reason): when last audited, how many since). The first of a kind is audited, then
+    none until :data:`REFUSAL_AUDIT_EVERY` seconds after the last one audited: a flooding box costs one
+    audit record a minute per reason, and the next record says how many were left out. ``audited`` is
+    not changed; an entry a minute old with nothing left out is dropped from the result."""
+    kept = {k: v for k, v in audited.items() if now - v[0] < REFUSAL_AUDIT_EVERY or v[1]}
+    at, since = kept.get((actor, reason), (None, 0))
+    if at is not None and now - at < REFUSAL_AUDIT_EVERY:
+        kept[(actor, reason)] = (at, since + 1)
+        return False, since + 1, kept
+    kept[(actor, reason)] = (now, 0)
+    return True, since, kept
+
+
+def refusal_count_words(left_out: int) -> str:
+    """What an audit record of a refusal adds when others were left out since the last one."""
+    return f" (and {left_out} more refused since the last record)" if left_out else ""
 
 
 def subject_for(kind: Kind, sender: str, to: str) -> str:

@@ -31,7 +31,8 @@ Rules (D1 to D8):
   live updates, or, read by a direct get after a (re)connect, its ``published_at`` if that is earlier
   (a box that stopped publishing is not made fresh by being read again). ``fresh`` under
   :data:`STALE_AFTER` (180 s), then ``stale (N min)``; from :data:`AGED_OUT` (15 min) its agents leave
-  the listing (the pairing stays).
+  the listing (the pairing stays). A pairing with no entry held shows ``none yet`` (:func:`age_words`,
+  what ``pair list`` says of each pairing).
 - **D6 Removed pairings.** Only an entry of a pairing active now is shown or kept: :func:`prune`
   drops the others (a removal, or a new pairing with the same box, drops what the old one said).
 - **D7 Listing** (:func:`listing`): each remote agent with its box (the name this box approved it
@@ -296,6 +297,24 @@ def freshness(seconds: float) -> str:
     if seconds < AGED_OUT:
         return f"stale ({int(seconds // 60)} min)"
     return "aged out"
+
+
+NONE_YET = "none yet"
+
+
+def entry_age(directory: RemoteDirectory, box: str, pairing: str | None, now: float) -> float | None:
+    """The age of the entry held from ``box`` for its pairing ``pairing`` (D5), None when none is held
+    for it (never heard since this daemon started, or the pairing is not the one held)."""
+    held = directory.entries.get(box)
+    if held is None or pairing is None or held.pairing != pairing:
+        return None
+    return age(held, now)
+
+
+def age_words(seconds: float | None) -> str:
+    """A pairing's directory age as ``pair list`` and the page say it: :func:`freshness`, or
+    ``none yet`` (:data:`NONE_YET`) when no entry is held."""
+    return NONE_YET if seconds is None else freshness(seconds)
 
 
 def prune(directory: RemoteDirectory, active: Mapping[str, str]) -> RemoteDirectory:

@@ -5,8 +5,10 @@ Checks: tmux (present, at least :data:`connectd.verified.TMUX_MINIMUM`), the har
 against the verified ones (:data:`connectd.verified.VERIFIED`; an unknown release is a warning: its
 messages wait until its screens are read), the port (free, or held by this data directory's daemon),
 the data directory (ours, 0700; its secrets 0600), the daemon (answers the owner API) and federation
-(not configured, or its NATS server and whether the daemon's bus is connected; each pairing with its
-fingerprint and state; each pair request waiting).
+(not configured, or its NATS server and whether the daemon's bus is connected; when it is, the server's
+version, JetStream on and this box's consumer present, read by the daemon through its bus; each pairing
+with its fingerprint and state, an active one with when its box was last heard and its directory's
+age; each pair request waiting).
 A failure makes the exit status 1; warnings do not.
 """
 
@@ -20,6 +22,7 @@ import stat
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from connectcore import advice
 from connectd import verified as compat
@@ -187,7 +190,7 @@ def check_federation(data_dir: Path) -> list[Check]:
 
     try:
         client = Client(data_dir, None)
-        status = client.call("GET", "/api/pairing/status")
+        status = client.call("GET", "/api/pairing/status?checks=1")
         pairings = client.call("GET", "/api/pairing/pairings")
         requests = client.call("GET", "/api/pairing/requests")
     except SystemExit as exc:
@@ -200,18 +203,63 @@ def check_federation(data_dir: Path) -> list[Check]:
         checks = [Check("federation", OK, f"configured: {where} (pairing waits in the store)", nats_fix)]
     elif status.get("connected"):
         checks = [Check("federation", OK, f"configured: {where}: connected")]
+        checks += bus_checks(settings.nats, status.get("this_box", {}).get("box", "BOX_ID"), status.get("checks"))
     else:
         why = f" ({status['last_error']})" if status.get("last_error") else ""
         checks = [Check("federation", WARN, f"configured: {where}: not connected{why}",
                         "check the server, the credentials and `connectd federate provision` (the daemon keeps retrying)")]
-    for p in pairings:
-        checks.append(Check(f"pairing {p['name']}", OK,
-                            f"box {p['box']}, fingerprint {p['fingerprint']}: {p['state']}"
-                            + (f" (by {p['removed_by']})" if p.get("removed_by") else "")))
+    checks += [pairing_check(p) for p in pairings]
     for r in requests:
         checks.append(Check(f"pair request {r['name']}", WARN, f"box {r['box']}, fingerprint {r['fingerprint']}: waits for you",
                             f"compare the fingerprint, then `connectd pair approve {r['box']}` or `connectd pair decline {r['box']}`"))
     return checks
+
+
+def bus_checks(nats: str, box_id: str, found: dict[str, Any] | None) -> list[Check]:
+    """The bus's read-only checks as the daemon ran them (``GET /api/pairing/status?checks=1``: its
+    :meth:`connectd.federation.bus.NatsBus.health`): the NATS server's version, JetStream on, this box's
+    consumer present; each failure with what to run. None (not connected meanwhile): no lines."""
+    if not found:
+        return []
+    version = found.get("server_version") or "unknown"
+    checks = [Check("nats server", OK, f"nats-server {version} at {nats}")]
+    provision = (f"the NATS operator runs `{facts.cli_command()} federate provision {box_id} --nats {nats}` "
+                 "with the operator's credentials")
+    if not found.get("jetstream"):
+        checks.append(Check("jetstream", FAIL, f"JetStream is not enabled on {nats}"
+                            + (f" ({found['problem']})" if found.get("problem") else ""),
+                            "enable it on the server (a `jetstream { store_dir: ... }` block in its configuration, "
+                            f"or `nats-server -js`), then {provision}"))
+        return checks
+    checks.append(Check("jetstream", OK, f"enabled on {nats}"))
+    consumer, stream = found.get("consumer_name"), found.get("stream")
+    if found.get("consumer") is True:
+        checks.append(Check("consumer", OK, f"{consumer} on stream {stream} is there"))
+    elif found.get("consumer") is False:
+        checks.append(Check("consumer", FAIL, f"{consumer} on stream {stream} is missing ({found.get('problem')}): "
+                            "nothing reaches this box", provision))
+    else:
+        checks.append(Check("consumer", WARN, f"{consumer} on stream {stream}: not known ({found.get('problem')})",
+                            "run `connectd doctor` again; if it stays so, check the server and this box's permissions"))
+    return checks
+
+
+def pairing_check(p: dict[str, Any]) -> Check:
+    """One pairing: its box, fingerprint and state; an active one with when its box was last heard and
+    its directory's age (``pair list``'s words), a warning when that directory is not fresh."""
+    from connectd.cli.pair import heard_words
+
+    detail = f"box {p['box']}, fingerprint {p['fingerprint']}: {p['state']}" + (
+        f" (by {p['removed_by']})" if p.get("removed_by") else "")
+    if p["state"] != "active":
+        return Check(f"pairing {p['name']}", OK, detail)
+    heard, directory = heard_words(p.get("heard_at")), p.get("directory") or "none yet"
+    detail += f"; last heard {'not since the daemon started' if heard == '-' else heard}; directory {directory}"
+    if directory == "fresh":
+        return Check(f"pairing {p['name']}", OK, detail)
+    return Check(f"pairing {p['name']}", WARN, detail,
+                 f"box {p['name']} has not published its directory lately: run `connectd doctor` on it "
+                 "(its daemon running, connected to NATS, this pairing active there)")
 
 
 def run_checks(data_dir: Path, port: int) -> list[Check]:

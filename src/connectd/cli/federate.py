@@ -9,7 +9,9 @@ and pairings; the pairing desk stays, without the bus). Everything is checked be
 written, and a refusal (a URL that is not ``nats://``, ``tls://``, ``ws://`` or ``wss://`` with a host,
 credentials in the URL, a file that is missing or not a regular file, TLS files that do not load, a box without ``federate
 init``, options that do not go together) is one line naming the problem, with the file unchanged. The
-file is replaced atomically (0600). The daemon reads it at start: a running daemon is told to restart.
+file is replaced atomically (0600). The daemon reads it at start; a running daemon is asked to read it again (``POST /api/pairing/reload``):
+one that started with no NATS server starts its bus loops with the one now named, and for any other
+change (another server, ``--off`` while its bus runs) the person is told to restart it.
 """
 
 from __future__ import annotations
@@ -159,11 +161,35 @@ def cmd_settings(args: argparse.Namespace) -> int:
         f" (user {given['user']}, password in {given['password_file']})" if "user" in given else "")
         if given else f"box {row['name']}: federation off (its keys, name and pairings stay; nothing goes to NATS)",
         f"written to {path}"]
-    restart = ("the running daemon (pid {}) reads federation.toml only at start: restart it "
-               "(`systemctl --user restart connectd`, or stop it and `connectd serve` again)").format(running.get("pid"))
-    lines.append(restart if running else "the daemon reads it when it starts")
-    _print(args, {"nats": given, "file": str(path), "restart_needed": bool(running), "changed": True}, lines)
+    picked = _picked_up(data_dir) if running else None
+    restart_needed = bool(running) and not (picked and picked.get("picked_up")) and (
+        picked is None or bool(picked.get("restart_needed")))
+    if picked and picked.get("picked_up"):
+        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus connects to {picked['nats']} now "
+                     "(`connectd doctor` says when it is connected)")
+    elif running and not restart_needed:
+        lines.append(f"the running daemon (pid {running.get('pid')}) runs no bus: nothing to restart")
+    elif running:
+        why = f" ({picked['why']})" if picked and picked.get("why") else ""
+        lines.append(f"the running daemon (pid {running.get('pid')}) needs a restart to use it{why}: "
+                     "`systemctl --user restart connectd`, or stop it and `connectd serve` again")
+    else:
+        lines.append("the daemon reads it when it starts")
+    _print(args, {"nats": given, "file": str(path), "restart_needed": restart_needed, "changed": True,
+                  "picked_up": bool(picked and picked.get("picked_up"))}, lines)
     return 0
+
+
+def _picked_up(data_dir: Path) -> dict[str, Any] | None:
+    """Ask the running daemon to read ``federation.toml`` again (``POST /api/pairing/reload``): its
+    answer, or None when it cannot say (not reachable, or it started before ``federate init``)."""
+    from connectd.cli.main import Client
+
+    try:
+        answer = Client(data_dir, None).call("POST", "/api/pairing/reload", {})
+    except SystemExit:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def add_settings_arguments(p: argparse.ArgumentParser) -> None:

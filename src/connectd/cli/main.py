@@ -326,7 +326,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
     agents = _client(args).call("GET", "/api/agents")
     if args.json:
         print(json.dumps(agents, indent=2))
-    elif not agents:
+        return 0
+    remote = _client(args).call("GET", "/api/pairing/agents")  # the paired boxes' (none when not federated)
+    if not agents:
         print("(none)")
         for warning in _client(args).call("GET", "/api/warnings"):  # why there is nothing, and the fix
             print(f"warning: {warning['problem']}\n  fix: {warning['fix']}", file=sys.stderr)
@@ -343,7 +345,22 @@ def cmd_agents(args: argparse.Namespace) -> int:
             for note in (a.get("note"), a.get("release_note"), a.get("session_note"), *waiting_lines(waits)):
                 if note:
                     print(visible(f"{a['address']}: {note}"))
+    if remote:
+        _remote_agents(remote)
     return 0
+
+
+def _remote_agents(remote: list[dict[str, Any]]) -> None:
+    """The paired boxes' agents, after this box's: read-only rows (their owners decide who reaches them;
+    nothing here connects or grants them), each with its box and how old that box's list is. Their
+    text comes from another machine: printed as text (``_table``'s cells, never markup)."""
+    print("\non paired boxes (read-only: their owners grant them; `connectd pair list` for the boxes):")
+    _table(
+        ["ADDRESS", "BOX", "HARNESS", "READING", "REACHABLE", "LISTED", "TITLE", "REPO"],
+        [[str(a["address"]), f"{a['box']['name']} ({a['box']['fingerprint']})", str(a["harness"]),
+          str(a.get("activity") or "-"), "yes" if a.get("reachable") else "no", str(a["freshness"]),
+          str(a.get("title") or ""), str(a.get("repo") or "")] for a in remote],
+    )
 
 
 def _card_lines(c: dict[str, Any], cli: str = "connectd", dd: str = "") -> list[str]:
@@ -884,7 +901,8 @@ def add_control_commands(sub: Subparsers, parents: Parents) -> None:
 
 def add_grant_commands(sub: Subparsers, parents: Parents) -> None:
     """``agents`` (the fleet), ``grant``, ``revoke``, ``disconnect-all``."""
-    p = sub.add_parser("agents", parents=[parents.common, parents.reads], help="the fleet directory")
+    p = sub.add_parser("agents", parents=[parents.common, parents.reads],
+                       help="the fleet directory, then the paired boxes' agents (read-only; --json: this box's only)")
     p.set_defaults(func=cmd_agents)
     p = sub.add_parser("grant", parents=[parents.common, parents.reads], help="set the Connect preset of an agent session or pane")
     p.add_argument("target", help="%%N (pane shortcut) or HARNESS:SESSION_ID")

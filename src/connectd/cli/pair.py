@@ -138,7 +138,7 @@ def cmd_decline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _heard(at: float | None) -> str:
+def heard_words(at: float | None) -> str:
     """When a box was last heard: ``-`` when it was not since the daemon started (kept in memory)."""
     if at is None:
         return "-"
@@ -153,9 +153,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         m._print(args, rows, [])
         return 0
     m._table(
-        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "PAIRING", "SETTINGS"],
+        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "DIRECTORY", "PAIRING", "SETTINGS"],
         [[r["name"], r["box"], r["fingerprint"], r["state"] + (f" (by {r['removed_by']})" if r.get("removed_by") else ""),
-          _when(r["since"]), _heard(r.get("heard_at")), r.get("pairing") or "-", " ".join(r["settings_words"])]
+          _when(r["since"]), heard_words(r.get("heard_at")), r.get("directory") or "none yet", r.get("pairing") or "-",
+          " ".join(r["settings_words"])]
          for r in rows],
     )
     return 0
@@ -255,7 +256,8 @@ def add_pair_commands(sub: Any, common: argparse.ArgumentParser, reads: argparse
     p.add_argument("box")
     p.set_defaults(func=cmd_decline)
     p = actions.add_parser("list", parents=[common, reads],
-                           help="this box's pairings, with pinned fingerprints, when each was last heard and its settings")
+                           help="this box's pairings, with pinned fingerprints, when each was last heard, its "
+                                "directory's age and its settings")
     p.set_defaults(func=cmd_list)
     p = actions.add_parser("set", parents=[common, reads], help="set a pairing's settings: KEY=VALUE ...")
     p.add_argument("box", help="its name or box id")

@@ -93,6 +93,32 @@ class NatsBus:
     def connected(self) -> bool:
         return self._nc is not None and self._nc.is_connected
 
+    async def health(self) -> dict[str, Any]:
+        """Read-only checks for ``connectd doctor``: the server's version and whether it has JetStream on
+        (from the server's ``INFO``), and whether this box's consumer is there (``CONSUMER.INFO`` on it, the
+        one JetStream read the permission block allows). ``consumer``: True, False (the server says it
+        or the stream is not found), None (not asked: no JetStream, or no answer; ``problem`` says why)."""
+        nc, js = self._client()
+        info = getattr(nc, "_server_info", {}) or {}
+        found: dict[str, Any] = {"server_version": info.get("version"), "jetstream": bool(info.get("jetstream")),
+                                 "stream": STREAM, "consumer_name": self.consumer, "consumer": None, "problem": None}
+        subject = f"$JS.API.CONSUMER.INFO.{STREAM}.{self.consumer}"
+        try:
+            await self._call(subject, js.consumer_info(STREAM, self.consumer))
+        except BusRefused as e:
+            cause = e.__cause__
+            if isinstance(cause, nats.js.errors.NotFoundError):
+                found.update(consumer=False, problem=cause.description or str(e))
+            elif isinstance(cause, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
+                found.update(jetstream=False, problem="JetStream does not answer")
+            else:
+                found.update(problem=str(e))
+        except BusUnavailable as e:
+            found.update(problem=str(e))
+        else:
+            found.update(jetstream=True, consumer=True)
+        return found
+
     async def close(self) -> None:
         """Close the connection (not drain: every call here waits for its own answer, so nothing is
         owed, and a drain waits out its 30 s timeout on the long polls' and the streams' subscriptions)."""

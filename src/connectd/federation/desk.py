@@ -14,7 +14,9 @@ same bytes. The rules are the core's; this module only sequences them.
   the same box is answered with it again and changes nothing.
 - ``pair remove`` owes a signed ``unpair``; the other box records ``removed_by_peer``.
 - A pairing envelope is judged by :func:`connectcore.federation.envelope.judge` with the keys the book
-  pins; a refusal (of the envelope or of the pairing step) is one audit line and changes nothing.
+  pins; a refusal (of the envelope or of the pairing step) is one audit line and changes nothing; a
+  flooding box's refused envelopes are one audit line a minute per reason
+  (:func:`connectcore.federation.envelope.refusal_audit_due`).
 
 Settings come from ``federation.toml`` (:class:`Settings`): ``name`` (``federate init``) and, to
 reach NATS, ``nats`` (the server URL) with ``creds`` (a credentials file) or ``user`` and
@@ -41,6 +43,7 @@ from connectcore.effects import Audit, Effect, Notify
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
+from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.ports import Delivery
@@ -57,6 +60,8 @@ from connectd.store.pair_records import PairRecords, Wire
 log = logging.getLogger("connectd.federation")
 T = TypeVar("T")
 
+#: The settings of how this box reaches NATS (what ``federate --nats``/``--off`` write).
+NATS_FIELDS = ("nats", "creds", "user", "password_file", "tls_ca", "tls_cert", "tls_key")
 RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
 EXPIRY_EVERY = 5.0  # seconds between looks for invitations and requested pairings past their time
 
@@ -146,10 +151,14 @@ class PairingDesk:
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
+        # (box, reason) -> when a refusal of it was last audited (envelope.refusal_audit_due: a flood, one a minute)
+        self.audited: E.RefusalAudits = {}
         # the directory across boxes (connectd.federation.directory.RemoteDirectoryDesk; slice 7)
         self.directory: Any = None
         # remote history search (connectd.federation.history.RemoteHistoryDesk; slice 7)
         self.history: Any = None
+        self.data_dir: Path | None = None  # where federation.toml is (set by open: a reload reads it again)
+        self._supervisor: Supervisor | None = None  # the daemon's, once started (a reload starts the bus loops)
 
     @classmethod
     def open(cls, data_dir: Path, records: PairRecords, **kw: Any) -> PairingDesk | None:
@@ -159,11 +168,14 @@ class PairingDesk:
         if settings is None:
             return None
         local = LocalBox.from_secrets(K.read(data_dir))
-        return cls(local, settings, records, **kw)
+        desk = cls(local, settings, records, **kw)
+        desk.data_dir = data_dir
+        return desk
 
     def start(self, supervisor: Supervisor) -> None:
         """The expiry tick, the federation tick (joined to an engine) and, when ``federation.toml``
         names a NATS server, the bus loops."""
+        self._supervisor = supervisor
         supervisor.spawn(Kind.TICK, self.tick, every=EXPIRY_EVERY, name="pairing expiry")
         if self.messages is not None:
             supervisor.spawn(Kind.TICK, self.messages.tick, every=self.messages.every, name="federation tick")
@@ -172,6 +184,45 @@ class PairingDesk:
 
             self.pump = Pump(self)
             self.pump.start(supervisor)
+
+    async def reload(self, *, actor: str = P.OWNER) -> dict[str, Any]:
+        """``federation.toml`` read again (``connectd federate --nats ...`` asks the running daemon). The
+        one change taken without a restart is the safe one: a daemon whose bus loops never started (it
+        started with no NATS server named) starts them now, as a start would, when the file now names one
+        and nothing else changed. Anything else (another server, ``--off``, another name) needs a restart:
+        stopping the running loops is not safe yet (docs/federation.md, build order 4). Changes nothing
+        then. ``restart_needed`` says which."""
+        if self.data_dir is None or self._supervisor is None:
+            return {"picked_up": False, "restart_needed": True, "why": "this desk was not started by a daemon"}
+        settings = Settings.read(self.data_dir)
+        async with self.lock:
+            if settings == self.settings:
+                return {"picked_up": False, "restart_needed": False, "nats": self.settings.nats, "why": "nothing changed"}
+            why, restart = None, True
+            if settings is None:
+                why = "federation.toml is gone"
+            elif dataclasses.replace(settings, **{k: getattr(self.settings, k) for k in NATS_FIELDS}) != self.settings:
+                why = "more than how this box reaches NATS changed (its name, resend): a restart reads it"
+            elif self.pump is not None:
+                why = (f"the running daemon's bus uses {self.settings.nats}: "
+                       + ("moving it to another server" if settings.nats else "turning federation off")
+                       + " needs a restart")
+            elif not settings.nats:
+                why, restart = "no NATS server named: no bus to start", False
+            if why is not None:
+                return {"picked_up": False, "restart_needed": restart, "nats": self.settings.nats, "why": why}
+            assert settings is not None
+            self.settings = settings
+            record = Audit(actor, "federation.settings", "picked_up", detail=f"NATS {settings.nats}: the bus loops start",
+                           at=self.clock())
+            await self.run_sync(lambda: self.records.apply_pairing([record]))
+            self.publish_audit(record)
+            from connectd.federation.pump import Pump  # nats is imported only by a box that federates
+
+            self.pump = Pump(self)
+            self.pump.start(self._supervisor)
+        log.info("federation: federation.toml picked up: connecting to %s", settings.nats)
+        return {"picked_up": True, "restart_needed": False, "nats": settings.nats, "why": None}
 
     # --- committing a step ----------------------------------------------------------------------
 
@@ -250,14 +301,26 @@ class PairingDesk:
 
     def pairing_view(self, p: P.Pairing) -> dict[str, Any]:
         """A pairing as the person sees it, with its settings (``settings`` by key, ``settings_words`` as
-        ``pair set`` takes them) and when its box was last heard (``heard_at``: an envelope from it
-        verified; kept in memory, so None again after a restart until it is heard)."""
+        ``pair set`` takes them), when its box was last heard (``heard_at``: an envelope from it
+        verified; kept in memory, so None again after a restart until it is heard) and its directory's
+        age (:meth:`directory_age`)."""
         return {
             "name": p.name, "box": p.box_id, "fingerprint": p.keys.fingerprint, "state": str(p.state),
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
             "removed_by": p.removed_by, "expires_at": p.expires_at, "heard_at": self.heard.get(p.box_id),
             "settings": dataclasses.asdict(p.settings), "settings_words": list(P.settings_words(p.settings)),
+            **self.directory_age(p),
         }
+
+    def directory_age(self, p: P.Pairing) -> dict[str, Any]:
+        """How old the directory entry held from the pairing's box is (``directory_age``: seconds, None
+        when none is held; ``directory``: ``fresh``, ``stale (N min)``, ``aged out`` or ``none yet``;
+        :func:`connectcore.federation.remote_directory.age_words`). Held in memory: none yet after a
+        restart until the entry is read again."""
+        seconds = None
+        if self.directory is not None and p.state is P.PairingState.ACTIVE:
+            seconds = RD.entry_age(self.directory.held, p.box_id, p.id, self.clock())
+        return {"directory_age": None if seconds is None else int(seconds), "directory": RD.age_words(seconds)}
 
     def status(self) -> dict[str, Any]:
         """This box, its NATS server and whether the bus is connected (None: no server named, or the
@@ -268,6 +331,18 @@ class PairingDesk:
             "pending_requests": sum(r.state is P.RequestState.PENDING for r in self.book.requests.values()),
             "pairings": sum(p.state is P.PairingState.ACTIVE for p in self.book.pairings.values()),
         }
+
+    def remote_agents(self) -> list[dict[str, Any]]:
+        """The agents the paired boxes share, as ``list_agents`` adds them (each with its box, its address
+        qualified by the box's name, the entry's age and freshness; removed and aged-out pairings' not
+        shown): for the person's views, read-only (the other box's owner decides who reaches them)."""
+        return [] if self.directory is None else list(self.directory.listing())
+
+    async def checked_status(self) -> dict[str, Any]:
+        """:meth:`status` with the bus's read-only checks (``checks``: the NATS server's version, JetStream,
+        this box's consumer; None when the bus is not connected or no server is named), for ``connectd doctor``."""
+        checks = await self.pump.health() if self.pump is not None else None
+        return {**self.status(), "checks": checks}
 
     def requests(self, *, include_decided: bool = False) -> list[dict[str, Any]]:
         rows = sorted(self.book.requests.values(), key=lambda r: (r.received_at, r.id))
@@ -432,10 +507,7 @@ class PairingDesk:
         async with self.lock:
             verdict = receive(self.local, subject, data, self.view())
             if verdict.decision is E.Decision.REFUSED:
-                record = Audit(verdict.actor, E.AUDIT_EVENT, "refused", detail=f"{verdict.reason}: {verdict.detail}",
-                               at=self.clock())
-                await self.run_sync(lambda: self.records.apply_pairing([record]))
-                self.publish_audit(record)
+                await self.refusal_audited(verdict.actor, str(verdict.reason), f"{verdict.reason}: {verdict.detail}")
                 return False
             inner = verdict.inner
             if inner is not None:
@@ -462,6 +534,23 @@ class PairingDesk:
         # one delivery at a time, so nothing is judged meanwhile)
         handled: bool = await self.messages.arrived(verdict, delivery)
         return handled
+
+    async def refusal_audited(self, actor: str, reason: str, detail: str, *, message_id: str | None = None) -> bool:
+        """Audit one refused envelope of ``actor`` (``federation.envelope``, ``refused``), unless one of that
+        box for that reason was audited within the minute (:func:`connectcore.federation.envelope.
+        refusal_audit_due`: a flooding box costs one record a minute per reason, which says how many
+        were left out since the last); logged either way.
+        True when it was audited."""
+        now = self.clock()
+        log.info("federation: envelope from %s refused: %s", actor, detail)
+        due, left_out, self.audited = E.refusal_audit_due(self.audited, actor, reason, now)
+        if not due:
+            return False
+        record = Audit(actor, E.AUDIT_EVENT, "refused", message_id=message_id,
+                       detail=detail + E.refusal_count_words(left_out), at=now)
+        await self.run_sync(lambda: self.records.apply_pairing([record]))
+        self.publish_audit(record)
+        return True
 
     async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> P.Pairing | None:
         """A pairing step from the bus, committed; the pairing it removed (an ``unpair``), else None."""

@@ -16,7 +16,8 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
   the keys the pairing desk pins) and ``remote_directory.receive``; a verified one marks its box heard
   (``PairingDesk.heard``, as any verified envelope does) as of the entry's age (an old entry read by a
   direct get does not make a box that stopped look live). A refusal changes nothing and is audited
-  (``federation.directory``), at most once a minute per box and reason.
+  (``federation.directory``), at most once a minute per box and reason
+  (:func:`connectcore.federation.envelope.refusal_audit_due`).
 - Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started with the pump's
   (:meth:`connectd.federation.pump.Pump.start`): NATS away never ends the daemon. The entries are held
   in memory only: after a restart the direct gets read them again.
@@ -51,7 +52,6 @@ log = logging.getLogger("connectd.federation")
 
 PUBLISH_EVERY = 1.0  # seconds between looks at what each pairing sees (at most one put a second per key)
 CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
-AUDIT_EVERY = 60.0  # seconds between audit records of one box's refused entries for one reason
 
 
 def setting_for(pairing: P.Pairing) -> RD.Setting:
@@ -75,7 +75,7 @@ class RemoteDirectoryDesk:
         self.revision = 0  # the last revision put (any key): the next is above it (D3)
         self.every = PUBLISH_EVERY
         self._asked: dict[str, float] = {}  # box id -> when its key was last read by direct get
-        self._audited: dict[tuple[str, str], float] = {}  # (box, reason) -> when last audited
+        self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
         self._listed: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] | None = None
 
     # --- the pairings -----------------------------------------------------------------------------
@@ -182,10 +182,11 @@ class RemoteDirectoryDesk:
     async def _refused(self, actor: str, refused: RD.EntryRefused, now: float) -> None:
         key = (actor, refused.reason)
         log.info("federation: directory entry from %s refused: %s: %s", actor, refused.reason, refused)
-        if now - self._audited.get(key, -AUDIT_EVERY) < AUDIT_EVERY:
+        due, left_out, self._audited = E.refusal_audit_due(self._audited, *key, now)  # one a minute per box and reason
+        if not due:
             return
-        self._audited[key] = now
-        await self.engine.audit(Audit(actor, RD.AUDIT_EVENT, "refused", detail=f"{refused.reason}: {refused}", at=now))
+        await self.engine.audit(Audit(actor, RD.AUDIT_EVENT, "refused", at=now,
+                                      detail=f"{refused.reason}: {refused}{E.refusal_count_words(left_out)}"))
 
     # --- reading ----------------------------------------------------------------------------------
 

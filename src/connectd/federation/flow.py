@@ -16,8 +16,9 @@ shell knows.
   box holds as :class:`~connectcore.hub.RemoteCancelArrived` under its recipient pane's send lock
   (``PersonCalls.lock_panes``, as a revocation). The delivery is registered
   with :meth:`connectd.federation.pump.Pump.awaiting_ack`: the step's ``AckDelivery`` acknowledges it
-  after the step's commit, never before. A step the core refuses is audited and the delivery
-  acknowledged (it would be refused again); a store that fails raises, and the delivery comes again.
+  after the step's commit, never before. A step the core refuses is audited (at most once a minute per box and
+  event: :func:`connectcore.federation.envelope.refusal_audit_due`) and the delivery acknowledged (it
+  would be refused again); a store that fails raises, and the delivery comes again.
   The target is text from another box: data, resolved and never run.
 - A pairing removed on either side (:meth:`RemoteFlow.pairing_removed`, called by the desk once the
   book committed it) is stepped as :class:`~connectcore.hub.PairingRemoved` under the send locks of
@@ -139,8 +140,13 @@ class RemoteFlow:
         except ConnectError as refused:  # the core's refusal: it changed nothing, and would again
             if handle is not None:
                 pump.deliveries.pop(handle, None)
-            await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "refused", message_id=str(verdict.identity),
-                                     detail=f"{type(event).__name__}: {refused}", at=now))
+            due, left_out, self.desk.audited = E.refusal_audit_due(self.desk.audited, verdict.actor,
+                                                                   type(event).__name__, now)
+            log.info("federation: %s from %s refused: %s", type(event).__name__, verdict.actor, refused)
+            if due:  # a flooding box: one audit record a minute per reason
+                await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "refused", message_id=str(verdict.identity),
+                                         detail=f"{type(event).__name__}: {refused}{E.refusal_count_words(left_out)}",
+                                         at=now))
             return False
         except BaseException:
             if handle is not None:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("connectd.federation")
 
-AUDIT_EVERY = 60.0  # seconds between audit records of one box's refused queries for one reason
 KNOWN_DIRS = 1000  # session directories read to find the repositories a pairing's names list
 
 
@@ -60,7 +59,7 @@ class RemoteHistoryDesk:
         self.engine = engine
         self.desk = desk
         self.limiter = RH.Limiter()
-        self._audited: dict[tuple[str, str], float] = {}  # (box, reason) -> when last audited
+        self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
 
     def _active(self, box_id: str, pairing_id: str | None) -> P.Pairing | None:
         for p in self.desk.book.pairings.values():
@@ -148,11 +147,11 @@ class RemoteHistoryDesk:
     async def _refused(self, verdict: E.Verdict, refused: RH.QueryRefused, now: float) -> None:
         key = (verdict.actor, refused.reason)
         log.info("federation: history query from %s refused: %s: %s", verdict.actor, refused.reason, refused)
-        if now - self._audited.get(key, -AUDIT_EVERY) < AUDIT_EVERY:
+        due, left_out, self._audited = E.refusal_audit_due(self._audited, *key, now)  # one a minute per box and reason
+        if not due:
             return
-        self._audited[key] = now
-        await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused", detail=f"{refused.reason}: {refused}",
-                                      at=now))
+        await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused", at=now,
+                                      detail=f"{refused.reason}: {refused}{E.refusal_count_words(left_out)}"))
 
     # --- asking -----------------------------------------------------------------------------------
 

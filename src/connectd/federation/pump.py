@@ -66,6 +66,17 @@ class Pump:
         errors = self.bus.errors
         return {"connected": self.bus.connected, "last_error": self.last_error or (errors[-1] if errors else None)}
 
+    async def health(self) -> dict[str, Any] | None:
+        """The bus's read-only checks (:meth:`connectd.federation.bus.NatsBus.health`), None while it is not
+        connected (``connectd doctor`` then says the connection's state only)."""
+        if not self.bus.connected:
+            return None
+        try:
+            found: dict[str, Any] = await self.bus.health()
+        except BusUnavailable:
+            return None
+        return found
+
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
         supervisor.spawn(Kind.BUS, self.publish_loop, name="federation publish")

@@ -12,8 +12,15 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
-- ``GET /api/pairing/status``: this box, its NATS server and whether the bus is connected
-  (``connectd doctor``, the page's pairings panel).
+- ``POST /api/pairing/reload``: ``federation.toml`` read again (``connectd federate --nats`` asks it): a
+  daemon started with no NATS server starts its bus loops when the file now names one; any other change
+  answers ``restart_needed`` and changes nothing (:meth:`connectd.federation.desk.PairingDesk.reload`);
+- ``GET /api/pairing/agents``: the agents the paired boxes share (their directory entries as held now,
+  each with its box, its qualified address and the entry's age: what ``list_agents`` adds), read-only;
+  none on a box not set up for federation (``connectd agents``, the page's fleet);
+- ``GET /api/pairing/status[?checks=1]``: this box, its NATS server and whether the bus is connected
+  (``connectd doctor``, the page's pairings panel); with ``checks``, the bus's read-only checks too (the
+  server's version, JetStream, this box's consumer: what ``connectd doctor`` prints).
 
 Every route runs through :func:`connectd.edges.http.owner_auth.owner_endpoint`; mount them before the owner
 API's catch-all. Each step is audited as who took it, the actor that wrapper resolved
@@ -93,9 +100,18 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         Query(request, set())
         return desk().pairings()
 
-    async def status(request: Request, actor: str) -> Any:
+    async def reload(request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await desk().reload(actor=actor)
+
+    async def agents(request: Request, actor: str) -> Any:
         Query(request, set())
-        return desk().status()
+        found = engine.federation
+        return [] if found is None else found.remote_agents()
+
+    async def status(request: Request, actor: str) -> Any:
+        query = Query(request, {"checks"})
+        return await desk().checked_status() if query.flag("checks") else desk().status()
 
     async def remove(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
@@ -117,5 +133,7 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/pairings/{who}/remove", remove, post),
         ("/api/pairing/pairings/{who}/settings", settings, post),
         ("/api/pairing/status", status, get),
+        ("/api/pairing/agents", agents, get),
+        ("/api/pairing/reload", reload, post),
     ]
     return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]

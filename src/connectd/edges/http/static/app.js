@@ -356,12 +356,40 @@
   // Another box's name is its owner's text: it goes on the page through h() (textContent), like an
   // agent's. A box not set up for federation answers 409 not_federated: the panel stays hidden.
 
+  // The agents the paired boxes share (their directory entries as this box holds them): read-only
+  // rows under the fleet, each with its box and its list's age; nothing here connects or grants them
+  // (their owners do). Their text is another machine's: it goes on the page through h() (textContent).
+  async function loadRemoteAgents() {
+    const remote = await api("GET", "/api/pairing/agents");
+    reconcile($("remote-agents-list"), remote, (a) => `${a.box.id} ${a.pane}`, (a) => JSON.stringify(a), buildRemoteAgent);
+    $("remote-agents").hidden = remote.length === 0;
+  }
+
+  function buildRemoteAgent(a) {
+    const name = a.title || a.harness;
+    return h(
+      "li",
+      { class: "card pane-compact remote", data: { testid: "remote-agent", box: a.box.id, pane: a.pane, stale: String(Boolean(a.stale)) }, attrs: { "aria-label": `${name} on box ${a.box.name}, read-only` } },
+      h("span", { class: "badge-icon" }, icon("wifi", "On a paired box")),
+      h(
+        "span",
+        { class: "pane-line" },
+        h("strong", { text: name }),
+        h("span", { class: "sub", text: ` ${a.harness} · ${a.activity || "unknown"} · ` }),
+        h("code", { class: "mono", data: { testid: "remote-address" }, text: a.address }),
+      ),
+      h("span", { class: "why", data: { testid: "remote-box" }, text: `box ${a.box.name} (${a.box.fingerprint}) · ${a.freshness}` }),
+    );
+  }
+
   async function loadPairing() {
     let status;
     try {
       status = await api("GET", "/api/pairing/status");
     } catch (err) {
       if (err.status === 409) {
+        state.federated = false;
+        $("remote-agents").hidden = true;
         state.pairRequests = [];
         $("pair-requests").replaceChildren();
         $("pairings").hidden = true;
@@ -370,6 +398,8 @@
       }
       throw err;
     }
+    state.federated = true;
+    schedule("remote", 0);
     const [requests, pairings] = await Promise.all([api("GET", "/api/pairing/requests"), api("GET", "/api/pairing/pairings")]);
     state.pairRequests = requests;
     reconcile($("pair-requests"), requests, (r) => r.id, (r) => JSON.stringify([r.name, r.box, r.fingerprint, r.state]), buildPairRequest);
@@ -394,6 +424,11 @@
             class: "muted",
             data: { testid: "pairing-heard" },
             text: ` · last heard ${p.heard_at ? fmtTime(p.heard_at) : "not since the daemon started"} · `,
+          }),
+          h("span", {
+            class: "muted",
+            data: { testid: "pairing-directory", freshness: p.directory || "none yet" },
+            text: `directory ${p.directory || "none yet"} · `,
           }),
           h("span", { class: "muted", data: { testid: "pairing-settings" }, text: (p.settings_words || []).join(" ") }),
         ),
@@ -1098,6 +1133,7 @@
     needs: loadNeeds,
     acts: loadActs,
     pairing: loadPairing,
+    remote: loadRemoteAgents,
     messages: loadMessages,
     audit: () => (state.audit.newest ? loadAudit("newest") : Promise.resolve()),
   };
@@ -1264,6 +1300,8 @@
     });
     loadSessions().catch(reportError);
     setInterval(tick, 1000);
+    // the paired boxes' lists change without an event here (and age): looked at again every 15 s
+    setInterval(() => state.federated && schedule("remote", 0), 15000);
     setLive("connecting");
     openEvents();
   }
