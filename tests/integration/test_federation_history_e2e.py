@@ -19,10 +19,12 @@ import pytest
 
 from connectd.federation import keys as K
 from tests.fixtures.history.transcripts import Claude, make_repo
-from tests.integration.test_federation_messages_e2e import _pair
-from tests.integration.test_federation_pairing_e2e import ROGUE, Box, _prepare
+from tests.integration.test_federation_pairing_e2e import ROGUE
 from tests.integration.test_pair_cli import run
 from tests.support.daemon import AgentHandle, DaemonProcess, call, mcp_agent
+from tests.support.federation import Box
+from tests.support.federation import pair as _pair
+from tests.support.federation import prepare_box as _prepare
 from tests.support.fixtures import tmux_session
 from tests.support.nats import NatsServer, box_password
 
