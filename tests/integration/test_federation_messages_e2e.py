@@ -18,15 +18,8 @@ import anyio
 from tests.integration.test_daemon_e2e import get_message, send
 from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
 from tests.support.daemon import wait_for
+from tests.support.federation import pair as _pair
 from tests.support.nats import NatsServer
-
-
-def _pair(a: Box, b: Box) -> None:
-    code = a.run("pair", "invite")["code"]
-    b.text("pair", "accept", code, "--yes")
-    wait_for(lambda: a.run("pair", "requests"), 20, "the pair request on A")
-    a.run("pair", "approve", b.local.box_id)
-    wait_for(lambda: [p for p in b.pairings() if p["state"] == "active"], 20, "the pairing active on B")
 
 
 def test_an_agent_on_box_a_reaches_an_agent_on_box_b_once_with_consent_and_learns_delivered(

@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -30,78 +28,18 @@ from connectcore.federation import pairing as P
 from connectd.federation import keys as K
 from connectd.federation.bus import NatsBus
 from connectd.federation.seal import LocalBox, seal
-from tests.integration.test_pair_cli import cli, run, tables
-from tests.support.daemon import DaemonProcess, wait_for
-from tests.support.fixtures import tmux_session
-from tests.support.nats import NatsServer, box_password
+from tests.integration.test_pair_cli import tables
+from tests.support.daemon import wait_for
+from tests.support.federation import Box, cli, federated_boxes
+from tests.support.nats import NatsServer
 
 ROGUE = LocalBox.from_secrets(K.BoxSecrets(bytes([41]) * 32, bytes([42]) * 32))
 
 
-@dataclass
-class Box:
-    name: str
-    daemon: DaemonProcess
-    local: LocalBox
-    home: Path
-
-    def run(self, *args: str) -> Any:
-        done = cli(self.daemon, *args, "--json", home=self.home)
-        assert done.returncode == 0, (args, done.stdout, done.stderr, self.daemon.log_text())
-        return json.loads(done.stdout)
-
-    def text(self, *args: str) -> str:
-        done = cli(self.daemon, *args, home=self.home)
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-        return done.stdout
-
-    def pairings(self) -> list[dict[str, Any]]:
-        return list(self.run("pair", "list"))
-
-    def audit(self, outcome: str) -> list[dict[str, Any]]:
-        return list(self.daemon.api("GET", f"/api/audit?outcome={outcome}&limit=1000"))
-
-
-def _prepare(root: Path, name: str) -> tuple[Path, LocalBox]:
-    data = root / "data"
-    local = LocalBox.from_secrets(K.init(data, name))
-    (root / "home").mkdir(parents=True)
-    return data, local
-
-
 @pytest.fixture
 def boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
-    (tmp_path / "nats").mkdir()
-    a_data, a_local = _prepare(tmp_path / "a", "laptop")
-    b_data, b_local = _prepare(tmp_path / "b", "devbox")
-    server = NatsServer(tmp_path / "nats", [a_local.box_id, b_local.box_id, ROGUE.box_id])
-    server.start()
-    try:
-        anyio.run(server.provision)
-        for data, local in ((a_data, a_local), (b_data, b_local)):
-            password = data.parent / "nats-password"
-            password.write_text(box_password(local.box_id))
-            with (data / K.FEDERATION_FILE).open("a") as fh:
-                fh.write("resend = 1.0\n")  # (no option for it: the tests' quick resend)
-            done = run("federate", "--nats", server.url, "--user", f"box-{local.box_id}", "--password-file",
-                       str(password), "--data-dir", str(data))
-            assert done.returncode == 0, done.stderr
-        with tmux_session("connect-pa") as tmux_a, tmux_session("connect-pb") as tmux_b:
-            made: list[DaemonProcess] = []
-            try:
-                out = []
-                for root, tmux, local, name in ((tmp_path / "a", tmux_a, a_local, "laptop"),
-                                                (tmp_path / "b", tmux_b, b_local, "devbox")):
-                    d = DaemonProcess(root, tmux)
-                    d.env_extra["HOME"] = str(root / "home")
-                    made.append(d.start())
-                    out.append(Box(name, d, local, root / "home"))
-                yield out[0], out[1], server
-            finally:
-                for d in made:
-                    d.stop()
-    finally:
-        server.stop()
+    with federated_boxes(tmp_path, ["laptop", "devbox"], extra_boxes=[ROGUE.box_id]) as (made, server):
+        yield made[0], made[1], server
 
 
 async def _publish_rogue_request(server: NatsServer, code: P.Code) -> None:

@@ -7,10 +7,7 @@ with nothing changed (the pairing tables and the owed wires compared before and 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,25 +16,11 @@ import pytest
 
 from connectd.federation import keys as K
 from connectd.federation.seal import LocalBox
-from tests.support.daemon import ROOT, DaemonProcess
+from tests.support.daemon import DaemonProcess
+from tests.support.federation import cli, run
 from tests.support.fixtures import running_daemon
 from tests.support.nats import ADMIN, NatsServer
 from tests.support.tmux_server import TmuxServer
-
-
-def cli(d: DaemonProcess, *args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return run(*args, "--data-dir", str(d.data_dir), "--port", str(d.port), home=home)
-
-
-def run(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    env["PYTHONPATH"] = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
-    if home is not None:
-        env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "connectd.cli", *args],
-        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL,
-    )
 
 
 def refused(d: DaemonProcess, *args: str, says: str, status: int = 1) -> str:
