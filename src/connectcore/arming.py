@@ -48,6 +48,15 @@ Rules:
   seconds since its view last changed phase (``awaiting_turn``, ``used``, or ``busy`` after a guard
   whose reading was not reported) is armed by the clock; the guard still rechecks it. So a pane that
   sits ready is never left unarmed for good.
+- Quiet, awaited: while a consented message waits for the pane, the clock arms it after
+  ``rearm_after`` even when its newest reading is not ready. That reading may be wrong: a reading is
+  stamped before its capture runs, so under load a watcher's reading of the idle screen can carry an
+  earlier ``read_at`` than a busy confirmation taken before it and be dropped as older, and the
+  watcher tells a screen once (issue 25, the ten-daemon stall: messages stayed ``ready`` behind an
+  idle pane). The guard cannot pass on a reading that is not ready (:func:`guard_passes` needs the
+  armed reading ready too); its fresh reading disarms the pane (``busy``) and, reported as the pane's
+  next reading, arms it if the pane is idle. A pane that really is busy is looked at once per
+  ``rearm_after`` while a message waits.
 """
 
 from __future__ import annotations
@@ -187,6 +196,7 @@ def guard_passes(view: PaneView | None, incarnation: str | None, seen: Seen) -> 
         view is not None
         and view.arming is Arming.ARMED
         and view.incarnation == incarnation
+        and view.seen.ready
         and seen.ready
         and seen.fingerprint == view.seen.fingerprint
     )
@@ -230,9 +240,11 @@ def typed(view: PaneView, confirming: Seen | None, now: float) -> PaneView:
     return _move(view, event, newest, now, stale=stale)
 
 
-def quiet(view: PaneView, now: float, rearm_after: float) -> PaneView | None:
-    """The view armed by the clock, or None when the quiet rule does not apply."""
-    if view.arming in QUIET and view.seen.ready and now - view.since >= rearm_after:
+def quiet(view: PaneView, now: float, rearm_after: float, *, awaited: bool = False) -> PaneView | None:
+    """The view armed by the clock, or None when the quiet rule does not apply. ``awaited``: a
+    consented message waits for this pane; then a view whose newest reading is not ready is armed
+    too, so that the guard looks afresh (it cannot pass on that reading: :func:`guard_passes`)."""
+    if view.arming in QUIET and (view.seen.ready or awaited) and now - view.since >= rearm_after:
         return _move(view, "quiet", view.seen, now)
     return None
 

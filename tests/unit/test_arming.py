@@ -244,6 +244,7 @@ _op = st.one_of(
     st.tuples(st.just("guard"), _reading),
     st.tuples(st.just("typed"), st.one_of(st.none(), _reading)),
     st.tuples(st.just("quiet"), st.floats(0, 100)),
+    st.tuples(st.just("quiet_awaited"), st.floats(0, 100)),
 )
 
 
@@ -261,6 +262,7 @@ def test_no_reading_is_overwritten_by_an_older_one_and_a_ready_pane_is_never_lef
         elif kind == "guard" and view.arming is not AR.Arming.TYPING:
             assert isinstance(arg, AR.Seen)
             if AR.guard_passes(view, "inc", arg):
+                assert view.seen.ready  # never typed on the strength of a reading that was not ready
                 view = AR.typing(view, arg, now)
             else:
                 view = (AR.guard_wait if arg.ready else AR.guard_hold)(view, arg, now)
@@ -270,11 +272,19 @@ def test_no_reading_is_overwritten_by_an_older_one_and_a_ready_pane_is_never_lef
         elif kind == "quiet":
             assert isinstance(arg, float)
             view = AR.quiet(view, now + arg, 10.0) or view
+        elif kind == "quiet_awaited":
+            assert isinstance(arg, float)
+            view = AR.quiet(view, now + arg, 10.0, awaited=True) or view
         assert view.seen.read_at >= before  # an older reading never overwrote a newer one
         assert view.arming is not AR.Arming.UNSEEN
         if view.seen.ready and view.arming not in (AR.Arming.ARMED, AR.Arming.TYPING):
             rearmed = AR.quiet(view, view.since + 10.0, 10.0)
             assert rearmed is not None and rearmed.arming is AR.Arming.ARMED  # never stuck unarmed
+        if view.arming not in (AR.Arming.ARMED, AR.Arming.TYPING):
+            # a pane a message waits for is never stuck unarmed either, whatever its newest reading says
+            # (issue 25: that reading may have won a race it should have lost)
+            rearmed = AR.quiet(view, view.since + 10.0, 10.0, awaited=True)
+            assert rearmed is not None and rearmed.arming is AR.Arming.ARMED
 
 
 def test_after_a_failed_send_a_draft_is_connect_s_only_when_its_marker_shows() -> None:
@@ -335,3 +345,19 @@ def test_a_message_held_for_its_handle_does_not_hold_up_the_ones_behind_it() -> 
     w.now += w.hub.limits.rearm_after + 1
     rearmed = w.step(H.Tick(w.now))
     assert [e.message for e in rearmed if isinstance(e, CheckGuard)] == [behind]
+
+
+def test_the_quiet_rule_arms_a_busy_view_only_for_a_waiting_message_and_the_guard_never_passes_on_it() -> None:
+    """Issue 25: a view whose newest reading is busy is armed by the clock only while a message waits;
+    the guard's fresh reading cannot pass on it, even one of the same screen that reads ready."""
+    view = AR.first("inc", AR.Seen(False, "f-busy", 1.0), 1.0)
+    assert view.arming is AR.Arming.BUSY
+    assert AR.quiet(view, 11.0, 10.0) is None
+    assert AR.quiet(view, 10.9, 10.0, awaited=True) is None
+    armed = AR.quiet(view, 11.0, 10.0, awaited=True)
+    assert armed is not None and armed.arming is AR.Arming.ARMED and not armed.seen.ready
+    assert not AR.guard_passes(armed, "inc", AR.Seen(True, "f-busy", 12.0))
+    waited = AR.guard_wait(armed, AR.Seen(True, "f-idle", 12.0), 12.0)
+    assert waited.arming is AR.Arming.BUSY
+    again = AR.observe(waited, AR.Seen(True, "f-idle", 12.0), 12.5)  # the guard's reading, reported
+    assert again.arming is AR.Arming.ARMED and AR.guard_passes(again, "inc", AR.Seen(True, "f-idle", 13.0))

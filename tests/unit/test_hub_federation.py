@@ -863,3 +863,47 @@ def test_a_sender_with_another_live_token_keeps_its_rows_until_its_last_process_
     assert _rows(w)["m-1"].state is O.OutboxState.PUBLISHED
     effects = w.step(H.PaneGone(w.now, second.pane, second.incarnation))
     assert _rows(w)["m-1"].state is O.OutboxState.CANCELLING and len(_publishes(effects)) == 1
+
+
+# --- liveness: a pane whose ready reading was dropped as older (issue 25, the ten-daemon stall) ------
+
+
+def test_a_pane_whose_idle_reading_lost_the_race_to_a_busy_confirmation_is_looked_at_again(world: World) -> None:
+    """The ten-daemon benchmark's stall: under load the watcher stamped its reading (ready, the idle
+    screen after the turn) before its capture ran, the confirmation stamped its busy reading later,
+    so the hub took the watcher's as the older and dropped it (an older reading never overwrites a
+    newer one) while the watcher, having told it, never told that unchanged screen again. The hub's
+    newest reading stayed busy, so the quiet rule (ready readings only) never re-armed the pane and
+    the remote messages behind it stayed ``ready`` for good. With a message waiting, the quiet rule
+    has the guard look afresh; the guard's own reading then arms the pane and the next one is typed."""
+    to = world.launch("codex", harness="codex")
+    world.hub = H.replace(world.hub, pairs=world.hub.pairs | {(REMOTE, to.incarnation)})
+    world.idle(to)
+    arrive(world, to, message("m-1"))
+    arrive(world, to, message("m-2"), ref=world.fresh("r"), card_id=world.fresh("card"), delivery="d-2")
+    first, second = (REMOTE, "m-1"), (REMOTE, "m-2")
+    world.guard(first, to)
+    assert world.hub.messages[first].state is MessageState.TYPING
+    world.now += 0.3
+    # the confirmation's reading, stamped at now: the turn has begun (busy)
+    world.typed(first, fingerprint="fp-turn", busy=True)
+    assert world.hub.messages[first].state is MessageState.DELIVERED
+    # the watcher's reading of the idle screen after the turn, stamped just before the confirmation's
+    assert world.idle(to, fingerprint="fp-after", read_at=world.now - 0.01) == ()
+    assert world.hub.messages[second].state is MessageState.READY
+    checks: list[CheckGuard] = []
+    for _ in range(30):  # 300 s of ticks and no new reading (the screen does not change again)
+        checks += [e for e in world.tick(10.0) if isinstance(e, CheckGuard)]
+        if checks:
+            break
+    assert [c.message for c in checks] == [second], "the pane was never looked at again: delivery stalled"
+    # the guard's fresh reading differs from the busy one the hub held: nothing typed, it waits ...
+    effects = world.guard(second, to, fingerprint="fp-after")
+    assert not any(isinstance(e, TypeText) for e in effects)
+    assert world.hub.messages[second].state is MessageState.READY
+    # ... and that reading, reported as the pane's next (guard_reading_counts), arms it: typed once
+    assert H.guard_reading_counts(world.hub, second)
+    again = world.idle(to, fingerprint="fp-after")
+    assert [e.message for e in again if isinstance(e, CheckGuard)] == [second]
+    world.guard(second, to, fingerprint="fp-after")
+    assert world.hub.messages[second].state is MessageState.TYPING

@@ -20,7 +20,14 @@ from connectcore.effects import (
     Persist,
 )
 from connectcore.hub import acts as hub_acts
-from connectcore.hub.messages import _close_draft, _finalize, _open_draft, _store, cancel_across
+from connectcore.hub.messages import (
+    _close_draft,
+    _finalize,
+    _open_draft,
+    _store,
+    awaited_panes,
+    cancel_across,
+)
 from connectcore.hub.restarts import _BEFORE_EXIT, _closed
 from connectcore.hub.state import Hub, PaneGone, PaneObserved, Reconcile, Recover, Step, Tick
 
@@ -97,10 +104,14 @@ def _pane_gone(hub: Hub, ev: PaneGone) -> Step:
 
 def _rearm_quiet_panes(hub: Hub, now: float) -> Step:
     """A pane that sits ready but unarmed for ``rearm_after`` seconds is armed by the clock
-    (:func:`connectcore.arming.quiet`): its turn was too quick to be seen, or its reading went unheard."""
+    (:func:`connectcore.arming.quiet`): its turn was too quick to be seen, or its reading went unheard.
+    A pane a consented message waits for (:func:`awaited_panes`) is armed so even when its newest
+    reading is not ready: that reading may be one that won a race it should have lost (a ready
+    reading dropped as older), and the guard looks afresh before anything is typed."""
     effects: tuple[Effect, ...] = ()
+    awaited = awaited_panes(hub)
     for pane_id, view in list(hub.panes.items()):
-        rearmed = arming.quiet(view, now, hub.limits.rearm_after)
+        rearmed = arming.quiet(view, now, hub.limits.rearm_after, awaited=pane_id in awaited)
         if rearmed is not None:
             hub = replace(hub, panes={**hub.panes, pane_id: rearmed})
     return hub, effects
