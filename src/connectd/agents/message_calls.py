@@ -24,13 +24,13 @@ class MessageCalls(GatedCalls):
         """Admit a message (answer ``queued`` or a final outcome) or refuse it before admission."""
         core = self.core
         async with self.call(token, "send_message", str(to), message_id) as admitted:
-            remote = None if self.remote is None else await self.remote.send(
-                token, admitted.principal.id, to=to, text=text, message_id=message_id, in_reply_to=in_reply_to
-            )
-            if remote is not None:  # to an agent on another box
-                return remote
-            if self.remote is not None:  # this box's, perhaps qualified by its own name
-                to = self.remote.local_target(to)
+            if self.remote is not None:
+                sent = await self.remote.send(
+                    token, admitted.principal.id, to=to, text=text, message_id=message_id, in_reply_to=in_reply_to
+                )
+                if not isinstance(sent, str):  # to an agent on another box: its outbox row's view
+                    return sent
+                to = sent  # this box's (a qualification by its own name dropped)
             record = targets.resolve_in(self.watcher.directory, core.hub.book, to)
             recipient = H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), D.handle_of(to))
             submit = H.Submit(

@@ -134,14 +134,16 @@ class RemoteCalls:
 
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
-    ) -> dict[str, Any] | None:
-        """``send_message`` to another box (its outbox row's view), or None when ``to`` is this box's."""
+    ) -> dict[str, Any] | str:
+        """``send_message`` to another box: its outbox row's view. When ``to`` is this box's, nothing is
+        sent and the answer is the target as this box resolves it (a qualification by this box's own
+        name dropped: ``boxes.place``)."""
         engine = self.engine
         if engine.federation is None or engine.hub.outbox is None:
-            return None
+            return to
         where, pairing = placed(engine, to)
         if pairing is None:
-            return None
+            return str(where.target) if where.qualified else to
         assert pairing.id is not None  # an active pairing has its id
         kind = "address" if isinstance(where.target, D.PaneAddress) else "handle"
         await engine.step(H.RemoteSubmit(
@@ -153,14 +155,6 @@ class RemoteCalls:
         row = _row(engine, principal, message_id)
         assert row is not None  # admitted: the step stored it
         return row_view(row, pairing.name)
-
-    def local_target(self, to: str) -> str:
-        """The target text on this box for a ``to`` that :meth:`send` found to be this box's: a target
-        qualified by this box's own name loses the qualification (``boxes.place``); any other is kept."""
-        if self.engine.federation is None:
-            return to
-        where, _pairing = placed(self.engine, to)
-        return str(where.target) if where.qualified else to
 
     async def get(
         self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
