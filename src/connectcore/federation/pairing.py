@@ -967,12 +967,9 @@ def expire(book: PairBook, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]
     return book, tuple(effects)
 
 
-def remove(
-    book: PairBook, invitation_id: str, *, now: float, actor: str = OWNER
-) -> tuple[PairBook, tuple[Effect, ...]]:
-    """The owner removes a pairing (``pair remove BOX``; the pairing is found by :meth:`PairBook.named`),
-    active or still requested: permanent (P7). What follows from it (unpair, tombstone, messages in
-    flight) is the shell's and slice 6's."""
+def _open_pairing(book: PairBook, invitation_id: str, ended: Refusal, why: str) -> Pairing:
+    """The pairing a person's step may still change (active or requested), or :class:`PairingError`:
+    ``unknown_pairing``, ``removed``, else ``ended`` for another state, its message ending in ``why``."""
     pairing = book.pairings.get(invitation_id)
     if pairing is None:
         raise PairingError(
@@ -980,9 +977,19 @@ def remove(
         )
     if pairing.state not in (_P.ACTIVE, _P.REQUESTED):
         raise PairingError(
-            Refusal.REMOVED if pairing.state is _P.REMOVED else Refusal.NOT_REQUESTED,
-            f"the pairing with box {pairing.box_id} ({pairing.name}) is {pairing.state}: nothing to remove",
+            Refusal.REMOVED if pairing.state is _P.REMOVED else ended,
+            f"the pairing with box {pairing.box_id} ({pairing.name}) is {pairing.state}: {why}",
         )
+    return pairing
+
+
+def remove(
+    book: PairBook, invitation_id: str, *, now: float, actor: str = OWNER
+) -> tuple[PairBook, tuple[Effect, ...]]:
+    """The owner removes a pairing (``pair remove BOX``; the pairing is found by :meth:`PairBook.named`),
+    active or still requested: permanent (P7). What follows from it (unpair, tombstone, messages in
+    flight) is the shell's and slice 6's."""
+    pairing = _open_pairing(book, invitation_id, Refusal.NOT_REQUESTED, "nothing to remove")
     removed = replace(
         pairing,
         state=PAIRING_TABLE.next(pairing.state, "remove"),
@@ -1119,17 +1126,9 @@ def set_settings(
     """The person sets a pairing's settings (``pair set BOX KEY=VALUE...``; the pairing is found by
     :func:`pairing_named`), all the words or none (P12). Its Persist, one Audit naming what changed
     (``from -> to``) and a Notify for the page."""
-    pairing = book.pairings.get(invitation_id)
-    if pairing is None:
-        raise PairingError(
-            Refusal.UNKNOWN_PAIRING, f"no pairing from invitation {invitation_id!r} on this box"
-        )
-    if pairing.state not in (_P.ACTIVE, _P.REQUESTED):
-        raise PairingError(
-            Refusal.REMOVED if pairing.state is _P.REMOVED else Refusal.NOT_ACTIVE,
-            f"the pairing with box {pairing.box_id} ({pairing.name}) is {pairing.state}: its settings no longer"
-            " matter (pairing again makes a new pairing)",
-        )
+    pairing = _open_pairing(
+        book, invitation_id, Refusal.NOT_ACTIVE, "its settings no longer matter (pairing again makes a new pairing)"
+    )
     settings = parse_settings(words, pairing.settings)
     changed = [
         f"{old.partition('=')[0]} {old.partition('=')[2]} -> {new.partition('=')[2]}"
