@@ -301,8 +301,12 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
         steps.wait(lambda: fa.ready(claude), "A idle")
     print(f"[live] B's reply answered {reply_sent}; A's get_message {correlated}", flush=True)
     assert (reply_sent["message_id"], reply_sent["outcome"], reply_sent["to_box"]) == (REPLY_ID, "queued", a.name)
-    bound = (fb.view(codex) or {}).get("actor", "")
-    assert bound.startswith("agent:codex:") and ":pane:" not in bound, bound  # bound from Codex's rollout
+    # Codex's first prompt here is the message itself, so its rollout file (what binds its session) appears
+    # only with that turn; B's watcher looks for it once per bind interval: wait for it, never assume it
+    with steps.step("B binds Codex's session from the rollout file it holds open", 60):
+        bound = steps.wait(lambda: (a := (fb.view(codex) or {}).get("actor", "")) and ":pane:" not in a and a,
+                           "Codex's actor bound from its rollout")
+    assert bound.startswith("agent:codex:"), bound
     assert (reply_card["recipient_pane"], reply_card["text"], reply_card["message_id"]) == (
         claude.pane, REPLY, REPLY_ID), reply_card
     assert (reply_card["sender_box"], reply_card["sender_fingerprint"]) == (b.name, b.fingerprint), reply_card
