@@ -25,6 +25,7 @@ from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation import remote as R
+from connectcore.federation import settings as F
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.ports import Delivery
 from connectd.daemon.ids import hash_token
@@ -59,8 +60,8 @@ class Locks:
 class Box:
     """One daemon's engine and desk on ``root`` (``name``: set up by ``federate init``; None: not federated)."""
 
-    def __init__(self, root: Path, name: str | None, clock: Clock) -> None:
-        self.root, self.name, self.clock = root, name, clock
+    def __init__(self, root: Path, name: str | None, clock: Clock, settings: F.FederationSettings = F.DEFAULT) -> None:
+        self.root, self.name, self.clock, self.settings = root, name, clock, settings
         if name is not None and not (root / K.FEDERATION_FILE).exists():
             K.init(root, name)
         self.open()
@@ -71,7 +72,7 @@ class Box:
                              run_sync=direct)
         self.locks = Locks()
         self.engine.person.tmux = self.locks  # type: ignore[assignment]  # (the send locks a revocation takes)
-        self.desk: PairingDesk | None = open_desk(self.root, self.engine)
+        self.desk: PairingDesk | None = open_desk(self.root, self.engine, self.settings)
         self.engine.federation = self.desk
 
     @property
@@ -118,6 +119,23 @@ def test_a_federated_box_s_hub_is_restored_with_its_outbox_and_inbox(tmp_path: P
     assert hub.inbox.records == inbox.records and I.may_deliver(hub.inbox, TI.ID1)
     assert box.desk is not None and hub.inbox.own == hub.outbox.own == box.desk.local.box_id
     box.close()
+
+
+def test_a_box_opened_with_federation_settings_schedules_and_judges_by_them_after_a_restart_too(tmp_path: Path) -> None:
+    settings = F.parse({"skew_bound": 30, "accepted_poll": 45, "retention": 7200})
+    box = Box(tmp_path / "a", "laptop", Clock(), settings)
+    for _ in range(2):  # as opened, and as reopened (a restart)
+        hub = box.engine.hub
+        assert hub.outbox is not None and hub.inbox is not None and box.desk is not None
+        assert hub.outbox.settings == settings.outbox and hub.inbox.retention == 7200.0
+        view = box.desk.view()  # what judges an arriving envelope
+        assert (view.skew_bound, view.retention) == (30.0, 7200.0)
+        box.reopen()
+    box.close()
+    plain = Box(tmp_path / "b", "devbox", Clock())
+    assert plain.desk is not None and (plain.desk.view().skew_bound, plain.desk.view().retention) == (
+        E.SKEW_BOUND, E.RETENTION)
+    plain.close()
 
 
 def test_a_box_that_does_not_federate_has_neither(tmp_path: Path) -> None:
@@ -170,6 +188,37 @@ def _submit(a: Box, b: Box, pairing: str, mid: str = "m-1", target: str | None =
     run(a.fed.pump)
     ((_, subject, wire, _mid),) = bus.calls
     return subject, wire
+
+
+@pytest.mark.parametrize(("skew_bound", "accepted"), [(None, True), (30, False)])
+def test_the_receiving_box_s_own_skew_bound_judges_a_message_stamped_ahead(
+    tmp_path: Path, skew_bound: int | None, accepted: bool,
+) -> None:
+    a_clock, b_clock = Clock(), Clock()
+    settings = F.parse({} if skew_bound is None else {"skew_bound": skew_bound})
+    a, b = Box(tmp_path / "a", "laptop", a_clock), Box(tmp_path / "b", "devbox", b_clock, settings)
+    code = anyio.run(a.fed.invite)["code"]
+    anyio.run(lambda: b.fed.accept(code))
+    (request,) = b.owed()
+    _deliver(a, request)
+    anyio.run(lambda: a.fed.approve("devbox"))
+    (answer,) = a.owed()
+    _deliver(b, answer)
+    (pairing,) = a.fed.book.active()
+    _observe(a.engine, 1)
+    _launch(a, 1)
+    _observe(b.engine, 4)
+    _launch(b, 4)
+    a_clock.now += 60  # A's clock a minute ahead of B's: within the default bound (300 s), past 30 s
+    subject, wire = _submit(a, b, str(pairing.id))
+    b.pump()
+    anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
+    sender = R.remote_principal(a.fed.local.box_id, "p-1")
+    assert ((sender, "m-1") in b.engine.hub.messages) is accepted
+    ahead = [r for r in b.store.audit(outcome="refused", limit=20) if "ahead of this box (the bound is 30 s)" in str(r)]
+    assert bool(ahead) is not accepted, ahead
+    a.close()
+    b.close()
 
 
 def test_a_message_from_another_box_becomes_a_carded_local_message_acknowledged_after_its_commit(

@@ -35,3 +35,23 @@ def test_malformed_policy_is_refused_with_line_and_reason(text: str, needle: str
     with pytest.raises(PolicyError) as err:
         parse_policy(text)
     assert needle in str(err.value)
+
+
+def test_a_federation_table_sets_the_box_s_federation_bounds() -> None:
+    policy = parse_policy("[limits]\nhop_limit = 2\n\n[federation]\naccepted_poll = 120\nretention = 86400\n")
+    assert policy.federation.outbox.accepted_poll == 120.0 and policy.federation.retention == 86400.0
+    assert policy.limits.hop_limit == 2 and parse_policy("").federation.outbox.accepted_poll == 300.0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[federation]\n\nid_ttl = 60\n", "policy.toml:3: unknown setting 'id_ttl'"),
+        ("[federation]\nskew_bound = 60\nretention = 100\n", "policy.toml:3: retention (100 s) must be at least"),
+        ("federation = 3\n", "policy.toml:1: federation must be a table"),
+    ],
+)
+def test_a_malformed_federation_table_is_refused_with_line_and_reason(text: str, needle: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        parse_policy(text)
+    assert needle in str(err.value), str(err.value)

@@ -92,6 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tmux_socket_path=args.tmux_socket_path,
         limits=policy.limits,
         cap=policy.cap,
+        federation=policy.federation,
         history=not args.no_history,
         launchers=_launchers(data_dir),
         otlp_endpoint=args.otlp_endpoint,

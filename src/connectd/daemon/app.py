@@ -21,6 +21,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
+from connectcore.federation.settings import DEFAULT as DEFAULT_FEDERATION
+from connectcore.federation.settings import FederationSettings
 from connectcore.grants import Preset
 from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
@@ -55,6 +57,7 @@ class Config:
     watch_control_mode: bool = True
     otlp_endpoint: str | None = None  # export the audit log to an OTLP/HTTP collector when set
     trusted_releases: frozenset[tuple[str, str]] = frozenset()  # --trust-release (connectcore.releases)
+    federation: FederationSettings = DEFAULT_FEDERATION  # policy.toml's [federation], for a federated box
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -153,7 +156,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
 
         config.history = HistoryService(data_dir=config.data_dir, pane_pids=engine.watcher.pane_pids)
     engine.history = config.history or None
-    engine.federation = open_desk(config.data_dir, engine)
+    engine.federation = open_desk(config.data_dir, engine, config.federation)
     history = engine.history  # None when the daemon serves no history (--no-history)
     mcp = build_mcp(engine.calls, engine.act_calls(history), engine.runner, engine.clock, history)
     mcp_app = capped_mcp_app(mcp, engine.calls, engine.runner, engine.clock)

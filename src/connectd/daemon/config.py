@@ -7,6 +7,9 @@ cap = "observe"          # off | observe | collaborate (default collaborate)
 [limits]                 # any field of connectcore.delivery.Limits
 hop_limit = 4
 sender_per_window = 30
+
+[federation]             # a federated box's bounds (connectcore.federation.settings, rules S1-S4)
+accepted_poll = 120
 ```
 """
 
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
+from connectcore.federation import settings as F
 from connectcore.grants import Preset
 
 
@@ -29,6 +33,7 @@ class PolicyError(Exception):
 class Policy:
     cap: Preset = Preset.COLLABORATE
     limits: Limits = DEFAULT_LIMITS
+    federation: F.FederationSettings = F.DEFAULT
 
 
 def _line_of(text: str, key: str) -> int:
@@ -43,10 +48,12 @@ def parse_policy(text: str, source: str = "policy.toml") -> Policy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"{source}: {exc}") from exc
-    unknown = set(data) - {"cap", "limits"}
+    unknown = set(data) - {"cap", "limits", "federation"}
     if unknown:
         key = sorted(unknown)[0]
-        raise PolicyError(f"{source}:{_line_of(text, key)}: unknown setting {key!r} (known: cap, [limits])")
+        raise PolicyError(
+            f"{source}:{_line_of(text, key)}: unknown setting {key!r} (known: cap, [limits], [federation])"
+        )
     cap = Preset.COLLABORATE
     if "cap" in data:
         try:
@@ -75,7 +82,14 @@ def parse_policy(text: str, source: str = "policy.toml") -> Policy:
         values[key] = value
     if values:
         limits = dataclasses.replace(DEFAULT_LIMITS, **values)  # type: ignore[arg-type]
-    return Policy(cap=cap, limits=limits)
+    table = data.get("federation", {})
+    if not isinstance(table, dict):
+        raise PolicyError(f"{source}:{_line_of(text, 'federation')}: federation must be a table")
+    try:
+        federation = F.parse(table)
+    except F.SettingsRefused as exc:
+        raise PolicyError(f"{source}:{_line_of(text, exc.key)}: {exc}") from None
+    return Policy(cap=cap, limits=limits, federation=federation)
 
 
 def load_policy(path: Path) -> Policy:

@@ -46,6 +46,8 @@ from connectcore.federation import pairing as P
 from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
+from connectcore.federation.settings import DEFAULT as DEFAULT_FEDERATION
+from connectcore.federation.settings import FederationSettings
 from connectcore.ports import Delivery
 from connectd.daemon.ids import EngineError
 from connectd.daemon.supervisor import Kind, Supervisor
@@ -367,6 +369,8 @@ class PairingDesk:
         hub = self.hub()
         inbox, outbox = getattr(hub, "inbox", None), getattr(hub, "outbox", None)
         return E.View(own=self.local.box_id, peers=peers, now=self.clock(),
+                      skew_bound=outbox.settings.skew_bound if outbox is not None else E.SKEW_BOUND,
+                      retention=inbox.retention if inbox is not None else E.RETENTION,
                       retained=inbox.retained() if inbox is not None else {},
                       sent=outbox.sent() if outbox is not None else {})
 
@@ -594,7 +598,7 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
     return f"{hashlib.sha256(data).hexdigest()[:32]}-{attempt}"
 
 
-def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
+def open_desk(data_dir: Path, engine: Any, settings: FederationSettings = DEFAULT_FEDERATION) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation; a desk is joined to
     the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store), and
     the agent calls given their way to other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`)."""
@@ -603,7 +607,7 @@ def open_desk(data_dir: Path, engine: Any) -> PairingDesk | None:
         publish_audit=engine.interpreter.published, notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )
     if desk is not None:
-        attach(engine, desk)
+        attach(engine, desk, settings)  # policy.toml's [federation] bounds
         engine.calls.remote = RemoteCalls(engine)
         engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
         attach_directory(engine, desk)  # the directory across boxes (slice 7)

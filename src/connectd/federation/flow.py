@@ -46,6 +46,7 @@ from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
+from connectcore.federation import settings as F
 from connectcore.ports import Delivery
 from connectd.delivery import targets
 
@@ -55,12 +56,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.federation")
 
 
-def restored(hub: H.Hub, desk: PairingDesk, store: Any) -> H.Hub:
-    """``hub`` with this box's outbox and inbox as the store holds them."""
+def restored(hub: H.Hub, desk: PairingDesk, store: Any, settings: F.FederationSettings = F.DEFAULT) -> H.Hub:
+    """``hub`` with this box's outbox and inbox as the store holds them, under the box's ``settings``
+    (policy.toml's ``[federation]``)."""
     own = desk.local.box_id
     removed = [p.id for p in desk.book.pairings.values() if p.id and p.state is P.PairingState.REMOVED]
-    outbox = O.Outbox(own=own, rows=freeze((r.identity, r) for r in store.outbox_rows()))
-    inbox = I.load(own, store.inbox_records(), removed=removed)
+    outbox = O.Outbox(own=own, rows=freeze((r.identity, r) for r in store.outbox_rows()), settings=settings.outbox)
+    inbox = I.load(own, store.inbox_records(), removed=removed, retention=settings.retention)
     return replace(hub, outbox=outbox, inbox=inbox)
 
 
@@ -199,8 +201,8 @@ class RemoteFlow:
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 
 
-def attach(engine: Any, desk: PairingDesk) -> None:
-    """Join a federated box's desk to its engine: the hub restored with its outbox and inbox, and the
-    desk's message envelopes handed to the hub (:class:`RemoteFlow`)."""
-    engine.hub = restored(engine.hub, desk, engine.store)
+def attach(engine: Any, desk: PairingDesk, settings: F.FederationSettings = F.DEFAULT) -> None:
+    """Join a federated box's desk to its engine: the hub restored with its outbox and inbox (under
+    ``settings``), and the desk's message envelopes handed to the hub (:class:`RemoteFlow`)."""
+    engine.hub = restored(engine.hub, desk, engine.store, settings)
     desk.messages = RemoteFlow(engine, desk)
