@@ -442,7 +442,7 @@ def _federation_section(fed: dict[str, Any]) -> list[str]:
             f"| Admitted / refused at the call | {both(lambda r: f'{r.messages} / {r.refused_at_send}')} |",
             f"| Final outcomes | {both(lambda r: _answers(dict(r.outcomes)))} |",
             f"| Delivered per second | {both(lambda r: f'{r.per_second:.2f}/s ({r.wall:.1f} s)')} |",
-            f"| Final audit records per admitted message | {both(lambda r: _count_of(r.audit_finals))} |",
+            f"| Final `send_message` audit records per admitted message (the sender's actor) | {both(lambda r: _count_of(r.audit_finals))} |",
             f"| Times typed per admitted message | {both(lambda r: _count_of(r.typed))} |",
             f"| CPU of every daemon and nats-server from the first call until every sender was done waiting | "
             f"{both(lambda r: f'{r.cpu_s:.1f} s over {r.run_s:.0f} s')} |",
