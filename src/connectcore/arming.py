@@ -51,9 +51,9 @@ Rules:
 - Quiet, awaited: while a consented message waits for the pane, the clock arms it after
   ``rearm_after`` even when its newest reading is not ready. That reading may be wrong: a reading is
   stamped before its capture runs, so under load a watcher's reading of the idle screen can carry an
-  earlier ``read_at`` than a busy confirmation taken before it and be dropped as older, and the
-  watcher tells a screen once (issue 25, the ten-daemon stall: messages stayed ``ready`` behind an
-  idle pane). The guard cannot pass on a reading that is not ready (:func:`guard_passes` needs the
+  earlier ``read_at`` than a busy confirmation taken before it and be dropped as older (issue 25, the
+  ten-daemon stall: messages stayed ``ready`` behind an idle pane). The watcher, told so (:func:`older`),
+  reads the pane again at its next capture round; this rule is the bound if that look is lost too. The guard cannot pass on a reading that is not ready (:func:`guard_passes` needs the
   armed reading ready too); its fresh reading disarms the pane (``busy``) and, reported as the pane's
   next reading, arms it if the pane is idle. A pane that really is busy is looked at once per
   ``rearm_after`` while a message waits.
@@ -183,9 +183,18 @@ def typed_before_restart(incarnation: str, now: float) -> PaneView:
     return PaneView(incarnation, Arming.USED, Seen(False, "", float("-inf")), now)
 
 
+def older(view: PaneView | None, incarnation: str, read_at: float) -> bool:
+    """A reading of ``incarnation`` read at ``read_at`` is older than the newest one the view holds: it
+    changes nothing (:func:`observe`). The watcher, told so of a reading it reported, reads the pane
+    again at its next capture round instead of taking that screen as told: the screen may be the
+    pane's newest after all (its capture ran after the newer reading was taken), and the pane may draw
+    nothing more."""
+    return view is not None and view.incarnation == incarnation and read_at < view.seen.read_at
+
+
 def observe(view: PaneView, seen: Seen, now: float) -> PaneView:
     """A reading of the pane (the watcher's, or the guard's once reported)."""
-    if seen.read_at < view.seen.read_at:
+    if older(view, view.incarnation, seen.read_at):
         return view  # read before the newest reading: it arrived late and says nothing new
     return _move(view, _reading_event(view, seen), seen, now)
 

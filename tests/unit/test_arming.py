@@ -361,3 +361,15 @@ def test_the_quiet_rule_arms_a_busy_view_only_for_a_waiting_message_and_the_guar
     assert waited.arming is AR.Arming.BUSY
     again = AR.observe(waited, AR.Seen(True, "f-idle", 12.0), 12.5)  # the guard's reading, reported
     assert again.arming is AR.Arming.ARMED and AR.guard_passes(again, "inc", AR.Seen(True, "f-idle", 13.0))
+
+
+def test_a_reading_is_older_only_than_a_newer_one_of_the_same_incarnation() -> None:
+    """Claim: ``older`` is exactly the rule ``observe`` drops a reading by (read before the newest the
+    view holds, same incarnation); the watcher reads a pane again when it holds."""
+    view = AR.first("inc-1", AR.Seen(False, "busy", 10.0), 10.0)
+    assert AR.older(view, "inc-1", 9.99) and AR.observe(view, AR.Seen(True, "idle", 9.99), 11.0) == view
+    assert not AR.older(view, "inc-1", 10.0) and AR.observe(view, AR.Seen(True, "idle", 10.0), 11.0) != view
+    assert not AR.older(view, "inc-2", 9.0), "another incarnation's reading is never older than this one's"
+    assert not AR.older(None, "inc-1", 9.0), "a pane the hub holds no reading of"
+    hub = H.Hub(panes={"%1": view})
+    assert H.reading_dropped(hub, "%1", "inc-1", 9.0) and not H.reading_dropped(hub, "%2", "inc-1", 9.0)

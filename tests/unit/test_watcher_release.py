@@ -73,6 +73,7 @@ class _Engine:
     timing: Any = field(default_factory=lambda: SimpleNamespace(bind=1.0))
     subscribers: Any = field(default_factory=lambda: SimpleNamespace(publish=lambda item: None))
     trusted_releases: frozenset[tuple[str, str]] = frozenset()
+    hub: Any = field(default_factory=H.Hub)  # never stepped here: it holds no reading the watcher's could be older than
     # no OpenCode launch serves here: its session binding is never due
     launches: Any = field(default_factory=lambda: SimpleNamespace(bind_when_due=lambda *args: None,
                                                                   binding_pending=lambda *args: False))

@@ -103,6 +103,7 @@ from connectcore.hub.messages import _recipient_scopes as _recipient_scopes
 from connectcore.hub.messages import awaited_panes as awaited_panes
 from connectcore.hub.messages import consent_detail as consent_detail
 from connectcore.hub.panes import _pane_gone, _pane_observed, _reconcile, _recover, _tick, dead_incarnations
+from connectcore.hub.panes import reading_dropped as reading_dropped
 from connectcore.hub.restarts import (
     _restart_planned,
     _restart_recovered,
@@ -294,6 +295,7 @@ __all__ = [
     "pair_sent_within",
     "pairing_panes",
     "panes_to_lock",
+    "reading_dropped",
     "removal_owed",
     "restart_of_pane",
     "restore",

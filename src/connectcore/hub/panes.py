@@ -48,6 +48,12 @@ def _pane_observed(hub: Hub, ev: PaneObserved) -> Step:
     return hub, effects + more
 
 
+def reading_dropped(hub: Hub, pane_id: str, incarnation: str, read_at: float) -> bool:
+    """The hub holds a newer reading of this incarnation than one read at ``read_at``: that reading,
+    reported, changed nothing (:func:`connectcore.arming.older`)."""
+    return arming.older(hub.panes.get(pane_id), incarnation, read_at)
+
+
 def _draft_cleared(hub: Hub, ev: PaneObserved) -> Step:
     """A reading with an empty composer, read after connect left a draft there, closes the item."""
     left = hub.drafts.get(ev.pane_id)

@@ -483,6 +483,11 @@ class Watcher:
                 self._dirty.add(pane_id)
                 raise
             state.retell = False
+            if H.reading_dropped(self.core.hub, pane_id, state.record.token, read_at):
+                # the hub holds a newer reading (a confirmation's, stamped after this capture began):
+                # this screen is not told; the next capture round reads the pane again and tells it
+                state.retell = True
+                self._dirty.add(pane_id)
             self.subscribers.publish({"topic": "pane", "pane": pane_id})
         return reading
 
