@@ -161,6 +161,19 @@ def test_the_same_revision_again_changes_nothing_and_a_newer_one_replaces_it() -
     assert what is RD.Taken.NEW and newer.entries[A].agents == () and newer.entries[A].revision == 6
 
 
+def test_an_agent_left_out_of_a_newer_entry_is_gone_at_once_not_by_ageing() -> None:
+    """An entry is the whole of what the pairing sees (D3): the newer one replaces what was held (D4),
+    so an agent it no longer lists (revoked, its grant lowered, its pane gone, the setting narrowed on
+    the publishing box) leaves the listing when it is heard, while the others stay fresh."""
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4), local(5)])))
+    assert [a["pane"] for a in RD.listing(directory, [PEER], NOW)] == ["%4", "%5"]
+    later = NOW + 1
+    newer, what = taken(directory, inner(RD.shared([local(5)]), revision=6, at=later), now=later)
+    assert what is RD.Taken.NEW
+    assert [(a["pane"], a["freshness"]) for a in RD.listing(newer, [PEER], later)] == [("%5", "fresh")]
+    assert RD.matches(newer, [PEER], later, D.parse_target("pr:12")) == {"laptop": 1}  # %4 no longer weighed
+
+
 def test_an_older_revision_is_refused_a_replay() -> None:
     directory, _ = taken(RD.RemoteDirectory(), inner(revision=9))
     assert refused(directory, inner(revision=8)) == "older_revision"
