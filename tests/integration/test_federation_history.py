@@ -249,3 +249,60 @@ def test_the_pump_starts_the_answering_loop_as_a_bus_service(net: Any) -> None:
 
     a.fed.pump.start(Recording())
     assert (Kind.BUS, "federation history answer") in spawned
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_the_answer_names_no_absolute_path_of_the_box_asked(net: Any, tmp_path: Any) -> None:
+    """The answer shares the session's id, harness, the repository's name as ``history_repos`` lists it,
+    title and times: read as B opens it, it holds no path under A's home or data directory, and no
+    absolute path at all; B's agent sees the same."""
+    a, b, _network, abus, bbus, _index = net
+    home = str(tmp_path / "home-a")
+    app, data = f"{home}/src/app", str(a.root)
+
+    class Paths(FakeHistory):
+        def recent_dirs(self, limit: int) -> list[dict[str, Any]]:
+            return [{"cwd": f"{app}/server", "repo": app}]
+
+        def find_sessions(self, query: str, *, limit: int, allowed_repos: frozenset[str] | None = None,
+                          repo: str | None = None) -> list[dict[str, Any]]:
+            row = _row(app, "s-1", "fix the login bug") | {"cwd": f"{app}/server", "pane": "%7", "liveness": "live"}
+            worktree = _row(app, "s-3", "login in a worktree") | {"cwd": f"{data}/worktrees/app-login"}
+            return [row, worktree]
+
+    a.engine.history = Paths()
+    _set(a, history="index", history_repos=("app",))
+    (pairing,) = a.fed.book.active()
+
+    async def scenario() -> bytes | None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hist(a).answer_loop, abus)
+            await anyio.sleep(0.02)
+            reply = await bbus.request(a.fed.local.box_id, _query(b.fed.local, a, str(pairing.id)), timeout=2)
+            tg.cancel_scope.cancel()
+        return reply
+
+    reply = anyio.run(scenario)
+    assert reply is not None
+    verdict = E.judge(*_facts(b, a, reply))
+    assert isinstance(verdict.inner, E.HistoryAnswerInner) and verdict.inner.outcome == "results"
+    opened = E.encode_inner(verdict.inner).decode()
+    assert [r["session_id"] for r in verdict.inner.results] == ["s-1", "s-3"]
+    assert home not in opened and data not in opened and str(tmp_path) not in opened
+    assert not [s for s in _strings(list(verdict.inner.results)) if s.startswith("/") or "/home" in s]
+    found = _ask(b, abus, a)
+    assert [(r["session_id"], r["repo"], r["title"]) for r in found] == [
+        ("s-1", "app", "fix the login bug"), ("s-3", "app", "login in a worktree")]
+    assert all("cwd" not in r and r["last_active"] == "2026-12-05T10:00:00Z" for r in found)
+    assert not [s for s in _strings(found) if s.startswith("/") or home in s or data in s]

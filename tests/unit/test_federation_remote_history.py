@@ -165,15 +165,27 @@ def test_results_are_the_allowlist_only_of_listed_repositories_capped() -> None:
     leaked = {**result(), "prompts": ["the secret prompt"], "title": "two\nlines\x1b[31m"}
     shaped = RH.shape_results([leaked, result("/home/me/private")], search)
     assert len(shaped) == 1  # the result of a repository not listed is dropped, whatever the search gave
-    assert set(shaped[0]) == set(HI.ALLOWED_FIELDS) == set(RH.TEXT_FIELDS) | set(RH.LIST_FIELDS)
-    assert "prompts" not in shaped[0]
+    assert set(shaped[0]) == set(HI.ALLOWED_FIELDS) - {"cwd"} == set(RH.TEXT_FIELDS) | set(RH.LIST_FIELDS)
+    assert "prompts" not in shaped[0] and shaped[0]["repo"] == "app"
     assert shaped[0]["title"] == "two lines [31m"  # one printable line
     many = [result(session_id=f"s-{n}") for n in range(80)]
     assert len(RH.shape_results(many, search)) == RH.MAX_RESULTS
     assert len(RH.shape_results(many, RH.Search("login", search.repos, 3))) == 3
-    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    big = [result(session_id=f"s-{n}", title="t" * 300, branches=["b" * 200] * 20) for n in range(50)]
     kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
     assert 0 < len(kept) < 50 and sum(len(E.canonical(r)) + 1 for r in kept) <= RH.RESULTS_BUDGET
+
+
+def test_no_path_of_the_box_asked_is_shared_only_the_repository_s_name() -> None:
+    """H5: the answer shares the session's id, harness, the repository's name (as ``history_repos``
+    lists it), title and times, never the working directory or any absolute path of the box asked."""
+    home = "/home/me"
+    search = RH.Search("login", frozenset({f"{home}/src/app", f"{home}/src/tools/"}), 50)
+    local = [result(f"{home}/src/app", cwd=f"{home}/src/app/server"), result(f"{home}/src/tools/", session_id="s-8")]
+    shaped = RH.shape_results(local, search)
+    assert [(r["session_id"], r["repo"]) for r in shaped] == [("s-9", "app"), ("s-8", "tools")]
+    assert all("cwd" not in r for r in shaped) and home not in json.dumps(shaped)
+    assert RH.receive_answer(judged(_answer(results=shaped)), "q-1") == shaped  # and the asker takes them
 
 
 def _answer(outcome: RH.Outcome = RH.Outcome.RESULTS, results: Any = (), **kw: Any) -> E.HistoryAnswerInner:
@@ -182,7 +194,7 @@ def _answer(outcome: RH.Outcome = RH.Outcome.RESULTS, results: Any = (), **kw: A
 
 
 def test_a_sealed_answer_fits_an_envelope() -> None:
-    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    big = [result(session_id=f"s-{n}", title="t" * 300, branches=["b" * 200] * 20) for n in range(50)]
     kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
     plain = E.encode_inner(_answer(results=kept))
     sealed = len(plain) + 16  # crypto_box's tag
@@ -194,8 +206,8 @@ def test_a_sealed_answer_fits_an_envelope() -> None:
 
 
 def test_the_asker_takes_the_results_of_its_own_query_with_their_box() -> None:
-    found = RH.receive_answer(judged(_answer(results=[result()])), "q-1")
-    assert found == (result(),)
+    found = RH.receive_answer(judged(_answer(results=[RH.shape(result())])), "q-1")
+    assert found == (RH.shape(result()),)
     (row,) = RH.shown(found, {"name": "laptop", "id": B, "fingerprint": "3f9a12c0"})
     assert row["box"]["name"] == "laptop" and row["remote"] is True
 
@@ -212,20 +224,23 @@ def test_not_shared_and_refused_answers_are_the_caller_s_refusals() -> None:
 
 def test_an_answer_to_another_query_forged_or_malformed_is_refused() -> None:
     with pytest.raises(RH.AnswerRefused) as other:
-        RH.receive_answer(judged(_answer(results=[result()])), "q-2")
+        RH.receive_answer(judged(_answer(results=[RH.shape(result())])), "q-2")
     assert other.value.reason == "wrong_query"
     with pytest.raises(RH.AnswerRefused) as forged:
         RH.receive_answer(judged(_answer(), signature_ok=False), "q-1")
     assert forged.value.reason == "bad_signature"
-    # a result with a field beyond the allowlist, or markup across lines: text from another box is data
-    for bad in ({**result(), "prompts": ["x"]}, result(title="a\nb"), result(branches="main")):
+    # a result with a field beyond the allowlist (a working directory too), markup across lines, or a
+    # repository given as a path: text from another box is data, and no path of it is taken
+    shared = RH.shape(result())
+    for bad in ({**shared, "prompts": ["x"]}, {**shared, "title": "a\nb"}, {**shared, "branches": "main"}, result(),
+                {**shared, "cwd": "/home/me/app"}, {**shared, "repo": "/home/me/app"}, {**shared, "repo": "me/app"}):
         routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
         inner = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", (bad,))
         with pytest.raises(RH.AnswerRefused) as malformed:
             RH.receive_answer(judged(inner), "q-1")
         assert malformed.value.reason == "malformed_answer"
     routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
-    too_many = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", tuple(result() for _ in range(51)))
+    too_many = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", tuple(RH.shape(result()) for _ in range(51)))
     with pytest.raises(RH.AnswerRefused, match="at most 50"):
         RH.receive_answer(judged(too_many), "q-1")
     with pytest.raises(RH.AnswerRefused) as not_answer:

@@ -26,16 +26,20 @@ Rules (H1 to H8):
   the repositories this box's index knows whose name is listed, narrowed to the query's repository
   name if it gives one). ``index`` with no repository listed shares nothing: answered ``not_shared``.
   An unknown setting shares nothing.
-- **H5 The allowlist and caps** (:func:`shape_results`): each result only the fields a local history
-  read returns (:data:`connectcore.history.ALLOWED_FIELDS`), each text one printable line within its
-  bound, and only results whose repository is one the pairing may read (checked again here, whatever
-  the search gave); at most :data:`MAX_RESULTS` results and :data:`RESULTS_BUDGET` bytes of them, so
-  the sealed answer stays within an envelope's 64 KiB.
+- **H5 The allowlist and caps** (:func:`shape_results`): each result only :data:`FIELDS`, the fields a
+  local history read returns (:data:`connectcore.history.ALLOWED_FIELDS`) less the working directory
+  (``cwd``), and its repository by its **name** (as ``history_repos`` lists it), never its path: no
+  absolute path of the box asked (its home, its data directory) leaves it, as the directory shares
+  names only (D2). Each text is one printable line within its bound, and only results whose repository
+  is one the pairing may read are kept (checked again here, whatever the search gave); at most
+  :data:`MAX_RESULTS` results and :data:`RESULTS_BUDGET` bytes of them, so the sealed answer stays
+  within an envelope's 64 KiB.
 - **H6 Judging an answer** (:func:`receive_answer`) on the asking box: the envelope judgement's
   refusals (under ``connect.<own>.history.<the box asked>``: an answer signed by another box is
   ``bad_binding`` or ``bad_signature``); ``not_an_answer``; ``wrong_query`` (it answers another query
   id); ``malformed_answer`` (an outcome not H4's, more than :data:`MAX_RESULTS` results, a result
-  with fields other than H5's or text not one printable line: text from another machine is data).
+  with fields other than H5's, text not one printable line, or a repository that is a path, not a
+  name: text from another machine is data).
   ``not_shared`` and ``refused`` are the caller's refusals (:class:`RemoteHistoryRefused`); results are
   shown with their box (:func:`shown`).
 - **H7 No answer.** None within :data:`TIMEOUT` seconds (the box is offline, not listening, or chose
@@ -88,13 +92,16 @@ class Outcome(StrEnum):
 
 
 #: The text fields of a result and their bounds (characters); ``last_active`` and ``pane`` may be None.
+#: ``repo`` is the repository's name (H5).
 TEXT_FIELDS: Mapping[str, int] = {
-    "harness": 16, "session_id": 128, "repo": 1024, "title": 300, "cwd": 1024, "last_active": 40,
-    "liveness": 32, "pane": 16,
+    "harness": 16, "session_id": 128, "repo": 100, "title": 300, "last_active": 40, "liveness": 32, "pane": 16,
 }
 #: The list fields of a result: (at most how many, of at most how many characters each).
 LIST_FIELDS: Mapping[str, tuple[int, int]] = {"branches": (20, 200), "prs": (20, 300), "matched_terms": (16, 64)}
-FIELDS = frozenset(HI.ALLOWED_FIELDS)
+#: The fields not shared with another box: paths of the box asked (H5).
+WITHHELD = frozenset({"cwd"})
+#: Every field of a shared result: a local history read's, less :data:`WITHHELD` (H5).
+FIELDS = frozenset(HI.ALLOWED_FIELDS) - WITHHELD
 _NULLABLE = frozenset({"last_active", "pane"})
 _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _ACTOR_RE = re.compile(r"(agent|control):[a-z0-9_-]{1,32}:[A-Za-z0-9._:%-]{1,128}")
@@ -269,11 +276,13 @@ def _one_line(value: object, bound: int) -> str:
 
 
 def shape(result: Mapping[str, Any]) -> dict[str, Any]:
-    """One local result (as ``find_sessions`` gives it) as it is shared: :data:`FIELDS` only, each text
-    one printable line within its bound (H5)."""
+    """One local result (as ``find_sessions`` gives it) as it is shared: :data:`FIELDS` only (never its
+    ``cwd``), its repository by its name, each text one printable line within its bound (H5)."""
     shaped: dict[str, Any] = {}
     for name, bound in TEXT_FIELDS.items():
         value = result.get(name)
+        if name == "repo" and isinstance(value, str):
+            value = _name(value)
         shaped[name] = None if value is None and name in _NULLABLE else _one_line("" if value is None else value, bound)
     for name, (count, bound) in LIST_FIELDS.items():
         shaped[name] = [_one_line(v, bound) for v in list(result.get(name) or ())[:count]]
@@ -340,6 +349,8 @@ def check_result(result: Mapping[str, Any]) -> None:
             continue
         if not isinstance(value, str) or not _printable_line(value, bound):
             raise bad(f"{name} is not one printable line of at most {bound} characters")
+    if "/" in result["repo"] or "\\" in result["repo"]:
+        raise bad("repo is a path, not a repository's name")
     for name, (count, bound) in LIST_FIELDS.items():
         values = result[name]
         if not isinstance(values, list) or len(values) > count or not all(
