@@ -20,6 +20,7 @@ from connectcore import hub as H
 from connectcore.directory import TargetError
 from connectcore.federation import envelope as E
 from connectcore.federation import remote_directory as RD
+from connectcore.federation.boxes import BoxError
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectd.daemon.ids import hash_token
 from connectd.federation.directory import CATCH_UP, RemoteDirectoryDesk
@@ -320,3 +321,48 @@ def test_an_agent_no_longer_shared_leaves_the_next_entry_and_the_other_box_s_lis
     # the entry in the bucket is what B holds: empty, the heartbeat still goes
     verdict = E.judge(*_facts(b, a, network.bucket[f"{a.fed.local.box_id}.{b.fed.local.box_id}"][1]))
     assert isinstance(verdict.inner, E.DirectoryInner) and verdict.inner.agents == ()
+
+
+def _get_agent(box: Box, target: str) -> Any:
+    async def call() -> Any:
+        try:
+            return await box.engine.calls.get_agent("tok-4", target)
+        except (TargetError, BoxError) as refused:
+            return refused
+
+    return anyio.run(call)
+
+
+def test_get_agent_on_an_agent_of_a_paired_box_answers_from_its_entry_read_only(shared: Any) -> None:
+    a, b, _pairing, _network, abus, bbus = shared
+    a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")
+    a.clock.now += 1
+    anyio.run(_dir(a).publish_once, abus)
+    anyio.run(_dir(b).publish_once, bbus)  # B reads A's entry
+    token1 = D.incarnation_token(_incarnation(1))
+    found = _get_agent(b, f"%1@{token1}@laptop")
+    (listed,) = _remote(b, "tok-4")
+    assert {k: v for k, v in found.items() if k not in ("question", "screen_tail")} == listed
+    assert found["box"]["name"] == "laptop" and found["remote"] is True and found["reachable"] is True
+    assert (found["age"], found["freshness"]) == (0, "fresh")
+    assert "cwd" not in found and found["screen_tail"]["shown"] is False and found["screen_tail"]["text"] == ""
+    assert _get_agent(b, "title:login fix@laptop")["pane"] == "%1"
+    assert _get_agent(b, "title:login fix")["pane"] == "%1"  # on A only: placed there, as send_message does
+    # this box's own agents as before, qualified by its own name or not
+    token4 = D.incarnation_token(_incarnation(4))
+    for target in (f"%4@{token4}", f"%4@{token4}@devbox"):
+        local = _get_agent(b, target)
+        assert local["pane"] == "%4" and "remote" not in local and "cwd" in local
+    # refused as a local get_agent is, each audited as the call's refusal
+    assert _get_agent(b, f"%2@{D.incarnation_token(_incarnation(2))}@laptop").reason is D.TargetRefusal.UNKNOWN_TARGET  # observe-only: not shared
+    assert _get_agent(b, "control@laptop").reason is D.TargetRefusal.NO_PANE
+    assert _get_agent(b, f"%1@{token1}@nowhere").reason == "unknown_box"  # no pairing of that name
+    b.engine.watcher.directory = _retitled(b.engine.watcher.directory, "%4", "login fix")
+    ambiguous = _get_agent(b, "title:login fix")
+    assert ambiguous.reason is D.TargetRefusal.AMBIGUOUS and "title:login fix@laptop" in str(ambiguous)
+    calls = [r for r in b.store.audit(limit=1000) if r.action == "get_agent"]
+    assert [r.outcome for r in calls] == ["allowed"] * 5 + ["refused"] * 4
+    assert calls[0].target == f"%1@{token1}@laptop"
+    # aged out: no answer from the entry
+    b.clock.now += RD.AGED_OUT
+    assert _get_agent(b, f"%1@{token1}@laptop").reason is D.TargetRefusal.UNKNOWN_TARGET

@@ -6,7 +6,8 @@ the ambiguity rule, weighing this box's directory and the entries the paired box
 :meth:`connectd.federation.directory.RemoteDirectoryDesk.matches`: an unqualified handle naming panes
 on more than one box is refused ``ambiguous``, one naming a pane on one paired box only goes there),
 and the sending box's own rules with the outbox row (:class:`~connectcore.hub.RemoteSubmit`).
-``list_agents`` shows the paired boxes' agents after this box's (:meth:`RemoteCalls.agents`).
+``list_agents`` shows the paired boxes' agents after this box's (:meth:`RemoteCalls.agents`), and
+``get_agent`` answers for an agent on a paired box from that box's entry (:meth:`RemoteCalls.agent`).
 
 - :func:`send` answers None when the target is this box's (the local send goes on, unchanged), and
   raises the core's refusal otherwise (``unknown_box``, ``ambiguous``, ``bad_target``, the gate's and
@@ -112,6 +113,26 @@ class RemoteCalls:
         (:meth:`connectd.federation.directory.RemoteDirectoryDesk.listed`)."""
         directory = getattr(self.engine.federation, "directory", None)
         return view if directory is None else directory.listed(view)
+
+    def agent(self, target: str) -> dict[str, Any] | str:
+        """``get_agent`` for a target on a paired box (qualified by its name, or an unqualified handle
+        naming panes there only, by the ambiguity rule of ``send_message``): the agent from that box's
+        directory entry as this box holds it (``remote_directory.detail``, D9: read only, no screen,
+        never a working directory). When the target is this box's, the target as this box resolves it
+        (a qualification by this box's own name dropped). Refused as a local ``get_agent`` is
+        (:class:`connectcore.directory.TargetError`: ``ambiguous`` across boxes, ``unknown_target``,
+        ``no_pane``), changing nothing."""
+        engine = self.engine
+        if engine.federation is None:
+            return target
+        where, pairing = placed(engine, target)
+        if pairing is None or where.box is None:
+            return str(where.target) if where.qualified else target
+        directory = engine.federation.directory
+        if directory is None:  # (a federated box always has its directory desk: a guard)
+            raise D.TargetError(D.TargetRefusal.UNKNOWN_TARGET, f"box {where.box} shares no agent now")
+        found: dict[str, Any] = directory.detail(where.box, where.target)
+        return found
 
     async def find_sessions(
         self, actor: str, *, box: str, query: str, repo: str | None, limit: int
