@@ -74,16 +74,10 @@ def placed(engine: Any, to: str) -> tuple[B.Placed, P.Pairing | None]:
     return where, None if where.box is None else active[where.box]
 
 
-def row_view(row: O.Row, box_name: str) -> dict[str, Any]:
-    """What a sender is told about its message to another box (its own text is not echoed back)."""
-    return {
-        "message_id": row.identity.id,
-        "outcome": O.answer(row),
-        "reason": O.waits_for(row, box_name) or row.reason,
-        "to_box": box_name,
-        "created_at": row.created_at,
-        "final_at": row.final_at,
-    }
+def row_view(engine: Any, row: O.Row, box_name: str) -> dict[str, Any]:
+    """What a sender is told about its message to another box (:func:`connectcore.reads.sent_view`:
+    the shape of a local message's answer, its own text not echoed back)."""
+    return R.sent_view(engine.hub, row, box_name)
 
 
 def _row(engine: Any, principal: str, message_id: str) -> O.Row | None:
@@ -175,7 +169,7 @@ class RemoteCalls:
         ))
         row = _row(engine, principal, message_id)
         assert row is not None  # admitted: the step stored it
-        return row_view(row, pairing.name)
+        return row_view(engine, row, pairing.name)
 
     async def get(
         self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
@@ -191,7 +185,7 @@ class RemoteCalls:
             if row is None:
                 return None
             if row.is_final or anyio.current_time() >= deadline:
-                return row_view(row, _box_name(engine, row.to)) | {"replies": [
+                return row_view(engine, row, _box_name(engine, row.to)) | {"replies": [
                     {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome}
                     for m in R.replies(engine.hub, str(row.identity))
                 ]}
