@@ -246,3 +246,81 @@ def test_an_answer_to_another_query_forged_or_malformed_is_refused() -> None:
     with pytest.raises(RH.AnswerRefused) as not_answer:
         RH.receive_answer(judged(a_query()), "q-1")
     assert not_answer.value.reason == "not_an_answer"
+
+
+# --- get_session box=: a query for one session ----------------------------------------------------
+
+
+def test_a_query_for_one_session_travels_in_the_same_envelope_and_a_plain_one_is_unchanged() -> None:
+    plain = E.encode_inner(a_query())
+    assert b"session" not in plain  # a query without one is byte for byte what it was
+    one = a_query(text="", limit=1, session=("claude", "s-9"))
+    data = E.encode_inner(one)
+    assert json.loads(data)["session"] == {"harness": "claude", "id": "s-9"}
+    assert E.parse_inner(data, E.Outer(one.routing, bytes(24), b"x")) == one
+    verdict = judged(one)
+    assert verdict.decision is E.Decision.HISTORY and verdict.inner == one
+    inner, limiter = RH.admit(verdict, RH.Limiter(), now=NOW)
+    assert inner.session == ("claude", "s-9") and len(limiter.asked[PAIRING]) == 1  # rated as any query
+    search = RH.plan(inner, "index", ["app"], ["/home/me/app", "/home/me/private"])
+    assert search == RH.Search("", frozenset({"/home/me/app"}), 1, ("claude", "s-9"))
+    assert RH.plan(inner, "none", ["app"], ["/home/me/app"]) is None  # not shared by default
+
+
+@pytest.mark.parametrize(("over", "words"), [
+    ({"session": ("Claude!", "s-9")}, "harness and a session id"),
+    ({"session": ("claude", "s 9")}, "harness and a session id"),
+    ({"session": ("claude", "s-9"), "text": "login"}, "no words"),
+    ({"session": ("claude", "s-9"), "repo": "app"}, "no words"),
+    ({"session": ("claude", "s-9"), "limit": 2}, "limit of 1"),
+])
+def test_a_malformed_query_for_one_session_is_refused_before_it_is_sent_and_when_it_arrives(
+    over: dict[str, Any], words: str
+) -> None:
+    values: dict[str, Any] = {"text": "", "limit": 1}
+    values.update(over)
+    with pytest.raises(RH.QueryRefused, match=words) as refused:
+        a_query(**values)
+    assert refused.value.reason == "malformed_query"
+    # the same, sent by a box that skipped the check: refused on arrival, changing nothing
+    raw = E.HistoryQueryInner(q_routing(), "q-1", NOW, ASKER, values["text"], values.get("repo"), values["limit"],
+                              values["session"])
+    limiter = RH.Limiter()
+    with pytest.raises(RH.QueryRefused) as arrived:
+        RH.admit(judged(raw), limiter, now=NOW)
+    assert arrived.value.reason == "malformed_query" and limiter == RH.Limiter()
+
+
+def test_an_answer_for_one_session_is_that_session_or_none() -> None:
+    session = ("claude", "s-9")
+    routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
+    one = RH.shape(result())
+
+    def answered(*results: dict[str, Any]) -> E.Verdict:
+        return judged(E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", results))
+
+    found = RH.receive_answer(answered(one), "q-1", session)
+    assert RH.session_result(found, session, "laptop") == one
+    for bad in ((RH.shape(result(session_id="s-8")),), (one, one)):  # another session, or two
+        with pytest.raises(RH.AnswerRefused) as malformed:
+            RH.receive_answer(answered(*bad), "q-1", session)
+        assert malformed.value.reason == "malformed_answer"
+    with pytest.raises(RH.RemoteHistoryRefused) as none:
+        RH.session_result(RH.receive_answer(answered(), "q-1", session), session, "laptop")
+    assert none.value.reason == "unknown_session"
+    assert RH.refused_words(none.value, "laptop") == "box laptop: no claude session 's-9' that it shares with this box"
+
+
+def test_the_session_field_is_a_history_query_s_only_and_shaped() -> None:
+    one = a_query(text="", limit=1, session=("claude", "s-9"))
+    row = json.loads(E.encode_inner(one))
+    outer = E.Outer(one.routing, bytes(24), b"x")
+    for bad in ("claude:s-9", {"harness": "claude"}, {"harness": "claude", "id": "s-9", "x": 1}, None):
+        with pytest.raises(E.EnvelopeError) as refused:
+            E.parse_inner(E.canonical({**row, "session": bad}), outer)
+        assert refused.value.reason is E.Refusal.BAD_BINDING
+    answer = _answer()
+    answer_row = json.loads(E.encode_inner(answer))
+    with pytest.raises(E.EnvelopeError, match="unknown fields"):
+        E.parse_inner(E.canonical({**answer_row, "session": {"harness": "claude", "id": "s-9"}}),
+                      E.Outer(answer.routing, bytes(24), b"x"))

@@ -147,6 +147,24 @@ class RemoteCalls:
             raise RemoteCallError(refused.reason, str(refused)) from None
         return found
 
+    async def get_session(self, actor: str, *, box: str, harness: str, session_id: str) -> dict[str, Any]:
+        """``get_session`` with ``box=NAME``: that one session asked of the box an active pairing's name
+        names, through the same history request and under the same per-pairing setting as
+        :meth:`find_sessions`; the session with its box, or refused (``unknown_box``, ``not_shared``,
+        ``refused``, ``no_answer``, ``unknown_session``, a malformed harness or id)."""
+        desk = self.engine.federation
+        pairing = _active(desk).get(box) if desk is not None else None
+        if pairing is None or desk.history is None:
+            raise RemoteCallError("unknown_box", f"no active pairing with a box named {box[:64]!r}")
+        session = (harness, session_id)
+        try:
+            found = await desk.history.ask(pairing, asker=actor, text="", repo=None, limit=1, session=session)
+            return RH.session_result(found, session, pairing.name)
+        except RH.RemoteHistoryRefused as refused:
+            raise RemoteCallError(refused.reason, RH.refused_words(refused, pairing.name)) from None
+        except RH.QueryRefused as refused:
+            raise RemoteCallError(refused.reason, str(refused)) from None
+
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
     ) -> dict[str, Any] | str:
