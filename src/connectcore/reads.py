@@ -51,6 +51,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from connectcore import advice, consent, grants
 from connectcore import directory as D
@@ -431,6 +432,38 @@ def sent_across(row: O.Row, book: P.PairBook | None) -> SentAcross:
     )
 
 
+def reply_ref(hub: H.Hub, identity: E.Identity | None) -> str | None:
+    """The ref of the message from another box that a reply's ``in_reply_to`` names (the identity it
+    travels as: R9), as this box gave it to its recipient; the identity's text when the hub no longer
+    holds that message; None for a message that answers none."""
+    if identity is None:
+        return None
+    message = hub.messages.get((remote.remote_principal(identity.box, identity.principal), identity.id))
+    return message.ref if message is not None else str(identity)
+
+
+def sent_view(hub: H.Hub, row: O.Row, box_name: str) -> dict[str, Any]:
+    """What the sending agent is told about its message to another box (``send_message``'s and
+    ``get_message``'s answer; its own text is not echoed back), in the shape of a local message's
+    answer for the fields both have: ``message_id``, ``outcome`` (``queued`` until the other box's
+    final receipt, :func:`outbox.answer`), ``reason`` (what it waits for, in words), ``from`` (the
+    sending agent's actor), ``to`` (its target as sent, qualified by the box's name:
+    ``%4@<token>@devbox``, or a handle the other box resolves, ``pr:12@devbox``), ``in_reply_to``
+    (:func:`reply_ref`), ``created_at`` and ``final_at``; and ``to_box``, the box by this box's name."""
+    inner = O.message_of(row)
+    return {
+        "message_id": row.identity.id,
+        "outcome": O.answer(row),
+        "reason": O.waits_for(row, box_name) or row.reason,
+        "from": inner.sender.actor,
+        "to": f"{inner.target[1]}@{box_name}",
+        "in_reply_to": reply_ref(hub, inner.in_reply_to),
+        "to_box": box_name,
+        "created_at": row.created_at,
+        "final_at": row.final_at,
+    }
+
+
 __all__ = [
     "AUDITED_BY_STEP",
     "CALL_SCOPES",
@@ -444,7 +477,9 @@ __all__ = [
     "own_record",
     "refusal_reason",
     "replies",
+    "reply_ref",
     "sent_across",
+    "sent_view",
     "wait_over",
     "awaited",
     "waiting",

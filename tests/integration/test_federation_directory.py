@@ -9,6 +9,7 @@ one naming a pane on A only sent to A."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ from connectcore import hub as H
 from connectcore.directory import TargetError
 from connectcore.federation import envelope as E
 from connectcore.federation import remote_directory as RD
+from connectcore.federation.boxes import BoxError
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectd.daemon.ids import hash_token
 from connectd.federation.directory import CATCH_UP, RemoteDirectoryDesk
@@ -260,3 +262,107 @@ def test_an_unqualified_handle_on_both_boxes_is_ambiguous_and_one_on_a_only_goes
     assert "this box (1), laptop (1)" in str(error.value) and "title:login fix@laptop" in str(error.value)
     where, pairing = placed(b.engine, "title:login fix@laptop")
     assert where.box == "laptop"
+
+
+def test_an_agent_no_longer_shared_leaves_the_next_entry_and_the_other_box_s_listing_at_once(shared: Any) -> None:
+    """Removal is prompt, not by ageing: an entry is the whole of what the pairing sees (one key per
+    pairing, D3), so the entry put after a change no longer lists the agent and the other box, on
+    hearing it, holds only what it lists (D4). Each way an agent stops being shared: the pairing's
+    setting narrowed, its grant lowered below ``reachable``, its pane revoked, its pane gone."""
+    a, b, _pairing, network, abus, bbus = shared
+
+    _observe(a.engine, 1, 2, 3, 5)
+    token3 = D.incarnation_token(_incarnation(3))
+    anyio.run(a.engine.step, H.Launch(a.clock(), hash_token("tok-3"), "p-3", "claude", "%3", 103, token3,
+                                      PRESET_SCOPES[Preset.COLLABORATE], session=("claude", "s-3")))
+    _launch(a, 5, Preset.COLLABORATE)
+    anyio.run(a.fed.set_settings, "devbox", ["directory=connected"])
+    put: list[int] = []
+
+    async def heard(change: Any) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_dir(b).listen_loop, bbus)
+            await anyio.sleep(0.05)
+            await change()
+            a.clock.now += 1
+            put.append(await _dir(a).publish_once(abus))
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+    def scenario(change: Any) -> list[str]:
+        """``change`` on A, A's next put heard by B on the updates: the panes B's list_agents lists then."""
+        anyio.run(heard, change)
+        remote = _remote(b, "tok-4")
+        assert all(agent["age"] == 0 and agent["freshness"] == "fresh" for agent in remote)  # not aged: heard now
+        return [agent["pane"] for agent in remote]
+
+    async def nothing() -> None:
+        pass
+
+    async def narrowed() -> None:
+        await a.fed.set_settings("devbox", ["directory=reachable"])
+
+    async def lowered() -> None:
+        await a.engine.person.set_grant(("claude", "s-3"), Preset.OBSERVE)
+
+    async def revoked() -> None:
+        await a.engine.person.revoke_pane("%5")
+
+    async def gone() -> None:
+        directory = a.engine.watcher.directory
+        a.engine.watcher.directory = replace(directory, panes={k: v for k, v in directory.panes.items() if k != "%1"})
+
+    assert scenario(nothing) == ["%1", "%2", "%3", "%5"]  # connected: the observe-only %2 too
+    assert scenario(narrowed) == ["%1", "%3", "%5"]  # the setting narrowed to reachable
+    assert scenario(lowered) == ["%1", "%5"]  # %3's grant lowered to observe
+    assert scenario(revoked) == ["%1"]  # %5 revoked
+    assert scenario(gone) == []  # %1's pane gone
+    assert put == [1, 1, 1, 1, 1]  # each change put at once (a second after the last put)
+    # the entry in the bucket is what B holds: empty, the heartbeat still goes
+    verdict = E.judge(*_facts(b, a, network.bucket[f"{a.fed.local.box_id}.{b.fed.local.box_id}"][1]))
+    assert isinstance(verdict.inner, E.DirectoryInner) and verdict.inner.agents == ()
+
+
+def _get_agent(box: Box, target: str) -> Any:
+    async def call() -> Any:
+        try:
+            return await box.engine.calls.get_agent("tok-4", target)
+        except (TargetError, BoxError) as refused:
+            return refused
+
+    return anyio.run(call)
+
+
+def test_get_agent_on_an_agent_of_a_paired_box_answers_from_its_entry_read_only(shared: Any) -> None:
+    a, b, _pairing, _network, abus, bbus = shared
+    a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")
+    a.clock.now += 1
+    anyio.run(_dir(a).publish_once, abus)
+    anyio.run(_dir(b).publish_once, bbus)  # B reads A's entry
+    token1 = D.incarnation_token(_incarnation(1))
+    found = _get_agent(b, f"%1@{token1}@laptop")
+    (listed,) = _remote(b, "tok-4")
+    assert {k: v for k, v in found.items() if k not in ("question", "screen_tail")} == listed
+    assert found["box"]["name"] == "laptop" and found["remote"] is True and found["reachable"] is True
+    assert (found["age"], found["freshness"]) == (0, "fresh")
+    assert "cwd" not in found and found["screen_tail"]["shown"] is False and found["screen_tail"]["text"] == ""
+    assert _get_agent(b, "title:login fix@laptop")["pane"] == "%1"
+    assert _get_agent(b, "title:login fix")["pane"] == "%1"  # on A only: placed there, as send_message does
+    # this box's own agents as before, qualified by its own name or not
+    token4 = D.incarnation_token(_incarnation(4))
+    for target in (f"%4@{token4}", f"%4@{token4}@devbox"):
+        local = _get_agent(b, target)
+        assert local["pane"] == "%4" and "remote" not in local and "cwd" in local
+    # refused as a local get_agent is, each audited as the call's refusal
+    assert _get_agent(b, f"%2@{D.incarnation_token(_incarnation(2))}@laptop").reason is D.TargetRefusal.UNKNOWN_TARGET  # observe-only: not shared
+    assert _get_agent(b, "control@laptop").reason is D.TargetRefusal.NO_PANE
+    assert _get_agent(b, f"%1@{token1}@nowhere").reason == "unknown_box"  # no pairing of that name
+    b.engine.watcher.directory = _retitled(b.engine.watcher.directory, "%4", "login fix")
+    ambiguous = _get_agent(b, "title:login fix")
+    assert ambiguous.reason is D.TargetRefusal.AMBIGUOUS and "title:login fix@laptop" in str(ambiguous)
+    calls = [r for r in b.store.audit(limit=1000) if r.action == "get_agent"]
+    assert [r.outcome for r in calls] == ["allowed"] * 5 + ["refused"] * 4
+    assert calls[0].target == f"%1@{token1}@laptop"
+    # aged out: no answer from the entry
+    b.clock.now += RD.AGED_OUT
+    assert _get_agent(b, f"%1@{token1}@laptop").reason is D.TargetRefusal.UNKNOWN_TARGET

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from connectcore import directory as D
+from connectcore import grants
 from connectcore import hub as H
 from connectcore.delivery import MessageState
 from connectcore.effects import Audit, Effect, Persist
@@ -410,6 +411,10 @@ def test_send_message_to_a_qualified_target_is_one_outbox_row_and_get_message_re
     answer = _send(a, f"{B_ADDRESS}@devbox")
     assert answer["outcome"] == "queued" and answer["to_box"] == "devbox"
     assert answer["reason"] == "until box devbox accepts it"
+    # the shape of a local message's answer: from (the sender's actor), to, in_reply_to (none given)
+    actor = grants.actor_name(a.engine.hub.book.principals["p-1"])
+    assert (answer["from"], answer["to"], answer["in_reply_to"]) == (actor, f"{B_ADDRESS}@devbox", None)
+    assert {"message_id", "created_at", "final_at"} <= set(answer)
     assert a.engine.hub.outbox is not None
     (row,) = a.engine.hub.outbox.rows.values()
     assert (row.to, row.pairing, row.state) == (b.fed.local.box_id, pairing, O.OutboxState.PUBLISHED)
@@ -436,6 +441,7 @@ def test_send_message_to_a_qualified_target_is_one_outbox_row_and_get_message_re
     anyio.run(a.fed.received, wire2[0], wire2[1], Delivery(wire2[0], wire2[1], 3))
     got = anyio.run(lambda: a.engine.calls.get_message("tok-1", "m-1", 5.0))  # final: no wait
     assert got["outcome"] == "delivered" and got["final_at"] is not None
+    assert (got["from"], got["to"], got["in_reply_to"]) == (actor, f"{B_ADDRESS}@devbox", None)
 
 
 @pytest.mark.parametrize(
@@ -502,6 +508,11 @@ def test_a_reply_across_boxes_carries_the_identity_and_a_s_sender_sees_it_correl
     bus.calls.clear()  # type: ignore[attr-defined]
     answer = _reply(b, f"{A_ADDRESS}@laptop", in_reply_to=ref)
     assert answer["outcome"] == "queued" and answer["to_box"] == "laptop", answer
+    # as a local reply's answer says (test_live: reply_sent["from"], ["to"], ["in_reply_to"])
+    b_actor = grants.actor_name(b.engine.hub.book.principals["p-4"])
+    assert (answer["from"], answer["to"], answer["in_reply_to"]) == (b_actor, f"{A_ADDRESS}@laptop", ref), answer
+    got_reply = anyio.run(lambda: b.engine.calls.get_message("tok-4", "r-1"))
+    assert (got_reply["from"], got_reply["to"], got_reply["in_reply_to"]) == (b_actor, f"{A_ADDRESS}@laptop", ref)
     run(b.fed.pump)
     (subject, wire) = next((c[1], c[2]) for c in bus.calls if c[0] == "publish" and ".inbox" in c[1])  # type: ignore[attr-defined]
     verdict = receive(a.fed.local, subject, wire, a.fed.view())

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from connectcore import history as HI
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_history as RH
@@ -46,6 +47,18 @@ class FakeHistory:
         self.calls.append({"query": query, "limit": limit, "allowed_repos": allowed_repos})
         rows = [_row(APP, "s-1", "fix the login bug"), _row(PRIVATE, "s-2", "login secrets")]
         return [r for r in rows if allowed_repos is None or r["repo"] in allowed_repos][:limit]
+
+    def get_session(self, harness: str, session_id: str, *, allowed_repos: frozenset[str] | None = None) -> dict[str, Any]:
+        """As the real one: the session, or SessionNotFound, or OutOfScope for a repository not allowed."""
+        self.calls.append({"session": (harness, session_id), "allowed_repos": allowed_repos})
+        rows = {("claude", "s-1"): _row(APP, "s-1", "fix the login bug"),
+                ("claude", "s-2"): _row(PRIVATE, "s-2", "login secrets")}
+        row = rows.get((harness, session_id))
+        if row is None:
+            raise HI.SessionNotFound(harness, session_id)
+        if allowed_repos is not None and row["repo"] not in allowed_repos:
+            raise HI.OutOfScope(f"{harness} session {session_id!r}")
+        return row
 
 
 def _row(repo: str, session: str, title: str) -> dict[str, Any]:
@@ -249,3 +262,110 @@ def test_the_pump_starts_the_answering_loop_as_a_bus_service(net: Any) -> None:
 
     a.fed.pump.start(Recording())
     assert (Kind.BUS, "federation history answer") in spawned
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_the_answer_names_no_absolute_path_of_the_box_asked(net: Any, tmp_path: Any) -> None:
+    """The answer shares the session's id, harness, the repository's name as ``history_repos`` lists it,
+    title and times: read as B opens it, it holds no path under A's home or data directory, and no
+    absolute path at all; B's agent sees the same."""
+    a, b, _network, abus, bbus, _index = net
+    home = str(tmp_path / "home-a")
+    app, data = f"{home}/src/app", str(a.root)
+
+    class Paths(FakeHistory):
+        def recent_dirs(self, limit: int) -> list[dict[str, Any]]:
+            return [{"cwd": f"{app}/server", "repo": app}]
+
+        def find_sessions(self, query: str, *, limit: int, allowed_repos: frozenset[str] | None = None,
+                          repo: str | None = None) -> list[dict[str, Any]]:
+            row = _row(app, "s-1", "fix the login bug") | {"cwd": f"{app}/server", "pane": "%7", "liveness": "live"}
+            worktree = _row(app, "s-3", "login in a worktree") | {"cwd": f"{data}/worktrees/app-login"}
+            return [row, worktree]
+
+    a.engine.history = Paths()
+    _set(a, history="index", history_repos=("app",))
+    (pairing,) = a.fed.book.active()
+
+    async def scenario() -> bytes | None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_hist(a).answer_loop, abus)
+            await anyio.sleep(0.02)
+            reply = await bbus.request(a.fed.local.box_id, _query(b.fed.local, a, str(pairing.id)), timeout=2)
+            tg.cancel_scope.cancel()
+        return reply
+
+    reply = anyio.run(scenario)
+    assert reply is not None
+    verdict = E.judge(*_facts(b, a, reply))
+    assert isinstance(verdict.inner, E.HistoryAnswerInner) and verdict.inner.outcome == "results"
+    opened = E.encode_inner(verdict.inner).decode()
+    assert [r["session_id"] for r in verdict.inner.results] == ["s-1", "s-3"]
+    assert home not in opened and data not in opened and str(tmp_path) not in opened
+    assert not [s for s in _strings(list(verdict.inner.results)) if s.startswith("/") or "/home" in s]
+    found = _ask(b, abus, a)
+    assert [(r["session_id"], r["repo"], r["title"]) for r in found] == [
+        ("s-1", "app", "fix the login bug"), ("s-3", "app", "login in a worktree")]
+    assert all("cwd" not in r and r["last_active"] == "2026-12-05T10:00:00Z" for r in found)
+    assert not [s for s in _strings(found) if s.startswith("/") or home in s or data in s]
+
+
+def _get_session(b: Box, abus: SimBus | None, a: Box | None, session_id: str, box: str = "laptop") -> Any:
+    """B's agent (tok-4) calls get_session box=laptop while A answers on its bus (None: A not listening)."""
+
+    async def scenario() -> Any:
+        async with anyio.create_task_group() as tg:
+            if abus is not None and a is not None:
+                tg.start_soon(_hist(a).answer_loop, abus)
+                await anyio.sleep(0.02)
+            try:
+                return await b.engine.calls.get_session("tok-4", None, "claude", session_id, box)
+            except RemoteCallError as refused:
+                return refused
+            finally:
+                tg.cancel_scope.cancel()
+
+    return anyio.run(scenario)
+
+
+def test_get_session_box_reads_one_session_under_the_same_setting(net: Any) -> None:
+    """get_session box=laptop goes as the same history request (a query for one session): not shared by
+    default; with history=index, a session of a listed repository with its box, the repository by
+    name and no cwd; one of a repository not listed answered as one that does not exist."""
+    a, b, _network, abus, _bbus, index = net
+    refused = _get_session(b, abus, a, "s-1")
+    assert isinstance(refused, RemoteCallError) and refused.reason == "not_shared"
+    assert str(refused) == "box laptop: not shared (its owner shares no session history with this box)"
+    assert index.calls == []  # nothing read
+    _set(a, history="index", history_repos=("app",))
+    found = _get_session(b, abus, a, "s-1")
+    assert isinstance(found, dict), found
+    assert (found["session_id"], found["repo"], found["title"], found["remote"]) == ("s-1", "app", "fix the login bug", True)
+    assert found["box"]["name"] == "laptop" and "cwd" not in found
+    assert index.calls[-1] == {"session": ("claude", "s-1"), "allowed_repos": frozenset({APP})}
+    hidden, missing = _get_session(b, abus, a, "s-2"), _get_session(b, abus, a, "s-404")
+    assert isinstance(hidden, RemoteCallError) and isinstance(missing, RemoteCallError)
+    assert (hidden.reason, missing.reason) == ("unknown_session", "unknown_session")
+    assert str(hidden) == "box laptop: no claude session 's-2' that it shares with this box"
+    assert str(missing).replace("s-404", "s-2") == str(hidden)  # the private repository's session is not told apart
+    unknown = _get_session(b, abus, a, "s-1", box="nowhere")
+    assert isinstance(unknown, RemoteCallError) and unknown.reason == "unknown_box"
+    silent = _get_session(b, None, None, "s-1")  # A not listening
+    assert isinstance(silent, RemoteCallError) and str(silent) == "no answer from box laptop within 5 s"
+    # audited on both boxes: each call on B, each answer on A
+    calls = [(r.outcome, r.target) for r in _audit(b, "get_session")]
+    assert calls == [("refused", "claude:s-1 box=laptop"), ("allowed", "claude:s-1 box=laptop"),
+                     ("refused", "claude:s-2 box=laptop"), ("refused", "claude:s-404 box=laptop"),
+                     ("refused", "claude:s-1 box=nowhere"), ("refused", "claude:s-1 box=laptop")]
+    assert [r.outcome for r in _audit(a, RH.AUDIT_EVENT)] == ["not_shared", "answered", "answered", "answered"]

@@ -161,6 +161,19 @@ def test_the_same_revision_again_changes_nothing_and_a_newer_one_replaces_it() -
     assert what is RD.Taken.NEW and newer.entries[A].agents == () and newer.entries[A].revision == 6
 
 
+def test_an_agent_left_out_of_a_newer_entry_is_gone_at_once_not_by_ageing() -> None:
+    """An entry is the whole of what the pairing sees (D3): the newer one replaces what was held (D4),
+    so an agent it no longer lists (revoked, its grant lowered, its pane gone, the setting narrowed on
+    the publishing box) leaves the listing when it is heard, while the others stay fresh."""
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4), local(5)])))
+    assert [a["pane"] for a in RD.listing(directory, [PEER], NOW)] == ["%4", "%5"]
+    later = NOW + 1
+    newer, what = taken(directory, inner(RD.shared([local(5)]), revision=6, at=later), now=later)
+    assert what is RD.Taken.NEW
+    assert [(a["pane"], a["freshness"]) for a in RD.listing(newer, [PEER], later)] == [("%5", "fresh")]
+    assert RD.matches(newer, [PEER], later, D.parse_target("pr:12")) == {"laptop": 1}  # %4 no longer weighed
+
+
 def test_an_older_revision_is_refused_a_replay() -> None:
     directory, _ = taken(RD.RemoteDirectory(), inner(revision=9))
     assert refused(directory, inner(revision=8)) == "older_revision"
@@ -297,3 +310,41 @@ def test_a_handle_naming_panes_on_two_boxes_is_refused_ambiguous_never_guessed()
     assert error.value.reason is D.TargetRefusal.AMBIGUOUS and "pr:12@laptop" in str(error.value)
     only_there = B.place("pr:12", own_name="devbox", paired_names={"laptop"}, matches={"pr:12": {None: 0, "laptop": 1}})
     assert only_there.box == "laptop"
+
+
+# --- D9: one remote agent ---------------------------------------------------------------------------
+
+
+def test_one_remote_agent_is_read_from_its_box_s_entry_without_a_screen_or_a_working_directory() -> None:
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4), local(5, title="deploy")])))
+    found = RD.detail(directory, [PEER], NOW + 3, "laptop", D.parse_target(f"%4@{TOKEN}"))
+    (listed,) = [a for a in RD.listing(directory, [PEER], NOW + 3) if a["pane"] == "%4"]
+    assert {k: v for k, v in found.items() if k not in ("question", "screen_tail")} == listed
+    assert found["box"]["name"] == "laptop" and found["age"] == 3 and found["reachable"] is True
+    assert "cwd" not in found and "actor" not in found and found["question"] is None
+    assert found["screen_tail"]["shown"] is False and found["screen_tail"]["text"] == ""
+    assert found["screen_tail"]["withheld"] == RD.SCREEN_WITHHELD
+    assert RD.detail(directory, [PEER], NOW, "laptop", D.parse_target("title:deploy"))["pane"] == "%5"
+
+
+@pytest.mark.parametrize(("box", "target", "reason"), [
+    ("laptop", f"%9@{TOKEN}", D.TargetRefusal.UNKNOWN_TARGET),  # no such pane in the entry
+    ("laptop", "%4@0000000000000000", D.TargetRefusal.STALE_INCARNATION),  # the pane holds another process
+    ("laptop", "pr:12", D.TargetRefusal.AMBIGUOUS),  # two panes on that box
+    ("laptop", "title:nothing", D.TargetRefusal.NO_PANE),
+    ("laptop", "control", D.TargetRefusal.NO_PANE),  # another box's control is not shared
+    ("desk", f"%4@{TOKEN}", D.TargetRefusal.UNKNOWN_TARGET),  # no entry held from that box
+])
+def test_a_remote_agent_not_named_exactly_once_is_refused_as_a_local_one(box: str, target: str, reason: Any) -> None:
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4), local(5)])))
+    before = copy.deepcopy(directory)
+    with pytest.raises(D.TargetError) as refused:
+        RD.detail(directory, [PEER, RD.Peer("desk", C, "pairing-9", "0000aaaa")], NOW, box, D.parse_target(target))
+    assert refused.value.reason is reason and directory == before
+
+
+def test_an_aged_out_entry_answers_no_remote_agent() -> None:
+    directory, _ = taken(RD.RemoteDirectory(), inner())
+    with pytest.raises(D.TargetError) as refused:
+        RD.detail(directory, [PEER], NOW + RD.AGED_OUT, "laptop", D.parse_target(f"%4@{TOKEN}"))
+    assert refused.value.reason is D.TargetRefusal.UNKNOWN_TARGET and "aged out" in str(refused.value)

@@ -165,15 +165,27 @@ def test_results_are_the_allowlist_only_of_listed_repositories_capped() -> None:
     leaked = {**result(), "prompts": ["the secret prompt"], "title": "two\nlines\x1b[31m"}
     shaped = RH.shape_results([leaked, result("/home/me/private")], search)
     assert len(shaped) == 1  # the result of a repository not listed is dropped, whatever the search gave
-    assert set(shaped[0]) == set(HI.ALLOWED_FIELDS) == set(RH.TEXT_FIELDS) | set(RH.LIST_FIELDS)
-    assert "prompts" not in shaped[0]
+    assert set(shaped[0]) == set(HI.ALLOWED_FIELDS) - {"cwd"} == set(RH.TEXT_FIELDS) | set(RH.LIST_FIELDS)
+    assert "prompts" not in shaped[0] and shaped[0]["repo"] == "app"
     assert shaped[0]["title"] == "two lines [31m"  # one printable line
     many = [result(session_id=f"s-{n}") for n in range(80)]
     assert len(RH.shape_results(many, search)) == RH.MAX_RESULTS
     assert len(RH.shape_results(many, RH.Search("login", search.repos, 3))) == 3
-    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    big = [result(session_id=f"s-{n}", title="t" * 300, branches=["b" * 200] * 20) for n in range(50)]
     kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
     assert 0 < len(kept) < 50 and sum(len(E.canonical(r)) + 1 for r in kept) <= RH.RESULTS_BUDGET
+
+
+def test_no_path_of_the_box_asked_is_shared_only_the_repository_s_name() -> None:
+    """H5: the answer shares the session's id, harness, the repository's name (as ``history_repos``
+    lists it), title and times, never the working directory or any absolute path of the box asked."""
+    home = "/home/me"
+    search = RH.Search("login", frozenset({f"{home}/src/app", f"{home}/src/tools/"}), 50)
+    local = [result(f"{home}/src/app", cwd=f"{home}/src/app/server"), result(f"{home}/src/tools/", session_id="s-8")]
+    shaped = RH.shape_results(local, search)
+    assert [(r["session_id"], r["repo"]) for r in shaped] == [("s-9", "app"), ("s-8", "tools")]
+    assert all("cwd" not in r for r in shaped) and home not in json.dumps(shaped)
+    assert RH.receive_answer(judged(_answer(results=shaped)), "q-1") == shaped  # and the asker takes them
 
 
 def _answer(outcome: RH.Outcome = RH.Outcome.RESULTS, results: Any = (), **kw: Any) -> E.HistoryAnswerInner:
@@ -182,7 +194,7 @@ def _answer(outcome: RH.Outcome = RH.Outcome.RESULTS, results: Any = (), **kw: A
 
 
 def test_a_sealed_answer_fits_an_envelope() -> None:
-    big = [result(session_id=f"s-{n}", title="t" * 300, cwd="/" + "c" * 1000) for n in range(50)]
+    big = [result(session_id=f"s-{n}", title="t" * 300, branches=["b" * 200] * 20) for n in range(50)]
     kept = RH.shape_results(big, RH.Search("login", frozenset({"/home/me/app"}), 50))
     plain = E.encode_inner(_answer(results=kept))
     sealed = len(plain) + 16  # crypto_box's tag
@@ -194,8 +206,8 @@ def test_a_sealed_answer_fits_an_envelope() -> None:
 
 
 def test_the_asker_takes_the_results_of_its_own_query_with_their_box() -> None:
-    found = RH.receive_answer(judged(_answer(results=[result()])), "q-1")
-    assert found == (result(),)
+    found = RH.receive_answer(judged(_answer(results=[RH.shape(result())])), "q-1")
+    assert found == (RH.shape(result()),)
     (row,) = RH.shown(found, {"name": "laptop", "id": B, "fingerprint": "3f9a12c0"})
     assert row["box"]["name"] == "laptop" and row["remote"] is True
 
@@ -212,22 +224,103 @@ def test_not_shared_and_refused_answers_are_the_caller_s_refusals() -> None:
 
 def test_an_answer_to_another_query_forged_or_malformed_is_refused() -> None:
     with pytest.raises(RH.AnswerRefused) as other:
-        RH.receive_answer(judged(_answer(results=[result()])), "q-2")
+        RH.receive_answer(judged(_answer(results=[RH.shape(result())])), "q-2")
     assert other.value.reason == "wrong_query"
     with pytest.raises(RH.AnswerRefused) as forged:
         RH.receive_answer(judged(_answer(), signature_ok=False), "q-1")
     assert forged.value.reason == "bad_signature"
-    # a result with a field beyond the allowlist, or markup across lines: text from another box is data
-    for bad in ({**result(), "prompts": ["x"]}, result(title="a\nb"), result(branches="main")):
+    # a result with a field beyond the allowlist (a working directory too), markup across lines, or a
+    # repository given as a path: text from another box is data, and no path of it is taken
+    shared = RH.shape(result())
+    for bad in ({**shared, "prompts": ["x"]}, {**shared, "title": "a\nb"}, {**shared, "branches": "main"}, result(),
+                {**shared, "cwd": "/home/me/app"}, {**shared, "repo": "/home/me/app"}, {**shared, "repo": "me/app"}):
         routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
         inner = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", (bad,))
         with pytest.raises(RH.AnswerRefused) as malformed:
             RH.receive_answer(judged(inner), "q-1")
         assert malformed.value.reason == "malformed_answer"
     routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
-    too_many = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", tuple(result() for _ in range(51)))
+    too_many = E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", tuple(RH.shape(result()) for _ in range(51)))
     with pytest.raises(RH.AnswerRefused, match="at most 50"):
         RH.receive_answer(judged(too_many), "q-1")
     with pytest.raises(RH.AnswerRefused) as not_answer:
         RH.receive_answer(judged(a_query()), "q-1")
     assert not_answer.value.reason == "not_an_answer"
+
+
+# --- get_session box=: a query for one session ----------------------------------------------------
+
+
+def test_a_query_for_one_session_travels_in_the_same_envelope_and_a_plain_one_is_unchanged() -> None:
+    plain = E.encode_inner(a_query())
+    assert b"session" not in plain  # a query without one is byte for byte what it was
+    one = a_query(text="", limit=1, session=("claude", "s-9"))
+    data = E.encode_inner(one)
+    assert json.loads(data)["session"] == {"harness": "claude", "id": "s-9"}
+    assert E.parse_inner(data, E.Outer(one.routing, bytes(24), b"x")) == one
+    verdict = judged(one)
+    assert verdict.decision is E.Decision.HISTORY and verdict.inner == one
+    inner, limiter = RH.admit(verdict, RH.Limiter(), now=NOW)
+    assert inner.session == ("claude", "s-9") and len(limiter.asked[PAIRING]) == 1  # rated as any query
+    search = RH.plan(inner, "index", ["app"], ["/home/me/app", "/home/me/private"])
+    assert search == RH.Search("", frozenset({"/home/me/app"}), 1, ("claude", "s-9"))
+    assert RH.plan(inner, "none", ["app"], ["/home/me/app"]) is None  # not shared by default
+
+
+@pytest.mark.parametrize(("over", "words"), [
+    ({"session": ("Claude!", "s-9")}, "harness and a session id"),
+    ({"session": ("claude", "s 9")}, "harness and a session id"),
+    ({"session": ("claude", "s-9"), "text": "login"}, "no words"),
+    ({"session": ("claude", "s-9"), "repo": "app"}, "no words"),
+    ({"session": ("claude", "s-9"), "limit": 2}, "limit of 1"),
+])
+def test_a_malformed_query_for_one_session_is_refused_before_it_is_sent_and_when_it_arrives(
+    over: dict[str, Any], words: str
+) -> None:
+    values: dict[str, Any] = {"text": "", "limit": 1}
+    values.update(over)
+    with pytest.raises(RH.QueryRefused, match=words) as refused:
+        a_query(**values)
+    assert refused.value.reason == "malformed_query"
+    # the same, sent by a box that skipped the check: refused on arrival, changing nothing
+    raw = E.HistoryQueryInner(q_routing(), "q-1", NOW, ASKER, values["text"], values.get("repo"), values["limit"],
+                              values["session"])
+    limiter = RH.Limiter()
+    with pytest.raises(RH.QueryRefused) as arrived:
+        RH.admit(judged(raw), limiter, now=NOW)
+    assert arrived.value.reason == "malformed_query" and limiter == RH.Limiter()
+
+
+def test_an_answer_for_one_session_is_that_session_or_none() -> None:
+    session = ("claude", "s-9")
+    routing = E.Routing(E.Kind.HISTORY_ANSWER, B, A, pairing=PAIRING)
+    one = RH.shape(result())
+
+    def answered(*results: dict[str, Any]) -> E.Verdict:
+        return judged(E.HistoryAnswerInner(routing, "q-1", NOW, "results", "", results))
+
+    found = RH.receive_answer(answered(one), "q-1", session)
+    assert RH.session_result(found, session, "laptop") == one
+    for bad in ((RH.shape(result(session_id="s-8")),), (one, one)):  # another session, or two
+        with pytest.raises(RH.AnswerRefused) as malformed:
+            RH.receive_answer(answered(*bad), "q-1", session)
+        assert malformed.value.reason == "malformed_answer"
+    with pytest.raises(RH.RemoteHistoryRefused) as none:
+        RH.session_result(RH.receive_answer(answered(), "q-1", session), session, "laptop")
+    assert none.value.reason == "unknown_session"
+    assert RH.refused_words(none.value, "laptop") == "box laptop: no claude session 's-9' that it shares with this box"
+
+
+def test_the_session_field_is_a_history_query_s_only_and_shaped() -> None:
+    one = a_query(text="", limit=1, session=("claude", "s-9"))
+    row = json.loads(E.encode_inner(one))
+    outer = E.Outer(one.routing, bytes(24), b"x")
+    for bad in ("claude:s-9", {"harness": "claude"}, {"harness": "claude", "id": "s-9", "x": 1}, None):
+        with pytest.raises(E.EnvelopeError) as refused:
+            E.parse_inner(E.canonical({**row, "session": bad}), outer)
+        assert refused.value.reason is E.Refusal.BAD_BINDING
+    answer = _answer()
+    answer_row = json.loads(E.encode_inner(answer))
+    with pytest.raises(E.EnvelopeError, match="unknown fields"):
+        E.parse_inner(E.canonical({**answer_row, "session": {"harness": "claude", "id": "s-9"}}),
+                      E.Outer(answer.routing, bytes(24), b"x"))

@@ -571,3 +571,43 @@ def test_a_message_sent_to_another_box_shows_its_target_that_box_and_the_outcome
     assert (cancelling.listed, cancelling.outcome) == ("cancelling", "queued")
     assert cancelling.reason == f"box {TO.B} has not yet confirmed it is cancelled"
     assert cancelling.waits_for == f"cancelling: box {TO.B} has not yet confirmed it is cancelled"
+
+
+def test_a_message_to_another_box_answers_its_sender_in_the_shape_of_a_local_one() -> None:
+    """``send_message``/``get_message`` across boxes (reads.sent_view): the local answer's ``from``,
+    ``to`` and ``in_reply_to`` too (the target qualified by the box's name; the reply's ref as this box
+    gave it), with the keys it had (``to_box``, ``created_at``, ``final_at``)."""
+    from connectcore import reads as R
+    from connectcore.federation import envelope as E
+    from connectcore.federation import outbox as O
+    from connectcore.federation import remote
+    from tests.unit import test_federation_outbox as TO
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    w.send(a, b, message_id="m1")
+    (local,) = w.hub.messages.values()
+    local_view = {"message_id", "ref", "outcome", "reason", "to", "from", "hop", "conversation", "in_reply_to",
+                  "created_at", "final_at"}
+    outbox, _ = O.admit(O.Outbox(own=TO.A), TO.message("x-1"), nonce=TO.NONCE, now=TO.T0)
+    row = outbox.rows[TO.message("x-1").identity]
+    view = R.sent_view(w.hub, row, "devbox")
+    assert view == {
+        "message_id": "x-1", "outcome": "queued", "reason": "until box devbox accepts it", "from": "agent:claude:s-1",
+        "to": "%4@51d7a9c03e6f2b18@devbox", "in_reply_to": None, "to_box": "devbox", "created_at": TO.T0,
+        "final_at": None,
+    }
+    assert set(view) - {"to_box"} <= local_view
+    handle = O.admit(O.Outbox(own=TO.A), TO.message("x-2", target=("handle", "pr:12")), nonce=TO.NONCE, now=TO.T0)[0]
+    assert R.sent_view(w.hub, next(iter(handle.rows.values())), "devbox")["to"] == "pr:12@devbox"
+    # a reply: the message it answers came from box B (held here as its remote principal's): its ref here
+    theirs = replace(local, sender=remote.remote_principal(TO.B, "p-9"), id="q-1")
+    hub = replace(w.hub, messages={**w.hub.messages, theirs.key: theirs})
+    answered = E.Identity(TO.B, "p-9", "q-1")
+    reply = O.admit(O.Outbox(own=TO.A), TO.message("x-3", in_reply_to=answered), nonce=TO.NONCE, now=TO.T0)[0]
+    (reply_row,) = reply.rows.values()
+    assert R.sent_view(hub, reply_row, "devbox")["in_reply_to"] == theirs.ref
+    assert R.sent_view(w.hub, reply_row, "devbox")["in_reply_to"] == str(answered)  # no longer held: its identity
+    done = replace(row, state=O.OutboxState.DELIVERED, reason="typed", final_at=TO.T0 + 5)
+    assert {k: R.sent_view(w.hub, done, "devbox")[k] for k in ("outcome", "reason", "final_at")} == {
+        "outcome": "delivered", "reason": "typed", "final_at": TO.T0 + 5}

@@ -12,7 +12,8 @@ Rules (docs/federation.md, "The envelope"):
   signature covers the exact bytes received.
 - **Inner** (sealed; canonical JSON): the outer routing fields again (``v``, ``kind``, ``from``, ``to``
   and the kind's routing, never ``keys``), so a ciphertext moved under another outer is ``bad_binding``;
-  then the kind's own fields (:data:`INNER_FIELDS`). A message's **identity** is ``(sender box id,
+  then the kind's own fields (:data:`INNER_FIELDS`, and those of :data:`OPTIONAL_INNER_FIELDS` present
+  only when set: a history query's ``session``). A message's **identity** is ``(sender box id,
   sender principal, message id)``; its **digest** is the SHA-256 of its canonical inner part, in hex.
 - **Canonical** means byte for byte: a part is accepted only if encoding what was parsed gives the very
   bytes received (so duplicate keys, whitespace, escapes, padded base64 are all refused), and the same
@@ -148,6 +149,10 @@ INNER_FIELDS: Mapping[Kind, frozenset[str]] = {
     Kind.HISTORY_QUERY: frozenset({"id", "created_at", "asker", "query", "repo", "limit"}),
     Kind.HISTORY_ANSWER: frozenset({"query", "at", "outcome", "reason", "results"}),
 }
+#: The fields a kind's inner part may carry besides :data:`INNER_FIELDS` (present only when set, so an
+#: inner part without them is byte for byte what it was before they existed): a history query's
+#: ``session`` (``get_session box=``: one session by harness and id).
+OPTIONAL_INNER_FIELDS: Mapping[Kind, frozenset[str]] = {Kind.HISTORY_QUERY: frozenset({"session"})}
 SENDER_FIELDS = frozenset({"principal", "actor", "harness", "pane", "incarnation", "control"})
 RECEIPT_OUTCOMES = frozenset({"accepted", *(str(s) for s in FINAL)})
 
@@ -387,7 +392,8 @@ class DirectoryInner:
 class HistoryQueryInner:
     """A history query's inner part: its ``id`` (the answer names it), when it was ``created_at``, the
     ``asker`` (the asking agent's actor, for the answering box's audit), the ``query`` words, the
-    ``repo`` it narrows to (a repository's name, or None) and the ``limit``
+    ``repo`` it narrows to (a repository's name, or None) and the ``limit``; ``session`` (harness,
+    session id) asks for that one session instead (``get_session box=``; encoded only when set)
     (:mod:`connectcore.federation.remote_history` checks them; here only: their types)."""
 
     routing: Routing
@@ -397,6 +403,7 @@ class HistoryQueryInner:
     query: str
     repo: str | None
     limit: int
+    session: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -536,6 +543,8 @@ def encode_inner(inner: Inner) -> bytes:
     elif isinstance(inner, HistoryQueryInner):
         row.update(id=inner.id, created_at=inner.created_at, asker=inner.asker, query=inner.query, repo=inner.repo,
                    limit=inner.limit)
+        if inner.session is not None:
+            row.update(session={"harness": inner.session[0], "id": inner.session[1]})
     elif isinstance(inner, HistoryAnswerInner):
         row.update(query=inner.query, at=inner.at, outcome=inner.outcome, reason=inner.reason,
                    results=[dict(r) for r in inner.results])
@@ -614,7 +623,8 @@ def parse_inner(data: bytes, outer: Outer) -> Inner:
     if routing != outer.routing:
         raise EnvelopeError(Refusal.BAD_BINDING, "the inner routing differs from the outer routing")
     kind = routing.kind
-    _exact(row, {"v", "kind", "from", "to", *ROUTING_FIELDS[kind], *INNER_FIELDS[kind]}, Refusal.BAD_BINDING,
+    present = set(OPTIONAL_INNER_FIELDS.get(kind, frozenset())) & set(row)
+    _exact(row, {"v", "kind", "from", "to", *ROUTING_FIELDS[kind], *INNER_FIELDS[kind], *present}, Refusal.BAD_BINDING,
            f"the inner part of a {kind}")
     f = _Fields(row, str(kind))
     inner: Inner
@@ -653,8 +663,12 @@ def parse_inner(data: bytes, outer: Outer) -> Inner:
             raise f._bad("agents", "a list of objects")
         inner = DirectoryInner(routing, f.count("revision"), f.number("published_at"), tuple(agents))
     elif kind is Kind.HISTORY_QUERY:
+        session = None
+        if "session" in row:
+            asked = f.obj("session", {"harness", "id"})
+            session = (asked.text("harness", empty=False), asked.text("id", empty=False))
         inner = HistoryQueryInner(routing, f.text("id", empty=False), f.number("created_at"), f.text("asker"),
-                                  f.text("query"), f.opt_str("repo"), f.count("limit"))
+                                  f.text("query"), f.opt_str("repo"), f.count("limit"), session)
     elif kind is Kind.HISTORY_ANSWER:
         results = row["results"]
         if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):

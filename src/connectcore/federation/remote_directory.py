@@ -2,7 +2,7 @@
 revision, how an arriving entry is judged, and each remote entry's age (docs/federation.md,
 "Directory and history across boxes: reads").
 
-Rules (D1 to D8):
+Rules (D1 to D9):
 
 - **D1 What a pairing sees.** The pairing's ``directory`` setting on the publishing box
   (:class:`Setting`): ``reachable`` (the default: the agents whose grant includes ``reachable``, the only
@@ -42,6 +42,14 @@ Rules (D1 to D8):
   that box's entry (the directory's own handle rules, :func:`connectcore.directory.candidates`), for
   :func:`connectcore.federation.boxes.place`: a handle naming panes on more than one box is refused
   ``ambiguous``, never guessed. A remote box's agent is never the ``control`` handle's.
+- **D9 One remote agent** (:func:`detail`, ``get_agent`` with a target placed on a paired box): the
+  one agent the target names in that box's entry (by the directory's own rules: an address by its pane
+  and token, a handle by its matches), answered from the entry as :func:`listing` shows it (its box,
+  age, staleness, whether it is reachable, the shared fields: never a working directory) with no screen
+  (``screen_tail`` withheld: another box's screen is not shared) and no question; read only. Refused,
+  as a local ``get_agent`` is: ``unknown_target`` (no such pane in the entry, or no entry held, or
+  aged out), ``stale_incarnation`` (the pane now holds another process), ``no_pane``, ``ambiguous``
+  (several panes on that box), ``no_pane`` for ``control`` (another box's control is not shared).
 
 Pure: the shell seals, signs, opens and verifies; it hands :func:`receive` the envelope judgement's
 verdict.
@@ -368,6 +376,36 @@ def listing(directory: RemoteDirectory, peers: Sequence[Peer], now: float) -> tu
 # --------------------------------------------------------------------------------------------------
 # D8: ambiguity
 # --------------------------------------------------------------------------------------------------
+
+
+#: What :func:`detail` says in place of a remote agent's screen (D9).
+SCREEN_WITHHELD = "the screen of an agent on another box is not shared: only its directory entry"
+
+
+def detail(
+    directory: RemoteDirectory, peers: Sequence[Peer], now: float, box_name: str, target: D.Target
+) -> dict[str, Any]:
+    """The one agent ``target`` names on the paired box ``box_name`` (D9), as ``get_agent`` answers it,
+    or :class:`connectcore.directory.TargetError`. ``target`` is unqualified (the box's name taken off)."""
+    if isinstance(target, D.Handle) and target.kind is D.HandleKind.CONTROL:
+        raise D.TargetError(D.TargetRefusal.NO_PANE, f"box {box_name} does not share its control agent")
+    shown = {peer.name: (peer, held) for peer, held in _shown(directory, peers, now)}
+    if box_name not in shown:
+        raise D.TargetError(D.TargetRefusal.UNKNOWN_TARGET,
+                            f"box {box_name} shares no agent now (no directory entry from it, or it aged out)")
+    peer, held = shown[box_name]
+    records = {a.get("pane"): _record(a) for a in held.agents}
+    try:
+        record = D.resolve(D.Directory(panes=records), target)
+    except D.TargetError as refused:
+        raise D.TargetError(refused.reason, f"on box {box_name}: {refused}", candidates=refused.candidates) from None
+    (entry,) = [e for e in listing(directory, [peer], now) if e["pane"] == record.pane_id]
+    return {
+        **entry,
+        "question": None,
+        "screen_tail": {"untrusted": True, "source": f"directory entry of box {box_name}", "text": "",
+                        "shown": False, "withheld": SCREEN_WITHHELD},
+    }
 
 
 def _record(agent: RemoteAgent) -> D.PaneRecord:

@@ -10,6 +10,11 @@ Rules (H1 to H8):
   query (its searchable words checked here first, :func:`connectcore.history.query_terms`), an
   optional repository name to narrow to, and a ``limit`` of 1 to :data:`MAX_RESULTS`
   (:func:`query`). It goes as a NATS request on ``connect.<laptop>.history``; not stored, not retried.
+  ``get_session`` with ``box=laptop`` is the same request asking for one ``session`` (harness and
+  id: :func:`check_session`) instead of words: no query words, no repository, a limit of 1; it is
+  judged, rated, planned and shaped as any query (H2 to H5), and answered with that session when the
+  pairing's setting shares it, else with none (the asker cannot tell a session that does not exist
+  from one in a repository not listed: ``unknown_session``, :func:`session_result`).
 - **H2 Judging a query** (:func:`admit`), the first that holds deciding, each refusal changing
   nothing and answering nothing (there is no one to answer but an unauthenticated sender): the
   envelope judgement's own refusals (``unpaired``, ``removed``, ``bad_signature``, ``bad_seal``,
@@ -26,16 +31,20 @@ Rules (H1 to H8):
   the repositories this box's index knows whose name is listed, narrowed to the query's repository
   name if it gives one). ``index`` with no repository listed shares nothing: answered ``not_shared``.
   An unknown setting shares nothing.
-- **H5 The allowlist and caps** (:func:`shape_results`): each result only the fields a local history
-  read returns (:data:`connectcore.history.ALLOWED_FIELDS`), each text one printable line within its
-  bound, and only results whose repository is one the pairing may read (checked again here, whatever
-  the search gave); at most :data:`MAX_RESULTS` results and :data:`RESULTS_BUDGET` bytes of them, so
-  the sealed answer stays within an envelope's 64 KiB.
+- **H5 The allowlist and caps** (:func:`shape_results`): each result only :data:`FIELDS`, the fields a
+  local history read returns (:data:`connectcore.history.ALLOWED_FIELDS`) less the working directory
+  (``cwd``), and its repository by its **name** (as ``history_repos`` lists it), never its path: no
+  absolute path of the box asked (its home, its data directory) leaves it, as the directory shares
+  names only (D2). Each text is one printable line within its bound, and only results whose repository
+  is one the pairing may read are kept (checked again here, whatever the search gave); at most
+  :data:`MAX_RESULTS` results and :data:`RESULTS_BUDGET` bytes of them, so the sealed answer stays
+  within an envelope's 64 KiB.
 - **H6 Judging an answer** (:func:`receive_answer`) on the asking box: the envelope judgement's
   refusals (under ``connect.<own>.history.<the box asked>``: an answer signed by another box is
   ``bad_binding`` or ``bad_signature``); ``not_an_answer``; ``wrong_query`` (it answers another query
   id); ``malformed_answer`` (an outcome not H4's, more than :data:`MAX_RESULTS` results, a result
-  with fields other than H5's or text not one printable line: text from another machine is data).
+  with fields other than H5's, text not one printable line, or a repository that is a path, not a
+  name: text from another machine is data).
   ``not_shared`` and ``refused`` are the caller's refusals (:class:`RemoteHistoryRefused`); results are
   shown with their box (:func:`shown`).
 - **H7 No answer.** None within :data:`TIMEOUT` seconds (the box is offline, not listening, or chose
@@ -88,16 +97,20 @@ class Outcome(StrEnum):
 
 
 #: The text fields of a result and their bounds (characters); ``last_active`` and ``pane`` may be None.
+#: ``repo`` is the repository's name (H5).
 TEXT_FIELDS: Mapping[str, int] = {
-    "harness": 16, "session_id": 128, "repo": 1024, "title": 300, "cwd": 1024, "last_active": 40,
-    "liveness": 32, "pane": 16,
+    "harness": 16, "session_id": 128, "repo": 100, "title": 300, "last_active": 40, "liveness": 32, "pane": 16,
 }
 #: The list fields of a result: (at most how many, of at most how many characters each).
 LIST_FIELDS: Mapping[str, tuple[int, int]] = {"branches": (20, 200), "prs": (20, 300), "matched_terms": (16, 64)}
-FIELDS = frozenset(HI.ALLOWED_FIELDS)
+#: The fields not shared with another box: paths of the box asked (H5).
+WITHHELD = frozenset({"cwd"})
+#: Every field of a shared result: a local history read's, less :data:`WITHHELD` (H5).
+FIELDS = frozenset(HI.ALLOWED_FIELDS) - WITHHELD
 _NULLABLE = frozenset({"last_active", "pane"})
 _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _ACTOR_RE = re.compile(r"(agent|control):[a-z0-9_-]{1,32}:[A-Za-z0-9._:%-]{1,128}")
+_HARNESS_RE = re.compile(r"[a-z][a-z0-9_-]{0,15}")
 
 
 class QueryRefused(ConnectError):
@@ -151,16 +164,35 @@ def check_query(text: str, repo: str | None, limit: int) -> None:
         raise QueryRefused("malformed_query", f"limit is an integer from 1 to {MAX_RESULTS}, got {limit!r}")
 
 
+def check_session(session: object, text: str, repo: str | None, limit: int) -> None:
+    """A query for one session (H1, ``get_session box=``): a harness and a session id, with no words,
+    no repository and a limit of 1; or :class:`QueryRefused` (``malformed_query``)."""
+    if not (isinstance(session, tuple) and len(session) == 2 and all(isinstance(v, str) for v in session)):
+        raise QueryRefused("malformed_query", "a session is a harness and a session id")
+    harness, session_id = session
+    if not _HARNESS_RE.fullmatch(harness) or not _ID_RE.fullmatch(session_id):
+        raise QueryRefused("malformed_query", f"a session is a harness and a session id (letters, digits, . _ : -), "
+                                              f"not {harness[:16]!r} {session_id[:40]!r}")
+    if text != "" or repo is not None or limit != 1:
+        raise QueryRefused("malformed_query", "a query for one session has no words, no repository and a limit of 1")
+
+
 def query(
-    routing: E.Routing, *, id: str, asker: str, text: str, repo: str | None, limit: int, now: float
+    routing: E.Routing, *, id: str, asker: str, text: str, repo: str | None, limit: int, now: float,
+    session: tuple[str, str] | None = None,
 ) -> E.HistoryQueryInner:
     """The query to seal for ``routing`` (a ``history_query`` from this box to the box asked), or
-    :class:`QueryRefused` before anything is sent (H1). A limit above :data:`MAX_RESULTS` is lowered to it."""
+    :class:`QueryRefused` before anything is sent (H1). A limit above :data:`MAX_RESULTS` is lowered to it.
+    With ``session`` (harness, session id): the query for that one session (``text`` "", ``repo`` None,
+    ``limit`` 1)."""
     if routing.kind is not E.Kind.HISTORY_QUERY:
         raise ValueError(f"a history query travels as a history_query envelope, not a {routing.kind}")
     limit = min(limit, MAX_RESULTS) if isinstance(limit, int) and not isinstance(limit, bool) else limit
-    check_query(text, repo, limit)
-    return E.HistoryQueryInner(routing, id, now, asker, text, repo, limit)
+    if session is not None:
+        check_session(session, text, repo, limit)
+    else:
+        check_query(text, repo, limit)
+    return E.HistoryQueryInner(routing, id, now, asker, text, repo, limit, session)
 
 
 def query_subject(own: str, wire: bytes) -> str:
@@ -207,7 +239,10 @@ def admit(verdict: E.Verdict, limiter: Limiter, *, now: float) -> tuple[E.Histor
         raise QueryRefused("not_a_query", f"a {verdict.decision} verdict is not a history query's")
     if not _ID_RE.fullmatch(inner.id) or not _ACTOR_RE.fullmatch(inner.asker):
         raise QueryRefused("malformed_query", "a query's id or asker is not one")
-    check_query(inner.query, inner.repo, inner.limit)
+    if inner.session is not None:
+        check_session(inner.session, inner.query, inner.repo, inner.limit)
+    else:
+        check_query(inner.query, inner.repo, inner.limit)
     if abs(now - inner.created_at) > QUERY_MAX_AGE:
         raise QueryRefused("stale_query", f"created {now - inner.created_at:.0f} s from now (the bound is "
                                           f"{QUERY_MAX_AGE:.0f} s): a replay or a clock far off")
@@ -243,11 +278,13 @@ def _name(repo: str) -> str:
 @dataclass(frozen=True)
 class Search:
     """What the box asked searches (H4): the query's words, the repositories it may read (as this box
-    names them), at most ``limit`` results."""
+    names them), at most ``limit`` results; or, with ``session``, that one session (harness, id), if
+    it is in one of those repositories."""
 
     text: str
     repos: frozenset[str]
     limit: int
+    session: tuple[str, str] | None = None
 
 
 def plan(
@@ -261,7 +298,7 @@ def plan(
         return None
     if inner.repo is not None:
         listed &= {inner.repo}
-    return Search(inner.query, frozenset(r for r in known if r and _name(r) in listed), inner.limit)
+    return Search(inner.query, frozenset(r for r in known if r and _name(r) in listed), inner.limit, inner.session)
 
 
 def _one_line(value: object, bound: int) -> str:
@@ -269,11 +306,13 @@ def _one_line(value: object, bound: int) -> str:
 
 
 def shape(result: Mapping[str, Any]) -> dict[str, Any]:
-    """One local result (as ``find_sessions`` gives it) as it is shared: :data:`FIELDS` only, each text
-    one printable line within its bound (H5)."""
+    """One local result (as ``find_sessions`` gives it) as it is shared: :data:`FIELDS` only (never its
+    ``cwd``), its repository by its name, each text one printable line within its bound (H5)."""
     shaped: dict[str, Any] = {}
     for name, bound in TEXT_FIELDS.items():
         value = result.get(name)
+        if name == "repo" and isinstance(value, str):
+            value = _name(value)
         shaped[name] = None if value is None and name in _NULLABLE else _one_line("" if value is None else value, bound)
     for name, (count, bound) in LIST_FIELDS.items():
         shaped[name] = [_one_line(v, bound) for v in list(result.get(name) or ())[:count]]
@@ -340,6 +379,8 @@ def check_result(result: Mapping[str, Any]) -> None:
             continue
         if not isinstance(value, str) or not _printable_line(value, bound):
             raise bad(f"{name} is not one printable line of at most {bound} characters")
+    if "/" in result["repo"] or "\\" in result["repo"]:
+        raise bad("repo is a path, not a repository's name")
     for name, (count, bound) in LIST_FIELDS.items():
         values = result[name]
         if not isinstance(values, list) or len(values) > count or not all(
@@ -348,9 +389,12 @@ def check_result(result: Mapping[str, Any]) -> None:
             raise bad(f"{name} are not at most {count} printable lines of {bound} characters")
 
 
-def receive_answer(verdict: E.Verdict, query_id: str) -> tuple[dict[str, Any], ...]:
+def receive_answer(
+    verdict: E.Verdict, query_id: str, session: tuple[str, str] | None = None
+) -> tuple[dict[str, Any], ...]:
     """The results of the answer ``verdict`` judged (H6), or :class:`AnswerRefused` (the answer is not
-    taken), or :class:`RemoteHistoryRefused` (the box answered ``not_shared`` or ``refused``)."""
+    taken), or :class:`RemoteHistoryRefused` (the box answered ``not_shared`` or ``refused``). For a
+    query for one ``session``, at most that session (another one, or two, is ``malformed_answer``)."""
     if verdict.decision is E.Decision.REFUSED:
         raise AnswerRefused(str(verdict.reason), verdict.detail)
     inner = verdict.inner
@@ -366,6 +410,10 @@ def receive_answer(verdict: E.Verdict, query_id: str) -> tuple[dict[str, Any], .
                                                 "with outcome results")
     for result in inner.results:
         check_result(result)
+    if session is not None and (len(inner.results) > 1 or any(
+        (r["harness"], r["session_id"]) != session for r in inner.results
+    )):
+        raise AnswerRefused("malformed_answer", "an answer for one session carries that session only")
     if inner.outcome == Outcome.NOT_SHARED:
         raise RemoteHistoryRefused("not_shared", NOT_SHARED_REASON)
     if inner.outcome == Outcome.REFUSED:
@@ -377,9 +425,21 @@ def refused_words(refused: RemoteHistoryRefused, box_name: str) -> str:
     """What the asking agent is told (H6)."""
     if refused.reason == "not_shared":
         return f"box {box_name}: not shared (its owner shares no session history with this box)"
-    if refused.reason == "no_answer":
+    if refused.reason in ("no_answer", "unknown_session"):
         return str(refused)
     return f"box {box_name}: {refused}"
+
+
+def session_result(results: Sequence[Mapping[str, Any]], session: tuple[str, str], box_name: str) -> dict[str, Any]:
+    """The one session a ``get_session box=`` answer holds (:func:`receive_answer` checked it is that
+    one), or :class:`RemoteHistoryRefused` ``unknown_session``: the box shares no such session with this
+    box (none by that id, or one in a repository not listed for the pairing: the same answer)."""
+    if not results:
+        raise RemoteHistoryRefused(
+            "unknown_session",
+            f"box {box_name}: no {session[0]} session {session[1]!r} that it shares with this box",
+        )
+    return dict(results[0])
 
 
 def no_answer(box_name: str) -> RemoteHistoryRefused:

@@ -48,7 +48,15 @@ class DirectoryCalls(GatedCalls):
             return view if self.remote is None else self.remote.agents(view)
 
     async def get_agent(self, token: str, target: str) -> dict[str, Any]:
+        """One pane in detail (:meth:`agent_detail`); on a federated box, an agent on a paired box
+        (``%4@<token>@laptop``, ``pr:12@laptop``) from that box's directory entry, read only
+        (:meth:`connectd.federation.remote_calls.RemoteCalls.agent`)."""
         async with self.call(token, "get_agent", target) as admitted:
+            if self.remote is not None:
+                found = self.remote.agent(target)
+                if not isinstance(found, str):
+                    return found
+                target = found
             return self.agent_detail(target, admitted.principal)
 
     def agents(self) -> list[dict[str, Any]]:

@@ -45,7 +45,16 @@ class HistoryCalls(GatedCalls):
             )
             return found
 
-    async def get_session(self, token: str, history: Any | None, harness: str, session_id: str) -> dict[str, Any]:
+    async def get_session(
+        self, token: str, history: Any | None, harness: str, session_id: str, box: str | None = None
+    ) -> dict[str, Any]:
+        if box is not None:  # another box's session, answered under that box's own setting for this pairing
+            async with self.call(token, "get_session", f"{harness}:{session_id} box={box}") as admitted:
+                if self.remote is None:
+                    raise EngineError("unknown_box", "this box is not federated: it has no paired box to ask")
+                return await self.remote.get_session(
+                    grants.actor_name(admitted.principal), box=box, harness=harness, session_id=session_id
+                )
         async with self.call(token, "get_session", f"{harness}:{session_id}") as admitted:
             service = _service(history)
             allowed = await self.history_scope(admitted.principal, service)

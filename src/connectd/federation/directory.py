@@ -24,7 +24,8 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
 - **Reading**: :meth:`RemoteDirectoryDesk.listed` (``list_agents``: this box's view, then each remote
   agent with its box, its address qualified by the box's name, its age and staleness; aged-out and
   removed pairings' agents not shown) and :meth:`RemoteDirectoryDesk.matches` (how many panes an
-  unqualified handle names in each paired box's entry, for ``boxes.place``'s ambiguity rule).
+  unqualified handle names in each paired box's entry, for ``boxes.place``'s ambiguity rule) and
+  :meth:`RemoteDirectoryDesk.detail` (``get_agent`` for an agent on a paired box, from its entry).
 """
 
 from __future__ import annotations
@@ -206,6 +207,11 @@ class RemoteDirectoryDesk:
         combined = view + remote
         self._listed = (view, remote, combined)
         return combined
+
+    def detail(self, box_name: str, target: D.Target) -> dict[str, Any]:
+        """``get_agent`` for the agent ``target`` names on the paired box ``box_name`` (D9): its
+        entry as this box holds it, read only; or :class:`connectcore.directory.TargetError`."""
+        return RD.detail(self._pruned(), self.peers(), self.desk.clock(), box_name, target)
 
     def matches(self, target: D.Target) -> dict[str, int]:
         """How many panes the unqualified ``target`` names in each paired box's entry (D8)."""

@@ -13,7 +13,8 @@ H1 to H8); this module only sequences them.
   search of this box's history index within the repositories listed for that pairing by name
   (:func:`history_repos`; the index's repositories with those names: :meth:`RemoteHistoryDesk._known`), shaped by the core,
   sealed to the asking box and signed; each answered query is audited.
-- **Asking** (:meth:`RemoteHistoryDesk.ask`): the query for the box an active pairing's name names,
+- **Asking** (:meth:`RemoteHistoryDesk.ask`; ``get_session box=`` too, asking for one session, which
+  the box asked reads with ``HistoryService.get_session`` within the same repositories): the query for the box an active pairing's name names,
   sealed and signed, sent as a request (``Bus.request``, :data:`remote_history.TIMEOUT`); the answer
   judged under ``connect.<this box>.history.<the box asked>`` and ``remote_history.receive_answer``.
   No answer, or an answer not taken: ``no answer from box laptop within 5 s``. Not stored, not retried.
@@ -30,6 +31,7 @@ from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_history as RH
+from connectcore.history import HistoryError
 from connectcore.ports import BusRefused, BusRequest, BusUnavailable
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation.seal import receive, seal
@@ -139,6 +141,17 @@ class RemoteHistoryDesk:
         service = self.engine.history
         if service is None or not search.repos:
             return []
+        if search.session is not None:  # get_session box=: that one session, if its repository is allowed
+            harness, session_id = search.session
+
+            def one() -> list[dict[str, Any]]:
+                try:
+                    return [service.get_session(harness, session_id, allowed_repos=search.repos)]
+                except HistoryError:  # none by that id, or out of the allowed repositories: the same answer
+                    return []
+
+            sessions: list[dict[str, Any]] = await self.desk.run_sync(one)
+            return sessions
         found: list[dict[str, Any]] = await self.desk.run_sync(
             lambda: service.find_sessions(search.text, limit=search.limit, allowed_repos=search.repos)
         )
@@ -155,13 +168,15 @@ class RemoteHistoryDesk:
 
     # --- asking -----------------------------------------------------------------------------------
 
-    async def ask(self, pairing: P.Pairing, *, asker: str, text: str, repo: str | None, limit: int) -> list[dict[str, Any]]:
+    async def ask(self, pairing: P.Pairing, *, asker: str, text: str, repo: str | None, limit: int,
+                  session: tuple[str, str] | None = None) -> list[dict[str, Any]]:
         """``find_sessions`` on the box of ``pairing`` (active): its results with their box, or
-        :class:`connectcore.federation.remote_history.RemoteHistoryRefused` (not shared, refused, no answer)."""
+        :class:`connectcore.federation.remote_history.RemoteHistoryRefused` (not shared, refused, no answer).
+        With ``session`` (``get_session box=``): at most that session."""
         own, now = self.desk.local.box_id, self.desk.clock()
         routing = E.Routing(E.Kind.HISTORY_QUERY, own, pairing.box_id, pairing=pairing.id)
         query_id = secrets.token_hex(8)
-        inner = RH.query(routing, id=query_id, asker=asker, text=text, repo=repo, limit=limit, now=now)
+        inner = RH.query(routing, id=query_id, asker=asker, text=text, repo=repo, limit=limit, now=now, session=session)
         wire = seal(self.desk.local, pairing.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
         pump = self.desk.pump
         if pump is None:
@@ -176,7 +191,7 @@ class RemoteHistoryDesk:
             raise RH.no_answer(pairing.name)
         verdict = receive(self.desk.local, RH.answer_subject(own, pairing.box_id), data, self.desk.view())
         try:
-            results = RH.receive_answer(verdict, query_id)
+            results = RH.receive_answer(verdict, query_id, session)
         except RH.AnswerRefused as refused:
             log.warning("federation: history answer from box %s refused: %s: %s", pairing.box_id, refused.reason, refused)
             await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused",

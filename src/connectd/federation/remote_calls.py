@@ -6,7 +6,8 @@ the ambiguity rule, weighing this box's directory and the entries the paired box
 :meth:`connectd.federation.directory.RemoteDirectoryDesk.matches`: an unqualified handle naming panes
 on more than one box is refused ``ambiguous``, one naming a pane on one paired box only goes there),
 and the sending box's own rules with the outbox row (:class:`~connectcore.hub.RemoteSubmit`).
-``list_agents`` shows the paired boxes' agents after this box's (:meth:`RemoteCalls.agents`).
+``list_agents`` shows the paired boxes' agents after this box's (:meth:`RemoteCalls.agents`), and
+``get_agent`` answers for an agent on a paired box from that box's entry (:meth:`RemoteCalls.agent`).
 
 - :func:`send` answers None when the target is this box's (the local send goes on, unchanged), and
   raises the core's refusal otherwise (``unknown_box``, ``ambiguous``, ``bad_target``, the gate's and
@@ -73,16 +74,10 @@ def placed(engine: Any, to: str) -> tuple[B.Placed, P.Pairing | None]:
     return where, None if where.box is None else active[where.box]
 
 
-def row_view(row: O.Row, box_name: str) -> dict[str, Any]:
-    """What a sender is told about its message to another box (its own text is not echoed back)."""
-    return {
-        "message_id": row.identity.id,
-        "outcome": O.answer(row),
-        "reason": O.waits_for(row, box_name) or row.reason,
-        "to_box": box_name,
-        "created_at": row.created_at,
-        "final_at": row.final_at,
-    }
+def row_view(engine: Any, row: O.Row, box_name: str) -> dict[str, Any]:
+    """What a sender is told about its message to another box (:func:`connectcore.reads.sent_view`:
+    the shape of a local message's answer, its own text not echoed back)."""
+    return R.sent_view(engine.hub, row, box_name)
 
 
 def _row(engine: Any, principal: str, message_id: str) -> O.Row | None:
@@ -113,6 +108,26 @@ class RemoteCalls:
         directory = getattr(self.engine.federation, "directory", None)
         return view if directory is None else directory.listed(view)
 
+    def agent(self, target: str) -> dict[str, Any] | str:
+        """``get_agent`` for a target on a paired box (qualified by its name, or an unqualified handle
+        naming panes there only, by the ambiguity rule of ``send_message``): the agent from that box's
+        directory entry as this box holds it (``remote_directory.detail``, D9: read only, no screen,
+        never a working directory). When the target is this box's, the target as this box resolves it
+        (a qualification by this box's own name dropped). Refused as a local ``get_agent`` is
+        (:class:`connectcore.directory.TargetError`: ``ambiguous`` across boxes, ``unknown_target``,
+        ``no_pane``), changing nothing."""
+        engine = self.engine
+        if engine.federation is None:
+            return target
+        where, pairing = placed(engine, target)
+        if pairing is None or where.box is None:
+            return str(where.target) if where.qualified else target
+        directory = engine.federation.directory
+        if directory is None:  # (a federated box always has its directory desk: a guard)
+            raise D.TargetError(D.TargetRefusal.UNKNOWN_TARGET, f"box {where.box} shares no agent now")
+        found: dict[str, Any] = directory.detail(where.box, where.target)
+        return found
+
     async def find_sessions(
         self, actor: str, *, box: str, query: str, repo: str | None, limit: int
     ) -> list[dict[str, Any]]:
@@ -131,6 +146,24 @@ class RemoteCalls:
         except RH.QueryRefused as refused:
             raise RemoteCallError(refused.reason, str(refused)) from None
         return found
+
+    async def get_session(self, actor: str, *, box: str, harness: str, session_id: str) -> dict[str, Any]:
+        """``get_session`` with ``box=NAME``: that one session asked of the box an active pairing's name
+        names, through the same history request and under the same per-pairing setting as
+        :meth:`find_sessions`; the session with its box, or refused (``unknown_box``, ``not_shared``,
+        ``refused``, ``no_answer``, ``unknown_session``, a malformed harness or id)."""
+        desk = self.engine.federation
+        pairing = _active(desk).get(box) if desk is not None else None
+        if pairing is None or desk.history is None:
+            raise RemoteCallError("unknown_box", f"no active pairing with a box named {box[:64]!r}")
+        session = (harness, session_id)
+        try:
+            found = await desk.history.ask(pairing, asker=actor, text="", repo=None, limit=1, session=session)
+            return RH.session_result(found, session, pairing.name)
+        except RH.RemoteHistoryRefused as refused:
+            raise RemoteCallError(refused.reason, RH.refused_words(refused, pairing.name)) from None
+        except RH.QueryRefused as refused:
+            raise RemoteCallError(refused.reason, str(refused)) from None
 
     async def send(
         self, token: str, principal: str, *, to: str, text: str, message_id: str, in_reply_to: str | None
@@ -154,7 +187,7 @@ class RemoteCalls:
         ))
         row = _row(engine, principal, message_id)
         assert row is not None  # admitted: the step stored it
-        return row_view(row, pairing.name)
+        return row_view(engine, row, pairing.name)
 
     async def get(
         self, principal: str, message_id: str, wait: float, gate: Callable[[], Awaitable[Any]]
@@ -170,7 +203,7 @@ class RemoteCalls:
             if row is None:
                 return None
             if row.is_final or anyio.current_time() >= deadline:
-                return row_view(row, _box_name(engine, row.to)) | {"replies": [
+                return row_view(engine, row, _box_name(engine, row.to)) | {"replies": [
                     {"ref": m.ref, "from": m.sender_actor, "outcome": m.outcome}
                     for m in R.replies(engine.hub, str(row.identity))
                 ]}
