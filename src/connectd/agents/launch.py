@@ -30,7 +30,7 @@ from connectcore import hub as H
 from connectcore import launchers as L
 from connectcore import opencode_binding as OC
 from connectcore.advice import no_tmux_session
-from connectcore.grants import PRESET_SCOPES, Preset
+from connectcore.grants import PRESET_SCOPES, Preset, Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.screen import Activity, Reading
 from connectd.agents import opencode_session as opencode_bind
@@ -217,24 +217,69 @@ class Launches:
     ) -> dict[str, Any]:
         """Open a new tmux window running a structured launcher, with the injection when connected.
 
+        The steps, in order: refuse what the core refuses (before any window opens), plan and open
+        the window, record the launch, step the hub when connected, and answer.
         ``reveal_token`` also returns the token, for the demo and tests that act as the agent.
         """
-        launcher = self.launchers.get(launcher_name)
-        if launcher is None:
-            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(self.launchers))})")
         scopes = PRESET_SCOPES[preset]
-        grants.check_grantable(scopes, self.core.hub.book.cap)
-        if control:  # one control at a time: refused before any window opens
-            hub_acts.check_launch(self.core.hub.book, control=True, session=(launcher.harness, session) if session else None)
+        launcher = self._admitted(launcher_name, scopes, control=control, session=session)
         plan, token, env_all, server = launch_plan(
             self.endpoint_url, self.ids, launcher, launcher_name, connect=L.connects(scopes_given=bool(scopes), control=control), session=session, extra_env=extra_env
         )
+        pane_id, pane_pid, incarnation = await self._open_window(launcher_name, plan, cwd, env_all, tmux_session)
+        session_key = (launcher.harness, plan.session_id) if plan.session_id else None
+        await self._remember(
+            pane_id, incarnation, launcher_name, launcher, plan, cwd=cwd, session_key=session_key,
+            extra_env=extra_env, server=server,
+        )
+        actor = None
+        if token is not None:
+            actor = await self._connect(
+                token, launcher, pane_id, pane_pid, incarnation, scopes=scopes, session_key=session_key, control=control,
+            )
+        await self.watcher.poll()
+        extra = {"token": token} if reveal_token and token else {}
+        return extra | {
+            "pane": pane_id,
+            "address": f"{pane_id}@{incarnation}",
+            "launcher": launcher_name,
+            "connect": preset.value if token else "off",
+            "control": control,
+            "session": list(session_key) if session_key else None,
+            "actor": actor,
+        }
+
+    def _admitted(
+        self, launcher_name: str, scopes: frozenset[Scope], *, control: bool, session: str | None
+    ) -> L.Launcher:
+        """The launcher named, once the core has no refusal for this launch (unknown launcher, scopes
+        beyond the cap, a second control): all refused before any window opens."""
+        launcher = self.launchers.get(launcher_name)
+        if launcher is None:
+            raise EngineError("unknown_launcher", f"no launcher named {launcher_name!r} (known: {', '.join(sorted(self.launchers))})")
+        grants.check_grantable(scopes, self.core.hub.book.cap)
+        if control:  # one control at a time
+            hub_acts.check_launch(self.core.hub.book, control=True, session=(launcher.harness, session) if session else None)
+        return launcher
+
+    async def _open_window(
+        self, launcher_name: str, plan: L.LaunchPlan, cwd: str, env_all: dict[str, str], tmux_session: str | None
+    ) -> tuple[str, int, str]:
+        """Open the window (in ``tmux_session``, else the first session) and read its fresh
+        incarnation: the pane, its process id (0 when unknown) and the incarnation."""
         target_session = tmux_session or await self._default_tmux_session()
         pane_id = await self.tmux.new_window(target_session, plan.argv, cwd, env_all)
         info, incarnation = await self.watcher.fresh_incarnation(pane_id)
         if info is None or incarnation is None:
             raise EngineError("launch_failed", f"{launcher_name} exited at once in {pane_id}")
-        session_key = (launcher.harness, plan.session_id) if plan.session_id else None
+        return pane_id, info.pane_pid or 0, incarnation
+
+    async def _remember(
+        self, pane_id: str, incarnation: str, launcher_name: str, launcher: L.Launcher, plan: L.LaunchPlan, *,
+        cwd: str, session_key: tuple[str, str] | None, extra_env: Mapping[str, str] | None, server: Server | None,
+    ) -> None:
+        """Keep what a later restart or binding needs: the --env (in memory), the launch's own server
+        (OpenCode), and the launch record (in the store)."""
         self.env[(pane_id, incarnation)] = dict(extra_env or {})
         self.serve(pane_id, incarnation, server)
         await self.record(
@@ -247,35 +292,28 @@ class Launches:
             argv=list(plan.argv),
             started_at=self.clock(),
         )
-        actor = None
-        if token is not None:
-            await self.core.step(
-                H.Launch(
-                    self.clock(),
-                    hash_token(token),
-                    self.ids.new_id("principal"),
-                    launcher.harness,
-                    pane_id,
-                    info.pane_pid or 0,
-                    incarnation,
-                    scopes,
-                    session_key,
-                    control,
-                )
+
+    async def _connect(
+        self, token: str, launcher: L.Launcher, pane_id: str, pane_pid: int, incarnation: str, *,
+        scopes: frozenset[Scope], session_key: tuple[str, str] | None, control: bool,
+    ) -> str | None:
+        """Step the hub with the connected launch (a new principal for the token) and name its actor."""
+        await self.core.step(
+            H.Launch(
+                self.clock(),
+                hash_token(token),
+                self.ids.new_id("principal"),
+                launcher.harness,
+                pane_id,
+                pane_pid,
+                incarnation,
+                scopes,
+                session_key,
+                control,
             )
-            principal = grants.principal_at(self.core.hub.book, incarnation)
-            actor = grants.actor_name(principal) if principal else None
-        await self.watcher.poll()
-        extra = {"token": token} if reveal_token and token else {}
-        return extra | {
-            "pane": pane_id,
-            "address": f"{pane_id}@{incarnation}",
-            "launcher": launcher_name,
-            "connect": preset.value if token else "off",
-            "control": control,
-            "session": list(session_key) if session_key else None,
-            "actor": actor,
-        }
+        )
+        principal = grants.principal_at(self.core.hub.book, incarnation)
+        return grants.actor_name(principal) if principal else None
 
     async def _default_tmux_session(self) -> str:
         sessions = await self.tmux.list_sessions()

@@ -173,7 +173,7 @@ def build_daemon(config: Config, sock: socket.socket | None = None) -> Daemon:
             Route("/mcp", endpoint=mcp_app, name="mcp"),
             *page_routes(engine.calls, engine.runner, engine.clock, auth, config.data_dir),
             *restore_routes(engine.restore, engine.calls, auth),
-            *federation_routes(engine, auth),
+            *federation_routes(lambda: engine.federation, engine.calls, auth),
             *owner_routes(owner_api(engine, auth, history)),
             Mount("/", app=mcp_app),
         ],

@@ -21,9 +21,9 @@ it exists only while the daemon runs) and the other parts it calls; those parts 
 hold the engine. The watcher is given ``launches`` and ``history`` as callables (the launches part is
 built after it, the session index is set once the daemon serves one), and so is the restore
 ``history``; the interpreter, built last, is given the parts whose effects it executes, with the
-supervisor and the pairing desk as callables. The federation desk (and its routes and remote
-calls) still takes the engine itself (it was left as it was while other work changed it) and reaches
-the parts through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
+supervisor and the pairing desk as callables. The federation desk's wiring (``open_desk``, and the
+remote calls) still takes the engine itself (it was left as it was while other work changed it) and
+reaches the parts through it, which is why the engine keeps its parts as attributes (``engine.watcher``,
 ``engine.calls``, ``engine.interpreter``, ...).
 It forwards nothing; the edges are wired in :mod:`connectd.daemon.app`.
 """
@@ -130,7 +130,10 @@ class Engine:
         release_probe: ReleaseProbe | None = None,
     ) -> None:
         """``release_probe``: how an agent's release is asked of its program (the simulation's panes run
-        no real program: ``NoProbe``)."""
+        no real program: ``NoProbe``).
+
+        The parts are built in this order, each from the ones before it: the core runner, the panes'
+        parts, the launching parts, the calls' parts, and last the interpreter that executes their effects."""
         self.store = store
         self.tmux = tmux
         self.endpoint_url = endpoint_url
@@ -139,18 +142,43 @@ class Engine:
         self.clock: Callable[[], float] = clock or LifeClock()
         self.ids = ids or Ids()
         self.run_sync: RunSync = run_sync or anyio.to_thread.run_sync
-        hub = store.load_hub(self.clock(), limits)
-        self.runner = CoreRunner(store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
+        self.runner = self._core_runner(limits, cap)
+        self._build_pane_parts(trusted_releases, release_probe or ReleaseProbe())
+        self._build_launch_parts()
+        self._build_call_parts(trusted_releases)
+        self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
+        self._supervisor: Supervisor | None = None
+        # Built last: it executes the effects of every part above (no step runs before it is set).
+        self.interpreter = Interpreter(
+            subscribers=self.subscribers, delivery=self.delivery, acts=self.acts_io, restarts=self.restarts,
+            here=self.here, here_launches=self.here_launches, tmux=tmux, timing=self.timing,
+            supervisor=lambda: self.supervisor, federation=lambda: self.federation,
+        )
+        self.runner.interpreter = self.interpreter
+
+    def _core_runner(self, limits: Limits, cap: Preset) -> CoreRunner:
+        """The core runner over the hub the store holds, its grants capped at ``cap``."""
+        hub = self.store.load_hub(self.clock(), limits)
+        return CoreRunner(self.store, replace(hub, book=grants.with_cap(hub.book, cap)), run_sync=self.run_sync)
+
+    def _build_pane_parts(self, trusted_releases: frozenset[tuple[str, str]], release_probe: ReleaseProbe) -> None:
+        """What watches the panes and types into them: the subscribers, the --here panes, the watcher,
+        the delivery."""
+        store, tmux = self.store, self.tmux
         self.subscribers = Subscribers()
         self.here = HerePanes()  # the --here panes (connectd.agents.launch_here)
         self.watcher = Watcher(
             core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, tmux=tmux, timing=self.timing,
             subscribers=self.subscribers, launches=lambda: self.launches, history=lambda: self.history,
-            trusted_releases=trusted_releases, release_probe=release_probe or ReleaseProbe(), effective=self.here.effective,
+            trusted_releases=trusted_releases, release_probe=release_probe, effective=self.here.effective,
         )
         self.delivery = Delivery(
             core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, timing=self.timing
         )
+
+    def _build_launch_parts(self) -> None:
+        """What opens and relaunches agents: launches, --here launches, control's acts, restarts."""
+        store, tmux, endpoint_url = self.store, self.tmux, self.endpoint_url
         self.launches = Launches(
             core=self.runner, clock=self.clock, ids=self.ids, run_sync=self.run_sync, store=store, tmux=tmux,
             watcher=self.watcher, subscribers=self.subscribers, launchers=self.launchers, endpoint_url=endpoint_url,
@@ -169,8 +197,13 @@ class Engine:
             watcher=self.watcher, launches=self.launches, launchers=self.launchers, here=self.here,
             endpoint_url=endpoint_url, supervisor=lambda: self.supervisor,
         )
+
+    def _build_call_parts(self, trusted_releases: frozenset[tuple[str, str]]) -> None:
+        """What the person and the agents call: the person's calls, the agent calls, the fleet restore
+        (and ``history``, the session index, None until the daemon serves one)."""
+        store = self.store
         self.person = PersonCalls(
-            core=self.runner, clock=self.clock, ids=self.ids, tmux=tmux, watcher=self.watcher, launches=self.launches
+            core=self.runner, clock=self.clock, ids=self.ids, tmux=self.tmux, watcher=self.watcher, launches=self.launches
         )
         self.calls = AgentCalls(
             core=self.runner, clock=self.clock, run_sync=self.run_sync, store=store, ids=self.ids, watcher=self.watcher,
@@ -182,15 +215,6 @@ class Engine:
             core=self.runner, clock=self.clock, store=store, watcher=self.watcher, launches=self.launches,
             history=lambda: self.history,
         )
-        self.federation: Any | None = None  # the pairing desk (connectd.federation.desk), when federated
-        self._supervisor: Supervisor | None = None
-        # Built last: it executes the effects of every part above (no step runs before it is set).
-        self.interpreter = Interpreter(
-            subscribers=self.subscribers, delivery=self.delivery, acts=self.acts_io, restarts=self.restarts,
-            here=self.here, here_launches=self.here_launches, tmux=tmux, timing=self.timing,
-            supervisor=lambda: self.supervisor, federation=lambda: self.federation,
-        )
-        self.runner.interpreter = self.interpreter
 
     def act_calls(self, history: Any | None) -> ActCalls:
         """Control's act tools (:class:`connectd.control.act_calls.ActCalls`), over ``history`` (the

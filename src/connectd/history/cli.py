@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeAlias
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -60,8 +60,12 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``history`` command group to a CLI's subparsers."""
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``history`` command group to a CLI's subparsers: one ``_add_*`` call per subcommand, in
+    the order ``--help`` lists them."""
     common = _common()
     group = subparsers.add_parser(
         "history",
@@ -69,7 +73,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Search and manage the index of past Claude Code and Codex sessions (no daemon needed).",
     )
     sub = group.add_subparsers(dest="history_command", metavar="COMMAND", required=True)
+    _add_index(sub, common)
+    _add_search(sub, common)
+    _add_get(sub, common)
+    _add_dirs(sub, common)
+    _add_expunge(sub, common)
 
+
+def _add_index(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``history index``."""
     p = sub.add_parser("index", parents=[common], help="update the index (incremental; --full rebuilds)")
     p.add_argument("--full", action="store_true", help="rebuild from the transcripts")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -78,6 +90,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.set_defaults(func=cmd_index)
 
+
+def _add_search(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``history search``."""
     p = sub.add_parser("search", parents=[common], help="find sessions by topic, branch or PR")
     p.add_argument("query", nargs="+", help="words to look for")
     where = p.add_mutually_exclusive_group()
@@ -89,6 +104,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
 
+
+def _add_get(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``history get``."""
     p = sub.add_parser("get", parents=[common], help="show one session (harness and id together)")
     p.add_argument("harness", help="claude or codex")
     p.add_argument("session_id")
@@ -100,11 +118,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.set_defaults(func=cmd_get)
 
+
+def _add_dirs(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``history dirs``."""
     p = sub.add_parser("dirs", parents=[common], help="recent session directories, most recent first")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_dirs)
 
+
+def _add_expunge(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """``history expunge``."""
     p = sub.add_parser("expunge", parents=[common], help="delete a session's transcript and its entry")
     p.add_argument("harness", help="claude or codex")
     p.add_argument("session_id")

@@ -299,6 +299,21 @@ class HistoryService:
         entry = self._entry(harness, session_id, catch_up=True)
         running = entry.key in claimed(self._liveness([entry], pane_pids), [entry.key])
         doomed = self._doomed(entry)
+        self._check_expungeable(entry, doomed, running=running)
+        audit(self._expunge_record(entry, doomed, actor))
+        deleted, errors = _delete(doomed.files, doomed.dirs)
+        removed = self._unindex(entry, doomed, deleted)
+        return ExpungeResult(
+            harness=entry.harness,
+            session_id=entry.session_id,
+            deleted=tuple(deleted),
+            entries_removed=removed,
+            subagents=tuple(doomed.children),
+            errors=tuple(errors),
+        )
+
+    def _check_expungeable(self, entry: SessionEntry, doomed: _Doomed, *, running: bool) -> None:
+        """Raise the core's refusal (:func:`connectcore.history.expunge_refusal`), if it has one."""
         refusal = expunge_refusal(
             entry.harness.value,
             entry.session_id,
@@ -309,31 +324,27 @@ class HistoryService:
         )
         if refusal is not None:
             raise refusal
-        audit(
-            {
-                "action": "history.expunge",
-                "actor": actor,
-                "harness": entry.harness.value,
-                "session_id": entry.session_id,
-                "paths": list(doomed.everything),
-                "subagents": list(doomed.children),
-                "at": self.clock(),
-            }
-        )
-        deleted, errors = _delete(doomed.files, doomed.dirs)
+
+    def _expunge_record(self, entry: SessionEntry, doomed: _Doomed, actor: str) -> dict[str, Any]:
+        """The audit line an expunge writes before it deletes anything."""
+        return {
+            "action": "history.expunge",
+            "actor": actor,
+            "harness": entry.harness.value,
+            "session_id": entry.session_id,
+            "paths": list(doomed.everything),
+            "subagents": list(doomed.children),
+            "at": self.clock(),
+        }
+
+    def _unindex(self, entry: SessionEntry, doomed: _Doomed, deleted: list[str]) -> int:
+        """Remove from the index the sessions the core says are gone (no transcript of theirs kept) and
+        the deleted files; the number of entries removed."""
         kept = set(doomed.files) - set(deleted)
         files_of = {sid: self.index.files_of(entry.harness, sid) for sid in (entry.session_id, *doomed.children)}
         gone = expunged_sessions(entry.session_id, doomed.children, files_of, kept)
         files = set(doomed.files)
-        removed = self.index.remove(entry.harness, gone, [p for p in deleted if p in files])
-        return ExpungeResult(
-            harness=entry.harness,
-            session_id=entry.session_id,
-            deleted=tuple(deleted),
-            entries_removed=removed,
-            subagents=tuple(doomed.children),
-            errors=tuple(errors),
-        )
+        return self.index.remove(entry.harness, gone, [p for p in deleted if p in files])
 
     def _doomed(self, entry: SessionEntry) -> _Doomed:
         """What an expunge of ``entry`` deletes: its transcripts; for a Claude Code session also its

@@ -30,7 +30,8 @@ the page session, ``owner:tunnel:<user>`` through the tunnel.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 from starlette.requests import Request
@@ -38,11 +39,14 @@ from starlette.routing import BaseRoute, Route
 
 from connectcore.federation.pairing import DEFAULT_EXPIRES
 from connectd.cli import facts
-from connectd.daemon.parts import Engine
 from connectd.edges.http import bodies as B
 from connectd.edges.http.bodies import Query, parse_body
 from connectd.edges.http.errors import Problem
 from connectd.edges.http.owner_auth import Handler, OwnerAuth, owner_endpoint
+
+if TYPE_CHECKING:
+    from connectd.agents.agent_calls import AgentCalls
+    from connectd.federation.desk import PairingDesk
 
 
 class Invite(B.Body):
@@ -62,9 +66,14 @@ class SetSettings(B.Body):
     set: list[B.Text] = Field(max_length=16)
 
 
-def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
-    def desk() -> Any:
-        found = engine.federation
+def federation_routes(
+    federation: Callable[[], PairingDesk | None], calls: AgentCalls, auth: OwnerAuth
+) -> list[BaseRoute]:
+    """The routes; ``federation``: the pairing desk, once the box federates (read at each request), else None;
+    ``calls``: what authenticates the owner (:func:`connectd.edges.http.owner_auth.owner_endpoint`)."""
+
+    def desk() -> PairingDesk:
+        found = federation()
         if found is None:
             raise Problem(
                 409, "not_federated", "this box is not set up for federation",
@@ -106,7 +115,7 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
 
     async def agents(request: Request, actor: str) -> Any:
         Query(request, set())
-        found = engine.federation
+        found = federation()
         return [] if found is None else found.remote_agents()
 
     async def status(request: Request, actor: str) -> Any:
@@ -136,4 +145,4 @@ def federation_routes(engine: Engine, auth: OwnerAuth) -> list[BaseRoute]:
         ("/api/pairing/agents", agents, get),
         ("/api/pairing/reload", reload, post),
     ]
-    return [Route(path, owner_endpoint(engine.calls, auth, fn), methods=methods) for path, fn, methods in table]
+    return [Route(path, owner_endpoint(calls, auth, fn), methods=methods) for path, fn, methods in table]

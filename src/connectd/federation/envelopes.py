@@ -1,0 +1,199 @@
+"""The pairing desk's side of the bus (a part of :mod:`connectd.federation.desk`): envelopes in and
+publishes out.
+
+- In (:meth:`Envelopes.received`): an envelope is judged by :func:`connectcore.federation.envelope.judge`
+  with the keys the book pins; a pairing envelope's step is committed (a repeated ``pair_request`` from
+  the same box is answered with the decision again and changes nothing; an ``unpair`` records
+  ``removed_by_peer``); a message, receipt or cancel is handed to the engine's hub (``messages``:
+  :class:`connectd.federation.flow.RemoteFlow`). A refusal (of the envelope or of the pairing step) is
+  one audit line and changes nothing; a flooding box's refused envelopes are one audit line a minute per
+  reason (:func:`connectcore.federation.envelope.refusal_audit_due`).
+- Out (:meth:`Envelopes.hand`, :meth:`Envelopes.wire_for`): the interpreter's bus effects go to the bus
+  loops in order, and a publish effect is sealed for the pairing it travels in.
+
+The bus loops (``pump``), the engine's hub (``hub``) and its side of message envelopes (``messages``) are
+callables: each is set, or replaced, after the desk is built.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from connectcore.effects import Audit
+from connectcore.federation import envelope as E
+from connectcore.federation import outbox as O
+from connectcore.federation import pairing as P
+from connectcore.federation.boxes import BoxKeys
+from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
+from connectcore.ports import Delivery
+from connectd.federation.ledger import PairLedger
+from connectd.federation.seal import LocalBox, receive, seal_encoded
+from connectd.store.pair_records import Wire
+
+log = logging.getLogger("connectd.federation")
+
+
+class Envelopes:
+    """Envelopes from the bus judged and stepped, and the bus effects handed to the bus loops."""
+
+    def __init__(
+        self,
+        ledger: PairLedger,
+        local: LocalBox,
+        *,
+        view: Callable[[], E.View],
+        heard: dict[str, float],
+        removed: Callable[[P.Pairing], Awaitable[None]],
+        messages: Callable[[], Any],
+        pump: Callable[[], Any],
+        hub: Callable[[], Any],
+    ) -> None:
+        """``view``: what the judgement reads (:meth:`connectd.federation.views.PairingViews.view`);
+        ``heard``: box id -> when an envelope from it last verified (written here); ``removed``: what ends
+        across a pairing the other box removed (:meth:`connectd.federation.steps.PairingSteps.removed`)."""
+        self.ledger, self.local, self.view, self.heard, self.removed = ledger, local, view, heard, removed
+        self.messages, self.pump, self.hub = messages, pump, hub
+        # (box, reason) -> when a refusal of it was last audited (envelope.refusal_audit_due: a flood, one a minute)
+        self.audited: E.RefusalAudits = {}
+
+    # --- in -------------------------------------------------------------------------------------
+
+    async def received(self, subject: str, data: bytes, delivery: Delivery | None = None) -> bool:
+        """One envelope the bus delivered: judged, and its pairing step taken, or (a message, receipt
+        or cancel) handed to the engine's hub (``messages``); every refusal audited. Returns once what
+        it changed is durable; True when the hub's step acknowledges ``delivery`` itself (after its
+        commit), False when the caller acknowledges it now. Raises only when the store failed (then
+        the delivery comes again)."""
+        ledger = self.ledger
+        removed: P.Pairing | None = None
+        async with ledger.lock:
+            verdict = receive(self.local, subject, data, self.view())
+            if verdict.decision is E.Decision.REFUSED:
+                await self.refusal_audited(verdict.actor, str(verdict.reason), f"{verdict.reason}: {verdict.detail}")
+                return False
+            inner = verdict.inner
+            if inner is not None:
+                self.heard[inner.routing.sender] = ledger.clock()  # verified: that box is heard
+            if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
+                if self.messages() is None:
+                    record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
+                                   "this desk is joined to no engine", at=ledger.clock())
+                    await ledger.write([record])
+                    return False
+            else:
+                try:
+                    removed = await self._step(inner, data, verdict.actor)
+                except P.PairingError as error:
+                    action = f"pair.{inner.routing.kind}"
+                    await ledger.refused(error, actor=verdict.actor, action=action,
+                                         target=inner.routing.pairing or inner.routing.invitation)
+                if removed is None:
+                    return False
+        if removed is not None:  # the other box removed the pairing: what is queued across it ends here too
+            await self.removed(removed)
+            return False
+        # a message, receipt or cancel: the hub's step, outside the desk's lock (the fetch loop hands
+        # one delivery at a time, so nothing is judged meanwhile)
+        handled: bool = await self.messages().arrived(verdict, delivery)
+        return handled
+
+    async def refusal_audited(self, actor: str, reason: str, detail: str, *, message_id: str | None = None) -> bool:
+        """Audit one refused envelope of ``actor`` (``federation.envelope``, ``refused``), unless one of that
+        box for that reason was audited within the minute (:func:`connectcore.federation.envelope.
+        refusal_audit_due`: a flooding box costs one record a minute per reason, which says how many
+        were left out since the last); logged either way.
+        True when it was audited."""
+        now = self.ledger.clock()
+        log.info("federation: envelope from %s refused: %s", actor, detail)
+        due, left_out, self.audited = E.refusal_audit_due(self.audited, actor, reason, now)
+        if not due:
+            return False
+        record = Audit(actor, E.AUDIT_EVENT, "refused", message_id=message_id,
+                       detail=detail + E.refusal_count_words(left_out), at=now)
+        await self.ledger.audit(record)
+        return True
+
+    async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> P.Pairing | None:
+        """A pairing step from the bus, committed; the pairing it removed (an ``unpair``), else None."""
+        ledger = self.ledger
+        routing, now = inner.routing, ledger.clock()
+        if routing.kind is E.Kind.PAIR_REQUEST:
+            await self._request(inner, data, now)
+        elif routing.kind is E.Kind.PAIR_ACCEPT:
+            assert routing.invitation is not None and routing.pairing is not None
+            book, effects = P.pair_accepted(ledger.book, routing.invitation, pairing_id=routing.pairing, now=now)
+            await ledger.commit(book, effects, [Wire.settled(f"request:{routing.invitation}")])
+        elif routing.kind is E.Kind.PAIR_DECLINE:
+            assert routing.invitation is not None
+            book, effects = P.pair_declined(ledger.book, routing.invitation, now=now)
+            await ledger.commit(book, effects, [Wire.settled(f"request:{routing.invitation}")])
+        else:
+            assert routing.pairing is not None
+            book, effects = P.removed_by_peer(ledger.book, routing.pairing, now=now)
+            await ledger.commit(book, effects)
+            return next((p for p in book.pairings.values() if p.id == routing.pairing), None)
+        return None
+
+    async def _request(self, inner: E.PairingInner, data: bytes, now: float) -> None:
+        """A ``pair_request``, committed; a repeat from the same box changes nothing and is answered
+        with the decision again, if there is one."""
+        ledger, routing = self.ledger, inner.routing
+        outer = E.parse_outer(data[E.SIGNATURE_BYTES:])
+        assert outer.keys is not None and routing.invitation is not None  # the judgement checked both
+        secret = E.unb64(inner.get("secret"), "the secret", E.Refusal.BAD_BINDING)
+        book, effects = P.receive_request(
+            ledger.book, request_id=f"req-{ledger.draw.token_hex(8)}", invitation_id=routing.invitation,
+            keys=outer.keys, name=inner.get("name"), secret=secret, now=now,
+        )
+        if book is ledger.book:  # a repeat: the decision again, if there is one
+            same = next((r for r in book.requests_on(routing.invitation)
+                         if r.box_id == outer.keys.box_id and r.keys == outer.keys), None)
+            await ledger.write(effects)
+            if same is not None and ledger.records.wire(f"answer:{same.id}") is not None:
+                await ledger.run_sync(lambda: ledger.records.due_again(f"answer:{same.id}", now))
+                ledger.owed.set()
+            return
+        await ledger.commit(book, effects)
+
+    # --- out ------------------------------------------------------------------------------------
+
+    def hand(self, effect: BusEffect) -> None:
+        """The interpreter's handler for a bus effect: to the bus loop, in order. Without a NATS server
+        (or before the loops start) nothing is lost that matters: an outbox row is published again by
+        its schedule, a receipt is answered again to the sender's next copy, and there is no delivery
+        to acknowledge."""
+        pump = self.pump()
+        if pump is None:
+            log.info("federation: no bus to run %s (no NATS server named)", type(effect).__name__)
+            return
+        pump.hand(effect)
+
+    def _active_keys(self, box: str, pairing: str) -> BoxKeys | None:
+        for p in self.ledger.book.pairings.values():
+            if p.box_id == box and p.id == pairing and p.state is P.PairingState.ACTIVE:
+                return p.keys
+        return None
+
+    def wire_for(self, effect: PublishEnvelope | PublishReceipt) -> tuple[str, bytes] | None:
+        """The subject and the sealed, signed wire a publish effect asks for; None when there is nothing
+        to publish (the pairing is not active here, or the outbox no longer holds the row)."""
+        if isinstance(effect, PublishReceipt):
+            routing, plain, nonce = effect.inner.routing, E.encode_inner(effect.inner), effect.nonce
+        else:
+            outbox = getattr(self.hub(), "outbox", None)
+            row = None if outbox is None else outbox.rows.get(effect.identity)
+            if row is None:
+                log.warning("federation: no outbox row %s to publish", effect.identity)
+                return None
+            routing, plain, nonce = O.to_seal(row, effect.kind)
+        assert routing.pairing is not None  # messages, cancels and receipts travel in a pairing
+        keys = self._active_keys(routing.to, routing.pairing)
+        if keys is None:
+            log.info("federation: pairing %s with box %s is not active: %s not published", routing.pairing,
+                     routing.to, routing.kind)
+            return None
+        wire = seal_encoded(self.local, keys, routing, plain, nonce)
+        return E.subject_for(routing.kind, self.local.box_id, routing.to), wire
+
