@@ -25,8 +25,8 @@ from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
+from connectcore.federation import policy as F
 from connectcore.federation import remote as R
-from connectcore.federation import settings as F
 from connectcore.grants import PRESET_SCOPES, Preset
 from connectcore.ports import Delivery
 from connectd.daemon.ids import hash_token
@@ -61,7 +61,7 @@ class Locks:
 class Box:
     """One daemon's engine and desk on ``root`` (``name``: set up by ``federate init``; None: not federated)."""
 
-    def __init__(self, root: Path, name: str | None, clock: Clock, settings: F.FederationSettings = F.DEFAULT) -> None:
+    def __init__(self, root: Path, name: str | None, clock: Clock, settings: F.FederationPolicy = F.DEFAULT) -> None:
         self.root, self.name, self.clock, self.settings = root, name, clock, settings
         if name is not None and not (root / K.FEDERATION_FILE).exists():
             K.init(root, name)

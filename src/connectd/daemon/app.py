@@ -21,8 +21,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
-from connectcore.federation.settings import DEFAULT as DEFAULT_FEDERATION
-from connectcore.federation.settings import FederationSettings
+from connectcore.federation.policy import DEFAULT as DEFAULT_FEDERATION
+from connectcore.federation.policy import FederationPolicy
 from connectcore.grants import Preset
 from connectd.agents.restore_fleet import restore_routes
 from connectd.daemon.parts import Engine, Timing
@@ -57,7 +57,7 @@ class Config:
     watch_control_mode: bool = True
     otlp_endpoint: str | None = None  # export the audit log to an OTLP/HTTP collector when set
     trusted_releases: frozenset[tuple[str, str]] = frozenset()  # --trust-release (connectcore.releases)
-    federation: FederationSettings = DEFAULT_FEDERATION  # policy.toml's [federation], for a federated box
+    federation: FederationPolicy = DEFAULT_FEDERATION  # policy.toml's [federation], for a federated box
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -8,7 +8,7 @@ cap = "observe"          # off | observe | collaborate (default collaborate)
 hop_limit = 4
 sender_per_window = 30
 
-[federation]             # a federated box's bounds (connectcore.federation.settings, rules S1-S4)
+[federation]             # a federated box's bounds (connectcore.federation.policy, rules S1-S4)
 accepted_poll = 120
 ```
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectcore.delivery import DEFAULT_LIMITS, Limits
-from connectcore.federation import settings as F
+from connectcore.federation import policy as F
 from connectcore.grants import Preset
 
 
@@ -33,7 +33,7 @@ class PolicyError(Exception):
 class Policy:
     cap: Preset = Preset.COLLABORATE
     limits: Limits = DEFAULT_LIMITS
-    federation: F.FederationSettings = F.DEFAULT
+    federation: F.FederationPolicy = F.DEFAULT
 
 
 def _line_of(text: str, key: str) -> int:
@@ -87,7 +87,7 @@ def parse_policy(text: str, source: str = "policy.toml") -> Policy:
         raise PolicyError(f"{source}:{_line_of(text, 'federation')}: federation must be a table")
     try:
         federation = F.parse(table)
-    except F.SettingsRefused as exc:
+    except F.PolicyRefused as exc:
         raise PolicyError(f"{source}:{_line_of(text, exc.key)}: {exc}") from None
     return Policy(cap=cap, limits=limits, federation=federation)
 

@@ -33,8 +33,8 @@ from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
-from connectcore.federation.settings import DEFAULT as DEFAULT_FEDERATION
-from connectcore.federation.settings import FederationSettings
+from connectcore.federation.policy import DEFAULT as DEFAULT_FEDERATION
+from connectcore.federation.policy import FederationPolicy
 from connectcore.ports import Delivery
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation import keys as K
@@ -290,7 +290,7 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
     return f"{hashlib.sha256(data).hexdigest()[:32]}-{attempt}"
 
 
-def open_desk(data_dir: Path, engine: Any, settings: FederationSettings = DEFAULT_FEDERATION) -> PairingDesk | None:
+def open_desk(data_dir: Path, engine: Any, settings: FederationPolicy = DEFAULT_FEDERATION) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation; a desk is joined to
     the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store), and
     the agent calls given their way to other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`)."""

@@ -46,7 +46,7 @@ from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
-from connectcore.federation import settings as F
+from connectcore.federation import policy as F
 from connectcore.ports import Delivery
 from connectd.delivery import targets
 
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.federation")
 
 
-def restored(hub: H.Hub, desk: PairingDesk, store: Any, settings: F.FederationSettings = F.DEFAULT) -> H.Hub:
+def restored(hub: H.Hub, desk: PairingDesk, store: Any, settings: F.FederationPolicy = F.DEFAULT) -> H.Hub:
     """``hub`` with this box's outbox and inbox as the store holds them, under the box's ``settings``
     (policy.toml's ``[federation]``)."""
     own = desk.local.box_id
@@ -201,7 +201,7 @@ class RemoteFlow:
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
 
 
-def attach(engine: Any, desk: PairingDesk, settings: F.FederationSettings = F.DEFAULT) -> None:
+def attach(engine: Any, desk: PairingDesk, settings: F.FederationPolicy = F.DEFAULT) -> None:
     """Join a federated box's desk to its engine: the hub restored with its outbox and inbox (under
     ``settings``), and the desk's message envelopes handed to the hub (:class:`RemoteFlow`)."""
     engine.hub = restored(engine.hub, desk, engine.store, settings)

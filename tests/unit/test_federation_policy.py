@@ -1,4 +1,4 @@
-"""A box's ``[federation]`` settings (connectcore.federation.settings, S1-S4): what the owner may set, and
+"""A box's ``[federation]`` settings (connectcore.federation.policy, S1-S4): what the owner may set, and
 each refusal naming its key and why, with nothing used."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from connectcore.federation import outbox as O
-from connectcore.federation import settings as F
+from connectcore.federation import policy as F
 from connectcore.federation.envelope import RETENTION
 
 
 def test_no_table_is_the_defaults_the_outbox_and_inbox_already_use() -> None:
-    assert F.parse({}) == F.DEFAULT == F.FederationSettings(O.DEFAULT_SETTINGS, RETENTION)
+    assert F.parse({}) == F.DEFAULT == F.FederationPolicy(O.DEFAULT_SETTINGS, RETENTION)
 
 
 def test_every_key_sets_its_own_bound_and_nothing_else() -> None:
@@ -43,7 +43,7 @@ def test_every_key_sets_its_own_bound_and_nothing_else() -> None:
     ],
 )
 def test_a_setting_that_breaks_a_rule_is_refused_naming_it(table: dict[str, object], key: str, needle: str) -> None:
-    with pytest.raises(F.SettingsRefused) as err:
+    with pytest.raises(F.PolicyRefused) as err:
         F.parse(table)
     assert err.value.key == key and needle in str(err.value), str(err.value)
 
