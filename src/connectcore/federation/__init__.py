@@ -7,7 +7,9 @@ outer and inner fields per kind, the canonical encoding, and the receiver's judg
 the facts the shell reports) and pairing (``pairing``: invitations, pair requests and pairings, their
 tables, atomic consumption, repeats and conflicts) and the message path's two ends (``outbox``: the
 sending box's life of a message to another box, to one final outcome; ``inbox``: the receiving box's
-records, deduplication and receipts; ``effects``: what they ask the shell to publish and acknowledge).
+records, deduplication and receipts; ``effects``: what they ask the shell to publish and acknowledge),
+and how this box reaches NATS (``connection``: which change of ``federation.toml`` a running daemon
+takes without a restart).
 The recipient box's rules for a remote sender and the remote directory follow (docs/federation.md,
 "Build order").
 

@@ -10,7 +10,8 @@ few collaborators it uses.
 - :class:`~connectd.federation.envelopes.Envelopes`: envelopes from the bus judged and stepped (or handed
   to the engine's hub), and the bus effects handed to the bus loops;
 - :class:`~connectd.federation.views.PairingViews`: what the person sees, and the judgement's view;
-- :mod:`connectd.federation.settings`: ``federation.toml`` and which change a running daemon takes.
+- :mod:`connectd.federation.settings`: ``federation.toml`` (which change of it a running daemon takes
+  is the core's: :func:`connectcore.federation.connection.reload_refusal`).
 
 The desk builds them, keeps what the bus loops, the directory and history across boxes and the engine's
 side of message envelopes share (``book``, ``heard``, ``audited``, ``owed``, ``pump``, ``messages``, ...), and
@@ -32,6 +33,7 @@ import anyio
 from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
+from connectcore.federation.connection import reload_refusal
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.federation.policy import DEFAULT as DEFAULT_FEDERATION
 from connectcore.federation.policy import FederationPolicy
@@ -45,7 +47,7 @@ from connectd.federation.history import attach as attach_history
 from connectd.federation.ledger import PairLedger
 from connectd.federation.remote_calls import RemoteCalls
 from connectd.federation.seal import LocalBox
-from connectd.federation.settings import NATS_FIELDS, RESEND, Settings, reload_refusal
+from connectd.federation.settings import NATS_FIELDS, RESEND, Settings
 from connectd.federation.steps import PairingSteps
 from connectd.federation.views import PairingViews
 from connectd.store.pair_records import PairRecords, Wire
@@ -145,14 +147,13 @@ class PairingDesk:
         started with no NATS server named) starts them now, as a start would, when the file now names one
         and nothing else changed. Anything else (another server, ``--off``, another name) needs a restart:
         stopping the running loops is not safe yet (docs/federation.md, build order 4). Changes nothing
-        then. ``restart_needed`` says which (:func:`connectd.federation.settings.reload_refusal`)."""
+        then. ``restart_needed`` says which (the core's :func:`connectcore.federation.connection.reload_refusal`)."""
         if self.data_dir is None or self._supervisor is None:
             return {"picked_up": False, "restart_needed": True, "why": "this desk was not started by a daemon"}
         settings = Settings.read(self.data_dir)
         async with self.lock:
-            if settings == self.settings:
-                return {"picked_up": False, "restart_needed": False, "nats": self.settings.nats, "why": "nothing changed"}
-            refused = reload_refusal(self.settings, settings, bus_running=self.pump is not None)
+            refused = reload_refusal(self.settings.values(), None if settings is None else settings.values(),
+                                     bus_running=self.pump is not None)
             if refused is not None:
                 why, restart = refused
                 return {"picked_up": False, "restart_needed": restart, "nats": self.settings.nats, "why": why}

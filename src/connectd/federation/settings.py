@@ -1,8 +1,8 @@
 """The federation settings (``federation.toml``, a part of the pairing desk, :mod:`connectd.federation.desk`):
 ``name`` (``federate init``) and, to reach NATS, ``nats`` (the server URL) with ``creds`` (a credentials
 file) or ``user`` and ``password_file``, and ``tls_ca``, ``tls_cert``, ``tls_key`` (``connectd federate
---nats URL ...`` writes them, ``--off`` clears them); and which change a running daemon takes without a
-restart (:func:`reload_refusal`).
+--nats URL ...`` writes them, ``--off`` clears them). Which change of them a running daemon takes without a restart is the core's
+(:func:`connectcore.federation.connection.reload_refusal`, asked with :meth:`Settings.values`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectcore.federation.connection import NATS_FIELDS
 from connectd.federation import keys as K
 
-#: The settings of how this box reaches NATS (what ``federate --nats``/``--off`` write).
-NATS_FIELDS = ("nats", "creds", "user", "password_file", "tls_ca", "tls_cert", "tls_key")
+__all__ = ["NATS_FIELDS", "RESEND", "Settings"]
 RESEND = 10.0  # seconds between copies of a pair_request while it waits for its answer
 
 
@@ -54,6 +54,10 @@ class Settings:
             tls_ca=row.get("tls_ca"), tls_cert=row.get("tls_cert"), tls_key=row.get("tls_key"),
         )
 
+    def values(self) -> dict[str, object]:
+        """Every setting by its name: what the core's rules read."""
+        return dataclasses.asdict(self)
+
     def password(self) -> str | None:
         return None if self.password_file is None else Path(self.password_file).read_text().strip()
 
@@ -66,20 +70,3 @@ class Settings:
             context.load_cert_chain(self.tls_cert, self.tls_key)
         return context
 
-
-def reload_refusal(current: Settings, read: Settings | None, *, bus_running: bool) -> tuple[str, bool] | None:
-    """Why a running daemon does not take ``read`` (the file read again) in place of ``current``, and whether
-    a restart is needed then; None when it does. The one change taken without a restart is the safe one:
-    a daemon whose bus loops never started (``bus_running`` false) starts them when the file now names a
-    NATS server and nothing else changed."""
-    if read is None:
-        return "federation.toml is gone", True
-    if dataclasses.replace(read, **{k: getattr(current, k) for k in NATS_FIELDS}) != current:
-        return "more than how this box reaches NATS changed (its name, resend): a restart reads it", True
-    if bus_running:
-        return (f"the running daemon's bus uses {current.nats}: "
-                + ("moving it to another server" if read.nats else "turning federation off")
-                + " needs a restart"), True
-    if not read.nats:
-        return "no NATS server named: no bus to start", False
-    return None
