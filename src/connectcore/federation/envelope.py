@@ -56,6 +56,10 @@ Rules (docs/federation.md, "The envelope"):
   message's cancellation (a cancel), the pairing rules (a pairing step) or the remote directory (an
   **entry**, :mod:`connectcore.federation.remote_directory`) or the history rules (a history query or
   answer, :mod:`connectcore.federation.remote_history`).
+- **What nobody takes is audited ``ignored``**: a verdict the receiving desk has no one to hand to (a
+  message, receipt, cancel, entry or history envelope at a desk joined to no engine: tests and tools
+  that open the pairing desk alone) is one audit line (``federation.envelope``, ``ignored``, naming
+  the decision; :meth:`Verdict.ignored`) and changes nothing.
 
 Pure: no cryptography here. The shell verifies and opens with the keys :func:`keys_to_verify` names,
 and reports the facts (:class:`Facts`).
@@ -75,6 +79,7 @@ from typing import Any
 
 from connectcore._machine import ConnectError
 from connectcore.delivery import DEFAULT_LIMITS, FINAL
+from connectcore.effects import Audit
 from connectcore.federation.boxes import BOX_ID_RE, BoxError, BoxKeys
 
 VERSION = 1
@@ -224,6 +229,13 @@ def refusal_audit_due(
 def refusal_count_words(left_out: int) -> str:
     """What an audit record of a refusal adds when others were left out since the last one."""
     return f" (and {left_out} more refused since the last record)" if left_out else ""
+
+
+def refusal_record(actor: str, detail: str, left_out: int, *, at: float, message_id: str | None = None) -> Audit:
+    """The audit line of a refused envelope :func:`refusal_audit_due` says is due: ``refused``, its
+    detail and how many were left out since the last one (:func:`refusal_count_words`)."""
+    return Audit(actor, AUDIT_EVENT, "refused", message_id=message_id, detail=detail + refusal_count_words(left_out),
+                 at=at)
 
 
 def subject_for(kind: Kind, sender: str, to: str) -> str:
@@ -775,6 +787,12 @@ class Verdict:
     def audit(self) -> tuple[str, str, str]:
         """The audit note: (event, outcome, reason or detail)."""
         return AUDIT_EVENT, str(self.decision), str(self.reason) if self.reason else self.detail
+
+    def ignored(self, at: float) -> Audit:
+        """The audit line of a verdict nobody takes (a desk joined to no engine): ``ignored``, naming
+        the decision."""
+        return Audit(self.actor, AUDIT_EVENT, "ignored",
+                     detail=f"a {self.decision} envelope: this desk is joined to no engine", at=at)
 
 
 def _carried_keys(subject: Subject, outer_bytes: bytes) -> BoxKeys | Verdict:

@@ -66,6 +66,18 @@ P12 Per-pairing settings (:class:`connectcore.federation.remote.PairingSettings`
     :data:`SETTING_RANGES`; more than :data:`MAX_HISTORY_REPOS` repositories), a
     removed or ended pairing (``removed``, ``not_active``) are each refused naming the problem.
     :func:`settings_words` writes settings back as the same words.
+P13 Accepting a code. A code naming this box itself is refused ``self_pairing`` before anything is
+    looked at (:func:`check_code_not_own`). The same code again (the pairing its invitation made is
+    with the code's box and keys, and still ``requested`` or ``active``) is a **repeat**
+    (:func:`code_repeat`): the person is answered that pairing and nothing changes; any other
+    pairing on that invitation is :func:`accept_code`'s (``invitation_used``).
+P14 A repeated pair_request (:func:`receive_request`'s repeat: the same box with the same keys on
+    that invitation, :func:`repeated_request`) is answered again only when an answer to that request
+    was made and kept (:func:`answer_again`, given the ids of the requests whose answer the shell
+    holds); a repeat while pending, or of a decision that made no answer, gets none.
+P15 What a step ended (:func:`pairings_ended`): the pairings whose state it changed (an
+    :func:`expire` tick's requested pairings); what they asked (the invitee's pair_request) is
+    asked no more.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -621,7 +633,7 @@ def receive_request(
             Refusal.BAD_SECRET, f"the request's secret does not match invitation {invitation_id!r}"
         )
     box = keys.box_id
-    same = next((r for r in book.requests_on(invitation_id) if r.box_id == box and r.keys == keys), None)
+    same = repeated_request(book, invitation_id, keys)
     if same is not None and same.state in (_R.PENDING, _R.APPROVED, _R.DECLINED):
         outcome = "repeat" if same.state is _R.PENDING else f"repeat of {same.state}"
         return book, (
@@ -670,6 +682,22 @@ def receive_request(
             "request", request_id, box=box, name=name, fingerprint=keys.fingerprint, invitation=invitation_id
         ),
     )
+
+
+def repeated_request(book: PairBook, invitation_id: str, keys: BoxKeys) -> PairRequest | None:
+    """The request on ``invitation_id`` a pair_request with ``keys`` repeats: from the same box with the
+    same keys (P3, P14); None when it repeats none."""
+    return next((r for r in book.requests_on(invitation_id) if r.box_id == keys.box_id and r.keys == keys), None)
+
+
+def answer_again(
+    book: PairBook, invitation_id: str, keys: BoxKeys, answered: Collection[str]
+) -> PairRequest | None:
+    """The request whose answer a repeated pair_request (``keys`` on ``invitation_id``) is sent again
+    for (P14): the one it repeats (:func:`repeated_request`), when an answer to it is kept (``answered``:
+    the ids of requests whose answer the shell holds); None: nothing is sent again."""
+    same = repeated_request(book, invitation_id, keys)
+    return same if same is not None and same.id in answered else None
 
 
 def _pending(book: PairBook, request_id: str, now: float) -> tuple[PairRequest, Invitation]:
@@ -784,6 +812,25 @@ def answer(book: PairBook, request_id: str) -> Answer | None:
 # --------------------------------------------------------------------------------------------------
 # The invitee
 # --------------------------------------------------------------------------------------------------
+
+
+def check_code_not_own(code: Code, own_box: str) -> Code:
+    """``code``, unless it is this box's own invitation (P13: ``self_pairing``, before anything else)."""
+    if code.box == own_box:
+        raise PairingError(Refusal.SELF_PAIRING, "this is this box's own invitation: a box cannot pair "
+                           "with itself (run `pair accept` on the other box)")
+    return code
+
+
+def code_repeat(book: PairBook, code: Code) -> Pairing | None:
+    """The pairing ``code`` made when accepting it again is a repeat (P13): its invitation's pairing,
+    with the code's box and keys, still ``requested`` or ``active``; None: not a repeat (the code is
+    :func:`accept_code`'s to take or refuse)."""
+    made = book.pairings.get(code.invitation)
+    if (made is not None and made.box_id == code.box and made.keys == code.keys
+            and made.state in (_P.REQUESTED, _P.ACTIVE)):
+        return made
+    return None
 
 
 def accept_code(
@@ -965,6 +1012,14 @@ def expire(book: PairBook, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]
         pairings=freeze(pairings.items()),
     )
     return book, tuple(effects)
+
+
+def pairings_ended(before: PairBook, after: PairBook) -> tuple[Pairing, ...]:
+    """The pairings a step from ``before`` to ``after`` ended (P15): each whose state it changed (an
+    :func:`expire` tick's expired requested pairings), as ``after`` holds them."""
+    return tuple(
+        p for key, p in after.pairings.items() if key in before.pairings and p.state is not before.pairings[key].state
+    )
 
 
 def _open_pairing(book: PairBook, invitation_id: str, ended: Refusal, why: str) -> Pairing:

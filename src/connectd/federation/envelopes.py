@@ -21,7 +21,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation import pairing as P
@@ -77,10 +76,8 @@ class Envelopes:
             if inner is not None:
                 self.heard[inner.routing.sender] = ledger.clock()  # verified: that box is heard
             if verdict.decision is not E.Decision.PAIRING or not isinstance(inner, E.PairingInner):
-                if self.messages() is None:
-                    record = Audit(verdict.actor, E.AUDIT_EVENT, "ignored", detail=f"a {verdict.decision} envelope: "
-                                   "this desk is joined to no engine", at=ledger.clock())
-                    await ledger.write([record])
+                if self.messages() is None:  # no engine joined: nobody to hand it to
+                    await ledger.write([verdict.ignored(ledger.clock())])
                     return False
             else:
                 try:
@@ -110,9 +107,7 @@ class Envelopes:
         due, left_out, self.audited = E.refusal_audit_due(self.audited, actor, reason, now)
         if not due:
             return False
-        record = Audit(actor, E.AUDIT_EVENT, "refused", message_id=message_id,
-                       detail=detail + E.refusal_count_words(left_out), at=now)
-        await self.ledger.audit(record)
+        await self.ledger.audit(E.refusal_record(actor, detail, left_out, at=now, message_id=message_id))
         return True
 
     async def _step(self, inner: E.PairingInner, data: bytes, actor: str) -> P.Pairing | None:
@@ -147,11 +142,12 @@ class Envelopes:
             ledger.book, request_id=f"req-{ledger.draw.token_hex(8)}", invitation_id=routing.invitation,
             keys=outer.keys, name=inner.get("name"), secret=secret, now=now,
         )
-        if book is ledger.book:  # a repeat: the decision again, if there is one
-            same = next((r for r in book.requests_on(routing.invitation)
-                         if r.box_id == outer.keys.box_id and r.keys == outer.keys), None)
+        if book is ledger.book:  # a repeat: the decision again, if there is one (the core's P14)
             await ledger.write(effects)
-            if same is not None and ledger.records.wire(f"answer:{same.id}") is not None:
+            answered = [r.id for r in book.requests_on(routing.invitation)
+                        if ledger.records.wire(f"answer:{r.id}") is not None]
+            same = P.answer_again(book, routing.invitation, outer.keys, answered)
+            if same is not None:
                 await ledger.run_sync(lambda: ledger.records.due_again(f"answer:{same.id}", now))
                 ledger.owed.set()
             return

@@ -7,7 +7,9 @@ invite`` (and ``--revoke``), ``approve`` and ``decline`` on the inviter, ``accep
 - ``pair accept`` pins the inviter's keys from the code and owes a ``pair_request`` (sealed to the
   inviter, holding the code's secret), published again every ``resend`` seconds until an answer comes or
   the pairing ends. Accepting a code again returns the pairing it made (a repeat); a code whose
-  invitation this box used with other keys is refused.
+  invitation this box used with other keys is refused (the core's P13: ``check_code_not_own``,
+  ``code_repeat``, ``accept_code``). The expiry tick settles the requests of the pairings it ended
+  (``pairings_ended``, P15).
 - ``pair approve`` / ``decline`` owe the ``pair_accept`` / ``pair_decline``.
 - ``pair remove`` owes a signed ``unpair``.
 
@@ -121,15 +123,11 @@ class PairingSteps:
     async def accept(self, text: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         """Approval 1: pin the inviter's keys from the code and owe its pair_request. The same code
         again returns the pairing it made and changes nothing."""
-        code = P.decode_code(text)
-        if code.box == self.local.box_id:
-            raise P.PairingError(P.Refusal.SELF_PAIRING, "this is this box's own invitation: a box cannot pair "
-                                 "with itself (run `pair accept` on the other box)")
+        code = P.check_code_not_own(P.decode_code(text), self.local.box_id)
         ledger, views = self.ledger, self.views
         async with ledger.lock:
-            made = ledger.book.pairings.get(code.invitation)
-            if (made is not None and made.box_id == code.box and made.keys == code.keys
-                    and made.state in (P.PairingState.REQUESTED, P.PairingState.ACTIVE)):
+            made = P.code_repeat(ledger.book, code)
+            if made is not None:
                 return {**views.pairing_view(made), "repeat": True, "this_box": views.this_box()}
             book, effects = P.accept_code(
                 ledger.book, invitation_id=code.invitation, keys=code.keys, name=code.name if name is None else name,
@@ -193,5 +191,5 @@ class PairingSteps:
         async with ledger.lock:
             book, effects = P.expire(ledger.book, now=ledger.clock())
             if effects:
-                ended = [p for k, p in book.pairings.items() if p.state is not ledger.book.pairings[k].state]
+                ended = P.pairings_ended(ledger.book, book)
                 await ledger.commit(book, effects, [Wire.settled(f"request:{p.invitation}") for p in ended])
