@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import PurePath
 
 from connectcore._machine import ConnectError
 from connectcore.delivery import starts_with_provenance
@@ -433,6 +434,59 @@ def expunge_refusal(
         if not any(real.startswith(root + sep) for root in roots):
             return HistoryError(f"refusing to delete {named!r}: it is outside the transcript roots")
     return None
+
+
+class PathKind(StrEnum):
+    """What a path is, as ``lstat`` says (a link is never followed): the facts an expunge plan reads."""
+
+    DIRECTORY = "directory"
+    LINK = "link"
+    OTHER = "other"  # a file, or anything else that is not a directory
+
+
+@dataclass(frozen=True)
+class ExpungePlan:
+    """What an expunge deletes: files, then directory trees, and the subagents whose entries go with it."""
+
+    files: tuple[str, ...]
+    dirs: tuple[str, ...]
+    children: tuple[str, ...]
+
+    @property
+    def everything(self) -> tuple[str, ...]:
+        return (*self.files, *self.dirs)
+
+
+def expunge_dir_candidates(harness: Harness, session_id: str, transcripts: Iterable[str]) -> tuple[str, ...]:
+    """The directories beside a session's ``transcripts`` an expunge deletes too, if each is a directory
+    (:func:`expunge_plan`): for a Claude Code session, a transcript's path without its suffix when that
+    is named by the session id (``<session id>/``: its subagents' transcripts and spilled tool results);
+    none for another harness. The shell tells what each is (:class:`PathKind`)."""
+    if harness is not Harness.CLAUDE:
+        return ()
+    return tuple(str(sibling) for p in transcripts if (sibling := PurePath(p).with_suffix("")).name == session_id)
+
+
+def expunge_plan(
+    harness: Harness,
+    session_id: str,
+    files_of: Mapping[str, Sequence[str]],
+    children: Sequence[str],
+    kinds: Mapping[str, PathKind],
+) -> ExpungePlan:
+    """What an expunge of ``session_id`` deletes, from what the index holds (``files_of``: the transcripts
+    of the session and of each of its subagents, ``children``) and what the candidate directories are
+    (``kinds``, for :func:`expunge_dir_candidates`; one not listed is not there): its transcripts; for a
+    Claude Code session also each candidate that is a directory itself (never a link, nor what one points
+    to) and its subagents' transcripts. The subagents' entries go with it either way
+    (:func:`expunged_sessions`)."""
+    own = tuple(files_of.get(session_id, ()))
+    children = tuple(children)
+    if harness is not Harness.CLAUDE:
+        return ExpungePlan(own, (), children)
+    dirs = tuple(d for d in expunge_dir_candidates(harness, session_id, own) if kinds.get(d) is PathKind.DIRECTORY)
+    files = own + tuple(p for child in children for p in files_of.get(child, ()))
+    return ExpungePlan(files, dirs, children)
 
 
 def expunged_sessions(

@@ -505,6 +505,37 @@ def test_an_expunged_entry_goes_only_when_none_of_its_transcripts_was_kept() -> 
     assert expunged_sessions("s", [], {}, ["/r/s.jsonl"]) == ["s"]  # no transcript rows: nothing holds it
 
 
+def test_an_expunge_of_a_claude_session_takes_its_session_directory_beside_a_transcript() -> None:
+    """For a Claude Code session the candidate directories are each transcript's path without its suffix
+    when the session id names it; another harness has none (issue 24: was `_doomed`'s `if` in
+    history/service.py)."""
+    from connectcore.history import expunge_dir_candidates
+
+    own = ["/p/proj/s1.jsonl", "/p/proj/s1.old.jsonl", "/p/other/x.jsonl", "/p/proj/s1"]
+    assert expunge_dir_candidates(Harness.CLAUDE, "s1", own) == ("/p/proj/s1", "/p/proj/s1")
+    assert expunge_dir_candidates(Harness.CODEX, "s1", own) == ()
+    assert expunge_dir_candidates(Harness.CLAUDE, "s2", own) == ()
+
+
+def test_an_expunge_plan_deletes_only_real_directories_and_a_claude_session_s_subagents() -> None:
+    """What an expunge deletes: the session's transcripts; for Claude Code also each candidate directory
+    that is one itself (never a link, a file or what is not there) and its subagents' transcripts; the
+    subagents' entries are named either way."""
+    from connectcore.history import ExpungePlan, PathKind, expunge_plan
+
+    files = {"s1": ["/p/s1.jsonl"], "a1": ["/p/s1/subagents/a1.jsonl"], "a2": ["/p/s1/subagents/a2.jsonl"]}
+    dir_ = {"/p/s1": PathKind.DIRECTORY}
+    plan = expunge_plan(Harness.CLAUDE, "s1", files, ["a1", "a2"], dir_)
+    assert plan == ExpungePlan(("/p/s1.jsonl", "/p/s1/subagents/a1.jsonl", "/p/s1/subagents/a2.jsonl"), ("/p/s1",),
+                               ("a1", "a2"))
+    assert plan.everything == (*plan.files, "/p/s1")
+    for kinds in ({"/p/s1": PathKind.LINK}, {"/p/s1": PathKind.OTHER}, {}, {"/p/s2": PathKind.DIRECTORY}):
+        assert expunge_plan(Harness.CLAUDE, "s1", files, ["a1", "a2"], kinds).dirs == ()
+    codex = expunge_plan(Harness.CODEX, "s1", files, ["a1"], dir_)
+    assert codex == ExpungePlan(("/p/s1.jsonl",), (), ("a1",))
+    assert expunge_plan(Harness.CLAUDE, "s9", {}, [], {}) == ExpungePlan((), (), ())
+
+
 def test_restore_considers_known_harnesses_whose_session_no_live_pane_holds() -> None:
     """Claim: restore's candidates are the stored bindings of Claude Code and Codex sessions that no
     live pane holds now, in the order stored (issue 24: was decided in connectd/agents/restore_fleet.py)."""

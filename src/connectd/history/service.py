@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -20,17 +21,21 @@ from typing import Any
 
 from connectcore.history import (
     LIMIT_DEFAULT,
+    ExpungePlan,
     Harness,
     HistoryError,
     LivenessSnapshot,
     LivenessView,
     PaneBinding,
+    PathKind,
     RestorePlan,
     SessionEntry,
     SessionNotFound,
     check_limit,
     check_readable,
     claimed,
+    expunge_dir_candidates,
+    expunge_plan,
     expunge_refusal,
     expunged_sessions,
     iso_utc,
@@ -312,7 +317,7 @@ class HistoryService:
             errors=tuple(errors),
         )
 
-    def _check_expungeable(self, entry: SessionEntry, doomed: _Doomed, *, running: bool) -> None:
+    def _check_expungeable(self, entry: SessionEntry, doomed: ExpungePlan, *, running: bool) -> None:
         """Raise the core's refusal (:func:`connectcore.history.expunge_refusal`), if it has one."""
         refusal = expunge_refusal(
             entry.harness.value,
@@ -325,7 +330,7 @@ class HistoryService:
         if refusal is not None:
             raise refusal
 
-    def _expunge_record(self, entry: SessionEntry, doomed: _Doomed, actor: str) -> dict[str, Any]:
+    def _expunge_record(self, entry: SessionEntry, doomed: ExpungePlan, actor: str) -> dict[str, Any]:
         """The audit line an expunge writes before it deletes anything."""
         return {
             "action": "history.expunge",
@@ -337,7 +342,7 @@ class HistoryService:
             "at": self.clock(),
         }
 
-    def _unindex(self, entry: SessionEntry, doomed: _Doomed, deleted: list[str]) -> int:
+    def _unindex(self, entry: SessionEntry, doomed: ExpungePlan, deleted: list[str]) -> int:
         """Remove from the index the sessions the core says are gone (no transcript of theirs kept) and
         the deleted files; the number of entries removed."""
         kept = set(doomed.files) - set(deleted)
@@ -346,23 +351,14 @@ class HistoryService:
         files = set(doomed.files)
         return self.index.remove(entry.harness, gone, [p for p in deleted if p in files])
 
-    def _doomed(self, entry: SessionEntry) -> _Doomed:
-        """What an expunge of ``entry`` deletes: its transcripts; for a Claude Code session also its
-        ``<session id>/`` directory beside a transcript (a real directory, not a link) and its subagents'
-        transcripts."""
-        own = list(self.index.files_of(entry.harness, entry.session_id))
+    def _doomed(self, entry: SessionEntry) -> ExpungePlan:
+        """What an expunge of ``entry`` deletes (the core's :func:`connectcore.history.expunge_plan`): the
+        index's transcripts of the session and its subagents, and what each candidate directory is."""
         children = tuple(self.index.children(entry.harness, entry.session_id))
-        if entry.harness is not Harness.CLAUDE:
-            return _Doomed(tuple(own), (), children)
-        dirs = [
-            str(sibling)
-            for p in own
-            if (sibling := Path(p).with_suffix("")).name == entry.session_id
-            and sibling.is_dir()
-            and not sibling.is_symlink()
-        ]
-        files = own + [p for child in children for p in self.index.files_of(entry.harness, child)]
-        return _Doomed(tuple(files), tuple(dirs), children)
+        files_of = {sid: list(self.index.files_of(entry.harness, sid)) for sid in (entry.session_id, *children)}
+        candidates = expunge_dir_candidates(entry.harness, entry.session_id, files_of[entry.session_id])
+        kinds = {path: kind for path in candidates if (kind := _path_kind(path)) is not None}
+        return expunge_plan(entry.harness, entry.session_id, files_of, children, kinds)
 
     def _transcript_roots(self) -> tuple[str, ...]:
         return tuple(
@@ -391,17 +387,15 @@ class HistoryService:
         return select_restorable(bindings, entries, existing_dirs=existing, running=running)
 
 
-@dataclass(frozen=True)
-class _Doomed:
-    """The files and directories an expunge deletes, and the subagents whose entries go with it."""
-
-    files: tuple[str, ...]
-    dirs: tuple[str, ...]
-    children: tuple[str, ...]
-
-    @property
-    def everything(self) -> tuple[str, ...]:
-        return (*self.files, *self.dirs)
+def _path_kind(path: str) -> PathKind | None:
+    """What ``path`` is, by ``lstat`` (a link is not followed); None when it is not there."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(mode):
+        return PathKind.DIRECTORY
+    return PathKind.LINK if stat.S_ISLNK(mode) else PathKind.OTHER
 
 
 def _delete(files: Iterable[str], dirs: Iterable[str]) -> tuple[list[str], list[str]]:
