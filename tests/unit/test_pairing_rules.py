@@ -151,3 +151,35 @@ def test_a_refused_envelope_s_line_says_how_many_were_left_out() -> None:
     assert E.refusal_record("box:abc", "bad_seal: x", 3, at=T0, message_id="m1") == Audit(
         "box:abc", "federation.envelope", "refused", message_id="m1",
         detail="bad_seal: x (and 3 more refused since the last record)", at=T0)
+
+
+# --- P16: what travels in a pairing, what the judgement pins ------------------------------------------
+
+
+def test_only_an_active_pairing_by_box_and_id_is_sealed_for_and_removed_ones_are_named() -> None:
+    book = accepted()
+    assert book.active_in(INVITER.box_id, None) is None  # requested: no id, not active
+    active, _ = P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 1)
+    assert active.active_in(INVITER.box_id, "pa1") is active.pairings["inv1"]
+    assert active.active_in(INVITER.box_id, "pa2") is None
+    assert active.active_in(OTHER.box_id, "pa1") is None
+    assert active.removed_ids() == ()
+    gone, _ = P.removed_by_peer(active, "pa1", now=T0 + 2)
+    assert gone.active_in(INVITER.box_id, "pa1") is None
+    assert gone.removed_ids() == ("pa1",)
+
+
+def test_the_judgement_pins_each_box_s_keys_its_active_pairing_and_every_pairing_id_ever() -> None:
+    book = accepted()
+    assert P.envelope_peers(book) == {INVITER.box_id: E.Peer(INVITER, None, frozenset())}
+    book, _ = P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 1)
+    assert P.envelope_peers(book) == {INVITER.box_id: E.Peer(INVITER, "pa1", frozenset({"pa1"}))}
+    # a later pairing with that box, not active: the earlier active one stays the box's active pairing
+    later = replace(book.pairings["inv1"], invitation="inv2", id="pa2", state=PS.REQUESTED, since=T0 + 5)
+    both = replace(book, pairings={**book.pairings, "inv2": later})
+    assert P.envelope_peers(both) == {INVITER.box_id: E.Peer(INVITER, "pa1", frozenset({"pa1", "pa2"}))}
+    # removed, then active again under a new pairing: the new one is active, both ids are known
+    gone, _ = P.removed_by_peer(book, "pa1", now=T0 + 2)
+    again = replace(gone, pairings={**gone.pairings, "inv2": replace(later, state=PS.ACTIVE)})
+    assert P.envelope_peers(again) == {INVITER.box_id: E.Peer(INVITER, "pa2", frozenset({"pa1", "pa2"}))}
+    assert P.envelope_peers(gone) == {INVITER.box_id: E.Peer(INVITER, None, frozenset({"pa1"}))}

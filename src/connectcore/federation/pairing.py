@@ -78,6 +78,11 @@ P14 A repeated pair_request (:func:`receive_request`'s repeat: the same box with
 P15 What a step ended (:func:`pairings_ended`): the pairings whose state it changed (an
     :func:`expire` tick's requested pairings); what they asked (the invitee's pair_request) is
     asked no more.
+P16 What travels in a pairing and what the judgement reads: a message, receipt, cancel or history
+    answer is sealed only for an active pairing, by box and pairing id (:meth:`PairBook.active_in`);
+    the judgement pins per box the keys, the active pairing and every pairing id ever made
+    (:func:`envelope_peers`; removed ones stay, so their envelopes are refused ``removed``), and the
+    inbox refuses the removed pairings (:meth:`PairBook.removed_ids`).
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ from connectcore._machine import ConnectError, Table, freeze
 from connectcore.effects import Audit, Effect, Notify, Persist
 from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxError, BoxKeys, check_box_id, check_box_name, check_name_free
-from connectcore.federation.envelope import EnvelopeError, b64, canonical, unb64
+from connectcore.federation.envelope import EnvelopeError, Peer, b64, canonical, unb64
 from connectcore.federation.envelope import Refusal as EnvelopeRefusal
 from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 
@@ -327,6 +332,18 @@ class PairBook:
 
     def active_names(self) -> frozenset[str]:
         return frozenset(p.name for p in self.active())
+
+    def active_in(self, box_id: str, pairing_id: str | None) -> Pairing | None:
+        """The pairing ``pairing_id`` with ``box_id`` while it is active (P16): the only pairing a message,
+        receipt, cancel or history answer is sealed for; None otherwise."""
+        return next(
+            (p for p in self.pairings.values() if p.box_id == box_id and p.id == pairing_id and p.state is _P.ACTIVE),
+            None,
+        )
+
+    def removed_ids(self) -> tuple[str, ...]:
+        """The ids of the pairings removed (P16): the inbox refuses what arrives across them."""
+        return tuple(p.id for p in self.pairings.values() if p.id and p.state is _P.REMOVED)
 
     def by_pairing_id(self, pairing_id: str) -> Pairing | None:
         return next((p for p in self.pairings.values() if p.id == pairing_id), None)
@@ -1020,6 +1037,19 @@ def pairings_ended(before: PairBook, after: PairBook) -> tuple[Pairing, ...]:
     return tuple(
         p for key, p in after.pairings.items() if key in before.pairings and p.state is not before.pairings[key].state
     )
+
+
+def envelope_peers(book: PairBook) -> dict[str, Peer]:
+    """What the envelope judgement pins for each box this box ever paired with (P16), its pairings read
+    oldest first (by ``since``): the latest pairing's keys, the active pairing (a later pairing that is
+    not active leaves an earlier active one as it was) and every pairing id ever made with it."""
+    peers: dict[str, Peer] = {}
+    for p in sorted(book.pairings.values(), key=lambda p: p.since):
+        had = peers.get(p.box_id)
+        ids = (had.pairings if had else frozenset()) | ({p.id} if p.id else set())
+        active = p.id if p.state is _P.ACTIVE else (had.active if had else None)
+        peers[p.box_id] = Peer(p.keys, active, frozenset(ids))
+    return peers
 
 
 def _open_pairing(book: PairBook, invitation_id: str, ended: Refusal, why: str) -> Pairing:

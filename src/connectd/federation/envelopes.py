@@ -167,10 +167,8 @@ class Envelopes:
         pump.hand(effect)
 
     def _active_keys(self, box: str, pairing: str) -> BoxKeys | None:
-        for p in self.ledger.book.pairings.values():
-            if p.box_id == box and p.id == pairing and p.state is P.PairingState.ACTIVE:
-                return p.keys
-        return None
+        active = self.ledger.book.active_in(box, pairing)
+        return None if active is None else active.keys
 
     def wire_for(self, effect: PublishEnvelope | PublishReceipt) -> tuple[str, bytes] | None:
         """The subject and the sealed, signed wire a publish effect asks for; None when there is nothing

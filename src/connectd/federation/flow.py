@@ -60,7 +60,7 @@ def restored(hub: H.Hub, desk: PairingDesk, store: Any, settings: F.FederationPo
     """``hub`` with this box's outbox and inbox as the store holds them, under the box's ``settings``
     (policy.toml's ``[federation]``)."""
     own = desk.local.box_id
-    removed = [p.id for p in desk.book.pairings.values() if p.id and p.state is P.PairingState.REMOVED]
+    removed = desk.book.removed_ids()
     outbox = O.Outbox(own=own, rows=freeze((r.identity, r) for r in store.outbox_rows()), settings=settings.outbox)
     inbox = I.load(own, store.inbox_records(), removed=removed, retention=settings.retention)
     return replace(hub, outbox=outbox, inbox=inbox)
@@ -86,8 +86,7 @@ class RemoteFlow:
         return secrets.token_bytes(E.NONCE_BYTES)
 
     def _pairing_of(self, box: str) -> P.Pairing | None:
-        return next((p for p in self.desk.book.pairings.values()
-                     if p.box_id == box and p.state is P.PairingState.ACTIVE), None)
+        return self.desk.book.active_with(box)
 
     def _event(self, verdict: E.Verdict, handle: str | None, now: float) -> H.Event | None:
         engine, decision = self.engine, verdict.decision

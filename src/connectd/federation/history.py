@@ -64,10 +64,7 @@ class RemoteHistoryDesk:
         self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
 
     def _active(self, box_id: str, pairing_id: str | None) -> P.Pairing | None:
-        for p in self.desk.book.pairings.values():
-            if p.box_id == box_id and p.id == pairing_id and p.state is P.PairingState.ACTIVE:
-                return p
-        return None
+        return self.desk.book.active_in(box_id, pairing_id)
 
     # --- answering --------------------------------------------------------------------------------
 

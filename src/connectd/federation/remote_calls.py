@@ -48,7 +48,7 @@ class RemoteCallError(ConnectError):
 
 
 def _active(desk: Any) -> dict[str, P.Pairing]:
-    return {p.name: p for p in desk.book.pairings.values() if p.state is P.PairingState.ACTIVE}
+    return {p.name: p for p in desk.book.active()}
 
 
 def _here(engine: Any, target: D.Target) -> int:

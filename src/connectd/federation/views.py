@@ -115,12 +115,7 @@ class PairingViews:
     def view(self) -> E.View:
         """What the envelope judgement reads: the keys pinned per box, each box's active pairing and
         every pairing ever made with it."""
-        peers: dict[str, E.Peer] = {}
-        for p in sorted(self.ledger.book.pairings.values(), key=lambda p: p.since):
-            had = peers.get(p.box_id)
-            ids = (had.pairings if had else frozenset()) | ({p.id} if p.id else set())
-            active = p.id if p.state is P.PairingState.ACTIVE else (had.active if had else None)
-            peers[p.box_id] = E.Peer(p.keys, active, frozenset(ids))
+        peers = P.envelope_peers(self.ledger.book)
         hub = self.hub()
         inbox, outbox = getattr(hub, "inbox", None), getattr(hub, "outbox", None)
         return E.View(own=self.local.box_id, peers=peers, now=self.clock(),
