@@ -774,6 +774,33 @@ def test_a_removal_is_owed_while_something_across_the_pairing_is_open_and_not_af
     assert not H.removal_owed(w.hub, PAIRING)
 
 
+def test_which_step_a_pairing_of_the_book_still_owes_the_hub(world: World) -> None:
+    """The daemon's tick (and ``pair set messages=off``) steps only what ``pairing_step_owed`` names:
+    a removed pairing with something across it still open owes ``PairingRemoved``; an active one whose
+    messages are off and that holds messages not typing owes ``MessagesOff``; one never active, one
+    with its messages on, or one with nothing open owes nothing (was decided in connectd/federation/flow.py)."""
+    from dataclasses import replace
+
+    from connectcore.federation import pairing as P
+
+    active = P.Pairing("inv1", P.Role.INVITER, A, KA, "laptop", P.PairingState.ACTIVE, NOW, id=PAIRING)
+    off = replace(active, settings=replace(active.settings, messages=False))
+    removed = replace(active, state=P.PairingState.REMOVED)
+    assert [H.pairing_step_owed(world.hub, p) for p in (active, off, removed)] == [None, None, None]  # nothing open
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-2"))  # held, not typing
+    assert H.pairing_step_owed(world.hub, active) is None  # messages on
+    assert H.pairing_step_owed(world.hub, off) is H.OwedStep.MESSAGES_OFF
+    assert H.pairing_step_owed(world.hub, removed) is H.OwedStep.REMOVAL
+    assert H.pairing_step_owed(world.hub, replace(removed, settings=off.settings)) is H.OwedStep.REMOVAL
+    never = replace(off, id=None, state=P.PairingState.REQUESTED)
+    assert H.pairing_step_owed(world.hub, never) is None
+    assert H.pairing_step_owed(world.hub, replace(off, state=P.PairingState.REQUESTED)) is None
+    assert H.pairing_step_owed(world.hub, replace(off, id="pairing-2")) is None  # nothing across that one
+    world.step(H.MessagesOff(world.now, PAIRING, "laptop"))
+    assert H.pairing_step_owed(world.hub, off) is None  # stepped: owed no more
+
+
 # --- messages=off while messages from that box are held here -------------------------------------
 
 

@@ -64,6 +64,7 @@ from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.federation import (
+    OwedStep,
     cancel_panes,
     cancels_unconfirmed,
     federation_tick,
@@ -73,6 +74,7 @@ from connectcore.hub.federation import (
     messages_off_owed,
     pairing_panes,
     pairing_removed,
+    pairing_step_owed,
     receipt_arrived,
     remote_cancel_arrived,
     remote_message_arrived,
@@ -291,6 +293,8 @@ __all__ = [
     "last_received",
     "message_for",
     "messages_off_owed",
+    "OwedStep",
+    "pairing_step_owed",
     "pair_approved",
     "pair_sent_within",
     "pairing_panes",

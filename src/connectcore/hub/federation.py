@@ -40,6 +40,8 @@ only joins them to the local message machine.
   messages across it not yet typing, and :func:`finals_receipted` sends each its ``cancelled`` receipt
   (the pairing stays: the receipts travel); :func:`messages_off_owed` is what the daemon's tick asks
   of a pairing whose messages are off, so a restart between the book's commit and the step ends them.
+  Which of the two steps a pairing of the book still owes is :func:`pairing_step_owed`'s (the daemon
+  asks it of every pairing on its tick, and when the person sets ``messages=off``).
 - The bus effects (:mod:`connectcore.federation.effects`) are effects like the others: the interpreter
   hands them to the daemon's bus loop.
 """
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from enum import StrEnum
 from typing import TypeGuard
 
 from connectcore import delivery, grants
@@ -67,6 +70,7 @@ from connectcore.federation.envelope import (
     Routing,
     Sender,
 )
+from connectcore.federation.pairing import Pairing, PairingState
 from connectcore.grants import Scope
 from connectcore.hub.gate import CallRefused, authorize
 from connectcore.hub.messages import (
@@ -489,6 +493,26 @@ def messages_off_owed(hub: Hub, pairing: str) -> bool:
     """A pairing whose ``messages`` setting is off still holds something :class:`MessagesOff` ends (the
     book's setting and the hub's step are two commits; the daemon's federation tick asks this)."""
     return bool(_cancellable_from(hub, pairing))
+
+
+class OwedStep(StrEnum):
+    """The hub step a pairing of the book still owes (the book and the hub commit apart)."""
+
+    REMOVAL = "removal"  # PairingRemoved
+    MESSAGES_OFF = "messages_off"  # MessagesOff
+
+
+def pairing_step_owed(hub: Hub, pairing: Pairing) -> OwedStep | None:
+    """The step ``pairing`` (as the book holds it) still owes the hub: a removed pairing with something
+    across it :class:`PairingRemoved` ends (:func:`removal_owed`), else an active one whose ``messages``
+    are off still holding what :class:`MessagesOff` ends (:func:`messages_off_owed`); None (a pairing
+    never active owes nothing: nothing crossed it)."""
+    if pairing.id and pairing.state is PairingState.REMOVED and removal_owed(hub, pairing.id):
+        return OwedStep.REMOVAL
+    if (pairing.id and pairing.state is PairingState.ACTIVE and not pairing.settings.messages
+            and messages_off_owed(hub, pairing.id)):
+        return OwedStep.MESSAGES_OFF
+    return None
 
 
 def messages_off(hub: Hub, ev: MessagesOff) -> Step:

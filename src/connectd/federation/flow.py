@@ -172,11 +172,10 @@ class RemoteFlow:
         messages=off``): what this box holds from that box and has not started typing is cancelled,
         stepped as :class:`~connectcore.hub.MessagesOff` under the send locks of what was accepted across
         it (:func:`connectcore.hub.federation.pairing_panes`), as a revocation; the remote senders'
-        ``cancelled`` receipts follow. Nothing held: no step."""
-        if pairing.id is None or pairing.settings.messages:
-            return
+        ``cancelled`` receipts follow. Nothing held (or the messages on): no step
+        (:func:`connectcore.hub.federation.pairing_step_owed`)."""
         engine, pairing_id = self.engine, pairing.id
-        if not H.messages_off_owed(engine.hub, pairing_id):
+        if H.pairing_step_owed(engine.hub, pairing) is not H.OwedStep.MESSAGES_OFF or pairing_id is None:
             return
         async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
             await engine.step(H.MessagesOff(engine.clock(), pairing_id, pairing.name))
@@ -190,11 +189,13 @@ class RemoteFlow:
         a removed pairing whose hub step is still owed (:func:`connectcore.hub.federation.removal_owed`:
         the daemon stopped between the book's commit and the step) is stepped now, and so is an active
         one whose ``messages`` are off and that still holds messages from its box
-        (:func:`connectcore.hub.federation.messages_off_owed`)."""
+        (:func:`connectcore.hub.federation.messages_off_owed`); which, the core's
+        :func:`connectcore.hub.federation.pairing_step_owed`."""
         for pairing in list(self.desk.book.pairings.values()):
-            if pairing.id and pairing.state is P.PairingState.REMOVED and H.removal_owed(self.engine.hub, pairing.id):
+            owed = H.pairing_step_owed(self.engine.hub, pairing)
+            if owed is H.OwedStep.REMOVAL:
                 await self.pairing_removed(pairing)
-            elif pairing.id and pairing.state is P.PairingState.ACTIVE and not pairing.settings.messages:
+            elif owed is H.OwedStep.MESSAGES_OFF:
                 await self.messages_off(pairing)
         heard = tuple(sorted(self.desk.heard.items()))
         await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))

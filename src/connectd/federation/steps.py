@@ -181,7 +181,7 @@ class PairingSteps:
             await ledger.commit(book, effects)
             updated = book.pairings[pairing.invitation]
         messages = self.messages()
-        if messages is not None and not updated.settings.messages:
+        if messages is not None:  # it steps MessagesOff only if the core says one is owed
             await messages.messages_off(updated)
         return self.views.pairing_view(updated)
 
