@@ -183,3 +183,21 @@ def test_the_judgement_pins_each_box_s_keys_its_active_pairing_and_every_pairing
     again = replace(gone, pairings={**gone.pairings, "inv2": replace(later, state=PS.ACTIVE)})
     assert P.envelope_peers(again) == {INVITER.box_id: E.Peer(INVITER, "pa2", frozenset({"pa1", "pa2"}))}
     assert P.envelope_peers(gone) == {INVITER.box_id: E.Peer(INVITER, None, frozenset({"pa1"}))}
+
+
+def test_a_box_paired_twice_under_two_names_is_called_by_its_live_pairing_else_the_latest() -> None:
+    """Claim: ``box_name`` is the one answer to "what does this box call box X" (``connectd messages``,
+    a revocation's answer, ``get_message``): the live pairing's name, else the latest's, else the id."""
+    import dataclasses
+
+    from connectcore.federation import pairing as P
+    from connectcore.federation.boxes import BoxKeys
+
+    keys = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
+    old = P.Pairing("inv1", P.Role.INVITER, "box-x", keys, "laptop", P.PairingState.REMOVED, 10.0, id="pa1")
+    new = dataclasses.replace(old, invitation="inv2", name="laptop2", state=P.PairingState.ACTIVE, since=5.0, id="pa2")
+    book = P.PairBook(own_box="box-own", own_name="devbox", pairings={"inv1": old, "inv2": new})
+    assert P.box_name(book, "box-x") == "laptop2", "the live pairing's name, though the removed one is newer"
+    ended = dataclasses.replace(book, pairings={"inv1": old, "inv2": dataclasses.replace(new, state=P.PairingState.REMOVED)})
+    assert P.box_name(ended, "box-x") == "laptop", "none live: the latest's (by since)"
+    assert P.box_name(book, "box-y") == "box-y", "no pairing names it: its id"

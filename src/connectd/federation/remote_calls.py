@@ -88,9 +88,9 @@ def _row(engine: Any, principal: str, message_id: str) -> O.Row | None:
 
 
 def _box_name(engine: Any, box: str) -> str:
+    """What this box calls ``box`` (:func:`connectcore.federation.pairing.box_name`, one rule)."""
     desk = engine.federation
-    names = [p.name for p in desk.book.pairings.values() if p.box_id == box] if desk is not None else []
-    return names[-1] if names else box
+    return P.box_name(desk.book, box) if desk is not None else box
 
 
 class RemoteCalls:

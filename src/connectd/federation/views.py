@@ -105,8 +105,10 @@ class PairingViews:
         return [self.request_view(r) for r in rows if include_decided or r.state is P.RequestState.PENDING]
 
     def box_names(self) -> dict[str, str]:
-        """This box's name for each box it paired with, by box id (the newest pairing's name)."""
-        return {p.box_id: p.name for p in sorted(self.ledger.book.pairings.values(), key=lambda p: p.since)}
+        """This box's name for each box it paired with, by box id (:func:`connectcore.federation.pairing.box_name`:
+        the live pairing's name, else the latest's)."""
+        book = self.ledger.book
+        return {box: P.box_name(book, box) for box in {p.box_id for p in book.pairings.values()}}
 
     def pairings(self) -> list[dict[str, Any]]:
         pairings = self.ledger.book.pairings.values()
