@@ -164,9 +164,9 @@ def test_three_boxes_pair_list_deliver_reply_revoke_and_remove_one_pairing(
     before_a, before_c, typed_c = store(a), store(c), agents["server"].prompts()
 
     # a send from A to C is then refused, naming the box, and changes nothing
-    err, text = anyio.run(send, a.daemon, agents["laptop"], f"{agents['server'].address}@server", "after removal",
+    err, refusal = anyio.run(send, a.daemon, agents["laptop"], f"{agents['server'].address}@server", "after removal",
                           "m-after-removal")
-    assert err and "unknown_box" in str(text) and "server" in str(text), text
+    assert err and "unknown_box" in str(refusal) and "server" in str(refusal), refusal
     time.sleep(1.0)
     assert store(a) == before_a and store(c) == before_c
     assert agents["server"].prompts() == typed_c and c.daemon.cards() == []
