@@ -331,6 +331,26 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
     settled(a, b, sender, recipient, {"m-d": ("waits on a card that outlives no outage", "expired")}, timeout=60)
 
 
+def test_receiving_daemon_down_longer_than_the_card_life_its_expired_receipt_reaches_a_at_once(
+    boxes: tuple[Box, Box, NatsServer],  # noqa: F811
+) -> None:
+    """B's card life 6 s; B accepted (its card open, A holds ``accepted``); ``kill -9`` B and leave it
+    down for longer than the card's life; restarted, B's recovery expires the card, and A learns
+    ``expired`` at once (nothing typed). Before: the recovery ran before the bus loops existed, so its
+    ``expired`` receipt was dropped and A learned it only from its 300 s poll (this test failed)."""
+    a, b, _server = boxes
+    restart(b, signal.SIGTERM, policy="[limits]\ncard_ttl = 6.0\n")
+    _pair(a, b)
+    sender, recipient = agents(a, b)
+    sent_ok(a, sender, f"{recipient.address}@devbox", "its card outlives the receiver's crash", "m-g")
+    b.daemon.wait_card(30)
+    wait_for(lambda: "m-g" in outbox_states(a, "accepted"), 30, "B's accepted receipt on A")
+    b.daemon.stop(signal.SIGKILL)
+    time.sleep(7.0)  # longer than the card's life: it ends at B's recovery
+    b.daemon.start()
+    settled(a, b, sender, recipient, {"m-g": ("its card outlives the receiver's crash", "expired")}, timeout=40)
+
+
 @pytest.fixture
 def cluster_boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsCluster]]:
     with federated_boxes(tmp_path, ["laptop", "devbox"], make_server=NatsCluster) as (made, server):
@@ -418,6 +438,15 @@ class Killer:
         return self.fired.is_set() and box is self.victim
 
 
+def clear_left_draft(b: Box, recipient: AgentHandle, texts: dict[str, str]) -> None:
+    """B killed while typing leaves the text in the recipient's composer, its message ``unconfirmed``
+    (never typed twice: nothing more is typed into a draft, so the next messages wait): the person at
+    B's screen clears it, as they would."""
+    unconfirmed = {r["message_id"] for r in b.daemon.api("GET", "/api/audit?outcome=unconfirmed&limit=100")}
+    if unconfirmed & set(texts) and b.daemon.agent_view(recipient.pane)["composer"] == "draft":
+        b.daemon.tmux.tmux("send-keys", "-t", recipient.pane, *["BSpace"] * 80)
+
+
 def kill_trial(a: Box, b: Box, sender: AgentHandle, recipient: AgentHandle, seed: int) -> str:
     """One trial: three messages A -> B sent at seeded offsets, each card on B approved after a seeded
     pause, and the daemon the seed names (A's or B's) killed (``kill -9``) at a seeded moment of that flow,
@@ -473,6 +502,8 @@ def kill_trial(a: Box, b: Box, sender: AgentHandle, recipient: AgentHandle, seed
                     raise
             if not sends and restarted and now - checked >= 0.5:
                 checked = now
+                if victim is b:
+                    clear_left_draft(b, recipient, texts)
                 if admitted <= set(finals_on_a(a)):
                     break
             if now > 90:

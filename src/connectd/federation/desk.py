@@ -149,6 +149,7 @@ class PairingDesk:
         self.lock = anyio.Lock()
         self.owed = anyio.Event()  # set when a wire becomes due: the publisher looks at once
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
+        self.early: list[BusEffect] = []  # receipts handed before the bus loops started (the engine's recovery)
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
         # (box, reason) -> when a refusal of it was last audited (envelope.refusal_audit_due: a flood, one a minute)
@@ -184,6 +185,9 @@ class PairingDesk:
 
             self.pump = Pump(self)
             self.pump.start(supervisor)
+            for effect in self.early:
+                self.pump.hand(effect)
+        self.early = []
 
     async def reload(self, *, actor: str = P.OWNER) -> dict[str, Any]:
         """``federation.toml`` read again (``connectd federate --nats ...`` asks the running daemon). The
@@ -254,8 +258,14 @@ class PairingDesk:
         """The interpreter's handler for a bus effect: to the bus loop, in order. Without a NATS server
         (or before the loops start) nothing is lost that matters: an outbox row is published again by
         its schedule, a receipt is answered again to the sender's next copy, and there is no delivery
-        to acknowledge."""
+        to acknowledge. A receipt handed before the loops start (the engine's recovery runs first: a card
+        that expired while the daemon was down, a message it was typing) waits for them: before, it was
+        dropped, and its sender learned the outcome only from its 300 s poll
+        (tests/integration/test_federation_faults.py)."""
         if self.pump is None:
+            if isinstance(effect, PublishReceipt) and self.settings.nats and self._supervisor is None:
+                self.early.append(effect)
+                return
             log.info("federation: no bus to run %s (no NATS server named)", type(effect).__name__)
             return
         self.pump.hand(effect)
