@@ -48,7 +48,7 @@ import pytest
 from tests.integration.test_daemon_e2e import get_message, send
 from tests.integration.test_federation_messages_e2e import _pair
 from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
-from tests.support.daemon import AgentHandle, wait_for
+from tests.support.daemon import AgentHandle, DaemonProcess, wait_for
 from tests.support.federation import federated_boxes
 from tests.support.nats import ADMIN, NatsCluster, NatsServer
 
@@ -333,15 +333,24 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
     settled(a, b, sender, recipient, {"m-d": ("waits on a card that outlives no outage", "expired")}, timeout=60)
 
 
+@pytest.fixture
+def short_cards(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
+    """The two boxes, B's card life 6 s from its start (``[limits] card_ttl`` in its policy.toml)."""
+    def make(root: Path, tmux: Any) -> DaemonProcess:
+        return DaemonProcess(root, tmux, policy="[limits]\ncard_ttl = 6.0\n" if root.name == "b" else "")
+
+    with federated_boxes(tmp_path, ["laptop", "devbox"], make_daemon=make) as (made, server):
+        yield made[0], made[1], server  # type: ignore[misc]
+
+
 def test_receiving_daemon_down_longer_than_the_card_life_its_expired_receipt_reaches_a_at_once(
-    boxes: tuple[Box, Box, NatsServer],  # noqa: F811
+    short_cards: tuple[Box, Box, NatsServer],
 ) -> None:
     """B's card life 6 s; B accepted (its card open, A holds ``accepted``); ``kill -9`` B and leave it
     down for longer than the card's life; restarted, B's recovery expires the card, and A learns
     ``expired`` at once (nothing typed). Before: the recovery ran before the bus loops existed, so its
     ``expired`` receipt was dropped and A learned it only from its 300 s poll (this test failed)."""
-    a, b, _server = boxes
-    restart(b, signal.SIGTERM, policy="[limits]\ncard_ttl = 6.0\n")
+    a, b, _server = short_cards
     _pair(a, b)
     sender, recipient = agents(a, b)
     sent_ok(a, sender, f"{recipient.address}@devbox", "its card outlives the receiver's crash", "m-g")
