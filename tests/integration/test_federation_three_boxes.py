@@ -158,8 +158,8 @@ def test_three_boxes_pair_list_deliver_reply_revoke_and_remove_one_pairing(
 
     # remove the pairing A-C (on A): it reaches C
     a.run("pair", "remove", "server", "--yes")
-    wait_for(lambda: [p for p in c.pairings() if p["box"] == a.local.box_id and p["state"] == "removed"], 30,
-             "the removal on C")
+    wait_for(lambda: [p for p in c.daemon.api("GET", "/api/pairing/pairings")
+                      if p["box"] == a.local.box_id and p["state"] == "removed"], 30, "the removal on C")
     time.sleep(1.0)  # nothing else in flight: the stores as the refusal must leave them
     before_a, before_c, typed_c = store(a), store(c), agents["server"].prompts()
 
