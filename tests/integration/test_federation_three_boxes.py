@@ -70,12 +70,12 @@ def approve_card(box: Box, recipient: AgentHandle, sender_box: str, text: str) -
     return dict(card)
 
 
-MESSAGE_TABLES = ("messages", "outbox", "inbox", "cards", "pairs", "pair_requests", "pair_invitations", "pair_wires")
+MESSAGE_TABLES = ("messages", "outbox", "inbox", "cards", "pairs", "pairings", "pair_requests", "pair_invitations")
 
 
 def store(box: Box) -> dict[str, list[tuple[object, ...]]]:
-    """The tables of ``box``'s store a send could touch (what a refused one must leave as it was; the
-    pairings' last-heard times and the directory move on their own)."""
+    """The message and pairing tables of ``box``'s store (what a refused send must leave as it was; the
+    pairing wires' attempts, the directory and the audit log move on their own)."""
     db = sqlite3.connect(box.daemon.data_dir / "connect.db")
     try:
         return {t: sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in MESSAGE_TABLES}
