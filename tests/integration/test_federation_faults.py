@@ -16,8 +16,13 @@ breaks one real process with a signal while messages cross from box A (laptop) t
   policy.toml): the card expires on B, the ``expired`` receipt reaches A once NATS runs again, and
   nothing is typed late;
 - the server restarted on an empty store (what JetStream acknowledged lost): A's outbox publishes again;
+- ``kill -9`` the receiving daemon with its card open and leave it down longer than the card's life:
+  its recovery expires the card and A learns ``expired`` at once (the receipt waits for the bus loops);
 - (e) a three-node JetStream cluster (tests/support/nats.py ``NatsCluster``), the stream's leader node
   killed between two bursts.
+
+Either daemon killed at seeded random moments: test_federation_kills.py (its own file, so the two run on
+separate workers).
 
 Every test ends with :func:`settled`: never typed twice (the prompts in B's pane), every message A
 admitted exactly one final outcome on A (its audit records and ``get_message``), and every message B
@@ -43,7 +48,7 @@ import pytest
 from tests.integration.test_daemon_e2e import get_message, send
 from tests.integration.test_federation_messages_e2e import _pair
 from tests.integration.test_federation_pairing_e2e import Box, boxes  # noqa: F401 - the fixture
-from tests.support.daemon import AgentHandle, wait_for
+from tests.support.daemon import AgentHandle, DaemonProcess, wait_for
 from tests.support.federation import federated_boxes
 from tests.support.nats import ADMIN, NatsCluster, NatsServer
 
@@ -329,6 +334,35 @@ def test_nats_stopped_longer_than_the_card_life_ends_expired_never_typed_late(
 
 
 @pytest.fixture
+def short_cards(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer]]:
+    """The two boxes, B's card life 6 s from its start (``[limits] card_ttl`` in its policy.toml)."""
+    def make(root: Path, tmux: Any) -> DaemonProcess:
+        return DaemonProcess(root, tmux, policy="[limits]\ncard_ttl = 6.0\n" if root.name == "b" else "")
+
+    with federated_boxes(tmp_path, ["laptop", "devbox"], make_daemon=make) as (made, server):
+        yield made[0], made[1], server  # type: ignore[misc]
+
+
+def test_receiving_daemon_down_longer_than_the_card_life_its_expired_receipt_reaches_a_at_once(
+    short_cards: tuple[Box, Box, NatsServer],
+) -> None:
+    """B's card life 6 s; B accepted (its card open, A holds ``accepted``); ``kill -9`` B and leave it
+    down for longer than the card's life; restarted, B's recovery expires the card, and A learns
+    ``expired`` at once (nothing typed). Before: the recovery ran before the bus loops existed, so its
+    ``expired`` receipt was dropped and A learned it only from its 300 s poll (this test failed)."""
+    a, b, _server = short_cards
+    _pair(a, b)
+    sender, recipient = agents(a, b)
+    sent_ok(a, sender, f"{recipient.address}@devbox", "its card outlives the receiver's crash", "m-g")
+    b.daemon.wait_card(30)
+    wait_for(lambda: "m-g" in outbox_states(a, "accepted"), 30, "B's accepted receipt on A")
+    b.daemon.stop(signal.SIGKILL)
+    time.sleep(7.0)  # longer than the card's life: it ends at B's recovery
+    b.daemon.start()
+    settled(a, b, sender, recipient, {"m-g": ("its card outlives the receiver's crash", "expired")}, timeout=40)
+
+
+@pytest.fixture
 def cluster_boxes(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsCluster]]:
     with federated_boxes(tmp_path, ["laptop", "devbox"], make_server=NatsCluster) as (made, server):
         yield made[0], made[1], server  # type: ignore[misc]
@@ -360,3 +394,4 @@ def test_the_stream_leader_of_a_three_node_cluster_killed_mid_flow_every_message
     cluster.node(leader).start()
     time.sleep(3.0)
     settled(a, b, sender, recipient, expected, timeout=10)
+

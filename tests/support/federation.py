@@ -132,10 +132,13 @@ def federated_boxes(
 
 
 def pair(a: Box, b: Box) -> None:
-    """Pair ``a`` and ``b`` as people do: invite on A, accept on B, approve on A; active on both."""
+    """Pair ``a`` and ``b`` as people do: invite on A, accept on B, approve on A (the real CLI); active on
+    both. The waits between read the owner API the CLI reads (``pair requests``, ``pair list``), not a
+    CLI process per look."""
     code = a.run("pair", "invite")["code"]
     b.text("pair", "accept", code, "--yes")
-    wait_for(lambda: [r for r in a.run("pair", "requests") if r["box"] == b.local.box_id], 20, "the pair request on A")
+    wait_for(lambda: [r for r in a.daemon.api("GET", "/api/pairing/requests") if r["box"] == b.local.box_id], 20,
+             "the pair request on A")
     a.run("pair", "approve", b.local.box_id)
-    wait_for(lambda: [p for p in b.pairings() if p["state"] == "active" and p["box"] == a.local.box_id], 20,
-             "the pairing active on B")
+    wait_for(lambda: [p for p in b.daemon.api("GET", "/api/pairing/pairings")
+                      if p["state"] == "active" and p["box"] == a.local.box_id], 20, "the pairing active on B")

@@ -91,6 +91,7 @@ class PairingDesk:
         self.run_sync = run_sync or anyio.to_thread.run_sync
         self.hub = hub  # the engine's hub now (its outbox holds the rows a PublishEnvelope names)
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
+        self.early: list[BusEffect] = []  # receipts handed before the bus loops started (the engine's recovery)
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
         # the directory across boxes (connectd.federation.directory.RemoteDirectoryDesk; slice 7)
@@ -140,6 +141,9 @@ class PairingDesk:
 
             self.pump = Pump(self)
             self.pump.start(supervisor)
+            for effect in self.early:
+                self.pump.hand(effect)
+        self.early = []
 
     async def reload(self, *, actor: str = P.OWNER) -> dict[str, Any]:
         """``federation.toml`` read again (``connectd federate --nats ...`` asks the running daemon). The
@@ -244,6 +248,13 @@ class PairingDesk:
         return await self.envelopes.refusal_audited(actor, reason, detail, message_id=message_id)
 
     def hand(self, effect: BusEffect) -> None:
+        """The interpreter's handler for a bus effect (:meth:`Envelopes.hand`). A receipt handed before
+        the loops start (the engine's recovery runs first: a card that expired while the daemon was
+        down, a message it was typing) waits for them: before, it was dropped, and its sender learned
+        the outcome only from its 300 s poll (tests/integration/test_federation_faults.py)."""
+        if self.pump is None and isinstance(effect, PublishReceipt) and self.settings.nats and self._supervisor is None:
+            self.early.append(effect)
+            return
         self.envelopes.hand(effect)
 
     def wire_for(self, effect: PublishEnvelope | PublishReceipt) -> tuple[str, bytes] | None:
