@@ -11,10 +11,15 @@ other boxes' connections go on.
 - ``cut("blackhole")``: every live connection is reset, and a new one is accepted and then held
   silent: nothing is forwarded, nothing answered (a NATS client waits for the server's ``INFO`` until
   its connect timeout, as across a link that drops every packet); ``held`` counts them;
+- ``cut("stall")``: every live connection stays open and silent: what either side sends is held (up
+  to what the sockets buffer) and nothing is forwarded; a new one is held silent too. Neither side
+  sees anything wrong (a NATS client notices only when its pings go unanswered, minutes later): a
+  link that drops every packet while TCP retransmits, or a frozen middlebox;
 - ``heal()``: the same port forwards new connections again (the held ones are reset: their clients
-  gave up on them).
+  gave up on them); after a stall, what was held is forwarded, in order.
 
-``forwarded`` counts the connections forwarded so far, ``live()`` those open now.
+``forwarded`` counts the connections forwarded so far, ``live()`` those open now, ``sent`` the bytes
+forwarded (either way).
 
     with TcpProxy(server.port) as proxy:
         ... connect to proxy.url ...
@@ -32,7 +37,7 @@ import threading
 import time
 from typing import Literal
 
-Mode = Literal["refuse", "blackhole"]
+Mode = Literal["refuse", "blackhole", "stall"]
 _RST = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends an RST, not a FIN
 
 
@@ -60,7 +65,7 @@ class TcpProxy:
 
     def __init__(self, target: int, host: str = "127.0.0.1") -> None:
         self.target = (host, target)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._listener: socket.socket | None = self._listen(0)
         self.port: int = self._listener.getsockname()[1]
         self._mode: Mode | None = None
@@ -69,6 +74,8 @@ class TcpProxy:
         self._closed = False
         self.forwarded = 0
         self.held = 0
+        self.sent = 0
+        self._sending = 0  # pumps between their check and the end of their send
         self._thread = threading.Thread(target=self._accept_loop, name=f"tcp-proxy-{self.port}", daemon=True)
 
     @staticmethod
@@ -97,12 +104,17 @@ class TcpProxy:
     # --- the partition ----------------------------------------------------------------------------
 
     def cut(self, mode: Mode = "refuse") -> None:
-        """Partition: reset every live connection; a new one is refused or held silent (``mode``).
-        When this returns, no byte crosses the proxy until :meth:`heal`."""
-        assert mode in ("refuse", "blackhole"), mode
+        """Partition: reset every live connection, or stall it; a new one is refused or held silent
+        (``mode``, see the module). When this returns, no byte crosses the proxy until :meth:`heal`."""
+        assert mode in ("refuse", "blackhole", "stall"), mode
         with self._lock:
             self._mode = mode
+            if mode == "stall":
+                while self._sending:  # a send already under way ends first
+                    self._lock.wait()
+                return
             pairs, self._pairs = self._pairs, set()
+            self._lock.notify_all()  # (pumps stalled before: they end)
             listener = self._listener if mode == "refuse" else None
             if listener is not None:
                 self._listener = None
@@ -116,6 +128,7 @@ class TcpProxy:
         """New connections are forwarded again, on the same port; the ones held silent are reset."""
         with self._lock:
             self._mode = None
+            self._lock.notify_all()  # stalled pumps go on
             held, self._held = self._held, []
             if self._listener is None:
                 self._listener = self._listen(self.port)
@@ -130,6 +143,7 @@ class TcpProxy:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._lock.notify_all()
             pairs, self._pairs = self._pairs, set()
             held, self._held = self._held, []
             listener, self._listener = self._listener, None
@@ -192,7 +206,21 @@ class TcpProxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                with self._lock:
+                    while self._mode == "stall" and pair in self._pairs and not self._closed:
+                        self._lock.wait()  # stalled: hold what was read until the heal
+                    if pair not in self._pairs:
+                        break
+                    self._sending += 1
+                done = False
+                try:
+                    dst.sendall(data)
+                    done = True
+                finally:
+                    with self._lock:
+                        self._sending -= 1
+                        self.sent += len(data) if done else 0
+                        self._lock.notify_all()
         except OSError:
             pass
         with self._lock:
