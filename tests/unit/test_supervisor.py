@@ -286,3 +286,32 @@ def test_an_essential_task_that_fails_stops_the_daemon_loudly() -> None:
     audits.clear()
     anyio.run(main, ends)
     assert audits == []
+
+
+def test_a_service_that_ran_well_for_a_while_starts_a_new_streak_from_the_first_backoff() -> None:
+    """Claim: the backoff doubles within a streak of failures only: a service that ran for at least its
+    policy's ``backoff_max`` before it failed again is started again after the first backoff. Before,
+    the wait never came down in the daemon's life: a federation loop that had sat out one long NATS
+    outage waited 30 s after every later blip (tests/integration/test_federation_partition.py)."""
+    import trio
+    import trio.testing
+
+    starts: list[float] = []
+
+    async def service() -> None:
+        starts.append(trio.current_time())
+        if len(starts) == 9:
+            await trio.sleep(100)  # connected and working, then the connection drops again
+        raise ConnectionError("NATS away")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            Supervisor(nursery).spawn(Kind.BUS, service, name="federation fetch")  # type: ignore[arg-type]
+            await trio.sleep(300)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    gaps = [round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)]
+    policy = POLICIES[Kind.BUS]
+    assert gaps[:8] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0] and policy.backoff_max == 30.0
+    assert gaps[8:10] == [100.0 + policy.backoff, 2 * policy.backoff], gaps  # a new streak

@@ -9,7 +9,7 @@ network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
   seconds; a body that raises is logged and audited once per streak of failures, and the next round
   waits the backoff (doubling up to ``backoff_max``) instead of ``every``;
 - a **service** (the control-mode reader, the audit exporter) that returns or raises is started
-  again after the backoff;
+  again after the backoff (which starts over when the service had run for ``backoff_max`` or more);
 - an **until-done** call (the daemon's start: Recover, the first look, reconciliation, open restarts)
   is awaited by its caller and made again after the backoff until it succeeds; the daemon serves
   only once its start is done (so it never serves a token of an incarnation that died meanwhile);
@@ -203,11 +203,14 @@ class Supervisor:
     ) -> None:
         wait = policy.backoff * self._scale
         while True:
+            started = anyio.current_time()
             try:
                 await fn(*args)
                 log.warning("%s %s returned; starting it again in %.0fs", kind, label, wait)
             except Exception as exc:
                 await self._failed(kind, label, exc)
+            if anyio.current_time() - started >= policy.backoff_max * self._scale:
+                wait = policy.backoff * self._scale  # it ran well for a while: a new streak, from the first wait
             await anyio.sleep(wait)
             wait = min(wait * 2, policy.backoff_max * self._scale)
 

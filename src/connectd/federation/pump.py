@@ -15,7 +15,9 @@ take (NATS killed, a cluster electing a stream leader) reached its sender only a
 outbox's 300 s poll later (tests/integration/test_federation_faults.py).
 
 Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
-store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s).
+store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s);
+started again while nats-py brings a dropped connection back, it waits for that (:meth:`Pump._connected`)
+and goes on as soon as NATS is back.
 NATS away never ends the daemon; what is owed waits in the store, and a delivery not acknowledged
 comes again. This module is imported only when ``federation.toml`` names a NATS server.
 """
@@ -38,6 +40,7 @@ from connectd.federation.desk import PairingDesk, msg_id
 log = logging.getLogger("connectd.federation")
 
 FETCH_BATCH = 16
+RECONNECT_LOOK = 0.25  # seconds between looks at a connection nats-py is bringing back
 RECEIPT_AGAIN = 2.0  # seconds between tries of a receipt the bus did not take
 RECEIPT_HELD = 300.0  # seconds a receipt the bus did not take is tried again (the sender's poll covers the rest)
 REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a full subject) is tried again
@@ -95,7 +98,14 @@ class Pump:
         self.deliveries[handle] = delivery
 
     async def _connected(self) -> NatsBus:
-        """The bus, connecting once (nats-py then reconnects by itself for ever)."""
+        """The bus, connecting once (nats-py then reconnects by itself for ever). While it reconnects
+        (the connection dropped, the client not closed), this waits for it, looking every
+        ``RECONNECT_LOOK`` seconds: a loop that failed because NATS went away starts again here and goes
+        on as soon as NATS is back, instead of failing again into the supervisor's backoff (0.5 s
+        doubling to 30 s), which after a long outage or partition kept the box from fetching for up to
+        30 s after NATS was back (tests/unit/test_federation_pump.py)."""
+        while self.bus._nc is not None and not self.bus._nc.is_closed and not self.bus.connected:
+            await anyio.sleep(RECONNECT_LOOK)
         async with self._connecting:
             if self.bus._nc is None or self.bus._nc.is_closed:
                 s = self.desk.settings
