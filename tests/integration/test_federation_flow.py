@@ -665,8 +665,12 @@ def test_removing_the_pairing_on_the_recipient_s_box_and_the_notice_on_the_sende
     nothing more from A is accepted on B."""
     a, b, pairing = boxes
     _abus, key, card = _carded_on_b(a, b, pairing)
+    # what pair list and pair remove's question show: one message in flight each way
+    assert [p["in_flight"] for p in a.fed.pairings()] == [{"sent": 1, "received": 0}]
+    assert [p["in_flight"] for p in b.fed.pairings()] == [{"sent": 0, "received": 1}]
     b.locks.taken.clear()
     anyio.run(lambda: b.fed.remove("laptop"))
+    assert [p["in_flight"] for p in b.fed.pairings()] == [{"sent": 0, "received": 0}]
     assert b.locks.taken == ["%4"]
     assert b.engine.hub.messages[key].state is MessageState.CANCELLED
     assert b.engine.hub.cards[card].state.value == "cancelled"

@@ -934,3 +934,23 @@ def test_a_pane_whose_idle_reading_lost_the_race_to_a_busy_confirmation_is_looke
     assert [e.message for e in again if isinstance(e, CheckGuard)] == [second]
     world.guard(second, to, fingerprint="fp-after")
     assert world.hub.messages[second].state is MessageState.TYPING
+
+
+def test_in_flight_counts_what_is_open_across_a_pairing_each_way(world: World, sender_box: World) -> None:
+    """Claim: ``in_flight`` (``pair list``, ``pair remove``'s question) counts the outbox rows to the
+    pairing's box not final and the messages from it accepted here not final; nothing of another
+    pairing, nothing once they end."""
+    assert H.in_flight(world.hub, PAIRING) == H.InFlight(0, 0)
+    carded = world.launch("carded", harness="codex")
+    arrive(world, carded, message("m-1"))
+    arrive(world, carded, message("m-2"))
+    assert H.in_flight(world.hub, PAIRING) == H.InFlight(0, 2) and H.in_flight(world.hub, "pairing-2") == H.InFlight(0, 0)
+    world.step(H.PairingRemoved(world.now, PAIRING, "laptop"))
+    assert H.in_flight(world.hub, PAIRING) == H.InFlight(0, 0)
+    w = sender_box
+    submit(w, w.launch("me"), "m-1")
+    submit(w, w.launch("me2"), "m-2", bus_up=False)
+    assert H.in_flight(w.hub, PAIRING) == H.InFlight(2, 0)
+    w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
+    assert H.in_flight(w.hub, PAIRING) == H.InFlight(0, 0)
+    assert H.in_flight(H.Hub(), PAIRING) == H.InFlight(0, 0), "a box that does not federate"

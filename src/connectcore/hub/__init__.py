@@ -64,12 +64,14 @@ from connectcore.grants import GrantBook
 from connectcore.grants import Scope as Scope
 from connectcore.hub import acts as hub_acts
 from connectcore.hub.federation import (
+    InFlight,
     OwedStep,
     cancel_panes,
     cancels_unconfirmed,
     federation_tick,
     finals_audited,
     finals_receipted,
+    in_flight,
     messages_off,
     messages_off_owed,
     pairing_panes,
@@ -295,6 +297,8 @@ __all__ = [
     "messages_off_owed",
     "OwedStep",
     "pairing_step_owed",
+    "InFlight",
+    "in_flight",
     "pair_approved",
     "pair_sent_within",
     "pairing_panes",

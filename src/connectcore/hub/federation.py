@@ -49,7 +49,7 @@ only joins them to the local message machine.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeGuard
 
@@ -462,6 +462,26 @@ def pairing_panes(hub: Hub, pairing: str) -> tuple[str, ...]:
     """The send locks a removal of ``pairing`` is stepped under: the recipient panes of what this box
     accepted across it and has not ended."""
     return tuple(sorted({m.recipient_pane for m in _from_pairing(hub, pairing)}))
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """What is in flight across one pairing, as ``pair list`` and ``pair remove`` show it: ``sent``, this
+    box's messages to that box not yet final here (their outbox rows); ``received``, messages from that
+    box accepted here and not yet final (their inbox records ``accepted``): what a removal cancels,
+    but for one whose typing has started."""
+
+    sent: int
+    received: int
+
+
+def in_flight(hub: Hub, pairing: str) -> InFlight:
+    """The messages in flight across ``pairing`` (:class:`InFlight`); none on a box that does not federate."""
+    sent = sum(1 for r in hub.outbox.rows.values() if r.pairing == pairing and not r.is_final) if hub.outbox else 0
+    received = sum(
+        1 for r in hub.inbox.records.values() if r.pairing == pairing and r.state is inbox_.InboxState.ACCEPTED
+    ) if hub.inbox else 0
+    return InFlight(sent, received)
 
 
 def removal_owed(hub: Hub, pairing: str) -> bool:

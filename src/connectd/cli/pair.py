@@ -153,13 +153,19 @@ def cmd_list(args: argparse.Namespace) -> int:
         m._print(args, rows, [])
         return 0
     m._table(
-        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "DIRECTORY", "PAIRING", "SETTINGS"],
+        ["NAME", "BOX", "FINGERPRINT", "STATE", "SINCE", "HEARD", "DIRECTORY", "IN FLIGHT", "PAIRING", "SETTINGS"],
         [[r["name"], r["box"], r["fingerprint"], r["state"] + (f" (by {r['removed_by']})" if r.get("removed_by") else ""),
-          _when(r["since"]), heard_words(r.get("heard_at")), r.get("directory") or "none yet", r.get("pairing") or "-",
-          " ".join(r["settings_words"])]
+          _when(r["since"]), heard_words(r.get("heard_at")), r.get("directory") or "none yet",
+          in_flight_words(r.get("in_flight")), r.get("pairing") or "-", " ".join(r["settings_words"])]
          for r in rows],
     )
     return 0
+
+
+def in_flight_words(counts: dict[str, int] | None) -> str:
+    """``pair list``'s IN FLIGHT: messages sent to that box and received from it, not yet final here."""
+    sent, received = (counts or {}).get("sent", 0), (counts or {}).get("received", 0)
+    return f"{sent} sent, {received} received" if sent or received else "-"
 
 
 def cmd_set(args: argparse.Namespace) -> int:
@@ -172,7 +178,13 @@ def cmd_set(args: argparse.Namespace) -> int:
 def cmd_remove(args: argparse.Namespace) -> int:
     m = _main()
     client = m._client(args)
-    _confirm(args, f"Remove the pairing with {args.box} for good (pairing again needs a new invitation)?")
+    named = [r for r in client.call("GET", "/api/pairing/pairings")
+             if args.box in (r["name"], r["box"]) and r["state"] in ("active", "requested")]
+    counts = named[0].get("in_flight") if len(named) == 1 else None
+    sent, received = (counts or {}).get("sent", 0), (counts or {}).get("received", 0)
+    cancels = (f" {sent} message(s) sent to it and {received} received from it, not yet final, are cancelled"
+               " (one already being typed keeps going)." if sent or received else "")
+    _confirm(args, f"Remove the pairing with {args.box} for good (pairing again needs a new invitation)?{cancels}")
     result = client.call("POST", f"/api/pairing/pairings/{args.box}/remove", {})
     m._print(args, result, [f"removed the pairing with box {result['name']} ({result['box']}) for good"])
     return 0

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from connectcore import hub as H
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_directory as RD
@@ -61,8 +62,16 @@ class PairingViews:
             "since": p.since, "role": str(p.role), "pairing": p.id, "invitation": p.invitation,
             "removed_by": p.removed_by, "expires_at": p.expires_at, "heard_at": self.heard.get(p.box_id),
             "settings": dataclasses.asdict(p.settings), "settings_words": list(P.settings_words(p.settings)),
-            **self.directory_age(p),
+            **self.directory_age(p), "in_flight": self.in_flight(p),
         }
+
+    def in_flight(self, p: P.Pairing) -> dict[str, int]:
+        """The messages in flight across the pairing (:func:`connectcore.hub.in_flight`): ``sent`` to its
+        box and not final here, ``received`` from it and not final here."""
+        hub = self.hub()
+        if p.id is None or getattr(hub, "outbox", None) is None:
+            return {"sent": 0, "received": 0}
+        return dataclasses.asdict(H.in_flight(hub, p.id))
 
     def directory_age(self, p: P.Pairing) -> dict[str, Any]:
         """How old the directory entry held from the pairing's box is (``directory_age``: seconds, None
