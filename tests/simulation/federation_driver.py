@@ -19,7 +19,12 @@ name>``, the address as that box's directory last listed it); a box runs one act
 at the keyboard, panes dying, the daemon killed at a later I/O call); a card on some box is decided; a
 box's link to the bus is cut (a partition) or healed; the rogue box (real keys, never paired) publishes
 a message sealed to a box, or a copy of another box's wire, on its own subjects; nobody acts for a
-while (a partition outlasting the outbox's liveness). Two boxes, or three in a quarter of the seeds,
+while (a partition outlasting the outbox's liveness). Across boxes, from the seed's own stream
+(:meth:`Federation.across`, through the calls the CLI's and the page's routes make): one pairing removed
+(``pair remove``) in 30 % of the seeds, in the schedule's second half, and in half of those paired again
+as a new pairing by both approvals; a sender whose message is across boxes revoked on its box; the
+recipient of a message from another box revoked on its own; a pairing's messages turned off (``pair
+set messages=off``) or on again. Two boxes, or three in a quarter of the seeds,
 each paired with every other at the start by both approvals over the bus. The bus drops,
 duplicates, delays and reorders by the seed's draw. Then quiescence: faults off, links healed, every
 card approved, until every outbox row and message is final; a row still waiting then must be honestly
@@ -426,7 +431,8 @@ class FedChecker:
             box.violate(f"{body} typed without its card ({message.card}) or its pair approved", "typed_without_consent")
 
     def nothing_after_removal(self, box: BoxSim, pairing: str, body: str) -> None:
-        """After a pairing's removal is committed on a box (its ``pair remove`` returned there, or its hub's step is durable), nothing from the other box under that pairing is typed there."""
+        """After a pairing's removal is committed on a box (its ``pair remove`` returned there, or its hub's
+        step is durable), nothing from the other box under that pairing is typed there."""
         engine = box.engine
         assert engine is not None
         inbox = engine.runner.durable.inbox
@@ -435,12 +441,14 @@ class FedChecker:
                         "typed_after_removal")
 
     def nothing_after_cancel(self, box: BoxSim, identity: E.Identity, body: str) -> None:
-        """A message is not typed after its sender's box's cancel was committed on its recipient's box (the cancel's delivery acknowledged): typing that had started finished before it, under the send lock."""
+        """A message is not typed after its sender's box's cancel was committed on its recipient's box (the
+        cancel's delivery acknowledged): typing that had started finished before it, under the send lock."""
         if identity in self.cancels.get(box.name, set()):
             box.violate(f"{body} typed after its sender's cancel was committed here", "typed_after_cancel")
 
     def nothing_after_recipient_revoked(self, box: BoxSim, message: Any, body: str) -> None:
-        """A message from another box accepted before the revocation of its recipient on this box returned is not typed after it."""
+        """A message from another box accepted before the revocation of its recipient on this box returned is
+        not typed after it."""
         if box.cfg.wall_step:  # (a stepped wall clock reorders the lives' clocks: judged by the single box's rule only)
             return
         for principals, _life, returned in box.checker.revocations:
@@ -449,7 +457,8 @@ class FedChecker:
                             "returned", "typed_after_revocation")
 
     def nothing_while_messages_off(self, box: BoxSim, pairing: str, body: str) -> None:
-        """Nothing from a box is typed while its pairing's messages are off, once ``pair set messages=off`` returned."""
+        """Nothing from a box is typed while its pairing's messages are off, once ``pair set messages=off``
+        returned."""
         found = box.desk is not None and next((p for p in box.desk.book.pairings.values() if p.id == pairing), None)
         if (box.name, pairing) in self.fed.messages_off and found and not found.settings.messages:
             box.violate(f"{body} typed while messages from its box are off here", "typed_while_off")
@@ -474,7 +483,8 @@ class FedChecker:
         self.acked.setdefault(box.name, set()).add(identity)
 
     def on_cancel_acked(self, box: BoxSim, inner: E.CancelInner, delivery: Delivery) -> None:
-        """(Notes a cancel its judgement lets in, acknowledged once its step committed: see :meth:`nothing_after_cancel`.)"""
+        """(Notes a cancel its judgement lets in, acknowledged once its step committed: see
+        :meth:`nothing_after_cancel`.)"""
         if receive(box.local, delivery.subject, delivery.data, box.desk.view()).decision is E.Decision.REFUSED:
             return
         self.cancels.setdefault(box.name, set()).add(inner.message)
@@ -532,13 +542,15 @@ class FedChecker:
             box.violate(f"{row.identity.id} was {seen}, now {row.state}", "final_changed")
 
     def final_once_removed(self, box: BoxSim, row: O.Row) -> None:
-        """Once a pairing's removal is durable on a box, every row it admitted across it has its final outcome (never left: ``cancelled``; left: ``unconfirmed``, unless a receipt ended it before)."""
+        """Once a pairing's removal is durable on a box, every row it admitted across it has its final outcome
+        (never left: ``cancelled``; left: ``unconfirmed``, unless a receipt ended it before)."""
         if not row.is_final and row.identity not in self.reported:
             self.reported.add(row.identity)
             box.violate(f"{row.identity.id} still {row.state} after its pairing's removal", "removal_not_final")
 
     def revocation_cancels_at_once(self, box: BoxSim, engine: Any, members: frozenset[str], at: float) -> None:
-        """When the revocation of a sender returns, none of its messages across boxes admitted before it is queued, published or accepted: each is final or ``cancelling``."""
+        """When the revocation of a sender returns, none of its messages across boxes admitted before it is
+        queued, published or accepted: each is final or ``cancelling``."""
         waiting = (O.OutboxState.QUEUED, O.OutboxState.PUBLISHED, O.OutboxState.ACCEPTED)
         for row in engine.hub.outbox.rows.values():
             if row.identity.principal in members and row.created_at <= at and row.state in waiting:
@@ -619,7 +631,8 @@ class FedChecker:
                              "outcome_untrue")
 
     def cancelled_only_if_never_there(self, box: BoxSim, row: O.Row) -> None:
-        """A row ends ``cancelled`` only if it never left its box or the other box committed it ``cancelled`` (a removal makes a row that left ``unconfirmed``)."""
+        """A row ends ``cancelled`` only if it never left its box or the other box committed it ``cancelled``
+        (a removal makes a row that left ``unconfirmed``)."""
         if row.state is not O.OutboxState.CANCELLED or not row.left:
             return
         other = self.fed.box_by_id.get(row.to)
@@ -1040,7 +1053,8 @@ class Federation:
         )
 
     def pairing_open(self, box: BoxSim) -> bool:
-        """A pairing again not yet made on ``box``: a request waiting for its approval, or a pairing requested."""
+        """A pairing again not yet made on ``box``: a request waiting for its approval, or a pairing
+        requested."""
         return box.desk is not None and (
             bool(box.desk.requests())
             or any(p.state is P.PairingState.REQUESTED for p in box.desk.book.pairings.values())

@@ -239,12 +239,12 @@ MUTANTS = [
     pytest.param(no_card_for_a_remote_sender, "typed_without_consent", 10, id="no_card_for_a_remote_sender"),
     pytest.param(acceptance_taken_as_delivery, "outcome_untrue", 10, id="acceptance_taken_as_delivery"),
     pytest.param(final_outcome_never_receipted, "stalled", 10, id="final_outcome_never_receipted"),
-    pytest.param(removal_cancels_nothing_held, "typed_after_removal", 40, id="removal_cancels_nothing_held"),
-    pytest.param(removal_leaves_rows_waiting, "removal_not_final", 40, id="removal_leaves_rows_waiting"),
-    pytest.param(removal_says_cancelled, "cancel_untrue", 40, id="removal_says_cancelled"),
-    pytest.param(cancel_ignored, "typed_after_cancel", 40, id="cancel_ignored"),
-    pytest.param(revocation_keeps_what_left, "revocation_left_rows", 40, id="revocation_keeps_what_left"),
-    pytest.param(messages_off_cancels_nothing, "typed_while_off", 40, id="messages_off_cancels_nothing"),
+    pytest.param(removal_cancels_nothing_held, "typed_after_removal", 30, id="removal_cancels_nothing_held"),
+    pytest.param(removal_leaves_rows_waiting, "removal_not_final", 30, id="removal_leaves_rows_waiting"),
+    pytest.param(removal_says_cancelled, "cancel_untrue", 30, id="removal_says_cancelled"),
+    pytest.param(cancel_ignored, "typed_after_cancel", 30, id="cancel_ignored"),
+    pytest.param(revocation_keeps_what_left, "revocation_left_rows", 30, id="revocation_keeps_what_left"),
+    pytest.param(messages_off_cancels_nothing, "typed_while_off", 30, id="messages_off_cancels_nothing"),
 ]
 
 
