@@ -66,6 +66,7 @@ from connectcore.federation import remote
 from connectcore.federation.remote import REMOTE_PREFIX
 from connectcore.grants import Preset
 from connectcore.ports import BusUnavailable, Delivery, PublishAck
+from connectd.daemon.ids import hash_token
 from connectd.daemon.supervisor import Kind
 from connectd.federation import desk as desk_module
 from connectd.federation import flow as flow_module
@@ -109,7 +110,7 @@ class FedConfig:
     # the chance, at each step, that the person revokes an agent whose message is across boxes (on the
     # sender's box, or the recipient on its own) or turns a pairing's messages off (on again if off)
     across: dict[str, float] = field(
-        default_factory=lambda: {"revoke_sender": 0.04, "revoke_recipient": 0.03, "messages": 0.03}
+        default_factory=lambda: {"revoke_sender": 0.025, "revoke_recipient": 0.02, "messages": 0.03}
     )
     removal: float = 0.3  # the fraction of seeds with one pairing removed (``pair remove``), in the schedule's second half
     pair_again: float = 0.5  # of those, the fraction whose two boxes pair again (a new pairing) a few steps later
@@ -726,6 +727,7 @@ class Federation:
         self.removed_too: set[tuple[str, str]] = set()  # (box name, pairing id): removed there too, its unpair lost
         self.removals: dict[str, str] = {}  # pairing id -> the name of the box whose person removed it
         self.removal_returned: set[tuple[str, str]] = set()  # (box name, pairing id): its ``pair remove`` returned
+        self.messages_on_at: dict[tuple[str, str], int] = {}  # (box name, pairing id) -> the step it is set on again
         self.messages_off: set[tuple[str, str]] = set()  # (box name, pairing id): ``messages=off`` returned, not on since
         self.sent: dict[str, FedSent] = {}
         self.sent_by_id: dict[str, FedSent] = {}
@@ -830,14 +832,25 @@ class Federation:
 
     def xsend(self) -> None:
         rng = self.rng
-        senders = [(b, p) for b in self.boxes if b.engine is not None for p in b.live_panes() if b.token_of(p)]
+        senders = [(b, p) for b in self.boxes if b.engine is not None for p in b.live_panes() if self.revoked(b, p) is False]
         if not senders:
             return
         box, pane = rng.choice(senders)
         other = rng.choice([b for b in self.boxes if b is not box])
-        panes = other.live_panes()
+        panes = [p for p in other.live_panes() if not self.revoked(other, p)]
         if panes:
             self.send(box, pane, other, rng.choice(panes))
+
+    @staticmethod
+    def revoked(box: BoxSim, pane: str) -> bool | None:
+        """Whether the agent in ``pane`` holds a token its box revoked (None: no token, or the daemon is
+        down): a revoked agent neither sends (its calls are refused ``not_connected``) nor is sent to
+        (since the actions across boxes revoke agents, so that the run goes on delivering)."""
+        token = box.token_of(pane)
+        if token is None or box.engine is None:
+            return None
+        record = box.engine.hub.book.tokens.get(hash_token(token))
+        return record is not None and record.state is not grants.TokenState.LIVE
 
     def send(self, box: BoxSim, pane: str, other: BoxSim, other_pane: str) -> FedSent:
         """The agent on ``box``'s ``pane`` sends to ``other``'s ``other_pane`` (its address as ``other``'s
@@ -889,6 +902,9 @@ class Federation:
             self.revoke_recipient()
         if draws.get("messages", 1.0) < self.cfg.across["messages"]:
             self.toggle_messages()
+        for box_name, pairing_id in sorted(k for k, at in self.messages_on_at.items() if at <= step):
+            del self.messages_on_at[(box_name, pairing_id)]
+            self.messages_on(self.box_named[box_name], pairing_id)
 
     def active(self, box: BoxSim, other: BoxSim) -> Any:
         """``box``'s active pairing with ``other``, or None."""
@@ -984,6 +1000,13 @@ class Federation:
         box.call(f"revoke recipient {principal}", lambda e, p=principal, b=box: b._revoke(e, [p]),
                  lambda _, b=box: self.launch_another(b))
 
+    def messages_on(self, box: BoxSim, pairing_id: str) -> None:
+        """``connectd pair set BOX messages=on`` (the pairing by its id)."""
+        self.messages_off.discard((box.name, pairing_id))  # from before the call: what comes after it may be typed
+        box.log(f"pair set {pairing_id[:8]} messages=on")
+        box.call(f"pair set {pairing_id[:8]} messages=on",
+                 lambda e, p=pairing_id: e.federation.set_settings(p, ["messages=on"]))
+
     def launch_another(self, box: BoxSim) -> None:
         """After a revocation the person starts another agent, so the box keeps senders and recipients."""
         box.call("launch", lambda e: e.launches.launch("claude", preset=Preset.COLLABORATE, cwd="/work"))
@@ -1000,15 +1023,13 @@ class Federation:
         box, pairing = x.choice(busy or pairings)
         key = (box.name, pairing.id)
         if not pairing.settings.messages or key in self.messages_off:
-            self.messages_off.discard(key)  # from before the call: what comes after it may be typed
-            box.log(f"pair set {pairing.name} messages=on")
-            box.call(f"pair set {pairing.name} messages=on",
-                     lambda e, p=pairing.box_id: e.federation.set_settings(p, ["messages=on"]))
+            self.messages_on(box, pairing.id)
             return
         box.log(f"pair set {pairing.name} messages=off")
 
         def returned(_: Any, key: tuple[str, str] = key) -> None:
             self.messages_off.add(key)
+            self.messages_on_at[key] = self.steps + self.xrng.randint(1, 5)  # on again a few steps later
 
         box.call(f"pair set {pairing.name} messages=off",
                  lambda e, p=pairing.box_id: e.federation.set_settings(p, ["messages=off"]), returned)

@@ -244,7 +244,7 @@ MUTANTS = [
     pytest.param(removal_says_cancelled, "cancel_untrue", 30, id="removal_says_cancelled"),
     pytest.param(cancel_ignored, "typed_after_cancel", 30, id="cancel_ignored"),
     pytest.param(revocation_keeps_what_left, "revocation_left_rows", 30, id="revocation_keeps_what_left"),
-    pytest.param(messages_off_cancels_nothing, "typed_while_off", 30, id="messages_off_cancels_nothing"),
+    pytest.param(messages_off_cancels_nothing, "typed_while_off", 45, id="messages_off_cancels_nothing"),
 ]
 
 
