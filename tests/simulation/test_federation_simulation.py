@@ -155,6 +155,83 @@ def final_outcome_never_receipted(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(I, "final", final)
 
 
+def _handler(mp: pytest.MonkeyPatch, event: type[Any], handler: Any) -> None:
+    """The hub's handler of ``event`` replaced (``hub.step`` dispatches through ``HANDLERS``)."""
+    mp.setattr(H, "HANDLERS", {**H.HANDLERS, event: handler})
+
+
+def removal_cancels_nothing_held(mp: pytest.MonkeyPatch) -> None:
+    """A removed pairing still delivers: ``PairingRemoved`` ends the outbox's rows across it, but the
+    inbox neither cancels what it accepted across it nor marks the pairing removed (``inbox.may_deliver``
+    then says yes at the guard), and the local messages stay open."""
+
+    def pairing_removed(hub: H.Hub, ev: H.PairingRemoved) -> Any:
+        if hub.outbox is None:
+            return hub, ()
+        outbox, effects = O.pairing_removed(hub.outbox, ev.pairing, now=ev.now, box_name=ev.box_name)
+        return replace(hub, outbox=outbox), effects
+
+    _handler(mp, H.PairingRemoved, pairing_removed)
+
+
+def removal_leaves_rows_waiting(mp: pytest.MonkeyPatch) -> None:
+    """A removal ends nothing this box sent across the pairing (``outbox.pairing_removed`` changes
+    nothing): its rows wait for receipts that can no longer come."""
+    mp.setattr(O, "pairing_removed", lambda outbox, pairing, **kw: (outbox, ()))
+
+
+def removal_says_cancelled(mp: pytest.MonkeyPatch) -> None:
+    """A removal ends every row across the pairing ``cancelled``, the ones that left too (they may have
+    been typed there: ``unconfirmed`` is the truth)."""
+    original = O.pairing_removed
+
+    def pairing_removed(outbox: O.Outbox, pairing: str, *, now: float, box_name: str) -> Any:
+        after, effects = original(outbox, pairing, now=now, box_name=box_name)
+        rows = {i: replace(r, state=O.OutboxState.CANCELLED) if r.state is O.OutboxState.UNCONFIRMED
+                and outbox.rows[i].state is not r.state else r for i, r in after.rows.items()}
+        return replace(after, rows=rows), tuple(
+            replace(e, record=rows[e.record.identity]) if isinstance(e, Persist) and e.kind == O.STORE else e
+            for e in effects
+        )
+
+    mp.setattr(O, "pairing_removed", pairing_removed)
+
+
+def cancel_ignored(mp: pytest.MonkeyPatch) -> None:
+    """The recipient's box takes every cancel from the sender's box as come after typing started: it
+    changes nothing, and the message is typed once approved."""
+
+    def remote_cancel_arrived(hub: H.Hub, ev: H.RemoteCancelArrived) -> Any:
+        assert hub.inbox is not None and ev.verdict.identity is not None
+        record = hub.inbox.records[ev.verdict.identity]
+        inbox, effects = I.cancel_arrived(hub.inbox, ev.verdict, cancellable=False, now=ev.now,
+                                          nonce=I.final_nonce(record), delivery=ev.delivery)
+        return replace(hub, inbox=inbox), effects
+
+    _handler(mp, H.RemoteCancelArrived, remote_cancel_arrived)
+
+
+def revocation_keeps_what_left(mp: pytest.MonkeyPatch) -> None:
+    """Revoking a sender cancels only its rows that never left (``outbox.cancel``): the ones published
+    or accepted stay as they are, with no cancel sent."""
+    original = O.cancel
+
+    def cancel(outbox: O.Outbox, *, sender: str, **kw: Any) -> Any:
+        kept = {i: r for i, r in outbox.rows.items() if r.identity.principal == sender and r.left}
+        rest = replace(outbox, rows={i: r for i, r in outbox.rows.items() if i not in kept})
+        after, effects = original(rest, sender=sender, **kw)
+        return replace(after, rows={**after.rows, **kept}), effects
+
+    mp.setattr(O, "cancel", cancel)
+    mp.setattr(O, "cancels_needed", lambda outbox, sender: ())
+
+
+def messages_off_cancels_nothing(mp: pytest.MonkeyPatch) -> None:
+    """``pair set BOX messages=off`` refuses what comes next but ends nothing held from that box:
+    ``MessagesOff`` changes nothing."""
+    _handler(mp, H.MessagesOff, lambda hub, ev: (hub, ()))
+
+
 MUTANTS = [
     pytest.param(receipt_before_commit, "receipt_before_commit", 10, id="receipt_before_commit"),
     pytest.param(acknowledged_on_arrival, "ack_before_commit", 10, id="acknowledged_on_arrival"),
@@ -162,6 +239,12 @@ MUTANTS = [
     pytest.param(no_card_for_a_remote_sender, "typed_without_consent", 10, id="no_card_for_a_remote_sender"),
     pytest.param(acceptance_taken_as_delivery, "outcome_untrue", 10, id="acceptance_taken_as_delivery"),
     pytest.param(final_outcome_never_receipted, "stalled", 10, id="final_outcome_never_receipted"),
+    pytest.param(removal_cancels_nothing_held, "typed_after_removal", 30, id="removal_cancels_nothing_held"),
+    pytest.param(removal_leaves_rows_waiting, "removal_not_final", 30, id="removal_leaves_rows_waiting"),
+    pytest.param(removal_says_cancelled, "cancel_untrue", 30, id="removal_says_cancelled"),
+    pytest.param(cancel_ignored, "typed_after_cancel", 30, id="cancel_ignored"),
+    pytest.param(revocation_keeps_what_left, "revocation_left_rows", 30, id="revocation_keeps_what_left"),
+    pytest.param(messages_off_cancels_nothing, "typed_while_off", 45, id="messages_off_cancels_nothing"),
 ]
 
 
@@ -172,8 +255,9 @@ def test_a_planted_defect_is_found_by_a_seed(
     monkeypatch: pytest.MonkeyPatch, mutant: Any, kind: str, bound: int
 ) -> None:
     mutant(monkeypatch)
+    cfg = replace(FedConfig(), past_deadlines=False)  # the same runs, ended at quiescence: no defect needs the wait
     for seed in range(1, bound + 1):
-        fed = run_federation(seed)
+        fed = run_federation(seed, cfg)
         if kind in fed.kinds:
             print(f"{mutant.__name__}: found at seed {seed} ({kind})")
             return
