@@ -25,6 +25,7 @@ from connectcore.effects import Audit, Effect, Persist
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
 from connectcore.federation import outbox as O
+from connectcore.federation import pairing as P
 from connectcore.federation import policy as F
 from connectcore.federation import remote as R
 from connectcore.grants import PRESET_SCOPES, Preset
@@ -706,6 +707,40 @@ def test_removing_the_pairing_on_the_sender_s_box_cancels_what_never_left(boxes:
     anyio.run(a.fed.messages.tick)  # type: ignore[union-attr]
     run(a.fed.pump)
     assert [c for c in bus.calls if c[0] == "publish" and ".inbox." in c[1]] == []  # never published now
+
+
+def test_a_lost_unpair_is_owed_again_when_the_other_box_still_sends_across_the_removed_pairing(
+    boxes: tuple[Box, Box, str],
+) -> None:
+    """P17: A removes the pairing and its unpair is lost; B, still paired, sends A a message; A refuses
+    it ``removed`` and owes its unpair again (once a minute at most, with the refusal's audit record);
+    delivered, it removes the pairing on B. Before: the unpair was published once, and B kept the
+    pairing active for good (the federation simulation's seed 38)."""
+    a, b, pairing = boxes
+    anyio.run(lambda: a.fed.remove("devbox"))
+    (unpair,) = [w for w in a.owed() if w.key.startswith("unpair:")]
+    a.fed.records.sent(unpair.key, attempt=1, now=a.clock())  # published once, then lost on the bus
+    assert [w for w in a.owed() if w.key.startswith("unpair:")] == []
+    _observe(b.engine, 7)
+    _launch(b, 7)  # B's sender: p-7 on %7
+    bbus = b.pump()
+    anyio.run(b.engine.step, H.RemoteSubmit(
+        b.clock(), hash_token("tok-7"), "m-b", "hello from box B", ("address", f"%1@{D.incarnation_token(_incarnation(1))}"),
+        a.fed.local.box_id, pairing, "laptop", b.engine.ids.new_id("msg"), bytes([6]) * 24, bus_up=True,
+    ))
+    run(b.fed.pump)
+    ((_, subject, wire, _mid),) = [c for c in bbus.calls if c[0] == "publish"]
+    a.pump()
+    assert anyio.run(a.fed.received, subject, wire, Delivery(subject, wire, 1)) is False  # refused removed
+    assert a.engine.hub.messages == {} or all(m.sender != "p-7" for m in a.engine.hub.messages.values())
+    (again,) = [w for w in a.owed() if w.key.startswith("unpair:")]
+    assert again.wire == unpair.wire, "the stored unpair, the same bytes"
+    a.fed.records.sent(again.key, attempt=2, now=a.clock())
+    anyio.run(a.fed.received, subject, wire, Delivery(subject, wire, 2))  # the same box again within the minute
+    assert [w for w in a.owed() if w.key.startswith("unpair:")] == [], "at most once a minute"
+    _deliver(b, again)
+    assert [p.state for p in b.fed.book.pairings.values()] == [P.PairingState.REMOVED]
+    assert [p.removed_by for p in b.fed.book.pairings.values()] == [P.BY_PEER]
 
 
 def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(

@@ -81,7 +81,6 @@ from tests.simulation.sim_bus import Faults, SimBus, SimNetwork
 
 NAMES = ("laptop", "devbox", "builder")
 FED_BODY = re.compile(r"fedmsg-\d+")
-LOST_UNPAIR_AFTER = 60.0  # quiescence's seconds after which a removal the other box never heard of is taken as lost
 BUS_POLL = 0.25  # a waiting fetch looks again this often (virtual seconds)
 #: What a supervised task may fail with here, besides a single box's injected faults: the bus away.
 EXPECTED_TASK_ERRORS = invariants.EXPECTED_TASK_ERRORS | {"BusUnavailable"}
@@ -724,7 +723,6 @@ class Federation:
         if self.removal_at is not None:
             self.trace.append(f"a pairing is removed at step {self.removal_at}; paired again at {self.pair_again_at}")
         self.invited = False  # the boxes of the removed pairing were invited to pair again
-        self.removed_too: set[tuple[str, str]] = set()  # (box name, pairing id): removed there too, its unpair lost
         self.removals: dict[str, str] = {}  # pairing id -> the name of the box whose person removed it
         self.removal_returned: set[tuple[str, str]] = set()  # (box name, pairing id): its ``pair remove`` returned
         self.messages_on_at: dict[tuple[str, str], int] = {}  # (box name, pairing id) -> the step it is set on again
@@ -1096,8 +1094,6 @@ class Federation:
         deadline = began + self.cfg.quiet
         while trio.current_time() < deadline:
             self.tidy()
-            if trio.current_time() - began >= LOST_UNPAIR_AFTER:
-                self.remove_where_the_unpair_was_lost()
             await trio.sleep(5.0)
             self.after_step()
             if self.settled():
@@ -1115,21 +1111,6 @@ class Federation:
             self.tidy()
             await trio.sleep(60.0)
             self.after_step()
-
-    def remove_where_the_unpair_was_lost(self) -> None:
-        """A removed pairing still active on the other box a minute into quiescence: its ``unpair`` was
-        lost (the bus dropped it or crashed; nothing repairs that yet: the signed tombstone in the
-        directory key is not built, docs/federation.md, slice 6), so that box's person removes it too,
-        as its owner would on seeing its messages refused ``removed``. Otherwise its rows across it would
-        wait for their deadline (an hour and a quarter of every box's life to simulate)."""
-        for pairing_id, name in sorted(self.removals.items()):
-            for box in self.boxes:
-                if box.name == name or box.desk is None or (box.name, pairing_id) in self.removed_too:
-                    continue
-                if any(p.id == pairing_id and p.state is P.PairingState.ACTIVE for p in box.desk.book.pairings.values()):
-                    self.removed_too.add((box.name, pairing_id))
-                    box.log(f"the unpair of {pairing_id[:8]} was lost: pair remove {name} here too")
-                    box.call(f"pair remove {name}", lambda e, p=pairing_id: e.federation.remove(p))
 
     def tidy(self) -> None:
         self.approve_requests()

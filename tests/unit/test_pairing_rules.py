@@ -201,3 +201,28 @@ def test_a_box_paired_twice_under_two_names_is_called_by_its_live_pairing_else_t
     ended = dataclasses.replace(book, pairings={"inv1": old, "inv2": dataclasses.replace(new, state=P.PairingState.REMOVED)})
     assert P.box_name(ended, "box-x") == "laptop", "none live: the latest's (by since)"
     assert P.box_name(book, "box-y") == "box-y", "no pairing names it: its id"
+
+
+def test_a_removed_refusal_of_a_pairing_this_box_s_owner_removed_owes_its_unpair_again() -> None:
+    """Claim (P17): only an envelope refused ``removed`` that names a pairing with the signing box, removed
+    here by this box's owner, owes that pairing's unpair again."""
+    import dataclasses
+
+    from connectcore.federation import envelope as E
+    from connectcore.federation import pairing as P
+    from connectcore.federation.boxes import BoxKeys
+
+    keys = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
+    mine = P.Pairing("inv1", P.Role.INVITER, "box-x", keys, "laptop", P.PairingState.REMOVED, 10.0, id="pa1",
+                     removed_by=P.BY_OWNER)
+    book = P.PairBook(own_box="box-own", own_name="devbox", pairings={"inv1": mine})
+    refused = E.Verdict(E.Decision.REFUSED, "box:box-x", E.Refusal.REMOVED, "not active", pairing="pa1")
+    assert P.unpair_again(book, refused) == "pa1"
+    by_peer = dataclasses.replace(book, pairings={"inv1": dataclasses.replace(mine, removed_by=P.BY_PEER)})
+    assert P.unpair_again(by_peer, refused) is None, "the other box removed it: it knows"
+    active = dataclasses.replace(book, pairings={"inv1": dataclasses.replace(mine, state=P.PairingState.ACTIVE)})
+    assert P.unpair_again(active, refused) is None
+    assert P.unpair_again(book, dataclasses.replace(refused, actor="box:box-y")) is None, "another box's envelope"
+    assert P.unpair_again(book, dataclasses.replace(refused, pairing="pa2")) is None
+    assert P.unpair_again(book, dataclasses.replace(refused, pairing=None)) is None
+    assert P.unpair_again(book, dataclasses.replace(refused, reason=E.Refusal.STALE)) is None

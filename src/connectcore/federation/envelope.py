@@ -73,7 +73,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -782,6 +782,8 @@ class Verdict:
     identity: Identity | None = None
     record: Held | None = None
     answer: str | None = None
+    # a ``removed`` refusal of a signed envelope: the pairing it named (P17: the unpair is owed again)
+    pairing: str | None = None
 
     @property
     def audit(self) -> tuple[str, str, str]:
@@ -878,7 +880,8 @@ def judge(facts: Facts, view: View) -> Verdict:
     # 8
     in_pairing = (Kind.MESSAGE, Kind.RECEIPT, Kind.CANCEL, Kind.DIRECTORY, Kind.HISTORY_QUERY, Kind.HISTORY_ANSWER)
     if peer is not None and routing.kind in in_pairing and (peer.active is None or routing.pairing != peer.active):
-        return refuse(Refusal.REMOVED, f"pairing {routing.pairing} is not the active pairing with that box")
+        return replace(refuse(Refusal.REMOVED, f"pairing {routing.pairing} is not the active pairing with that box"),
+                       pairing=routing.pairing)
     if (peer is not None and routing.kind is Kind.UNPAIR
             and routing.pairing not in peer.pairings | {peer.active}):
         return refuse(Refusal.REMOVED, f"box {subject.sender} never had pairing {routing.pairing} with this box")

@@ -83,6 +83,12 @@ P16 What travels in a pairing and what the judgement reads: a message, receipt, 
     the judgement pins per box the keys, the active pairing and every pairing id ever made
     (:func:`envelope_peers`; removed ones stay, so their envelopes are refused ``removed``), and the
     inbox refuses the removed pairings (:meth:`PairBook.removed_ids`).
+P17 A lost unpair is sent again. The unpair a removal owes is published once; if it is lost, the
+    other box keeps the pairing active and goes on sending across it. Each such envelope, signed by
+    that box and refused here ``removed``, names a pairing this box's owner removed: its unpair is
+    owed again (:func:`unpair_again`; at most once a minute per box, with the refusal's audit record,
+    :func:`connectcore.federation.envelope.refusal_audit_due`). A pairing the other box removed, or
+    one never active here (no id, no unpair), owes nothing.
 """
 
 from __future__ import annotations
@@ -101,7 +107,7 @@ from connectcore._machine import ConnectError, Table, freeze
 from connectcore.effects import Audit, Effect, Notify, Persist
 from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxError, BoxKeys, check_box_id, check_box_name, check_name_free
-from connectcore.federation.envelope import EnvelopeError, Peer, b64, canonical, unb64
+from connectcore.federation.envelope import EnvelopeError, Peer, Verdict, b64, canonical, unb64
 from connectcore.federation.envelope import Refusal as EnvelopeRefusal
 from connectcore.federation.remote import DEFAULT_SETTINGS, PairingSettings
 
@@ -699,6 +705,19 @@ def receive_request(
             "request", request_id, box=box, name=name, fingerprint=keys.fingerprint, invitation=invitation_id
         ),
     )
+
+
+def unpair_again(book: PairBook, verdict: Verdict) -> str | None:
+    """The pairing whose unpair is owed again (P17) when ``verdict`` refused a signed envelope
+    ``removed``: the pairing it named, with the box that signed it, removed here by this box's owner;
+    else None."""
+    if verdict.reason is not EnvelopeRefusal.REMOVED or verdict.pairing is None:
+        return None
+    box_id = verdict.actor.removeprefix("box:")
+    found = next((p for p in book.pairings.values() if p.id == verdict.pairing and p.box_id == box_id), None)
+    if found is None or found.state is not _P.REMOVED or found.removed_by != BY_OWNER:
+        return None
+    return found.id
 
 
 def repeated_request(book: PairBook, invitation_id: str, keys: BoxKeys) -> PairRequest | None:

@@ -70,7 +70,11 @@ class Envelopes:
         async with ledger.lock:
             verdict = receive(self.local, subject, data, self.view())
             if verdict.decision is E.Decision.REFUSED:
-                await self.refusal_audited(verdict.actor, str(verdict.reason), f"{verdict.reason}: {verdict.detail}")
+                audited = await self.refusal_audited(verdict.actor, str(verdict.reason), f"{verdict.reason}: {verdict.detail}")
+                again = P.unpair_again(ledger.book, verdict) if audited else None  # P17: a lost unpair
+                if again is not None:
+                    await ledger.run_sync(lambda: ledger.records.due_again(f"unpair:{again}", ledger.clock()))
+                    ledger.owed.set()
                 return False
             inner = verdict.inner
             if inner is not None:
