@@ -12,13 +12,17 @@ from typing import Any
 import pytest
 
 from connectcore import launchers as L
+from connectcore.effects import SetPaneOption
 from connectcore.restart import (
     ObservePane,
     PaneCondition,
     Recover,
     RestartError,
+    RestartLimits,
+    RestartOutcome,
     RestartStep,
     StepFailed,
+    Timeout,
     moves,
     plan_refusal,
     plan_restart,
@@ -106,3 +110,33 @@ def test_each_refusal_of_restart_to_connect_says_what_is_wrong() -> None:
     assert none is not None and (none.reason, none.problem) == (
         "ambiguous_binding", "%7 holds no unambiguously bound session to resume"
     )
+
+
+def test_giving_up_puts_back_the_pane_s_own_value_of_the_option() -> None:
+    """Claim (R5, "no pane keeps the temporary option"): giving up restores the value the pane had
+    before the restart (here ``off``), not tmux's default; so does each retry of that restore."""
+    assert SetPaneOption(PANE, "remain-on-exit", "off") in given_up_effects(original_remain_on_exit="off")
+    state = reach(S.RETRY_RESTORE, original_remain_on_exit="off")
+    assert state.deadline is not None and state.record.outcome is RestartOutcome.GAVE_UP
+    retried, effects = step(state, Recover(now=state.deadline, condition=PaneCondition.LIVE))
+    assert retried.step is S.GIVING_UP and effects == (SetPaneOption(PANE, "remain-on-exit", "off"),)
+
+
+def given_up_effects(**plan_over: Any) -> tuple[Any, ...]:
+    """The effects of the step that gave up (recoveries=1: the second recovery gives up)."""
+    state = reach(S.RECOVERING, limits=RestartLimits(recoveries=1), **plan_over)
+    assert state.deadline is not None
+    after, effects = step(state, Timeout(now=state.deadline))
+    assert after.step is S.GIVING_UP
+    return effects
+
+
+def test_a_record_found_giving_up_at_startup_is_persisted_again_before_the_restore() -> None:
+    """Claim (R2: persisted before every step that touches the pane): a record found at startup in
+    ``giving_up`` is persisted with its new time, then the option restored; nothing else."""
+    state = reach(S.GIVING_UP)
+    stored = state.record
+    for condition in (PaneCondition.LIVE, PaneCondition.DEAD):
+        after, effects = step(stored, Recover(now=200.0, condition=condition))
+        assert after.record == dataclasses.replace(stored, updated_at=200.0)
+        assert effects == (persist(after.record), SetPaneOption(PANE, "remain-on-exit", None))
