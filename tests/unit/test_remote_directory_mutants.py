@@ -11,10 +11,9 @@ import pytest
 from connectcore import directory as D
 from connectcore.federation import envelope as E
 from connectcore.federation import remote_directory as RD
-from tests.unit.test_federation_envelope import NOW
+from tests.unit.test_federation_envelope import NOW, PAIRING
 from tests.unit.test_federation_remote_directory import (
     ME,
-    PAIRING,
     PEER,
     TOKEN,
     A,
