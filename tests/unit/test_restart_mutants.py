@@ -140,3 +140,11 @@ def test_a_record_found_giving_up_at_startup_is_persisted_again_before_the_resto
         after, effects = step(stored, Recover(now=200.0, condition=condition))
         assert after.record == dataclasses.replace(stored, updated_at=200.0)
         assert effects == (persist(after.record), SetPaneOption(PANE, "remain-on-exit", None))
+
+
+def test_waiting_to_retry_the_restore_stamps_the_record_with_the_failure_s_time() -> None:
+    """Claim (RestartRecord.updated_at: the ``now`` of the event that entered ``step``): the failed
+    restore that enters ``retry_restore`` stamps the record with its time, as every step does."""
+    state = reach(S.GIVING_UP)
+    after, _ = step(state, StepFailed(now=state.record.updated_at + 2.5, step=S.GIVING_UP, reason="tmux down"))
+    assert after.step is S.RETRY_RESTORE and after.record.updated_at == state.record.updated_at + 2.5
