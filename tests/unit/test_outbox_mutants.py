@@ -1,0 +1,105 @@
+"""The outbox: rules the 2026-12-06 (second) mutation run found unpinned (docs/quality.md names the
+mutants each test kills)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from connectcore.effects import Audit
+from connectcore.federation import envelope as E
+from connectcore.federation import outbox as O
+from tests.unit.test_federation_outbox import (
+    CANCEL_NONCE,
+    ID1,
+    NONCE,
+    PAIRING,
+    T0,
+    A,
+    B,
+    accepted,
+    cancelling,
+    message,
+    published,
+    queued,
+)
+
+OS = O.OutboxState
+
+
+def test_an_accepted_row_waits_for_what_the_other_box_said_or_just_its_acceptance() -> None:
+    row = accepted().rows[ID1]
+    assert O.waits_for(row, "laptop") == "accepted by box laptop: awaiting consent: card card-1"
+    assert O.waits_for(dataclasses.replace(row, reason=""), "laptop") == "accepted by box laptop"
+
+
+def test_the_outbox_seals_only_a_message_or_its_cancel() -> None:
+    """O1, O7: what the shell seals for a row is its message or, once cancelling, its cancel; a
+    receipt (the other box's to send) is refused ``not_sent``, with the words."""
+    row = cancelling().rows[ID1]
+    with pytest.raises(O.OutboxError) as error:
+        O.to_seal(row, E.Kind.RECEIPT)
+    assert (error.value.reason, str(error.value)) == (O.Refusal.NOT_SENT, f"message {ID1} has no receipt to publish")
+
+
+def test_a_row_made_due_already_is_left_alone_when_its_box_is_heard_again() -> None:
+    """O5: heard again, only rows due later than now are made due now; a row due now already changes
+    nothing and is not stored again."""
+    box = published()
+    due = box.rows[ID1].due
+    assert due is not None
+    assert O.heard_again(box, B, now=due) == (box, ())
+
+
+def test_a_cancel_s_nonce_is_the_documented_hash_of_the_row_s_own() -> None:
+    """O7: every copy of a row's cancel is the same envelope, from one daemon version to the next: its
+    nonce is sha256("connect-cancel-v1" + the row's nonce + its digest), cut to the nonce's size."""
+    row = published().rows[ID1]
+    expected = hashlib.sha256(b"connect-cancel-v1" + NONCE + row.digest.encode()).digest()[: E.NONCE_BYTES]
+    assert O.cancel_nonce(row) == expected
+
+
+def test_removing_a_pairing_ends_each_of_its_rows_at_that_time_with_its_reason() -> None:
+    """O8: every row of the removed pairing ends (``cancelled`` if it never left, else
+    ``unconfirmed``), stamped and audited at the removal's time, whatever rows of another pairing sort
+    before it."""
+    other = message("m-0", routing=E.Routing(E.Kind.MESSAGE, A, B, pairing="pairing-0"))
+    box = published(other, message("m-1"))
+    box, _ = O.admit(box, message("m-2", created=T0 + 1), nonce=NONCE, now=T0 + 1)
+    after, effects = O.pairing_removed(box, PAIRING, now=T0 + 5, box_name="laptop")
+    left, never = after.rows[ID1], after.rows[E.Identity(A, "p-7", "m-2")]
+    assert (left.state, left.reason, left.final_at) == (OS.UNCONFIRMED, "pairing removed before box laptop answered", T0 + 5)
+    assert (never.state, never.reason, never.final_at) == (
+        OS.CANCELLED, "pairing with box laptop removed before it left this box", T0 + 5)
+    assert after.rows[other.identity] == box.rows[other.identity]
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + 5, T0 + 5]
+
+
+def test_an_outbox_refusal_carries_its_words() -> None:
+    with pytest.raises(O.OutboxError) as error:
+        O.admit(queued(), message(), nonce=NONCE, now=T0)
+    assert str(error.value).startswith(f"message {ID1} is already in the outbox")
+
+
+def test_revoking_a_sender_ends_and_cancels_its_rows_at_that_time_on_this_box_s_schedule() -> None:
+    """O7: the queued row is ``cancelled`` (stamped and audited at the revocation's time, with its
+    reason); the row that left is ``cancelling``, audited then, its cancel due by this box's own retry
+    settings; a missing or malformed cancel nonce is refused with its words."""
+    settings = O.Settings(first_retry=7.0)
+    box = dataclasses.replace(published(), settings=settings)
+    box, _ = O.admit(box, message("m-2", created=T0 + 1), nonce=NONCE, now=T0 + 1)
+    after, effects = O.cancel(box, sender="p-7", now=T0 + 3, reason="sender revoked", nonces={ID1: CANCEL_NONCE})
+    never = after.rows[E.Identity(A, "p-7", "m-2")]
+    assert (never.state, never.reason, never.final_at) == (OS.CANCELLED, "cancelled before it left this box: sender revoked", T0 + 3)
+    out = after.rows[ID1]
+    assert (out.state, out.reason) == (OS.CANCELLING, "cancelling: sender revoked")
+    assert out.due == T0 + 3 + O.retry_delay(out.digest, 1, settings) != T0 + 3 + O.retry_delay(out.digest, 1)
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + 3, T0 + 3]
+    with pytest.raises(O.OutboxError) as missing:
+        O.cancel(box, sender="p-7", now=T0 + 3, reason="x", nonces={})
+    assert (missing.value.reason, str(missing.value)) == (O.Refusal.MISSING_NONCE, f"the cancel of {ID1} needs a nonce")
+    with pytest.raises(O.OutboxError) as short:
+        O.cancel(box, sender="p-7", now=T0 + 3, reason="x", nonces={ID1: b"short"})
+    assert (short.value.reason, str(short.value)) == (O.Refusal.BAD_NONCE, "a cancel's nonce is 24 bytes")
