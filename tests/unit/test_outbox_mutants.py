@@ -11,6 +11,7 @@ import pytest
 from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
+from connectcore.federation.effects import AckDelivery
 from tests.unit.test_federation_outbox import (
     CANCEL_NONCE,
     ID1,
@@ -24,6 +25,7 @@ from tests.unit.test_federation_outbox import (
     message,
     published,
     queued,
+    receipt_for,
 )
 
 OS = O.OutboxState
@@ -103,3 +105,62 @@ def test_revoking_a_sender_ends_and_cancels_its_rows_at_that_time_on_this_box_s_
     with pytest.raises(O.OutboxError) as short:
         O.cancel(box, sender="p-7", now=T0 + 3, reason="x", nonces={ID1: b"short"})
     assert (short.value.reason, str(short.value)) == (O.Refusal.BAD_NONCE, "a cancel's nonce is 24 bytes")
+
+
+def test_each_move_is_audited_whole_and_a_receipt_s_delivery_is_acknowledged_only_when_given() -> None:
+    """O10: a row that moves is audited by connectd as ``federation.outbox`` with its new state, the
+    other box, the message and the time; a receipt with no delivery handle acknowledges nothing; a
+    final outcome drops the card the row waited on."""
+    box = accepted()
+    row = box.rows[ID1]
+    after, effects = O.receipt(box, receipt_for(row, "delivered", "typed"), now=T0 + 20)
+    assert [e for e in effects if isinstance(e, Audit)] == [Audit(
+        actor="connectd", action="federation.outbox", outcome="delivered", target=B, message_id=str(ID1),
+        detail="typed", at=T0 + 20)]
+    assert not [e for e in effects if isinstance(e, AckDelivery)]
+    assert row.card == "card-1" and after.rows[ID1].card is None
+    moved, effects = O.receipt(published(), receipt_for(published().rows[ID1], "accepted", "waits"), now=T0 + 9)
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + 9]
+
+
+def test_a_late_receipt_is_audited_whole_as_the_other_box_s() -> None:
+    box, _ = O.receipt(accepted(), receipt_for(accepted().rows[ID1], "delivered"), now=T0 + 20)
+    row = box.rows[ID1]
+    _, effects = O.receipt(box, receipt_for(row, "declined", "too late"), now=T0 + 30, delivery="d-1")
+    assert effects == (
+        Audit(actor=f"box:{B}", action="federation.outbox", outcome="late receipt", target=B, message_id=str(ID1),
+              detail="declined after delivered: too late", at=T0 + 30),
+        AckDelivery("d-1"),
+    )
+
+
+def test_receipts_that_are_refused_say_why() -> None:
+    box = published()
+    row = box.rows[ID1]
+    with pytest.raises(O.OutboxError) as other:
+        O.receipt(box, receipt_for(row, "delivered", digest="0" * 64), now=T0 + 5)
+    assert str(other.value) == f"a receipt for {ID1} names another digest"
+    never = queued()
+    with pytest.raises(O.OutboxError) as unsent:
+        O.receipt(never, receipt_for(never.rows[ID1], "delivered"), now=T0 + 5)
+    assert str(unsent.value) == f"message {ID1} never left this box: no receipt answers it"
+    missing = E.Identity(A, "p-7", "m-9")
+    with pytest.raises(O.OutboxError) as unknown:
+        O.publish_failed(box, missing)
+    assert str(unknown.value) == f"no message {missing} in this box's outbox"
+
+
+def test_the_bus_back_makes_due_only_accepted_rows_due_later() -> None:
+    """O5: with the bus up again, an accepted row due later is due now; one already due keeps its due
+    time; the other box's liveness is judged by this box's ``live_within``."""
+    box = dataclasses.replace(accepted(), bus_up=False)
+    row = box.rows[ID1]
+    assert row.due is not None
+    early = dataclasses.replace(box, rows={ID1: dataclasses.replace(row, due=T0 + 3)})
+    assert O._due_if(early.rows[ID1], True, T0 + 5).due == T0 + 3
+    assert O._due_if(row, True, T0 + 5).due == T0 + 5
+    assert O._due_if(dataclasses.replace(row, due=T0 + 5), True, T0 + 5) == dataclasses.replace(row, due=T0 + 5)
+    short = dataclasses.replace(published(), settings=O.Settings(live_within=10.0))
+    due = short.rows[ID1].due
+    assert due is not None
+    assert O.tick(short, now=due, bus_up=True, heard={B: due - 20}) == (short, ())  # not live by its own bound
