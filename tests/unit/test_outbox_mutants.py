@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from connectcore.effects import Audit
+from connectcore.effects import Audit, Notify
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation.effects import AckDelivery
@@ -164,3 +164,31 @@ def test_the_bus_back_makes_due_only_accepted_rows_due_later() -> None:
     due = short.rows[ID1].due
     assert due is not None
     assert O.tick(short, now=due, bus_up=True, heard={B: due - 20}) == (short, ())  # not live by its own bound
+
+
+def test_the_schedule_stamps_each_move_with_its_time_reason_and_this_box_s_settings() -> None:
+    """O5, O6: the first publish (reason cleared, due by this box's settings) and the expiry of a row
+    that never left (its reason) are audited at the tick's time and wake the sender with the row's
+    answer, state and box; a row that left is judged against this box's own deadline; nothing is
+    published again while the bus is down."""
+    settings = O.Settings(first_retry=7.0, final_grace=5.0, max_retry=100.0)
+    box = dataclasses.replace(queued(), settings=settings)
+    out, effects = O.tick(box, now=T0 + 1, bus_up=True, heard={})
+    row = out.rows[ID1]
+    assert (row.state, row.reason, row.due) == (OS.PUBLISHED, "", T0 + 1 + O.retry_delay(row.digest, 1, settings))
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + 1]
+    assert [e.payload for e in effects if isinstance(e, Notify)] == [{"outcome": "queued", "state": "published", "box": B}]
+    assert row.due is not None
+    assert O.tick(out, now=row.due + 1, bus_up=False, heard={B: row.due}) == (dataclasses.replace(out, bus_up=False), ())
+    end = O.deadline(row, settings)
+    ended, effects = O.tick(out, now=end, bus_up=True, heard={})
+    assert ended.rows[ID1].state is OS.UNCONFIRMED  # this box's deadline, not the default's
+    assert [e.at for e in effects if isinstance(e, Audit)] == [end]
+    n = 3
+    again = O.tick(dataclasses.replace(out, rows={ID1: dataclasses.replace(row, attempt=n - 1)}), now=row.due,
+                   bus_up=True, heard={B: row.due})[0].rows[ID1]
+    assert again.due == row.due + O.retry_delay(row.digest, n, settings) != row.due + O.retry_delay(row.digest, n)
+    expired, effects = O.tick(box, now=T0 + settings.id_ttl, bus_up=False, heard={})
+    gone = expired.rows[ID1]
+    assert (gone.state, gone.reason) == (OS.EXPIRED, "the id's hour ran out before it left this box")
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + settings.id_ttl]
