@@ -12,6 +12,7 @@ from connectcore.effects import Audit, Notify
 from connectcore.federation import envelope as E
 from connectcore.federation import outbox as O
 from connectcore.federation.effects import AckDelivery
+from tests.unit.test_federation_envelope import C
 from tests.unit.test_federation_outbox import (
     CANCEL_NONCE,
     ID1,
@@ -192,3 +193,32 @@ def test_the_schedule_stamps_each_move_with_its_time_reason_and_this_box_s_setti
     gone = expired.rows[ID1]
     assert (gone.state, gone.reason) == (OS.EXPIRED, "the id's hour ran out before it left this box")
     assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + settings.id_ttl]
+
+
+def test_admission_records_the_row_at_its_time_and_refuses_another_box_s_message_with_words() -> None:
+    """O1: only this box's outgoing message is admitted, ``queued`` with reason ``admitted`` and
+    audited at the admission's time; each refusal says why."""
+    box, effects = O.admit(O.Outbox(own=A), message(), nonce=NONCE, now=T0 + 2)
+    assert box.rows[ID1].reason == "admitted"
+    assert [e.at for e in effects if isinstance(e, Audit)] == [T0 + 2]
+    theirs = message(routing=E.Routing(E.Kind.MESSAGE, B, C, pairing=PAIRING))  # relayed: neither ours nor to us
+    with pytest.raises(O.OutboxError) as not_ours:
+        O.admit(O.Outbox(own=A), theirs, nonce=NONCE, now=T0)
+    assert (not_ours.value.reason, str(not_ours.value)) == (
+        O.Refusal.NOT_OURS, f"a message from box {B} to {C} is no outgoing message")
+    with pytest.raises(O.OutboxError) as again:
+        O.admit(box, message(), nonce=NONCE, now=T0)
+    assert str(again.value) == f"message {ID1} is already in the outbox (queued); a retry keeps its id"
+    with pytest.raises(O.OutboxError) as short:
+        O.admit(O.Outbox(own=A), message(), nonce=b"short", now=T0)
+    assert str(short.value) == "a message's nonce is 24 bytes"
+
+
+def test_a_cancel_is_published_again_on_its_own_schedule_by_this_box_s_settings() -> None:
+    settings = O.Settings(first_retry=7.0, max_retry=100.0)
+    box = cancelling(dataclasses.replace(published(), settings=settings))
+    row = box.rows[ID1]
+    assert row.due is not None
+    again = O.tick(box, now=row.due, bus_up=True, heard={B: row.due})[0].rows[ID1]
+    assert again.cancel_attempt == 2
+    assert again.due == row.due + O.retry_delay(row.digest, 2, settings) != row.due + O.retry_delay(row.digest, 2)
