@@ -115,7 +115,7 @@ def restart_forgets_the_inbox(mp: pytest.MonkeyPatch) -> None:
     """A restarted daemon's hub comes back without the identities it received (the inbox restored
     empty), so what it acknowledged is forgotten and a copy would be judged new."""
     original = I.load
-    mp.setattr(flow.I, "load", lambda own, records, removed=(): original(own, [], removed=removed))
+    mp.setattr(flow.I, "load", lambda own, records, **kw: original(own, [], **kw))
 
 
 def no_card_for_a_remote_sender(mp: pytest.MonkeyPatch) -> None:
