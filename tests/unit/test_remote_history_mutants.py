@@ -135,10 +135,11 @@ def test_a_result_is_shared_with_its_fields_shaped() -> None:
     """H5: last_active and pane may be null and stay so (a pane that is set stays); any other missing
     text is empty, never ``None``; each text and list item is cut to its bound, each list to its
     count."""
-    shaped = RH.shape(result(title=None, pane=None, last_active=None, branches=["b" * 300] * 25, prs=None,
-                             cwd="c" * 2000))
+    shaped = RH.shape(result("/home/me/" + "c" * 2000, title=None, pane=None, last_active=None,
+                             branches=["b" * 300] * 25, prs=None))
     assert (shaped["title"], shaped["pane"], shaped["last_active"], shaped["prs"]) == ("", None, None, [])
-    assert shaped["branches"] == ["b" * 200] * 20 and shaped["cwd"] == "c" * 1024
+    assert shaped["branches"] == ["b" * 200] * 20 and "cwd" not in shaped
+    assert shaped["repo"] == "c" * RH.TEXT_FIELDS["repo"], "the repository by its name, cut to its bound; never its path"
     assert RH.shape(result(pane="%4"))["pane"] == "%4"
     assert RH.shape(result())["matched_terms"] == ["login"]
     RH.check_result(shaped)
@@ -146,22 +147,30 @@ def test_a_result_is_shared_with_its_fields_shaped() -> None:
 
 def test_a_result_of_a_repository_not_searched_is_skipped_not_the_end() -> None:
     kept = RH.shape_results([result("/srv/other"), result()], SEARCH)
-    assert [r["repo"] for r in kept] == ["/home/me/app"]
+    assert [r["repo"] for r in kept] == ["app"]  # the one searched, by its name
 
 
 def test_the_results_fill_the_budget_to_the_byte_and_no_further() -> None:
     """H5: the results kept are the longest prefix whose canonical sizes (each with one byte for its
     separator) add up to at most RESULTS_BUDGET bytes."""
-    repo = "/r/" + "x" * 1000
+    repo = "/r/" + "x" * 100
     search = RH.Search("login", frozenset({repo}), 50)
-    rows = [result(repo, session_id=f"s-{n:02}", title="t" * 300) for n in range(50)]
-    sizes = [len(E.canonical(RH.shape(r))) + 1 for r in rows]
-    fit = next(k for k in range(len(sizes)) if sum(sizes[: k + 1]) > RH.RESULTS_BUDGET)
+
+    def rows_of(width: int) -> list[dict[str, Any]]:  # results of one size: branches of ``width`` characters
+        return [result(repo, session_id=f"s-{n:02}", title="t" * 300, branches=["b" * width] * 20) for n in range(50)]
+
+    for width in range(200, 0, -1):  # a size whose first result past the budget overflows it by under 300 bytes
+        rows = rows_of(width)
+        sizes = [len(E.canonical(RH.shape(r))) + 1 for r in rows]
+        fit = next((k for k in range(len(sizes)) if sum(sizes[: k + 1]) > RH.RESULTS_BUDGET), None)
+        if fit is not None and -300 < RH.RESULTS_BUDGET - sum(sizes[:fit]) - sizes[fit] < 0:
+            break
+    assert fit is not None
     grow = RH.RESULTS_BUDGET - sum(sizes[:fit]) - sizes[fit]
     assert -300 < grow < 0
-    rows[fit] = result(repo, session_id=f"s-{fit:02}", title="t" * (300 + grow))
+    rows[fit] = result(repo, session_id=f"s-{fit:02}", title="t" * (300 + grow), branches=["b" * width] * 20)
     assert len(RH.shape_results(rows, search)) == fit + 1  # exactly the budget: kept
-    rows[fit] = result(repo, session_id=f"s-{fit:02}", title="t" * (301 + grow))
+    rows[fit] = result(repo, session_id=f"s-{fit:02}", title="t" * (301 + grow), branches=["b" * width] * 20)
     assert len(RH.shape_results(rows, search)) == fit  # one byte over: left out
 
 
@@ -189,7 +198,7 @@ def test_the_box_asked_audits_results_by_their_count_and_the_others_by_their_out
 def test_an_arriving_result_is_checked_field_by_field_to_the_last() -> None:
     """H6: a null is allowed only in last_active and pane, and does not end the check of the fields
     after it; lists hold at most their count of printable lines within their bound."""
-    good = result()
+    good = RH.shape(result())  # as it arrives: shaped by the box asked
     RH.check_result(good)
     RH.check_result({**good, "branches": ["b"] * 20})
 
@@ -213,7 +222,7 @@ def test_an_answer_is_taken_only_with_a_known_outcome_and_its_bounds_inclusive()
     """H6: outcome results, not_shared or refused, a printable reason of at most 300 characters, at
     most MAX_RESULTS results and only with outcome results; each refusal with its words."""
     assert len(RH.receive_answer(E.Verdict(E.Decision.HISTORY, f"box:{B}", inner=answer_inner(
-        reason="r" * 300, results=[result()] * RH.MAX_RESULTS)), "q-1")) == RH.MAX_RESULTS
+        reason="r" * 300, results=[RH.shape(result())] * RH.MAX_RESULTS)), "q-1")) == RH.MAX_RESULTS
     outcome = ("malformed_answer", "an answer's outcome is results, not_shared or refused, with a printable reason")
     assert answer_refused(answer_inner("maybe")) == outcome
     assert answer_refused(answer_inner(reason="r" * 301)) == outcome
