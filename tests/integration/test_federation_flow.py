@@ -158,10 +158,9 @@ def _deliver(to: Box, wire: Any) -> None:
     assert not anyio.run(to.fed.received, wire.subject, wire.wire)  # a pairing step: acknowledged by the caller
 
 
-@pytest.fixture
-def boxes(tmp_path: Path) -> Any:
-    clock = Clock()
-    a, b = Box(tmp_path / "a", "laptop", clock), Box(tmp_path / "b", "devbox", clock)
+def _paired(a: Box, b: Box) -> str:
+    """A and B paired by both approvals over their desks, with A's sender p-1 on %1 and B's recipient
+    p-4 on %4; the pairing's id."""
     code = anyio.run(a.fed.invite)["code"]
     anyio.run(lambda: b.fed.accept(code))
     (request,) = b.owed()
@@ -174,7 +173,14 @@ def boxes(tmp_path: Path) -> Any:
     _launch(a, 1)  # the sender: p-1 on %1
     _observe(b.engine, 4)
     _launch(b, 4)  # the recipient: p-4 on %4
-    yield a, b, str(pairing.id)
+    return str(pairing.id)
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Any:
+    clock = Clock()
+    a, b = Box(tmp_path / "a", "laptop", clock), Box(tmp_path / "b", "devbox", clock)
+    yield a, b, _paired(a, b)
     a.close()
     b.close()
 
@@ -199,20 +205,9 @@ def test_the_receiving_box_s_own_skew_bound_judges_a_message_stamped_ahead(
     a_clock, b_clock = Clock(), Clock()
     settings = F.parse({} if skew_bound is None else {"skew_bound": skew_bound})
     a, b = Box(tmp_path / "a", "laptop", a_clock), Box(tmp_path / "b", "devbox", b_clock, settings)
-    code = anyio.run(a.fed.invite)["code"]
-    anyio.run(lambda: b.fed.accept(code))
-    (request,) = b.owed()
-    _deliver(a, request)
-    anyio.run(lambda: a.fed.approve("devbox"))
-    (answer,) = a.owed()
-    _deliver(b, answer)
-    (pairing,) = a.fed.book.active()
-    _observe(a.engine, 1)
-    _launch(a, 1)
-    _observe(b.engine, 4)
-    _launch(b, 4)
+    pairing = _paired(a, b)
     a_clock.now += 60  # A's clock a minute ahead of B's: within the default bound (300 s), past 30 s
-    subject, wire = _submit(a, b, str(pairing.id))
+    subject, wire = _submit(a, b, pairing)
     b.pump()
     anyio.run(b.fed.received, subject, wire, Delivery(subject, wire, 1))
     sender = R.remote_principal(a.fed.local.box_id, "p-1")
