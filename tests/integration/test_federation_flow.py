@@ -664,6 +664,9 @@ def test_removing_the_pairing_on_the_recipient_s_box_and_the_notice_on_the_sende
     # what pair list and pair remove's question show: one message in flight each way
     assert [p["in_flight"] for p in a.fed.pairings()] == [{"sent": 1, "received": 0}]
     assert [p["in_flight"] for p in b.fed.pairings()] == [{"sent": 0, "received": 1}]
+    assert b.fed.pairing("laptop")["in_flight"] == {"sent": 0, "received": 1}  # pair remove's question reads this
+    with pytest.raises(P.PairingError, match="no pairing with 'nobody'"):
+        b.fed.pairing("nobody")
     b.locks.taken.clear()
     anyio.run(lambda: b.fed.remove("laptop"))
     assert [p["in_flight"] for p in b.fed.pairings()] == [{"sent": 0, "received": 0}]

@@ -178,10 +178,8 @@ def cmd_set(args: argparse.Namespace) -> int:
 def cmd_remove(args: argparse.Namespace) -> int:
     m = _main()
     client = m._client(args)
-    named = [r for r in client.call("GET", "/api/pairing/pairings")
-             if args.box in (r["name"], r["box"]) and r["state"] in ("active", "requested")]
-    counts = named[0].get("in_flight") if len(named) == 1 else None
-    sent, received = (counts or {}).get("sent", 0), (counts or {}).get("received", 0)
+    counts = client.call("GET", f"/api/pairing/pairings/{args.box}").get("in_flight") or {}  # (unknown: refused here)
+    sent, received = counts.get("sent", 0), counts.get("received", 0)
     cancels = (f" {sent} message(s) sent to it and {received} received from it, not yet final, are cancelled"
                " (one already being typed keeps going)." if sent or received else "")
     _confirm(args, f"Remove the pairing with {args.box} for good (pairing again needs a new invitation)?{cancels}")

@@ -230,6 +230,12 @@ class PairingDesk:
     async def accept(self, text: str, *, name: str | None = None, actor: str = P.OWNER) -> dict[str, Any]:
         return await self.steps.accept(text, name=name, actor=actor)
 
+    def pairing(self, who: str) -> dict[str, Any]:
+        """The pairing ``who`` (a name or box id) names, as ``pair list`` shows it (the core's
+        :func:`connectcore.federation.pairing.pairing_named`: the live one, else the latest), or
+        :class:`connectcore.federation.pairing.PairingError`."""
+        return self.pairing_view(P.pairing_named(self.book, who))
+
     async def remove(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
         return await self.steps.remove(who, actor=actor)
 

@@ -9,6 +9,7 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
 - ``POST /api/pairing/requests/{who}/approve`` ``{"name": ...}`` and ``.../decline``: approval 2 (``who``: the
   request id, the requester's box id or its name);
 - ``GET /api/pairing/pairings`` (each with its settings and when its box was last heard);
+  ``GET /api/pairing/pairings/{who}`` (the one ``who`` names: :func:`connectcore.federation.pairing.pairing_named`);
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
@@ -109,6 +110,10 @@ def federation_routes(
         Query(request, set())
         return desk().pairings()
 
+    async def pairing(request: Request, actor: str) -> Any:
+        Query(request, set())
+        return desk().pairing(request.path_params["who"])
+
     async def reload(request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
         return await desk().reload(actor=actor)
@@ -139,6 +144,7 @@ def federation_routes(
         ("/api/pairing/requests/{who}/approve", approve, post),
         ("/api/pairing/requests/{who}/decline", decline, post),
         ("/api/pairing/pairings", pairings, get),
+        ("/api/pairing/pairings/{who}", pairing, get),
         ("/api/pairing/pairings/{who}/remove", remove, post),
         ("/api/pairing/pairings/{who}/settings", settings, post),
         ("/api/pairing/status", status, get),
