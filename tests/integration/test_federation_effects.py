@@ -126,11 +126,9 @@ class AwayBus(RecordingBus):
         await super().publish(subject, data, msg_id=msg_id)
 
 
-def test_a_receipt_the_bus_did_not_take_is_tried_again_until_it_does_then_no_more(
-    paired: tuple[Side, Side, str],
-) -> None:
-    """Before, it was dropped, and the sender learnt the outcome only from its next copy, up to 300 s
-    later (test_federation_faults found it with a cluster's leader killed)."""
+def _receipt_handed(paired: tuple[Side, Side, str], outcome: str, reason: str) -> tuple[AwayBus, Pump, Clock]:
+    """B's receipt of A's message (``outcome``, ``reason``) handed to B's bus loop over a bus that fails
+    while ``away``; the bus, the loop and B's clock."""
     a, b, pairing = paired
     bus = AwayBus()
     p = Pump(b.desk, bus=bus)
@@ -138,12 +136,21 @@ def test_a_receipt_the_bus_did_not_take_is_tried_again_until_it_does_then_no_mor
     inner = message(a, b, pairing)
     receipt = E.ReceiptInner(
         E.Routing(E.Kind.RECEIPT, b.local.box_id, a.local.box_id, pairing=pairing), inner.identity,
-        E.digest_of(E.encode_inner(inner)), "delivered", "typed and submitted", b.desk.clock(), ("agent:codex:x", "%4"),
+        E.digest_of(E.encode_inner(inner)), outcome, reason, b.desk.clock(), ("agent:codex:x", "%4"),
     )
     clock = b.desk.clock
     assert isinstance(clock, Clock)
     b.desk.hand(PublishReceipt(receipt, NONCE))
     run(p)
+    return bus, p, clock
+
+
+def test_a_receipt_the_bus_did_not_take_is_tried_again_until_it_does_then_no_more(
+    paired: tuple[Side, Side, str],
+) -> None:
+    """Before, it was dropped, and the sender learnt the outcome only from its next copy, up to 300 s
+    later (test_federation_faults found it with a cluster's leader killed)."""
+    bus, p, clock = _receipt_handed(paired, "delivered", "typed and submitted")
     anyio.run(p.receipts_again)  # not yet due
     assert [c[0] for c in bus.calls] == ["failed"]
     clock.now += RECEIPT_AGAIN
@@ -161,19 +168,7 @@ def test_a_receipt_the_bus_did_not_take_is_tried_again_until_it_does_then_no_mor
 
 
 def test_a_receipt_is_held_no_longer_than_receipt_held(paired: tuple[Side, Side, str]) -> None:
-    a, b, pairing = paired
-    bus = AwayBus()
-    p = Pump(b.desk, bus=bus)
-    b.desk.pump = p
-    inner = message(a, b, pairing)
-    receipt = E.ReceiptInner(
-        E.Routing(E.Kind.RECEIPT, b.local.box_id, a.local.box_id, pairing=pairing), inner.identity,
-        E.digest_of(E.encode_inner(inner)), "accepted", "ready", b.desk.clock(), ("agent:codex:x", "%4"),
-    )
-    clock = b.desk.clock
-    assert isinstance(clock, Clock)
-    b.desk.hand(PublishReceipt(receipt, NONCE))
-    run(p)
+    bus, p, clock = _receipt_handed(paired, "accepted", "ready")
     clock.now += RECEIPT_HELD
     anyio.run(p.receipts_again)
     bus.away = None
