@@ -6,7 +6,8 @@ of every route.
   session) and the one wrapper every owner route runs through, the page's included.
 - :mod:`connectd.edges.http.bodies`: request validation (pydantic models for bodies, query parameters).
 - :mod:`connectd.edges.http.events`: the owner event stream (SSE).
-- :mod:`connectd.edges.http.routes`: the owner API's routes.
+- :mod:`connectd.edges.http.routes`: the owner API's routes, over its parts by surface (``fleet``,
+  ``listings``, ``decisions``, ``access``, ``launching``).
 - :mod:`connectd.edges.http.errors`: refusals and JSON.
 - :mod:`connectd.edges.http.page`: the owner page, its login and its assets (``static/``).
 
