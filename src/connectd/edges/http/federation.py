@@ -67,14 +67,16 @@ class SetSettings(B.Body):
     set: list[B.Text] = Field(max_length=16)
 
 
-def federation_routes(
-    federation: Callable[[], PairingDesk | None], calls: AgentCalls, auth: OwnerAuth
-) -> list[BaseRoute]:
-    """The routes; ``federation``: the pairing desk, once the box federates (read at each request), else None;
-    ``calls``: what authenticates the owner (:func:`connectd.edges.http.owner_auth.owner_endpoint`)."""
+class PairingApi:
+    """The pairing routes' handlers, each ``(request, actor) -> JSON-able``, by what they touch:
+    invitations, requests, pairings, and this box's federation (status, agents, reload).
+    ``federation``: the pairing desk, once the box federates (read at each request), else None."""
 
-    def desk() -> PairingDesk:
-        found = federation()
+    def __init__(self, federation: Callable[[], PairingDesk | None]) -> None:
+        self.federation = federation
+
+    def desk(self) -> PairingDesk:
+        found = self.federation()
         if found is None:
             raise Problem(
                 409, "not_federated", "this box is not set up for federation",
@@ -82,73 +84,90 @@ def federation_routes(
             )
         return found
 
-    async def invite(request: Request, actor: str) -> Any:
+    # --- invitations (approval 1 on the invitee) ----------------------------------------------
+
+    async def invite(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, Invite)
-        return await desk().invite(body.expires, actor=actor)
+        return await self.desk().invite(body.expires, actor=actor)
 
-    async def revoke(request: Request, actor: str) -> Any:
+    async def revoke(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().revoke(request.path_params["invitation"], actor=actor)
+        return await self.desk().revoke(request.path_params["invitation"], actor=actor)
 
-    async def accept(request: Request, actor: str) -> Any:
+    async def accept(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, Accept)
-        return await desk().accept(body.code, name=body.name, actor=actor)
+        return await self.desk().accept(body.code, name=body.name, actor=actor)
 
-    async def requests(request: Request, actor: str) -> Any:
+    # --- requests (approval 2) ----------------------------------------------------------------
+
+    async def requests(self, request: Request, actor: str) -> Any:
         query = Query(request, {"all"})
-        return desk().requests(include_decided=query.flag("all"))
+        return self.desk().requests(include_decided=query.flag("all"))
 
-    async def approve(request: Request, actor: str) -> Any:
+    async def approve(self, request: Request, actor: str) -> Any:
         body = await parse_body(request, Approve)
-        return await desk().approve(request.path_params["who"], name=body.name, actor=actor)
+        return await self.desk().approve(request.path_params["who"], name=body.name, actor=actor)
 
-    async def decline(request: Request, actor: str) -> Any:
+    async def decline(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().decline(request.path_params["who"], actor=actor)
+        return await self.desk().decline(request.path_params["who"], actor=actor)
 
-    async def pairings(request: Request, actor: str) -> Any:
+    # --- pairings -----------------------------------------------------------------------------
+
+    async def pairings(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return desk().pairings()
+        return self.desk().pairings()
 
-    async def pairing(request: Request, actor: str) -> Any:
+    async def pairing(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        return desk().pairing(request.path_params["who"])
+        return self.desk().pairing(request.path_params["who"])
 
-    async def reload(request: Request, actor: str) -> Any:
+    async def remove(self, request: Request, actor: str) -> Any:
         await parse_body(request, B.Empty)
-        return await desk().reload(actor=actor)
+        return await self.desk().remove(request.path_params["who"], actor=actor)
 
-    async def agents(request: Request, actor: str) -> Any:
+    async def settings(self, request: Request, actor: str) -> Any:
+        body = await parse_body(request, SetSettings)
+        return await self.desk().set_settings(request.path_params["who"], body.set, actor=actor)
+
+    # --- this box's federation ----------------------------------------------------------------
+
+    async def reload(self, request: Request, actor: str) -> Any:
+        await parse_body(request, B.Empty)
+        return await self.desk().reload(actor=actor)
+
+    async def agents(self, request: Request, actor: str) -> Any:
         Query(request, set())
-        found = federation()
+        found = self.federation()
         return [] if found is None else found.remote_agents()
 
-    async def status(request: Request, actor: str) -> Any:
+    async def status(self, request: Request, actor: str) -> Any:
         query = Query(request, {"checks"})
-        return await desk().checked_status() if query.flag("checks") else desk().status()
+        return await self.desk().checked_status() if query.flag("checks") else self.desk().status()
 
-    async def remove(request: Request, actor: str) -> Any:
-        await parse_body(request, B.Empty)
-        return await desk().remove(request.path_params["who"], actor=actor)
+    def table(self) -> list[tuple[str, Handler, list[str]]]:
+        get, post = ["GET"], ["POST"]
+        return [
+            ("/api/pairing/invitations", self.invite, post),
+            ("/api/pairing/invitations/{invitation}/revoke", self.revoke, post),
+            ("/api/pairing/accept", self.accept, post),
+            ("/api/pairing/requests", self.requests, get),
+            ("/api/pairing/requests/{who}/approve", self.approve, post),
+            ("/api/pairing/requests/{who}/decline", self.decline, post),
+            ("/api/pairing/pairings", self.pairings, get),
+            ("/api/pairing/pairings/{who}", self.pairing, get),
+            ("/api/pairing/pairings/{who}/remove", self.remove, post),
+            ("/api/pairing/pairings/{who}/settings", self.settings, post),
+            ("/api/pairing/status", self.status, get),
+            ("/api/pairing/agents", self.agents, get),
+            ("/api/pairing/reload", self.reload, post),
+        ]
 
-    async def settings(request: Request, actor: str) -> Any:
-        body = await parse_body(request, SetSettings)
-        return await desk().set_settings(request.path_params["who"], body.set, actor=actor)
 
-    get, post = ["GET"], ["POST"]
-    table: list[tuple[str, Handler, list[str]]] = [
-        ("/api/pairing/invitations", invite, post),
-        ("/api/pairing/invitations/{invitation}/revoke", revoke, post),
-        ("/api/pairing/accept", accept, post),
-        ("/api/pairing/requests", requests, get),
-        ("/api/pairing/requests/{who}/approve", approve, post),
-        ("/api/pairing/requests/{who}/decline", decline, post),
-        ("/api/pairing/pairings", pairings, get),
-        ("/api/pairing/pairings/{who}", pairing, get),
-        ("/api/pairing/pairings/{who}/remove", remove, post),
-        ("/api/pairing/pairings/{who}/settings", settings, post),
-        ("/api/pairing/status", status, get),
-        ("/api/pairing/agents", agents, get),
-        ("/api/pairing/reload", reload, post),
-    ]
+def federation_routes(
+    federation: Callable[[], PairingDesk | None], calls: AgentCalls, auth: OwnerAuth
+) -> list[BaseRoute]:
+    """The routes; ``federation``: the pairing desk, once the box federates (read at each request), else None;
+    ``calls``: what authenticates the owner (:func:`connectd.edges.http.owner_auth.owner_endpoint`)."""
+    table = PairingApi(federation).table()
     return [Route(path, owner_endpoint(calls, auth, fn), methods=methods) for path, fn, methods in table]
