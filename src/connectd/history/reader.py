@@ -24,7 +24,15 @@ from typing import Any, NamedTuple
 import orjson
 
 from connectcore.history import Harness, TranscriptFacts
-from connectd.history.parsers import MAX_LINE_BYTES, Skip, SkipReason, accumulator_for, parse_file
+from connectd.history.parsers import (
+    MAX_LINE_BYTES,
+    Accumulator,
+    ParseResult,
+    Skip,
+    SkipReason,
+    accumulator_for,
+    parse_file,
+)
 from connectd.history.repos import RepoResolver
 from connectd.history.rows import (
     add_postings,
@@ -122,42 +130,73 @@ def read_transcript(job: Job, *, count_prompts: bool = True) -> FileResult:
     """Read one transcript from where the last pass stopped (or from the start).
 
     ``count_prompts``: also count the prompts' words (what an incremental pass writes them from).
+    Its steps: :func:`_stat` (the file as it is now), :func:`_unchanged` (nothing to read),
+    :func:`_resume` (the stored parser state taken up where it stopped, or a start from the top),
+    the parse, and :func:`_read_result` (what the index stores).
     """
     harness, path, prior, state, max_line_bytes = job
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return FileResult(harness, path, "vanished", skips=[Skip(path, SkipReason.VANISHED)])
-    except OSError:
-        return FileResult(harness, path, "unreadable", skips=[Skip(path, SkipReason.UNREADABLE)])
-    if (
-        prior is not None
-        and not prior.missing
-        and (prior.size, prior.mtime_ns, prior.inode) == (st.st_size, st.st_mtime_ns, st.st_ino)
-    ):
+    st = _stat(harness, path)
+    if isinstance(st, FileResult):
+        return st
+    if _unchanged(prior, st):
         return FileResult(harness, path, "unchanged")
     acc = accumulator_for(harness, path)
-    offset = 0
-    resumed = False
     head_len = min(st.st_size, HEAD_BYTES)
     try:
-        if (
-            prior is not None
-            and state is not None
-            and prior.inode == st.st_ino
-            and st.st_size >= prior.offset
-            and prior.offset > 0
-            and _head_hash(path, prior.head_len) == prior.head
-        ):
-            acc.load_state(unpack_state(state))
-            offset = prior.offset
-            resumed = True
+        offset = _resume(path, prior, state, st, acc)
         result = parse_file(path, acc, offset, max_line_bytes=max_line_bytes)
         head = _head_hash(path, head_len)
     except FileNotFoundError:  # gone while it was read: the index marks it missing
         return FileResult(harness, path, "gone", skips=[Skip(path, SkipReason.VANISHED)])
     except OSError:
         return FileResult(harness, path, "unreadable", skips=[Skip(path, SkipReason.UNREADABLE)])
+    return _read_result(
+        harness, path, st, acc, result, head=head, head_len=head_len, resumed=offset > 0, count_prompts=count_prompts
+    )
+
+
+def _stat(harness: Harness, path: str) -> os.stat_result | FileResult:
+    """The file's ``stat``, or the result of a file that vanished or cannot be read."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return FileResult(harness, path, "vanished", skips=[Skip(path, SkipReason.VANISHED)])
+    except OSError:
+        return FileResult(harness, path, "unreadable", skips=[Skip(path, SkipReason.UNREADABLE)])
+
+
+def _unchanged(prior: Prior | None, st: os.stat_result) -> bool:
+    """The file is as the last pass left it (same size, modification time and inode, not missing)."""
+    return (
+        prior is not None
+        and not prior.missing
+        and (prior.size, prior.mtime_ns, prior.inode) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    )
+
+
+def _resume(path: str, prior: Prior | None, state: bytes | None, st: os.stat_result, acc: Accumulator) -> int:
+    """Where to parse from: the stored state loaded into ``acc`` and its offset when the file is the
+    one it was read from (same inode, same first bytes, not shrunk, some of it read), else 0 (the
+    start; an offset above 0 is a resumed read). Reads the file's head: raises its ``OSError``."""
+    if (
+        prior is not None
+        and state is not None
+        and prior.inode == st.st_ino
+        and st.st_size >= prior.offset
+        and prior.offset > 0
+        and _head_hash(path, prior.head_len) == prior.head
+    ):
+        acc.load_state(unpack_state(state))
+        return prior.offset
+    return 0
+
+
+def _read_result(
+    harness: Harness, path: str, st: os.stat_result, acc: Accumulator, result: ParseResult, *, head: str, head_len: int,
+    resumed: bool, count_prompts: bool,
+) -> FileResult:
+    """What the index stores of a file read: where it stopped, its head, the parser's state, the
+    session's facts and (``count_prompts``) its prompts' words."""
     facts = acc.facts()
     words, terms = (0, b"{}")
     if facts is not None and count_prompts:
