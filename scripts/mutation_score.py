@@ -26,16 +26,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-SHELL_MODULES = ["daemon.runner", "daemon.interpreter", "delivery.guard", "daemon.supervisor", "tmux.watcher"]
+SHELL_MODULES = [
+    "daemon.runner", "daemon.interpreter", "delivery.guard", "daemon.supervisor",
+    "tmux.watcher", "tmux.pane_poll", "tmux.captures",
+]
 # Of the watcher, the methods that decide what the core hears at startup and after (which incarnations
 # live, startup reconciliation, what a pane shows); its session-binding and routing-fact code is tested
 # by the integration tests, which a mutation run does not include.
 SHELL_METHODS = {
     "tmux.watcher": (
         "Watcher",
-        ["poll", "reconcile", "_step_gone", "observe_pane", "capture_dirty", "mark_output", "drawn",
-         "look_again", "remember_reading", "fresh_incarnation", "sweep"],
+        ["observe_pane", "mark_output", "look_again", "remember_reading", "fresh_incarnation"],
     ),
+    "tmux.pane_poll": ("PanePoll", ["poll", "reconcile", "_step_gone"]),
+    "tmux.captures": ("CaptureSchedule", ["capture_dirty", "mark_output", "drawn", "sweep"]),
 }
 SHELL_TESTS = [
     "tests/unit/test_runner.py",

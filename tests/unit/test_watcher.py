@@ -75,10 +75,10 @@ def test_output_before_anyone_waits_does_not_wake_a_later_waiter() -> None:
 def _pacing_watcher(reads: list[tuple[str, float]], awaited: frozenset[str] = frozenset()) -> Watcher:
     timing = SimpleNamespace(bind=1.0, capture=0.25, capture_awaited=0.1)
     watcher = _watcher(timing)
-    watcher._awaited = lambda: awaited  # type: ignore[method-assign]  # stands for the core's awaited_panes
+    watcher.captures.awaited = lambda: awaited  # type: ignore[method-assign]  # stands for the core's awaited_panes
 
     async def observe(pane_id: str) -> None:  # stands for a capture: records what was read when
-        watcher._read_at[pane_id] = trio.current_time()
+        watcher.captures.read_at[pane_id] = trio.current_time()
         reads.append((pane_id, trio.current_time()))
 
     watcher.observe_pane = observe  # type: ignore[method-assign,assignment]
@@ -175,10 +175,10 @@ def _polling_watcher(now: list[float], polls: list[float], *, reported: bool) ->
     watcher = _watcher(timing, clock=lambda: now[0])
 
     async def poll() -> None:  # stands for list-panes: records when it ran
-        watcher._polled_at, watcher._drew_since_poll = now[0], False
+        watcher.polls.polled_at, watcher.polls.drew_since_poll = now[0], False
         polls.append(now[0])
 
-    watcher.poll = poll  # type: ignore[method-assign]
+    watcher.polls.poll = poll  # type: ignore[method-assign,assignment]
     watcher.output_reported = lambda: reported
     return watcher
 

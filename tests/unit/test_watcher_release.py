@@ -112,7 +112,7 @@ def _told(engine: _Engine) -> list[bool]:
 def test_the_banner_names_a_verified_release_and_the_idle_pane_is_ready() -> None:
     watcher, engine = _watcher(_idle("2.1.332"), _Probe("9.9.9"))
     anyio.run(watcher.observe_pane, "%1")
-    anyio.run(watcher._probe_release, INFO)
+    anyio.run(watcher.polls.probe_release, INFO)
     assert watcher.release_of("%1", watcher.panes["%1"].record.token) == "2.1.332"
     assert _told(engine) == [True] and engine.release_probe.asked == [], "a banner needs no --version"
 
@@ -120,7 +120,7 @@ def test_the_banner_names_a_verified_release_and_the_idle_pane_is_ready() -> Non
 def test_an_unverified_banner_is_never_ready_and_its_program_is_not_asked() -> None:
     watcher, engine = _watcher(_idle("2.1.999"), _Probe("2.1.332"))
     anyio.run(watcher.observe_pane, "%1")
-    anyio.run(watcher._probe_release, INFO)
+    anyio.run(watcher.polls.probe_release, INFO)
     assert watcher.panes["%1"].reading is not None and watcher.panes["%1"].reading.ready_for_message
     assert _told(engine) == [False], "read idle and empty, yet not ready: an unverified release"
     assert engine.release_probe.asked == []
@@ -130,8 +130,8 @@ def test_no_banner_asks_the_program_once_and_tells_the_core_again_when_it_answer
     watcher, engine = _watcher(_idle(None), _Probe("2.1.332"))
     anyio.run(watcher.observe_pane, "%1")
     assert _told(engine) == [False], "unknown release: not ready"
-    anyio.run(watcher._probe_release, INFO)
-    anyio.run(watcher._probe_release, INFO)
+    anyio.run(watcher.polls.probe_release, INFO)
+    anyio.run(watcher.polls.probe_release, INFO)
     assert engine.release_probe.asked == [(4321, "claude")], "asked once per incarnation"
     anyio.run(watcher.observe_pane, "%1")  # the same screen, told again with its release known
     assert _told(engine) == [False, True]
@@ -142,7 +142,7 @@ def test_no_banner_asks_the_program_once_and_tells_the_core_again_when_it_answer
 def test_no_banner_and_no_answer_stays_unknown_and_waits() -> None:
     watcher, engine = _watcher(_idle(None), _Probe(None))
     anyio.run(watcher.observe_pane, "%1")
-    anyio.run(watcher._probe_release, INFO)
+    anyio.run(watcher.polls.probe_release, INFO)
     anyio.run(watcher.observe_pane, "%1")
     assert watcher.release_of("%1", watcher.panes["%1"].record.token) is None
     assert _told(engine) == [False] and len(engine.release_probe.asked) == 1
@@ -185,6 +185,6 @@ def test_a_release_learned_is_kept_for_the_incarnation_across_a_daemon_restart()
     state = later.panes["%1"]
     anyio.run(later.releases.recall, state)
     anyio.run(later.observe_pane, "%1")
-    anyio.run(later._probe_release, INFO)
+    anyio.run(later.polls.probe_release, INFO)
     assert later.release_of("%1", token) == "2.1.332" and _told(again) == [True]
     assert again.release_probe.asked == [], "a kept release needs no --version"
