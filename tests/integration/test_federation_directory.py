@@ -247,20 +247,18 @@ def _secrets(n: int) -> Any:
 
 def test_an_unqualified_handle_on_both_boxes_is_ambiguous_and_one_on_a_only_goes_to_a(shared: Any) -> None:
     a, b, _pairing, _network, _abus, bbus = shared
-    from connectd.federation.remote_calls import placed
-
     a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")
     a.clock.now += 1
     anyio.run(_dir(a).publish_once, a.fed.pump.bus)
     anyio.run(_dir(b).publish_once, bbus)
-    where, pairing = placed(b.engine, "title:login fix")
+    where, pairing = b.engine.calls.remote.placed("title:login fix")
     assert where.box == "laptop" and pairing is not None and pairing.box_id == a.fed.local.box_id
     b.engine.watcher.directory = _retitled(b.engine.watcher.directory, "%4", "login fix")
     with pytest.raises(TargetError) as error:
-        placed(b.engine, "title:login fix")
+        b.engine.calls.remote.placed("title:login fix")
     assert error.value.reason is D.TargetRefusal.AMBIGUOUS
     assert "this box (1), laptop (1)" in str(error.value) and "title:login fix@laptop" in str(error.value)
-    where, pairing = placed(b.engine, "title:login fix@laptop")
+    where, pairing = b.engine.calls.remote.placed("title:login fix@laptop")
     assert where.box == "laptop"
 
 

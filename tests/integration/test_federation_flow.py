@@ -347,13 +347,13 @@ def test_the_ticker_steps_the_outbox_schedule_with_the_bus_s_state_and_who_was_h
     (row,) = a.engine.hub.outbox.rows.values()
     assert row.state is O.OutboxState.QUEUED
     stepped: list[Any] = []
-    step = a.engine.step
+    step = a.engine.runner.step
 
     async def recording(event: Any) -> Any:
         stepped.append(event)
         return await step(event)
 
-    a.engine.step = recording  # type: ignore[method-assign]
+    a.engine.runner.step = recording  # type: ignore[method-assign]
     assert a.fed.messages is not None
     assert a.fed.heard == {b.fed.local.box_id: a.clock()}  # B's pair_request verified on A: heard
     a.fed.heard.clear()

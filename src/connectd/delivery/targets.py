@@ -5,14 +5,9 @@ call, so a control that was stopped a moment ago is never named by a directory s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from connectcore import directory as D
 from connectcore import grants
 from connectcore.hub import acts as hub_acts
-
-if TYPE_CHECKING:
-    from connectd.daemon.parts import Engine
 
 CONTROL = str(D.Handle(D.HandleKind.CONTROL))
 
@@ -23,9 +18,3 @@ def resolve_in(directory: D.Directory, book: grants.GrantBook, target: str) -> D
     if D.handle_of(target) != CONTROL:
         return D.resolve(directory, target)
     return D.resolve_control(directory, hub_acts.control_pane(book))
-
-
-def resolve(engine: Engine, target: str) -> D.PaneRecord:
-    """:func:`resolve_in` on the engine's directory and book (federation's way, which still holds the
-    engine; every other caller is given the watcher and the core and calls :func:`resolve_in`)."""
-    return resolve_in(engine.watcher.directory, engine.hub.book, target)

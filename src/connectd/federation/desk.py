@@ -311,15 +311,23 @@ def msg_id(wire: Wire | bytes, attempt: int) -> str:
 def open_desk(data_dir: Path, engine: Any, settings: FederationPolicy = DEFAULT_FEDERATION) -> PairingDesk | None:
     """The engine's pairing desk, or None for a box not set up for federation; a desk is joined to
     the engine's hub (:func:`connectd.federation.flow.attach`: its outbox and inbox from the store), and
-    the agent calls given their way to other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`)."""
+    the agent calls given their way to other boxes (:class:`connectd.federation.remote_calls.RemoteCalls`).
+    Federation's composition root: it takes the engine and gives each part the few collaborators it
+    uses (but :func:`connectd.federation.directory.attach`, which still takes the engine)."""
     desk = PairingDesk.open(
         data_dir, engine.store, clock=engine.clock, run_sync=engine.run_sync,
         publish_audit=engine.interpreter.published, notify=engine.subscribers.publish, hub=lambda: engine.hub,
     )
     if desk is not None:
-        attach(engine, desk, settings)  # policy.toml's [federation] bounds
-        engine.calls.remote = RemoteCalls(engine)
+        attach(  # policy.toml's [federation] bounds
+            desk, core=engine.runner, store=engine.store, clock=engine.clock, ids=engine.ids, watcher=engine.watcher,
+            person=engine.person, settings=settings,
+        )
+        engine.calls.remote = RemoteCalls(
+            federation=lambda: engine.federation, core=engine.runner, clock=engine.clock, ids=engine.ids,
+            subscribers=engine.subscribers, watcher=engine.watcher,
+        )
         engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
         attach_directory(engine, desk)  # the directory across boxes (slice 7)
-        attach_history(engine, desk)  # remote history search (slice 7)
+        attach_history(desk, core=engine.runner, history=lambda: engine.history)  # remote history search (slice 7)
     return desk

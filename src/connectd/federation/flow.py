@@ -1,5 +1,5 @@
 """The daemon's side of messages across boxes (docs/federation.md, "On the receiving box", "On the
-sending box"): what joins the pairing desk and its bus loops to the engine's hub. The rules are the
+sending box"): what joins the pairing desk and its bus loops to the daemon's hub. The rules are the
 core's (:mod:`connectcore.hub.federation`); this module only hands it the events and the values the
 shell knows.
 
@@ -10,7 +10,7 @@ shell knows.
   (:func:`connectcore.federation.envelope.judge`, with the hub's inbox and outbox in the view) to
   :meth:`RemoteFlow.arrived`, which steps the hub with it: a new message as
   :class:`~connectcore.hub.RemoteMessageArrived`, its target resolved on this box as a local send's
-  (:func:`connectd.delivery.targets.resolve`; one naming no pane here is committed ``refused`` by
+  (:func:`connectd.delivery.targets.resolve_in`; one naming no pane here is committed ``refused`` by
   :class:`~connectcore.hub.RemoteSettled`), a receipt as :class:`~connectcore.hub.ReceiptArrived`, a
   copy, a message too late or a cancel's tombstone as ``RemoteSettled``, a cancel of a message this
   box holds as :class:`~connectcore.hub.RemoteCancelArrived` under its recipient pane's send lock
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,11 @@ from connectcore.ports import Delivery
 from connectd.delivery import targets
 
 if TYPE_CHECKING:
+    from connectd.daemon.ids import Ids
+    from connectd.daemon.runner import CoreRunner
     from connectd.federation.desk import PairingDesk
+    from connectd.person import PersonCalls
+    from connectd.tmux.watcher import Watcher
 
 log = logging.getLogger("connectd.federation")
 
@@ -75,10 +80,15 @@ TICK = 1.0  # seconds between FederationTicks (the outbox's schedule is in secon
 
 
 class RemoteFlow:
-    """The engine's side of the envelopes of messages across boxes."""
+    """The hub's side of the envelopes of messages across boxes, given what it uses (issue 24): the
+    core runner as ``core`` (the hub, ``step``, ``audit``), ``clock``, ``ids``, the ``watcher`` (a
+    target resolved in its directory, the recipient's harness) and ``person`` (the send locks)."""
 
-    def __init__(self, engine: Any, desk: PairingDesk) -> None:
-        self.engine = engine
+    def __init__(
+        self, desk: PairingDesk, *, core: CoreRunner, clock: Callable[[], float], ids: Ids, watcher: Watcher,
+        person: PersonCalls,
+    ) -> None:
+        self.core, self.clock, self.ids, self.watcher, self.person = core, clock, ids, watcher, person
         self.desk = desk
         self.every = TICK  # the federation tick's period
 
@@ -89,7 +99,7 @@ class RemoteFlow:
         return self.desk.book.active_with(box)
 
     def _event(self, verdict: E.Verdict, handle: str | None, now: float) -> H.Event | None:
-        engine, decision = self.engine, verdict.decision
+        decision = verdict.decision
         if decision is E.Decision.RECEIPT:
             return H.ReceiptArrived(now, verdict, handle)
         if decision in SETTLED:
@@ -102,13 +112,13 @@ class RemoteFlow:
             return H.RemoteSettled(now, verdict, self._nonce(), handle, refusal="pairing_removed: no active pairing")
         _kind, target = inner.target
         try:
-            record = targets.resolve(engine, target)
+            record = targets.resolve_in(self.watcher.directory, self.core.hub.book, target)
         except D.TargetError as refused:
             return H.RemoteSettled(now, verdict, self._nonce(), handle, refusal=f"{refused.reason}: {refused}")
-        recipient = H.Recipient(record.pane_id, record.token, engine.watcher.harness_of(record), D.handle_of(target))
+        recipient = H.Recipient(record.pane_id, record.token, self.watcher.harness_of(record), D.handle_of(target))
         return H.RemoteMessageArrived(
-            now, verdict, recipient, pairing.name, pairing.keys.fingerprint, engine.ids.new_id("msg"),
-            engine.ids.new_id("card"), self._nonce(), handle, settings=pairing.settings,
+            now, verdict, recipient, pairing.name, pairing.keys.fingerprint, self.ids.new_id("msg"),
+            self.ids.new_id("card"), self._nonce(), handle, settings=pairing.settings,
         )
 
     async def arrived(self, verdict: E.Verdict, delivery: Delivery | None) -> bool:
@@ -117,27 +127,27 @@ class RemoteFlow:
         (nothing was committed that it waits for). Raises when the store failed (it comes again). A
         cancel of a message this box holds is stepped under its recipient pane's send lock
         (:func:`connectcore.hub.federation.cancel_panes`), as a local revocation is."""
-        engine, pump = self.engine, self.desk.pump
-        handle = engine.ids.new_id("dlv") if delivery is not None and pump is not None else None
+        core, pump = self.core, self.desk.pump
+        handle = self.ids.new_id("dlv") if delivery is not None and pump is not None else None
         if verdict.decision is E.Decision.CANCEL and verdict.identity is not None:
             identity = verdict.identity
-            async with engine.person.lock_panes(lambda: H.cancel_panes(engine.hub, identity)):
-                return await self._step(verdict, H.RemoteCancelArrived(engine.clock(), verdict, handle), handle,
+            async with self.person.lock_panes(lambda: H.cancel_panes(core.hub, identity)):
+                return await self._step(verdict, H.RemoteCancelArrived(self.clock(), verdict, handle), handle,
                                         delivery)
-        return await self._step(verdict, self._event(verdict, handle, engine.clock()), handle, delivery)
+        return await self._step(verdict, self._event(verdict, handle, self.clock()), handle, delivery)
 
     async def _step(self, verdict: E.Verdict, event: H.Event | None, handle: str | None,
                     delivery: Delivery | None) -> bool:
-        engine, pump = self.engine, self.desk.pump
-        now = engine.clock()
+        core, pump = self.core, self.desk.pump
+        now = self.clock()
         if event is None:  # (the judgement hands the flow nothing else)
-            await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "ignored", message_id=str(verdict.identity),
+            await core.audit(Audit(verdict.actor, E.AUDIT_EVENT, "ignored", message_id=str(verdict.identity),
                                      detail=f"a {verdict.decision} envelope is not the flow's", at=now))
             return False
         if handle is not None:
             pump.awaiting_ack(handle, delivery)
         try:
-            await engine.step(event)
+            await core.step(event)
         except ConnectError as refused:  # the core's refusal: it changed nothing, and would again
             if handle is not None:
                 pump.deliveries.pop(handle, None)
@@ -145,7 +155,7 @@ class RemoteFlow:
                                                                    type(event).__name__, now)
             log.info("federation: %s from %s refused: %s", type(event).__name__, verdict.actor, refused)
             if due:  # a flooding box: one audit record a minute per reason
-                await engine.audit(Audit(verdict.actor, E.AUDIT_EVENT, "refused", message_id=str(verdict.identity),
+                await core.audit(Audit(verdict.actor, E.AUDIT_EVENT, "refused", message_id=str(verdict.identity),
                                          detail=f"{type(event).__name__}: {refused}{E.refusal_count_words(left_out)}",
                                          at=now))
             return False
@@ -163,9 +173,9 @@ class RemoteFlow:
         restart in between leaves the inbox refusing that pairing all the same, ``restored``)."""
         if pairing.id is None:
             return  # never active: nothing was sent or accepted across it
-        engine, pairing_id = self.engine, pairing.id
-        async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
-            await engine.step(H.PairingRemoved(engine.clock(), pairing_id, pairing.name))
+        core, pairing_id = self.core, pairing.id
+        async with self.person.lock_panes(lambda: H.pairing_panes(core.hub, pairing_id)):
+            await core.step(H.PairingRemoved(self.clock(), pairing_id, pairing.name))
 
     async def messages_off(self, pairing: P.Pairing) -> None:
         """A pairing whose ``messages`` setting the book has just committed off (``pair set BOX
@@ -174,11 +184,11 @@ class RemoteFlow:
         it (:func:`connectcore.hub.federation.pairing_panes`), as a revocation; the remote senders'
         ``cancelled`` receipts follow. Nothing held (or the messages on): no step
         (:func:`connectcore.hub.federation.pairing_step_owed`)."""
-        engine, pairing_id = self.engine, pairing.id
-        if H.pairing_step_owed(engine.hub, pairing) is not H.OwedStep.MESSAGES_OFF or pairing_id is None:
+        core, pairing_id = self.core, pairing.id
+        if H.pairing_step_owed(core.hub, pairing) is not H.OwedStep.MESSAGES_OFF or pairing_id is None:
             return
-        async with engine.person.lock_panes(lambda: H.pairing_panes(engine.hub, pairing_id)):
-            await engine.step(H.MessagesOff(engine.clock(), pairing_id, pairing.name))
+        async with self.person.lock_panes(lambda: H.pairing_panes(core.hub, pairing_id)):
+            await core.step(H.MessagesOff(self.clock(), pairing_id, pairing.name))
 
     def bus_up(self) -> bool:
         pump = self.desk.pump
@@ -192,17 +202,20 @@ class RemoteFlow:
         (:func:`connectcore.hub.federation.messages_off_owed`); which, the core's
         :func:`connectcore.hub.federation.pairing_step_owed`."""
         for pairing in list(self.desk.book.pairings.values()):
-            owed = H.pairing_step_owed(self.engine.hub, pairing)
+            owed = H.pairing_step_owed(self.core.hub, pairing)
             if owed is H.OwedStep.REMOVAL:
                 await self.pairing_removed(pairing)
             elif owed is H.OwedStep.MESSAGES_OFF:
                 await self.messages_off(pairing)
         heard = tuple(sorted(self.desk.heard.items()))
-        await self.engine.step(H.FederationTick(self.engine.clock(), self.bus_up(), heard))
+        await self.core.step(H.FederationTick(self.clock(), self.bus_up(), heard))
 
 
-def attach(engine: Any, desk: PairingDesk, settings: F.FederationPolicy = F.DEFAULT) -> None:
-    """Join a federated box's desk to its engine: the hub restored with its outbox and inbox (under
+def attach(
+    desk: PairingDesk, *, core: CoreRunner, store: Any, clock: Callable[[], float], ids: Ids, watcher: Watcher,
+    person: PersonCalls, settings: F.FederationPolicy = F.DEFAULT,
+) -> None:
+    """Join a federated box's desk to its hub: the hub restored with its outbox and inbox (under
     ``settings``), and the desk's message envelopes handed to the hub (:class:`RemoteFlow`)."""
-    engine.hub = restored(engine.hub, desk, engine.store, settings)
-    desk.messages = RemoteFlow(engine, desk)
+    core.hub = restored(core.hub, desk, store, settings)
+    desk.messages = RemoteFlow(desk, core=core, clock=clock, ids=ids, watcher=watcher, person=person)

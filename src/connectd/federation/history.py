@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from connectcore.effects import Audit
@@ -37,6 +37,7 @@ from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation.seal import receive, seal
 
 if TYPE_CHECKING:
+    from connectd.daemon.runner import Core
     from connectd.federation.desk import PairingDesk
 
 log = logging.getLogger("connectd.federation")
@@ -57,8 +58,10 @@ def history_repos(pairing: P.Pairing) -> tuple[str, ...]:
 class RemoteHistoryDesk:
     """This box's answers to the history queries of its pairings, and its own queries to them."""
 
-    def __init__(self, engine: Any, desk: PairingDesk) -> None:
-        self.engine = engine
+    def __init__(self, desk: PairingDesk, *, core: Core, history: Callable[[], Any | None]) -> None:
+        """``core``: the core runner (audit records); ``history``: the session index now, or None (a
+        daemon that serves none), read at each query."""
+        self.core, self.history = core, history
         self.desk = desk
         self.limiter = RH.Limiter()
         self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
@@ -110,12 +113,12 @@ class RemoteHistoryDesk:
         reason = ""
         if search is None:
             outcome, results, reason = RH.Outcome.NOT_SHARED, (), RH.NOT_SHARED_REASON
-        elif self.engine.history is None:  # shared, but this daemon serves no history index (--no-history)
+        elif self.history() is None:  # shared, but this daemon serves no history index (--no-history)
             outcome, results, reason = RH.Outcome.REFUSED, (), "history_unavailable: this box serves no history index"
         else:
             outcome, results = RH.Outcome.RESULTS, RH.shape_results(await self._search(search), search)
         event, detail = RH.audit_outcome(outcome, len(results), inner.asker)
-        await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, event,
+        await self.core.audit(Audit(verdict.actor, RH.AUDIT_EVENT, event,
                                       detail=f"{detail} (pairing {pairing.name}, query {inner.id})", at=now))
         return self._seal(pairing, inner, outcome, now, results=results, reason=reason)
 
@@ -128,14 +131,14 @@ class RemoteHistoryDesk:
     async def _known(self) -> tuple[str, ...]:
         """The repositories this box's history index knows (``HistoryService.recent_dirs``: those of
         top-level sessions whose directory still exists, at most :data:`KNOWN_DIRS` directories)."""
-        service = self.engine.history
+        service = self.history()
         if service is None:
             return ()
         dirs: list[dict[str, Any]] = await self.desk.run_sync(lambda: service.recent_dirs(KNOWN_DIRS))
         return tuple(dict.fromkeys(str(d["repo"]) for d in dirs if d.get("repo")))
 
     async def _search(self, search: RH.Search) -> list[dict[str, Any]]:
-        service = self.engine.history
+        service = self.history()
         if service is None or not search.repos:
             return []
         if search.session is not None:  # get_session box=: that one session, if its repository is allowed
@@ -160,7 +163,7 @@ class RemoteHistoryDesk:
         due, left_out, self._audited = E.refusal_audit_due(self._audited, *key, now)  # one a minute per box and reason
         if not due:
             return
-        await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused", at=now,
+        await self.core.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused", at=now,
                                       detail=f"{refused.reason}: {refused}{E.refusal_count_words(left_out)}"))
 
     # --- asking -----------------------------------------------------------------------------------
@@ -191,7 +194,7 @@ class RemoteHistoryDesk:
             results = RH.receive_answer(verdict, query_id, session)
         except RH.AnswerRefused as refused:
             log.warning("federation: history answer from box %s refused: %s: %s", pairing.box_id, refused.reason, refused)
-            await self.engine.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused",
+            await self.core.audit(Audit(verdict.actor, RH.AUDIT_EVENT, "refused",
                                           detail=f"answer {refused.reason}: {refused}", at=self.desk.clock()))
             raise RH.no_answer(pairing.name) from None
         finally:
@@ -205,8 +208,8 @@ class RemoteHistoryDesk:
         supervisor.spawn(Kind.BUS, self.answer_loop, name="federation history answer")
 
 
-def attach(engine: Any, desk: PairingDesk) -> RemoteHistoryDesk:
+def attach(desk: PairingDesk, *, core: Core, history: Callable[[], Any | None]) -> RemoteHistoryDesk:
     """The remote history of a federated box (``desk.history``)."""
-    history = RemoteHistoryDesk(engine, desk)
-    desk.history = history
-    return history
+    remote = RemoteHistoryDesk(desk, core=core, history=history)
+    desk.history = remote
+    return remote
