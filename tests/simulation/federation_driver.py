@@ -291,7 +291,6 @@ class BoxSim(D.Sim):
     async def _restart_after_kill(self, ended: Any) -> None:
         if self.outage:
             down, self.outage = self.outage, 0.0
-            self.down_until = trio.current_time() + down
             await trio.sleep(down)
         await super()._restart_after_kill(ended)
 
@@ -971,6 +970,7 @@ class Federation:
             return
         box = self.orng.choice(holding)
         box.outage = round(self.orng.uniform(905.0, 1000.0), 2)
+        box.down_until = trio.current_time() + box.outage  # (set now: quiescence may begin at this instant)
         box.log(f"a long outage: the daemon killed, down for {box.outage:.0f} s")
         box.kill("a long outage")
 
