@@ -288,6 +288,11 @@ class BoxSim(D.Sim):
         self._federate(engine)
         await super()._life(engine, task_status)
 
+    def kill(self, where: str) -> None:
+        if self.outage and self.engine is not None:
+            self.down_until = trio.current_time() + self.outage  # (quiescence may begin at this instant)
+        super().kill(where)
+
     async def _restart_after_kill(self, ended: Any) -> None:
         if self.outage:
             down, self.outage = self.outage, 0.0
@@ -970,9 +975,8 @@ class Federation:
             return
         box = self.orng.choice(holding)
         box.outage = round(self.orng.uniform(905.0, 1000.0), 2)
-        box.down_until = trio.current_time() + box.outage  # (set now: quiescence may begin at this instant)
-        box.log(f"a long outage: the daemon killed, down for {box.outage:.0f} s")
-        box.kill("a long outage")
+        box.faults.kill_in = 1  # killed at its next I/O call, as every kill is (a call in flight then parks)
+        box.log(f"a long outage: the daemon killed at its next I/O call, then down for {box.outage:.0f} s")
 
     def active(self, box: BoxSim, other: BoxSim) -> Any:
         """``box``'s active pairing with ``other``, or None."""
@@ -1158,6 +1162,8 @@ class Federation:
         for box in self.boxes:
             box.faults.on = False
             box.faults.kill_in = None
+            if box.down_until <= trio.current_time():
+                box.outage = 0.0  # a long outage whose kill had not come yet: none
         self.network.faults = Faults()
         self.network.cut.clear()
         self.network.up = True
