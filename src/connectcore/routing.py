@@ -14,7 +14,9 @@ Facts (the shell reads the files, these functions read the text):
 The ``resolve`` ranking (:func:`rank_request`) joins the live directory with a history ranking: a live
 pane scores by what its facts share with the request (a PR number it holds weighs most), plus the
 history rank of the session it holds; a past session not running in a live pane follows the live
-panes, in the history ranking's order. No model call, no guess: every result says why it matched.
+panes, in the history ranking's order. On a federated box the agents its paired boxes share (their
+directory entries, as ``list_agents`` lists them) rank with the live panes by the same facts, each
+with its box. No model call, no guess: every result says why it matched.
 """
 
 from __future__ import annotations
@@ -142,18 +144,23 @@ def _pr_numbers(query: str) -> set[str]:
 
 def score_pane(query: str, record: D.PaneRecord) -> tuple[float, tuple[str, ...]]:
     """How well a live pane's facts match the request, and which facts matched."""
+    return score_facts(query, f"{record.title} {record.session_title}", repo_name(record.repo), record.branch,
+                       record.pr_links)
+
+
+def score_facts(
+    query: str, titles: str, repo: str, branch: str | None, pr_links: Iterable[str]
+) -> tuple[float, tuple[str, ...]]:
+    """How well one agent's facts (its titles, its repository's name, branch and PR links) match the
+    request, and which matched: a pane of this box's, or an agent a paired box shares."""
     terms = _words(query)
     why: list[str] = []
     score = 0.0
-    held = {k[0] for link in record.pr_links if (k := D._pr_key(link)) is not None}
+    held = {k[0] for link in pr_links if (k := D._pr_key(link)) is not None}
     for number in sorted(_pr_numbers(query) & held, key=int):
         score += WEIGHTS["pr"]
         why.append(f"pr:{number}")
-    for fact, text in (
-        ("title", f"{record.title} {record.session_title}"),
-        ("repo", repo_name(record.repo)),
-        ("branch", record.branch),
-    ):
+    for fact, text in (("title", titles), ("repo", repo), ("branch", branch)):
         shared = sorted(terms & _words(text))
         score += WEIGHTS[fact] * len(shared)
         why += [f"{fact}:{w}" for w in shared]
@@ -161,13 +168,23 @@ def score_pane(query: str, record: D.PaneRecord) -> tuple[float, tuple[str, ...]
 
 
 def rank_request(
-    query: str, records: Sequence[D.PaneRecord], past: Sequence[Mapping[str, Any]], *, limit: int = 10
+    query: str,
+    records: Sequence[D.PaneRecord],
+    past: Sequence[Mapping[str, Any]],
+    *,
+    limit: int = 10,
+    remote: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Live panes and past sessions for ``query``, best first (see the module's rule).
 
     ``past`` is the history search's answer for the same query, best first (projected entries: at
     least ``harness`` and ``session_id``). A past session held by a live pane adds to that pane's score
-    and is not listed again. Live panes with no match are left out.
+    and is not listed again. Live panes with no match are left out. ``remote``: the agents paired
+    boxes share, as ``list_agents`` lists them (:func:`connectcore.federation.remote_directory.listing`),
+    ranked with this box's live panes by the same facts (titles, the repository's name, branch, PR
+    links), each with its box, address qualified by the box's name, and age; on a tie this box's pane
+    first, then by box name and pane. (Another box's past sessions are not searched here: that is
+    ``find_sessions box=``, under that box's own setting.)
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RESOLVE_LIMIT_MAX:
         raise ResolveError(f"limit must be an integer from 1 to {RESOLVE_LIMIT_MAX}, got {limit!r}")
@@ -186,9 +203,34 @@ def rank_request(
         else:
             rest.append(_past_view(entry, round(weight / WEIGHTS["history"], 3)))
     live = [_live_view(query, r, history_bonus.get(r.pane_id, 0.0)) for r in records]
+    live += [_remote_view(query, entry) for entry in remote]
     live = [v for v in live if v["score"] > 0]
-    live.sort(key=lambda v: (-v["score"], int(v["pane"][1:])))
+    live.sort(key=lambda v: (-v["score"], v["box"]["name"] if "box" in v else "", int(v["pane"][1:])))
     return (live + rest)[:limit]
+
+
+def _remote_view(query: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent a paired box shares, as ``resolve`` lists it (its entry's fields only: no session)."""
+    pr_links = tuple(entry.get("pr_links") or ())
+    score, why = score_facts(query, str(entry.get("title") or ""), repo_name(entry.get("repo")), entry.get("branch"),
+                             pr_links)
+    return {
+        "kind": "live",
+        "pane": entry["pane"],
+        "address": entry["address"],
+        "harness": entry.get("harness"),
+        "title": entry.get("title"),
+        "repo": entry.get("repo"),
+        "branch": entry.get("branch"),
+        "pr_links": list(pr_links),
+        "session": None,
+        "box": entry["box"],
+        "age": entry.get("age"),
+        "stale": entry.get("stale"),
+        "remote": True,
+        "score": round(score, 3),
+        "matched": list(why),
+    }
 
 
 def _live_view(query: str, record: D.PaneRecord, bonus: float) -> dict[str, Any]:

@@ -331,6 +331,32 @@ def _get_agent(box: Box, target: str) -> Any:
     return anyio.run(call)
 
 
+def test_resolve_ranks_the_agents_a_paired_box_shares_with_this_box_s_own(shared: Any) -> None:
+    """``resolve`` on B finds A's shared agent by its title, with its box and an address qualified by A's
+    name; an agent A does not share (observe-only) is not found; aged out, it is gone."""
+    a, b, _pairing, _network, abus, bbus = shared
+    a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "billing migration")
+    a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%2", "billing observer")
+    b.engine.watcher.directory = _retitled(b.engine.watcher.directory, "%4", "billing docs")
+    a.clock.now += 1
+    anyio.run(_dir(a).publish_once, abus)
+    anyio.run(_dir(b).publish_once, bbus)  # B reads A's entry
+
+    def resolve(query: str) -> list[dict[str, Any]]:
+        return anyio.run(lambda: b.engine.calls.resolve("tok-4", None, query, 10))
+
+    found = resolve("billing migration")
+    assert [(f["pane"], f.get("box", {}).get("name")) for f in found] == [("%1", "laptop"), ("%4", None)]
+    token1 = D.incarnation_token(_incarnation(1))
+    assert found[0]["address"] == f"%1@{token1}@laptop" and found[0]["matched"] == ["title:billing", "title:migration"]
+    assert found[0]["remote"] is True and "cwd" not in found[0]
+    assert [f["pane"] for f in resolve("observer")] == []  # %2 (observe) is not shared with B
+    calls = [r for r in b.store.audit(limit=1000) if r.action == "resolve"]
+    assert [r.outcome for r in calls] == ["allowed", "allowed"]
+    b.clock.now += RD.AGED_OUT
+    assert [f["pane"] for f in resolve("billing migration")] == ["%4"]
+
+
 def test_get_agent_on_an_agent_of_a_paired_box_answers_from_its_entry_read_only(shared: Any) -> None:
     a, b, _pairing, _network, abus, bbus = shared
     a.engine.watcher.directory = _retitled(a.engine.watcher.directory, "%1", "login fix")

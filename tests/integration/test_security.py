@@ -314,8 +314,12 @@ def test_connectd_token_does_not_leave_the_code_on_screen(daemon: DaemonProcess,
     shown = wait_for(lambda: "login?code=" in (s := tmux.tmux("capture-pane", "-p", "-J", "-t", pane)) and s, 20, "the link")
     code = shown.split("login?code=", 1)[1].split()[0]
     tmux.tmux("send-keys", "-t", pane, "Enter")  # "Press Enter once it is open"
-    screen = wait_for(lambda: "done-token" in (s := tmux.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", pane)) and s, 20, "the command to end")
-    assert code not in screen and "erased" in screen
+    # the command's own echo holds "echo done-token": wait for the line the echo prints, alone
+    screen = wait_for(
+        lambda: "done-token" in (s := tmux.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", pane)).splitlines() and s,
+        20, "the command to end",
+    )
+    assert code not in screen and "erased" in screen, screen
 
     file = daemon.tmp / "login-link"
     written = _cli(daemon, "token", "--file", str(file))

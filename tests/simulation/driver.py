@@ -662,7 +662,7 @@ class Sim:
         # still caught.
         self.checker.note_withdrawn(in_flight)
         self.log(f"revocation returned: {sorted(members)}")
-        self.checker.note_revocation(frozenset(members))
+        self.checker.note_revocation(frozenset(members), engine)
 
     async def _grant(self, engine: Engine, session: tuple[str, str], preset: Preset) -> None:
         members = {
@@ -675,7 +675,7 @@ class Sim:
         if preset is Preset.OFF:
             self.checker.note_withdrawn(in_flight)
             self.log(f"revocation returned: {sorted(members)}")
-            self.checker.note_revocation(frozenset(members))
+            self.checker.note_revocation(frozenset(members), engine)
 
     # --- the run ----------------------------------------------------------------------------------
 

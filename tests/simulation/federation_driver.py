@@ -67,14 +67,13 @@ from connectcore.federation.remote import REMOTE_PREFIX
 from connectcore.grants import Preset
 from connectcore.ports import BusUnavailable, Delivery, PublishAck
 from connectd.daemon.ids import hash_token
-from connectd.daemon.supervisor import Kind
 from connectd.federation import desk as desk_module
 from connectd.federation import flow as flow_module
 from connectd.federation import keys as K
 from connectd.federation import remote_calls as remote_calls_module
-from connectd.federation.desk import EXPIRY_EVERY, open_desk
-from connectd.federation.pump import Pump
+from connectd.federation.desk import open_desk
 from connectd.federation.seal import LocalBox, receive, seal
+from connectd.store.store import Store
 from tests.simulation import driver as D
 from tests.simulation import invariants
 from tests.simulation.sim_bus import Faults, SimBus, SimNetwork
@@ -82,6 +81,7 @@ from tests.simulation.sim_bus import Faults, SimBus, SimNetwork
 NAMES = ("laptop", "devbox", "builder")
 FED_BODY = re.compile(r"fedmsg-\d+")
 BUS_POLL = 0.25  # a waiting fetch looks again this often (virtual seconds)
+RECEIPT_PROMPT = 20.0  # virtual seconds of a connected link within which a final outcome's receipt is published
 #: What a supervised task may fail with here, besides a single box's injected faults: the bus away.
 EXPECTED_TASK_ERRORS = invariants.EXPECTED_TASK_ERRORS | {"BusUnavailable"}
 
@@ -111,6 +111,9 @@ class FedConfig:
     across: dict[str, float] = field(
         default_factory=lambda: {"revoke_sender": 0.025, "revoke_recipient": 0.02, "messages": 0.03}
     )
+    # the chance, at each step, that a box holding a remote sender's open card has its daemon killed and
+    # kept down longer than a card's life (900 s): its recovery expires the card and receipts it (own stream)
+    outage: float = 0.04
     removal: float = 0.3  # the fraction of seeds with one pairing removed (``pair remove``), in the schedule's second half
     pair_again: float = 0.5  # of those, the fraction whose two boxes pair again (a new pairing) a few steps later
     quiet: float = 420.0  # quiescence: an accepted row's envelope goes again every 300 s
@@ -245,6 +248,8 @@ class BoxSim(D.Sim):
         self.local = LocalBox.from_secrets(made)
         self.box_id = self.local.box_id
         self.link: SimLink | None = None
+        self.outage = 0.0  # virtual seconds the next restart waits (a long outage), then 0
+        self.down_until = 0.0  # (virtual time) when the running outage ends: quiescence waits for it
 
     def log(self, line: str) -> None:
         self.seq += 1
@@ -259,21 +264,20 @@ class BoxSim(D.Sim):
 
     def _federate(self, engine: Any) -> None:
         """What ``connectd.daemon.app`` does for a federated box, with the simulated bus for NATS: the
-        desk opened on the engine (``open_desk``), then, once the engine's supervisor runs, the desk's
-        two ticks and the pump's loops (``PairingDesk.start``, but for the pump's bus)."""
+        desk opened on the engine (``open_desk``), then, once the engine's supervisor runs (after its
+        recovery), ``PairingDesk.start``: the desk's two ticks and the pump's loops on this life's
+        :class:`SimLink`. As in the daemon, the pump does not exist while the engine recovers: a receipt
+        its recovery makes is held by the desk until the loops start (checked by
+        :meth:`FedChecker.receipt_prompt`)."""
         desk = open_desk(self.data_dir, engine)
         assert desk is not None
         engine.federation = desk
         self.link = SimLink(self.fed.network, self)
-        pump = Pump(desk, bus=self.link)
-        desk.pump = pump
+        desk.bus = self.link
         run = engine.run
 
         def begin() -> None:
-            supervisor = engine.supervisor
-            supervisor.spawn(Kind.TICK, desk.tick, every=EXPIRY_EVERY, name="pairing expiry")
-            supervisor.spawn(Kind.TICK, desk.messages.tick, every=desk.messages.every, name="federation tick")
-            pump.start(supervisor)
+            desk.start(engine.supervisor)
 
         async def federated(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             await run(task_status=_ThenStarted(task_status, begin))
@@ -284,7 +288,19 @@ class BoxSim(D.Sim):
         self._federate(engine)
         await super()._life(engine, task_status)
 
+    def kill(self, where: str) -> None:
+        if self.outage and self.engine is not None:
+            self.down_until = trio.current_time() + self.outage  # (quiescence may begin at this instant)
+        super().kill(where)
+
+    async def _restart_after_kill(self, ended: Any) -> None:
+        if self.outage:
+            down, self.outage = self.outage, 0.0
+            await trio.sleep(down)
+        await super()._restart_after_kill(ended)
+
     async def start_daemon(self) -> None:
+        self.fed.checker.life_begins(self)
         await super().start_daemon()
         if self.started and self.engine is not None:
             self.fed.checker.after_start(self)
@@ -378,6 +394,9 @@ class FedChecker:
         self.finals: dict[E.Identity, str] = {}  # outbox identity -> its final outcome, once durable
         self.reported: set[E.Identity] = set()  # rows found not final after their pairing's removal (once each)
         self.cancels: dict[str, set[E.Identity]] = {}  # box name -> identities whose cancel its daemon acknowledged
+        self.receipted: set[tuple[str, E.Identity, str]] = set()  # (box name, identity, final outcome) published
+        self.final_before: dict[str, set[E.Identity]] = {}  # box name -> identities final in its store at this life's start
+        self.unreceipted: dict[tuple[str, E.Identity], float] = {}  # (box name, identity) -> since when (linked time)
 
     def watch(self, box: BoxSim) -> None:
         local = box.server.on_paste
@@ -505,6 +524,8 @@ class FedChecker:
                 f"{None if record is None else record.state}",
                 "receipt_before_commit",
             )
+        if inner.outcome != "accepted":
+            self.receipted.add((box.name, inner.message, inner.outcome))
 
     # --- after every step and every start --------------------------------------------------------------
 
@@ -512,11 +533,48 @@ class FedChecker:
         for box in self.fed.boxes:
             if box.engine is not None:
                 self.nothing_from_the_unpaired(box)
+                self.receipt_prompt(box)
                 durable = box.engine.runner.durable
                 for row in durable.outbox.rows.values():
                     self.one_final_outcome(box, row)
                     if durable.inbox is not None and row.pairing in durable.inbox.removed:
                         self.final_once_removed(box, row)
+
+    def life_begins(self, box: BoxSim) -> None:
+        """(Notes the identities already final in the store a daemon starts on: a life killed between a
+        final commit and its receipt's publish leaves that receipt to the sender's next copy, by design.)"""
+        store = Store.open(box.data_dir)
+        try:
+            self.final_before[box.name] = {r.identity for r in store.inbox_records() if r.state in I.FINAL}
+        finally:
+            store.close()
+
+    def receipt_prompt(self, box: BoxSim) -> None:
+        """A final outcome a box commits for a message from an active pairing is published as its receipt
+        within 20 s of a connected link, in the life that committed it, its recovery's too.
+
+        (A receipt the recovery makes, before the bus loops exist, is held until they start: dropped, the
+        sender would learn the outcome only from its copy 300 s later.) The 20 s count only while the
+        box's link is up; a tombstone's receipt waits for its message."""
+        engine, desk, link = box.engine, box.desk, box.link
+        if engine is None or desk is None or engine.hub.inbox is None:
+            return
+        now, up = trio.current_time(), link is not None and link.connected
+        active = {p.id for p in desk.book.pairings.values() if p.state is P.PairingState.ACTIVE}
+        before = self.final_before.get(box.name, set())
+        for identity, record in engine.hub.inbox.records.items():
+            key = (box.name, identity)
+            if (record.state not in I.FINAL or record.tombstone or identity in before or record.pairing not in active
+                    or (box.name, identity, str(record.state)) in self.receipted):
+                self.unreceipted.pop(key, None)
+                continue
+            since = self.unreceipted.setdefault(key, now)
+            if not up:
+                self.unreceipted[key] = now
+            elif now - since > RECEIPT_PROMPT and identity not in self.reported:
+                self.reported.add(identity)
+                box.violate(f"{identity} final {record.state} for {now - since:.0f} s with the bus up, and no "
+                            "receipt published", "receipt_late")
 
     def nothing_from_the_unpaired(self, box: BoxSim) -> None:
         """Nothing is accepted from a box this box is not paired with: no inbox record, no message.
@@ -714,6 +772,7 @@ class Federation:
         self.rogue = Rogue(self, seed)
         # the actions across boxes draw from their own stream, so the schedule above draws as before
         self.xrng = random.Random(seed * 104729 + 11)
+        self.orng = random.Random(seed * 7919 + 3)  # the long outages' own stream (the schedules above draw as before)
         steps = self.cfg.steps if script is None else 0
         self.removal_at = self.xrng.randrange(steps // 2, steps) if steps and self.xrng.random() < self.cfg.removal else None
         self.pair_again_at = (
@@ -900,9 +959,24 @@ class Federation:
             self.revoke_recipient()
         if draws.get("messages", 1.0) < self.cfg.across["messages"]:
             self.toggle_messages()
+        if self.orng.random() < self.cfg.outage:
+            self.long_outage()
         for box_name, pairing_id in sorted(k for k, at in self.messages_on_at.items() if at <= step):
             del self.messages_on_at[(box_name, pairing_id)]
             self.messages_on(self.box_named[box_name], pairing_id)
+
+    def long_outage(self) -> None:
+        """A box holding a remote sender's open card has its daemon killed now and kept down longer than
+        a card's life: its restart's recovery expires the card (``expired``), and that receipt is made
+        before the bus loops exist (what :meth:`FedChecker.receipt_prompt` then checks)."""
+        holding = [b for b in self.boxes if b.engine is not None and not b.outage and any(
+            c.sender.startswith(REMOTE_PREFIX) for c in b.engine.hub.cards.values())]
+        if not holding:
+            return
+        box = self.orng.choice(holding)
+        box.outage = round(self.orng.uniform(905.0, 1000.0), 2)
+        box.faults.kill_in = 1  # killed at its next I/O call, as every kill is (a call in flight then parks)
+        box.log(f"a long outage: the daemon killed at its next I/O call, then down for {box.outage:.0f} s")
 
     def active(self, box: BoxSim, other: BoxSim) -> Any:
         """``box``'s active pairing with ``other``, or None."""
@@ -912,8 +986,10 @@ class Federation:
                      if p.box_id == other.box_id and p.id and p.state is P.PairingState.ACTIVE), None)
 
     def held_across(self, box: BoxSim, pairing: str) -> int:
-        """What ``box`` holds across ``pairing``: its rows not final, and the messages it accepted not final."""
-        assert box.engine is not None
+        """What ``box`` holds across ``pairing``: its rows not final, and the messages it accepted not final
+        (nothing known while its daemon is down)."""
+        if box.engine is None:
+            return 0
         rows = sum(1 for r in box.engine.hub.outbox.rows.values() if r.pairing == pairing and not r.is_final)
         return rows + len(H.pairing_panes(box.engine.hub, pairing))
 
@@ -1069,7 +1145,7 @@ class Federation:
     def settled(self) -> bool:
         return all(b.engine is not None and b.checker.settled() and not self.pairing_open(b) for b in self.boxes) and all(
             r.is_final for _, r in self.rows()
-        )
+        ) and not self.checker.unreceipted  # (a final outcome waiting for its receipt: receipt_prompt's 20 s run)
 
     def pairing_open(self, box: BoxSim) -> bool:
         """A pairing again not yet made on ``box``: a request waiting for its approval, or a pairing
@@ -1086,10 +1162,16 @@ class Federation:
         for box in self.boxes:
             box.faults.on = False
             box.faults.kill_in = None
+            if box.down_until <= trio.current_time():
+                box.outage = 0.0  # a long outage whose kill had not come yet: none
         self.network.faults = Faults()
         self.network.cut.clear()
         self.network.up = True
         self.log("quiesce")
+        back = max(b.down_until for b in self.boxes)
+        while trio.current_time() < back + 10.0:  # a long outage still running: quiescence starts once it is over
+            await trio.sleep(5.0)
+            self.after_step()
         began = trio.current_time()
         deadline = began + self.cfg.quiet
         while trio.current_time() < deadline:

@@ -82,9 +82,9 @@ class Checker:
         if self.typed[body] > 1:
             self.sim.violate(f"{body} typed {self.typed[body]} times")
 
-    def note_revocation(self, principals: frozenset[str]) -> None:
-        engine = self.sim.engine
-        assert engine is not None  # it returned: the daemon is up
+    def note_revocation(self, principals: frozenset[str], engine: Any) -> None:
+        """(A revocation returned on ``engine``, the daemon that ran it: it may have been killed in the same
+        instant, by a fault in another of its tasks, and its commit holds all the same.)"""
         self.revocations.append((principals, self.sim.starts, engine.clock()))
 
     def not_after_revocation(self, message: Message, body: str) -> None:

@@ -25,6 +25,7 @@ from connectcore.federation import outbox as O
 from connectcore.federation import remote
 from connectcore.federation.effects import BusEffect, PublishReceipt
 from connectd.daemon.runner import CoreRunner, records_of
+from connectd.federation import desk as desk_module
 from connectd.federation import flow
 from tests.simulation import driver as D
 from tests.simulation.federation_driver import FedConfig, check, run_federation
@@ -232,6 +233,13 @@ def messages_off_cancels_nothing(mp: pytest.MonkeyPatch) -> None:
     _handler(mp, H.MessagesOff, lambda hub, ev: (hub, ()))
 
 
+def early_receipts_dropped(mp: pytest.MonkeyPatch) -> None:
+    """A receipt the engine's recovery makes (a card that expired while the daemon was down, a message it
+    was typing when killed) is handed to a desk whose bus loops have not started yet, and dropped: the
+    sender learns the outcome only from its next copy, 300 s later (as before fedfaults3's fix)."""
+    mp.setattr(desk_module.PairingDesk, "hand", lambda self, effect: self.envelopes.hand(effect))
+
+
 MUTANTS = [
     pytest.param(receipt_before_commit, "receipt_before_commit", 10, id="receipt_before_commit"),
     pytest.param(acknowledged_on_arrival, "ack_before_commit", 10, id="acknowledged_on_arrival"),
@@ -245,6 +253,7 @@ MUTANTS = [
     pytest.param(cancel_ignored, "typed_after_cancel", 30, id="cancel_ignored"),
     pytest.param(revocation_keeps_what_left, "revocation_left_rows", 30, id="revocation_keeps_what_left"),
     pytest.param(messages_off_cancels_nothing, "typed_while_off", 45, id="messages_off_cancels_nothing"),
+    pytest.param(early_receipts_dropped, "receipt_late", 60, id="early_receipts_dropped"),
 ]
 
 

@@ -182,3 +182,34 @@ def test_resolve_ties_break_by_pane_order_and_limit_applies() -> None:
     assert RT.rank_request("nothing matches", d.records(), []) == []
     with pytest.raises(RT.ResolveError):
         RT.rank_request("app", d.records(), [], limit=0)
+
+
+def _shared(pane: str, box: str, **fields: object) -> dict[str, object]:
+    """An agent a paired box shares, as ``remote_directory.listing`` lists it."""
+    entry: dict[str, object] = {"pane": pane, "address": f"{pane}@tok@{box}", "harness": "codex", "title": "",
+                                "repo": None, "branch": None, "pr_links": [], "scopes": ["reachable"]}
+    entry.update(fields)
+    return {**entry, "box": {"name": box, "id": f"id-{box}", "fingerprint": "ab12"}, "age": 7, "freshness": "fresh",
+            "stale": False, "reachable": True, "remote": True}
+
+
+def test_resolve_ranks_the_agents_paired_boxes_share_with_the_live_panes_each_with_its_box() -> None:
+    d = fleet({"repo": "/src/web", "branch": "login-fix"}, {"repo": "/src/docs"})
+    remote = [
+        _shared("%4", "laptop", pr_links=["https://github.com/o/web/pull/12"], repo="web"),
+        _shared("%1", "devbox", title="nothing here"),
+        _shared("%2", "builder", branch="login-fix"),
+    ]
+    found = RT.rank_request("who has PR 12 on login-fix", d.records(), [], remote=remote)
+    assert [(f["pane"], f.get("box", {}).get("name")) for f in found] == [("%4", "laptop"), ("%1", None), ("%2", "builder")]
+    top = found[0]
+    assert top["matched"] == ["pr:12"] and top["address"] == "%4@tok@laptop" and top["remote"] is True
+    assert top["box"] == {"name": "laptop", "id": "id-laptop", "fingerprint": "ab12"} and top["age"] == 7
+    assert top["session"] is None and top["repo"] == "web"
+    # a tie: this box's pane first, then by box name and pane
+    assert found[1]["score"] == found[2]["score"] and "box" not in found[1]
+    # a shared agent that matches nothing is left out, as a live pane is; the limit counts it
+    assert [f["pane"] for f in RT.rank_request("login", d.records(), [], remote=remote, limit=1)] == ["%1"]
+    assert RT.rank_request("docs", d.records(), [], remote=remote)[0]["pane"] == "%2"
+    # without remote agents, the ranking as before
+    assert RT.rank_request("login", d.records(), []) == RT.rank_request("login", d.records(), [], remote=())

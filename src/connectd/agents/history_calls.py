@@ -16,7 +16,8 @@ from connectd.daemon.ids import EngineError
 class HistoryCalls(GatedCalls):
     async def resolve(self, token: str, history: Any | None, query: str, limit: int) -> list[dict[str, Any]]:
         """Live panes and past sessions for a free-text request (:func:`connectcore.routing.rank_request`):
-        the caller's history search (its scope) joined with the live directory."""
+        the caller's history search (its scope) joined with the live directory and, on a federated box,
+        the agents the paired boxes share (what ``list_agents`` shows)."""
         async with self.call(token, "resolve", query) as admitted:
             HI.query_terms(query)  # a request with no searchable words is refused
             past: list[dict[str, Any]] = []
@@ -25,7 +26,8 @@ class HistoryCalls(GatedCalls):
                 past = await self.run_sync(
                     lambda: history.find_sessions(query, limit=RT.RESOLVE_LIMIT_MAX, allowed_repos=allowed)
                 )
-            return RT.rank_request(query, self.watcher.directory.records(), past, limit=limit)
+            remote = self.remote.listing() if self.remote is not None else ()
+            return RT.rank_request(query, self.watcher.directory.records(), past, limit=limit, remote=remote)
 
     async def find_sessions(
         self, token: str, history: Any | None, query: str, repo: str | None, limit: int, box: str | None = None

@@ -91,6 +91,7 @@ class PairingDesk:
         self.run_sync = run_sync or anyio.to_thread.run_sync
         self.hub = hub  # the engine's hub now (its outbox holds the rows a PublishEnvelope names)
         self.pump: Any = None  # the bus loops (connectd.federation.pump.Pump), once started with a NATS server
+        self.bus: Any = None  # the bus the pump is given at start (None: NATS, as federation.toml says; the simulation's SimLink)
         self.early: list[BusEffect] = []  # receipts handed before the bus loops started (the engine's recovery)
         self.messages: Any = None  # the engine's side of message envelopes (connectd.federation.flow.RemoteFlow)
         self.heard: dict[str, float] = {}  # box id -> when an envelope from it last verified (FederationTick)
@@ -139,7 +140,7 @@ class PairingDesk:
         if self.settings.nats:
             from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 
-            self.pump = Pump(self)
+            self.pump = Pump(self, bus=self.bus)
             self.pump.start(supervisor)
             for effect in self.early:
                 self.pump.hand(effect)

@@ -123,6 +123,11 @@ class RemoteCalls:
         directory = getattr(self.federation(), "directory", None)
         return view if directory is None else directory.listed(view)
 
+    def listing(self) -> tuple[dict[str, Any], ...]:
+        """The agents the paired boxes share now, as ``list_agents`` lists them (``resolve`` ranks them)."""
+        directory = getattr(self.engine.federation, "directory", None)
+        return () if directory is None else directory.listing()
+
     def agent(self, target: str) -> dict[str, Any] | str:
         """``get_agent`` for a target on a paired box (qualified by its name, or an unqualified handle
         naming panes there only, by the ambiguity rule of ``send_message``): the agent from that box's
