@@ -125,7 +125,7 @@ class RemoteCalls:
 
     def listing(self) -> tuple[dict[str, Any], ...]:
         """The agents the paired boxes share now, as ``list_agents`` lists them (``resolve`` ranks them)."""
-        directory = getattr(self.engine.federation, "directory", None)
+        directory = getattr(self.federation(), "directory", None)
         return () if directory is None else directory.listing()
 
     def agent(self, target: str) -> dict[str, Any] | str:
