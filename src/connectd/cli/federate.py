@@ -164,9 +164,13 @@ def cmd_settings(args: argparse.Namespace) -> int:
     picked = _picked_up(data_dir) if running else None
     restart_needed = bool(running) and not (picked and picked.get("picked_up")) and (
         picked is None or bool(picked.get("restart_needed")))
-    if picked and picked.get("picked_up"):
-        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus connects to {picked['nats']} now "
-                     "(`connectd doctor` says when it is connected)")
+    if picked and picked.get("picked_up") and not picked.get("nats"):
+        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus stopped; it serves its own "
+                     "fleet with no NATS")
+    elif picked and picked.get("picked_up"):
+        moved = " (what its boxes have not receipted is published again there)" if picked.get("change") == "move" else ""
+        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus connects to {picked['nats']} now"
+                     f"{moved} (`connectd doctor` says when it is connected)")
     elif running and not restart_needed:
         lines.append(f"the running daemon (pid {running.get('pid')}) runs no bus: nothing to restart")
     elif running:
