@@ -22,7 +22,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.integration.test_federation_faults import agents, approved_pair, audit, outbox_states, sent_ok, settled
+from tests.integration.test_federation_faults import (
+    agents,
+    approved_pair,
+    audit,
+    outbox_states,
+    sent_ok,
+    settled,
+)
 from tests.support.daemon import wait_for
 from tests.support.federation import Box, cli, federated_boxes, pair
 from tests.support.nats import NatsServer
