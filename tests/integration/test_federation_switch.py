@@ -20,8 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import nats
+import nats.js.errors
 import pytest
 
+from connectd.federation.bus import BUCKET
 from tests.integration.test_federation_faults import (
     agents,
     approved_pair,
@@ -32,7 +35,7 @@ from tests.integration.test_federation_faults import (
 )
 from tests.support.daemon import wait_for
 from tests.support.federation import Box, cli, federated_boxes, pair
-from tests.support.nats import NatsServer
+from tests.support.nats import ADMIN, NatsServer
 
 
 @pytest.fixture
@@ -46,6 +49,23 @@ def two_servers(tmp_path: Path) -> Iterator[tuple[Box, Box, NatsServer, NatsServ
             yield a, b, server, other
         finally:
             other.stop()
+
+
+async def entries(server: NatsServer, keys: list[str]) -> list[str]:
+    """Which of ``keys`` (``<publisher box>.<reader box>``) the server's directory bucket holds."""
+    nc = await nats.connect(server.url, user=ADMIN[0], password=ADMIN[1])
+    try:
+        kv = await nc.jetstream().key_value(BUCKET)
+        held = []
+        for key in keys:
+            try:
+                await kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
+                continue
+            held.append(key)
+        return held
+    finally:
+        await nc.close()
 
 
 def move(box: Box, server: NatsServer) -> None:
@@ -85,6 +105,9 @@ def test_both_boxes_moved_to_another_server_with_messages_in_flight_each_ends_on
     # m-1's receipt reached A on the new server: a copy A published there, answered as a duplicate
     duplicates = [r for r in audit(b, "federation.envelope") if r["outcome"] == "duplicate"]
     assert any(r["message_id"].endswith("/m-1") for r in duplicates), duplicates
+    # each box's directory entry for the other is put on the new server at once, not at its next refresh
+    keys = [f"{a.local.box_id}.{b.local.box_id}", f"{b.local.box_id}.{a.local.box_id}"]
+    wait_for(lambda: anyio.run(entries, other, keys) == keys, 10, "both directory entries on the new server")
     for box in (a, b):
         moved = [r for r in audit(box, "federation.settings") if r["outcome"] == "picked_up"]
         assert len(moved) == 1 and f"-> {other.url}: the bus loops moved" in moved[0]["detail"], moved

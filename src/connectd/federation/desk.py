@@ -176,6 +176,8 @@ class PairingDesk:
                 await old.stop()  # between deliveries; the old connection closed
                 if self.messages is not None:
                     await self.messages.bus_moved()  # the outbox sees the bus down: accepted rows go again once up
+                if self.directory is not None:
+                    self.directory.bus_moved()  # this box's entries put again at once on the new server
             detail = {
                 Change.START: f"NATS {settings.nats}: the bus loops start",
                 Change.MOVE: f"NATS {was} -> {settings.nats}: the bus loops moved (what is not yet receipted is "

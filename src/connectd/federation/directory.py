@@ -117,12 +117,13 @@ class RemoteDirectoryDesk:
             agents = self.shared_with(pairing)
             if not RD.due(self.published.get(pairing.box_id), agents, now):
                 continue
-            try:
-                await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
-            except BusRefused as exc:
-                log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
-                continue
-            self.published[pairing.box_id] = RD.Published(tuple(agents), now)
+            with anyio.CancelScope(shield=True):  # the put and its record, whole (a stop waits for them)
+                try:
+                    await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
+                except BusRefused as exc:
+                    log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
+                    continue
+                self.published[pairing.box_id] = RD.Published(tuple(agents), now)
             put += 1
         await self.catch_up(bus, now)
         return put
@@ -149,9 +150,14 @@ class RemoteDirectoryDesk:
         """Every second, what is due (``bus``: the pump's, connected, unless a test hands one)."""
         bus = bus if bus is not None else await self.desk.pump._connected()
         while True:
-            with anyio.CancelScope(shield=True):  # a stop (a reload) waits for the round's puts and their record
-                await self.publish_once(bus)
+            await self.publish_once(bus)
             await anyio.sleep(self.every)
+
+    def bus_moved(self) -> None:
+        """The bus loops moved to another server (a reload): what was put is the old server's, so every
+        entry is due again at once on the new one (the entries held from the other boxes stay, aging as
+        they do; the listen loop reads each paired box's key again when it starts)."""
+        self.published.clear()
 
     # --- hearing ----------------------------------------------------------------------------------
 
