@@ -193,6 +193,9 @@ class PairingDesk:
                     pump = Pump(self)
                     if old is not None:
                         pump.take_over(old)
+                elif old is not None and (left := old.left()):  # --off: no bus to publish them on
+                    log.info("federation: %d receipt(s) not published (no NATS now): the inbox holds each, "
+                             "answered to its sender's next copy once a bus runs again", len(left))
                 self.settings, self.pump = settings, pump  # together: nothing runs between these
                 if pump is not None:
                     pump.start(supervisor)
