@@ -175,7 +175,10 @@ class PairingDesk:
             if old is not None:
                 await old.stop()  # between deliveries; the old connection closed
                 if self.messages is not None:
-                    await self.messages.bus_moved()  # the outbox sees the bus down: accepted rows go again once up
+                    try:  # the outbox sees the bus down: accepted rows go again once up
+                        await self.messages.bus_moved()
+                    except Exception as exc:  # (the store): they wait for their poll instead; the move goes on
+                        log.warning("federation: the tick that saw the bus down failed: %s", exc)
                 if self.directory is not None:
                     self.directory.bus_moved()  # this box's entries put again at once on the new server
             detail = {
