@@ -2,9 +2,10 @@
 CLI in a subprocess): the NATS settings written into ``federation.toml`` (paths, never a secret) and read
 back by the daemon's :class:`~connectd.federation.desk.Settings`; ``--off`` clears them and keeps the
 name; every refusal one line naming the problem, exit 1, the file byte for byte unchanged (or still
-absent); with a daemon running that started with no NATS server, it picks the first one up without a
-restart (``POST /api/pairing/reload``), and for any other change the command says it must be
-restarted (docs/federation.md, "Where the code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
+absent); with a daemon running, it takes the change without a restart (``POST /api/pairing/reload``):
+its first server, another server (its bus loops moved) and ``--off`` (its loops stopped; local delivery
+goes on); a daemon started before ``federate init`` is told to restart (docs/federation.md, "Where the
+code goes", Configuration), and doctor says so until it is. The daemon picking the settings up at start, over a real
 nats-server, is tests/integration/test_federation_pairing_e2e.py (its boxes are set up by this command)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pytest
 from connectd.federation import keys as K
 from connectd.federation.desk import Settings
 from connectd.federation.seal import LocalBox
+from tests.integration.test_daemon_e2e import send
 from tests.integration.test_pair_cli import cli, run
 from tests.support.daemon import DaemonProcess, wait_for
 from tests.support.fixtures import running_daemon
@@ -152,18 +155,24 @@ def running(tmp_path: Path, tmux: TmuxServer) -> Iterator[DaemonProcess]:
         yield d
 
 
-def test_a_running_daemon_picks_up_its_first_nats_server_and_is_restarted_for_any_other_change(
+def test_a_running_daemon_picks_up_its_first_nats_server_moves_to_another_and_turns_off_without_a_restart(
     running: DaemonProcess, tmp_path: Path
 ) -> None:
     """Started with no NATS server, the daemon starts its bus loops when ``federate --nats`` names one
-    (``POST /api/pairing/reload``), connects and says so; moving it to another server or ``--off`` while
-    its bus runs changes nothing in the daemon and says to restart it, and doctor says so until it is."""
+    (``POST /api/pairing/reload``), connects and says so; moved to another server while its bus runs, its
+    loops stop and start again there (connected, doctor at ease, audited); ``--off`` stops them: no NATS
+    at all, doctor says so with no warning, and local delivery goes on. Before: moving and ``--off``
+    answered ``restart_needed`` and doctor warned until a restart."""
     local = LocalBox.from_secrets(K.read(running.data_dir))
-    (tmp_path / "nats").mkdir()
-    server = NatsServer(tmp_path / "nats", [local.box_id])
-    server.start()
+    servers = []
+    for name in ("nats", "nats2"):
+        (tmp_path / name).mkdir()
+        servers.append(NatsServer(tmp_path / name, [local.box_id]))
+    server, other = servers
     try:
-        anyio.run(server.provision)
+        for s in servers:
+            s.start()
+            anyio.run(s.provision)
         password = tmp_path / "nats-password"
         password.write_text(box_password(local.box_id))
         assert running.api("GET", "/api/pairing/status")["connected"] is None  # no bus: no NATS named at start
@@ -180,21 +189,53 @@ def test_a_running_daemon_picks_up_its_first_nats_server_and_is_restarted_for_an
         (record,) = [r for r in running.api("GET", "/api/audit?limit=100") if r["action"] == "federation.settings"]
         assert (record["actor"], record["outcome"]) == ("owner", "picked_up")
 
-        # another server while the bus runs: written, but the daemon keeps its bus and says to restart
-        creds = tmp_path / "box.creds"
-        creds.write_text("x\n")
-        moved = cli(running, "federate", "--nats", "nats://127.0.0.1:4222", "--creds", str(creds))
+        # another server while the bus runs: its loops move there, no restart
+        moved = cli(running, "federate", "--nats", other.url, "--user", f"box-{local.box_id}", "--password-file",
+                    str(password), "--json")
         assert moved.returncode == 0, moved.stderr
-        assert "needs a restart to use it (the running daemon's bus uses " in moved.stdout, moved.stdout
-        assert "moving it to another server needs a restart" in moved.stdout
-        assert running.api("GET", "/api/pairing/status")["nats"] == server.url
+        answer = json.loads(moved.stdout)
+        assert (answer["picked_up"], answer["restart_needed"]) == (True, False), answer
+        status = wait_for(lambda: [s for s in [running.api("GET", "/api/pairing/status")]
+                                   if s["connected"] and s["nats"] == other.url], 20, "the bus moved")[0]
         checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
-        assert checks["federation"]["status"] == "warn" and "restart the daemon" in checks["federation"]["fix"]
-        off = cli(running, "federate", "--off", "--json")
-        assert off.returncode == 0 and json.loads(off.stdout)["restart_needed"] is True, off.stdout
+        assert checks["federation"]["detail"] == f"configured: box laptop; NATS {other.url}: connected", checks
+        assert checks["federation"]["status"] == "ok" and checks["consumer"]["status"] == "ok", checks
+        records = [r for r in running.api("GET", "/api/audit?limit=100") if r["action"] == "federation.settings"]
+        assert f"NATS {server.url} -> {other.url}: the bus loops moved" in records[0]["detail"], records
+        server.stop()  # the old server gone changes nothing now
+        time.sleep(1.0)
         assert running.api("GET", "/api/pairing/status")["connected"] is True
+
+        # --off: the bus stops; the daemon serves its own fleet with no NATS
+        off = cli(running, "federate", "--off")
+        assert off.returncode == 0, off.stderr
+        assert "its bus stopped; it serves its own fleet with no NATS" in off.stdout, off.stdout
+        status = running.api("GET", "/api/pairing/status")
+        assert (status["nats"], status["connected"]) == (None, None), status
+        checks = {c["name"]: c for c in json.loads(cli(running, "doctor", "--json").stdout)["checks"]}
+        assert checks["federation"]["status"] == "ok", checks["federation"]
+        assert checks["federation"]["detail"] == "configured: box laptop; no NATS server named (pairing waits in the store)"
+        assert "consumer" not in checks
+        records = [r for r in running.api("GET", "/api/audit?limit=100") if r["action"] == "federation.settings"]
+        assert "the bus loops stopped" in records[0]["detail"] and len(records) == 3, records
+        other.stop()
+        time.sleep(1.0)
+        failed = [r for r in running.api("GET", "/api/audit?outcome=failed&limit=100") if r["action"] == "task.bus"]
+        assert not failed, failed  # no loop failed: neither the moves nor a server gone after them
+
+        # local delivery goes on
+        sender, recipient = running.launch("sender"), running.launch("recipient")
+        running.wait_ready(sender)
+        running.wait_ready(recipient)
+        err, sent = anyio.run(send, running, sender, recipient.address, "still here", "m-local")
+        assert not err, sent
+        card = running.wait_card(30)
+        running.api("POST", f"/api/cards/{card['id']}/approve", {"pair": False})
+        prompts = wait_for(recipient.prompts, 30, "the local message typed")
+        assert prompts[0].endswith("still here") and len(prompts) == 1, prompts
     finally:
-        server.stop()
+        for s in servers:
+            s.stop()
 
 
 def test_a_daemon_started_before_federate_init_is_told_to_restart(tmp_path: Path, tmux: TmuxServer) -> None:

@@ -260,8 +260,12 @@ def test_the_pump_starts_the_answering_loop_as_a_bus_service(net: Any) -> None:
         def spawn(self, kind: Any, fn: Any, *, name: str, **_kw: Any) -> None:
             spawned.append((kind, name))
 
+        def group(self, name: str) -> Recording:  # the bus loops' own group: its spawns recorded the same
+            spawned.append(("group", name))
+            return self
+
     a.fed.pump.start(Recording())
-    assert (Kind.BUS, "federation history answer") in spawned
+    assert ("group", "federation bus") in spawned and (Kind.BUS, "federation history answer") in spawned
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -188,11 +188,18 @@ class SimLink(SimBus):
     async def close(self) -> None:
         self._nc = None
 
+    async def _park(self) -> None:
+        """Where a killed daemon's bus calls stop (as its store calls do, ``SimTmux.park``): nothing of
+        it runs again. Cancellation ends the wait; a call the daemon shields from cancellation (one
+        delivery's handling, a bus effect: pump.py) stays parked until the run ends, and then fails."""
+        await self.box.server.over.wait()
+        raise BusUnavailable("the simulation ended (a killed daemon's call)")
+
     async def _io(self, op: str) -> bool:
         """A bus call of this box: parks for good once its daemon is killed; True: kill it just after."""
         box = self.box
         if box.server.generation != self.generation:
-            await trio.sleep_forever()
+            await self._park()
         box.io_calls += 1
         # a pending kill prefers a bus call (as a single box's prefers a paste): the moments between a
         # commit, its receipt and the acknowledgement
@@ -203,12 +210,12 @@ class SimLink(SimBus):
             if box.frng.random() < 0.5:
                 return True
             box.kill(f"bus {op}")
-            await trio.sleep_forever()
+            await self._park()
         return False
 
     async def _killed_after(self, op: str) -> None:
         self.box.kill(f"just after bus {op}")
-        await trio.sleep_forever()
+        await self._park()
 
     async def publish(self, subject: str, data: bytes, *, msg_id: str) -> PublishAck:
         after = await self._io("publish")

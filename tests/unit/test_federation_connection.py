@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from connectcore.federation.connection import NATS_FIELDS, reload_refusal
+from connectcore.federation.connection import NATS_FIELDS, Change, reload_change, reload_refusal
 
 OFF: dict[str, Any] = {
     "name": "laptop", "nats": None, "creds": None, "user": None, "password_file": None, "resend": 10.0,
@@ -44,14 +44,18 @@ def test_anything_but_how_the_box_reaches_nats_needs_a_restart(change: dict[str,
         "more than how this box reaches NATS changed (its name, resend): a restart reads it", True)
 
 
-def test_running_bus_loops_are_not_moved_or_stopped_without_a_restart() -> None:
-    """C4: another server, or off, while the loops run."""
-    assert reload_refusal(ON, {**ON, "nats": "nats://other:4222"}, bus_running=True) == (
-        "the running daemon's bus uses nats://hub:4222: moving it to another server needs a restart", True)
-    assert reload_refusal(ON, OFF, bus_running=True) == (
-        "the running daemon's bus uses nats://hub:4222: turning federation off needs a restart", True)
-    assert reload_refusal(ON, {**ON, "user": "bob"}, bus_running=True) == (
-        "the running daemon's bus uses nats://hub:4222: moving it to another server needs a restart", True)
+def test_running_bus_loops_are_moved_to_another_server_or_stopped_without_a_restart() -> None:
+    """C4: another server, other credentials, or off, while the loops run: taken."""
+    for read in ({**ON, "nats": "nats://other:4222"}, {**ON, "user": "bob"}, OFF):
+        assert reload_refusal(ON, read, bus_running=True) is None
+    assert reload_change({**ON, "nats": "nats://other:4222"}, bus_running=True) is Change.MOVE
+    assert reload_change({**ON, "user": "bob"}, bus_running=True) is Change.MOVE
+    assert reload_change(OFF, bus_running=True) is Change.STOP
+
+
+def test_a_daemon_with_no_bus_starts_one() -> None:
+    """C6: the change taken by a daemon whose loops never ran is a start."""
+    assert reload_change(ON, bus_running=False) is Change.START
 
 
 def test_a_file_naming_no_server_starts_no_bus_and_needs_no_restart() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from connectcore.federation.effects import AckDelivery
 from connectcore.ports import BusUnavailable
 from connectd.daemon.supervisor import Kind, Supervisor
 from connectd.federation.pump import Pump
@@ -55,3 +56,92 @@ def test_the_fetch_loop_polls_again_as_soon_as_the_bus_is_back_not_after_its_bac
     after = [t for t in bus.fetched if t >= bus.up]
     assert after and after[0] < bus.up + 1.0, after[:3]
     assert not [t for t in bus.fetched if bus.down <= t < bus.up]  # nothing polled while away
+
+
+class OneBatchBus:
+    """A connected bus whose first fetch hands two deliveries, then long-polls for ever; acks and
+    closes recorded."""
+
+    def __init__(self) -> None:
+        self._nc = SimpleNamespace(is_closed=False)
+        self.connected = True
+        self.acked: list[str] = []
+        self.closed = False
+        self.fetches = 0
+
+    async def fetch(self, *, batch: int, timeout: float) -> list[Any]:
+        import trio
+
+        self.fetches += 1
+        if self.fetches == 1:
+            return [SimpleNamespace(subject="s", data=b"d1", handle="d1"), SimpleNamespace(subject="s", data=b"d2", handle="d2")]
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def ack(self, delivery: Any) -> None:
+        self.acked.append(delivery.handle)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class SlowDesk:
+    """A desk whose handling of a delivery takes 5 s (its commit), then runs its effects: it hands a
+    receipt and an acknowledgement to the bus loops and records that it finished."""
+
+    def __init__(self) -> None:
+        import trio
+
+        self.clock = trio.current_time
+        self.directory = self.history = None
+        self.records = SimpleNamespace(wires=lambda: [])
+        self.owed: Any = None
+        self.started = trio.Event()
+        self.finished: list[bytes] = []
+        self.pump: Pump | None = None
+        self.receipt = SimpleNamespace(name="a receipt")
+
+    async def run_sync(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    async def received(self, subject: str, data: bytes, delivery: Any) -> bool:
+        import trio
+
+        self.started.set()
+        await trio.sleep(5.0)  # the commit
+        assert self.pump is not None
+        self.pump.hand(self.receipt)  # type: ignore[arg-type]  # the interpreter's effects, after it
+        self.pump.hand(AckDelivery("dlv-1"))
+        self.finished.append(data)
+        return False  # the caller acknowledges it
+
+
+def test_a_stop_arriving_mid_delivery_waits_for_its_handling_its_effects_and_its_ack() -> None:
+    """Claim: the bus loops stopped (a reload moving the bus) while one delivery is being handled end
+    only once that delivery's handling has finished: its effects were handed over (the receipt goes to
+    the next pump, the acknowledgement, of this connection, does not) and it was acknowledged; the next
+    delivery of the batch is left unhandled (it comes again), and the connection is closed after.
+    Before: the loops were supervisor services nothing could stop but the daemon's end."""
+    import trio
+    import trio.testing
+
+    bus, desk = OneBatchBus(), SlowDesk()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            pump = Pump(desk, bus=bus)  # type: ignore[arg-type]
+            desk.pump = pump
+            pump.start(Supervisor(nursery))
+            await desk.started.wait()
+            asked = trio.current_time()
+            await pump.stop()
+            assert trio.current_time() - asked >= 4.9  # it waited for the handling
+            assert desk.finished == [b"d1"] and bus.acked == ["d1"] and bus.closed
+            after = Pump(desk, bus=OneBatchBus())  # type: ignore[arg-type]
+            after.take_over(pump)
+            assert after.left() == [desk.receipt]  # the receipt runs on the next pump; the ack is not carried
+            await trio.sleep(10)
+            assert desk.finished == [b"d1"] and bus.fetches == 1  # nothing more handled after the stop
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

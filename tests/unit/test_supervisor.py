@@ -315,3 +315,58 @@ def test_a_service_that_ran_well_for_a_while_starts_a_new_streak_from_the_first_
     policy = POLICIES[Kind.BUS]
     assert gaps[:8] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0] and policy.backoff_max == 30.0
     assert gaps[8:10] == [100.0 + policy.backoff, 2 * policy.backoff], gaps  # a new streak
+
+
+def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never_fails_the_daemon() -> None:
+    """Claim: a group's tasks run under their own kinds' policies (a failing service inside is started
+    again, the daemon's group goes on), start even when spawned before the group opened, and
+    :meth:`Group.stop` cancels them all and returns only once each ended, a shielded section finished
+    first; nothing starts in a stopped group, and an essential task is refused in one."""
+    from connectd.daemon.supervisor import Group
+
+    events: list[str] = []
+    failures = [0]
+
+    async def failing() -> None:
+        failures[0] += 1
+        raise RuntimeError("NATS away")
+
+    async def shielding() -> None:
+        events.append("started")
+        while True:
+            with anyio.CancelScope(shield=True):
+                events.append("in")
+                await anyio.sleep(0.3)
+                events.append("out")
+            await anyio.sleep(0.01)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, backoff_scale=0.01)
+            other: list[int] = []
+
+            async def tick() -> None:
+                other.append(1)
+
+            sup.spawn(Kind.TICK, tick, every=0.01)
+            group = sup.group("federation bus")
+            assert isinstance(group, Group)
+            group.spawn(Kind.BUS, shielding, name="shielding")  # before the group opened
+            group.spawn(Kind.BUS, failing, name="failing")
+            with pytest.raises(ValueError, match="essential"):
+                group.spawn(Kind.HTTP, failing)
+            await anyio.sleep(0.1)
+            assert events[:2] == ["started", "in"] and failures[0] >= 2  # started again after each failure
+            await group.stop()
+            assert events[-1] == "out" and group.stopped  # the shielded section finished before the stop returned
+            done, seen = failures[0], len(other)
+            await anyio.sleep(0.1)
+            assert failures[0] == done and events[-1] == "out"  # nothing of the group runs after
+            assert len(other) > seen  # the daemon's other tasks go on
+            assert sup.failures[Kind.BUS] >= 2  # counted with the daemon's
+            with pytest.raises(RuntimeError, match="stopping"):
+                group.spawn(Kind.BUS, failing)
+            await group.stop()  # twice: the same end
+            tg.cancel_scope.cancel()
+
+    run(main)

@@ -183,7 +183,7 @@ def check_federation(data_dir: Path) -> list[Check]:
     if settings is None:
         return [Check("federation", OK, "not configured (this box works alone)")]
     where = f"box {settings.name}; NATS {settings.nats}" if settings.nats else f"box {settings.name}; no NATS server named"
-    nats_fix = "" if settings.nats else "connectd federate --nats nats://HOST:PORT --creds FILE (then restart the daemon)"
+    nats_fix = "" if settings.nats else "connectd federate --nats nats://HOST:PORT --creds FILE (a running daemon picks it up)"
     if not _daemon_info(data_dir):
         return [Check("federation", WARN if settings.nats else OK, f"configured: {where} (no daemon running to ask)", nats_fix)]
     from connectd.cli.main import Client
@@ -196,9 +196,11 @@ def check_federation(data_dir: Path) -> list[Check]:
     except SystemExit as exc:
         return [Check("federation", WARN, f"configured: {where}; the daemon does not say how it is "
                       f"({getattr(exc, 'problem', None) or exc.code})", "restart the daemon: it reads federation.toml at start")]
-    if status.get("nats") != settings.nats:
-        checks = [Check("federation", WARN, f"configured: {where}, but the running daemon started with "
-                        f"{status.get('nats') or 'no NATS server'}", "restart the daemon: it reads federation.toml at start")]
+    if status.get("nats") != settings.nats:  # the file changed by hand, or a change a reload does not take
+        checks = [Check("federation", WARN, f"configured: {where}, but the running daemon's bus uses "
+                        f"{status.get('nats') or 'no NATS server'}",
+                        "run `connectd federate --nats ...` (or `--off`) again: the daemon takes a change of NATS "
+                        "server as it runs; for anything else, restart the daemon: it reads federation.toml at start")]
     elif not settings.nats:
         checks = [Check("federation", OK, f"configured: {where} (pairing waits in the store)", nats_fix)]
     elif status.get("connected"):

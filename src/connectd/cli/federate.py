@@ -10,8 +10,9 @@ written, and a refusal (a URL that is not ``nats://``, ``tls://``, ``ws://`` or 
 credentials in the URL, a file that is missing or not a regular file, TLS files that do not load, a box without ``federate
 init``, options that do not go together) is one line naming the problem, with the file unchanged. The
 file is replaced atomically (0600). The daemon reads it at start; a running daemon is asked to read it again (``POST /api/pairing/reload``):
-one that started with no NATS server starts its bus loops with the one now named, and for any other
-change (another server, ``--off`` while its bus runs) the person is told to restart it.
+its bus loops start on the server now named, move there from the one they ran on, or stop (``--off``:
+no NATS, the daemon serves its own fleet); a daemon that cannot take it (another name, or started
+before ``federate init``) is to be restarted, and the person is told so.
 """
 
 from __future__ import annotations
@@ -164,9 +165,13 @@ def cmd_settings(args: argparse.Namespace) -> int:
     picked = _picked_up(data_dir) if running else None
     restart_needed = bool(running) and not (picked and picked.get("picked_up")) and (
         picked is None or bool(picked.get("restart_needed")))
-    if picked and picked.get("picked_up"):
-        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus connects to {picked['nats']} now "
-                     "(`connectd doctor` says when it is connected)")
+    if picked and picked.get("picked_up") and not picked.get("nats"):
+        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus stopped; it serves its own "
+                     "fleet with no NATS")
+    elif picked and picked.get("picked_up"):
+        moved = " (what the other boxes have not yet receipted is published again there)" if picked.get("change") == "move" else ""
+        lines.append(f"the running daemon (pid {running.get('pid')}) picked it up: its bus connects to {picked['nats']} now"
+                     f"{moved} (`connectd doctor` says when it is connected)")
     elif running and not restart_needed:
         lines.append(f"the running daemon (pid {running.get('pid')}) runs no bus: nothing to restart")
     elif running:

@@ -24,8 +24,16 @@ network ends the daemon. The policy of each kind is data, in :data:`POLICIES`:
   so the daemon stops loudly instead of running on unreachable. Its normal end (the daemon stopping)
   is not a failure.
 
+A **group** (:meth:`Supervisor.group`: the federation's bus loops) is a task group of its own, opened
+inside the daemon's one group by a task the supervisor starts, whose tasks are spawned through it under
+their own kinds' policies (loops, services and one-shots; never an essential or until-done task) and
+stopped together by :meth:`Group.stop`: cancelled, and awaited until every one has ended (a section a
+task shields, such as one delivery's handling, finishes first). Its failure policy is its tasks': each
+keeps its failures inside the group as its kind says, so a group never fails the daemon; the daemon's
+end cancels it with everything else.
+
 A bug (``TransitionNotAllowed``, or any other exception) is logged with the task's name and the
-daemon keeps serving the others. Only cancellation (the daemon stopping) passes through.
+daemon keeps serving the others. Only cancellation (the daemon stopping, a group stopped) passes through.
 """
 
 from __future__ import annotations
@@ -141,17 +149,10 @@ class Supervisor:
         on_error: OnError | None = None,
     ) -> None:
         """Start ``fn(*args)`` under ``kind``'s policy (``every``: the loop's period)."""
-        policy = POLICIES[kind]
+        policy = _checked(kind, every, on_error)
         label = name or getattr(fn, "__qualname__", repr(fn))
-        if policy.steps_into_core and on_error is None:
-            raise TypeError(f"{kind} steps its failure into the core: spawn it with on_error=")
-        if not policy.steps_into_core and on_error is not None:
-            raise TypeError(f"{kind} takes no on_error: its policy is {policy.on_failure!r}")
-        if policy.shape is Shape.UNTIL_DONE:
-            raise ValueError(f"{kind} is until_done: await until_done() instead")
         if policy.shape is Shape.LOOP:
-            if every is None:
-                raise ValueError(f"{kind} is a loop: spawn it with every=")
+            assert every is not None  # (_checked)
             self._tg.start_soon(self._loop, kind, policy, fn, args, label, every, name=label)
         elif policy.shape is Shape.SERVICE:
             self._tg.start_soon(self._service, kind, policy, fn, args, label, name=label)
@@ -159,6 +160,24 @@ class Supervisor:
             self._tg.start_soon(self._essential, kind, fn, args, label, name=label)
         else:
             self._tg.start_soon(self._once, kind, fn, args, label, on_error, name=label)
+
+    def group(self, name: str) -> Group:
+        """A task group of its own inside the daemon's (see the module's note): spawn into it at once
+        (its tasks start when it opens), stop it with :meth:`Group.stop`."""
+        group = Group(name)
+        self._tg.start_soon(self._group, group, name=f"group {name}")
+        return group
+
+    async def _group(self, group: Group) -> None:
+        try:
+            with group._scope:
+                async with anyio.create_task_group() as tg:
+                    inner = Supervisor(tg, audit=self._audit, clock=self._clock, backoff_scale=self._scale)
+                    inner.failures = self.failures  # one count for the daemon
+                    group._opened(inner)
+                    await anyio.sleep_forever()
+        finally:
+            group._ended.set()
 
     async def until_done(self, kind: Kind, fn: Callable[..., Awaitable[Any]], *args: Any, name: str = "") -> Any:
         """Await ``fn(*args)`` until it succeeds, under an UNTIL_DONE kind's policy: a failure is logged
@@ -249,3 +268,68 @@ class Supervisor:
             await self._audit(Audit(ACTOR, f"task.{kind}", "failed", detail=detail, at=at))
         except Exception as again:  # the store itself may be what failed
             log.warning("could not audit the failure of %s %s: %s", kind, label, again)
+
+
+def _checked(kind: Kind, every: float | None, on_error: OnError | None) -> Policy:
+    """``kind``'s policy, once the arguments of a spawn fit it (else TypeError or ValueError)."""
+    policy = POLICIES[kind]
+    if policy.steps_into_core and on_error is None:
+        raise TypeError(f"{kind} steps its failure into the core: spawn it with on_error=")
+    if not policy.steps_into_core and on_error is not None:
+        raise TypeError(f"{kind} takes no on_error: its policy is {policy.on_failure!r}")
+    if policy.shape is Shape.UNTIL_DONE:
+        raise ValueError(f"{kind} is until_done: await until_done() instead")
+    if policy.shape is Shape.LOOP and every is None:
+        raise ValueError(f"{kind} is a loop: spawn it with every=")
+    return policy
+
+
+class Group:
+    """Tasks started and stopped together in a task group of their own (:meth:`Supervisor.group`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._scope = anyio.CancelScope()
+        self._ended = anyio.Event()
+        self._inner: Supervisor | None = None
+        self._waiting: list[Callable[[Supervisor], None]] = []  # spawns made before the group opened
+        self.stopping = False
+
+    def spawn(
+        self,
+        kind: Kind,
+        fn: Callable[..., Awaitable[Any]],
+        *args: Any,
+        name: str = "",
+        every: float | None = None,
+        on_error: OnError | None = None,
+    ) -> None:
+        """:meth:`Supervisor.spawn` in this group (not an essential task: a group never fails the daemon)."""
+        if _checked(kind, every, on_error).shape is Shape.ESSENTIAL:
+            raise ValueError(f"{kind} is essential: it runs in the daemon's own group")
+        if self.stopping:
+            raise RuntimeError(f"group {self.name} is stopping: nothing starts in it")
+        def start(inner: Supervisor) -> None:
+            inner.spawn(kind, fn, *args, name=name, every=every, on_error=on_error)
+
+        if self._inner is None:
+            self._waiting.append(start)
+        else:
+            start(self._inner)
+
+    def _opened(self, inner: Supervisor) -> None:
+        self._inner = inner
+        for start in self._waiting:
+            start(inner)
+        self._waiting = []
+
+    async def stop(self) -> None:
+        """Cancel every task of the group and wait until each has ended (what a task shields finishes
+        first). Stopping twice waits for the same end."""
+        self.stopping = True
+        self._scope.cancel()
+        await self._ended.wait()
+
+    @property
+    def stopped(self) -> bool:
+        return self._ended.is_set()

@@ -33,7 +33,7 @@ import anyio
 from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
-from connectcore.federation.connection import reload_refusal
+from connectcore.federation.connection import Change, reload_change, reload_refusal
 from connectcore.federation.effects import BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.federation.policy import DEFAULT as DEFAULT_FEDERATION
 from connectcore.federation.policy import FederationPolicy
@@ -101,6 +101,7 @@ class PairingDesk:
         self.history: Any = None
         self.data_dir: Path | None = None  # where federation.toml is (set by open: a reload reads it again)
         self._supervisor: Supervisor | None = None  # the daemon's, once started (a reload starts the bus loops)
+        self._reloading = anyio.Lock()  # one reload at a time
         # the parts; what is set or replaced later (settings, hub, pump, messages, directory) read at each use
         self.ledger = PairLedger(
             local, records.pair_book(local.box_id, settings.name), records, clock=clock, run_sync=self.run_sync,
@@ -147,32 +148,63 @@ class PairingDesk:
         self.early = []
 
     async def reload(self, *, actor: str = P.OWNER) -> dict[str, Any]:
-        """``federation.toml`` read again (``connectd federate --nats ...`` asks the running daemon). The
-        one change taken without a restart is the safe one: a daemon whose bus loops never started (it
-        started with no NATS server named) starts them now, as a start would, when the file now names one
-        and nothing else changed. Anything else (another server, ``--off``, another name) needs a restart:
-        stopping the running loops is not safe yet (docs/federation.md, build order 4). Changes nothing
-        then. ``restart_needed`` says which (the core's :func:`connectcore.federation.connection.reload_refusal`)."""
+        """``federation.toml`` read again (``connectd federate --nats ...`` or ``--off`` asks the running
+        daemon, ``POST /api/pairing/reload``). Which change is taken is the core's
+        (:func:`connectcore.federation.connection.reload_refusal`, :func:`~connectcore.federation.connection.
+        reload_change`): a daemon with no bus starts its loops; one whose loops run has them stopped
+        between deliveries (:meth:`connectd.federation.pump.Pump.stop`: each delivery's handling and its
+        effects finish first; outside the desk's lock, which a delivery's handling takes) and its old
+        connection closed, then, under the desk's lock, the settings and the pump replaced together (new
+        loops on the new server, taking over what the old ones were handed and did not run; none for
+        ``--off``: the daemon serves its own fleet with no NATS). Audited (``federation.settings``,
+        ``picked_up``). Another name, or the file gone, needs a restart and changes nothing;
+        ``restart_needed`` says which. One reload at a time."""
         if self.data_dir is None or self._supervisor is None:
             return {"picked_up": False, "restart_needed": True, "why": "this desk was not started by a daemon"}
-        settings = Settings.read(self.data_dir)
-        async with self.lock:
-            refused = reload_refusal(self.settings.values(), None if settings is None else settings.values(),
-                                     bus_running=self.pump is not None)
+        supervisor = self._supervisor
+        async with self._reloading:
+            settings = Settings.read(self.data_dir)
+            async with self.lock:
+                refused = reload_refusal(self.settings.values(), None if settings is None else settings.values(),
+                                         bus_running=self.pump is not None)
             if refused is not None:
                 why, restart = refused
                 return {"picked_up": False, "restart_needed": restart, "nats": self.settings.nats, "why": why}
             assert settings is not None
-            self.settings = settings
-            record = Audit(actor, "federation.settings", "picked_up", detail=f"NATS {settings.nats}: the bus loops start",
-                           at=self.clock())
-            await self.ledger.audit(record)
-            from connectd.federation.pump import Pump  # nats is imported only by a box that federates
+            old, was = self.pump, self.settings.nats
+            change = reload_change(settings.values(), bus_running=old is not None)
+            if old is not None:
+                await old.stop()  # between deliveries; the old connection closed
+                if self.messages is not None:
+                    try:  # the outbox sees the bus down: accepted rows go again once up
+                        await self.messages.bus_moved()
+                    except Exception as exc:  # (the store): they wait for their poll instead; the move goes on
+                        log.warning("federation: the tick that saw the bus down failed: %s", exc)
+                if self.directory is not None:
+                    self.directory.bus_moved()  # this box's entries put again at once on the new server
+            detail = {
+                Change.START: f"NATS {settings.nats}: the bus loops start",
+                Change.MOVE: f"NATS {was} -> {settings.nats}: the bus loops moved (what is not yet receipted is "
+                             "published again there)",
+                Change.STOP: f"NATS {was} -> none: the bus loops stopped (this box serves its own fleet)",
+            }[change]
+            async with self.lock:
+                await self.ledger.audit(Audit(actor, "federation.settings", "picked_up", detail=detail, at=self.clock()))
+                pump = None
+                if settings.nats:
+                    from connectd.federation.pump import Pump  # nats is imported only by a box that federates
 
-            self.pump = Pump(self)
-            self.pump.start(self._supervisor)
-        log.info("federation: federation.toml picked up: connecting to %s", settings.nats)
-        return {"picked_up": True, "restart_needed": False, "nats": settings.nats, "why": None}
+                    pump = Pump(self)
+                    if old is not None:
+                        pump.take_over(old)
+                elif old is not None and (left := old.left()):  # --off: no bus to publish them on
+                    log.info("federation: %d receipt(s) not published (no NATS now): the inbox holds each, "
+                             "answered to its sender's next copy once a bus runs again", len(left))
+                self.settings, self.pump = settings, pump  # together: nothing runs between these
+                if pump is not None:
+                    pump.start(supervisor)
+        log.info("federation: federation.toml picked up: %s", detail)
+        return {"picked_up": True, "restart_needed": False, "nats": settings.nats, "why": None, "change": str(change)}
 
     # --- what the parts share (read and written by the bus loops and the engine's side) ---------
 

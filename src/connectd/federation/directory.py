@@ -18,8 +18,9 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
   direct get does not make a box that stopped look live). A refusal changes nothing and is audited
   (``federation.directory``), at most once a minute per box and reason
   (:func:`connectcore.federation.envelope.refusal_audit_due`).
-- Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started with the pump's
-  (:meth:`connectd.federation.pump.Pump.start`): NATS away never ends the daemon. The entries are held
+- Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started
+  in the pump's task group (:meth:`connectd.federation.pump.Pump.start`; a reload stops them between
+  entries): NATS away never ends the daemon. The entries are held
   in memory only: after a restart the direct gets read them again.
 - **Reading**: :meth:`RemoteDirectoryDesk.listed` (``list_agents``: this box's view, then each remote
   agent with its box, its address qualified by the box's name, its age and staleness; aged-out and
@@ -43,7 +44,7 @@ from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_directory as RD
 from connectcore.ports import BusRefused
-from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.daemon.supervisor import Group, Kind, Supervisor
 from connectd.federation.seal import receive, seal
 
 if TYPE_CHECKING:
@@ -116,12 +117,13 @@ class RemoteDirectoryDesk:
             agents = self.shared_with(pairing)
             if not RD.due(self.published.get(pairing.box_id), agents, now):
                 continue
-            try:
-                await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
-            except BusRefused as exc:
-                log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
-                continue
-            self.published[pairing.box_id] = RD.Published(tuple(agents), now)
+            with anyio.CancelScope(shield=True):  # the put and its record, whole (a stop waits for them)
+                try:
+                    await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
+                except BusRefused as exc:
+                    log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
+                    continue
+                self.published[pairing.box_id] = RD.Published(tuple(agents), now)
             put += 1
         await self.catch_up(bus, now)
         return put
@@ -151,6 +153,12 @@ class RemoteDirectoryDesk:
             await self.publish_once(bus)
             await anyio.sleep(self.every)
 
+    def bus_moved(self) -> None:
+        """The bus loops moved to another server (a reload): what was put is the old server's, so every
+        entry is due again at once on the new one (the entries held from the other boxes stay, aging as
+        they do; the listen loop reads each paired box's key again when it starts)."""
+        self.published.clear()
+
     # --- hearing ----------------------------------------------------------------------------------
 
     async def listen_loop(self, bus: Any = None) -> None:
@@ -158,9 +166,11 @@ class RemoteDirectoryDesk:
         bus = bus if bus is not None else await self.desk.pump._connected()
         now = self.desk.clock()
         for pairing in self.active():  # after a (re)start: each paired box's key once
-            await self.read(bus, pairing.box_id, now)
+            with anyio.CancelScope(shield=True):  # one entry whole (a stop waits for it)
+                await self.read(bus, pairing.box_id, now)
         async for publisher, data in bus.entry_updates():
-            await self.arrived(publisher, data, live=True)
+            with anyio.CancelScope(shield=True):  # one entry judged and held or refused, whole
+                await self.arrived(publisher, data, live=True)
 
     async def arrived(self, publisher: str, data: bytes, *, live: bool) -> bool:
         """One entry from ``publisher`` (the subject's last token): judged and held, or refused and
@@ -217,8 +227,8 @@ class RemoteDirectoryDesk:
         """How many panes the unqualified ``target`` names in each paired box's entry (D8)."""
         return RD.matches(self._pruned(), self.peers(), self.desk.clock(), target)
 
-    def start(self, supervisor: Supervisor) -> None:
-        """The two loops, as bus services (started with the pump's)."""
+    def start(self, supervisor: Supervisor | Group) -> None:
+        """The two loops, as bus services (started in the pump's group)."""
         supervisor.spawn(Kind.BUS, self.publish_loop, name="federation directory publish")
         supervisor.spawn(Kind.BUS, self.listen_loop, name="federation directory listen")
 

@@ -28,7 +28,8 @@ shell knows.
   same send locks: what it holds from that box and has not started typing is cancelled and receipted.
 - The ticker (:meth:`RemoteFlow.tick`, every ``TICK`` seconds) steps
   :class:`~connectcore.hub.FederationTick` with what only the shell knows: whether the bus is connected
-  now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``).
+  now, and when each other box was last heard (its last envelope that verified, ``PairingDesk.heard``);
+  and once when a reload stopped the bus loops (:meth:`RemoteFlow.bus_moved`: the bus down).
 """
 
 from __future__ import annotations
@@ -189,6 +190,14 @@ class RemoteFlow:
             return
         async with self.person.lock_panes(lambda: H.pairing_panes(core.hub, pairing_id)):
             await core.step(H.MessagesOff(self.clock(), pairing_id, pairing.name))
+
+    async def bus_moved(self) -> None:
+        """The bus loops stopped for a reload (another server, or ``--off``): one tick that saw the bus
+        down (it is: the old connection is closed, the new one not yet made), so once the new one is up
+        every ``accepted`` row's envelope goes again at once (the core's O5: the other box answers it
+        with the receipt it holds), not at its 300 s poll; a ``published`` row keeps its schedule."""
+        heard = tuple(sorted(self.desk.heard.items()))
+        await self.engine.step(H.FederationTick(self.engine.clock(), False, heard))
 
     def bus_up(self) -> bool:
         pump = self.desk.pump

@@ -27,13 +27,15 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_history as RH
 from connectcore.history import HistoryError
 from connectcore.ports import BusRefused, BusRequest, BusUnavailable
-from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.daemon.supervisor import Group, Kind, Supervisor
 from connectd.federation.seal import receive, seal
 
 if TYPE_CHECKING:
@@ -76,7 +78,8 @@ class RemoteHistoryDesk:
         unless a test hands one)."""
         bus = bus if bus is not None else await self.desk.pump._connected()
         async for request in bus.requests():
-            await self.answer_one(bus, request)
+            with anyio.CancelScope(shield=True):  # one query answered or refused, whole (a stop waits for it)
+                await self.answer_one(bus, request)
 
     async def answer_one(self, bus: Any, request: BusRequest) -> bytes | None:
         """One request: the answer sent (its wire), or None (refused unanswered)."""
@@ -203,8 +206,8 @@ class RemoteHistoryDesk:
         fingerprint = pairing.keys.fingerprint.replace(" ", "")[:8]
         return RH.shown(results, {"name": pairing.name, "id": pairing.box_id, "fingerprint": fingerprint})
 
-    def start(self, supervisor: Supervisor) -> None:
-        """The answering loop, as a bus service (started with the pump's)."""
+    def start(self, supervisor: Supervisor | Group) -> None:
+        """The answering loop, as a bus service (started in the pump's group)."""
         supervisor.spawn(Kind.BUS, self.answer_loop, name="federation history answer")
 
 

@@ -14,12 +14,22 @@ left to the sender's next copy, which is answered with it: before, a final recei
 take (NATS killed, a cluster electing a stream leader) reached its sender only at that copy, up to the
 outbox's 300 s poll later (tests/integration/test_federation_faults.py).
 
-Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
+The loops (these three, the directory's and history's) run in a task group of their own
+(:meth:`connectd.daemon.supervisor.Supervisor.group`, "federation bus"), each a
+:data:`connectd.daemon.supervisor.Kind.BUS` service: a failure (NATS away, a refusal, the
 store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s);
 started again while nats-py brings a dropped connection back, it waits for that (:meth:`Pump._connected`)
 and goes on as soon as NATS is back.
 NATS away never ends the daemon; what is owed waits in the store, and a delivery not acknowledged
 comes again. This module is imported only when ``federation.toml`` names a NATS server.
+
+Moved to another server or turned off without a restart (:meth:`connectd.federation.desk.PairingDesk.
+reload`), the loops stop between deliveries (:meth:`Pump.stop`): each delivery's handling (its hub
+step, what its interpreter runs, its acknowledgement) and each bus effect is shielded, so a stop waits
+for it instead of cutting it between a commit and its effects; the connection is closed after. What
+was handed to the effects loop and not run, and the receipts held to try again, go to the next pump
+(:meth:`Pump.take_over`; an acknowledgement does not: its delivery is the old server's, and comes again
+there).
 """
 
 from __future__ import annotations
@@ -30,10 +40,11 @@ import math
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.ports import BusRefused, BusUnavailable, Delivery
-from connectd.daemon.supervisor import Kind, Supervisor
+from connectd.daemon.supervisor import Group, Kind, Supervisor
 from connectd.federation.bus import NatsBus
 from connectd.federation.desk import PairingDesk, msg_id
 
@@ -63,6 +74,7 @@ class Pump:
         self._connecting = anyio.Lock()
         self._again: list[tuple[float, float, PublishReceipt]] = []  # (due, given up at, receipt) not yet taken
         self.last_error: str | None = None  # why the last connection attempt failed (doctor shows it)
+        self._group: Group | None = None  # the loops' own task group, once started
 
     def status(self) -> dict[str, object]:
         """The connection as the daemon sees it (``GET /api/pairing/status``, ``connectd doctor``)."""
@@ -81,13 +93,41 @@ class Pump:
         return found
 
     def start(self, supervisor: Supervisor) -> None:
-        supervisor.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
-        supervisor.spawn(Kind.BUS, self.publish_loop, name="federation publish")
-        supervisor.spawn(Kind.BUS, self.effects_loop, name="federation effects")
+        """The loops, in a task group of their own in the daemon's (:meth:`stop` ends them)."""
+        self._group = group = supervisor.group("federation bus")
+        group.spawn(Kind.BUS, self.fetch_loop, name="federation fetch")
+        group.spawn(Kind.BUS, self.publish_loop, name="federation publish")
+        group.spawn(Kind.BUS, self.effects_loop, name="federation effects")
         if self.desk.directory is not None:  # the directory across boxes' loops (slice 7)
-            self.desk.directory.start(supervisor)
+            self.desk.directory.start(group)
         if self.desk.history is not None:  # remote history search's answering loop (slice 7)
-            self.desk.history.start(supervisor)
+            self.desk.history.start(group)
+
+    async def stop(self) -> None:
+        """End the loops between deliveries (each delivery's handling, each bus effect, each directory
+        entry and history query finishes first: they are shielded), then close the connection."""
+        if self._group is not None:
+            await self._group.stop()
+        await self.bus.close()
+
+    def left(self) -> list[BusEffect]:
+        """What a stopped pump leaves the next one: the bus effects handed over and not run, then the
+        receipts held to be tried again; never an acknowledgement (its delivery is this connection's)."""
+        left: list[BusEffect] = []
+        while True:
+            try:
+                left.append(self._effects_out.receive_nowait())
+            except anyio.WouldBlock:
+                break
+        left += [receipt for _due, _until, receipt in self._again]
+        self._again = []
+        return [effect for effect in left if not isinstance(effect, AckDelivery)]
+
+    def take_over(self, old: Pump) -> None:
+        """Run what the stopped pump ``old`` left (:meth:`left`) on this one: a receipt handed while the
+        loops moved is published on the new server."""
+        for effect in old.left():
+            self.hand(effect)
 
     def hand(self, effect: BusEffect) -> None:
         """Queue one of the core's bus effects for :meth:`effects_loop` (never blocks)."""
@@ -124,9 +164,11 @@ class Pump:
         bus = await self._connected()
         while True:
             for delivery in await bus.fetch(batch=FETCH_BATCH, timeout=self.fetch_timeout):
-                # durable before the ack; a message's, receipt's or cancel's is the hub step's AckDelivery
-                if not await self.desk.received(delivery.subject, delivery.data, delivery):
-                    await bus.ack(delivery)
+                await anyio.lowlevel.checkpoint_if_cancelled()  # a stop (a reload) ends the loop here, between deliveries
+                with anyio.CancelScope(shield=True):  # one delivery's handling, its effects and its ack, whole
+                    # durable before the ack; a message's, receipt's or cancel's is the hub step's AckDelivery
+                    if not await self.desk.received(delivery.subject, delivery.data, delivery):
+                        await bus.ack(delivery)
 
     async def publish_loop(self) -> None:
         bus = await self._connected()
@@ -157,9 +199,10 @@ class Pump:
             effect: BusEffect | None = None
             with anyio.move_on_after(RECEIPT_AGAIN if self._again else math.inf):
                 effect = await self._effects_out.receive()
-            if effect is not None:
-                await self.run_effect(effect)
-            await self.receipts_again()
+            with anyio.CancelScope(shield=True):  # a stop waits for the effect in hand: none is lost halfway
+                if effect is not None:
+                    await self.run_effect(effect)
+                await self.receipts_again()
 
     async def receipts_again(self) -> None:
         """Try again each held receipt that is due (a failure holds it again, until its time is up)."""

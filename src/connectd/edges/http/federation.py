@@ -13,9 +13,9 @@ set up for federation answers 409 ``not_federated`` with the command that sets i
   ``POST /api/pairing/pairings/{who}/remove``;
 - ``POST /api/pairing/pairings/{who}/settings`` ``{"set": ["messages=off", ...]}``: set the pairing's
   settings (``KEY=VALUE`` words, checked by the core all or none);
-- ``POST /api/pairing/reload``: ``federation.toml`` read again (``connectd federate --nats`` asks it): a
-  daemon started with no NATS server starts its bus loops when the file now names one; any other change
-  answers ``restart_needed`` and changes nothing (:meth:`connectd.federation.desk.PairingDesk.reload`);
+- ``POST /api/pairing/reload``: ``federation.toml`` read again (``connectd federate --nats`` and ``--off``
+  ask it): the bus loops started, moved to the server the file now names, or stopped (no NATS); another
+  name answers ``restart_needed`` and changes nothing (:meth:`connectd.federation.desk.PairingDesk.reload`);
 - ``GET /api/pairing/agents``: the agents the paired boxes share (their directory entries as held now,
   each with its box, its qualified address and the entry's age: what ``list_agents`` adds), read-only;
   none on a box not set up for federation (``connectd agents``, the page's fleet);
