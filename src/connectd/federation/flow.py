@@ -197,7 +197,7 @@ class RemoteFlow:
         every ``accepted`` row's envelope goes again at once (the core's O5: the other box answers it
         with the receipt it holds), not at its 300 s poll; a ``published`` row keeps its schedule."""
         heard = tuple(sorted(self.desk.heard.items()))
-        await self.engine.step(H.FederationTick(self.engine.clock(), False, heard))
+        await self.core.step(H.FederationTick(self.clock(), False, heard))
 
     def bus_up(self) -> bool:
         pump = self.desk.pump
