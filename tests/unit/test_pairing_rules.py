@@ -237,10 +237,10 @@ def test_a_removal_tells_the_other_box_only_of_a_pairing_with_an_id_this_box_s_o
     keys = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
     mine = P.Pairing("inv1", P.Role.INVITER, "box-x", keys, "laptop", PS.REMOVED, 10.0, id="pa1",
                      removed_by=P.BY_OWNER)
-    assert P.removal_owed(mine) == "pa1"
-    assert P.removal_owed(dataclasses.replace(mine, id=None)) is None, "never active: nothing to name"
-    assert P.removal_owed(dataclasses.replace(mine, removed_by=P.BY_PEER)) is None, "the other box removed it"
-    assert P.removal_owed(dataclasses.replace(mine, state=PS.ACTIVE, removed_by=None)) is None
+    assert P.removal_notice(mine) == "pa1"
+    assert P.removal_notice(dataclasses.replace(mine, id=None)) is None, "never active: nothing to name"
+    assert P.removal_notice(dataclasses.replace(mine, removed_by=P.BY_PEER)) is None, "the other box removed it"
+    assert P.removal_notice(dataclasses.replace(mine, state=PS.ACTIVE, removed_by=None)) is None
 
 
 def test_the_directory_key_for_a_box_holds_a_tombstone_while_its_latest_pairing_is_one_this_box_removed() -> None:

@@ -12,7 +12,7 @@ invite`` (and ``--revoke``), ``approve`` and ``decline`` on the inviter, ``accep
   (``pairings_ended``, P15).
 - ``pair approve`` / ``decline`` owe the ``pair_accept`` / ``pair_decline``.
 - ``pair remove`` owes a signed ``unpair`` and puts a signed tombstone in its directory key for that
-  box (the core's P18: ``removal_owed``; the put is the directory desk's,
+  box (the core's P18: ``removal_notice``; the put is the directory desk's,
   :meth:`connectd.federation.directory.RemoteDirectoryDesk.removed`).
 
 What is queued across a pairing that ends, or whose messages are set off, ends through the engine's side
@@ -157,7 +157,7 @@ class PairingSteps:
             book, effects = P.remove(ledger.book, pairing.invitation, now=now, actor=actor)
             removed = book.pairings[pairing.invitation]
             wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
-            owed = P.removal_owed(removed)
+            owed = P.removal_notice(removed)
             if owed is not None:
                 routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=owed)
                 inner = E.PairingInner(routing, (("at", now), ("reason", "removed by its owner")))
