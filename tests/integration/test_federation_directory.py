@@ -488,3 +488,55 @@ def test_a_replayed_tombstone_of_the_old_pairing_does_not_remove_the_new_one(sha
     assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, dead, live=True)) is False
     assert [p.id for p in b.fed.book.active()] == [new]
     assert anyio.run(_dir(a).put_tombstones, abus) == 0, "no tombstone owed while the newer pairing is active"
+
+
+def test_on_a_real_nats_server_the_tombstone_reaches_the_other_box_in_the_key_and_on_the_updates(
+    boxes: tuple[Box, Box, str], tmp_path: Any,  # noqa: F811
+) -> None:
+    """The same on a real nats-server with the per-box permissions (``sync_interval: always``): A's
+    removal puts the tombstone under ``<A>.<B>`` with A's own bus user (its unpair never published);
+    B hears it on the bucket's republish (its listen loop) and ends the pairing ``removed_by_peer``; a
+    direct get of the key gives the tombstone still (a B that was away reads it so)."""
+    from connectd.federation.bus import NatsBus
+    from tests.support.nats import NatsServer
+
+    a, b, pairing = boxes
+    _observe(a.engine, 1, 2)
+    (tmp_path / "nats").mkdir()
+    server = NatsServer(tmp_path / "nats", [a.fed.local.box_id, b.fed.local.box_id])
+    server.start()
+
+    async def scenario() -> bytes | None:
+        await server.provision()
+        abus, bbus = NatsBus(a.fed.local.box_id, call_timeout=5.0), NatsBus(b.fed.local.box_id, call_timeout=5.0)
+        for bus in (abus, bbus):
+            await server.connect(bus)
+        a.fed.pump, b.fed.pump = Pump(a.fed, bus=abus), Pump(b.fed, bus=bbus)
+        try:
+            assert await _dir(a).publish_once(abus) == 1
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_dir(b).listen_loop, bbus)
+                with anyio.fail_after(10):
+                    while not _dir(b).held.entries:  # A's entry read at the loop's start
+                        await anyio.sleep(0.05)
+                await a.fed.remove("devbox")  # the tombstone put at once; the unpair left unpublished
+                with anyio.fail_after(10):
+                    while b.fed.book.active():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+            return await bbus.get_entry(a.fed.local.box_id)
+        finally:
+            for bus in (abus, bbus):
+                await bus.close()
+
+    try:
+        kept = anyio.run(scenario, backend="asyncio")
+    finally:
+        server.stop()
+    (gone,) = b.fed.book.pairings.values()
+    assert (gone.id, gone.state, gone.removed_by) == (pairing, P.PairingState.REMOVED, P.BY_PEER)
+    assert _dir(b).held.entries == {} and _remote(b, "tok-4") == []
+    assert [w.key for w in a.owed() if w.key.startswith("unpair:")] == [f"unpair:{pairing}"]  # never sent
+    assert kept is not None
+    verdict = E.judge(*_facts(b, a, kept))
+    assert verdict.reason is E.Refusal.REMOVED and verdict.pairing == pairing  # of the pairing B removed too
