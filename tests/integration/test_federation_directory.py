@@ -19,6 +19,7 @@ from connectcore import directory as D
 from connectcore import hub as H
 from connectcore.directory import TargetError
 from connectcore.federation import envelope as E
+from connectcore.federation import pairing as P
 from connectcore.federation import remote_directory as RD
 from connectcore.federation.boxes import BoxError
 from connectcore.grants import PRESET_SCOPES, Preset
@@ -390,3 +391,176 @@ def test_get_agent_on_an_agent_of_a_paired_box_answers_from_its_entry_read_only(
     # aged out: no answer from the entry
     b.clock.now += RD.AGED_OUT
     assert _get_agent(b, f"%1@{token1}@laptop").reason is D.TargetRefusal.UNKNOWN_TARGET
+
+
+# --- the removal's tombstone (D10, P18) -----------------------------------------------------------
+
+
+def _key(a: Box, b: Box) -> str:
+    return f"{a.fed.local.box_id}.{b.fed.local.box_id}"
+
+
+def _repaired(a: Box, b: Box) -> str:
+    """A and B paired again, both approvals over their desks (a new invitation): the new pairing's id."""
+    from tests.integration.test_federation_flow import _deliver
+
+    invited = anyio.run(a.fed.invite)
+    anyio.run(lambda: b.fed.accept(invited["code"]))
+    (request,) = [w for w in b.owed() if w.key == f"request:{invited['invitation']}"]
+    _deliver(a, request)
+    before = {w.key for w in a.owed()}
+    anyio.run(lambda: a.fed.approve("devbox"))
+    (answer,) = [w for w in a.owed() if w.key.startswith("answer:") and w.key not in before]
+    _deliver(b, answer)
+    (pairing,) = a.fed.book.active()
+    assert [p.id for p in b.fed.book.active()] == [pairing.id]
+    return str(pairing.id)
+
+
+def test_a_removal_puts_a_tombstone_so_the_other_box_learns_of_it_though_the_unpair_is_lost(shared: Any) -> None:
+    """A's owner removes the pairing; its unpair is never delivered (lost). A puts a signed tombstone in
+    its key for B at once; B, reading it (here by the direct get of a listen loop's start), records the
+    removal ``removed_by_peer`` as an unpair would, and A's agents leave its listing. Before: B kept the
+    pairing active and A's entry held (nothing in the key said the pairing ended)."""
+    a, b, pairing, network, _abus, bbus = shared
+    anyio.run(_dir(b).publish_once, bbus)
+    assert len(_remote(b, "tok-4")) == 1
+    a.clock.now += 1
+    anyio.run(lambda: a.fed.remove("devbox"))
+    assert [w.key for w in a.owed() if w.key.startswith("unpair:")] == [f"unpair:{pairing}"]  # (never delivered)
+    wire = network.bucket[_key(a, b)][1]
+    verdict = E.judge(*_facts(b, a, wire))
+    assert isinstance(verdict.inner, E.DirectoryInner) and verdict.inner.tombstone is True
+    assert verdict.inner.routing.pairing == pairing and verdict.inner.agents == ()
+    assert b"claude" not in wire
+    anyio.run(lambda: _dir(b).read(bbus, a.fed.local.box_id, b.clock()))
+    (gone,) = b.fed.book.pairings.values()
+    assert (gone.state, gone.removed_by) == (P.PairingState.REMOVED, P.BY_PEER)
+    assert _remote(b, "tok-4") == [] and _dir(b).held.entries == {}
+    assert [r.outcome for r in b.store.audit(limit=200) if r.action == "pair.remove"] == ["removed"]
+    # heard again (a copy, a later direct get): nothing more changes
+    before = b.fed.book
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, wire, live=True)) is False
+    assert b.fed.book is before
+    # and A's publish loop never puts an entry for the removed pairing over its tombstone
+    a.clock.now += RD.HEARTBEAT
+    anyio.run(_dir(a).publish_once, a.fed.pump.bus)
+    assert network.bucket[_key(a, b)][1] == wire
+
+
+def test_a_tombstone_not_put_at_the_removal_is_put_when_the_listen_loop_starts(shared: Any) -> None:
+    """The bus away at the removal (or a restart before the put): the tombstone stays owed by the book
+    (P18) and is put when the directory's loop (re)starts on a connected bus, once."""
+    a, b, pairing, network, abus, bbus = shared
+    directory, a.fed.directory = a.fed.directory, None  # the removal sees no directory (as if put failed)
+    anyio.run(lambda: a.fed.remove("devbox"))
+    a.fed.directory = directory
+    assert E.judge(*_facts(b, a, network.bucket[_key(a, b)][1])).inner.tombstone is False  # type: ignore[union-attr]
+    anyio.run(_dir(a).put_tombstones, abus)
+    wire = network.bucket[_key(a, b)][1]
+    assert E.judge(*_facts(b, a, wire)).inner.tombstone is True  # type: ignore[union-attr]
+    anyio.run(_dir(a).put_tombstones, abus)
+    assert network.bucket[_key(a, b)][1] == wire, "once per run"
+    anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, wire, live=True))
+    assert [p.removed_by for p in b.fed.book.pairings.values()] == [P.BY_PEER]
+
+
+def test_forged_unpaired_and_agent_carrying_tombstones_are_refused_and_change_nothing(shared: Any) -> None:
+    """Threats: a tombstone under A's name signed by another key (bad_signature), one from a box never
+    paired (unpaired), one sealed by A that carries agents (malformed_entry: data only): each refused and
+    audited, B's pairing and A's entry as they were."""
+    a, b, pairing, _network, _abus, bbus = shared
+    anyio.run(_dir(b).publish_once, bbus)
+    held, book = _dir(b).held, b.fed.book
+    audited: list[Any] = []
+    b.engine.audit = lambda record: _record(audited, record)  # type: ignore[method-assign]
+    stranger = LocalBox.from_secrets(_secrets(9))
+    routing = E.Routing(E.Kind.DIRECTORY, a.fed.local.box_id, b.fed.local.box_id, pairing=pairing)
+    dead = RD.tombstone(routing, revision=10**15, now=b.clock())
+    real = seal(a.fed.local, b.fed.local.keys, dead, bytes(24))
+    forged = stranger.signing.sign(real[E.SIGNATURE_BYTES:]).signature + real[E.SIGNATURE_BYTES:]  # re-signed
+    mine = E.Routing(E.Kind.DIRECTORY, stranger.box_id, b.fed.local.box_id, pairing=pairing)
+    unpaired = seal(stranger, b.fed.local.keys, RD.tombstone(mine, revision=1, now=b.clock()), bytes(24))
+    carrying = seal(a.fed.local, b.fed.local.keys,
+                    E.DirectoryInner(routing, 10**15, b.clock(), ({"pane": "<b>%1</b>"},), tombstone=True), bytes(24))
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, forged, live=True)) is False
+    assert anyio.run(lambda: _dir(b).arrived(stranger.box_id, unpaired, live=True)) is False
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, carrying, live=True)) is False
+    assert _dir(b).held is held and b.fed.book is book
+    assert [p.id for p in b.fed.book.active()] == [pairing]
+    assert [(r.actor, r.detail.split(":")[0]) for r in audited] == [
+        (f"box:{a.fed.local.box_id}", "bad_signature"), (f"box:{stranger.box_id}", "unpaired"),
+        (f"box:{a.fed.local.box_id}", "malformed_entry")]
+
+
+def test_a_replayed_tombstone_of_the_old_pairing_does_not_remove_the_new_one(shared: Any) -> None:
+    """Threat: A removes, B learns by the tombstone; they pair again (a new pairing, a new id); the old
+    tombstone, replayed by anyone who kept it, names the old pairing: refused ``removed``, the new
+    pairing stays active on B. A's new pairing's entry replaces the tombstone in its key."""
+    a, b, old, network, abus, bbus = shared
+    anyio.run(lambda: a.fed.remove("devbox"))
+    dead = network.bucket[_key(a, b)][1]
+    anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, dead, live=True))
+    assert b.fed.book.active() == ()
+    a.clock.now += 1
+    assert anyio.run(_dir(a).publish_once, abus) == 0  # (the publish loop's look: nothing for a removed pairing)
+    new = _repaired(a, b)
+    assert new != old
+    a.clock.now += 1
+    assert anyio.run(_dir(a).publish_once, abus) == 1
+    assert E.judge(*_facts(b, a, network.bucket[_key(a, b)][1])).inner.tombstone is False  # type: ignore[union-attr]
+    assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, dead, live=True)) is False
+    assert [p.id for p in b.fed.book.active()] == [new]
+    assert anyio.run(_dir(a).put_tombstones, abus) == 0, "no tombstone owed while the newer pairing is active"
+
+
+def test_on_a_real_nats_server_the_tombstone_reaches_the_other_box_in_the_key_and_on_the_updates(
+    boxes: tuple[Box, Box, str], tmp_path: Any,  # noqa: F811
+) -> None:
+    """The same on a real nats-server with the per-box permissions (``sync_interval: always``): A's
+    removal puts the tombstone under ``<A>.<B>`` with A's own bus user (its unpair never published);
+    B hears it on the bucket's republish (its listen loop) and ends the pairing ``removed_by_peer``; a
+    direct get of the key gives the tombstone still (a B that was away reads it so)."""
+    from connectd.federation.bus import NatsBus
+    from tests.support.nats import NatsServer
+
+    a, b, pairing = boxes
+    _observe(a.engine, 1, 2)
+    (tmp_path / "nats").mkdir()
+    server = NatsServer(tmp_path / "nats", [a.fed.local.box_id, b.fed.local.box_id])
+    server.start()
+
+    async def scenario() -> bytes | None:
+        await server.provision()
+        abus, bbus = NatsBus(a.fed.local.box_id, call_timeout=5.0), NatsBus(b.fed.local.box_id, call_timeout=5.0)
+        for bus in (abus, bbus):
+            await server.connect(bus)
+        a.fed.pump, b.fed.pump = Pump(a.fed, bus=abus), Pump(b.fed, bus=bbus)
+        try:
+            assert await _dir(a).publish_once(abus) == 1
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_dir(b).listen_loop, bbus)
+                with anyio.fail_after(10):
+                    while not _dir(b).held.entries:  # A's entry read at the loop's start
+                        await anyio.sleep(0.05)
+                await a.fed.remove("devbox")  # the tombstone put at once; the unpair left unpublished
+                with anyio.fail_after(10):
+                    while b.fed.book.active():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+            return await bbus.get_entry(a.fed.local.box_id)
+        finally:
+            for bus in (abus, bbus):
+                await bus.close()
+
+    try:
+        kept = anyio.run(scenario, backend="asyncio")
+    finally:
+        server.stop()
+    (gone,) = b.fed.book.pairings.values()
+    assert (gone.id, gone.state, gone.removed_by) == (pairing, P.PairingState.REMOVED, P.BY_PEER)
+    assert _dir(b).held.entries == {} and _remote(b, "tok-4") == []
+    assert [w.key for w in a.owed() if w.key.startswith("unpair:")] == [f"unpair:{pairing}"]  # never sent
+    assert kept is not None
+    verdict = E.judge(*_facts(b, a, kept))
+    assert verdict.reason is E.Refusal.REMOVED and verdict.pairing == pairing  # of the pairing B removed too

@@ -40,6 +40,11 @@ class RecordingBus:
     async def ack(self, delivery: Delivery) -> None:
         self.calls.append(("ack", delivery))
 
+    async def put_entry(self, reader_box: str, data: bytes) -> int:
+        """A directory entry (a removal's tombstone) put under ``<this box>.<reader_box>``."""
+        self.calls.append(("put", reader_box, data))
+        return len(self.calls)
+
 
 @pytest.fixture
 def paired(tmp_path: Path) -> Iterator[tuple[Side, Side, str]]:

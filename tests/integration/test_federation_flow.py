@@ -741,6 +741,47 @@ def test_a_lost_unpair_is_owed_again_when_the_other_box_still_sends_across_the_r
     assert [p.removed_by for p in b.fed.book.pairings.values()] == [P.BY_PEER]
 
 
+@pytest.mark.parametrize("notice", ["unpair", "tombstone"])
+def test_the_other_box_learns_of_a_removal_from_its_tombstone_alone_exactly_as_from_its_unpair(
+    boxes: tuple[Box, Box, str], notice: str,
+) -> None:
+    """A removes the pairing while B holds A's carded m-1. Either A's signed unpair reaches B, or it is
+    lost and only the signed tombstone A put in its directory key for B does (D10, P18): B ends the same
+    either way, by the one step (``removed_by_peer``): the pairing removed by the peer, the card
+    withdrawn and the message cancelled under %4's send lock, its inbox record cancelled, no receipt.
+    Before: a lost unpair left B's pairing active and the message waiting, until B sent something."""
+    a, b, pairing = boxes
+    abus, key, card = _carded_on_b(a, b, pairing)
+    anyio.run(lambda: a.fed.remove("devbox"))
+    (unpair,) = [w for w in a.owed() if w.key.startswith("unpair:")]
+    ((_, reader, tombstone),) = [c for c in abus.calls if c[0] == "put"]  # put at once, on A's bus
+    assert reader == b.fed.local.box_id and b"hello" not in tombstone
+    b.locks.taken.clear()
+    if notice == "unpair":
+        _deliver(b, unpair)
+    else:  # the unpair lost: the tombstone, as B's listen loop hears it
+        assert b.fed.directory is not None
+        assert anyio.run(lambda: b.fed.directory.arrived(a.fed.local.box_id, tombstone, live=True)) is True
+    (gone,) = b.fed.book.pairings.values()
+    assert (gone.id, gone.state, gone.removed_by) == (pairing, P.PairingState.REMOVED, P.BY_PEER)
+    assert b.locks.taken == ["%4"]
+    assert b.engine.hub.messages[key].state is MessageState.CANCELLED
+    assert b.engine.hub.cards[card].state.value == "cancelled"
+    assert [r.state for r in b.store.inbox_records()] == [I.InboxState.CANCELLED]
+    assert b.engine.hub.inbox is not None and pairing in b.engine.hub.inbox.removed
+    removals = [r for r in b.store.audit(limit=500) if r.action == "pair.remove"]
+    assert [(r.actor, r.outcome, r.target) for r in removals] == [(f"box:{a.fed.local.box_id}", "removed", pairing)]
+    run(b.fed.pump)
+    assert [c for c in b.fed.pump.bus.calls if c[0] == "publish"] == []  # no receipt for a removed pairing
+    # the other notice after the first changes nothing more
+    if notice == "unpair":
+        assert b.fed.directory is not None
+        anyio.run(lambda: b.fed.directory.arrived(a.fed.local.box_id, tombstone, live=True))
+    else:
+        _deliver(b, unpair)
+    assert [r for r in b.store.audit(limit=500) if r.action == "pair.remove"] == removals
+
+
 def test_a_removal_whose_hub_step_a_restart_interrupted_is_stepped_by_the_next_tick(
     boxes: tuple[Box, Box, str],
 ) -> None:

@@ -348,3 +348,55 @@ def test_an_aged_out_entry_answers_no_remote_agent() -> None:
     with pytest.raises(D.TargetError) as refused:
         RD.detail(directory, [PEER], NOW + RD.AGED_OUT, "laptop", D.parse_target(f"%4@{TOKEN}"))
     assert refused.value.reason is D.TargetRefusal.UNKNOWN_TARGET and "aged out" in str(refused.value)
+
+
+# --- D10: the removal's tombstone ------------------------------------------------------------------
+
+
+def tombstone(*, revision: int = 7, at: float = NOW - 1, **over: Any) -> E.DirectoryInner:
+    return RD.tombstone(routing(**over), revision=revision, now=at)
+
+
+def test_a_tombstone_is_an_entry_flagged_removed_with_no_agents_canonical_and_apart_from_an_entry() -> None:
+    dead = tombstone()
+    assert dead.tombstone is True and dead.agents == ()
+    assert b'"tombstone":true' in E.encode_inner(dead)
+    assert b"tombstone" not in E.encode_inner(inner()), "an entry's bytes are what they were before tombstones"
+    verdict = judged(dead)
+    assert verdict.decision is E.Decision.ENTRY and verdict.inner == dead
+    # "tombstone": false is not how a publisher writes an entry: not canonical, refused by the judgement
+    row = E.encode_inner(dead).replace(b'"tombstone":true', b'"tombstone":false')
+    assert judged(dead, opened=row).reason is E.Refusal.BAD_BINDING
+
+
+def test_a_tombstone_of_the_active_pairing_removes_it_and_drops_what_was_held_whatever_its_revision() -> None:
+    """D10: a tombstone names the pairing it ends, signed; removal is permanent, so it ends that
+    pairing whatever revision is held (a publisher whose clock went back is still heard)."""
+    directory, _ = taken(RD.RemoteDirectory(), inner(revision=9))
+    for revision in (10, 3):
+        dropped, what = taken(directory, tombstone(revision=revision))
+        assert what is RD.Taken.REMOVED and dropped.entries == {}
+        assert RD.listing(dropped, [PEER], NOW) == ()
+    nothing, what = taken(RD.RemoteDirectory(), tombstone())
+    assert what is RD.Taken.REMOVED and nothing.entries == {}
+
+
+def test_a_tombstone_from_an_unpaired_box_with_a_forged_signature_or_for_another_pairing_is_refused() -> None:
+    """Threats (D10): each refused by the judgement before anything changes: an unpaired box's, one
+    whose signature does not verify, one naming a removed (older) pairing with that box, one sealed
+    for another box; and one that does not open."""
+    directory, _ = taken(RD.RemoteDirectory(), inner())
+    assert refused(directory, tombstone(sender=C)) == "unpaired"
+    assert refused(directory, tombstone(), signature_ok=False) == "bad_signature"
+    assert refused(directory, tombstone(pairing=OLD_PAIRING)) == "removed"  # a replay from the old pairing
+    assert refused(directory, tombstone(to=C)) == "wrong_box"
+    assert refused(directory, tombstone(), opened=None) == "bad_seal"
+    assert refused(directory, tombstone(at=NOW + E.SKEW_BOUND + 1)) == "clock_ahead"
+
+
+def test_a_tombstone_is_data_only_one_that_carries_agents_is_refused() -> None:
+    """A tombstone from another machine carries nothing to show: one with agents is ``malformed_entry``
+    and removes nothing."""
+    directory, _ = taken(RD.RemoteDirectory(), inner())
+    carrying = E.DirectoryInner(routing(), 8, NOW - 1, tuple(RD.shared([local()])), tombstone=True)
+    assert refused(directory, carrying) == "malformed_entry"

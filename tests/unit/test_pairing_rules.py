@@ -226,3 +226,36 @@ def test_a_removed_refusal_of_a_pairing_this_box_s_owner_removed_owes_its_unpair
     assert P.unpair_again(book, dataclasses.replace(refused, pairing="pa2")) is None
     assert P.unpair_again(book, dataclasses.replace(refused, pairing=None)) is None
     assert P.unpair_again(book, dataclasses.replace(refused, reason=E.Refusal.STALE)) is None
+
+
+def test_a_removal_tells_the_other_box_only_of_a_pairing_with_an_id_this_box_s_owner_removed() -> None:
+    """Claim (P18): the signed unpair and the directory tombstone a removal owes name the removed
+    pairing's id; a pairing still requested here (no id: the inviter never answered) owes neither,
+    nor does one the other box removed."""
+    import dataclasses
+
+    keys = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
+    mine = P.Pairing("inv1", P.Role.INVITER, "box-x", keys, "laptop", PS.REMOVED, 10.0, id="pa1",
+                     removed_by=P.BY_OWNER)
+    assert P.removal_notice(mine) == "pa1"
+    assert P.removal_notice(dataclasses.replace(mine, id=None)) is None, "never active: nothing to name"
+    assert P.removal_notice(dataclasses.replace(mine, removed_by=P.BY_PEER)) is None, "the other box removed it"
+    assert P.removal_notice(dataclasses.replace(mine, state=PS.ACTIVE, removed_by=None)) is None
+
+
+def test_the_directory_key_for_a_box_holds_a_tombstone_while_its_latest_pairing_is_one_this_box_removed() -> None:
+    """Claim (P18): per box, the latest pairing with an id (by since) this box's owner removed is the
+    tombstone its directory key holds; a newer pairing with that box (active, or removed by the other
+    box) owes none, and a requested one with no id leaves the tombstone owed."""
+    import dataclasses
+
+    keys = BoxKeys(bytes([1]) * 32, bytes([2]) * 32)
+    old = P.Pairing("inv1", P.Role.INVITER, "box-x", keys, "laptop", PS.REMOVED, 10.0, id="pa1",
+                    removed_by=P.BY_OWNER)
+    other = dataclasses.replace(old, invitation="inv9", box_id="box-y", id="pa9", removed_by=P.BY_PEER)
+    book = P.PairBook(own_box="box-own", own_name="devbox", pairings={"inv1": old, "inv9": other})
+    assert [p.id for p in P.tombstones_owed(book)] == ["pa1"]
+    new = dataclasses.replace(old, invitation="inv2", state=PS.ACTIVE, since=20.0, id="pa2", removed_by=None)
+    assert P.tombstones_owed(dataclasses.replace(book, pairings={**book.pairings, "inv2": new})) == ()
+    asked = dataclasses.replace(new, state=PS.REQUESTED, id=None)
+    assert [p.id for p in P.tombstones_owed(dataclasses.replace(book, pairings={**book.pairings, "inv2": asked}))] == ["pa1"]

@@ -13,7 +13,7 @@ Rules (docs/federation.md, "The envelope"):
 - **Inner** (sealed; canonical JSON): the outer routing fields again (``v``, ``kind``, ``from``, ``to``
   and the kind's routing, never ``keys``), so a ciphertext moved under another outer is ``bad_binding``;
   then the kind's own fields (:data:`INNER_FIELDS`, and those of :data:`OPTIONAL_INNER_FIELDS` present
-  only when set: a history query's ``session``). A message's **identity** is ``(sender box id,
+  only when set: a history query's ``session``, a directory entry's ``tombstone``). A message's **identity** is ``(sender box id,
   sender principal, message id)``; its **digest** is the SHA-256 of its canonical inner part, in hex.
 - **Canonical** means byte for byte: a part is accepted only if encoding what was parsed gives the very
   bytes received (so duplicate keys, whitespace, escapes, padded base64 are all refused), and the same
@@ -156,8 +156,12 @@ INNER_FIELDS: Mapping[Kind, frozenset[str]] = {
 }
 #: The fields a kind's inner part may carry besides :data:`INNER_FIELDS` (present only when set, so an
 #: inner part without them is byte for byte what it was before they existed): a history query's
-#: ``session`` (``get_session box=``: one session by harness and id).
-OPTIONAL_INNER_FIELDS: Mapping[Kind, frozenset[str]] = {Kind.HISTORY_QUERY: frozenset({"session"})}
+#: ``session`` (``get_session box=``: one session by harness and id), a directory entry's ``tombstone``
+#: (``true``: the publisher removed the pairing it names; :mod:`connectcore.federation.remote_directory`, D10).
+OPTIONAL_INNER_FIELDS: Mapping[Kind, frozenset[str]] = {
+    Kind.HISTORY_QUERY: frozenset({"session"}),
+    Kind.DIRECTORY: frozenset({"tombstone"}),
+}
 SENDER_FIELDS = frozenset({"principal", "actor", "harness", "pane", "incarnation", "control"})
 RECEIPT_OUTCOMES = frozenset({"accepted", *(str(s) for s in FINAL)})
 
@@ -392,12 +396,15 @@ class PairingInner:
 class DirectoryInner:
     """A directory entry's inner part: its ``revision`` (higher than every earlier entry for that key),
     when it was ``published_at`` (the publisher's clock) and the ``agents`` shared, each a JSON object
-    whose fields :mod:`connectcore.federation.remote_directory` checks (here only: objects)."""
+    whose fields :mod:`connectcore.federation.remote_directory` checks (here only: objects). A
+    ``tombstone`` (encoded only when set, as ``"tombstone": true``) says the publisher removed the
+    pairing it names (remote_directory's D10)."""
 
     routing: Routing
     revision: int
     published_at: float
     agents: tuple[Mapping[str, Any], ...]
+    tombstone: bool = False
 
 
 @dataclass(frozen=True)
@@ -552,6 +559,8 @@ def encode_inner(inner: Inner) -> bytes:
         )
     elif isinstance(inner, DirectoryInner):
         row.update(revision=inner.revision, published_at=inner.published_at, agents=[dict(a) for a in inner.agents])
+        if inner.tombstone:
+            row.update(tombstone=True)
     elif isinstance(inner, HistoryQueryInner):
         row.update(id=inner.id, created_at=inner.created_at, asker=inner.asker, query=inner.query, repo=inner.repo,
                    limit=inner.limit)
@@ -673,7 +682,8 @@ def parse_inner(data: bytes, outer: Outer) -> Inner:
         agents = row["agents"]
         if not isinstance(agents, list) or not all(isinstance(a, dict) for a in agents):
             raise f._bad("agents", "a list of objects")
-        inner = DirectoryInner(routing, f.count("revision"), f.number("published_at"), tuple(agents))
+        inner = DirectoryInner(routing, f.count("revision"), f.number("published_at"), tuple(agents),
+                               f.flag("tombstone") if "tombstone" in row else False)
     elif kind is Kind.HISTORY_QUERY:
         session = None
         if "session" in row:

@@ -89,6 +89,13 @@ P17 A lost unpair is sent again. The unpair a removal owes is published once; if
     owed again (:func:`unpair_again`; at most once a minute per box, with the refusal's audit record,
     :func:`connectcore.federation.envelope.refusal_audit_due`). A pairing the other box removed, or
     one never active here (no id, no unpair), owes nothing.
+P18 What a removal tells the other box. A removal by this box's owner owes the other box a signed
+    ``unpair`` and a directory tombstone (:func:`connectcore.federation.remote_directory.tombstone`,
+    D10), both naming the removed pairing's id (:func:`removal_notice`); a pairing with no id (still
+    requested here: the inviter never answered) or one the other box removed owes neither. The
+    directory key this box writes for a box holds the tombstone while that box's latest pairing with
+    an id is one this box's owner removed (:func:`tombstones_owed`): a newer pairing's entries replace
+    it. A verified tombstone is stepped here as a received unpair is (:func:`removed_by_peer`).
 """
 
 from __future__ import annotations
@@ -1091,8 +1098,8 @@ def remove(
     book: PairBook, invitation_id: str, *, now: float, actor: str = OWNER
 ) -> tuple[PairBook, tuple[Effect, ...]]:
     """The owner removes a pairing (``pair remove BOX``; the pairing is found by :meth:`PairBook.named`),
-    active or still requested: permanent (P7). What follows from it (unpair, tombstone, messages in
-    flight) is the shell's and slice 6's."""
+    active or still requested: permanent (P7). What it owes the other box is :func:`removal_notice`'s
+    (P18); sending it, and ending the messages in flight, is the shell's."""
     pairing = _open_pairing(book, invitation_id, Refusal.NOT_REQUESTED, "nothing to remove")
     removed = replace(
         pairing,
@@ -1114,6 +1121,24 @@ def remove(
         ),
         _notify("removed", pairing.id or invitation_id, box=pairing.box_id, name=pairing.name, by=BY_OWNER),
     )
+
+
+def removal_notice(pairing: Pairing) -> str | None:
+    """The pairing id the unpair and the directory tombstone name that ``pairing``'s removal owes the
+    other box (P18): a pairing with an id, removed by this box's owner; else None (owed nothing)."""
+    if pairing.state is not _P.REMOVED or pairing.removed_by != BY_OWNER or pairing.id is None:
+        return None
+    return pairing.id
+
+
+def tombstones_owed(book: PairBook) -> tuple[Pairing, ...]:
+    """The removed pairings whose tombstone this box's directory keys hold (P18): per box, its latest
+    pairing with an id (by ``since``), when :func:`removal_notice` names it."""
+    latest: dict[str, Pairing] = {}
+    for p in sorted(book.pairings.values(), key=lambda p: p.since):
+        if p.id is not None:
+            latest[p.box_id] = p
+    return tuple(p for p in latest.values() if removal_notice(p) is not None)
 
 
 def removed_by_peer(book: PairBook, pairing_id: str, *, now: float) -> tuple[PairBook, tuple[Effect, ...]]:

@@ -2,7 +2,7 @@
 revision, how an arriving entry is judged, and each remote entry's age (docs/federation.md,
 "Directory and history across boxes: reads").
 
-Rules (D1 to D9):
+Rules (D1 to D10):
 
 - **D1 What a pairing sees.** The pairing's ``directory`` setting on the publishing box
   (:class:`Setting`): ``reachable`` (the default: the agents whose grant includes ``reachable``, the only
@@ -50,6 +50,17 @@ Rules (D1 to D9):
   as a local ``get_agent`` is: ``unknown_target`` (no such pane in the entry, or no entry held, or
   aged out), ``stale_incarnation`` (the pane now holds another process), ``no_pane``, ``ambiguous``
   (several panes on that box), ``no_pane`` for ``control`` (another box's control is not shared).
+- **D10 The removal's tombstone.** A box whose owner removes a pairing puts, under that pairing's key,
+  a **tombstone** (:func:`tombstone`): a ``directory`` envelope of the removed pairing, signed and
+  sealed like an entry, flagged ``"tombstone": true``, with no agents; so the other box learns of the
+  removal even if the signed ``unpair`` is lost, and one that was away reads it by direct get. Judged as
+  an entry (D4: the envelope judgement first, so an unpaired box's, a forged one, one sealed for another
+  box, or one naming a pairing that is not the active one, a replay after pairing again included, is
+  refused and changes nothing), then :func:`receive`: one that carries agents is ``malformed_entry``
+  (data only: it shows nothing); otherwise it is :attr:`Taken.REMOVED` whatever revision is held
+  (removal is permanent and the pairing it names is signed, so no later entry of that pairing can
+  exist), and the entry held from that box is dropped. The caller then records the removal as a
+  received unpair does (:func:`connectcore.federation.pairing.removed_by_peer`).
 
 Pure: the shell seals, signs, opens and verifies; it hands :func:`receive` the envelope judgement's
 verdict.
@@ -173,6 +184,14 @@ def entry(routing: E.Routing, agents: Sequence[Mapping[str, Any]], *, revision: 
     return E.DirectoryInner(routing, revision, now, tuple(dict(a) for a in agents))
 
 
+def tombstone(routing: E.Routing, *, revision: int, now: float) -> E.DirectoryInner:
+    """The tombstone to seal for ``routing`` (a ``directory`` kind from this box to the reader, naming
+    the pairing this box's owner removed) (D10): no agents, flagged."""
+    if routing.kind is not E.Kind.DIRECTORY:
+        raise ValueError(f"a tombstone travels as a directory envelope, not a {routing.kind}")
+    return E.DirectoryInner(routing, revision, now, (), tombstone=True)
+
+
 @dataclass(frozen=True)
 class Published:
     """What this box last put for one reader: the agents (to see a change) and when."""
@@ -258,13 +277,15 @@ class RemoteDirectory:
 class Taken(StrEnum):
     NEW = "new"  # held now (first, or a higher revision)
     REPEAT = "repeat"  # the revision held: nothing changes
+    REMOVED = "removed"  # a tombstone (D10): the pairing it names was removed by its publisher
 
 
 def receive(
     directory: RemoteDirectory, verdict: E.Verdict, *, now: float, live: bool
 ) -> tuple[RemoteDirectory, Taken]:
     """``directory`` with the entry ``verdict`` judged (D4), and whether it was new; or
-    :class:`EntryRefused`, changing nothing. ``live``: heard on the updates (else read by a direct get)."""
+    :class:`EntryRefused`, changing nothing. ``live``: heard on the updates (else read by a direct get).
+    A tombstone (D10) is :attr:`Taken.REMOVED`, with the entry held from its box dropped."""
     if verdict.decision is E.Decision.REFUSED:
         raise EntryRefused(str(verdict.reason), verdict.detail)
     inner = verdict.inner
@@ -272,10 +293,15 @@ def receive(
         raise EntryRefused("not_an_entry", f"a {verdict.decision} verdict is not a directory entry's")
     if len(inner.agents) > MAX_AGENTS:
         raise EntryRefused("malformed_entry", f"an entry shares at most {MAX_AGENTS} agents")
-    for agent in inner.agents:
-        check_agent(agent)
     box, pairing = inner.routing.sender, inner.routing.pairing
     assert pairing is not None  # a directory envelope names its pairing (the judgement checked it is active)
+    if inner.tombstone:
+        if inner.agents:
+            raise EntryRefused("malformed_entry", f"a tombstone from box {box} carries agents: it shows nothing")
+        kept = {held_box: e for held_box, e in directory.entries.items() if held_box != box}
+        return replace(directory, entries=freeze(kept.items())), Taken.REMOVED
+    for agent in inner.agents:
+        check_agent(agent)
     held = directory.entries.get(box)
     if held is not None and held.pairing == pairing:
         if inner.revision < held.revision:

@@ -113,6 +113,7 @@ class PairingDesk:
         )
         self.steps = PairingSteps(
             self.ledger, local, self.views, settings=lambda: self.settings, messages=lambda: self.messages,
+            directory=lambda: self.directory,
         )
         self.envelopes = Envelopes(
             self.ledger, local, view=self.views.view, heard=self.heard, removed=self.steps.removed,

@@ -18,6 +18,13 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
   direct get does not make a box that stopped look live). A refusal changes nothing and is audited
   (``federation.directory``), at most once a minute per box and reason
   (:func:`connectcore.federation.envelope.refusal_audit_due`).
+- **The removal's tombstone** (the core's D10 and P18): when this box's owner removes a pairing,
+  :meth:`RemoteDirectoryDesk.removed` puts a signed tombstone of it under ``<this box>.<reader>`` at
+  once if the bus is there; the tombstones the book still owes (``pairing.tombstones_owed``) are put
+  once more each time the listen loop (re)starts on a connected bus (a removal while NATS was away, a
+  restart before the put, or the bus moved to another server). A verified tombstone heard from another
+  box drops its entry and records the removal as a received ``unpair`` does
+  (:meth:`connectd.federation.envelopes.Envelopes.peer_removed`).
 - Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started
   in the pump's task group (:meth:`connectd.federation.pump.Pump.start`; a reload stops them between
   entries): NATS away never ends the daemon. The entries are held
@@ -43,7 +50,7 @@ from connectcore.effects import Audit
 from connectcore.federation import envelope as E
 from connectcore.federation import pairing as P
 from connectcore.federation import remote_directory as RD
-from connectcore.ports import BusRefused
+from connectcore.ports import BusRefused, BusUnavailable
 from connectd.daemon.supervisor import Group, Kind, Supervisor
 from connectd.federation.seal import receive, seal
 
@@ -54,6 +61,7 @@ log = logging.getLogger("connectd.federation")
 
 PUBLISH_EVERY = 1.0  # seconds between looks at what each pairing sees (at most one put a second per key)
 CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
+TOMBSTONE_WAIT = 5.0  # seconds a removal waits for its tombstone's put (else the listen loop's start puts it)
 
 
 def setting_for(pairing: P.Pairing) -> RD.Setting:
@@ -78,6 +86,7 @@ class RemoteDirectoryDesk:
         self.every = PUBLISH_EVERY
         self._asked: dict[str, float] = {}  # box id -> when its key was last read by direct get
         self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
+        self.tombstoned: dict[str, str] = {}  # box id -> the removed pairing whose tombstone this run put
         self._listed: tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]] | None = None
 
     # --- the pairings -----------------------------------------------------------------------------
@@ -114,6 +123,8 @@ class RemoteDirectoryDesk:
         for gone in set(self.published) - readers:
             del self.published[gone]
         for pairing in active:
+            if self.desk.book.active_in(pairing.box_id, pairing.id) is None:
+                continue  # removed while this look waited on the bus: its key holds the tombstone
             agents = self.shared_with(pairing)
             if not RD.due(self.published.get(pairing.box_id), agents, now):
                 continue
@@ -156,14 +167,52 @@ class RemoteDirectoryDesk:
     def bus_moved(self) -> None:
         """The bus loops moved to another server (a reload): what was put is the old server's, so every
         entry is due again at once on the new one (the entries held from the other boxes stay, aging as
-        they do; the listen loop reads each paired box's key again when it starts)."""
+        they do; the listen loop reads each paired box's key again when it starts), and so is each
+        tombstone still owed (the listen loop puts it again on the new server when it starts)."""
         self.published.clear()
+        self.tombstoned.clear()
+
+    # --- the removal's tombstone (D10, P18) ---------------------------------------------------------
+
+    async def removed(self, pairing: P.Pairing) -> None:
+        """This box's owner removed ``pairing``: its tombstone put now if a bus is there (waiting at most
+        :data:`TOMBSTONE_WAIT`); else, or if the put fails, the listen loop's next start puts it."""
+        pump = self.desk.pump
+        if pump is None:
+            return
+        with anyio.move_on_after(TOMBSTONE_WAIT):
+            await self.put_tombstones(pump.bus)
+
+    async def put_tombstones(self, bus: Any) -> int:
+        """Put each tombstone the book owes (``pairing.tombstones_owed``) not yet put by this run: a
+        ``directory`` envelope of the removed pairing, flagged, no agents, signed and sealed to that box,
+        under ``<this box>.<reader>``. The number put; a refusal or NATS away is logged (tried again at
+        the listen loop's next start)."""
+        put = 0
+        local = self.desk.local
+        for pairing in P.tombstones_owed(self.desk.book):
+            if self.tombstoned.get(pairing.box_id) == pairing.id:
+                continue
+            now = self.desk.clock()
+            self.revision = RD.next_revision(self.revision, now)
+            routing = E.Routing(E.Kind.DIRECTORY, local.box_id, pairing.box_id, pairing=pairing.id)
+            dead = RD.tombstone(routing, revision=self.revision, now=now)
+            try:
+                await bus.put_entry(pairing.box_id, seal(local, pairing.keys, dead, secrets.token_bytes(E.NONCE_BYTES)))
+            except (BusRefused, BusUnavailable) as exc:
+                log.warning("federation: the tombstone for box %s not put: %s", pairing.box_id, exc)
+                continue
+            self.tombstoned[pairing.box_id] = str(pairing.id)
+            put += 1
+        return put
 
     # --- hearing ----------------------------------------------------------------------------------
 
     async def listen_loop(self, bus: Any = None) -> None:
-        """Each paired box's key once, then the updates (``bus`` as for :meth:`publish_loop`)."""
+        """The tombstones owed, each paired box's key once, then the updates (``bus`` as for
+        :meth:`publish_loop`)."""
         bus = bus if bus is not None else await self.desk.pump._connected()
+        await self.put_tombstones(bus)
         now = self.desk.clock()
         for pairing in self.active():  # after a (re)start: each paired box's key once
             with anyio.CancelScope(shield=True):  # one entry whole (a stop waits for it)
@@ -174,16 +223,21 @@ class RemoteDirectoryDesk:
 
     async def arrived(self, publisher: str, data: bytes, *, live: bool) -> bool:
         """One entry from ``publisher`` (the subject's last token): judged and held, or refused and
-        audited (nothing changes). True when it was held (new or a repeat)."""
+        audited (nothing changes). True when it was taken (new, a repeat, or a tombstone: then the
+        pairing it names is removed here as by the other box's unpair)."""
         now = self.desk.clock()
         subject = f"connect.{self.desk.local.box_id}.{E.SUBJECT_TOKEN[E.Kind.DIRECTORY]}.{publisher}"
         verdict = receive(self.desk.local, subject, data, self.desk.view())
         try:
-            held, _taken = RD.receive(self._pruned(), verdict, now=now, live=live)
+            held, taken = RD.receive(self._pruned(), verdict, now=now, live=live)
         except RD.EntryRefused as refused:
             await self._refused(verdict.actor, refused, now)
             return False
         self.held = held
+        if taken is RD.Taken.REMOVED:  # D10: the one path of a received unpair
+            assert verdict.inner is not None and verdict.inner.routing.pairing is not None
+            await self.desk.envelopes.peer_removed(verdict.inner.routing.pairing)
+            return True
         # verified: that box is heard, as of when it published it (an old entry read by a direct get
         # does not make a box that stopped look live to the outbox's schedule)
         since = held.entries[publisher].since

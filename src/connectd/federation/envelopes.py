@@ -4,7 +4,8 @@ publishes out.
 - In (:meth:`Envelopes.received`): an envelope is judged by :func:`connectcore.federation.envelope.judge`
   with the keys the book pins; a pairing envelope's step is committed (a repeated ``pair_request`` from
   the same box is answered with the decision again and changes nothing; an ``unpair`` records
-  ``removed_by_peer``); a message, receipt or cancel is handed to the engine's hub (``messages``:
+  ``removed_by_peer``: :meth:`Envelopes.peer_removed`, the one path of an unpair and of a directory
+  tombstone); a message, receipt or cancel is handed to the engine's hub (``messages``:
   :class:`connectd.federation.flow.RemoteFlow`). A refusal (of the envelope or of the pairing step) is
   one audit line and changes nothing; a flooding box's refused envelopes are one audit line a minute per
   reason (:func:`connectcore.federation.envelope.refusal_audit_due`).
@@ -130,10 +131,26 @@ class Envelopes:
             await ledger.commit(book, effects, [Wire.settled(f"request:{routing.invitation}")])
         else:
             assert routing.pairing is not None
-            book, effects = P.removed_by_peer(ledger.book, routing.pairing, now=now)
-            await ledger.commit(book, effects)
-            return next((p for p in book.pairings.values() if p.id == routing.pairing), None)
+            return await self._removed_by_peer(routing.pairing)
         return None
+
+    async def _removed_by_peer(self, pairing_id: str) -> P.Pairing | None:
+        """The other box removed ``pairing_id`` (under the desk's lock): the core's ``removed_by_peer``
+        committed (a repeat changes nothing); the pairing as the book now holds it."""
+        ledger = self.ledger
+        book, effects = P.removed_by_peer(ledger.book, pairing_id, now=ledger.clock())
+        await ledger.commit(book, effects)
+        return book.by_pairing_id(pairing_id)
+
+    async def peer_removed(self, pairing_id: str) -> None:
+        """The other box removed ``pairing_id``, as its verified directory tombstone says
+        (:meth:`connectd.federation.directory.RemoteDirectoryDesk.arrived`; the core's D10): recorded
+        exactly as a received ``unpair`` is (the same step, :meth:`_removed_by_peer`), then what is
+        queued across it ends (``removed``, outside the lock), as for an unpair."""
+        async with self.ledger.lock:
+            removed = await self._removed_by_peer(pairing_id)
+        if removed is not None:
+            await self.removed(removed)
 
     async def _request(self, inner: E.PairingInner, data: bytes, now: float) -> None:
         """A ``pair_request``, committed; a repeat from the same box changes nothing and is answered

@@ -11,7 +11,9 @@ invite`` (and ``--revoke``), ``approve`` and ``decline`` on the inviter, ``accep
   ``code_repeat``, ``accept_code``). The expiry tick settles the requests of the pairings it ended
   (``pairings_ended``, P15).
 - ``pair approve`` / ``decline`` owe the ``pair_accept`` / ``pair_decline``.
-- ``pair remove`` owes a signed ``unpair``.
+- ``pair remove`` owes a signed ``unpair`` and puts a signed tombstone in its directory key for that
+  box (the core's P18: ``removal_notice``; the put is the directory desk's,
+  :meth:`connectd.federation.directory.RemoteDirectoryDesk.removed`).
 
 What is queued across a pairing that ends, or whose messages are set off, ends through the engine's side
 of message envelopes (``messages``: :class:`connectd.federation.flow.RemoteFlow`, a callable: it is
@@ -58,8 +60,10 @@ class PairingSteps:
         *,
         settings: Callable[[], Settings],
         messages: Callable[[], Any],
+        directory: Callable[[], Any] = lambda: None,
     ) -> None:
         self.ledger, self.local, self.views, self.settings, self.messages = ledger, local, views, settings, messages
+        self.directory = directory  # the directory across boxes (its tombstone on removal), once attached
 
     # --- the inviter ----------------------------------------------------------------------------
 
@@ -144,20 +148,25 @@ class PairingSteps:
     # --- both -----------------------------------------------------------------------------------
 
     async def remove(self, who: str, *, actor: str = P.OWNER) -> dict[str, Any]:
-        """Remove a pairing for good and owe the other box a signed unpair."""
+        """Remove a pairing for good, owe the other box a signed unpair and put a signed tombstone in
+        this box's directory key for it (what the core's P18 says a removal owes)."""
         ledger = self.ledger
         async with ledger.lock:
             pairing = _named(P.pairing_named, ledger.book, who)
             now = ledger.clock()
             book, effects = P.remove(ledger.book, pairing.invitation, now=now, actor=actor)
-            wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
-            if pairing.id is not None:
-                routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=pairing.id)
-                inner = E.PairingInner(routing, (("at", now), ("reason", "removed by its owner")))
-                wires.append(ledger.wire(f"unpair:{pairing.id}", pairing, inner))
-            await ledger.commit(book, effects, wires)
             removed = book.pairings[pairing.invitation]
+            wires = [Wire.settled(f"request:{pairing.invitation}")]  # nothing more to ask
+            owed = P.removal_notice(removed)
+            if owed is not None:
+                routing = E.Routing(E.Kind.UNPAIR, self.local.box_id, pairing.box_id, pairing=owed)
+                inner = E.PairingInner(routing, (("at", now), ("reason", "removed by its owner")))
+                wires.append(ledger.wire(f"unpair:{owed}", pairing, inner))
+            await ledger.commit(book, effects, wires)
         await self.removed(removed)
+        directory = self.directory()
+        if directory is not None:  # the tombstone (put now if the bus is there, else when its loop starts)
+            await directory.removed(removed)
         return self.views.pairing_view(removed)
 
     async def removed(self, pairing: P.Pairing) -> None:
