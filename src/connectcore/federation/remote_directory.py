@@ -19,7 +19,8 @@ Rules (D1 to D9):
   every earlier one for that key (:func:`next_revision`: the publisher's clock in milliseconds, and
   one more than the last when the clock has not moved on) and ``published_at``. It is put under
   ``<publisher>.<reader>`` on change (at most once a second) and every :data:`HEARTBEAT` seconds
-  (:func:`due`), even when empty.
+  (:func:`due`), even when empty. The publisher sleeps until the earliest entry falls due
+  (:func:`next_due`) or something changes (a change to the directory or the pairings wakes it).
 - **D4 Judging an arriving entry** (:func:`receive`), the first that holds deciding, each refusal
   changing nothing: the envelope judgement's own refusals (``unpaired``, ``removed``, ``bad_signature``,
   ``bad_seal``, ``bad_binding``, ``clock_ahead``, ...: an unpaired or removed box's entry is refused
@@ -50,6 +51,8 @@ Rules (D1 to D9):
   as a local ``get_agent`` is: ``unknown_target`` (no such pane in the entry, or no entry held, or
   aged out), ``stale_incarnation`` (the pane now holds another process), ``no_pane``, ``ambiguous``
   (several panes on that box), ``no_pane`` for ``control`` (another box's control is not shared).
+- **D10 Catch-up.** A paired box whose entry is not held yet has its key read again by direct get
+  every :data:`CATCH_UP` seconds (:func:`read_due`, :func:`next_read`), until an entry is held.
 
 Pure: the shell seals, signs, opens and verifies; it hands :func:`receive` the envelope judgement's
 verdict.
@@ -70,6 +73,7 @@ HEARTBEAT = 60.0  # seconds between puts of an unchanged entry
 STALE_AFTER = 180.0  # an entry this old is shown stale
 AGED_OUT = 15 * 60.0  # an entry this old is no longer shown
 MIN_INTERVAL = 1.0  # at most one put a second per key
+CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
 AUDIT_EVENT = "federation.directory"
 
 
@@ -189,6 +193,32 @@ def due(last: Published | None, agents: Sequence[Mapping[str, Any]], now: float)
     if now - last.at >= HEARTBEAT:
         return True
     return tuple(agents) != last.agents and now - last.at >= MIN_INTERVAL
+
+
+def next_due(last: Published | None, agents: Sequence[Mapping[str, Any]], now: float) -> float:
+    """When the entry for a reader falls due (D3) if ``agents`` stay as they are: ``now`` when never
+    put; a second after the last put when they changed; else the heartbeat after it. The earliest
+    time :func:`due` holds: the publisher sleeps until the earliest of these, or until something
+    changes (a change to the directory or the pairings wakes it at once)."""
+    if last is None:
+        return now
+    if tuple(agents) != last.agents:
+        return max(now, last.at + MIN_INTERVAL)
+    return last.at + HEARTBEAT
+
+
+def read_due(held: bool, asked: float | None, now: float) -> bool:
+    """Whether a paired box's key is read again by direct get now (the catch-up): its entry is not
+    held and it was not asked within :data:`CATCH_UP` seconds (``asked``: when last, None: never)."""
+    return not held and (asked is None or now - asked >= CATCH_UP)
+
+
+def next_read(held: bool, asked: float | None, now: float) -> float | None:
+    """When :func:`read_due` next holds for that box: None while its entry is held (an entry
+    arriving keeps it so; a new pairing wakes the publisher at once)."""
+    if held:
+        return None
+    return now if asked is None else max(now, asked + CATCH_UP)
 
 
 # --------------------------------------------------------------------------------------------------
