@@ -113,7 +113,7 @@ class SimBus:
         return not self.connected
 
     def _up(self) -> SimNetwork:
-        if not self.connected:
+        if not self.network.up or self.box_id in self.network.cut:
             raise BusUnavailable("not connected")
         return self.network
 

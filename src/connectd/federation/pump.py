@@ -2,8 +2,9 @@
 connection per box (:class:`connectd.federation.bus.NatsBus`, as the user ``box-<id>``), a fetch loop
 that hands each delivery on this box's consumer to the pairing desk and acknowledges it only once
 what it changed is durable (a message, receipt or cancel the desk hands to the engine's hub is
-acknowledged by that step's ``AckDelivery``, registered with :meth:`Pump.awaiting_ack`), a publish loop that sends every wire the store says is owed, and the
-effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
+acknowledged by that step's ``AckDelivery``, registered with :meth:`Pump.awaiting_ack`), a publish loop that sends every wire the store says is owed once it is due
+and otherwise sleeps until the next falls due (:func:`connectcore.federation.pairing.next_wire_due`) or a
+step owes a new one (the ledger's ``owed``: at once), and the effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
 which the interpreter hands over through :meth:`connectd.federation.desk.PairingDesk.hand`) in the order
 the core emitted them: a step's records were committed before the interpreter ran any of them, so a
 receipt is published only after what it says is durable, and a delivery acknowledged only after that.
@@ -16,7 +17,8 @@ outbox's 300 s poll later (tests/integration/test_federation_faults.py).
 
 Both are :data:`connectd.daemon.supervisor.Kind.BUS` services: a failure (NATS away, a refusal, the
 store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s);
-started again while nats-py brings a dropped connection back, it waits for that (:meth:`Pump._connected`)
+started again while nats-py brings a dropped connection back (``Bus.reconnecting``), it waits for that
+(:meth:`Pump._connected`)
 and goes on as soon as NATS is back.
 NATS away never ends the daemon; what is owed waits in the store, and a delivery not acknowledged
 comes again. This module is imported only when ``federation.toml`` names a NATS server.
