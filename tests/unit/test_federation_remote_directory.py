@@ -151,6 +151,7 @@ def test_the_publisher_sleeps_until_the_first_time_an_entry_is_due_and_not_a_mom
     assert RD.next_due(last, agents, NOW + 3) == NOW + RD.HEARTBEAT  # unchanged: the heartbeat
     assert RD.next_due(last, other, NOW + 0.25) == NOW + RD.MIN_INTERVAL  # changed: a second after the put
     assert RD.next_due(last, other, NOW + 7) == NOW + 7  # changed long after: now
+    assert RD.refused_again(NOW + 7) == NOW + 8  # a refused put: a second later (not at once, not a minute)
     for changed, at in ((agents, NOW + 3), (other, NOW + 0.25), (other, NOW + 7)):
         when = RD.next_due(last, changed, at)
         assert RD.due(last, changed, when) and (when == at or not RD.due(last, changed, when - 0.001))

@@ -2,7 +2,7 @@
 revision, how an arriving entry is judged, and each remote entry's age (docs/federation.md,
 "Directory and history across boxes: reads").
 
-Rules (D1 to D9):
+Rules (D1 to D10):
 
 - **D1 What a pairing sees.** The pairing's ``directory`` setting on the publishing box
   (:class:`Setting`): ``reachable`` (the default: the agents whose grant includes ``reachable``, the only
@@ -205,6 +205,12 @@ def next_due(last: Published | None, agents: Sequence[Mapping[str, Any]], now: f
     if tuple(agents) != last.agents:
         return max(now, last.at + MIN_INTERVAL)
     return last.at + HEARTBEAT
+
+
+def refused_again(now: float) -> float:
+    """When a put the bus refused (a permission, a full subject) is tried again (D3): a second later,
+    the interval between puts of one key."""
+    return now + MIN_INTERVAL
 
 
 def read_due(held: bool, asked: float | None, now: float) -> bool:

@@ -1,7 +1,7 @@
 """The directory across boxes, the daemon's side (docs/federation.md, "Directory and history across
 boxes: reads"): this box's entry for each active pairing put in the bucket, the other boxes' entries
 heard and held in memory, and what ``list_agents`` and target resolution read of them. The rules are
-the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this module only sequences them.
+the core's (:mod:`connectcore.federation.remote_directory`, D1 to D10); this module only sequences them.
 
 - **Publishing** (:meth:`RemoteDirectoryDesk.publish_loop`): for each active pairing,
   the agents that pairing sees (``remote_directory.shared`` over this box's directory view, by the
@@ -16,10 +16,11 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
 - **Hearing** (:meth:`RemoteDirectoryDesk.listen_loop`): each paired box's key read once by direct get
   when the loop (re)starts, then every entry the bucket republishes for this box
   (``Bus.entry_updates``); a box whose entry is not held yet is read again every
-  ``remote_directory.CATCH_UP`` seconds by the publish loop (``remote_directory.read_due``, D10). Each entry is judged by the envelope judgement (with
-  the keys the pairing desk pins) and ``remote_directory.receive``; a verified one marks its box heard
-  (``PairingDesk.heard``, as any verified envelope does) as of the entry's age (an old entry read by a
-  direct get does not make a box that stopped look live). A refusal changes nothing and is audited
+  ``remote_directory.CATCH_UP`` seconds by the publish loop (``remote_directory.read_due``, D10). Each
+  entry is judged by the envelope judgement (with the keys the pairing desk pins) and
+  ``remote_directory.receive``; a verified one marks its box heard (``PairingDesk.heard``, as any
+  verified envelope does) as of the entry's age (an old entry read by a direct get does not make a box
+  that stopped look live). A refusal changes nothing and is audited
   (``federation.directory``), at most once a minute per box and reason
   (:func:`connectcore.federation.envelope.refusal_audit_due`).
 - Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started with the pump's
@@ -116,8 +117,8 @@ class RemoteDirectoryDesk:
         return seal(self.desk.local, pairing.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
 
     async def publish_once(self, bus: Any) -> int:
-        """Put every entry that is due (D3); the number put. A refusal is logged and tried again (at
-        the next look: a second later at the earliest, D3's interval). Sets :attr:`next_at`."""
+        """Put every entry that is due (D3); the number put. A refusal is logged and tried again a
+        second later (``remote_directory.refused_again``). Sets :attr:`next_at`."""
         now, put = self.desk.clock(), 0
         active = self.active()
         readers = {p.box_id for p in active}
@@ -134,7 +135,7 @@ class RemoteDirectoryDesk:
                 await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
             except BusRefused as exc:
                 log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
-                times.append(now + RD.MIN_INTERVAL)
+                times.append(RD.refused_again(now))
                 continue
             self.published[pairing.box_id] = RD.Published(tuple(agents), now)
             times.append(RD.next_due(self.published[pairing.box_id], agents, now))
