@@ -107,6 +107,18 @@ class Bus(Protocol):
     simulation. It may drop, duplicate, delay and reorder; a :class:`PublishAck` is not acceptance.
     Every method raises only :class:`BusUnavailable` or :class:`BusRefused`."""
 
+    @property
+    def connected(self) -> bool:
+        """Whether the bus takes calls now."""
+        ...
+
+    @property
+    def reconnecting(self) -> bool:
+        """Whether a dropped connection is being brought back (the client not closed): the caller waits
+        for it rather than connecting again; False while connected, and before a connection or after
+        its close."""
+        ...
+
     async def publish(self, subject: str, data: bytes, *, msg_id: str) -> PublishAck:
         """Store ``data`` on ``subject``; a copy with the same ``msg_id`` within the duplicate window is
         acknowledged ``duplicate`` and not stored again."""

@@ -208,6 +208,51 @@ def test_a_removed_pairing_s_agents_are_gone_and_its_entries_refused(shared: Any
     assert anyio.run(_dir(b).publish_once, bbus) == 0 and network.bucket == {}
 
 
+def test_the_publish_loop_sleeps_until_an_entry_is_due_and_looks_at_once_when_told_of_a_change(shared: Any) -> None:
+    """Claim (issue 25, idle CPU): A's publish loop, nothing changing, does not look again before the
+    heartbeat is due (before: it looked every second); told of a change on the owner's event stream (a
+    pane's reading, as the watcher says it to the page), it looks at once and puts the changed entry."""
+    a, b, _pairing, network, abus, bbus = shared
+    directory, key = _dir(a), f"{a.fed.local.box_id}.{b.fed.local.box_id}"
+    looks: list[float] = []
+    publish_once = directory.publish_once
+
+    async def counted(bus: Any) -> int:
+        looks.append(a.clock())
+        return await publish_once(bus)
+
+    directory.publish_once = counted  # type: ignore[method-assign]
+    put_at = a.clock()
+    assert anyio.run(directory.publish_once, abus) == 0 and directory.next_at == put_at + CATCH_UP  # B not heard
+    looks.clear()
+    anyio.run(_dir(b).publish_once, bbus)
+    anyio.run(lambda: directory.read(abus, b.fed.local.box_id, a.clock()))  # B's entry held: no catch-up
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(directory.publish_loop, abus)
+            await anyio.sleep(1.3)
+            assert len(looks) == 1 and directory.next_at == put_at + RD.HEARTBEAT  # nothing due before
+            a.clock.now += 2
+            view = directory.directory_view()
+            directory.directory_view = lambda: tuple(
+                {**e, "title": "renamed"} if e["pane"] == "%1" else e for e in view)
+            revision = network.bucket[key][0]
+            a.engine.subscribers.publish({"topic": "pane", "pane": "%1"})
+            with anyio.fail_after(2):
+                while network.bucket[key][0] == revision:
+                    await anyio.sleep(0.01)
+            assert len(looks) == 2 and directory.next_at == a.clock() + RD.HEARTBEAT
+            await anyio.sleep(1.3)
+            assert len(looks) == 2
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert a.engine.subscribers.owner == set()  # the loop's listener left with it
+    verdict = E.judge(*_facts(b, a, network.bucket[key][1]))
+    assert isinstance(verdict.inner, E.DirectoryInner) and verdict.inner.agents[0]["title"] == "renamed"
+
+
 def test_a_replayed_older_entry_and_a_forged_one_are_refused_and_audited_changing_nothing(shared: Any) -> None:
     a, b, _pairing, network, abus, bbus = shared
     old = network.bucket[f"{a.fed.local.box_id}.{b.fed.local.box_id}"][1]
@@ -216,7 +261,7 @@ def test_a_replayed_older_entry_and_a_forged_one_are_refused_and_audited_changin
     anyio.run(_dir(b).publish_once, bbus)  # the newer one, by direct get
     held = _dir(b).held
     audited: list[Any] = []
-    b.engine.audit = lambda record: _record(audited, record)  # type: ignore[method-assign]
+    _dir(b).audit = lambda record: _record(audited, record)
     assert anyio.run(lambda: _dir(b).arrived(a.fed.local.box_id, old, live=True)) is False
     assert _dir(b).held is held
     # forged: signed by another box (C, unpaired) under A's name, and C's own entry

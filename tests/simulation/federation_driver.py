@@ -167,7 +167,7 @@ class _ThenStarted:
 
 class SimLink(SimBus):
     """One daemon life's connection to the simulated bus: the ``Bus`` port, plus what the pump reads of
-    ``NatsBus`` (``connect``, ``connected``, ``errors``, ``close``); its publish and acknowledge are I/O
+    ``NatsBus`` (``connect``, ``errors``, ``close``); its publish and acknowledge are I/O
     calls of the box where a pending kill lands, before the call or just after it reached the server."""
 
     def __init__(self, network: SimNetwork, box: BoxSim) -> None:
@@ -180,6 +180,10 @@ class SimLink(SimBus):
     @property
     def connected(self) -> bool:
         return self._nc is not None and self.network.up and self.box_id not in self.network.cut
+
+    @property
+    def reconnecting(self) -> bool:
+        return self._nc is not None and not self._nc.is_closed and not self.connected
 
     async def connect(self, *_args: Any, **_kw: Any) -> None:
         self._up()

@@ -102,6 +102,16 @@ class SimBus:
         self.box_id = box_id
         self.consumer = consumer or f"box-{box_id}"
 
+    @property
+    def connected(self) -> bool:
+        return self.network.up and self.box_id not in self.network.cut
+
+    @property
+    def reconnecting(self) -> bool:
+        """The simulated connection is never closed: while the network is down or this box cut off, it
+        is being brought back (as nats-py's)."""
+        return not self.connected
+
     def _up(self) -> SimNetwork:
         if not self.network.up or self.box_id in self.network.cut:
             raise BusUnavailable("not connected")

@@ -3,7 +3,8 @@ port), and the same behaviour for one script run against each, NatsBus on a real
 boxes' permissions and SimBus with its faults off (docs/federation.md, "Conformance"): a publish and its
 copy under the same ``Nats-Msg-Id`` (one stored, the copy acknowledged ``duplicate``), fetch,
 acknowledge, redelivery after ``ack_wait``, a permission refusal as ``BusRefused``, the bucket's put,
-direct get and republish, a request and its answer, and no responder."""
+direct get and republish, a request and its answer, and no responder; and the connection's state
+(``connected``, ``reconnecting``) connected, with the server away and back."""
 
 from __future__ import annotations
 
@@ -46,6 +47,23 @@ def test_the_check_sees_a_bus_that_differs() -> None:
     assert {p.split(":")[0] for p in port_mismatches(Bus, Positional)} == {"Bus.fetch"}
 
 
+def test_the_check_sees_a_bus_without_the_connection_s_state() -> None:
+    """A bus whose ``reconnecting`` is a plain flag, or that has none, is told apart (the pump waits
+    on it: :meth:`connectd.federation.pump.Pump._connected`)."""
+
+    class Flag(SimBus):
+        reconnecting = False  # type: ignore[assignment]
+
+    class Text(SimBus):
+        @property
+        def reconnecting(self) -> str:  # type: ignore[override]
+            return "no"
+
+    assert port_mismatches(Bus, Flag) == ["Bus.reconnecting: not a property"]
+    assert [p.split(":")[0] for p in port_mismatches(Bus, Text)] == ["Bus.reconnecting"]
+    assert [p.split(":")[0] for p in port_mismatches(Bus, object)][:2] == ["Bus.connected", "Bus.reconnecting"]
+
+
 MakeBus = Callable[..., Awaitable[Any]]
 
 
@@ -60,6 +78,7 @@ async def _script(bus: MakeBus) -> list[object]:
     """What a box sees, step by step; the same list from both buses is the conformance."""
     a, b, c = await bus(A), await bus(B), await bus(C)
     seen: list[object] = []
+    seen.append(("connected, not reconnecting", a.connected, a.reconnecting))
     to_b = f"connect.{B}.inbox.{A}"
     first = await a.publish(to_b, b"envelope-1", msg_id="m-1")
     again = await a.publish(to_b, b"envelope-1", msg_id="m-1")
@@ -108,6 +127,7 @@ async def _script(bus: MakeBus) -> list[object]:
 
 
 EXPECTED: list[object] = [
+    ("connected, not reconnecting", True, False),
     ("the copy is a duplicate of the first", False, True, True),
     ("one delivery", [(f"connect.{B}.inbox.{A}", b"envelope-1", 1)]),
     ("unacknowledged, not handed over again before ack_wait", []),
@@ -175,3 +195,50 @@ async def test_simbus_faults_are_seeded_and_off_by_default() -> None:
     assert await deliveries(faulty, 7) == await deliveries(faulty, 7)
     assert await deliveries(faulty, 7) != await deliveries(Faults(), 7)
     assert await deliveries(Faults(), 7) == [f"m{i}".encode() for i in range(30)]
+
+
+async def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.02)
+
+
+async def _through_a_drop(bus: Any, away: Callable[[], None], back: Callable[[], None]) -> list[tuple[bool, bool]]:
+    """(connected, reconnecting) connected, with the server away (the client not closed) and back:
+    what the pump waits on (``Pump._connected``: a reconnecting bus is waited for, not connected again)."""
+    seen = [(bus.connected, bus.reconnecting)]
+    away()
+    await _until(lambda: not bus.connected)
+    seen.append((bus.connected, bus.reconnecting))
+    back()
+    await _until(lambda: bus.connected)
+    seen.append((bus.connected, bus.reconnecting))
+    return seen
+
+
+THROUGH_A_DROP = [(True, False), (False, True), (True, False)]
+
+
+@pytest.mark.anyio
+async def test_natsbus_is_reconnecting_while_the_server_is_away(nats_server: NatsServer) -> None:
+    await nats_server.provision()
+    bus = await nats_server.connect(NatsBus(A, call_timeout=2))
+    try:
+        assert await _through_a_drop(bus, nats_server.kill, nats_server.start) == THROUGH_A_DROP
+    finally:
+        await bus.close()
+    assert (bus.connected, bus.reconnecting) == (False, False)  # closed: connected again, not waited for
+    assert (NatsBus(B).connected, NatsBus(B).reconnecting) == (False, False)  # never connected
+
+
+@pytest.mark.anyio
+async def test_simbus_is_reconnecting_while_the_network_is_away() -> None:
+    network = SimNetwork(ack_wait=ACK_WAIT)
+
+    def away() -> None:
+        network.up = False
+
+    def back() -> None:
+        network.up = True
+
+    assert await _through_a_drop(network.bus(A), away, back) == THROUGH_A_DROP

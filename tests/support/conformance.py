@@ -2,7 +2,8 @@
 
 ``isinstance(x, SomeProtocol)`` on a runtime-checkable Protocol only checks that the names exist
 (``isinstance(print, Clock)`` is true). :func:`port_mismatches` checks what a caller relies on:
-each declared method exists, is async exactly when declared async, takes exactly the declared
+each declared method exists, is async exactly when declared async (each declared property is a
+property of the same type), takes exactly the declared
 parameters (names, kinds, defaults, annotations) and declares the same return type, or for a return
 declared as a data Protocol, a class with the same annotated attributes. A member whose signature
 cannot be read (a builtin such as ``time.time``) and that takes no arguments is called once and its
@@ -55,9 +56,24 @@ def _parameters(fn: Callable[..., Any], hints: dict[str, Any]) -> list[tuple[str
     ]
 
 
+def declared_properties(protocol: type) -> dict[str, property]:
+    """The properties a Protocol declares itself (a bus's ``connected``, ``reconnecting``)."""
+    return {name: p for name, p in vars(protocol).items() if isinstance(p, property)}
+
+
 def port_mismatches(protocol: type, impl: object) -> list[str]:
     """Every way ``impl`` differs from what ``protocol`` declares; empty when it conforms."""
     problems: list[str] = []
+    cls = impl if isinstance(impl, type) else type(impl)
+    for name, declared_property in declared_properties(protocol).items():
+        where = f"{protocol.__name__}.{name}"
+        found = getattr(cls, name, None)
+        if not isinstance(found, property) or found.fget is None:
+            problems.append(f"{where}: {'missing' if found is None else 'not a property'}")
+            continue
+        want, have = _hints(declared_property.fget), _hints(found.fget)  # type: ignore[arg-type]
+        if have.get("return") != want.get("return"):
+            problems.append(f"{where}: a property of {have.get('return')!r}, the port declares {want.get('return')!r}")
     for name, declared in declared_members(protocol).items():
         where = f"{protocol.__name__}.{name}"
         if name == "__call__":

@@ -716,3 +716,13 @@ def test_settings_of_an_unknown_removed_or_ended_pairing_are_refused_changing_no
     waiting, _ = P.set_settings(accepted_code(), "inv1", ["messages=off"], now=T0 + 1)
     active, _ = P.pair_accepted(waiting, "inv1", pairing_id="pa7", now=T0 + 2)
     assert active.pairings["inv1"].settings.messages is False
+
+
+def test_an_owed_pairing_wire_is_published_once_its_due_time_came_and_the_publisher_sleeps_until_the_next() -> None:
+    """wire_due: a due time at or before now; next_wire_due: the earliest due time after now, None
+    when none (the publisher then sleeps until a step owes a wire)."""
+    assert P.wire_due(5.0, 5.0) and P.wire_due(4.0, 5.0)
+    assert not P.wire_due(5.5, 5.0) and not P.wire_due(None, 5.0)
+    assert P.next_wire_due([None, 4.0, 12.0, 7.5, 5.0], 5.0) == 7.5  # due ones now, settled ones (None) never
+    assert P.next_wire_due([None, 3.0, 5.0], 5.0) is None
+    assert P.next_wire_due([], 5.0) is None

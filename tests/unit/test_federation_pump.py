@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 from connectcore.federation.effects import AckDelivery
-from connectcore.ports import BusUnavailable
+from connectcore.ports import BusRefused, BusUnavailable, PublishAck
 from connectd.daemon.supervisor import Kind, Supervisor
-from connectd.federation.pump import Pump
+from connectd.federation.pump import REFUSED_AGAIN, Pump
+from connectd.store.pair_records import Wire
 
 
 class DroppedBus:
@@ -18,12 +20,15 @@ class DroppedBus:
 
     def __init__(self, clock: Any, down: float, up: float) -> None:
         self.clock, self.down, self.up = clock, down, up
-        self._nc = SimpleNamespace(is_closed=False)
         self.fetched: list[float] = []
 
     @property
     def connected(self) -> bool:
         return not self.down <= self.clock() < self.up
+
+    @property
+    def reconnecting(self) -> bool:
+        return not self.connected
 
     async def fetch(self, *, batch: int, timeout: float) -> list[Any]:
         import trio
@@ -145,3 +150,83 @@ def test_a_stop_arriving_mid_delivery_waits_for_its_handling_its_effects_and_its
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+class OwedWires:
+    """The store's ``pair_wires`` as the publish loop reads and writes them (``wires``, ``sent``,
+    ``due_again``), counting the reads."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Wire] = {}
+        self.reads = 0
+
+    def owe(self, key: str, due_at: float, resend: float | None = None) -> None:
+        self.rows[key] = Wire(key, f"connect.bbbb.pairing.{key}", key.encode(), 0, due_at, resend, due_at)
+
+    def wires(self) -> list[Wire]:
+        self.reads += 1
+        return [w for w in self.rows.values() if w.due_at is not None]
+
+    def sent(self, key: str, *, attempt: int, now: float) -> None:
+        w = self.rows[key]
+        self.rows[key] = replace(w, attempt=attempt, due_at=None if w.resend is None else now + w.resend)
+
+    def due_again(self, key: str, due_at: float) -> None:
+        self.rows[key] = replace(self.rows[key], due_at=due_at)
+
+
+class Publishes:
+    """A connected bus that records each publish (subject, when); ``refuse``: subjects it refuses."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock, self.published, self.refuse = clock, [], set()  # type: ignore[var-annotated]
+        self.connected, self.reconnecting = True, False
+
+    async def publish(self, subject: str, data: bytes, *, msg_id: str) -> PublishAck:
+        if subject in self.refuse:
+            raise BusRefused("permissions violation")
+        self.published.append((subject.rsplit(".", 1)[1], round(self.clock(), 3)))
+        return PublishAck("CONNECT", len(self.published), False)
+
+
+def test_the_publish_loop_sleeps_until_a_wire_is_due_and_wakes_at_once_for_a_new_one() -> None:
+    """Claim (issue 25, idle CPU): the publish loop reads the owed wires only when one falls due or a
+    step owes a new one, not every second; a new wire is published at once, a copy sent again when
+    its resend time comes, a refused one REFUSED_AGAIN later. Before: the store was read every second
+    (``Pump.idle``) whether or not anything was owed."""
+    import anyio
+    import trio
+    import trio.testing
+
+    store = OwedWires()
+    bus = Publishes(trio.current_time)
+    desk: Any = SimpleNamespace(clock=trio.current_time, records=store, owed=anyio.Event())
+
+    async def run_sync(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    desk.run_sync = run_sync
+    reads: dict[str, int] = {}
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            pump = Pump(desk, bus=bus)
+            nursery.start_soon(pump.publish_loop)
+            await trio.sleep(100)  # nothing owed: asleep
+            reads["idle"] = store.reads
+            store.owe("request", 100.0, resend=10.0)  # a step owes a pair request (resent every 10 s)
+            desk.owed.set()
+            await trio.sleep(25.5)
+            bus.refuse.add("connect.bbbb.pairing.answer")
+            store.owe("answer", 125.5)
+            desk.owed.set()
+            await trio.sleep(40)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert reads["idle"] == 1  # one read at start, none in the 100 s after
+    assert bus.published == [("request", 100.0), ("request", 110.0), ("request", 120.0), ("request", 130.0),
+                             ("request", 140.0), ("request", 150.0), ("request", 160.0)]
+    answer = store.rows["answer"]
+    assert answer.due_at == 125.5 + 2 * REFUSED_AGAIN  # refused at 125.5 and at 155.5: due again later
+    assert store.reads <= 1 + 2 * 7 + 2 * 2  # a read per wake and one after each pass that sent

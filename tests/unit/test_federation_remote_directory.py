@@ -142,6 +142,32 @@ def test_an_entry_is_put_on_change_at_most_once_a_second_and_every_minute_anyway
     assert not RD.due(last, other, NOW + 0.5) and RD.due(last, other, NOW + 1)
 
 
+def test_the_publisher_sleeps_until_the_first_time_an_entry_is_due_and_not_a_moment_longer() -> None:
+    """next_due is the earliest time due() holds with the same agents: due there, not just before."""
+    agents = RD.shared([local()])
+    other = RD.shared([local(title="other")])
+    assert RD.next_due(None, (), NOW) == NOW  # never put: now
+    last = RD.Published(agents, NOW)
+    assert RD.next_due(last, agents, NOW + 3) == NOW + RD.HEARTBEAT  # unchanged: the heartbeat
+    assert RD.next_due(last, other, NOW + 0.25) == NOW + RD.MIN_INTERVAL  # changed: a second after the put
+    assert RD.next_due(last, other, NOW + 7) == NOW + 7  # changed long after: now
+    assert RD.refused_again(NOW + 7) == NOW + 8  # a refused put: a second later (not at once, not a minute)
+    for changed, at in ((agents, NOW + 3), (other, NOW + 0.25), (other, NOW + 7)):
+        when = RD.next_due(last, changed, at)
+        assert RD.due(last, changed, when) and (when == at or not RD.due(last, changed, when - 0.001))
+
+
+def test_a_paired_box_whose_entry_is_not_held_is_read_again_every_catch_up_seconds() -> None:
+    """D11: not held and not asked within CATCH_UP; next_read is when that next holds."""
+    assert RD.read_due(False, None, NOW) and RD.next_read(False, None, NOW) == NOW  # never asked: now
+    assert not RD.read_due(False, NOW, NOW + RD.CATCH_UP - 0.001)
+    assert RD.read_due(False, NOW, NOW + RD.CATCH_UP)
+    assert RD.next_read(False, NOW, NOW + 1) == NOW + RD.CATCH_UP
+    assert RD.next_read(False, NOW, NOW + 9) == NOW + 9
+    assert not RD.read_due(True, None, NOW) and not RD.read_due(True, NOW - 60, NOW)  # held: never
+    assert RD.next_read(True, None, NOW) is None
+
+
 # --- D4: judging an arriving entry ------------------------------------------------------------------
 
 

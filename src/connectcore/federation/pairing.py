@@ -461,6 +461,19 @@ def secret_hash(secret: bytes) -> str:
     return hashlib.sha256(secret).hexdigest()
 
 
+def wire_due(due_at: float | None, now: float) -> bool:
+    """Whether an owed pairing wire (a pair request, answer, unpair: the store's ``pair_wires`` row) is
+    published now: it has a due time and that time has come. A row without one is owed nothing."""
+    return due_at is not None and due_at <= now
+
+
+def next_wire_due(due_ats: Iterable[float | None], now: float) -> float | None:
+    """When the next owed pairing wire falls due after ``now`` (the earliest due time ahead: a copy
+    sent again every ``resend`` seconds, one the server refused), None when none is: the publisher
+    sleeps until then, or until a step owes a new wire (the ledger wakes it at once)."""
+    return min((d for d in due_ats if d is not None and d > now), default=None)
+
+
 def _with(mapping: Mapping[str, Any], items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     return freeze([*mapping.items(), *items])
 

@@ -2,7 +2,7 @@
 revision, how an arriving entry is judged, and each remote entry's age (docs/federation.md,
 "Directory and history across boxes: reads").
 
-Rules (D1 to D10):
+Rules (D1 to D11):
 
 - **D1 What a pairing sees.** The pairing's ``directory`` setting on the publishing box
   (:class:`Setting`): ``reachable`` (the default: the agents whose grant includes ``reachable``, the only
@@ -19,7 +19,8 @@ Rules (D1 to D10):
   every earlier one for that key (:func:`next_revision`: the publisher's clock in milliseconds, and
   one more than the last when the clock has not moved on) and ``published_at``. It is put under
   ``<publisher>.<reader>`` on change (at most once a second) and every :data:`HEARTBEAT` seconds
-  (:func:`due`), even when empty.
+  (:func:`due`), even when empty. The publisher sleeps until the earliest entry falls due
+  (:func:`next_due`) or something changes (a change to the directory or the pairings wakes it).
 - **D4 Judging an arriving entry** (:func:`receive`), the first that holds deciding, each refusal
   changing nothing: the envelope judgement's own refusals (``unpaired``, ``removed``, ``bad_signature``,
   ``bad_seal``, ``bad_binding``, ``clock_ahead``, ...: an unpaired or removed box's entry is refused
@@ -61,6 +62,8 @@ Rules (D1 to D10):
   (removal is permanent and the pairing it names is signed, so no later entry of that pairing can
   exist), and the entry held from that box is dropped. The caller then records the removal as a
   received unpair does (:func:`connectcore.federation.pairing.removed_by_peer`).
+- **D11 Catch-up.** A paired box whose entry is not held yet has its key read again by direct get
+  every :data:`CATCH_UP` seconds (:func:`read_due`, :func:`next_read`), until an entry is held.
 
 Pure: the shell seals, signs, opens and verifies; it hands :func:`receive` the envelope judgement's
 verdict.
@@ -81,6 +84,7 @@ HEARTBEAT = 60.0  # seconds between puts of an unchanged entry
 STALE_AFTER = 180.0  # an entry this old is shown stale
 AGED_OUT = 15 * 60.0  # an entry this old is no longer shown
 MIN_INTERVAL = 1.0  # at most one put a second per key
+CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
 AUDIT_EVENT = "federation.directory"
 
 
@@ -208,6 +212,38 @@ def due(last: Published | None, agents: Sequence[Mapping[str, Any]], now: float)
     if now - last.at >= HEARTBEAT:
         return True
     return tuple(agents) != last.agents and now - last.at >= MIN_INTERVAL
+
+
+def next_due(last: Published | None, agents: Sequence[Mapping[str, Any]], now: float) -> float:
+    """When the entry for a reader falls due (D3) if ``agents`` stay as they are: ``now`` when never
+    put; a second after the last put when they changed; else the heartbeat after it. The earliest
+    time :func:`due` holds: the publisher sleeps until the earliest of these, or until something
+    changes (a change to the directory or the pairings wakes it at once)."""
+    if last is None:
+        return now
+    if tuple(agents) != last.agents:
+        return max(now, last.at + MIN_INTERVAL)
+    return last.at + HEARTBEAT
+
+
+def refused_again(now: float) -> float:
+    """When a put the bus refused (a permission, a full subject) is tried again (D3): a second later,
+    the interval between puts of one key."""
+    return now + MIN_INTERVAL
+
+
+def read_due(held: bool, asked: float | None, now: float) -> bool:
+    """Whether a paired box's key is read again by direct get now (the catch-up): its entry is not
+    held and it was not asked within :data:`CATCH_UP` seconds (``asked``: when last, None: never)."""
+    return not held and (asked is None or now - asked >= CATCH_UP)
+
+
+def next_read(held: bool, asked: float | None, now: float) -> float | None:
+    """When :func:`read_due` next holds for that box: None while its entry is held (an entry
+    arriving keeps it so; a new pairing wakes the publisher at once)."""
+    if held:
+        return None
+    return now if asked is None else max(now, asked + CATCH_UP)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -93,6 +93,11 @@ class NatsBus:
     def connected(self) -> bool:
         return self._nc is not None and self._nc.is_connected
 
+    @property
+    def reconnecting(self) -> bool:
+        """Connected once and not closed, but not connected now: nats-py is bringing it back."""
+        return self._nc is not None and not self._nc.is_closed and not self._nc.is_connected
+
     async def health(self) -> dict[str, Any]:
         """Read-only checks for ``connectd doctor``: the server's version and whether it has JetStream on
         (from the server's ``INFO``), and whether this box's consumer is there (``CONSUMER.INFO`` on it, the

@@ -362,6 +362,7 @@ def open_desk(data_dir: Path, engine: Any, settings: FederationPolicy = DEFAULT_
             subscribers=engine.subscribers, watcher=engine.watcher,
         )
         engine.person.box_names = desk.box_names  # a revocation names the boxes that owe a cancel's receipt
-        attach_directory(engine, desk)  # the directory across boxes (slice 7)
+        attach_directory(desk, directory_view=engine.calls.directory_view, audit=engine.runner.audit,
+                         subscribers=engine.subscribers)  # the directory across boxes (slice 7)
         attach_history(desk, core=engine.runner, history=lambda: engine.history)  # remote history search (slice 7)
     return desk

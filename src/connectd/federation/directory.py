@@ -1,21 +1,26 @@
 """The directory across boxes, the daemon's side (docs/federation.md, "Directory and history across
 boxes: reads"): this box's entry for each active pairing put in the bucket, the other boxes' entries
 heard and held in memory, and what ``list_agents`` and target resolution read of them. The rules are
-the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this module only sequences them.
+the core's (:mod:`connectcore.federation.remote_directory`, D1 to D11); this module only sequences them.
 
-- **Publishing** (:meth:`RemoteDirectoryDesk.publish_loop`, every second): for each active pairing,
+- **Publishing** (:meth:`RemoteDirectoryDesk.publish_loop`): for each active pairing,
   the agents that pairing sees (``remote_directory.shared`` over this box's directory view, by the
   pairing's ``directory`` setting: :func:`setting_for`), sealed to that box and signed
   (:mod:`connectd.federation.seal`) as a ``directory`` envelope with a rising revision, put under
   ``<this box>.<reader>`` (``Bus.put_entry``) when it changed (at most once a second) and every 60 s
-  as a heartbeat (``remote_directory.due``), even when empty.
+  as a heartbeat (``remote_directory.due``), even when empty. Between looks the loop sleeps until the
+  first entry or catch-up read falls due (``remote_directory.next_due``, ``next_read``), or until the
+  owner's event stream (``Subscribers.publish``: a pane's reading, an audit record, a notice such as a
+  pairing's or a grant's) says something may have changed: a change is looked at at once, as before,
+  and nothing is looked at every second while nothing changes.
 - **Hearing** (:meth:`RemoteDirectoryDesk.listen_loop`): each paired box's key read once by direct get
   when the loop (re)starts, then every entry the bucket republishes for this box
   (``Bus.entry_updates``); a box whose entry is not held yet is read again every
-  :data:`CATCH_UP` seconds by the publish loop. Each entry is judged by the envelope judgement (with
-  the keys the pairing desk pins) and ``remote_directory.receive``; a verified one marks its box heard
-  (``PairingDesk.heard``, as any verified envelope does) as of the entry's age (an old entry read by a
-  direct get does not make a box that stopped look live). A refusal changes nothing and is audited
+  ``remote_directory.CATCH_UP`` seconds by the publish loop (``remote_directory.read_due``, D11). Each
+  entry is judged by the envelope judgement (with the keys the pairing desk pins) and
+  ``remote_directory.receive``; a verified one marks its box heard (``PairingDesk.heard``, as any
+  verified envelope does) as of the entry's age (an old entry read by a direct get does not make a box
+  that stopped look live). A refusal changes nothing and is audited
   (``federation.directory``), at most once a minute per box and reason
   (:func:`connectcore.federation.envelope.refusal_audit_due`).
 - **The removal's tombstone** (the core's D10 and P18): when this box's owner removes a pairing,
@@ -39,8 +44,9 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D8); this modu
 from __future__ import annotations
 
 import logging
+import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -55,12 +61,12 @@ from connectd.daemon.supervisor import Group, Kind, Supervisor
 from connectd.federation.seal import receive, seal
 
 if TYPE_CHECKING:
+    from connectd.daemon.parts import Subscribers
     from connectd.federation.desk import PairingDesk
 
 log = logging.getLogger("connectd.federation")
 
-PUBLISH_EVERY = 1.0  # seconds between looks at what each pairing sees (at most one put a second per key)
-CATCH_UP = 5.0  # seconds between direct gets of a paired box whose entry is not held yet
+CATCH_UP = RD.CATCH_UP  # seconds between direct gets of a paired box whose entry is not held yet (D11)
 TOMBSTONE_WAIT = 5.0  # seconds a removal waits for its tombstone's put (else the listen loop's start puts it)
 
 
@@ -77,13 +83,18 @@ def short_fingerprint(pairing: P.Pairing) -> str:
 class RemoteDirectoryDesk:
     """This box's entries for its pairings, and the other boxes' entries as last heard."""
 
-    def __init__(self, engine: Any, desk: PairingDesk) -> None:
-        self.engine = engine
+    def __init__(
+        self, desk: PairingDesk, *, directory_view: Callable[[], tuple[dict[str, Any], ...]],
+        audit: Callable[[Audit], Awaitable[None]], subscribers: Subscribers | None = None,
+    ) -> None:
         self.desk = desk
+        self.directory_view = directory_view  # this box's directory as its agents see it
+        self.audit = audit  # an audit record, durable then shown (the core runner's)
+        self.subscribers = subscribers  # the owner's event stream: what wakes the publish loop
         self.held = RD.RemoteDirectory()
         self.published: dict[str, RD.Published] = {}  # reader box id -> what was last put for it, and when
         self.revision = 0  # the last revision put (any key): the next is above it (D3)
-        self.every = PUBLISH_EVERY
+        self.next_at: float | None = None  # when the next entry or catch-up read falls due (the last look's)
         self._asked: dict[str, float] = {}  # box id -> when its key was last read by direct get
         self._audited: E.RefusalAudits = {}  # (box, reason) -> when last audited, how many left out since
         self.tombstoned: dict[str, str] = {}  # box id -> the removed pairing whose tombstone this run put
@@ -106,7 +117,7 @@ class RemoteDirectoryDesk:
 
     def shared_with(self, pairing: P.Pairing) -> tuple[dict[str, Any], ...]:
         """What ``pairing`` sees of this box's directory now (D1, D2)."""
-        return RD.shared(self.engine.calls.directory_view(), setting_for(pairing))
+        return RD.shared(self.directory_view(), setting_for(pairing))
 
     def wire(self, pairing: P.Pairing, agents: Sequence[dict[str, Any]], now: float) -> bytes:
         """The entry for ``pairing``, sealed to its box and signed (D3)."""
@@ -116,36 +127,47 @@ class RemoteDirectoryDesk:
         return seal(self.desk.local, pairing.keys, inner, secrets.token_bytes(E.NONCE_BYTES))
 
     async def publish_once(self, bus: Any) -> int:
-        """Put every entry that is due (D3); the number put. A refusal is logged and tried again later."""
+        """Put every entry that is due (D3); the number put. A refusal is logged and tried again a
+        second later (``remote_directory.refused_again``). Sets :attr:`next_at`."""
         now, put = self.desk.clock(), 0
         active = self.active()
         readers = {p.box_id for p in active}
         for gone in set(self.published) - readers:
             del self.published[gone]
+        times: list[float] = []
         for pairing in active:
             if self.desk.book.active_in(pairing.box_id, pairing.id) is None:
                 continue  # removed while this look waited on the bus: its key holds the tombstone
             agents = self.shared_with(pairing)
-            if not RD.due(self.published.get(pairing.box_id), agents, now):
+            last = self.published.get(pairing.box_id)
+            if not RD.due(last, agents, now):
+                times.append(RD.next_due(last, agents, now))
                 continue
             with anyio.CancelScope(shield=True):  # the put and its record, whole (a stop waits for them)
                 try:
                     await bus.put_entry(pairing.box_id, self.wire(pairing, agents, now))
                 except BusRefused as exc:
                     log.warning("federation: directory entry for box %s refused: %s", pairing.box_id, exc)
+                    times.append(RD.refused_again(now))
                     continue
                 self.published[pairing.box_id] = RD.Published(tuple(agents), now)
+            times.append(RD.next_due(self.published[pairing.box_id], agents, now))
             put += 1
-        await self.catch_up(bus, now)
+        times.extend(await self.catch_up(bus, now))
+        self.next_at = min(times, default=None)
         return put
 
-    async def catch_up(self, bus: Any, now: float) -> None:
-        """Read once more the key of each paired box whose entry is not held yet."""
-        held = self._pruned().entries
+    async def catch_up(self, bus: Any, now: float) -> list[float]:
+        """Read once more the key of each paired box whose entry is not held yet (D11); when each
+        such box is to be read next."""
+        held, times = self._pruned().entries, []
         for pairing in self.active():
-            if pairing.box_id in held or now - self._asked.get(pairing.box_id, -CATCH_UP) < CATCH_UP:
-                continue
-            await self.read(bus, pairing.box_id, now)
+            box = pairing.box_id
+            if RD.read_due(box in held, self._asked.get(box), now):
+                await self.read(bus, box, now)
+            if (at := RD.next_read(box in self.held.entries, self._asked.get(box), now)) is not None:
+                times.append(at)
+        return times
 
     async def read(self, bus: Any, box: str, now: float) -> None:
         self._asked[box] = now
@@ -158,11 +180,28 @@ class RemoteDirectoryDesk:
             await self.arrived(box, data, live=False)
 
     async def publish_loop(self, bus: Any = None) -> None:
-        """Every second, what is due (``bus``: the pump's, connected, unless a test hands one)."""
+        """What is due, then asleep until the next is due or the owner's event stream says something
+        may have changed (``bus``: the pump's, connected, unless a test hands one)."""
         bus = bus if bus is not None else await self.desk.pump._connected()
-        while True:
-            await self.publish_once(bus)
-            await anyio.sleep(self.every)
+        told, heard = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+        if self.subscribers is not None:
+            self.subscribers.owner.add(told)
+        try:
+            while True:
+                while True:  # what was told before this look is seen by it
+                    try:
+                        heard.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                await self.publish_once(bus)
+                due = self.next_at
+                with anyio.move_on_after(math.inf if due is None else max(0.0, due - self.desk.clock())):
+                    await heard.receive()
+        finally:
+            if self.subscribers is not None:
+                self.subscribers.owner.discard(told)
+            told.close()
+            heard.close()
 
     def bus_moved(self) -> None:
         """The bus loops moved to another server (a reload): what was put is the old server's, so every
@@ -250,7 +289,7 @@ class RemoteDirectoryDesk:
         due, left_out, self._audited = E.refusal_audit_due(self._audited, *key, now)  # one a minute per box and reason
         if not due:
             return
-        await self.engine.audit(Audit(actor, RD.AUDIT_EVENT, "refused", at=now,
+        await self.audit(Audit(actor, RD.AUDIT_EVENT, "refused", at=now,
                                       detail=f"{refused.reason}: {refused}{E.refusal_count_words(left_out)}"))
 
     # --- reading ----------------------------------------------------------------------------------
@@ -287,8 +326,13 @@ class RemoteDirectoryDesk:
         supervisor.spawn(Kind.BUS, self.listen_loop, name="federation directory listen")
 
 
-def attach(engine: Any, desk: PairingDesk) -> RemoteDirectoryDesk:
-    """The remote directory of a federated box (``desk.directory``)."""
-    directory = RemoteDirectoryDesk(engine, desk)
+def attach(
+    desk: PairingDesk, *, directory_view: Callable[[], tuple[dict[str, Any], ...]],
+    audit: Callable[[Audit], Awaitable[None]], subscribers: Subscribers | None = None,
+) -> RemoteDirectoryDesk:
+    """The remote directory of a federated box (``desk.directory``), given what it uses: this box's
+    directory view (``AgentCalls.directory_view``), where its refusals are audited (the core
+    runner's ``audit``) and the owner's event stream that wakes its publish loop."""
+    directory = RemoteDirectoryDesk(desk, directory_view=directory_view, audit=audit, subscribers=subscribers)
     desk.directory = directory
     return directory

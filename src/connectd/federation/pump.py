@@ -2,8 +2,9 @@
 connection per box (:class:`connectd.federation.bus.NatsBus`, as the user ``box-<id>``), a fetch loop
 that hands each delivery on this box's consumer to the pairing desk and acknowledges it only once
 what it changed is durable (a message, receipt or cancel the desk hands to the engine's hub is
-acknowledged by that step's ``AckDelivery``, registered with :meth:`Pump.awaiting_ack`), a publish loop that sends every wire the store says is owed, and the
-effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
+acknowledged by that step's ``AckDelivery``, registered with :meth:`Pump.awaiting_ack`), a publish loop that sends every wire the store says is owed once it is due
+and otherwise sleeps until the next falls due (:func:`connectcore.federation.pairing.next_wire_due`) or a
+step owes a new one (the ledger's ``owed``: at once), and the effects loop that runs the core's bus effects (``PublishEnvelope``, ``PublishReceipt``, ``AckDelivery``,
 which the interpreter hands over through :meth:`connectd.federation.desk.PairingDesk.hand`) in the order
 the core emitted them: a step's records were committed before the interpreter ran any of them, so a
 receipt is published only after what it says is durable, and a delivery acknowledged only after that.
@@ -18,7 +19,8 @@ The loops (these three, the directory's and history's) run in a task group of th
 (:meth:`connectd.daemon.supervisor.Supervisor.group`, "federation bus"), each a
 :data:`connectd.daemon.supervisor.Kind.BUS` service: a failure (NATS away, a refusal, the
 store) is logged and audited, and the loop starts again after the backoff (0.5 s doubling to 30 s);
-started again while nats-py brings a dropped connection back, it waits for that (:meth:`Pump._connected`)
+started again while nats-py brings a dropped connection back (``Bus.reconnecting``), it waits for that
+(:meth:`Pump._connected`)
 and goes on as soon as NATS is back.
 NATS away never ends the daemon; what is owed waits in the store, and a delivery not acknowledged
 comes again. This module is imported only when ``federation.toml`` names a NATS server.
@@ -42,6 +44,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from connectcore.federation import pairing as P
 from connectcore.federation.effects import AckDelivery, BusEffect, PublishEnvelope, PublishReceipt
 from connectcore.ports import BusRefused, BusUnavailable, Delivery
 from connectd.daemon.supervisor import Group, Kind, Supervisor
@@ -60,12 +63,9 @@ REFUSED_AGAIN = 30.0  # seconds before a wire the server refused (permissions, a
 class Pump:
     """The bus of one box and its two loops."""
 
-    def __init__(
-        self, desk: PairingDesk, *, fetch_timeout: float = 30.0, idle: float = 1.0, bus: Any = None
-    ) -> None:
+    def __init__(self, desk: PairingDesk, *, fetch_timeout: float = 30.0, bus: Any = None) -> None:
         self.desk = desk
         self.fetch_timeout = fetch_timeout  # the long poll
-        self.idle = idle  # the publish loop looks at least this often (a resend falling due)
         self.bus = bus if bus is not None else NatsBus(desk.local.box_id)
         # the core's bus effects, in the order the interpreter handed them over
         self._effects_in, self._effects_out = anyio.create_memory_object_stream[BusEffect](math.inf)
@@ -139,15 +139,15 @@ class Pump:
 
     async def _connected(self) -> NatsBus:
         """The bus, connecting once (nats-py then reconnects by itself for ever). While it reconnects
-        (the connection dropped, the client not closed), this waits for it, looking every
+        (``Bus.reconnecting``: the connection dropped, the client not closed), this waits for it, looking every
         ``RECONNECT_LOOK`` seconds: a loop that failed because NATS went away starts again here and goes
         on as soon as NATS is back, instead of failing again into the supervisor's backoff (0.5 s
         doubling to 30 s), which after a long outage or partition kept the box from fetching for up to
         30 s after NATS was back (tests/unit/test_federation_pump.py)."""
-        while self.bus._nc is not None and not self.bus._nc.is_closed and not self.bus.connected:
+        while self.bus.reconnecting:
             await anyio.sleep(RECONNECT_LOOK)
         async with self._connecting:
-            if self.bus._nc is None or self.bus._nc.is_closed:
+            if not self.bus.connected and not self.bus.reconnecting:  # never connected, or closed
                 s = self.desk.settings
                 assert s.nats is not None
                 try:
@@ -171,14 +171,20 @@ class Pump:
                         await bus.ack(delivery)
 
     async def publish_loop(self) -> None:
+        """Every owed wire that is due, then asleep until the next falls due
+        (:func:`connectcore.federation.pairing.next_wire_due`) or a step owes a new one (``desk.owed``,
+        set by the ledger once the wire is committed): no look at the store while nothing is owed."""
         bus = await self._connected()
         desk = self.desk
         while True:
             desk.owed = anyio.Event()
             now = desk.clock()
-            for wire in await desk.run_sync(desk.records.wires):
-                if wire.due_at is None or wire.due_at > now:
+            wires = await desk.run_sync(desk.records.wires)
+            published = False
+            for wire in wires:
+                if not P.wire_due(wire.due_at, now):
                     continue
+                published = True
                 attempt = wire.attempt + 1
                 try:
                     await bus.publish(wire.subject, wire.wire, msg_id=msg_id(wire, attempt))
@@ -189,7 +195,10 @@ class Pump:
                 except BusUnavailable:
                     raise  # the service starts again after the backoff
                 await desk.run_sync(functools.partial(desk.records.sent, wire.key, attempt=attempt, now=desk.clock()))
-            with anyio.move_on_after(self.idle):
+            if published:
+                continue  # what was sent (or refused) has its next due time in the store: read it
+            due = P.next_wire_due((wire.due_at for wire in wires), now)
+            with anyio.move_on_after(math.inf if due is None else max(0.0, due - desk.clock())):
                 await desk.owed.wait()
 
     async def effects_loop(self) -> None:
