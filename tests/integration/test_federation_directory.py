@@ -510,6 +510,24 @@ def test_a_tombstone_not_put_at_the_removal_is_put_when_the_listen_loop_starts(s
     assert [p.removed_by for p in b.fed.book.pairings.values()] == [P.BY_PEER]
 
 
+def test_a_tombstone_whose_put_failed_is_put_at_the_publish_loop_s_next_look(shared: Any) -> None:
+    """NATS away at the removal: the tombstone's put fails (logged), and the directory's publish loop puts
+    it at its next look once the bus is back, a second later at most (before: only when the listen loop
+    restarted, which a subscription that survives a reconnection never does)."""
+    a, b, pairing, network, abus, bbus = shared
+    network.up = False
+    anyio.run(lambda: a.fed.remove("devbox"))
+    network.up = True
+    assert E.judge(*_facts(b, a, network.bucket[_key(a, b)][1])).inner.tombstone is False  # type: ignore[union-attr]
+    assert _dir(a).tombstoned == {}
+    anyio.run(_dir(a).publish_once, abus)
+    wire = network.bucket[_key(a, b)][1]
+    assert E.judge(*_facts(b, a, wire)).inner.tombstone is True  # type: ignore[union-attr]
+    assert _dir(a).tombstoned == {b.fed.local.box_id: pairing}
+    anyio.run(_dir(a).publish_once, abus)  # put once
+    assert network.bucket[_key(a, b)][1] == wire
+
+
 def test_forged_unpaired_and_agent_carrying_tombstones_are_refused_and_change_nothing(shared: Any) -> None:
     """Threats: a tombstone under A's name signed by another key (bad_signature), one from a box never
     paired (unpaired), one sealed by A that carries agents (malformed_entry: data only): each refused and

@@ -26,8 +26,8 @@ the core's (:mod:`connectcore.federation.remote_directory`, D1 to D11); this mod
 - **The removal's tombstone** (the core's D10 and P18): when this box's owner removes a pairing,
   :meth:`RemoteDirectoryDesk.removed` puts a signed tombstone of it under ``<this box>.<reader>`` at
   once if the bus is there; the tombstones the book still owes (``pairing.tombstones_owed``) are put
-  once more each time the listen loop (re)starts on a connected bus (a removal while NATS was away, a
-  restart before the put, or the bus moved to another server). A verified tombstone heard from another
+  at the publish loop's next look on a connected bus and each time the listen loop (re)starts (a
+  removal while NATS was away, a restart before the put, or the bus moved to another server). A verified tombstone heard from another
   box drops its entry and records the removal as a received ``unpair`` does
   (:meth:`connectd.federation.envelopes.Envelopes.peer_removed`).
 - Both loops are :data:`connectd.daemon.supervisor.Kind.BUS` services started
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("connectd.federation")
 
 CATCH_UP = RD.CATCH_UP  # seconds between direct gets of a paired box whose entry is not held yet (D11)
-TOMBSTONE_WAIT = 5.0  # seconds a removal waits for its tombstone's put (else the listen loop's start puts it)
+TOMBSTONE_WAIT = 5.0  # seconds a removal waits for its tombstone's put (else the publish loop's next look puts it)
 
 
 def setting_for(pairing: P.Pairing) -> RD.Setting:
@@ -128,7 +128,8 @@ class RemoteDirectoryDesk:
 
     async def publish_once(self, bus: Any) -> int:
         """Put every entry that is due (D3); the number put. A refusal is logged and tried again a
-        second later (``remote_directory.refused_again``). Sets :attr:`next_at`."""
+        second later (``remote_directory.refused_again``), and so is a tombstone still owed (P18) whose
+        put failed. Sets :attr:`next_at`."""
         now, put = self.desk.clock(), 0
         active = self.active()
         readers = {p.box_id for p in active}
@@ -154,6 +155,10 @@ class RemoteDirectoryDesk:
             times.append(RD.next_due(self.published[pairing.box_id], agents, now))
             put += 1
         times.extend(await self.catch_up(bus, now))
+        if bus.connected:  # a tombstone whose put failed at the removal (NATS away): at this look, not at a restart
+            await self.put_tombstones(bus)
+        if any(self.tombstoned.get(p.box_id) != p.id for p in P.tombstones_owed(self.desk.book)):
+            times.append(RD.refused_again(now))
         self.next_at = min(times, default=None)
         return put
 
@@ -215,7 +220,7 @@ class RemoteDirectoryDesk:
 
     async def removed(self, pairing: P.Pairing) -> None:
         """This box's owner removed ``pairing``: its tombstone put now if a bus is there (waiting at most
-        :data:`TOMBSTONE_WAIT`); else, or if the put fails, the listen loop's next start puts it."""
+        :data:`TOMBSTONE_WAIT`); else, or if the put fails, the publish loop's next look puts it."""
         pump = self.desk.pump
         if pump is None:
             return
@@ -226,7 +231,7 @@ class RemoteDirectoryDesk:
         """Put each tombstone the book owes (``pairing.tombstones_owed``) not yet put by this run: a
         ``directory`` envelope of the removed pairing, flagged, no agents, signed and sealed to that box,
         under ``<this box>.<reader>``. The number put; a refusal or NATS away is logged (tried again at
-        the listen loop's next start)."""
+        the publish loop's next look)."""
         put = 0
         local = self.desk.local
         for pairing in P.tombstones_owed(self.desk.book):
