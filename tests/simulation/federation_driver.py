@@ -664,13 +664,19 @@ class FedChecker:
         heard within 180 s (no new attempt, O5); ``accepted`` while the other box's record of it is
         not final either (its envelope goes again every 300 s, and a copy is answered with the final
         receipt); either to a box whose clock is a skew bound away (its judgement refuses the copies);
-        never ``queued`` with the bus up."""
+        never ``queued`` with the bus up; never across a pairing the other box removed (its directory
+        tombstone tells this box even when the ``unpair`` is lost: ``removal_unheard``)."""
         other = self.fed.box_by_id.get(row.to)
         if other is None or other.engine is None or box.engine is None or box.desk is None:
             return
         theirs = next((p for p in other.desk.book.pairings.values() if p.id == row.pairing), None) if other.desk else None
         if theirs is not None and theirs.state is P.PairingState.REMOVED:
-            return  # the other box removed the pairing and its unpair was lost: the row waits for its deadline
+            # the other box removed the pairing: its unpair may be lost, but its tombstone is in the key
+            # (put at the removal, or at the publish loop's next look), which this box hears live or
+            # reads by direct get, so the removal is heard here by quiescence's end, and the row final
+            box.violate(f"{row.identity.id} still {row.state}: {other.name} removed the pairing and this box "
+                        "has not heard it (neither its unpair nor its directory tombstone)", "removal_unheard")
+            return
         now, settings = box.engine.clock(), box.engine.hub.outbox.settings
         apart = abs(now - other.engine.clock()) > E.SKEW_BOUND  # (wall steps) its copies may be refused
         if row.state is O.OutboxState.ACCEPTED:

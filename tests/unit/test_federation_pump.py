@@ -68,8 +68,8 @@ class OneBatchBus:
     closes recorded."""
 
     def __init__(self) -> None:
-        self._nc = SimpleNamespace(is_closed=False)
         self.connected = True
+        self.reconnecting = False  # (the Bus port's connection state)
         self.acked: list[str] = []
         self.closed = False
         self.fetches = 0
@@ -137,7 +137,8 @@ def test_a_stop_arriving_mid_delivery_waits_for_its_handling_its_effects_and_its
             pump = Pump(desk, bus=bus)  # type: ignore[arg-type]
             desk.pump = pump
             pump.start(Supervisor(nursery))
-            await desk.started.wait()
+            with trio.fail_after(60):  # (a loop that cannot start fails here, not by hanging in virtual time)
+                await desk.started.wait()
             asked = trio.current_time()
             await pump.stop()
             assert trio.current_time() - asked >= 4.9  # it waited for the handling
