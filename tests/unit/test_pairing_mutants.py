@@ -9,6 +9,7 @@ import pytest
 
 from connectcore.effects import Audit
 from connectcore.federation import pairing as P
+from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.envelope import b64, canonical
 from tests.unit.test_federation_pairing import B1, B2, OWN, SECRET, T0
 
@@ -29,7 +30,7 @@ def test_a_refusal_s_audit_line_is_whole_and_at_time_zero_unless_given() -> None
     )
 
 
-def _pairing(invitation: str, keys: P.BoxKeys, state: P.PairingState, since: float) -> P.Pairing:
+def _pairing(invitation: str, keys: BoxKeys, state: P.PairingState, since: float) -> P.Pairing:
     return P.Pairing(invitation, P.Role.INVITEE, keys.box_id, keys, "devbox", state, since)
 
 
