@@ -4,16 +4,17 @@ mutants each test kills)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from connectcore.effects import Audit
+from connectcore.effects import Audit, Notify, Persist
 from connectcore.federation import pairing as P
 from connectcore.federation.boxes import BoxKeys
 from connectcore.federation.envelope import b64, canonical
-from tests.unit.test_federation_pairing import B1, B2, OWN, SECRET, T0
+from tests.unit.test_federation_pairing import B1, B2, OWN, SECRET, T0, accepted_code, paired, requested
 
-PS, Ref = P.PairingState, P.Refusal
+IS, R, PS, Ref = P.InvitationState, P.RequestState, P.PairingState, P.Refusal
 
 
 def test_a_refusal_s_audit_line_is_whole_and_at_time_zero_unless_given() -> None:
@@ -82,3 +83,116 @@ def test_a_code_whose_text_or_keys_are_not_base64url_is_refused_naming_which() -
     assert _bad_code(P.CODE_PREFIX + "!!") == "not an invitation code: it is not base64url of JSON" + HINT
     row = {**_code_row(), "sign": "!!"}
     assert _bad_code(_code_text(row)) == "not an invitation code: sign is not base64url" + HINT
+
+
+def _refusal(step: object, reason: P.Refusal) -> str:
+    assert callable(step)
+    with pytest.raises(P.PairingError) as caught:
+        step()
+    assert caught.value.reason is reason
+    return str(caught.value)
+
+
+def test_revoking_an_invitation_is_one_whole_step_and_its_refusals_say_why() -> None:
+    """The invitation revoked at that time, each pending request on it refused ``invitation_revoked``
+    at that time, one audit line as who took it; an unknown or closed invitation refused in words."""
+    book = requested(("r1", B1, "devbox"))
+    after, effects = P.revoke_invitation(book, "inv1", now=T0 + 3, actor="owner:page:1")
+    revoked = replace(book.invitations["inv1"], state=IS.REVOKED, decided_at=T0 + 3)
+    refused = replace(book.requests["r1"], state=R.REFUSED, reason="invitation_revoked", decided_at=T0 + 3)
+    assert (after.invitations["inv1"], after.requests["r1"]) == (revoked, refused)
+    assert effects == (
+        Persist("pair_invitation", ("inv1",), revoked),
+        Persist("pair_request", ("r1",), refused),
+        Audit(actor="owner:page:1", action="pair.invite", outcome="revoked", target="inv1", at=T0 + 3),
+    )
+    assert _refusal(lambda: P.revoke_invitation(book, "nope", now=T0 + 3), Ref.UNKNOWN_INVITATION) == (
+        "no invitation 'nope' on this box")
+    assert _refusal(lambda: P.revoke_invitation(after, "inv1", now=T0 + 4), Ref.INVITATION_REVOKED) == (
+        "invitation 'inv1' is revoked, not open")
+
+
+def test_declining_is_one_whole_step_refusing_only_the_other_requests() -> None:
+    book = requested(("r1", B1, "devbox"), ("r2", B2, "other"))
+    after, effects = P.decline(book, "r1", now=T0 + 4, actor="owner:page:1")
+    consumed = replace(book.invitations["inv1"], state=IS.CONSUMED, decided_at=T0 + 4)
+    declined = replace(book.requests["r1"], state=R.DECLINED, decided_at=T0 + 4)
+    other = replace(book.requests["r2"], state=R.REFUSED, reason="invitation_used", decided_at=T0 + 4)
+    assert (after.invitations["inv1"], after.requests["r1"], after.requests["r2"]) == (consumed, declined, other)
+    assert effects == (
+        Persist("pair_invitation", ("inv1",), consumed),
+        Persist("pair_request", ("r1",), declined),
+        Persist("pair_request", ("r2",), other),
+        Audit(actor="owner:page:1", action="pair.decline", outcome="declined", target="r1", at=T0 + 4),
+        Notify(topic="pairing", key=("r1",), payload={"event": "declined", "box": B1.box_id}),
+    )
+
+
+def test_an_expiry_tick_is_one_whole_step_for_invitations_requests_and_requested_pairings() -> None:
+    """P8: an open invitation past its expiry and its pending request expire at the tick's time; an
+    invitee's requested pairing past its grace expires then too, audited by connectd and notified."""
+    book = requested(("r1", B1, "devbox"))
+    book, _ = P.accept_code(book, invitation_id="inv9", keys=B2, name="other", expires_at=T0 + 10, now=T0)
+    now = T0 + 10 + P.ANSWER_GRACE
+    after, effects = P.expire(book, now=now)
+    invitation = replace(book.invitations["inv1"], state=IS.EXPIRED, decided_at=now)
+    request = replace(book.requests["r1"], state=R.EXPIRED, reason="invitation_expired", decided_at=now)
+    pairing = replace(book.pairings["inv9"], state=PS.EXPIRED, since=now)
+    assert (after.invitations["inv1"], after.requests["r1"], after.pairings["inv9"]) == (invitation, request, pairing)
+    assert effects == (
+        Persist("pair_invitation", ("inv1",), invitation),
+        Persist("pair_request", ("r1",), request),
+        Audit(actor="connectd", action="pair.invite", outcome="expired", target="inv1", at=now),
+        Persist("pairing", ("inv9",), pairing),
+        Audit(actor="connectd", action="pair.accept", outcome="expired", target="inv9", at=now),
+        Notify(topic="pairing", key=("inv9",), payload={"event": "expired", "box": B2.box_id, "name": "other"}),
+    )
+
+
+def test_the_inviter_s_accept_is_one_whole_step_and_its_refusals_say_why() -> None:
+    book = accepted_code()
+    after, effects = P.pair_accepted(book, "inv1", pairing_id="pa1", now=T0 + 5)
+    active = replace(book.pairings["inv1"], state=PS.ACTIVE, since=T0 + 5, id="pa1", expires_at=None)
+    assert after.pairings["inv1"] == active
+    assert effects == (
+        Persist("pairing", ("inv1",), active),
+        Audit(actor=f"box:{OWN.box_id}", action="pair.accept", outcome="active", target="pa1", at=T0 + 5),
+        Notify(topic="pairing", key=("pa1",), payload={
+            "event": "active", "box": OWN.box_id, "name": "laptop-a", "fingerprint": OWN.fingerprint}),
+    )
+    assert _refusal(lambda: P.pair_accepted(book, "nope", pairing_id="pa1", now=T0 + 5), Ref.UNKNOWN_PAIRING) == (
+        "this box accepted no invitation 'nope'")
+    taken, _ = P.accept_code(book, invitation_id="inv2", keys=B2, name="other", expires_at=T0 + 900, now=T0)
+    taken, _ = P.pair_accepted(taken, "inv2", pairing_id="pa1", now=T0 + 1)
+    assert _refusal(lambda: P.pair_accepted(taken, "inv1", pairing_id="pa1", now=T0 + 5), Ref.ID_IN_USE) == (
+        "pairing id 'pa1' is already in use on this box")
+    assert _refusal(lambda: P.pair_accepted(book, "inv1", pairing_id="", now=T0 + 5), Ref.BAD_ID) == (
+        "a pairing id is a non-empty string of at most 128 characters, got ''")
+
+
+def test_the_inviter_s_decline_is_one_whole_step() -> None:
+    book = accepted_code()
+    after, effects = P.pair_declined(book, "inv1", now=T0 + 5)
+    declined = replace(book.pairings["inv1"], state=PS.DECLINED, since=T0 + 5, expires_at=None)
+    assert after.pairings["inv1"] == declined
+    assert effects == (
+        Persist("pairing", ("inv1",), declined),
+        Audit(actor=f"box:{OWN.box_id}", action="pair.decline", outcome="declined", target="inv1", at=T0 + 5),
+        Notify(topic="pairing", key=("inv1",), payload={"event": "declined", "box": OWN.box_id, "name": "laptop-a"}),
+    )
+
+
+def test_a_removal_by_the_peer_is_one_whole_step() -> None:
+    book = paired()
+    after, effects = P.removed_by_peer(book, "pa1", now=T0 + 10)
+    removed = replace(book.pairings["inv1"], state=PS.REMOVED, since=T0 + 10, removed_by=P.BY_PEER)
+    assert after.pairings["inv1"] == removed
+    assert effects == (
+        Persist("pairing", ("inv1",), removed),
+        Audit(actor=f"box:{B1.box_id}", action="pair.remove", outcome="removed", target="pa1",
+              detail="by box devbox", at=T0 + 10),
+        Notify(topic="pairing", key=("pa1",), payload={
+            "event": "removed", "box": B1.box_id, "name": "devbox", "by": "peer"}),
+    )
+    assert _refusal(lambda: P.removed_by_peer(book, "nope", now=T0 + 10), Ref.UNKNOWN_PAIRING) == (
+        "no pairing 'nope' on this box")
