@@ -196,3 +196,17 @@ def test_a_removal_by_the_peer_is_one_whole_step() -> None:
     )
     assert _refusal(lambda: P.removed_by_peer(book, "nope", now=T0 + 10), Ref.UNKNOWN_PAIRING) == (
         "no pairing 'nope' on this box")
+
+
+def test_history_repos_takes_up_to_64_names_and_its_refusals_say_why() -> None:
+    """P12: at most :data:`MAX_HISTORY_REPOS` repositories (inclusive); a name that is no repository's
+    is quoted cut to 40 characters; a name given twice is refused saying so."""
+    names = [f"repo{n}" for n in range(P.MAX_HISTORY_REPOS)]
+    assert len(P.parse_settings(["history_repos=" + ",".join(names)]).history_repos) == 64
+    assert _refusal(lambda: P.parse_settings(["history_repos=" + ",".join([*names, "one-more"])]),
+                    Ref.SETTING_OUT_OF_RANGE) == "history_repos names 65 repositories: at most 64"
+    path = "/" + "a" * 50
+    assert _refusal(lambda: P.parse_settings([f"history_repos={path}"]), Ref.BAD_SETTING) == (
+        f"history_repos is repository names separated by commas (letters, digits, . _ -), not {path[:40]!r}")
+    assert _refusal(lambda: P.parse_settings(["history_repos=a,a"]), Ref.BAD_SETTING) == (
+        "history_repos names a repository twice: name each once")
