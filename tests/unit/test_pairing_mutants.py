@@ -210,3 +210,22 @@ def test_history_repos_takes_up_to_64_names_and_its_refusals_say_why() -> None:
         f"history_repos is repository names separated by commas (letters, digits, . _ -), not {path[:40]!r}")
     assert _refusal(lambda: P.parse_settings(["history_repos=a,a"]), Ref.BAD_SETTING) == (
         "history_repos names a repository twice: name each once")
+
+
+def test_each_field_of_a_code_is_checked_and_refused_in_its_own_words() -> None:
+    """``decode_code``: the seal key and the secret must be base64url, the invitation id a string of 1
+    to 128 characters, the expiry a whole number (not a flag, not text), and the text canonical."""
+    def words(why: str) -> str:
+        return f"not an invitation code: {why}" + HINT
+
+    assert _bad_code(_code_text({**_code_row(), "seal": "!!"})) == words("seal is not base64url")
+    assert _bad_code(_code_text({**_code_row(), "secret": "!!"})) == words("secret is not base64url")
+    assert P.decode_code(_code_text({**_code_row(), "invitation": "i" * 128})).invitation == "i" * 128
+    for invitation in ("", "i" * 129, 5):
+        assert _bad_code(_code_text({**_code_row(), "invitation": invitation})) == words(
+            "its invitation id is missing"), invitation
+    for expires_at in ("soon", True):
+        assert _bad_code(_code_text({**_code_row(), "expires_at": expires_at})) == words(
+            "its expiry is not a time"), expires_at
+    spaced = P.CODE_PREFIX + b64(json.dumps(_code_row(), sort_keys=True).encode())
+    assert _bad_code(spaced) == words("it is not in canonical form")
