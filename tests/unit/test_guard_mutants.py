@@ -1,0 +1,44 @@
+"""The delivery guard: what the 2026-12-06 (third) mutation run of the shell found unpinned
+(docs/quality.md names the mutants each test kills)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from connectcore import hub as H
+from tests.unit.test_delivery_io import _guarded
+
+
+def test_a_confirmation_that_fails_in_the_guard_still_takes_its_last_look_at_the_pane() -> None:
+    """The confirmation failing (not the pane: the pane can still be read) ends the message
+    unconfirmed with the failure, and with the last look's reading of the pane."""
+    engine, pane, check, key = _guarded()
+
+    async def fails(effect: Any) -> None:
+        raise OSError("the watcher went away")
+
+    engine.delivery.confirm = fails
+    anyio.run(engine.delivery.guard, check)
+    outcome = engine.stepped[-1]
+    assert isinstance(outcome, H.TypingObserved)
+    assert outcome.failure == "confirming re-read failed: the watcher went away"
+    assert outcome.reading is not None
+    assert [n for n, _ in pane.events] == ["lock", "capture", "paste", "capture", "unlock"]
+
+
+def test_a_failure_with_no_pane_to_look_at_is_stepped_without_a_reading() -> None:
+    """``unconfirmed`` looks at the pane only when it is given one (and the message is still held)."""
+    engine, pane, check, key = _guarded()
+    stepped: list[Any] = []
+
+    async def step(event: Any) -> tuple[Any, ...]:  # the outcome as stepped (the core is not asked)
+        stepped.append(event)
+        return ()
+
+    engine.step = step
+    anyio.run(engine.delivery.unconfirmed, key, "typing failed: gone")
+    (outcome,) = stepped
+    assert isinstance(outcome, H.TypingObserved) and (outcome.failure, outcome.reading) == ("typing failed: gone", None)
+    assert pane.events == []

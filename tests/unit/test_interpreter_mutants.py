@@ -1,0 +1,76 @@
+"""The interpreter: handlers the 2026-12-06 (third) mutation run of the shell found unpinned
+(docs/quality.md names the mutants each test kills). Each handler's call is recorded whole."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+
+from connectcore.effects import CheckActGuard, EndSubscriptions, ExitAgent, Respawn
+from connectd.daemon.supervisor import Kind
+from tests.unit.test_interpreter import _interpreter
+
+
+class _Record:
+    """A stand-in whose every method (sync or async, as ``asynchronous`` names) records its call."""
+
+    def __init__(self, seen: list[Any], asynchronous: tuple[str, ...] = (), answers: dict[str, Any] | None = None):
+        self.seen, self.asynchronous, self.answers = seen, asynchronous, answers or {}
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.seen.append((name, args, kwargs))
+            return self.answers.get(name)
+
+        async def acall(*args: Any, **kwargs: Any) -> Any:
+            return call(*args, **kwargs)
+
+        return acall if name in self.asynchronous else call
+
+
+def test_an_act_guard_is_spawned_as_a_guard_whose_failure_is_the_acts_to_report() -> None:
+    seen: list[Any] = []
+    spawned: list[Any] = []
+    acts = _Record(seen)
+    supervisor = SimpleNamespace(spawn=lambda *a, **k: spawned.append((a, k)))
+    effect = CheckActGuard("act-1", "%4", "inc-1")
+    anyio.run(_interpreter(acts=acts, supervisor=lambda: supervisor).execute, effect)
+    ((args, kwargs),) = spawned
+    assert (args[0], args[2], kwargs["name"]) == (Kind.GUARD, effect, "act guard act-1")
+    args[1](effect)  # the act guard itself
+    error = OSError("gone")
+    kwargs["on_error"](error)
+    assert seen == [("guard", (effect,), {}), ("guard_failed", (effect, error), {})]
+
+
+def test_ending_subscriptions_ends_the_principal_s() -> None:
+    seen: list[Any] = []
+    anyio.run(_interpreter(subscribers=_Record(seen)).execute, EndSubscriptions("p-1"))
+    assert seen == [("end", ("p-1",), {})]
+
+
+def test_an_exit_command_is_typed_with_the_daemon_s_settle() -> None:
+    seen: list[Any] = []
+    tmux = _Record(seen, asynchronous=("send_exit_command",))
+    interpreter = _interpreter(tmux=tmux, timing=SimpleNamespace(settle=0.7))
+    anyio.run(interpreter.execute, ExitAgent("%4", "/exit"))
+    assert seen == [("send_exit_command", ("%4", "/exit"), {"settle": 0.7})]
+
+
+def test_a_respawn_runs_in_the_pane_s_directory_or_through_its_here_launch() -> None:
+    """A pane launched ``--here`` (as the here panes say of its id) is relaunched by its launcher; any
+    other is respawned by tmux with its argv, cwd and env; either way the restart hears it."""
+    effect = Respawn("%4", ("claude", "--resume"), "/work/repo", {"A": "1"})
+    for here in (False, True):
+        seen: list[Any] = []
+        parts = SimpleNamespace(
+            here=_Record(seen, answers={"is_here": here}),
+            here_launches=_Record(seen, asynchronous=("respawn",)),
+            tmux=_Record(seen, asynchronous=("respawn",)),
+            restarts=_Record(seen, asynchronous=("respawned",)),
+        )
+        anyio.run(_interpreter(parts).execute, effect)
+        ran: tuple[Any, ...] = ("respawn", (effect,), {}) if here else ("respawn", ("%4", ["claude", "--resume"], "/work/repo", {"A": "1"}), {})
+        assert seen == [("is_here", ("%4",), {}), ran, ("respawned", (effect,), {})]
