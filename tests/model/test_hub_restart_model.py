@@ -293,10 +293,16 @@ class HubRestartModel(RuleBasedStateMachine):
         if not pane.dead:
             pane.busy = busy
 
-    @precondition(lambda self: any(o.rid in self.hub.restarts and not o.queue for o in self.open.values()))
+    def _timed(self) -> list[Open]:
+        """The open restarts a deadline can time out: not in ``R.WAITING`` (at a retry's deadline the
+        daemon's driver inspects the pane, ``RestartToConnect._waited``: it never steps a ``Timeout``)."""
+        return sorted((o for o in self.open.values() if o.rid in self.hub.restarts and not o.queue
+                       and self.hub.restarts[o.rid].step not in R.WAITING), key=lambda x: x.rid)
+
+    @precondition(lambda self: bool(self._timed()))
     @rule(pick=st.integers(0, 3))
     def time_out(self, pick: int) -> None:
-        candidates = sorted((o for o in self.open.values() if o.rid in self.hub.restarts and not o.queue), key=lambda x: x.rid)
+        candidates = self._timed()
         o = candidates[pick % len(candidates)]
         state = self.hub.restarts[o.rid]
         assert state.deadline is not None
