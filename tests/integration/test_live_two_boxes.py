@@ -325,7 +325,9 @@ def run_two_boxes(a: LiveBox, b: LiveBox, steps: Steps) -> None:
     assert f" from {sender_actor} (pane {codex.pane} on box {b.name}, {b_short}). " in first, first
     assert correlated["outcome"] == "delivered" and len(correlated["replies"]) == 1, correlated
     (answer,) = correlated["replies"]
-    assert (answer["outcome"], answer["from"]) == ("delivered", reply_card["sender"]), correlated
+    # Claude's get_message runs on the turn the reply's typing started: the daemon may not yet have
+    # confirmed that typing (then the reply is still queued there); its delivery is waited for above
+    assert answer["outcome"] in ("queued", "delivered") and answer["from"] == reply_card["sender"], correlated
     assert answer["ref"] == first.split(" ")[2], (answer, first)
     for box in (a, b):
         failed = [r for r in box.audit() if r["action"] == "task.bus" and r["outcome"] == "failed"]
