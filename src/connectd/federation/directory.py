@@ -157,7 +157,7 @@ class RemoteDirectoryDesk:
         times.extend(await self.catch_up(bus, now))
         if bus.connected:  # a tombstone whose put failed at the removal (NATS away): at this look, not at a restart
             await self.put_tombstones(bus)
-        if any(self.tombstoned.get(p.box_id) != p.id for p in P.tombstones_owed(self.desk.book)):
+        if self.tombstones_unput():
             times.append(RD.refused_again(now))
         self.next_at = min(times, default=None)
         return put
@@ -227,6 +227,10 @@ class RemoteDirectoryDesk:
         with anyio.move_on_after(TOMBSTONE_WAIT):
             await self.put_tombstones(pump.bus)
 
+    def tombstones_unput(self) -> list[P.Pairing]:
+        """The tombstones the book owes (``pairing.tombstones_owed``) that this run has not put yet."""
+        return [p for p in P.tombstones_owed(self.desk.book) if self.tombstoned.get(p.box_id) != p.id]
+
     async def put_tombstones(self, bus: Any) -> int:
         """Put each tombstone the book owes (``pairing.tombstones_owed``) not yet put by this run: a
         ``directory`` envelope of the removed pairing, flagged, no agents, signed and sealed to that box,
@@ -234,9 +238,9 @@ class RemoteDirectoryDesk:
         the publish loop's next look)."""
         put = 0
         local = self.desk.local
-        for pairing in P.tombstones_owed(self.desk.book):
+        for pairing in self.tombstones_unput():
             if self.tombstoned.get(pairing.box_id) == pairing.id:
-                continue
+                continue  # put meanwhile, while an earlier put of this loop waited (the listen loop's, or the publish loop's)
             now = self.desk.clock()
             self.revision = RD.next_revision(self.revision, now)
             routing = E.Routing(E.Kind.DIRECTORY, local.box_id, pairing.box_id, pairing=pairing.id)
