@@ -56,7 +56,7 @@ simulate: $(STAMP)
 	$(MAKE) --no-print-directory simulate-federation
 
 # The simulation of several daemons on one simulated bus (docs/simulation.md, "Several boxes"): the
-# same SEEDS, FIRST and SEED (about a second a seed).
+# same SEEDS, FIRST and SEED (about a second a seed, up to two with a long outage).
 simulate-federation: $(STAMP)
 	SIM_SEEDS=$(SEEDS) SIM_FIRST=$(FIRST) $(if $(SEED),SEED=$(SEED)) $(BIN)/pytest -q -x tests/simulation/test_federation_simulation.py -k test_federation_seed
 
