@@ -38,15 +38,19 @@ SHELL_METHODS = {
         "Watcher",
         ["observe_pane", "mark_output", "look_again", "remember_reading", "fresh_incarnation"],
     ),
-    "tmux.pane_poll": ("PanePoll", ["poll", "reconcile", "_step_gone"]),
+    "tmux.pane_poll": ("PanePoll", ["poll", "_poll", "reconcile", "_step_gone"]),
     "tmux.captures": ("CaptureSchedule", ["capture_dirty", "mark_output", "drawn", "sweep"]),
 }
 SHELL_TESTS = [
     "tests/unit/test_runner.py",
     "tests/unit/test_interpreter.py",
+    "tests/unit/test_interpreter_mutants.py",
     "tests/unit/test_supervisor.py",
     "tests/unit/test_delivery_io.py",
+    "tests/unit/test_guard_mutants.py",
     "tests/unit/test_watcher.py",
+    "tests/unit/test_watcher_release.py",
+    "tests/unit/test_watcher_retell.py",
     "tests/simulation",
 ]
 SIMULATION_SEEDS_PER_MUTANT = "8"  # the bounded run per mutant (make test runs 20)
