@@ -283,6 +283,7 @@ def test_an_essential_task_that_fails_stops_the_daemon_loudly() -> None:
         anyio.run(main, fails)
     assert "the listening socket broke" in repr(caught.value) or "the listening socket broke" in str(getattr(caught.value, "exceptions", ""))
     assert [a.action for a in audits] == ["task.http"]
+    assert audits[0].detail == "http: OSError: the listening socket broke"  # its label and its error
     audits.clear()
     anyio.run(main, ends)
     assert audits == []
@@ -364,7 +365,7 @@ def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never
             assert failures[0] == done and events[-1] == "out"  # nothing of the group runs after
             assert len(other) > seen  # the daemon's other tasks go on
             assert sup.failures[Kind.BUS] >= 2  # counted with the daemon's
-            with pytest.raises(RuntimeError, match="stopping"):
+            with pytest.raises(RuntimeError, match="^group federation bus is stopping"):  # the group named
                 group.spawn(Kind.BUS, failing)
             await group.stop()  # twice: the same end
             tg.cancel_scope.cancel()

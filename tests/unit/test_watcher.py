@@ -258,3 +258,19 @@ def test_a_waiter_returns_at_once_for_output_that_came_after_its_since() -> None
 
     early, bounded = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert early == 0.0 and abs(bounded - 0.2) < 1e-9
+
+
+def test_look_again_forgets_the_panes_reading_and_captures_it_at_the_next_round() -> None:
+    """Claim: after ``look_again`` the pane is captured at the next round and its reading reported even
+    if the screen is unchanged (its remembered reading is forgotten); a pane the watcher does not know
+    is only marked, never invented (kills the four survivors of ``look_again``, fourth mutation run)."""
+    from connectd.tmux.watcher import PaneState
+
+    watcher = _watcher()
+    watcher.panes = {"%1": PaneState(info=None, record=SimpleNamespace(token="inc-1"))}  # type: ignore[arg-type]
+    watcher.remember_reading("%1", "inc-1", object())  # type: ignore[arg-type]
+    watcher.look_again("%1")
+    assert watcher.panes["%1"].reading is None
+    assert "%1" in watcher.captures.dirty
+    watcher.look_again("%7")
+    assert "%7" in watcher.captures.dirty and set(watcher.panes) == {"%1"}
