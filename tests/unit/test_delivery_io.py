@@ -23,10 +23,12 @@ SCREENS = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / "cla
 class _Tmux:
     screens: list[str]
     captured: int = 0
+    panes: list[str] = field(default_factory=list)  # the pane each capture read
 
     async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
         text = self.screens[min(self.captured, len(self.screens) - 1)]
         self.captured += 1
+        self.panes.append(pane_id)
         lines = text.split("\n")
         return Capture(text, (2, len(lines) - 3), 80, len(lines))
 
@@ -260,6 +262,7 @@ def test_a_guard_that_fails_while_typing_ends_the_message_unconfirmed_with_a_las
     observed = engine.stepped[-1]
     assert isinstance(observed, H.TypingObserved) and observed.failure == "typing failed: server exited"
     assert engine.tmux.captured == 1 and observed.reading is not None and observed.reading.left_draft
+    assert engine.tmux.panes == [pane]  # the last look read the recipient's pane
 
 
 def test_a_guard_that_fails_before_typing_leaves_the_message_waiting_and_looks_again() -> None:
