@@ -327,6 +327,10 @@ def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never
 
     events: list[str] = []
     failures = [0]
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
 
     async def failing() -> None:
         failures[0] += 1
@@ -343,7 +347,7 @@ def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            sup = Supervisor(tg, backoff_scale=0.01)
+            sup = Supervisor(tg, audit=audit, clock=lambda: 7.0, backoff_scale=0.01)
             other: list[int] = []
 
             async def tick() -> None:
@@ -365,6 +369,8 @@ def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never
             assert failures[0] == done and events[-1] == "out"  # nothing of the group runs after
             assert len(other) > seen  # the daemon's other tasks go on
             assert sup.failures[Kind.BUS] >= 2  # counted with the daemon's
+            # each failure audited as the daemon's, with its clock (a service audits every failure)
+            assert audits and {(a.action, a.detail, a.at) for a in audits} == {("task.bus", "failing: RuntimeError: NATS away", 7.0)}
             with pytest.raises(RuntimeError, match="^group federation bus is stopping"):  # the group named
                 group.spawn(Kind.BUS, failing)
             await group.stop()  # twice: the same end
