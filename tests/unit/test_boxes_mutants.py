@@ -57,3 +57,12 @@ def test_the_boxes_of_an_ambiguous_handle_are_listed_this_box_first_then_by_name
         "pr:12 names panes on 3 boxes: this box (1), laptop (2), server (1); "
         "qualify it: pr:12@desk, pr:12@laptop, pr:12@server"
     )
+
+
+def test_a_target_that_is_not_text_is_refused_bad_target_saying_its_type() -> None:
+    """Kills the non-string refusal's reason or words dropped, or its type named as ``NoneType``."""
+    for bad, kind in ((3, "int"), (["%4"], "list")):
+        with pytest.raises(D.TargetError) as caught:
+            B.readings(bad, own_name="desk", paired_names=())  # type: ignore[arg-type]
+        assert caught.value.reason is D.TargetRefusal.BAD_TARGET
+        assert str(caught.value) == f"a target is a string, got {kind}"
