@@ -198,3 +198,14 @@ def test_the_inbox_holds_a_delivery_to_the_end_of_the_reply_window_inclusive() -
     assert final_at is not None
     assert [m.key for m in R.inbox(w.hub, b.principal, final_at + w.hub.limits.reply_window)] == [key]
     assert R.inbox(w.hub, b.principal, final_at + w.hub.limits.reply_window + 0.001) == ()
+
+
+def test_a_message_awaiting_consent_without_an_open_card_waits_for_its_card_in_general_words() -> None:
+    """``waits_for``: awaiting consent, with no open card to name (none, or answered), the words say
+    the person answers its card (kills those words changed and ``card is not None and open`` -> ``or``)."""
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    waiting = w.message(key)
+    assert R.waits_for(w.hub, waiting, R.Recipient()) == f"until the person answers card {waiting.card}"
+    assert R.waits_for(w.hub, replace(waiting, card=None), R.Recipient()) == "until the person answers its card"
