@@ -209,3 +209,32 @@ def test_a_message_awaiting_consent_without_an_open_card_waits_for_its_card_in_g
     waiting = w.message(key)
     assert R.waits_for(w.hub, waiting, R.Recipient()) == f"until the person answers card {waiting.card}"
     assert R.waits_for(w.hub, replace(waiting, card=None), R.Recipient()) == "until the person answers its card"
+
+
+def test_a_message_to_a_handle_waits_for_the_handle_only_when_it_names_no_single_pane() -> None:
+    """Sent to a handle, approved, the pane unread: it waits for its screen, not for its handle (kills
+    ``handle is not None and NO_SINGLE_PANE in reason`` -> ``or``)."""
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b, handle="pr:1")
+    w.decide(key)
+    message = w.message(key)
+    assert message.handle == "pr:1" and not message.is_final
+    assert R.waits_for(w.hub, message, R.Recipient()) == "until its screen is read"
+
+
+def test_a_view_of_another_incarnation_is_no_reading_of_the_recipient() -> None:
+    """The hub's view of the pane holds another process's reading: the message waits for its own
+    recipient's screen to be read, whatever the screen shows (kills ``incarnation != … or arming is
+    UNSEEN`` -> ``and``)."""
+    from connectcore import arming as A
+    from connectcore.screen import Activity
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    message = w.message(key)
+    other = A.first("another-incarnation", A.Seen(True, "fp", w.now), w.now)
+    hub = replace(w.hub, panes={**w.hub.panes, b.pane: other})
+    assert R.waits_for(hub, message, R.Recipient(activity=Activity.BUSY)) == "until its screen is read"
