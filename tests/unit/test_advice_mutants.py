@@ -107,3 +107,10 @@ def test_a_launch_with_no_tmux_session_is_refused_with_its_fix() -> None:
         "no tmux session to open a window in",
         "start tmux (`tmux new-session -d -s main`), or run the agent in your own tmux pane: `c launch --here LAUNCHER`",
     )
+
+
+def test_an_advice_s_fix_line_is_not_indented_unless_asked() -> None:
+    """The CLI's error (connectd/cli/main.py, ``CliError``) prints ``lines()`` with no indent: the fix
+    line starts with ``fix:``. Kills xǁAdviceǁlines 1 (the default indent not empty)."""
+    assert A.Advice("p", "do this").lines() == ["p", "fix: do this"]
+    assert A.Advice("p", "do this").lines("  ") == ["p", "  fix: do this"]
