@@ -195,3 +195,61 @@ def test_a_new_opencode_launch_serves_on_the_port_given_connected_or_off() -> No
     off = _launch(OPENCODE, connect=False, session=None, server_port=4242)
     assert off.argv == ("opencode", *PORT_ARGS) and off.server_port == 4242
     assert off.password_env == OC.PASSWORD_ENV and off.token_env is None
+
+
+# ------------------------------------------------------------------------------------- launchers.toml
+
+TOML_REFUSALS = [
+    (
+        '[launchers."bad name"]\nargv = ["claude"]',
+        "name must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        "invalid",
+    ),
+    ('[launchers]\nx = "claude"', "must be a table with argv (or command)", "invalid"),
+    ("[launchers.x]\nargv = ['claude']\nenv = 'A=1'", 'env must be a table of NAME = "value"', "bad_env"),
+    ("[launchers.x]\ncommand = 'claude'\nenv = 'A=1'", 'env must be a table of NAME = "value"', "bad_env"),
+    ("[launchers.x]\ncommand = ['claude']", "command must be a string", "invalid"),
+    ("[launchers.x]\ncommand = 'claude'\nharness = 1", "harness must be a string", "invalid"),
+    ("[launchers.x]\nargv = ['claude']\nharness = 3", "harness must be a string", "invalid"),
+    (
+        "[launchers.x]\nargv = ['claude']\nargs = ['-v']",
+        "unknown key 'args' (expected argv, env, exit_command, harness, inject_tool_approval, resume)",
+        "invalid",
+    ),
+    (
+        "[launchers.x]\nharness = 'claude'",
+        "needs argv (a list of strings) or command (an opaque shell string)",
+        "invalid",
+    ),
+    ("[launchers.x]\nargv = []", "argv must be a non-empty list of strings", "invalid"),
+    ("[launchers.x]\nargv = ['']", "argv must start with a program name", "invalid"),
+    ('[launchers.x]\nargv = ["a\\u0000b"]', "argv argument 'a\\x00b' contains a NUL character", "invalid"),
+    (
+        "[launchers.x]\nargv = ['/usr/bin/mytool']",
+        "harness is required when the program ('mytool') is not one of claude, codex, opencode",
+        "invalid",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "problem", "reason"), TOML_REFUSALS)
+def test_a_malformed_launchers_toml_entry_is_refused_with_its_whole_problem_and_reason(
+    text: str, problem: str, reason: str
+) -> None:
+    """Each refusal of a ``[launchers.<name>]`` table, word for word, with its reason code (the CLI and
+    ``serve`` print them to the person editing the file). Kills x__launcher_from_toml 7, 14 (name,
+    table), 26, 29, 30, 31, 33, 34 (env not a table: words and ``bad_env``), 55, 71, 154 (command,
+    harness not a string), 92 (the expected keys), 101 (argv missing), 115, 120, 121 (``argv`` named
+    in the argv refusals) and 147 (the known harnesses)."""
+    error = _refused(L.parse_launchers_toml, text)
+    name = "bad name" if "bad name" in text else "x"
+    assert (error.launcher, error.problem, error.reason) == (name, problem, reason)
+
+
+def test_an_opaque_launcher_keeps_its_env() -> None:
+    """An opaque (shell-string) launcher's ``env`` is kept and added to its (Off) launch. Kills
+    x__launcher_from_toml 79 (the env dropped)."""
+    got = L.parse_launchers_toml("[launchers.old]\ncommand = 'cd ~/src && claude'\nenv = { PROJECT = 'alpha' }\n")
+    assert got["old"].env == {"PROJECT": "alpha"}
+    plan = L.plain_plan(got["old"])
+    assert plan.argv == ("/bin/sh", "-c", "cd ~/src && claude") and plan.env_add == {"PROJECT": "alpha"}
