@@ -72,7 +72,9 @@ def test_every_withheld_tail_says_false_and_why() -> None:
         off = tail_policy(harness=harness, target_connected=False, caller_is_control=False)
         assert off == TailPolicy(False, "agent_off")
         assert off.shown is False
-        assert tail_policy(harness=harness, target_connected=True, caller_is_control=False) == TailPolicy(True)
+        assert tail_policy(harness=harness, target_connected=True, caller_is_control=False) == TailPolicy(
+            True
+        )
 
 
 def test_a_one_line_tail_is_the_last_line() -> None:

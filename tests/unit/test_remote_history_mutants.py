@@ -249,3 +249,71 @@ def test_what_the_asking_agent_is_told_when_the_box_shares_nothing_refuses_or_is
     silent = RH.no_answer("laptop")
     assert silent.reason == "no_answer"
     assert RH.refused_words(silent, "laptop") == "no answer from box laptop within 5 s"
+
+
+# --- the fourth mutation run (2026-12-06, stop 33) --------------------------------------------------
+
+
+def session_refused(session: Any, text: str = "", repo: str | None = None, limit: int = 1) -> tuple[str, str]:
+    with pytest.raises(RH.QueryRefused) as error:
+        RH.check_session(session, text, repo, limit)
+    return error.value.reason, str(error.value)
+
+
+def test_a_session_is_exactly_a_tuple_of_two_strings() -> None:
+    """H1: a list, a string of two characters, three strings or a non-string id is not a session, refused
+    ``malformed_query`` with its words. Kills check_session's ``and`` -> ``or`` (mutmut_2: any two strings
+    pass; mutmut_3: any tuple, or a list, passes) and the refusal's reason and words (mutmut_7 to 14)."""
+    RH.check_session(("claude", "s-1"), "", None, 1)
+    for bad in (["claude", "s-1"], "ab", ("claude", "s-1", "x"), ("claude", 1)):
+        assert session_refused(bad) == ("malformed_query", "a session is a harness and a session id")
+
+
+def test_a_bad_session_s_refusal_quotes_its_harness_and_id_clipped() -> None:
+    """A session whose harness or id is not of the allowed characters is refused quoting the first 16
+    characters of the harness and the first 40 of the id; one with words, a repository or another limit
+    is refused with its own words. Kills the clips' bounds (check_session mutmut_27, mutmut_28) and
+    mutmut_42."""
+    reason, words = session_refused(("H" * 20, "s" * 50))
+    assert reason == "malformed_query"
+    assert words == (
+        "a session is a harness and a session id (letters, digits, . _ : -), not " + repr("H" * 16) + " " + repr("s" * 40)
+    )
+    assert session_refused(("claude", "s-1"), text="login") == (
+        "malformed_query", "a query for one session has no words, no repository and a limit of 1")
+
+
+def test_the_query_subject_reads_the_sender_within_the_first_1024_bytes_after_the_signature() -> None:
+    """The outer part's ``from`` is looked for in the 1024 bytes after the signature only (a bound on the
+    work done on bytes nobody has checked yet): one ending on the 1024th byte is read, one a byte later is
+    not (the subject is then ``unknown``, judged malformed). Kills the window's end 1024 -> 1025
+    (query_subject mutmut_12)."""
+    sender = b'"from":"' + A.encode() + b'"'
+
+    def subject(pad: int) -> str:
+        return RH.query_subject(B, bytes(E.SIGNATURE_BYTES) + b" " * pad + sender)
+
+    assert subject(1024 - len(sender)) == f"connect.{B}.history.{A}"
+    assert subject(1025 - len(sender)) == f"connect.{B}.history.unknown"
+
+
+def test_an_arriving_result_s_repo_is_a_name_without_slash_or_backslash() -> None:
+    """H5, H6: a result whose repo holds ``/`` or ``\\`` is a path, refused with those words. Kills the
+    backslash test's mutant (check_result mutmut_31) and the words' (mutmut_35, 36, 37)."""
+    good = RH.shape(result())
+    RH.check_result(good)
+    for repo in ("me/app", "me\\app"):
+        with pytest.raises(RH.AnswerRefused) as error:
+            RH.check_result({**good, "repo": repo})
+        assert (error.value.reason, str(error.value)) == (
+            "malformed_answer", "a result's repo is a path, not a repository's name")
+
+
+def test_an_answer_for_one_session_carrying_another_is_refused_in_words() -> None:
+    """H6: the words of an answer for one session that carries another. Kills receive_answer mutmut_70, 75,
+    76."""
+    other = RH.shape(result(session_id="s-8"))
+    with pytest.raises(RH.AnswerRefused) as error:
+        RH.receive_answer(judged(_answer(results=(other,))), "q-1", ("claude", "s-9"))
+    assert (error.value.reason, str(error.value)) == (
+        "malformed_answer", "an answer for one session carries that session only")

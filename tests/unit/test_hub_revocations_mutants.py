@@ -1,0 +1,20 @@
+"""Hub revocations: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/quality.md names
+the mutants each test kills)."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectcore.hub.revocations import revoke_pane_target
+from connectcore.hub.state import UnknownItem
+from tests.unit.hubkit import World
+
+
+def test_revoking_a_pane_with_nothing_to_revoke_is_refused_naming_the_pane() -> None:
+    """A pane with no connected agent and no open restart-to-connect: refused ``not_connected``, with
+    words naming the pane (the shell shows them). Kills revoke_pane_target mutmut_15 (the words)."""
+    w = World()
+    with pytest.raises(UnknownItem) as refused:
+        revoke_pane_target(w.hub, "%9", "inc-none")
+    assert refused.value.reason == "not_connected"
+    assert str(refused.value) == "%9 holds no connected agent and no open restart to connect it"
