@@ -377,3 +377,45 @@ def test_a_group_stops_its_tasks_together_waiting_for_what_they_shield_and_never
             tg.cancel_scope.cancel()
 
     run(main)
+
+
+def test_a_task_spawned_into_an_open_group_runs_as_the_supervisor_would_start_it() -> None:
+    """Claim: a spawn into a group that is already open starts at once with everything it was given:
+    its arguments, a loop's period, a one-shot's failure handler and its name (or, unnamed, its
+    function's name) in the audit. Kills Group.spawn 1, 3, 4, 13-15, 18-21, 24 and _opened 1
+    (fourth mutation run: the group test spawned only before the group opened)."""
+    seen: list[str] = []
+    handled: list[str] = []
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def tick(word: str) -> None:
+        seen.append(word)
+
+    async def fails(word: str) -> None:
+        raise RuntimeError(word)
+
+    async def on_error(exc: Exception) -> None:
+        handled.append(str(exc))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 3.0, backoff_scale=0.01)
+            group = sup.group("bus")
+            group.spawn(Kind.TICK, tick, "early", every=0.01, name="early tick")  # before it opened
+            await anyio.sleep(0.05)
+            group.spawn(Kind.TICK, tick, "late", every=0.01, name="late tick")
+            group.spawn(Kind.GUARD, fails, "boom", name="guard %1", on_error=on_error)
+            group.spawn(Kind.GUARD, fails, "bang", on_error=on_error)  # unnamed: its function's name
+            await anyio.sleep(0.1)
+            await group.stop()
+            tg.cancel_scope.cancel()
+
+    run(main)
+    assert seen.count("late") >= 3 and seen.count("early") >= 3  # each loop ran with its argument, at its period
+    assert sorted(handled) == ["bang", "boom"]
+    details = sorted(a.detail for a in audits)
+    assert details[0] == "guard %1: RuntimeError: boom"
+    assert details[1].endswith("fails: RuntimeError: bang") and "XXXX" not in details[1]
