@@ -30,3 +30,19 @@ def test_a_pane_revoke_is_audited_as_the_one_who_revoked() -> None:
     effects = w.step(H.RevokePane(w.now, a.pane, a.incarnation, by="person:desk"))
     revokes = [e for e in effects if isinstance(e, Audit) and e.action == "revoke"]
     assert [r.actor for r in revokes] == ["person:desk"]
+
+
+def test_a_pane_revoke_with_a_principal_and_a_restart_reports_both_at_its_time() -> None:
+    """A connected pane with an open restart: one revoke both revokes the principal and withdraws the
+    restart, and its effects carry both records, at the revoke's time. Kills ``effects += more`` -> ``=``
+    (_revoke_pane mutmut_31: the principal's revoke would go unrecorded)."""
+    from connectcore.grants import Preset
+    from tests.unit.test_hub_restarts import begin
+
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    begin(w, b)
+    effects = w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    audited = [(e.action, e.at) for e in effects if isinstance(e, Audit)]
+    assert ("revoke", w.now) in audited
+    assert ("restart.cancel", w.now) in audited
