@@ -46,6 +46,7 @@ from connectcore.history import (
     scope_for,
     search,
     select_restorable,
+    tokens,
 )
 from tests.unit.test_history_core import NOW, entry, facts, ids
 
@@ -440,3 +441,12 @@ def test_query_words_up_to_64_characters_count_and_refusals_quote_60() -> None:
     with pytest.raises(HistoryError) as wordless:
         query_terms("!" * 70)
     assert str(wordless.value) == f"query {'!' * 60!r} has no searchable words"
+
+
+def test_the_micro_sign_is_read_as_greek_mu_as_sqlite_does() -> None:
+    """The micro sign (U+00B5) is folded into Greek small mu (U+03BC), as SQLite's unicode61 does, so a
+    query typed with either finds text written with the other. Kills tokens mutmut_7, 8, 9, 10."""
+    assert tokens("5\u00b5s") == ["5\u03bcs"]
+    assert tokens("5\u03bcs") == ["5\u03bcs"]
+    written = entry("m", prompts=("latency under 5\u03bcs",))
+    assert ids(search([written], "5\u00b5s", scope=SearchScope(), now=NOW)) == ["m"]
