@@ -1,7 +1,7 @@
 """What connect tells a stuck person: rules the 2026-12-06 (fourth) mutation run found unpinned.
 
 Each test states one rule of :mod:`connectcore.advice` through its public functions; its docstring
-names the mutants it kills (SURVIVORS-advice.md lists the ones left as equivalent, with reasons).
+names the mutants it kills (docs/survivors/advice.md lists the ones left as equivalent, with reasons).
 The words are what the person reads and the commands are what they paste, so they are pinned whole.
 """
 

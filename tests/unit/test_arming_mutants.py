@@ -1,4 +1,4 @@
-"""Arming: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-arming.md lists the
+"""Arming: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/arming.md lists the
 mutants left as equivalent; each test names the mutants it kills)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Box identity: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-boxes.md lists
+"""Box identity: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/boxes.md lists
 the mutants left as equivalent; each test names the mutants it kills)."""
 
 from __future__ import annotations

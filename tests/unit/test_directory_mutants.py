@@ -1,4 +1,4 @@
-"""Directory: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-directory.md lists
+"""Directory: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/directory.md lists
 the mutants left as equivalent; each test names the mutants it kills)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""History: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-history.md /
+"""History: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/history.md /
 docs/quality.md name the mutants each test kills)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Launchers: rules the 2026-12-06 (fourth) mutation run found unpinned.
 
 Each test states one rule of :mod:`connectcore.launchers` through its public functions; its docstring
-names the mutants it kills (SURVIVORS-launchers.md lists the ones left as equivalent, with reasons).
+names the mutants it kills (docs/survivors/launchers.md lists the ones left as equivalent, with reasons).
 A launcher decides the command line a real agent harness runs, so every survivor that changed a
 command line, an injected variable or a refusal is pinned here.
 """

@@ -1,7 +1,7 @@
 """OpenCode's session binding: rules the 2026-12-06 (fourth) mutation run found unpinned.
 
 Each test states one rule of :mod:`connectcore.opencode_binding` through its public functions; its
-docstring names the mutants it kills (SURVIVORS-opencode_binding.md lists the ones left as
+docstring names the mutants it kills (docs/survivors/opencode_binding.md lists the ones left as
 equivalent, with reasons).
 """
 

@@ -122,7 +122,7 @@ def test_the_login_window_counts_back_from_now_and_its_boundary_instant_is_outsi
     """Refusals late on the clock still throttle (kills ``now - t`` -> ``now + t``); a refusal exactly
     WINDOW old no longer counts (kills ``<`` -> ``<=``)."""
     gate = LoginGate()
-    for i in range(login.REFUSALS_PER_WINDOW):
+    for _ in range(login.REFUSALS_PER_WINDOW):
         gate = login.refused(gate, 1000.0)
     assert login.judge(gate, now=1000.0 + login.WINDOW - 1, method="GET", fetch_site=None, code=GOOD) is Verdict.THROTTLED
     assert login.judge(gate, now=1000.0 + login.WINDOW, method="GET", fetch_site=None, code=GOOD) is Verdict.TRY

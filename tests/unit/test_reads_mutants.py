@@ -1,4 +1,4 @@
-"""Reads: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-reads.md lists the
+"""Reads: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/reads.md lists the
 mutants left as equivalent; each test names the mutants it kills)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Redaction and the screen-tail policy: rules the 2026-12-06 (fourth) mutation run found unpinned
-(SURVIVORS-redact.md / docs/quality.md name the mutants each test kills). Fixed values, no randomness:
+(docs/survivors/redact.md / docs/quality.md name the mutants each test kills). Fixed values, no randomness:
 each case is built to have exactly the character classes it names."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Harness releases: rules the 2026-12-06 (fourth) mutation run found unpinned.
 
 Each test states one rule of :mod:`connectcore.releases` through its public functions; its docstring
-names the mutants it kills (SURVIVORS-releases.md lists the ones left as equivalent, with reasons).
+names the mutants it kills (docs/survivors/releases.md lists the ones left as equivalent, with reasons).
 """
 
 from __future__ import annotations

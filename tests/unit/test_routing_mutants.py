@@ -1,4 +1,4 @@
-"""Routing: rules the 2026-12-06 (fourth) mutation run found unpinned (SURVIVORS-routing.md lists the
+"""Routing: rules the 2026-12-06 (fourth) mutation run found unpinned (docs/survivors/routing.md lists the
 mutants left as equivalent; each test names the mutants it kills)."""
 
 from __future__ import annotations
