@@ -9,7 +9,7 @@ from dataclasses import replace
 from connectcore.effects import Audit, Persist
 from connectcore.federation import envelope as E
 from connectcore.federation import inbox as I
-from tests.unit.test_federation_inbox import ID1, N1, NOW, PAIRING, A, accepted, empty, judged, message
+from tests.unit.test_federation_inbox import ID1, N1, N2, NOW, PAIRING, A, accepted, empty, judged, message
 
 ST = I.InboxState
 
@@ -68,3 +68,39 @@ def test_a_final_receipt_s_nonce_is_the_documented_hash_of_the_record_s_own() ->
     assert record.nonce == N1
     expected = hashlib.sha256(b"connect-final-v1" + N1 + record.digest.encode()).digest()[: E.NONCE_BYTES]
     assert I.final_nonce(record) == expected
+
+
+# --- the fourth mutation run (stop 33; docs/survivors/inbox.md) ---
+
+
+def test_a_final_outcome_is_committed_audited_as_the_daemon_s_and_receipted_whole() -> None:
+    """I5: the record, its audit line (actor ``connectd``, at the outcome's time), then its receipt
+    with the new nonce (kills ``final`` 64, 65, 71, 72); a recipient given is the receipt's (32)."""
+    from connectcore.federation.effects import PublishReceipt
+
+    box = accepted()
+    after, effects = I.final(box, ID1, ST.DELIVERED, reason="delivered", now=NOW + 9, nonce=N2,
+                             recipient=("agent:codex:s-9", "%9"))
+    done = after.records[ID1]
+    assert done.state is ST.DELIVERED and done.nonce == N2 and done.receipt.recipient == ("agent:codex:s-9", "%9")
+    assert effects == (
+        Persist("inbox", (ID1,), done),
+        Audit(actor="connectd", action="federation.inbox", outcome="delivered", target=PAIRING,
+              message_id=str(ID1), detail="delivered", at=NOW + 9),
+        PublishReceipt(done.receipt, N2),
+    )
+
+
+def test_a_final_outcome_across_a_removed_pairing_is_committed_and_audited_but_never_receipted() -> None:
+    """I7: a message whose typing had started when its pairing was removed still reaches its outcome:
+    committed and audited as the daemon's, with no receipt (kills ``final`` 48-50, 55, 56, 60, 61)."""
+    box = accepted()
+    box, _ = I.pairing_removed(box, PAIRING, now=NOW + 5, typing=frozenset({ID1}))
+    after, effects = I.final(box, ID1, ST.DELIVERED, reason="delivered", now=NOW + 9, nonce=N2)
+    done = after.records[ID1]
+    assert done.state is ST.DELIVERED
+    assert effects == (
+        Persist("inbox", (ID1,), done),
+        Audit(actor="connectd", action="federation.inbox", outcome="delivered", target=PAIRING,
+              message_id=str(ID1), detail="delivered", at=NOW + 9),
+    )
