@@ -176,3 +176,45 @@ def test_each_refusal_says_what_is_wrong() -> None:
     assert str(error.value) == f"revision 8 from box {A} is older than the one held (9): a replay"
     with pytest.raises(ValueError, match="a directory entry travels as a directory envelope, not a unpair"):
         RD.entry(E.Routing(E.Kind.UNPAIR, A, ME, pairing=PAIRING), [], revision=1, now=NOW)
+
+
+# --- the fourth mutation run (stop 33); docs/survivors/remote_directory.md ----------------------------
+
+
+def test_a_tombstone_is_sealed_only_for_a_directory_envelope_and_says_so() -> None:
+    """D10: kills tombstone mutmut_2 (the refusal without words)."""
+    with pytest.raises(ValueError) as error:
+        RD.tombstone(E.Routing(E.Kind.MESSAGE, A, ME, pairing=PAIRING), revision=1, now=NOW)
+    assert str(error.value) == f"a tombstone travels as a directory envelope, not a {E.Kind.MESSAGE}"
+
+
+def test_a_tombstone_carrying_agents_is_refused_in_words() -> None:
+    """D10: kills receive mutmut_27 (the refusal without words)."""
+    dead = E.DirectoryInner(routing(), 7, NOW - 1, tuple(RD.shared([local()])), tombstone=True)
+    with pytest.raises(RD.EntryRefused) as error:
+        RD.receive(RD.RemoteDirectory(), E.Verdict(E.Decision.ENTRY, f"box:{A}", inner=dead), now=NOW, live=True)
+    assert (error.value.reason, str(error.value)) == (
+        "malformed_entry", f"a tombstone from box {A} carries agents: it shows nothing")
+
+
+def test_one_remote_agent_s_screen_is_marked_untrusted_and_named_by_its_box() -> None:
+    """D9: the withheld screen is untrusted text from the box's entry (kills detail mutmut_51 to 55);
+    the control agent is refused in words (4)."""
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4)])))
+    found = RD.detail(directory, [PEER], NOW + 3, "laptop", D.parse_target(f"%4@{TOKEN}"))
+    assert found["screen_tail"]["untrusted"] is True
+    assert found["screen_tail"]["source"] == "directory entry of box laptop"
+    with pytest.raises(D.TargetError) as error:
+        RD.detail(directory, [PEER], NOW + 3, "laptop", D.parse_target("control"))
+    assert str(error.value) == "box laptop does not share its control agent"
+
+
+def test_a_remote_target_named_twice_is_refused_naming_the_box_and_the_candidates() -> None:
+    """D9: the local rule's refusal, its words prefixed by the box, its candidates kept (kills detail
+    mutmut_32, 33, 36)."""
+    directory, _ = taken(RD.RemoteDirectory(), inner(RD.shared([local(4), local(5)])))
+    with pytest.raises(D.TargetError) as error:
+        RD.detail(directory, [PEER], NOW, "laptop", D.parse_target("pr:12"))
+    assert error.value.reason is D.TargetRefusal.AMBIGUOUS and error.value.candidates == 2
+    assert str(error.value).startswith("on box laptop: ")
+
