@@ -298,3 +298,12 @@ def test_a_connected_agent_without_the_message_scope_may_not_send_to_another_box
     with pytest.raises(H.CallRefused):
         submit(w, observer)
     assert w.hub.outbox is not None and not w.hub.outbox.rows
+
+
+def test_a_box_that_does_not_federate_refuses_a_removal_or_messages_off_saying_what_it_lacks() -> None:
+    """(aims at ``pairing_removed`` 5, ``messages_off`` 3: the errors' words.)"""
+    w = World(now=NOW)
+    with pytest.raises(ConnectError, match=r"^this box is not federated: it has no inbox nor outbox$"):
+        w.step(H.PairingRemoved(w.now, PAIRING, "laptop"))
+    with pytest.raises(ConnectError, match=r"^this box is not federated: it has no inbox$"):
+        w.step(H.MessagesOff(w.now, PAIRING, "laptop"))
