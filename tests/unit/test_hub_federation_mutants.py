@@ -266,28 +266,26 @@ def test_only_the_sender_group_s_rows_within_the_id_hour_hold_ids_against_its_ca
     submit(w, me, "m-3")
 
 
-def test_a_removed_pairing_cancels_its_held_messages_at_the_step_s_time_saying_why(world: World) -> None:
-    """(aims at ``pairing_removed`` 60, 61: the final's time and reason.)"""
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (H.PairingRemoved, "pairing with box laptop removed"),
+        (H.MessagesOff, "messages from box laptop turned off here"),
+    ],
+    ids=["pairing removed", "messages off"],
+)
+def test_a_removed_pairing_or_messages_off_cancels_the_held_messages_at_the_step_s_time_saying_why(
+    world: World, event: Any, reason: str
+) -> None:
+    """(aims at ``pairing_removed`` 60, 61 and ``messages_off`` 14: the final's time and reason.)"""
     w = world
     me = w.launch("me")
     arrive(w, me, message("m-2"))
     w.now += 7.0
-    w.step(H.PairingRemoved(w.now, PAIRING, "laptop"))
+    w.step(event(w.now, PAIRING, "laptop"))
     got = w.hub.messages[(REMOTE, "m-2")]
     assert got.state is MessageState.CANCELLED and got.final_at == w.now
-    assert got.reason == "pairing with box laptop removed"
-
-
-def test_messages_off_cancels_its_held_messages_at_the_step_s_time_saying_why(world: World) -> None:
-    """(aims at ``messages_off`` 14: the final's time.)"""
-    w = world
-    me = w.launch("me")
-    arrive(w, me, message("m-2"))
-    w.now += 7.0
-    w.step(H.MessagesOff(w.now, PAIRING, "laptop"))
-    got = w.hub.messages[(REMOTE, "m-2")]
-    assert got.state is MessageState.CANCELLED and got.final_at == w.now
-    assert got.reason == "messages from box laptop turned off here"
+    assert got.reason == reason
 
 
 def test_a_connected_agent_without_the_message_scope_may_not_send_to_another_box() -> None:
