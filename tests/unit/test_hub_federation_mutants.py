@@ -240,16 +240,17 @@ def test_a_remote_send_continues_the_conversation_the_sender_last_received_withi
     assert (inner.conversation, inner.hop) == ("r-new2", 1)
 
 
-def test_a_remote_send_carries_the_sender_s_control_flag_and_its_row_the_event_s_time() -> None:
-    """(aims at ``remote_submit`` 174, 179.)"""
+def test_a_remote_send_carries_the_sender_s_control_flag_and_the_outbox_s_record_the_event_s_time() -> None:
+    """The envelope says the sender is a control agent; the outbox's own ``queued`` record is at the
+    event's time (kills ``remote_submit`` 174, 179; the row's ``created_at`` is the envelope's, which
+    179 does not touch: checked at stop 34, the first version of this test missed it)."""
     w = _outbox_world()
     boss = w.launch("boss", control=True)
     w.now += 2.0
-    submit(w, boss)
-    assert w.hub.outbox is not None
-    (row,) = w.hub.outbox.rows.values()
+    effects = submit(w, boss)
     assert _sent_inner(w, boss, "m-1").sender.control is True
-    assert row.created_at == w.now
+    queued = [e.at for e in effects if isinstance(e, H.Audit) and e.action == O.ACTION and e.outcome == "queued"]
+    assert queued == [w.now]
 
 
 def test_an_outbox_refusal_of_a_remote_send_is_a_call_refusal_with_its_reason_and_record() -> None:
@@ -550,3 +551,22 @@ def test_a_sender_box_cannot_reset_the_hop_of_a_reply_to_what_this_box_sent_it(b
     reset = message("m-2", hop=1, in_reply_to=E.Identity(B, me.principal, "m-9"))
     assert _receipt(arrive(w, me, reset)).outcome == "accepted"
     assert w.hub.messages[(REMOTE, "m-2")].hop >= 3
+
+
+def test_the_unconfirmed_cancels_count_every_principal_named_and_each_one_s_merged_group_per_box() -> None:
+    """What a revocation's answer names: per other box, the cancelling rows of every principal named
+    and of the principals merged with it, all added up (kills ``cancels_unconfirmed`` 4, 6, 12, 21)."""
+    w = _outbox_world()
+    first = w.launch("first", session=("claude", "s-1"))
+    other = w.launch("other")
+    submit(w, first, "m-1")
+    w.step(H.PaneGone(w.now, first.pane, first.incarnation))  # m-1 cancelling: its process ended
+    again = w.launch("again", pane=first.pane)  # resumed by hand: its session unknown at launch
+    submit(w, again, "m-2")
+    w.step(H.BindSession(w.now, again.principal, ("claude", "s-1")))  # merged into first
+    assert H.grants.group(w.hub.book, again.principal) == {first.principal, again.principal}
+    submit(w, other, "m-3")
+    w.step(H.Revoke(w.now, first.principal))
+    w.step(H.Revoke(w.now, other.principal))
+    assert H.cancels_unconfirmed(w.hub, [again.principal]) == {B: 2}
+    assert H.cancels_unconfirmed(w.hub, [again.principal, other.principal]) == {B: 3}
