@@ -21,6 +21,7 @@ from connectcore.grants import Preset
 from tests.unit.hubkit import Agent, World, actor
 from tests.unit.test_hub_federation import (
     FP,
+    KA,
     N1,
     NOW,
     PAIRING,
@@ -32,6 +33,9 @@ from tests.unit.test_hub_federation import (
     judged,
     message,
     submit,
+)
+from tests.unit.test_hub_federation import (
+    _cancel as cancel_from_a,
 )
 
 
@@ -570,3 +574,117 @@ def test_the_unconfirmed_cancels_count_every_principal_named_and_each_one_s_merg
     w.step(H.Revoke(w.now, other.principal))
     assert H.cancels_unconfirmed(w.hub, [again.principal]) == {B: 2}
     assert H.cancels_unconfirmed(w.hub, [again.principal, other.principal]) == {B: 3}
+
+
+def test_a_removed_pairing_leaves_the_inbox_record_of_a_message_being_typed_to_its_outcome(both: World) -> None:
+    """I7 through the hub: the removal hands the inbox the messages whose typing started, so their
+    records stay ``accepted`` and later commit their real outcome; the others' records are cancelled
+    at the step's time, and the outbox's rows across the pairing end at it too (kills
+    ``pairing_removed`` 12, 33, 35, 38, 42, 47)."""
+    w = both
+    to = w.launch("codex", harness="codex")
+    w.hub = H.replace(w.hub, pairs=w.hub.pairs | {(REMOTE, to.incarnation)})
+    w.idle(to)
+    arrive(w, to)
+    typing = (REMOTE, "m-1")
+    w.guard(typing, to)
+    assert w.hub.messages[typing].state is MessageState.TYPING
+    carded = w.launch("carded", harness="codex")
+    arrive(w, carded, message("m-2"))
+    submit(w, carded, "m-9", "hi", box=A, box_name="laptop")
+    w.now += 7.0
+    w.step(H.PairingRemoved(w.now, PAIRING, "laptop"))
+    assert w.hub.inbox is not None and w.hub.outbox is not None
+    records = w.hub.inbox.records
+    assert records[message("m-1").identity].state is I.InboxState.ACCEPTED
+    cancelled = records[message("m-2").identity]
+    assert (cancelled.state, cancelled.receipt.at) == (I.InboxState.CANCELLED, w.now)
+    (row,) = w.hub.outbox.rows.values()
+    assert row.is_final and row.final_at == w.now
+    w.typed(typing)
+    assert w.hub.inbox.records[message("m-1").identity].state is I.InboxState.DELIVERED
+
+
+def test_the_messages_held_across_a_pairing_are_found_whatever_other_pairings_records_come_first(
+    world: World,
+) -> None:
+    """The send locks of a removal name every pane holding a message across the pairing, though the
+    inbox holds a record of another pairing of the box before them (kills ``_from_pairing`` 5)."""
+    w = world
+    to = w.launch("codex", harness="codex")
+    assert w.hub.inbox is not None
+    old = message("m-0", routing=E.Routing(E.Kind.MESSAGE, A, B, pairing="pairing-0"))
+    r = old.routing
+    outer = E.Outer(r, bytes(24), b"sealed").encode()
+    facts = E.Facts(E.subject_for(r.kind, r.sender, r.to), 64 + len(outer), True, outer, E.encode_inner(old))
+    view = E.View(own=B, peers={A: E.Peer(KA, active="pairing-0", pairings=frozenset({"pairing-0"}))},
+                  retained=w.hub.inbox.retained(), now=NOW)
+    arrive(w, to, old, verdict=E.judge(facts, view))
+    arrive(w, to)
+    assert [i.id for i in w.hub.inbox.records] == ["m-0", "m-1"]
+    assert H.pairing_panes(w.hub, PAIRING) == (to.pane,)
+
+
+def _tombstone_verdict(w: World, inner: E.MessageInner) -> E.Verdict:
+    """Box A's cancel of ``inner``, which this box never held, judged here (a tombstone)."""
+    assert w.hub.inbox is not None
+    cancel = E.CancelInner(E.Routing(E.Kind.CANCEL, A, B, pairing=PAIRING), inner.identity,
+                           E.digest_of(E.encode_inner(inner)), inner.created_at, "sender revoked", NOW)
+    return judged(cancel, w.hub.inbox)  # type: ignore[arg-type]
+
+
+def test_what_the_inbox_settles_by_itself_is_committed_at_the_step_s_time_with_the_event_s_nonce(world: World) -> None:
+    """A cancel of a message never held commits its tombstone with the event's nonce and the step's
+    time; a message refused before the rules (no recipient here) is receipted at the step's time
+    (kills ``remote_settled`` 18, 30, 31, 36)."""
+    w = world
+    w.now += 4.0
+    verdict = _tombstone_verdict(w, message("m-5"))
+    assert verdict.decision is E.Decision.TOMBSTONE
+    w.step(H.RemoteSettled(w.now, verdict, nonce=N1, delivery="d-3"))
+    assert w.hub.inbox is not None
+    held = w.hub.inbox.records[message("m-5").identity]
+    assert (held.tombstone, held.nonce, held.receipt.at) == (True, N1, w.now)
+    w.step(H.RemoteSettled(w.now, judged(message(), w.hub.inbox), nonce=N1, refusal="no_pane: no live pane"))
+    assert w.hub.inbox.records[message().identity].receipt.at == w.now
+
+
+def test_a_cancel_from_the_sending_box_ends_the_held_message_and_its_record_at_the_step_s_time(world: World) -> None:
+    """(kills ``remote_cancel_arrived`` 40, 53: the cancelled message's and its receipt's time.)"""
+    w = world
+    to = w.launch("codex", harness="codex")
+    arrive(w, to)
+    w.now += 4.0
+    effects = cancel_from_a(w)
+    done = w.hub.messages[(REMOTE, "m-1")]
+    assert (done.state, done.final_at) == (MessageState.CANCELLED, w.now)
+    assert [r.at for r in (e.inner for e in effects if isinstance(e, PublishReceipt))] == [w.now]
+
+
+def test_federation_events_the_core_cannot_step_are_refused_loudly_with_their_kind_and_words(world: World) -> None:
+    """A daemon's bug, said as such: a box without the inbox or the outbox the event needs; a verdict
+    that is not a cancel, a cancel of nothing held, a verdict that is no receipt, a refusal without a
+    nonce (kills ``remote_cancel_arrived`` 4, 10, 17-20; ``receipt_arrived`` 4-6, 10-13;
+    ``remote_settled`` 4, 8, 12)."""
+    bare = World(now=NOW)
+    verdict = E.Verdict(E.Decision.NEW, f"box:{A}")
+    for event, lacks in ((H.RemoteCancelArrived(NOW, verdict), "inbox"), (H.ReceiptArrived(NOW, verdict), "outbox"),
+                         (H.RemoteSettled(NOW, verdict), "inbox")):
+        with pytest.raises(ConnectError, match=rf"^this box is not federated: it has no {lacks}$"):
+            bare.step(event)
+    w = world
+    with pytest.raises(I.InboxError, match=r"^a new verdict is not a cancel of a held message$") as wrong:
+        w.step(H.RemoteCancelArrived(NOW, verdict))
+    assert wrong.value.reason is I.Refusal.WRONG_DECISION
+    nothing = message("m-5").identity
+    with pytest.raises(I.InboxError, match=rf"^this box holds no {nothing}$") as unknown:
+        w.step(H.RemoteCancelArrived(NOW, E.Verdict(E.Decision.CANCEL, f"box:{A}", identity=nothing)))
+    assert unknown.value.reason is I.Refusal.UNKNOWN_MESSAGE
+    assert w.hub.inbox is not None
+    with pytest.raises(I.InboxError, match=r"^a refusal commits a receipt, which needs a nonce$") as no_nonce:
+        w.step(H.RemoteSettled(NOW, judged(message(), w.hub.inbox), refusal="no_pane"))
+    assert no_nonce.value.reason is I.Refusal.BAD_NONCE
+    sender = _outbox_world()
+    with pytest.raises(O.OutboxError, match=r"^a new verdict is no receipt$") as no_receipt:
+        sender.step(H.ReceiptArrived(NOW, verdict))
+    assert no_receipt.value.reason is O.Refusal.UNKNOWN_MESSAGE
