@@ -532,15 +532,12 @@ def test_a_reply_to_a_message_this_box_sent_to_the_replying_box_is_known_and_kep
     assert _receipt(arrive(w, me, message("m-2", in_reply_to=mine))).reason.startswith("bad_reply: ")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect found at stop 34 (reported to the lead, src/ not changed): R6 says a sender box cannot reset the hop, "
-    "this box reckoning a reply to what the remote principal last received here one hop further; but "
-    "hub.last_received is only ever set for a local recipient (hub.messages._typed), so _here's last_received "
-    "of a remote principal is always None and the envelope's hop is taken as it comes"))
 def test_a_sender_box_cannot_reset_the_hop_of_a_reply_to_what_this_box_sent_it(both: World) -> None:
     """R6 (remote.py's docstring; docs/security.md: "the sender box cannot reset the hop"): box A's
     agent received this box's hop-2 reply, so its answer within the reply window is at least hop 3
-    here, whatever hop its box writes. (``_here`` 34, 38, 59, 70 change only this reckoning.)"""
+    here, whatever hop its box writes. Failed before stop 34's fix (hop 1: ``hub.last_received`` only
+    ever held local recipients, so ``_here``'s reckoning of a remote principal was always None; the
+    fourth run's ``_here`` 34, 38, 59, 70 changed only that dead reckoning)."""
     w = both
     me = w.launch("me", harness="codex")
     w.hub = H.replace(w.hub, pairs=w.hub.pairs | {(REMOTE, me.incarnation)})
@@ -555,6 +552,26 @@ def test_a_sender_box_cannot_reset_the_hop_of_a_reply_to_what_this_box_sent_it(b
     reset = message("m-2", hop=1, in_reply_to=E.Identity(B, me.principal, "m-9"))
     assert _receipt(arrive(w, me, reset)).outcome == "accepted"
     assert w.hub.messages[(REMOTE, "m-2")].hop >= 3
+
+
+@pytest.mark.parametrize(("claimed", "later", "expected"), [(1, 3600.0, 3), (1, 0.0, 3), (5, 0.0, 5)])
+def test_a_reply_to_this_box_s_message_is_one_hop_past_it_whenever_it_comes_and_never_lowered(
+    both: World, claimed: int, later: float, expected: int
+) -> None:
+    """R6: a reply naming this box's message is at least one hop past it, even an hour later (no reply
+    window ends an explicit reply), and an envelope's higher count is kept as it is."""
+    w = both
+    me = w.launch("me", harness="codex")
+    w.hub = H.replace(w.hub, pairs=w.hub.pairs | {(REMOTE, me.incarnation)})
+    w.idle(me)
+    arrive(w, me, ref="r-in")  # m-1: conversation c-1, hop 1
+    w.guard((REMOTE, "m-1"), me)
+    w.typed((REMOTE, "m-1"))
+    submit(w, me, "m-9", "re: hello", box=A, box_name="laptop", in_reply_to="r-in")  # hop 2
+    w.now += later
+    answer = message("m-2", hop=claimed, in_reply_to=E.Identity(B, me.principal, "m-9"))
+    assert _receipt(arrive(w, me, answer)).outcome == "accepted"
+    assert w.hub.messages[(REMOTE, "m-2")].hop == expected
 
 
 def test_the_unconfirmed_cancels_count_every_principal_named_and_each_one_s_merged_group_per_box() -> None:

@@ -27,9 +27,13 @@ R5  **This box's limits, keyed on the remote principal** (:func:`remote_principa
     (:func:`check_pairing`); the queued-byte budgets of the recipient and of the box (``queue_full``) and
     of the pairing (:func:`check_pairing_queue`).
 R6  **Hop.** The message continues the envelope's conversation and hop, but never below what this box
-    itself reckons (a reply within the reply window to what that remote principal last received here is
-    one hop further): a sender box cannot reset the count (:func:`hop_of`). Past this box's hop limit a
-    card is needed even for an approved pair.
+    itself reckons: a reply to a message of this box (the envelope's ``in_reply_to``, which R9 checks
+    went to that box) is one hop past it, whenever it was sent, whatever hop the envelope says
+    (:func:`reckoning`, :func:`hop_of`), so a sender box cannot reset the count of a conversation
+    that crosses back here. A message naming none is taken at the sender box's own count (that box
+    applies the same rule to its agent: one that received a message in the reply window replies one
+    hop further); this box cannot tell which agent over there received what. Past this box's hop
+    limit a card is needed even for an approved pair.
 R7  **Consent.** A card is needed unless the pair (the remote principal, the recipient's incarnation)
     is approved and the hop is within the limit (:func:`connectcore.consent.needs_card`). Its words name
     the remote agent, its box and fingerprint, and the local recipient (:func:`card_title`); the card
@@ -202,6 +206,13 @@ def check_pairing_queue(size: int, queued: int, settings: PairingSettings, box_n
         raise Refused("queue_full", f"box {box_name} already has {settings.queued_bytes} bytes queued here")
 
 
+def reckoning(answers: MessageInner | None, *, now: float) -> tuple[str, int, float] | None:
+    """R6: what this box reckons the sender last received from it, as ``(conversation, hop, when)``:
+    the message of this box the envelope answers (``in_reply_to``), counted at ``now`` so that no
+    reply window ends it; None for an envelope that answers none of this box's messages."""
+    return None if answers is None else (answers.conversation, answers.hop, now)
+
+
 def hop_of(
     inner: MessageInner, last_received: tuple[str, int, float] | None, *, now: float, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[str, int]:
@@ -251,7 +262,7 @@ class Here:
     settings: PairingSettings = DEFAULT_SETTINGS
     limits: Limits = DEFAULT_LIMITS
     pair_approved: bool = False  # (remote principal, recipient incarnation) approved
-    last_received: tuple[str, int, float] | None = None  # what the remote principal last received here
+    last_received: tuple[str, int, float] | None = None  # R6: this box's reckoning (:func:`reckoning`)
     live_ids: int = 0  # the remote principal's
     sent: int = 0  # the remote principal's, in the rate window
     pair_sent: int = 0  # the remote principal's to this recipient, in the rate window

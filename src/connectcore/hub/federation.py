@@ -126,7 +126,7 @@ def _here(hub: Hub, ev: RemoteMessageArrived, inner: MessageInner) -> remote.Her
         settings=ev.settings,
         limits=hub.limits,
         pair_approved=(principal, incarnation) in hub.pairs,
-        last_received=hub.last_received.get(principal),
+        last_received=remote.reckoning(_answered(hub, inner), now=ev.now),
         live_ids=sum(1 for m in from_box if m.sender == principal),
         sent=len(_within(hub.sent.get(principal, ()), ev.now, window)),
         pair_sent=len(_within(hub.pair_sent.get((principal, incarnation), ()), ev.now, window)),
@@ -137,6 +137,12 @@ def _here(hub: Hub, ev: RemoteMessageArrived, inner: MessageInner) -> remote.Her
         pairing_queued=delivery.queued_bytes(from_box, incarnation)[1],
         reply_known=remote.reply_known(_sent_to(hub, inner.in_reply_to), from_box=box),
     )
+
+
+def _answered(hub: Hub, inner: MessageInner) -> MessageInner | None:
+    """R6: this box's own message that ``inner`` answers (one R9 then checks went to the answering box)."""
+    row = None if inner.in_reply_to is None or hub.outbox is None else hub.outbox.rows.get(inner.in_reply_to)
+    return None if row is None else outbox_.message_of(row)
 
 
 def _sent_to(hub: Hub, identity: Identity | None) -> str | None:
