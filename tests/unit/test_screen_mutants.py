@@ -44,6 +44,16 @@ def test_a_screen_read_as_a_dialog_has_no_composer_draft_even_with_a_composer_fr
     assert composer_draft(claude_screen(["[connect] message m1"]), "claude") == Draft(("[connect] message m1",), False)
 
 
+def test_a_draft_s_continuation_rows_lose_their_indentation_and_only_it() -> None:
+    """The composer's rows after the first lose the ``prompt_width`` columns of indentation, a row
+    not indented keeps every character. Kills _strip_prompt 11, 15 (indentation kept) and 12 (two
+    characters cut from every row)."""
+    codex = codex_screen("first line").replace("› first line\n", "› first line\n  second line\n")
+    assert composer_draft(codex, "codex") == Draft(("first line", "second line"), False)
+    claude = "\n".join([RULE, "❯ first", "second", RULE, CLAUDE_FOOT]) + "\n"
+    assert composer_draft(claude, "claude") == Draft(("first", "second"), False)
+
+
 # --------------------------------------------------------------------------------------------------
 # The cursor
 # --------------------------------------------------------------------------------------------------
