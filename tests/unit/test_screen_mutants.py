@@ -224,6 +224,16 @@ def test_an_opencode_box_without_a_composer_row_is_not_a_composer() -> None:
     assert (reading.activity, reading.composer) == (Activity.UNKNOWN, Composer.ABSENT)
 
 
+def test_an_opencode_box_cut_off_above_its_status_row_is_no_composer() -> None:
+    """A very short pane shows only the box's status row and bottom line: no composer, read without
+    failing. Kills _box_composer 46 (the bar's column taken from the row above the status row: here
+    the last row, which holds no bar)."""
+    text = "\n".join([STATUS, BOTTOM, OC_FOOT]) + "\n"
+    reading = read_screen(text, "opencode")
+    assert (reading.harness, reading.activity, reading.composer) == (Harness.OPENCODE, Activity.UNKNOWN, Composer.ABSENT)
+    assert composer_draft(text, "opencode") is None
+
+
 # --------------------------------------------------------------------------------------------------
 # Claude Code's ruled frame
 # --------------------------------------------------------------------------------------------------
