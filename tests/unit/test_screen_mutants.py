@@ -453,3 +453,58 @@ def test_a_shell_prompt_without_a_space_is_ready_with_the_cursor_right_after_it(
     reading = read_screen("user@box:~$\n", "bash", (11, 0))
     assert reading.ready_for_command
     assert not read_screen("user@box:~$\n", "bash", (10, 0)).ready_for_command
+
+
+# --------------------------------------------------------------------------------------------------
+# Blank screens, the text's last row, dialogs known by their text (survivors that appeared at 19:15)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_blank_pane_is_read_as_unknown_by_every_harness() -> None:
+    """A cleared pane: nothing to read, no failure. Kills _bottom 3 (``end > 0`` -> ``>= 0``: the
+    search for the last non-blank row runs past the first row)."""
+    for command in ("claude", "codex", "opencode", "bash", "vim"):
+        for text in ("", "\n", "\n\n\n"):
+            reading = read_screen(text, command)
+            assert (reading.activity, reading.composer) == (Activity.UNKNOWN, Composer.ABSENT), (command, text)
+
+
+def test_a_last_row_of_blanks_without_a_final_newline_is_a_row() -> None:
+    """The cursor's row counts from the text's last row, blank or not: only the newline ending the
+    text ends no row. Kills _lines 11 (a last row of blanks dropped too: the cursor one row off)."""
+    rows = [RULE, "❯ ", RULE, CLAUDE_FOOT, "   "]
+    reading = read_screen("\n".join(rows), "claude", (2, 1), height=len(rows))
+    assert reading.ready_for_message
+
+
+BODY = " We're changing auto mode to no longer charge for usage"
+
+
+def test_a_known_dialog_text_counts_from_the_capture_s_first_row() -> None:
+    """A dialog taller than the pane, its rule and key hints off screen, its text on row 0. Kills
+    _has_dialog_body 10 (the text looked for from row 1)."""
+    reading = read("\n".join([BODY, "", " ❯ 1. Got it", "   2. Tell me more"]) + "\n")
+    assert reading.activity is Activity.DIALOG
+
+
+def test_a_known_dialog_text_counts_in_the_last_40_rows_only() -> None:
+    """Kills _has_dialog_body 12 (41 rows)."""
+    near = read("\n".join([BODY, *(["filler"] * 39)]) + "\n")
+    far = read("\n".join([BODY, *(["filler"] * 40)]) + "\n")
+    assert (near.activity, far.activity) == (Activity.DIALOG, Activity.UNKNOWN)
+
+
+def test_a_known_dialog_text_above_the_last_rule_is_history_not_a_dialog() -> None:
+    """Only the text below the last rule is the dialog's. Kills _has_dialog_body 13 (``is not None``
+    -> ``is None``), 14 (the rule's limit dropped), 16 (the limit a row above the rule) and 21 (the
+    rules looked for above the window only)."""
+    reading = read("\n".join([BODY, RULE, " something else", " ❯ 1. A"]) + "\n")
+    assert reading.activity is Activity.UNKNOWN
+
+
+def test_dialog_key_hints_count_only_in_the_last_three_non_blank_rows() -> None:
+    """Kills _has_dialog_hints 4 (``[-3:]`` -> ``[+3:]``: hints anywhere below the third row)."""
+    body = ("● a", "", "● b", "", "● c", "", "● The dialog said: Esc to cancel", "", "● Done.", "",
+            "✻ Cooked for 3s · done 6:27 PM")
+    reading = read(claude_screen([""], body=body))
+    assert reading.activity is Activity.IDLE and reading.ready_for_message
