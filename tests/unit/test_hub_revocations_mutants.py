@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from connectcore import hub as H
-from connectcore.federation import outbox as O
 from connectcore.effects import Audit
+from connectcore.federation import outbox as O
 from connectcore.hub.revocations import revoke_pane_target
 from connectcore.hub.state import UnknownItem
 from tests.unit.hubkit import World
