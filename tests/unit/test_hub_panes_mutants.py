@@ -120,3 +120,25 @@ def test_an_act_the_daemon_restart_cancels_is_final_at_the_restart_s_time() -> N
     w.step(H.Recover(w.now))
     act = w.hub.acts[guarding]
     assert (act.state, act.final_at) == (C.ActState.CANCELLED, w.now)
+
+
+def test_a_new_process_seen_in_a_pane_ends_the_old_one_there_draft_included() -> None:
+    """A pane seen running a new process: the old incarnation ends as if its pane had gone, in that
+    pane, so the draft connect left there is closed and said so. Kills _pane_observed mutmut_13 (the
+    old incarnation ended in no pane: the draft left open)."""
+    from connectcore.effects import Notify
+
+    w = World()
+    a, b = w.launch("a"), w.launch("b")
+    key = w.send(a, b)
+    w.decide(key)
+    w.now += 20
+    w.idle(b, "busy", ready=False)
+    w.idle(b, "fp-2")
+    w.guard(key, b, "fp-2")
+    w.typed(key, draft=True)
+    assert b.pane in w.hub.drafts
+    w.now += 1
+    effects = w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp-3", w.now))
+    assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the pane's process ended"}) in effects
+    assert w.hub.drafts == {}
