@@ -4,12 +4,16 @@ docs/quality.md name the mutants each test kills)."""
 from __future__ import annotations
 
 import math
+import os
+import time
 
 import pytest
 
 from connectcore.history import (
     LIMIT_MAX,
+    PROMPT_MAX_CHARS,
     PROMPT_TITLE_MAX_CHARS,
+    SESSION_PROMPT_MAX_CHARS,
     TITLE_RANK,
     Candidate,
     CorpusStats,
@@ -17,6 +21,8 @@ from connectcore.history import (
     Field,
     Harness,
     HistoryError,
+    Liveness,
+    LivenessView,
     OutOfScope,
     PaneBinding,
     RecordTrust,
@@ -26,19 +32,24 @@ from connectcore.history import (
     RestoreSkip,
     Running,
     SearchScope,
+    SessionEntry,
     SessionNotFound,
     analyze,
+    append_prompts,
     better_title,
     bm25f,
     build_entry,
     check_limit,
     check_readable,
     claude_claims,
+    clip_prompt,
     corpus_stats,
     expunge_refusal,
     field_texts,
     idf,
+    iso_utc,
     parse_harness,
+    project,
     prompt_title,
     query_terms,
     recency,
@@ -450,3 +461,72 @@ def test_the_micro_sign_is_read_as_greek_mu_as_sqlite_does() -> None:
     assert tokens("5\u03bcs") == ["5\u03bcs"]
     written = entry("m", prompts=("latency under 5\u03bcs",))
     assert ids(search([written], "5\u00b5s", scope=SearchScope(), now=NOW)) == ["m"]
+
+
+# ------------------------------------------------------------------------------------- stop 34
+
+
+def test_a_session_id_is_at_most_200_characters_and_its_refusal_quotes_40() -> None:
+    """A session id of 200 characters is an id, 201 is refused; the refusal quotes the first 40
+    characters and names the field. Kills _check_id mutmut_6 (``>= 200``), 7 (``> 201``), 10 (41
+    quoted) and SessionEntry.__post_init__ mutmut_5 (the field's name)."""
+    assert entry("s" * 200).session_id == "s" * 200
+    long = "0123456789" * 20 + "x"
+    with pytest.raises(HistoryError) as info:
+        entry(long)
+    assert str(info.value) == f"session_id {long[:40]!r} is too long or holds control characters"
+    with pytest.raises(HistoryError) as blank:
+        entry(" ")
+    assert str(blank.value) == "session_id must be a non-empty string, got ' '"
+
+
+def test_a_session_entry_refuses_a_harness_or_entrypoint_of_the_wrong_type_in_words() -> None:
+    """An entry's harness must be a Harness and its entrypoint an Entrypoint; the refusal names what
+    it got. Kills SessionEntry.__post_init__ mutmut_8 and 10 (the message None)."""
+    with pytest.raises(HistoryError) as harness:
+        SessionEntry(harness="claude", session_id="s", repo="/r", cwd="/r")  # type: ignore[arg-type]
+    assert str(harness.value) == "harness must be a Harness, got 'claude'"
+    with pytest.raises(HistoryError) as point:
+        SessionEntry(Harness.CLAUDE, "s", "/r", "/r", entrypoint="cli")  # type: ignore[arg-type]
+    assert str(point.value) == "entrypoint must be an Entrypoint, got 'cli'"
+
+
+def test_a_prompt_of_exactly_the_limit_is_kept_whole() -> None:
+    """A prompt of exactly ``PROMPT_MAX_CHARS`` characters is kept whole; one longer is cut to the limit
+    with an ellipsis. Kills clip_prompt mutmut_2 (``<=`` -> ``<``: the last character replaced by
+    the ellipsis)."""
+    exact = "p" * PROMPT_MAX_CHARS
+    assert clip_prompt(exact) == exact
+    assert clip_prompt(exact + "q") == "p" * (PROMPT_MAX_CHARS - 1) + "\u2026"
+
+
+def test_a_prompt_that_fills_the_session_budget_exactly_is_kept() -> None:
+    """A session keeps prompts while their characters stay within ``SESSION_PROMPT_MAX_CHARS``: a
+    prompt that brings the total to exactly the budget is kept, the next is not. Kills append_prompts
+    mutmut_15 (``>`` -> ``>=``: the prompt that fills the budget dropped)."""
+    existing = tuple(f"{i:04d}" + "x" * (PROMPT_MAX_CHARS - 4) for i in range(SESSION_PROMPT_MAX_CHARS // PROMPT_MAX_CHARS - 1))
+    filler = "y" * PROMPT_MAX_CHARS
+    assert sum(map(len, existing)) + len(filler) == SESSION_PROMPT_MAX_CHARS
+    assert append_prompts(existing, [filler, "one more"]) == (*existing, filler)
+
+
+def test_a_time_is_shown_in_utc_with_a_z_whatever_the_local_zone() -> None:
+    """``iso_utc`` writes an epoch as UTC, to the second, ending in ``Z``, whatever the machine's local
+    zone; an agent's view of an entry shows its last activity so. Kills iso_utc mutmut_8, 10 (the
+    local zone: another hour and ``+09:00``), 13, 14, 15 (``+00:00`` or another letter in place of ``Z``)
+    and project mutmut_20 (last_active shown as None)."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        assert iso_utc(86_400.0 + 3_600.5) == "1970-01-02T01:00:00Z"
+        assert iso_utc(None) is None
+        at = SessionEntry(Harness.CLAUDE, "t", "/r", "/r", last_active=1_000_000_000.0)
+        view = project(at, LivenessView(Liveness.NOT_RUNNING))
+        assert view["last_active"] == "2001-09-09T01:46:40Z"
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()

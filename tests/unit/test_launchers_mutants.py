@@ -8,6 +8,7 @@ command line, an injected variable or a refusal is pinned here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -253,3 +254,223 @@ def test_an_opaque_launcher_keeps_its_env() -> None:
     assert got["old"].env == {"PROJECT": "alpha"}
     plan = L.plain_plan(got["old"])
     assert plan.argv == ("/bin/sh", "-c", "cd ~/src && claude") and plan.env_add == {"PROJECT": "alpha"}
+
+
+# ---------------------------------------------------------------------------------- stop 34: the value
+
+
+def _whole(error: L.LauncherError) -> tuple[str | None, str, str]:
+    return (error.launcher, error.problem, error.reason)
+
+
+NAME_RULE = "name must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+
+def test_a_launcher_value_with_a_malformed_name_is_refused_naming_it() -> None:
+    """A launcher is refused at construction (not only from launchers.toml) when its name is not
+    1-64 letters, digits, ``_ . -``; the refusal names the name given. Kills x__check_launcher 2
+    (``or`` -> ``and``: a malformed string name let through), 6 (launcher None), 7 (problem None), 8,
+    9 (the problem dropped), 10 (``str(None)``), 11, 12 (its words)."""
+    for bad in ("bad name", "-x", "x" * 65, ""):
+        assert _whole(_refused(L.Launcher, bad, "claude", argv=("claude",))) == (bad, NAME_RULE, "invalid")
+    assert _whole(_refused(L.Launcher, 7, "claude", argv=("claude",))) == ("7", NAME_RULE, "invalid")
+
+
+def test_an_opaque_command_is_refused_when_empty_or_holding_a_nul() -> None:
+    """An opaque (shell-string) command must be non-empty and hold no NUL character (a NUL would cut
+    the shell's command short); from launchers.toml too. Kills x__check_launcher 33 (the empty
+    command's words), 35 (the NUL test looking for ``XX\\x00XX``: a NUL let through), 37 (launcher
+    None), 38 (problem None), 39, 40 (the problem dropped), 41, 42, 43 (its words)."""
+    error = _refused(L.Launcher, "old", "claude", opaque="   ")
+    assert _whole(error) == ("old", "command must be a non-empty string", "invalid")
+    nul = ("old", "command contains a NUL character", "invalid")
+    assert _whole(_refused(L.Launcher, "old", "claude", opaque="claude\x00; rm -rf ~")) == nul
+    assert _whole(_refused(L.parse_launchers_toml, '[launchers.old]\ncommand = "claude\\u0000x"')) == nul
+    assert str(_refused(L.Launcher, "old", "claude", opaque="\x00")) == "launcher 'old': command contains a NUL character"
+
+
+def test_an_opaque_launcher_may_not_also_have_argv_or_resume() -> None:
+    """An opaque launcher is a shell string only: one that also has argv, or resume, or both, is
+    refused, naming it. Kills x__check_launcher 44 (``or`` -> ``and``: argv alone or resume alone let
+    through), 45 (launcher None), 46 (problem None), 47, 48 (the problem dropped), 49, 50 (its words)."""
+    problem = ("old", "an opaque command launcher cannot also have argv or resume", "invalid")
+    resume = ("claude", "--resume", "{session_id}")
+    assert _whole(_refused(L.Launcher, "old", "claude", argv=("claude",), opaque="claude")) == problem
+    assert _whole(_refused(L.Launcher, "old", "claude", resume_argv=resume, opaque="claude")) == problem
+    assert _whole(_refused(L.Launcher, "old", "claude", argv=("claude",), resume_argv=resume, opaque="claude")) == problem
+
+
+def test_a_structured_launcher_s_argv_and_resume_are_checked_naming_which() -> None:
+    """A structured launcher's argv must be a non-empty tuple of strings and so must its resume
+    template; each refusal names the launcher and which list is wrong (argv or resume), from
+    launchers.toml too for resume. Kills x__check_launcher 51 (launcher None), 52 (``what`` None), 57,
+    58 (``argv`` reworded), 59, 60, 65, 66 (the same for ``resume``) and x__check_argv 9 (launcher
+    None), 10 (problem None), 11, 12 (the problem dropped) for a non-string argument."""
+    assert _whole(_refused(L.Launcher, "x", "claude")) == ("x", "argv must be a non-empty list of strings", "invalid")
+    error = _refused(L.Launcher, "x", "claude", argv=("claude", 3))
+    assert _whole(error) == ("x", "argv must hold only strings, got 3", "invalid")
+    error = _refused(L.Launcher, "x", "claude", argv=("claude",), resume_argv=("claude", None))
+    assert _whole(error) == ("x", "resume must hold only strings, got None", "invalid")
+    error = _refused(L.parse_launchers_toml, "[launchers.x]\nargv = ['claude']\nresume = [' ', '{session_id}']")
+    assert _whole(error) == ("x", "resume must start with a program name", "invalid")
+
+
+def test_exit_command_and_tool_approval_refusals_have_their_words() -> None:
+    """The exit command and ``inject_tool_approval`` refusals from launchers.toml, word for word.
+    Kills x__check_launcher 86 (the exit command's words) and 93 (the approval's words)."""
+    error = _refused(L.parse_launchers_toml, "[launchers.x]\nargv = ['claude']\nexit_command = ' '")
+    assert _whole(error) == ("x", "exit_command must be one line of printable text, such as /exit", "invalid")
+    error = _refused(L.parse_launchers_toml, "[launchers.x]\nargv = ['claude']\ninject_tool_approval = 'yes'")
+    assert _whole(error) == ("x", "inject_tool_approval must be true or false", "invalid")
+
+
+def test_a_launcher_s_env_refusals_name_the_launcher_env_and_the_problem() -> None:
+    """A launcher's env must be a mapping of valid names to strings without NUL; each refusal names
+    the launcher and ``env``. Kills x__check_env 1, 2 (the default ``what`` reworded), 4 (launcher
+    None), 5 (problem None), 6, 7 (the problem dropped), 31 (launcher None), 32 (problem None) for
+    a NUL."""
+    error = _refused(L.Launcher, "x", "claude", argv=("claude",), env="A=1")
+    assert _whole(error) == ("x", 'env must be a table of NAME = "value"', "invalid")
+    error = _refused(L.Launcher, "x", "claude", argv=("claude",), env={"1A": "v"})
+    assert _whole(error) == ("x", "env: '1A' is not a valid environment variable name", "bad_env")
+    error = _refused(L.parse_launchers_toml, '[launchers.x]\nargv = ["claude"]\nenv = { A = "a\\u0000b" }')
+    assert _whole(error) == ("x", "env: A contains a NUL character", "bad_env")
+
+
+def test_an_env_override_refusal_names_the_launcher_and_env_flag() -> None:
+    """A bad ``--env`` override is refused ``bad_env`` naming the launcher and ``--env`` (not the
+    launcher's ``env``), Off or connected. Kills x__merged_env 1 (launcher None), 3, 6, 7, 8 (``--env``
+    reworded or replaced by ``env``)."""
+    for plan in (L.plain_plan, lambda lr, **kw: L.inject(lr, endpoint_url=URL, **kw)):
+        error = _refused(plan, CLAUDE, extra_env={"1A": "v"})
+        assert _whole(error) == ("claude", "--env: '1A' is not a valid environment variable name", "bad_env")
+        error = _refused(plan, CLAUDE, extra_env={"A": "a\x00"})
+        assert _whole(error) == ("claude", "--env: A contains a NUL character", "bad_env")
+
+
+# ------------------------------------------------------------------------------- stop 34: the endpoint
+
+
+def test_the_endpoint_port_is_at_most_65535_and_a_non_string_is_refused() -> None:
+    """The MCP endpoint's port is 1..65535: 65536 is refused ``bad_endpoint`` (it fits the pattern's
+    five digits); a URL that is not a string is refused the same way (not a TypeError). Kills
+    x_check_endpoint 14 (``<= 65536``) and 3 (the ``isinstance`` test made always true)."""
+    assert L.check_endpoint("http://127.0.0.1:65535/mcp") == "http://127.0.0.1:65535/mcp"
+    for bad in ("http://127.0.0.1:65536/mcp", None, 7878):
+        error = _refused(L.check_endpoint, bad)
+        assert (error.launcher, error.reason) == (None, "bad_endpoint")
+        assert error.problem == f"the endpoint must be http://127.0.0.1:PORT/mcp with an explicit port, got {bad!r}"
+
+
+def test_a_bad_token_variable_is_refused_in_words() -> None:
+    """A token variable that is not an environment variable name is refused ``bad_env``, saying so.
+    Kills x__token_env 5 (problem None)."""
+    error = _refused(L.inject, CLAUDE, endpoint_url=URL, token_env="1BAD")
+    assert _whole(error) == (None, "token_env '1BAD' is not a valid environment variable name", "bad_env")
+
+
+# -------------------------------------------------------------------- stop 34: injection and plans
+
+
+def test_opencode_reads_the_token_from_the_variable_the_plan_names() -> None:
+    """The token variable the plan names is the one OpenCode's injected config reads the token from
+    (else the daemon would put the token where OpenCode never looks). Kills x_harness_injection 59
+    (the config built with the default ``CONNECT_TOKEN`` whatever the token variable)."""
+    plan = L.inject(OPENCODE, endpoint_url=URL, token_env="MY_TOKEN", server_port=4242)
+    config = json.loads(plan.env_add["OPENCODE_CONFIG_CONTENT"])
+    assert plan.token_env == "MY_TOKEN"
+    assert config["mcp"]["connect"]["headers"] == {"Authorization": "Bearer {env:MY_TOKEN}"}
+
+
+def test_a_bad_port_given_to_the_opencode_injection_is_refused_naming_the_port() -> None:
+    """The OpenCode injection refuses a port outside 1..65535 ``bad_port`` with opencode_binding's
+    words. Kills x_harness_injection 42 (problem None) and 47 (``str(None)``)."""
+    error = _refused(L.harness_injection, "opencode", endpoint_url=URL, server_port=70000)
+    assert _whole(error) == (None, "an OpenCode server port must be an integer in 1..65535, got 70000", "bad_port")
+
+
+def test_a_session_flag_with_an_equals_sign_in_its_value_still_picks_the_session() -> None:
+    """``--flag=value`` picks a session by the part before the first ``=``, whatever the value holds
+    (a pull request URL with a query): no session id is then preset, connected or Off. Kills
+    x__session_picked 11 (``rsplit``: the flag read as ``--from-pr=https://...?a``)."""
+    launcher = L.Launcher("c", "claude", argv=("claude", "--from-pr=https://example.com/o/r/pull/1?tab=files"))
+    plan = L.inject(launcher, endpoint_url=URL, session_id=SID)
+    assert plan.session_id is None and not any(a.startswith("--session-id") for a in plan.argv)
+    assert L.off_session_presettable(launcher) is False
+
+
+def test_a_connected_opencode_resume_refuses_a_server_flag_naming_the_launcher() -> None:
+    """A connected OpenCode relaunch whose resume template sets the server's address is refused
+    ``server_flag``, naming the launcher. Kills x__connected_plan 4 (launcher None)."""
+    launcher = L.Launcher(
+        "oc", "opencode", argv=("opencode",), exit_command="/exit",
+        resume_argv=("opencode", "--port=9999", "--session", "{session_id}"),
+    )
+    error = _refused(L.resume_plan, launcher, "ses_abc123", endpoint_url=URL)
+    assert (error.launcher, error.reason) == ("oc", "server_flag")
+    assert error.problem.startswith("--port cannot be in a connected OpenCode launcher's argv")
+
+
+def test_a_connected_launch_refuses_a_launcher_env_holding_the_token_or_injected_variables() -> None:
+    """A connected launch is refused ``bad_env``, naming the launcher, when its env sets the token
+    variable or a variable the injection sets. Kills x__connected_plan 25 and 45 (launcher None)."""
+    token = L.Launcher("c", "claude", argv=("claude",), env={"CONNECT_TOKEN": "x"})
+    assert _whole(_refused(L.inject, token, endpoint_url=URL)) == (
+        "c", "CONNECT_TOKEN is connectd's token variable; the launcher's env and --env must not set it", "bad_env"
+    )
+    config = L.Launcher("oc", "opencode", argv=("opencode",), env={"OPENCODE_CONFIG_CONTENT": "{}"})
+    assert _whole(_refused(L.inject, config, endpoint_url=URL, server_port=4242)) == (
+        "oc", "OPENCODE_CONFIG_CONTENT is set by the connect injection; the launcher's env must not set it", "bad_env"
+    )
+
+
+def test_only_an_opencode_launch_reserves_the_server_password_variable() -> None:
+    """``OPENCODE_SERVER_PASSWORD`` is connectd's only for an OpenCode launch; another harness's
+    launcher may set it (it reaches the launch as any other variable). Kills x__connected_plan 37
+    (reserved for every harness: a Claude launch refused)."""
+    launcher = L.Launcher("c", "claude", argv=("claude",), env={OC.PASSWORD_ENV: "p"})
+    plan = L.inject(launcher, endpoint_url=URL)
+    assert plan.env_add[OC.PASSWORD_ENV] == "p" and plan.password_env is None
+    opencode = L.Launcher("oc", "opencode", argv=("opencode",), env={OC.PASSWORD_ENV: "p"})
+    assert _refused(L.inject, opencode, endpoint_url=URL, server_port=4242).reason == "bad_env"
+
+
+def test_a_connected_plan_names_its_launcher() -> None:
+    """Every connected plan names the launcher it runs. Kills x__connected_plan 61 (launcher None)."""
+    named = L.Launcher("claude-work", "claude", argv=("claude",))
+    assert L.inject(named, endpoint_url=URL).launcher == "claude-work"
+    assert L.resume_plan(CLAUDE, SID, endpoint_url=URL).launcher == "claude"
+
+
+def test_a_connected_opencode_launch_without_its_port_is_refused_in_words() -> None:
+    """A new connected OpenCode launch needs the daemon's loopback port: without it, refused
+    ``bad_port`` naming the launcher. Kills x_inject 20 (launcher None)."""
+    assert _whole(_refused(L.inject, OPENCODE, endpoint_url=URL)) == (
+        "opencode", "a connected opencode launch needs the loopback port connectd picked for its server", "bad_port"
+    )
+
+
+def test_a_preset_session_id_that_is_not_a_uuid_is_refused_in_words() -> None:
+    """Claude's preset session id must be a UUID: else refused ``bad_session_id``, naming the
+    launcher and the id. Kills x_inject 56 (launcher None) and 57 (problem None)."""
+    assert _whole(_refused(L.inject, CLAUDE, endpoint_url=URL, session_id="not-a-uuid")) == (
+        "claude", "a preset claude session id must be a UUID, got 'not-a-uuid'", "bad_session_id"
+    )
+
+
+def test_resume_refusals_name_the_launcher_and_the_problem() -> None:
+    """The refusals of a resume (malformed id, a non-OpenCode id for OpenCode, no resume template,
+    a launcher that cannot be restarted) name the launcher and the problem. Kills x_resume_argv 5, 6
+    (malformed id), 19, 20 (OpenCode's id), 28, 29 (no resume command: an Off resume) and x_resume_plan
+    2 (launcher None)."""
+    assert _whole(_refused(L.resume_argv, CLAUDE, "a b")) == ("claude", "malformed session id 'a b'", "bad_session_id")
+    assert _whole(_refused(L.resume_argv, OPENCODE, SID)) == (
+        "opencode", f"an OpenCode session id looks like ses_..., got {SID!r}", "bad_session_id"
+    )
+    no_resume = L.Launcher("n", "claude", argv=("claude",), exit_command="/exit")
+    assert _whole(_refused(_launch, no_resume, connect=False, session=SID)) == (
+        "n", "n has no resume command", "not_restartable"
+    )
+    assert _whole(_refused(L.resume_plan, no_resume, SID, endpoint_url=URL)) == (
+        "n", "n has no resume command, so it can only be connected at launch", "not_restartable"
+    )

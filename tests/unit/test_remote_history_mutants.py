@@ -317,3 +317,21 @@ def test_an_answer_for_one_session_carrying_another_is_refused_in_words() -> Non
         RH.receive_answer(judged(_answer(results=(other,))), "q-1", ("claude", "s-9"))
     assert (error.value.reason, str(error.value)) == (
         "malformed_answer", "an answer for one session carries that session only")
+
+
+# ------------------------------------------------------------------------------------- stop 34
+
+
+def test_only_the_repository_is_shared_by_its_name_other_texts_keep_their_slashes() -> None:
+    """H5: ``repo`` is shared by its last name; the other texts (a title naming a path) keep their
+    slashes whole. Kills shape mutmut_4 (``and`` -> ``or``: every text cut to its last path component)."""
+    shaped = RH.shape(result(title="port src/app/main.py to the new API", liveness="not_running"))
+    assert shaped["title"] == "port src/app/main.py to the new API"
+    assert shaped["repo"] == "app"
+
+
+def test_the_root_directory_as_a_repository_is_shared_with_an_empty_name() -> None:
+    """A session whose repository is the root directory (``/``) is shared with an empty name, never a
+    made-up one and never its path. Kills _name mutmut_16 (the empty name -> ``"XXXX"``)."""
+    assert RH.shape(result("/"))["repo"] == ""
+    assert RH.shape(result("///"))["repo"] == ""
