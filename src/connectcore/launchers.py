@@ -314,7 +314,7 @@ def _check_argv(name: str, what: str, argv: Sequence[str]) -> None:
 
 def _check_env(name: str, env: Mapping[str, str], *, what: str = "env") -> None:
     if not isinstance(env, Mapping):
-        raise LauncherError(name, f'{what} must be a table of NAME = "value"')
+        raise LauncherError(name, f'{what} must be a table of NAME = "value"', reason="bad_env")
     for key, value in env.items():
         if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
             raise LauncherError(

@@ -328,9 +328,10 @@ def test_a_launcher_s_env_refusals_name_the_launcher_env_and_the_problem() -> No
     """A launcher's env must be a mapping of valid names to strings without NUL; each refusal names
     the launcher and ``env``. Kills x__check_env 1, 2 (the default ``what`` reworded), 4 (launcher
     None), 5 (problem None), 6, 7 (the problem dropped), 31 (launcher None), 32 (problem None) for
-    a NUL."""
+    a NUL. An env that is no table is ``bad_env`` as in launchers.toml (it was ``invalid`` built
+    directly, one refusal with two reasons, until stop 34)."""
     error = _refused(L.Launcher, "x", "claude", argv=("claude",), env="A=1")
-    assert _whole(error) == ("x", 'env must be a table of NAME = "value"', "invalid")
+    assert _whole(error) == ("x", 'env must be a table of NAME = "value"', "bad_env")
     error = _refused(L.Launcher, "x", "claude", argv=("claude",), env={"1A": "v"})
     assert _whole(error) == ("x", "env: '1A' is not a valid environment variable name", "bad_env")
     error = _refused(L.parse_launchers_toml, '[launchers.x]\nargv = ["claude"]\nenv = { A = "a\\u0000b" }')
