@@ -12,6 +12,7 @@ from connectcore import hub as H
 from connectcore._machine import ConnectError
 from connectcore.effects import Audit, CheckActGuard, Notify, OpenWindow, Persist
 from connectcore.grants import Preset
+from connectcore.hub import acts as hub_acts
 from tests.unit.hubkit import Agent, World, actor
 
 QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
@@ -44,7 +45,8 @@ def saved(act: C.Act) -> tuple[Persist, Notify]:
 
 
 def final_audit(w: World, ctl: Agent, act: C.Act, outcome: str, detail: str) -> Audit:
-    return Audit(actor=actor(w, ctl), action=act.tool.value, outcome=outcome, scope="act", target=f"{act.pane_id}@{act.incarnation}",
+    target = f"{act.pane_id}@{act.incarnation}" if act.pane_id else "new window"
+    return Audit(actor=actor(w, ctl), action=act.tool.value, outcome=outcome, scope="act", target=target,
                  message_id=act.id, detail=f"role=control tier={act.tier} {detail}", at=w.now)
 
 
@@ -267,3 +269,58 @@ def test_an_act_whose_principal_the_book_does_not_hold_is_recorded_under_its_pri
     _, effects = H.step(hub, H.Recover(w.now))
     (record,) = [e for e in effects if isinstance(e, Audit)]
     assert record.actor == f"agent:{ctl.principal}" and record.outcome == "cancelled"
+
+
+def test_revoking_control_cancels_each_of_its_open_acts_with_why_at_the_revocation_s_time() -> None:
+    """Every open act of control ends cancelled, "control was revoked", at the revocation's time, and the
+    step records each of them, not only the last (kills cancel 12, 13, 21; cancel_by 3, 4)."""
+    w, ctl, pure, _ = world()
+    acts = [propose(w, ctl, C.Tool.CLOSE_PANE, pure),
+            propose(w, ctl, C.Tool.LAUNCH_AGENT, None, launcher="codex", cwd="/src", preset="off")]
+    w.now += 9
+    effects = w.step(H.Revoke(w.now, ctl.principal))
+    for act_id in acts:
+        act = w.hub.acts[act_id]
+        assert (act.state, act.detail, act.final_at) == (C.ActState.CANCELLED, "control was revoked", w.now)
+        assert final_audit(w, ctl, act, "cancelled", "control was revoked") in effects
+
+
+def test_an_act_on_a_pane_whose_process_ended_is_cancelled_with_why_at_that_time() -> None:
+    """(kills cancel_at 10, 11, 16, 17)"""
+    w, ctl, pure, _ = world()
+    act_id = propose(w, ctl, C.Tool.CLOSE_PANE, pure)
+    w.now += 2
+    effects = w.step(H.PaneGone(w.now, pure.pane, pure.incarnation))
+    act = w.hub.acts[act_id]
+    assert (act.state, act.detail, act.final_at) == (C.ActState.CANCELLED, "the pane's process ended", w.now)
+    assert final_audit(w, ctl, act, "cancelled", "the pane's process ended") in effects
+
+
+def test_every_card_unanswered_expires_at_its_expiry_time_with_its_record() -> None:
+    """A card expires at the tick of its expiry time itself (not only after it); each expired act ends
+    "card expired unanswered" at the tick's time, and the tick records each, not only the last (kills
+    tick 5, 10, 11, 19, 20, 21)."""
+    w, ctl, pure, _ = world()
+    acts = [propose(w, ctl, C.Tool.CLOSE_PANE, pure), propose(w, ctl, C.Tool.HANDOFF, pure, text="go on")]
+    w.now = w.hub.acts[acts[0]].expires_at
+    effects = w.step(H.Tick(w.now))
+    for act_id in acts:
+        act = w.hub.acts[act_id]
+        assert (act.state, act.detail, act.final_at) == (C.ActState.EXPIRED, "card expired unanswered", w.now)
+        assert final_audit(w, ctl, act, "expired", "card expired unanswered") in effects
+
+
+def test_a_final_act_stays_readable_in_the_hub_for_an_hour_then_is_dropped() -> None:
+    """A final act is kept until an hour (``FINAL_KEPT``) after it ended, and dropped at the tick of that
+    time; an open act stays (kills tick 27, 29-35)."""
+    w, ctl, pure, _ = world()
+    w.now = 5000.0
+    done = propose(w, ctl, C.Tool.CLOSE_PANE, pure)
+    w.step(H.ActDecided(w.now, done, False))
+    w.now += hub_acts.FINAL_KEPT - 1
+    still_open = propose(w, ctl, C.Tool.CLOSE_PANE, pure)
+    w.step(H.Tick(w.now))
+    assert set(w.hub.acts) == {done, still_open}
+    w.now += 1
+    w.step(H.Tick(w.now))
+    assert set(w.hub.acts) == {still_open}
