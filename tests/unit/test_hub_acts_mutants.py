@@ -324,3 +324,18 @@ def test_a_final_act_stays_readable_in_the_hub_for_an_hour_then_is_dropped() -> 
     w.now += 1
     w.step(H.Tick(w.now))
     assert set(w.hub.acts) == {still_open}
+
+
+def test_resuming_a_stopped_control_s_session_is_refused_while_another_control_runs() -> None:
+    """A launch that resumes a control's session runs as that control (even without ``control``), so it
+    is refused while another control is live: at most one control at a time (kills check_launch 4,
+    ``session=None``: the resumed session not looked up, the launch let through as an ordinary agent)."""
+    w = World()
+    old = w.launch("old-ctl", Preset.OFF, control=True, session=("claude", "s-old"))
+    w.step(H.PaneGone(w.now, old.pane, old.incarnation))  # its token ended: a new control may start
+    w.launch("ctl", Preset.OFF, control=True)
+    before = w.snapshot()
+    with pytest.raises(C.ActRefused) as refused:
+        w.launch("again", Preset.OFF, session=("claude", "s-old"))
+    assert refused.value.reason == "control_running"
+    assert w.hub == before
