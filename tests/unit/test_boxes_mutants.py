@@ -66,3 +66,36 @@ def test_a_target_that_is_not_text_is_refused_bad_target_saying_its_type() -> No
             B.readings(bad, own_name="desk", paired_names=())  # type: ignore[arg-type]
         assert caught.value.reason is D.TargetRefusal.BAD_TARGET
         assert str(caught.value) == f"a target is a string, got {kind}"
+
+
+# --- read at stop 34 ---
+
+
+@pytest.mark.parametrize(
+    ("sign", "seal", "words"),
+    [
+        (b"k" * 31, b"s" * B.KEY_BYTES, f"a box's signing public key is {B.KEY_BYTES} bytes, got 31 bytes"),
+        (b"k" * B.KEY_BYTES, "s" * B.KEY_BYTES, f"a box's sealing public key is {B.KEY_BYTES} bytes, got str"),
+    ],
+)
+def test_a_bad_public_key_is_refused_naming_which_key_and_what_came(sign: bytes, seal: bytes, words: str) -> None:
+    """A person fixing a peer's keys reads which key and what was given: its length, or its type
+    (kills ``_digest`` 1, 2, 8-11)."""
+    with pytest.raises(B.BoxError) as caught:
+        B.BoxKeys(sign, seal)
+    assert str(caught.value) == words
+
+
+def test_a_bad_or_taken_box_name_says_what_was_given_and_whose_name_it_is() -> None:
+    """The name given, cut to 40 characters (kills ``check_box_name`` 11, 12); a taken name says
+    whether it is this box's own or an active pairing's (kills ``check_name_free`` 8, 11)."""
+    long = "A" * 50
+    with pytest.raises(B.BoxError) as caught:
+        B.check_box_name(long)
+    assert str(caught.value).endswith(f"got {'A' * 40!r}")
+    with pytest.raises(B.BoxError) as caught:
+        B.check_name_free("laptop", "laptop", ())
+    assert "'laptop' is this box's own name:" in str(caught.value)
+    with pytest.raises(B.BoxError) as caught:
+        B.check_name_free("desk", "laptop", ("desk",))
+    assert "'desk' is the name of an active pairing:" in str(caught.value)
