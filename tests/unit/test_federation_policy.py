@@ -51,3 +51,12 @@ def test_a_setting_that_breaks_a_rule_is_refused_naming_it(table: dict[str, obje
 def test_retention_exactly_the_sender_s_window_is_enough() -> None:
     window = O.DEFAULT_SETTINGS.id_ttl + O.DEFAULT_SETTINGS.skew_bound + O.DEFAULT_SETTINGS.final_grace
     assert F.parse({"retention": window}).retention == window
+
+
+def test_the_bounds_are_exact_one_second_and_a_first_retry_equal_to_the_max_are_settings() -> None:
+    """S2 refuses only what is not positive, so one second (or 0.5) is a setting; S3 refuses a first
+    retry *above* the longest, so equal is allowed (kills the fourth run's ``parse`` 28, ``<= 0`` ->
+    ``<= 1``, and 46, ``>`` -> ``>=``)."""
+    assert F.parse({"first_retry": 1}).outbox.first_retry == 1.0
+    assert F.parse({"final_grace": 0.5}).outbox.final_grace == 0.5
+    assert F.parse({"first_retry": 60, "max_retry": 60}).outbox == O.Settings(first_retry=60.0, max_retry=60.0)
