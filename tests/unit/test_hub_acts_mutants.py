@@ -14,15 +14,13 @@ from connectcore.effects import Audit, CheckActGuard, Notify, OpenWindow, Persis
 from connectcore.grants import Preset
 from connectcore.hub import acts as hub_acts
 from tests.unit.hubkit import Agent, World, actor
-
-QUESTION = ("Allow the connect MCP server to run tool send_message?", ("1. Yes", "2. No"), ("connect - send_message",), 0)
+from tests.unit.test_hub_acts import QUESTION
+from tests.unit.test_hub_acts import world as acts_world
 
 
 def world() -> tuple[World, Agent, Agent, Agent]:
-    w = World()
-    ctl = w.launch("ctl", Preset.OFF, control=True)
-    pure = w.launch("pure", Preset.OFF, harness="codex")
-    shell = Agent("sh", "tok-none", "p-none", "%9", "inc-sh", "shell")
+    """test_hub_acts's world, its clock at a time no default could be mistaken for."""
+    w, ctl, pure, shell = acts_world()
     w.now = 1234.5
     return w, ctl, pure, shell
 

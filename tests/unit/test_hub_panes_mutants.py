@@ -8,7 +8,7 @@ from dataclasses import replace
 from connectcore import hub as H
 from connectcore.delivery import MessageState
 from connectcore.effects import EndSubscriptions
-from tests.unit.hubkit import World
+from tests.unit.hubkit import Agent, World
 
 
 def test_reconcile_ends_every_dead_incarnation_not_only_the_last() -> None:
@@ -85,12 +85,8 @@ def test_control_s_act_on_a_pane_that_ended_is_cancelled_at_the_pane_s_end() -> 
     assert (act.state, act.detail, act.final_at) == (C.ActState.CANCELLED, "the pane's process ended", w.now)
 
 
-def test_a_pane_that_ends_holding_a_draft_reports_the_draft_and_the_rest() -> None:
-    """A pane whose process ends with a draft left in it: the step's effects hold the draft's closing
-    and everything else the end did (its token's end first). Kills _pane_gone mutmut_145 (``effects +=
-    more`` -> ``=``: only the draft's closing left)."""
-    from connectcore.effects import Notify
-
+def _a_draft_left_in_b() -> tuple[World, Agent]:
+    """a's message typed into b and left there as a draft (the confirmation saw it still in the composer)."""
     w = World()
     a, b = w.launch("a"), w.launch("b")
     key = w.send(a, b)
@@ -101,6 +97,16 @@ def test_a_pane_that_ends_holding_a_draft_reports_the_draft_and_the_rest() -> No
     w.guard(key, b, "fp-2")
     w.typed(key, draft=True)
     assert b.pane in w.hub.drafts
+    return w, b
+
+
+def test_a_pane_that_ends_holding_a_draft_reports_the_draft_and_the_rest() -> None:
+    """A pane whose process ends with a draft left in it: the step's effects hold the draft's closing
+    and everything else the end did (its token's end first). Kills _pane_gone mutmut_145 (``effects +=
+    more`` -> ``=``: only the draft's closing left)."""
+    from connectcore.effects import Notify
+
+    w, b = _a_draft_left_in_b()
     effects = w.step(H.PaneGone(w.now, b.pane, b.incarnation))
     assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the pane's process ended"}) in effects
     assert EndSubscriptions(b.principal) in effects
@@ -128,16 +134,7 @@ def test_a_new_process_seen_in_a_pane_ends_the_old_one_there_draft_included() ->
     old incarnation ended in no pane: the draft left open)."""
     from connectcore.effects import Notify
 
-    w = World()
-    a, b = w.launch("a"), w.launch("b")
-    key = w.send(a, b)
-    w.decide(key)
-    w.now += 20
-    w.idle(b, "busy", ready=False)
-    w.idle(b, "fp-2")
-    w.guard(key, b, "fp-2")
-    w.typed(key, draft=True)
-    assert b.pane in w.hub.drafts
+    w, b = _a_draft_left_in_b()
     w.now += 1
     effects = w.step(H.PaneObserved(w.now, b.pane, "inc-new", True, "fp-3", w.now))
     assert Notify("needs", (b.pane,), payload={"state": "closed", "why": "the pane's process ended"}) in effects
