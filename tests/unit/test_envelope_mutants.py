@@ -3,6 +3,7 @@ mutants each test kills)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -13,11 +14,15 @@ from tests.unit.test_federation_envelope import (
     KC,
     NONCE,
     NOW,
+    OLD_PAIRING,
     SEALED,
     A,
     B,
+    C,
+    cancel,
     facts,
     message,
+    receipt,
     routing,
     view,
 )
@@ -78,3 +83,108 @@ def test_a_pairing_wire_from_an_unpaired_box_is_refused_as_that_box_s_with_its_r
         f"the keys a pair_request carries give box {KC.box_id}, not {A}",
     )
     assert E.keys_to_verify(subject, 100, E.Outer(request.routing, NONCE, SEALED, KA).encode(), alone) == KA
+
+
+# --------------------------------------------------------------------------------------------------
+# Read at stop 34 (the fourth 2026-12-06 run; docs/survivors/envelope.md names the mutants each kills)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_pair_request_carrying_other_keys_than_those_pinned_for_its_box_is_bad_binding() -> None:
+    """Step 7: keys are pinned for A, a pair_request from A carries C's keys (signed with A's pinned
+    key): refused ``bad_binding`` with its words; carrying the pinned keys it goes to the pairing rules.
+    Kills judge mutmut_53 (``!=`` -> ``==``), 54 to 59 (reason, detail)."""
+    request = E.PairingInner(routing(E.Kind.PAIR_REQUEST), (("name", "devbox"), ("secret", "s")))
+    assert E.judge(facts(request, keys=KC), view()) == E.Verdict(
+        E.Decision.REFUSED, f"box:{A}", E.Refusal.BAD_BINDING,
+        "a pair_request's keys differ from those pinned for its box")
+    assert E.judge(facts(request, keys=KA), view()).decision is E.Decision.PAIRING
+
+
+def test_a_wire_of_exactly_64_kib_is_checked_and_one_byte_more_is_malformed() -> None:
+    """Step 1's bound is inclusive: 64 KiB is a wire, 64 KiB + 1 is not. Kills _precheck mutmut_19
+    (``>`` -> ``>=``) and 22 (the refusal's actor)."""
+    subject = E.subject_for(E.Kind.MESSAGE, A, B)
+    outer = E.Outer(routing(), NONCE, SEALED).encode()
+    assert E.keys_to_verify(subject, E.MAX_WIRE_BYTES, outer, view()) == KA
+    assert E.keys_to_verify(subject, E.MAX_WIRE_BYTES + 1, outer, view()) is None
+    big = dataclasses.replace(facts(message()), size=E.MAX_WIRE_BYTES + 1)
+    assert E.judge(big, view()) == E.Verdict(
+        E.Decision.REFUSED, f"box:{A}", E.Refusal.MALFORMED,
+        f"a wire of {E.MAX_WIRE_BYTES + 1} bytes (more than 64, at most {E.MAX_WIRE_BYTES})")
+
+
+def test_a_long_subject_is_quoted_to_its_first_120_characters() -> None:
+    """Step 1: the refusal of a subject that is not one quotes at most 120 characters of it (text from
+    another machine). Kills _precheck mutmut_17."""
+    subject = "x" * 200
+    verdict = E.judge(dataclasses.replace(facts(message()), subject=subject), view())
+    assert (verdict.actor, verdict.reason) == ("box:unknown", E.Refusal.MALFORMED)
+    assert verdict.detail == f"subject {'x' * 120!r} is not connect.<to>.<kind>.<from>"
+
+
+def test_wrong_box_and_unpaired_refusals_name_the_subject_s_sender() -> None:
+    """Steps 2 and 3: the refusal's actor is ``box:<the subject's sender>``. Kills _precheck mutmut_31, 43."""
+    to_c = E.judge(facts(message(routing=routing(to=C)), subject=E.subject_for(E.Kind.MESSAGE, A, C)), view())
+    assert (to_c.decision, to_c.actor, to_c.reason) == (E.Decision.REFUSED, f"box:{A}", E.Refusal.WRONG_BOX)
+    unpaired = E.judge(facts(message()), view(peers={}))
+    assert (unpaired.decision, unpaired.actor, unpaired.reason) == (
+        E.Decision.REFUSED, f"box:{A}", E.Refusal.UNPAIRED)
+
+
+def test_an_outer_whose_sealed_part_is_four_characters_of_base64_is_read() -> None:
+    """``unb64``: only a length of 1 modulo 4 is no base64url; four characters (three bytes) are.
+    Kills unb64 mutmut_6 (``% 4 == 1`` -> ``/ 4 == 1``)."""
+    outer = E.Outer(routing(), NONCE, b"abc")
+    assert E.parse_outer(outer.encode()) == outer
+    with pytest.raises(E.EnvelopeError) as caught:
+        E.unb64("AAAAA", "the sealed part", E.Refusal.MALFORMED)
+    assert (caught.value.reason, str(caught.value)) == (E.Refusal.MALFORMED, "the sealed part is not base64url")
+
+
+def test_step_5_and_step_10_refusals_say_what_is_wrong() -> None:
+    """A signed outer part that is not canonical is ``malformed`` with the parse's words; an inner part
+    that is not is ``bad_binding`` with its words. Kills judge mutmut_35, 107."""
+    garbled = E.judge(facts(message(), outer=b"{not json"), view())
+    assert (garbled.reason, garbled.detail) == (
+        E.Refusal.MALFORMED,
+        "the outer part is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))")
+    bad_inner = E.judge(facts(message(), opened=b"[]"), view())
+    assert (bad_inner.reason, bad_inner.detail) == (E.Refusal.BAD_BINDING, "the inner part is not a JSON object")
+
+
+def test_a_removed_pairing_s_refusal_names_the_pairing_and_an_unpair_of_an_old_pairing_passes() -> None:
+    """Step 8: a message of a pairing no longer active is ``removed`` and the verdict names that pairing
+    (the unpair is owed again); an unpair naming an old pairing of that box is not ``removed``.
+    Kills judge mutmut_76, 78 (pairing dropped), 88 (``|`` -> ``&``)."""
+    old = message(routing=routing(pairing=OLD_PAIRING))
+    verdict = E.judge(facts(old), view())
+    assert (verdict.reason, verdict.pairing) == (E.Refusal.REMOVED, OLD_PAIRING)
+    unpair = E.PairingInner(routing(E.Kind.UNPAIR, pairing=OLD_PAIRING), (("at", NOW), ("reason", "bye")))
+    assert E.judge(facts(unpair), view()).decision is E.Decision.PAIRING
+
+
+def test_every_passing_verdict_names_its_sender_box_and_the_inner_digest() -> None:
+    """A pairing step, directory entry, history query, receipt and cancel that pass carry actor
+    ``box:<sender>`` and the SHA-256 of the inner bytes. Kills judge mutmut_122, 124, 128, 130, 132,
+    136, 138, 140, 144, 154, 156, 161, 177, 178."""
+    sent_id = E.Identity(B, "p-1", "m-9")
+    inners: list[E.Inner] = [
+        E.PairingInner(routing(E.Kind.PAIR_ACCEPT), (("at", NOW),)),
+        E.DirectoryInner(routing(E.Kind.DIRECTORY), 3, NOW, ()),
+        E.HistoryQueryInner(routing(E.Kind.HISTORY_QUERY), "q-1", NOW, "agent:claude:s-1", "words", None, 5),
+        receipt(message=sent_id),
+        cancel(),
+    ]
+    for inner in inners:
+        verdict = E.judge(facts(inner), view(sent={sent_id: "ab" * 32}))
+        assert verdict.decision is not E.Decision.REFUSED, verdict
+        assert (verdict.actor, verdict.digest) == (f"box:{A}", E.digest_of(E.encode_inner(inner)))
+
+
+def test_a_stale_refusal_says_how_old_the_envelope_is() -> None:
+    """Step 12: the detail counts the seconds since ``created_at``. Kills judge mutmut_170."""
+    old = message(created_at=NOW - E.RETENTION - 10)
+    verdict = E.judge(facts(old), view())
+    assert (verdict.reason, verdict.detail) == (
+        E.Refusal.STALE, "created 86410 s ago, older than the retention (86400 s): a replay")
