@@ -188,3 +188,91 @@ def test_a_stale_refusal_says_how_old_the_envelope_is() -> None:
     verdict = E.judge(facts(old), view())
     assert (verdict.reason, verdict.detail) == (
         E.Refusal.STALE, "created 86410 s ago, older than the retention (86400 s): a replay")
+
+
+def _outer_row(kind: E.Kind = E.Kind.MESSAGE) -> dict[str, object]:
+    keys = KA if kind is E.Kind.PAIR_REQUEST else None
+    row: dict[str, object] = json.loads(E.Outer(routing(kind), NONCE, SEALED, keys).encode())
+    return row
+
+
+def _with(row: dict[str, object], **over: object) -> bytes:
+    return E.canonical({**row, **over})
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (_with(_outer_row(), v=2), "the outer part is not version 1"),
+    (_with(_outer_row(), extra=1), "the outer part of a message lacks [] or has unknown fields ['extra']"),
+    (_with(_outer_row(E.Kind.PAIR_REQUEST), keys=["sign", "seal"]), "a pair_request's keys are {sign, seal}"),
+    (_with(_outer_row(E.Kind.PAIR_REQUEST), keys={"sign": E.b64(KA.sign)}), "a pair_request's keys are {sign, seal}"),
+    (_with(_outer_row(E.Kind.PAIR_REQUEST), keys={"sign": "A", "seal": E.b64(KA.seal)}),
+     "keys.sign is not base64url"),
+    (_with(_outer_row(E.Kind.PAIR_REQUEST), keys={"sign": E.b64(KA.sign), "seal": "A"}),
+     "keys.seal is not base64url"),
+    (_with(_outer_row(E.Kind.PAIR_REQUEST), keys={"sign": "abcd", "seal": E.b64(KA.seal)}),
+     "a box's signing public key is 32 bytes, got 3 bytes"),
+    (_with(_outer_row(), nonce="A"), "the nonce is not base64url"),
+    (_with(_outer_row(), sealed="A"), "the sealed part is not base64url"),
+    (json.dumps(dict(reversed(_outer_row().items())), separators=(",", ":")).encode(),
+     "the outer part is not in canonical form"),
+])
+def test_an_outer_part_that_is_not_one_is_malformed_saying_why(data: bytes, words: str) -> None:
+    """``parse_outer``: each way an outer part (text from another machine) is not one is ``malformed``
+    with its own words. Kills parse_outer's survivors of the fourth run (docs/survivors/envelope.md)."""
+    with pytest.raises(E.EnvelopeError) as caught:
+        E.parse_outer(data)
+    assert (caught.value.reason, str(caught.value)) == (E.Refusal.MALFORMED, words)
+
+
+def _inner_row(inner: E.Inner) -> dict[str, object]:
+    row: dict[str, object] = json.loads(E.encode_inner(inner))
+    return row
+
+
+_SENDER = {"principal": "p-7", "actor": "agent:claude:s-1", "harness": "claude", "pane": "%3",
+           "incarnation": "0123456789abcdef", "control": False}
+_QUERY = E.HistoryQueryInner(routing(E.Kind.HISTORY_QUERY), "q-1", NOW, "agent:claude:s-1", "words", None, 5,
+                             ("claude", "s-1"))
+_ANSWER = E.HistoryAnswerInner(routing(E.Kind.HISTORY_ANSWER), "q-1", NOW, "results", "", ())
+_ENTRY = E.DirectoryInner(routing(E.Kind.DIRECTORY), 3, NOW, ())
+
+
+@pytest.mark.parametrize(("inner", "over", "words"), [
+    (message(), {"v": 2}, "the inner part is not version 1"),
+    (message(), {"from": C}, "the inner routing differs from the outer routing"),
+    (message(), {"extra": 1}, "the inner part of a message lacks [] or has unknown fields ['extra']"),
+    (message(), {"target": {"address": "%4", "handle": "pr:1"}},
+     "message.target is not {address} or {handle}: {'address': '%4', 'handle': 'pr:1'}"),
+    (message(), {"target": ["address"]}, "message.target is not {address} or {handle}: ['address']"),
+    (message(), {"target": {}}, "message.target is not {address} or {handle}: {}"),
+    (message(), {"target": {"address": ""}}, "message.target is not a target: {'address': ''}"),
+    (message(), {"sender": {**_SENDER, "principal": ""}}, "message.sender.principal is not a non-empty string: ''"),
+    (message(), {"sender": {**_SENDER, "actor": ""}}, "message.sender.actor is not a non-empty string: ''"),
+    (message(), {"sender": {**_SENDER, "control": "yes"}}, "message.sender.control is not true or false: 'yes'"),
+    (message(), {"id": ""}, "message.id is not a non-empty string: ''"),
+    (receipt(), {"outcome": "maybe"}, "receipt.outcome is not accepted or a final outcome: 'maybe'"),
+    (_ENTRY, {"agents": [1]}, "directory.agents is not a list of objects: [1]"),
+    (_ENTRY, {"agents": {}}, "directory.agents is not a list of objects: {}"),
+    (_QUERY, {"session": {"harness": "", "id": "s-1"}}, "history_query.session.harness is not a non-empty string: ''"),
+    (_QUERY, {"session": {"harness": "claude", "id": ""}}, "history_query.session.id is not a non-empty string: ''"),
+    (_QUERY, {"id": ""}, "history_query.id is not a non-empty string: ''"),
+    (_ANSWER, {"results": [1]}, "history_answer.results is not a list of objects: [1]"),
+    (_ANSWER, {"results": {}}, "history_answer.results is not a list of objects: {}"),
+    (_ANSWER, {"query": ""}, "history_answer.query is not a non-empty string: ''"),
+])
+def test_an_inner_part_that_is_not_one_is_bad_binding_saying_why(inner: E.Inner, over: dict[str, object],
+                                                                   words: str) -> None:
+    """``parse_inner``: each way an opened inner part is not one of its kind (empty ids and names, a
+    target that is not one, lists that are not of objects) is ``bad_binding`` with its own words.
+    Kills parse_inner's survivors of the fourth run (docs/survivors/envelope.md)."""
+    outer = E.Outer(inner.routing, NONCE, SEALED, KA if inner.routing.kind is E.Kind.PAIR_REQUEST else None)
+    with pytest.raises(E.EnvelopeError) as caught:
+        E.parse_inner(E.canonical({**_inner_row(inner), **over}), outer)
+    assert (caught.value.reason, str(caught.value)) == (E.Refusal.BAD_BINDING, words)
+
+
+def test_a_message_from_a_control_sender_is_read_as_one() -> None:
+    """A message whose sender has ``control`` set parses with it set (kills the mutant dropping it)."""
+    inner = message(sender=E.Sender("p-7", "agent:claude:s-1", "claude", "%3", "0123456789abcdef", True))
+    outer = E.Outer(inner.routing, NONCE, SEALED)
+    assert E.parse_inner(E.encode_inner(inner), outer) == inner
