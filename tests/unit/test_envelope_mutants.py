@@ -259,6 +259,20 @@ _ENTRY = E.DirectoryInner(routing(E.Kind.DIRECTORY), 3, NOW, ())
     (_ANSWER, {"results": [1]}, "history_answer.results is not a list of objects: [1]"),
     (_ANSWER, {"results": {}}, "history_answer.results is not a list of objects: {}"),
     (_ANSWER, {"query": ""}, "history_answer.query is not a non-empty string: ''"),
+    (message(), {"text": 1}, "message.text is not a string: 1"),
+    (message(), {"created_at": "soon"}, "message.created_at is not a number: 'soon'"),
+    (message(), {"created_at": True}, "message.created_at is not a number: True"),
+    (message(), {"sender": 1}, "message.sender is not an object: 1"),
+    (message(), {"sender": {"principal": "p-7"}},
+     "message.sender lacks ['actor', 'control', 'harness', 'incarnation', 'pane'] or has unknown fields []"),
+    (message(), {"sender": {**_SENDER, "harness": 1}}, "message.sender.harness is not a string: 1"),
+    (receipt(), {"digest": "AB" * 32}, f"receipt.digest is not a SHA-256 in hex: {'AB' * 32!r}"),
+    (receipt(), {"message": {"box": "nobox", "principal": "p-1", "id": "m-9"}},
+     "receipt.message.box is not a box id: 'nobox'"),
+    (receipt(), {"message": {"box": B, "principal": "", "id": "m-9"}},
+     "receipt.message.principal is not a non-empty string: ''"),
+    (receipt(), {"message": {"box": B, "principal": "p-1", "id": ""}},
+     "receipt.message.id is not a non-empty string: ''"),
 ])
 def test_an_inner_part_that_is_not_one_is_bad_binding_saying_why(inner: E.Inner, over: dict[str, object],
                                                                    words: str) -> None:
@@ -276,3 +290,45 @@ def test_a_message_from_a_control_sender_is_read_as_one() -> None:
     inner = message(sender=E.Sender("p-7", "agent:claude:s-1", "claude", "%3", "0123456789abcdef", True))
     outer = E.Outer(inner.routing, NONCE, SEALED)
     assert E.parse_inner(E.encode_inner(inner), outer) == inner
+
+
+def test_what_a_held_identity_decides_names_its_box_digest_and_words() -> None:
+    """Steps 13 and after for a message and a cancel: conflict, cancelled first, duplicate, too late (the
+    id's hour is exclusive: exactly an hour old is new), cancel held, cancel, tombstone: each verdict whole.
+    Kills _message's and _cancel's survivors of the fourth run (docs/survivors/envelope.md)."""
+    inner = message()
+    digest = E.digest_of(E.encode_inner(inner))
+    ident = inner.identity
+    actor = f"box:{A}"
+    held = {ident: E.Held("cd" * 32, "accepted")}
+    assert E.judge(facts(inner), view(retained=held)) == E.Verdict(
+        E.Decision.REFUSED, actor, E.Refusal.CONFLICT, f"this box holds {ident} with other content: a reused id")
+    tomb = {ident: E.Held(digest, "cancelled", tombstone=True)}
+    assert E.judge(facts(inner), view(retained=tomb)) == E.Verdict(
+        E.Decision.CANCELLED_FIRST, actor, detail="cancelled before it arrived", inner=inner, digest=digest,
+        identity=ident, answer="cancelled")
+    dup = {ident: E.Held(digest, "delivered")}
+    assert E.judge(facts(inner), view(retained=dup)) == E.Verdict(
+        E.Decision.DUPLICATE, actor, detail="held: delivered", inner=inner, digest=digest, identity=ident,
+        answer="delivered")
+    late = message(created_at=NOW - E.ID_TTL - 1)
+    late_digest = E.digest_of(E.encode_inner(late))
+    assert E.judge(facts(late), view()) == E.Verdict(
+        E.Decision.TOO_LATE, actor, detail="reached this box after the id's hour; not accepted", inner=late,
+        digest=late_digest, identity=ident, record=E.Held(late_digest, "expired"), answer="expired")
+    hour = message(created_at=NOW - E.ID_TTL)
+    assert E.judge(facts(hour), view()).decision is E.Decision.NEW
+
+    c = cancel()
+    c_digest = E.digest_of(E.encode_inner(c))
+    assert E.judge(facts(c), view(retained=held)) == E.Verdict(
+        E.Decision.REFUSED, actor, E.Refusal.CONFLICT,
+        f"this box holds {ident} with another digest than the cancel names")
+    assert E.judge(facts(c), view(retained=tomb)) == E.Verdict(
+        E.Decision.DUPLICATE, actor, detail="cancel held", inner=c, digest=c_digest, identity=ident,
+        answer="cancelled")
+    assert E.judge(facts(c), view(retained={ident: E.Held(digest, "accepted")})) == E.Verdict(
+        E.Decision.CANCEL, actor, inner=c, digest=c_digest, identity=ident)
+    assert E.judge(facts(c), view()) == E.Verdict(
+        E.Decision.TOMBSTONE, actor, detail="cancelled before it arrived", inner=c, digest=c_digest, identity=ident,
+        record=E.Held(digest, "cancelled", tombstone=True), answer="cancelled")
