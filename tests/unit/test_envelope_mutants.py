@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 
@@ -212,6 +213,9 @@ def _with(row: dict[str, object], **over: object) -> bytes:
     (_with(_outer_row(E.Kind.PAIR_REQUEST), keys={"sign": "abcd", "seal": E.b64(KA.seal)}),
      "a box's signing public key is 32 bytes, got 3 bytes"),
     (_with(_outer_row(), nonce="A"), "the nonce is not base64url"),
+    (_with(_outer_row(), sealed=""), "the sealed part is empty"),
+    (_with(_outer_row(), kind="bogus"), "unknown envelope kind 'bogus'"),
+    (_with(_outer_row(), **{"from": "nobox"}), "from is not a box id: 'nobox'"),
     (_with(_outer_row(), sealed="A"), "the sealed part is not base64url"),
     (json.dumps(dict(reversed(_outer_row().items())), separators=(",", ":")).encode(),
      "the outer part is not in canonical form"),
@@ -332,3 +336,50 @@ def test_what_a_held_identity_decides_names_its_box_digest_and_words() -> None:
     assert E.judge(facts(c), view()) == E.Verdict(
         E.Decision.TOMBSTONE, actor, detail="cancelled before it arrived", inner=c, digest=c_digest, identity=ident,
         record=E.Held(digest, "cancelled", tombstone=True), answer="cancelled")
+
+
+def test_a_pair_request_with_an_empty_name_or_secret_is_bad_binding() -> None:
+    """A pair_request's ``name`` and ``secret`` are non-empty strings. Kills parse_inner mutmut_438, 441,
+    445, 448 (``empty=True`` or the default)."""
+    request = E.PairingInner(routing(E.Kind.PAIR_REQUEST), (("name", "devbox"), ("secret", "s")))
+    outer = E.Outer(request.routing, NONCE, SEALED, KA)
+    for name in ("name", "secret"):
+        with pytest.raises(E.EnvelopeError) as caught:
+            E.parse_inner(E.canonical({**_inner_row(request), name: ""}), outer)
+        assert (caught.value.reason, str(caught.value)) == (
+            E.Refusal.BAD_BINDING, f"pair_request.{name} is not a non-empty string: ''")
+
+
+def test_an_inner_part_that_is_not_json_or_not_canonical_is_bad_binding() -> None:
+    """Kills parse_inner mutmut_4 (the reason of an inner part that is not JSON) and 469 (the words)."""
+    outer = E.Outer(routing(), NONCE, SEALED)
+    with pytest.raises(E.EnvelopeError) as caught:
+        E.parse_inner(b"[", outer)
+    assert caught.value.reason is E.Refusal.BAD_BINDING
+    assert str(caught.value).startswith("the inner part is not JSON (")
+    shuffled = json.dumps(dict(reversed(_inner_row(message()).items())), separators=(",", ":")).encode()
+    with pytest.raises(E.EnvelopeError) as caught:
+        E.parse_inner(shuffled, outer)
+    assert (caught.value.reason, str(caught.value)) == (E.Refusal.BAD_BINDING, "the inner part is not in canonical form")
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: E.Routing("message", A, B, pairing="p"), "unknown envelope kind 'message'"),  # type: ignore[arg-type]
+    (lambda: E.Routing(E.Kind.MESSAGE, A, "nobox", pairing="p"), "to is not a box id: 'nobox'"),
+    (lambda: E.Routing(E.Kind.MESSAGE, A, B, pairing=""), "a message names its pairing by an id, got ''"),
+    (lambda: E.Routing(E.Kind.MESSAGE, A, B, pairing="p", invitation="i"), "a message carries no invitation"),
+    (lambda: E.Outer(routing(), NONCE, SEALED, KA), "only a pair_request carries the sender's keys"),
+    (lambda: E.Outer(routing(), NONCE, b""), "the sealed part is empty"),
+])
+def test_an_envelope_this_box_builds_wrongly_is_refused_malformed(make: Any, words: str) -> None:
+    """``Routing`` and ``Outer`` refuse what is not one (a sending box's bug is caught before the wire).
+    Kills _check_routing mutmut_2 to 5, 8, 9, 14, 32, 37; Outer.__post_init__ 8, 11 to 16, 20, 24."""
+    with pytest.raises(E.EnvelopeError) as caught:
+        make()
+    assert (caught.value.reason, str(caught.value)) == (E.Refusal.MALFORMED, words)
+
+
+def test_the_canonical_encoding_has_no_nan() -> None:
+    """Kills canonical mutmut_10, 15 (``allow_nan`` dropped or true)."""
+    with pytest.raises(ValueError):
+        E.canonical({"at": float("nan")})
