@@ -705,3 +705,43 @@ def test_federation_events_the_core_cannot_step_are_refused_loudly_with_their_ki
     with pytest.raises(O.OutboxError, match=r"^a new verdict is no receipt$") as no_receipt:
         sender.step(H.ReceiptArrived(NOW, verdict))
     assert no_receipt.value.reason is O.Refusal.UNKNOWN_MESSAGE
+
+
+# --- after every step: the final receipts and records of remote messages (read at stop 34, after the run) ---
+
+
+def test_each_remote_message_a_step_made_final_gets_its_receipt_whatever_comes_before_it_in_the_step() -> None:
+    """``finals_receipted`` goes through every message the step persisted: a remote sender's message
+    with no inbox record here (sorted first), and one not final, are passed over, not the end of the
+    round; the final one whose record is still accepted gets its final receipt (kills
+    ``finals_receipted`` 21, 22: a message with no record read as having one, an AttributeError;
+    26, 28: ``continue`` -> ``break``)."""
+    w = _inbox_world()
+    to = w.launch("codex", harness="codex")
+    arrive(w, to, message("m-1"))
+    arrive(w, to, message("m-2"))
+    one, two = w.hub.messages[(REMOTE, "m-1")], w.hub.messages[(REMOTE, "m-2")]
+    unknown = replace(one, id="m-0")  # a remote sender's message this inbox holds no record of
+    assert unknown.key < one.key < two.key
+    done = replace(two, state=MessageState.DELIVERED)
+    effects = tuple(Persist("message", m.key, m) for m in (unknown, one, done))
+    hub, receipts = H.federation.finals_receipted(w.hub, effects, w.now + 9)
+    finals = [(r.inner.message.id, r.inner.outcome) for r in receipts if isinstance(r, PublishReceipt)]
+    assert finals == [("m-2", "delivered")]
+    assert hub.inbox is not None
+    assert hub.inbox.records[message("m-2").identity].state is I.InboxState.DELIVERED
+    assert hub.inbox.records[message("m-1").identity].state is I.InboxState.ACCEPTED
+
+
+def test_a_message_to_another_box_made_final_is_recorded_with_the_message_scope_at_the_step_s_time() -> None:
+    """``finals_audited``: the sending agent's outcome record of a remote message the step ended
+    carries the message scope and the step's time (kills ``finals_audited`` 12, 20: no scope; 16, 24:
+    no time)."""
+    w = World(hub=H.Hub(outbox=O.Outbox(own=A)), now=NOW)
+    me = w.launch("me")
+    submit(w, me, "m-1", bus_up=False)
+    w.now += 7.0
+    effects = w.step(H.PairingRemoved(w.now, PAIRING, "devbox"))
+    (record,) = [e for e in effects if isinstance(e, H.Audit) and e.action == "send_message" and e.message_id == "m-1"]
+    assert (record.outcome, record.scope, record.target, record.at) == (
+        "cancelled", "message", f"%4@51d7a9c03e6f2b18@{B}", w.now)
