@@ -229,3 +229,23 @@ def test_a_recovered_restart_keeps_the_limits_it_was_given() -> None:
     w.step(H.RestartRecovered(w.now, record, LIMITS))
     assert R.RestartLimits() != LIMITS
     assert w.hub.restarts["r-1"].limits == LIMITS
+
+
+def test_a_revoke_reaches_a_restart_of_its_session_resumed_off_and_only_its_own() -> None:
+    """A principal's session, its first pane gone, resumed by hand in another pane launched Off (no
+    token there) and restarted to connect: revoking the principal withdraws that restart (found by
+    the session's alias to the principal); revoking another principal leaves it alone. Kills
+    _restarts_of mutmut_10, 11, 22, 24 (the alias not looked up or not matched) and 21, 27 (any
+    alias matched)."""
+    from .hubkit import Agent
+
+    for whom in ("b", "other"):
+        w = World()
+        b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+        other = w.launch("other", Preset.OBSERVE, session=("claude", "sess-other"))
+        w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+        resumed = Agent("b2", "", "", "%9", "inc-resumed")
+        begin(w, resumed)
+        assert "r-1" in w.hub.restarts
+        w.step(H.Revoke(w.now, (b if whom == "b" else other).principal))
+        assert ("r-1" in w.hub.restarts) is (whom == "other"), whom
