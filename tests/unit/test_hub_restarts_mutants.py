@@ -249,3 +249,28 @@ def test_a_revoke_reaches_a_restart_of_its_session_resumed_off_and_only_its_own(
         assert "r-1" in w.hub.restarts
         w.step(H.Revoke(w.now, (b if whom == "b" else other).principal))
         assert ("r-1" in w.hub.restarts) is (whom == "other"), whom
+
+
+def test_the_exit_command_left_in_a_composer_is_told_only_while_its_agent_is_the_pane_s() -> None:
+    """A restart that typed its exit command and then left the agent alone tells the person (a Needs
+    you item for the pane) while the pane last seen holds that agent's incarnation; a pane seen
+    holding another incarnation since (the agent gone, another in its place) is told nothing. Kills
+    _closed mutmut_14, 15 (the pane's view not looked up) and 20 (``==`` -> ``!=``)."""
+    from .hubkit import Agent
+    from .test_hub_restarts import to_rechecking
+
+    for seen in ("inc-b", "inc-new"):
+        w = World()
+        b = Agent("b", "", "", "%2", "inc-b")
+        begin(w, b)
+        to_rechecking(w, b)
+        feed(w, observed(w, b))  # fresh idle: the exit command is typed
+        assert step_of(w) is S.EXIT_SENT
+        w.now += LIMITS.exit
+        feed(w, R.Timeout(now=w.now))  # the agent did not exit
+        feed(w, R.Recover(now=w.now, condition=R.PaneCondition.LIVE))
+        w.step(H.PaneObserved(w.now, b.pane, seen, False, "fp-draft", w.now))
+        assert b.pane in w.hub.panes, seen
+        feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
+        assert "r-1" not in w.hub.restarts, seen
+        assert (b.pane in w.hub.drafts) is (seen == "inc-b"), seen
