@@ -274,3 +274,45 @@ def test_the_exit_command_left_in_a_composer_is_told_only_while_its_agent_is_the
         feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
         assert "r-1" not in w.hub.restarts, seen
         assert (b.pane in w.hub.drafts) is (seen == "inc-b"), seen
+
+
+
+def test_disconnect_all_withdraws_every_restart_past_one_already_withdrawn_or_stored() -> None:
+    """Disconnect all withdraws every open restart-to-connect, in order of id: one already withdrawn
+    (its exit sent, so it runs on without a token) is passed over, not the end of the list; a
+    cancelled one keeps its record when a later one, past its stored record, is marked and stored.
+    Kills _withdraw_restarts mutmut_6 (``continue`` -> ``break``) and 22 (``effects += (Persist…)`` ->
+    ``=``: the cancel before it lost)."""
+    from connectcore.effects import Persist
+
+    from .hubkit import Agent
+    from .test_hub_restarts import to_rechecking
+
+    b, c = Agent("b", "", "", "%2", "inc-b"), Agent("c", "", "", "%3", "inc-c")
+    why = "disconnect all while restarting"
+
+    # r-1 withdrawn already (revoked after its exit was sent); r-2 still waiting for idle
+    w = World()
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    assert step_of(w) is S.EXIT_SENT
+    w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert step_of(w) is S.EXIT_SENT and w.hub.restarts["r-1"].record.connect_withdrawn
+    w.step(H.RestartPlanned(w.now, plan(c, "r-2", "sess-c"), ("claude", "sess-c"), COLLABORATE))
+    effects = w.step(H.DisconnectAll(w.now))
+    assert "r-2" not in w.hub.restarts
+    assert [a.detail for a in audits(effects, "restart.cancel")] == [why]
+
+    # r-1 waiting for idle (cancelled), r-2 past its stored record (marked and stored)
+    w = World()
+    begin(w, b)
+    w.step(H.RestartPlanned(w.now, plan(c, "r-2", "sess-c"), ("claude", "sess-c"), COLLABORATE))
+    feed(w, observed(w, c), "r-2")
+    feed(w, R.StepDone(now=w.now, step=S.RECORD_PERSISTED), "r-2")
+    assert step_of(w, "r-2") in R.RECOVERABLE
+    effects = w.step(H.DisconnectAll(w.now))
+    assert "r-1" not in w.hub.restarts
+    assert [a.detail for a in audits(effects, "restart.cancel")] == [why]
+    stored = [e for e in effects if isinstance(e, Persist) and e.kind == R.STORE_KIND and e.key == ("r-2",)]
+    assert [e.record.connect_withdrawn for e in stored] == [why]
