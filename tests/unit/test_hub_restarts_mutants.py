@@ -229,3 +229,90 @@ def test_a_recovered_restart_keeps_the_limits_it_was_given() -> None:
     w.step(H.RestartRecovered(w.now, record, LIMITS))
     assert R.RestartLimits() != LIMITS
     assert w.hub.restarts["r-1"].limits == LIMITS
+
+
+def test_a_revoke_reaches_a_restart_of_its_session_resumed_off_and_only_its_own() -> None:
+    """A principal's session, its first pane gone, resumed by hand in another pane launched Off (no
+    token there) and restarted to connect: revoking the principal withdraws that restart (found by
+    the session's alias to the principal); revoking another principal leaves it alone. Kills
+    _restarts_of mutmut_10, 11, 22, 24 (the alias not looked up or not matched) and 21, 27 (any
+    alias matched)."""
+    from .hubkit import Agent
+
+    for whom in ("b", "other"):
+        w = World()
+        b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+        other = w.launch("other", Preset.OBSERVE, session=("claude", "sess-other"))
+        w.step(H.PaneGone(w.now, b.pane, b.incarnation))
+        resumed = Agent("b2", "", "", "%9", "inc-resumed")
+        begin(w, resumed)
+        assert "r-1" in w.hub.restarts
+        w.step(H.Revoke(w.now, (b if whom == "b" else other).principal))
+        assert ("r-1" in w.hub.restarts) is (whom == "other"), whom
+
+
+def test_the_exit_command_left_in_a_composer_is_told_only_while_its_agent_is_the_pane_s() -> None:
+    """A restart that typed its exit command and then left the agent alone tells the person (a Needs
+    you item for the pane) while the pane last seen holds that agent's incarnation; a pane seen
+    holding another incarnation since (the agent gone, another in its place) is told nothing. Kills
+    _closed mutmut_14, 15 (the pane's view not looked up) and 20 (``==`` -> ``!=``)."""
+    from .hubkit import Agent
+    from .test_hub_restarts import to_rechecking
+
+    for seen in ("inc-b", "inc-new"):
+        w = World()
+        b = Agent("b", "", "", "%2", "inc-b")
+        begin(w, b)
+        to_rechecking(w, b)
+        feed(w, observed(w, b))  # fresh idle: the exit command is typed
+        assert step_of(w) is S.EXIT_SENT
+        w.now += LIMITS.exit
+        feed(w, R.Timeout(now=w.now))  # the agent did not exit
+        feed(w, R.Recover(now=w.now, condition=R.PaneCondition.LIVE))
+        w.step(H.PaneObserved(w.now, b.pane, seen, False, "fp-draft", w.now))
+        assert b.pane in w.hub.panes, seen
+        feed(w, R.StepDone(now=w.now, step=S.OPTION_RESTORED))
+        assert "r-1" not in w.hub.restarts, seen
+        assert (b.pane in w.hub.drafts) is (seen == "inc-b"), seen
+
+
+
+def test_disconnect_all_withdraws_every_restart_past_one_already_withdrawn_or_stored() -> None:
+    """Disconnect all withdraws every open restart-to-connect, in order of id: one already withdrawn
+    (its exit sent, so it runs on without a token) is passed over, not the end of the list; a
+    cancelled one keeps its record when a later one, past its stored record, is marked and stored.
+    Kills _withdraw_restarts mutmut_6 (``continue`` -> ``break``) and 22 (``effects += (Persist…)`` ->
+    ``=``: the cancel before it lost)."""
+    from connectcore.effects import Persist
+
+    from .hubkit import Agent
+    from .test_hub_restarts import to_rechecking
+
+    b, c = Agent("b", "", "", "%2", "inc-b"), Agent("c", "", "", "%3", "inc-c")
+    why = "disconnect all while restarting"
+
+    # r-1 withdrawn already (revoked after its exit was sent); r-2 still waiting for idle
+    w = World()
+    begin(w, b)
+    to_rechecking(w, b)
+    feed(w, observed(w, b))
+    assert step_of(w) is S.EXIT_SENT
+    w.step(H.RevokePane(w.now, b.pane, b.incarnation))
+    assert step_of(w) is S.EXIT_SENT and w.hub.restarts["r-1"].record.connect_withdrawn
+    w.step(H.RestartPlanned(w.now, plan(c, "r-2", "sess-c"), ("claude", "sess-c"), COLLABORATE))
+    effects = w.step(H.DisconnectAll(w.now))
+    assert "r-2" not in w.hub.restarts
+    assert [a.detail for a in audits(effects, "restart.cancel")] == [why]
+
+    # r-1 waiting for idle (cancelled), r-2 past its stored record (marked and stored)
+    w = World()
+    begin(w, b)
+    w.step(H.RestartPlanned(w.now, plan(c, "r-2", "sess-c"), ("claude", "sess-c"), COLLABORATE))
+    feed(w, observed(w, c), "r-2")
+    feed(w, R.StepDone(now=w.now, step=S.RECORD_PERSISTED), "r-2")
+    assert step_of(w, "r-2") in R.RECOVERABLE
+    effects = w.step(H.DisconnectAll(w.now))
+    assert "r-1" not in w.hub.restarts
+    assert [a.detail for a in audits(effects, "restart.cancel")] == [why]
+    stored = [e for e in effects if isinstance(e, Persist) and e.kind == R.STORE_KIND and e.key == ("r-2",)]
+    assert [e.record.connect_withdrawn for e in stored] == [why]

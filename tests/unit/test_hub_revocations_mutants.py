@@ -124,3 +124,33 @@ def test_a_restart_of_an_agent_launched_off_is_withdrawn_at_the_revoke_s_time_or
         cancelled = audits(effects, "restart.cancel")
         assert [(a.detail, a.at) for a in cancelled] == [(why, w.now)], how
         assert "r-1" not in w.hub.restarts, how
+
+
+def test_a_grant_set_while_restarting_withdraws_the_restart_saying_so() -> None:
+    """A new grant for the session being restarted to connect withdraws the restart, the cancel's
+    record saying why. Kills _set_grant mutmut_33, 34 (the reason's words)."""
+    from tests.unit.test_hub_restarts import COLLABORATE, audits, begin, unconnected_agent
+
+    w = World()
+    b = unconnected_agent(w)
+    begin(w, b, frozenset(COLLABORATE))
+    w.now += 3.0
+    effects = w.step(H.SetGrant(w.now, ("claude", "sess-b"), COLLABORATE))
+    assert [(a.detail, a.at) for a in audits(effects, "restart.cancel")] == [("the grant changed while restarting", w.now)]
+
+
+def test_a_grant_set_for_a_principal_withdraws_its_restart_resuming_another_session() -> None:
+    """A grant set for a session reaches the restarts of its principal, not only those resuming that
+    session: here the principal's pane is restarted to resume another session, and the principal's
+    token is on the incarnation being restarted. Kills _set_grant mutmut_9, 13 (the members of the
+    session's principal lost)."""
+    from connectcore.grants import Preset
+    from tests.unit.test_hub_restarts import COLLABORATE, plan
+
+    w = World()
+    b = w.launch("b", Preset.OBSERVE, session=("claude", "sess-b"))
+    w.step(H.RestartPlanned(w.now, plan(b, session_id="sess-c"), ("claude", "sess-c"), COLLABORATE))
+    assert "r-1" in w.hub.restarts
+    w.step(H.SetGrant(w.now, ("claude", "sess-b"), COLLABORATE))
+    assert "r-1" not in w.hub.restarts
+
