@@ -75,13 +75,10 @@ def both() -> World:
     return World(hub=H.Hub(inbox=I.Inbox(own=B), outbox=O.Outbox(own=B)), now=NOW)
 
 
-def _row_inner(w: World, agent: Agent, mid: str) -> E.MessageInner:
+def _row_inner(w: World, agent: Agent, mid: str, box: str = B) -> E.MessageInner:
+    """The message of ``agent``'s outbox row ``mid`` on box ``box``, read back as the outbox reads it."""
     assert w.hub.outbox is not None
-    row = w.hub.outbox.rows[E.Identity(B, agent.principal, mid)]
-    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
-    inner = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
-    assert isinstance(inner, E.MessageInner)
-    return inner
+    return O.message_of(w.hub.outbox.rows[E.Identity(box, agent.principal, mid)])
 
 
 def test_a_reply_to_a_message_from_the_other_box_travels_as_that_message_s_identity(both: World) -> None:
@@ -119,12 +116,7 @@ def _outbox_world(**limits: Any) -> World:
 
 
 def _sent_inner(w: World, agent: Agent, mid: str) -> E.MessageInner:
-    assert w.hub.outbox is not None
-    row = w.hub.outbox.rows[E.Identity(A, agent.principal, mid)]
-    routing, plain, nonce = O.to_seal(row, E.Kind.MESSAGE)
-    inner = E.parse_inner(plain, E.Outer(routing, nonce, b"x"))
-    assert isinstance(inner, E.MessageInner)
-    return inner
+    return _row_inner(w, agent, mid, box=A)
 
 
 def test_a_box_without_an_outbox_refuses_a_remote_send_saying_so() -> None:

@@ -139,15 +139,20 @@ def _here(hub: Hub, ev: RemoteMessageArrived, inner: MessageInner) -> remote.Her
     )
 
 
+def _sent_row(hub: Hub, identity: Identity | None) -> outbox_.Row | None:
+    """This box's outbox row ``identity`` (None: no such row here)."""
+    return None if identity is None or hub.outbox is None else hub.outbox.rows.get(identity)
+
+
 def _answered(hub: Hub, inner: MessageInner) -> MessageInner | None:
     """R6: this box's own message that ``inner`` answers (one R9 then checks went to the answering box)."""
-    row = None if inner.in_reply_to is None or hub.outbox is None else hub.outbox.rows.get(inner.in_reply_to)
+    row = _sent_row(hub, inner.in_reply_to)
     return None if row is None else outbox_.message_of(row)
 
 
 def _sent_to(hub: Hub, identity: Identity | None) -> str | None:
     """The box this box's outbox row ``identity`` went to (None: no such row here)."""
-    row = None if identity is None or hub.outbox is None else hub.outbox.rows.get(identity)
+    row = _sent_row(hub, identity)
     return None if row is None else row.to
 
 
