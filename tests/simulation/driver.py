@@ -290,6 +290,10 @@ class Sim:
             str
         ] = []  # the kind of each violation (invariants.KNOWN_DEFECTS names the known ones)
         self.sent: dict[str, Sent] = {}
+        # this driver's first message body is simmsg-{first_body}: a box of several gives each its own
+        # range (federation_driver.BoxSim), since a local message may cross to another box and each
+        # box's checker counts typings by body
+        self.first_body = 1
         self.addresses: dict[str, str] = {}
         self.fail_next_applies = 0  # scenarios: the next N non-empty store writes raise
         self.fail_applies_of: Callable[[tuple[Any, ...]], bool] | None = None  # ... only the writes it picks
@@ -542,7 +546,7 @@ class Sim:
                 sender = rng.choice(senders)
                 others = [p for p in panes if p != sender]
                 pane = rng.choice(others) if others and rng.random() < 0.95 else pane
-                body = f"simmsg-{len(self.sent) + 1}"
+                body = f"simmsg-{self.first_body + len(self.sent)}"
                 to = (
                     self.address_of(pane)
                     if rng.random() < 0.8

@@ -80,6 +80,7 @@ from tests.simulation.sim_bus import Faults, SimBus, SimNetwork
 
 NAMES = ("laptop", "devbox", "builder")
 FED_BODY = re.compile(r"fedmsg-\d+")
+BODIES_PER_BOX = 1_000_000  # each box's local messages are simmsg-(1 + index * this) onwards
 BUS_POLL = 0.25  # a waiting fetch looks again this often (virtual seconds)
 RECEIPT_PROMPT = 20.0  # virtual seconds of a connected link within which a final outcome's receipt is published
 #: What a supervised task may fail with here, besides a single box's injected faults: the bus away.
@@ -246,6 +247,7 @@ class BoxSim(D.Sim):
         self.approved_cards: set[str] = set()  # cards the person tried to approve (once or for the pair)
         self.approved_pairs: set[tuple[str, str]] = set()  # (sender, recipient incarnation) tried for the pair
         super().__init__(seed, data_dir, cfg)
+        self.first_body = 1 + index * BODIES_PER_BOX  # no two boxes' local messages share a body
         fed.trace.extend(f"[{self.name}] {line}" for line in self.trace)
         krng = random.Random(seed * 2147483647 + 7)
         made = K.BoxSecrets(krng.randbytes(K.SECRET_BYTES), krng.randbytes(K.SECRET_BYTES))

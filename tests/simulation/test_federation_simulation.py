@@ -50,6 +50,18 @@ def test_federation_seed(seed: int) -> None:
     check(run_federation(seed))
 
 
+def test_no_two_boxes_give_their_local_messages_one_body() -> None:
+    """Each box's checker counts typings by a message's body (at most once), and a local message may
+    cross to a paired box (its handle resolves to an agent there): no two boxes' local messages share a
+    body. Seed 3,899 (stop 34) found the collision: the laptop's ``simmsg-2`` typed on devbox beside
+    devbox's own ``simmsg-2`` read as one message typed twice."""
+    fed = run_federation(3899)
+    laptop, devbox = fed.boxes
+    assert laptop.sent and devbox.sent
+    assert not set(laptop.sent) & set(devbox.sent)
+    check(fed)
+
+
 def test_three_boxes_and_a_seed_replays_exactly() -> None:
     """Three daemons, each paired with the other two; the same seed, the same run."""
     cfg = FedConfig(boxes=3, steps=20)
