@@ -419,3 +419,66 @@ def test_a_task_spawned_into_an_open_group_runs_as_the_supervisor_would_start_it
     details = sorted(a.detail for a in audits)
     assert details[0] == "guard %1: RuntimeError: boom"
     assert details[1].endswith("fails: RuntimeError: bang") and "XXXX" not in details[1]
+
+
+def test_a_failure_counts_one_a_bug_keeps_its_traceback_and_an_audit_without_a_clock_is_at_zero(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Claim: one failure adds one to its kind's count; a bug (TransitionNotAllowed) is logged as an
+    error carrying its traceback; with an audit sink and no clock the failure is audited at 0.0; the
+    audit's detail is cut at 500 characters. Kills _failed 3, 8, 13, 35, 36, 39 (fifth mutation run)."""
+    audits: list[Audit] = []
+    bug = TransitionNotAllowed("message", "delivered", "guard_pass")
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def buggy() -> None:
+        raise bug
+
+    async def long_failure() -> None:
+        raise RuntimeError("x" * 600)
+
+    async def handled(exc: Exception) -> None:
+        pass
+
+    async def main() -> Supervisor:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit)  # no clock
+            sup.spawn(Kind.GUARD, buggy, on_error=handled, name="guard %1")
+            sup.spawn(Kind.BIND, long_failure, on_error=handled, name="bind %2")
+        return sup
+
+    with caplog.at_level(logging.WARNING, logger="connectd.supervisor"):
+        sup = anyio.run(main)
+    assert sup.failures[Kind.GUARD] == 1 and sup.failures[Kind.BIND] == 1
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is not None and errors[0].exc_info[1] is bug
+    assert sorted((a.action, a.at) for a in audits) == [("task.bind", 0.0), ("task.guard", 0.0)]
+    detail = next(a.detail for a in audits if a.action == "task.bind")
+    assert len(detail) == 500 and detail.startswith("bind %2: RuntimeError: xxx")
+
+
+def test_a_service_that_ran_a_while_starts_a_new_streak_from_the_first_wait_at_the_tests_scale() -> None:
+    """Claim: under a backoff scale (here 0.5) a service's waits are the policy's times the scale, and
+    one that ran at least backoff_max times the scale before failing starts again after the first wait.
+    Kills _service 23, 25 (fifth mutation run: at the daemon's scale 1, `*` and `/` agree)."""
+    import trio
+    import trio.testing
+
+    starts: list[float] = []
+
+    async def service() -> None:
+        starts.append(trio.current_time())
+        if len(starts) == 4:
+            await trio.sleep(30.0)  # EXPORT's backoff_max (60) times the scale
+        raise ConnectionError("collector away")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            Supervisor(nursery, backoff_scale=0.5).spawn(Kind.EXPORT, service, name="exporter")  # type: ignore[arg-type]
+            await trio.sleep(35.5)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert [round(t, 6) for t in starts] == [0.0, 0.5, 1.5, 3.5, 34.0, 35.0]
