@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import trio
 import trio.testing
@@ -274,3 +275,39 @@ def test_look_again_forgets_the_panes_reading_and_captures_it_at_the_next_round(
     assert "%1" in watcher.captures.dirty
     watcher.look_again("%7")
     assert "%7" in watcher.captures.dirty and set(watcher.panes) == {"%1"}
+
+
+def test_the_poll_itself_clears_the_drew_flag_so_a_quiet_fleet_waits_poll_quiet() -> None:
+    """Claim: the poll (not a stand-in for it) clears "a pane drew since the last poll": with control
+    mode reporting output and nothing drawing after it, the next timed poll lists the panes only
+    ``poll_quiet`` later. Kills PanePoll._poll 4 (fifth mutation run: the timed-poll tests above stand
+    in for the poll, and the simulation has no control mode, so it polls every second anyway)."""
+    now, listed = [0.0], []
+    watcher = _watcher(SimpleNamespace(bind=1.0, poll=1.0, poll_quiet=5.0), clock=lambda: now[0])
+    polls = watcher.polls
+
+    async def list_panes() -> list[Any]:  # an empty server: the poll's collaborators see no pane
+        listed.append(now[0])
+        return []
+
+    async def nothing(*args: Any) -> None:
+        return None
+
+    async def unchanged(directory: Any) -> Any:
+        return directory
+
+    polls.tmux = SimpleNamespace(list_panes=list_panes, forget_pane_locks=lambda live: None)  # type: ignore[assignment]
+    polls.sessions = SimpleNamespace(claude=nothing, bind=nothing)  # type: ignore[assignment]
+    polls.facts = SimpleNamespace(refresh=unchanged)  # type: ignore[assignment]
+    polls.releases = SimpleNamespace(forget=nothing)  # type: ignore[assignment]
+    watcher.output_reported = lambda: True
+
+    async def main() -> None:
+        watcher.mark_output("%1")  # a pane drew before the first poll
+        await watcher.poll()
+        for second in range(1, 7):
+            now[0] = float(second)
+            await watcher.poll_when_due()
+
+    trio.run(main)
+    assert listed == [0.0, 5.0]
