@@ -686,22 +686,27 @@ class Sim:
     async def main(self) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if "setup" in self.hooks:
-                await self.hooks["setup"](self)
-            else:
-                await self.setup()
-            for _ in range(self.cfg.steps):
-                await trio.sleep(round(self.rng.expovariate(1 / self.cfg.gap), 3))
-                action = self.pick()
-                self.step_wall()
-                await self.act(action)
-                await trio.sleep(0)
-                self.steps += 1
-                self.checker.after_step()
-            await self.quiesce()
-            self.checker.at_end()
-            self.server.over.set()
+            try:
+                await self._run()
+            finally:  # the run ended, or the driver raised: let go what killed daemons left parked
+                self.server.over.set()
             nursery.cancel_scope.cancel()
+
+    async def _run(self) -> None:
+        if "setup" in self.hooks:
+            await self.hooks["setup"](self)
+        else:
+            await self.setup()
+        for _ in range(self.cfg.steps):
+            await trio.sleep(round(self.rng.expovariate(1 / self.cfg.gap), 3))
+            action = self.pick()
+            self.step_wall()
+            await self.act(action)
+            await trio.sleep(0)
+            self.steps += 1
+            self.checker.after_step()
+        await self.quiesce()
+        self.checker.at_end()
 
     async def setup(self) -> None:
         self.faults.on = False

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from connectcore import hub as H
 from connectcore.effects import Persist
@@ -60,6 +61,34 @@ def test_no_two_boxes_give_their_local_messages_one_body() -> None:
     assert laptop.sent and devbox.sent
     assert not set(laptop.sent) & set(devbox.sent)
     check(fed)
+
+
+def test_a_run_whose_driver_fails_ends_with_its_error_and_lets_parked_calls_go() -> None:
+    """Claim: an error in the driver's own run (a checker's bug, a script's assertion) ends the run with
+    that error, and lets go the calls that killed daemons left parked, shielded, until the run's end;
+    the run never hangs on them. (Seed 6,028 hung: a checker raised at 44.73 s of virtual time and a
+    killed box's bus effect stayed parked, so trio spun with nothing to run and no deadline.)"""
+
+    async def script(fed: Any) -> None:
+        box = fed.boxes[0]
+
+        async def parked() -> None:  # as a killed daemon's shielded bus call waits (SimLink._park)
+            with trio.CancelScope(shield=True):
+                await box.server.over.wait()
+
+        fed.boxes[0]._nursery.start_soon(parked)
+        await trio.sleep(1.0)
+        raise RuntimeError("the driver's own error")
+
+    with pytest.raises(BaseException) as raised:
+        run_federation(1, FedConfig(steps=0), script)
+    assert "the driver's own error" in repr(raised.value)
+
+
+def test_the_checker_reads_a_box_whose_daemon_has_not_opened_its_inbox_yet() -> None:
+    """Claim: the check that nothing is accepted from an unpaired box holds for a box whose daemon is
+    starting (its hub's inbox not yet recovered: ``None``), instead of failing the run. Seed 6,028."""
+    check(run_federation(6028))
 
 
 def test_three_boxes_and_a_seed_replays_exactly() -> None:

@@ -707,3 +707,26 @@ def test_a_slow_poll_never_undoes_a_newer_one() -> None:
         assert kept == {"listed": True, "token": True}, "the slow poll's older list undid the launch's poll"
 
     check(scenario(script))
+
+
+def test_a_run_whose_script_fails_ends_with_its_error_and_lets_parked_calls_go() -> None:
+    """Claim: an error in the driver's own run (a checker's bug, a script's assertion) ends the run with
+    that error, and lets go the calls that killed daemons left parked, shielded, until the run's end;
+    the run never hangs on them (the multi-box driver hung so at seed 6,028)."""
+
+    async def script(sim: Sim) -> None:
+        async def parked() -> None:  # as a killed daemon's shielded call waits (SimTmux.park)
+            with trio.CancelScope(shield=True):
+                await sim.server.over.wait()
+
+        assert sim._nursery is not None
+        sim._nursery.start_soon(parked)
+        await trio.sleep(1.0)
+        raise RuntimeError("the script's own error")
+
+    try:
+        scenario(script)
+    except BaseException as raised:  # (trio's exception group around it)
+        assert "the script's own error" in repr(raised)
+    else:
+        raise AssertionError("the run ended without the script's error")
