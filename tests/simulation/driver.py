@@ -59,6 +59,10 @@ def daemon_clock(sim: Sim) -> Callable[[], float]:
     wall_at_start, mono_at_start = sim.wall(), trio.current_time()
     return lambda: wall_at_start + (trio.current_time() - mono_at_start)
 BODY = re.compile(r"simmsg-\d+")
+# liveness: a run (one box's or several boxes') ends within this much virtual time, ten times the longest
+# seen (about 1,200 s, a box down 15 minutes); past it the run fails at once, which also catches a run
+# whose every task waits with no deadline left (trio's mock clock then jumps straight to this one)
+RUN_BOUND = 3 * 3600.0
 STATS: dict[str, Any] = {
     "seeds": 0,
     "steps": 0,
@@ -143,6 +147,18 @@ class Config:
 class Violation(AssertionError):
     pass
 
+
+
+async def bounded(run: Callable[[], Awaitable[None]]) -> None:
+    """``run()``, failed at ``RUN_BOUND`` of virtual time (the liveness bound of a whole run)."""
+    try:
+        with trio.fail_after(RUN_BOUND):
+            await run()
+    except trio.TooSlowError:
+        raise AssertionError(
+            f"liveness: the run did not end within {RUN_BOUND:.0f} s of virtual time (a start that never "
+            "finishes, or a wait that nothing ends)"
+        ) from None
 
 class SimFaults(Faults):
     def __init__(self, sim: Sim) -> None:
@@ -687,7 +703,7 @@ class Sim:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
-                await self._run()
+                await bounded(self._run)
             finally:  # the run ended, or the driver raised: let go what killed daemons left parked
                 self.server.over.set()
             nursery.cancel_scope.cancel()

@@ -1146,7 +1146,7 @@ class Federation:
             for box in self.boxes:
                 box._nursery = nursery
             try:
-                await self._run()
+                await D.bounded(self._run)
             finally:  # the run ended, or the driver raised: let go what killed daemons left parked
                 for box in self.boxes:
                     box.server.over.set()

@@ -21,7 +21,7 @@ from connectcore.delivery import Limits
 from connectcore.grants import Preset
 from connectd.daemon.ids import EngineError, hash_token
 from connectd.tmux.adapter import TYPING_OPTION, TmuxError
-from tests.simulation.driver import Config, Sim, StoreFault, check, run_seed
+from tests.simulation.driver import RUN_BOUND, Config, Sim, StoreFault, check, run_seed
 from tests.simulation.sim_tmux import SimTmux
 
 Script = Callable[[Sim], Awaitable[None]]
@@ -730,3 +730,20 @@ def test_a_run_whose_script_fails_ends_with_its_error_and_lets_parked_calls_go()
         assert "the script's own error" in repr(raised)
     else:
         raise AssertionError("the run ended without the script's error")
+
+
+def test_a_run_that_never_ends_fails_at_its_bound_of_virtual_time() -> None:
+    """Claim: a run that does not end within ``RUN_BOUND`` of virtual time (a daemon's start that never
+    finishes, a wait that nothing ends, every task blocked with no deadline left) fails at that bound,
+    in a second of wall time, instead of spinning until a wall-clock timeout (the fifth mutation run's
+    shell mutants that broke every poll each cost three minutes of CPU before mutmut's limit)."""
+
+    async def script(sim: Sim) -> None:
+        await trio.Event().wait()  # nothing sets it
+
+    try:
+        scenario(script)
+    except BaseException as raised:  # (trio's exception group around it)
+        assert f"did not end within {RUN_BOUND:.0f} s of virtual time" in repr(raised)
+    else:
+        raise AssertionError("the run ended")
