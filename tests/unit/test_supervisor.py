@@ -460,9 +460,10 @@ def test_a_failure_counts_one_a_bug_keeps_its_traceback_and_an_audit_without_a_c
 
 
 def test_a_service_that_ran_a_while_starts_a_new_streak_from_the_first_wait_at_the_tests_scale() -> None:
-    """Claim: under a backoff scale (here 0.5) a service's waits are the policy's times the scale, and
-    one that ran at least backoff_max times the scale before failing starts again after the first wait.
-    Kills _service 23, 25 (fifth mutation run: at the daemon's scale 1, `*` and `/` agree)."""
+    """Claim: under a backoff scale (here 0.5) a service's waits are the policy's times the scale, up to
+    backoff_max times the scale, and one that ran at least that long before failing starts again after
+    the first wait. Kills _service 23, 25, 34 (fifth mutation run: at the daemon's scale 1, `*` and `/`
+    agree)."""
     import trio
     import trio.testing
 
@@ -477,8 +478,9 @@ def test_a_service_that_ran_a_while_starts_a_new_streak_from_the_first_wait_at_t
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             Supervisor(nursery, backoff_scale=0.5).spawn(Kind.EXPORT, service, name="exporter")  # type: ignore[arg-type]
-            await trio.sleep(35.5)
+            await trio.sleep(130.0)
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert [round(t, 6) for t in starts] == [0.0, 0.5, 1.5, 3.5, 34.0, 35.0]
+    # the new streak after the long run doubles from 0.5 to the cap, 30
+    assert [round(t, 6) for t in starts] == [0.0, 0.5, 1.5, 3.5, 34.0, 35.0, 37.0, 41.0, 49.0, 65.0, 95.0, 125.0]
