@@ -311,3 +311,89 @@ def test_the_poll_itself_clears_the_drew_flag_so_a_quiet_fleet_waits_poll_quiet(
 
     trio.run(main)
     assert listed == [0.0, 5.0]
+
+
+def _pane(pane_id: str, pid: int) -> Any:
+    from connectd.tmux.adapter import PaneInfo
+
+    return PaneInfo(
+        server_pid=1, server_start_time=1, session_id="$1", window_id="@1", window_index=0, pane_id=pane_id,
+        pane_pid=pid, dead=False, dead_status=None, width=80, height=24, cursor_x=0, cursor_y=0,
+        session_name="s", title="", current_command="bash", current_path="/work", process_start_time=pid,
+    )
+
+
+def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_everywhere_once() -> None:
+    """Claim: a poll keeps an unchanged pane's state (its reading) from one poll to the next; an
+    incarnation gone from the list is forgotten everywhere the daemon holds it (the pane's state, its
+    captures, its session evidence, its launch record, its release) and stepped into the core as
+    ``PaneGone`` once, with its pane and token, not again at the next poll; a pane whose window drew in
+    the second the last poll began (tmux's activity is in whole seconds) is captured again. Kills
+    PanePoll._poll 74, 77-80, 84, 85, 87, 88, 91, 99, 101 and _step_gone 4, 9 (fifth mutation run: the
+    simulation's invariants hold without this bookkeeping, at the cost of captures and steps)."""
+    from connectcore import grants
+    from connectcore import hub as H
+    from connectcore.screen import Harness
+    from connectd.tmux.watched import token_of
+
+    listed = [_pane("%1", 100), _pane("%2", 200)]
+    forgotten: list[tuple[str, Any]] = []
+    stepped: list[Any] = []
+    watcher = _watcher(SimpleNamespace(bind=1.0, poll=1.0, poll_quiet=5.0))
+    polls = watcher.polls
+
+    async def list_panes() -> list[Any]:
+        return list(listed)
+
+    async def nothing(*args: Any) -> None:
+        return None
+
+    async def unchanged(directory: Any) -> Any:
+        return directory
+
+    async def step(event: Any) -> tuple[()]:
+        stepped.append(event)
+        return ()
+
+    async def releases_forget(tokens: list[str]) -> None:  # (every poll, with the incarnations it saw end)
+        if list(tokens):
+            forgotten.append(("release", list(tokens)))
+
+    launches = SimpleNamespace(
+        record_for=lambda pane, token: nothing(), forget=lambda pane, token: forgotten.append(("launch", (pane, token)))
+    )
+    polls.core = SimpleNamespace(hub=SimpleNamespace(book=grants.GrantBook()), step=step)  # type: ignore[assignment]
+    polls.tmux = SimpleNamespace(list_panes=list_panes, forget_pane_locks=lambda live: None)  # type: ignore[assignment]
+    polls.launches = lambda: launches  # type: ignore[assignment,return-value]
+    polls.effective = lambda info: info
+    polls.sessions = SimpleNamespace(  # type: ignore[assignment]
+        codex=nothing, claude=nothing, bind=nothing, forget=lambda token: forgotten.append(("session", token))
+    )
+    polls.releases = SimpleNamespace(recall=nothing, forget=releases_forget, ask_program=nothing)  # type: ignore[assignment]
+    polls.facts.refresh = unchanged  # type: ignore[method-assign]
+    polls.subscribers = SimpleNamespace(publish=lambda event: None)  # type: ignore[assignment]
+    captures_forget = polls.captures.forget
+    polls.captures.forget = lambda pane: (forgotten.append(("captures", pane)), captures_forget(pane))  # type: ignore[method-assign]
+    gone = token_of(listed[1])
+    reading = SimpleNamespace(harness=Harness.SHELL)
+
+    async def main() -> None:
+        await watcher.poll()
+        kept = watcher.panes["%1"]
+        kept.reading = reading  # type: ignore[assignment]
+        polls.captures.dirty.clear()
+        await watcher.poll()  # nothing changed but the window's activity, in the second the last poll began
+        assert watcher.panes["%1"] is kept and kept.reading is reading
+        assert polls.captures.dirty == {"%1", "%2"}  # drew since the last poll (whole seconds): read again
+        assert forgotten == [] and stepped == []
+        del listed[1]  # %2's process ends
+        await watcher.poll()
+        assert set(watcher.panes) == {"%1"} and watcher.panes["%1"] is kept
+        assert sorted(forgotten, key=str) == sorted(
+            [("captures", "%2"), ("session", gone), ("launch", ("%2", gone)), ("release", [gone])],
+            key=str,
+        )
+        await watcher.poll()  # the gone incarnation is stepped once
+        assert [(type(e), e.pane_id, e.incarnation) for e in stepped] == [(H.PaneGone, "%2", gone)]
+
+    trio.run(main)
