@@ -323,22 +323,14 @@ def _pane(pane_id: str, pid: int) -> Any:
     )
 
 
-def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_everywhere_once() -> None:
-    """Claim: a poll keeps an unchanged pane's state (its reading) from one poll to the next; an
-    incarnation gone from the list is forgotten everywhere the daemon holds it (the pane's state, its
-    captures, its session evidence, its launch record, its release) and stepped into the core as
-    ``PaneGone`` once, with its pane and token, not again at the next poll; a pane whose window drew in
-    the second the last poll began (tmux's activity is in whole seconds) is captured again. Kills
-    PanePoll._poll 74, 77-80, 84, 85, 87, 88, 91, 99, 101 and _step_gone 4, 9 (fifth mutation run: the
-    simulation's invariants hold without this bookkeeping, at the cost of captures and steps)."""
+def _stubbed_poll(
+    listed: list[Any], forgotten: list[tuple[str, Any]], stepped: list[Any], launch_of: dict[str, Any] | None = None
+) -> Watcher:
+    """A watcher whose poll runs for real over stand-ins for what it calls: tmux lists ``listed``; what
+    the poll forgets is appended to ``forgotten``, what it steps into the core to ``stepped``; a pane's
+    launch record is ``launch_of[pane]``."""
     from connectcore import grants
-    from connectcore import hub as H
-    from connectcore.screen import Harness
-    from connectd.tmux.watched import token_of
 
-    listed = [_pane("%1", 100), _pane("%2", 200)]
-    forgotten: list[tuple[str, Any]] = []
-    stepped: list[Any] = []
     watcher = _watcher(SimpleNamespace(bind=1.0, poll=1.0, poll_quiet=5.0))
     polls = watcher.polls
 
@@ -359,8 +351,11 @@ def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_eve
         if list(tokens):
             forgotten.append(("release", list(tokens)))
 
+    async def record_for(pane: str, token: str) -> Any:
+        return (launch_of or {}).get(pane)
+
     launches = SimpleNamespace(
-        record_for=lambda pane, token: nothing(), forget=lambda pane, token: forgotten.append(("launch", (pane, token)))
+        record_for=record_for, forget=lambda pane, token: forgotten.append(("launch", (pane, token)))
     )
     polls.core = SimpleNamespace(hub=SimpleNamespace(book=grants.GrantBook()), step=step)  # type: ignore[assignment]
     polls.tmux = SimpleNamespace(list_panes=list_panes, forget_pane_locks=lambda live: None)  # type: ignore[assignment]
@@ -374,6 +369,26 @@ def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_eve
     polls.subscribers = SimpleNamespace(publish=lambda event: None)  # type: ignore[assignment]
     captures_forget = polls.captures.forget
     polls.captures.forget = lambda pane: (forgotten.append(("captures", pane)), captures_forget(pane))  # type: ignore[method-assign]
+    return watcher
+
+
+def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_everywhere_once() -> None:
+    """Claim: a poll keeps an unchanged pane's state (its reading) from one poll to the next; an
+    incarnation gone from the list is forgotten everywhere the daemon holds it (the pane's state, its
+    captures, its session evidence, its launch record, its release) and stepped into the core as
+    ``PaneGone`` once, with its pane and token, not again at the next poll; a pane whose window drew in
+    the second the last poll began (tmux's activity is in whole seconds) is captured again. Kills
+    PanePoll._poll 74, 77-80, 84, 85, 87, 88, 91, 99, 101 and _step_gone 4, 9 (fifth mutation run: the
+    simulation's invariants hold without this bookkeeping, at the cost of captures and steps)."""
+    from connectcore import hub as H
+    from connectcore.screen import Harness
+    from connectd.tmux.watched import token_of
+
+    listed = [_pane("%1", 100), _pane("%2", 200)]
+    forgotten: list[tuple[str, Any]] = []
+    stepped: list[Any] = []
+    watcher = _stubbed_poll(listed, forgotten, stepped)
+    polls = watcher.polls
     gone = token_of(listed[1])
     reading = SimpleNamespace(harness=Harness.SHELL)
 
@@ -397,3 +412,21 @@ def test_the_poll_keeps_a_listed_pane_s_state_and_forgets_a_gone_incarnation_eve
         assert [(type(e), e.pane_id, e.incarnation) for e in stepped] == [(H.PaneGone, "%2", gone)]
 
     trio.run(main)
+
+
+def test_the_poll_notes_a_pane_s_launch_record_as_launch_evidence_for_its_incarnation() -> None:
+    """Claim: a listed pane with a launch record naming a session is noted as LAUNCH evidence for that
+    pane and incarnation, with the record's harness and session, and its launcher is in the directory.
+    Kills PanePoll._poll 49, 50, 52 (fifth mutation run; 49 and 52 also by test_launch_here.py)."""
+    from connectcore import directory as D
+    from connectd.tmux.watched import token_of
+
+    listed = [_pane("%1", 100)]
+    launch = SimpleNamespace(launcher="demo", harness="claude", session_id="s-1")
+    watcher = _stubbed_poll(listed, [], [], {"%1": launch})
+    noted: list[Any] = []
+    note = watcher.polls._note
+    watcher.polls._note = lambda evidence: (noted.append(evidence), note(evidence))  # type: ignore[method-assign]
+    trio.run(watcher.poll)
+    assert noted == [D.Evidence("%1", token_of(listed[0]), D.EvidenceSource.LAUNCH, "claude", "s-1")]
+    assert watcher.directory.panes["%1"].launcher == "demo"
