@@ -484,3 +484,34 @@ def test_a_service_that_ran_a_while_starts_a_new_streak_from_the_first_wait_at_t
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     # the new streak after the long run doubles from 0.5 to the cap, 30
     assert [round(t, 6) for t in starts] == [0.0, 0.5, 1.5, 3.5, 34.0, 35.0, 37.0, 41.0, 49.0, 65.0, 95.0, 125.0]
+
+
+def test_an_unnamed_until_done_call_is_audited_by_its_function_s_name_or_its_repr() -> None:
+    """Claim: a failure of ``until_done`` called without a name is audited under the function's
+    qualified name, or, for a callable without one (a partial), its repr. Kills until_done 7-15
+    (fifth mutation run: the daemon names every call)."""
+    import functools
+
+    audits: list[Audit] = []
+    tries: list[int] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def flaky(word: str) -> str:
+        tries.append(1)
+        if len(tries) % 2:
+            raise OSError(word)
+        return word
+
+    async def main() -> list[str]:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 2.0, backoff_scale=0.001)
+            first = await sup.until_done(Kind.START, flaky, "once")
+            second = await sup.until_done(Kind.START, functools.partial(flaky, "twice"))
+        return [first, second]
+
+    assert anyio.run(main) == ["once", "twice"]
+    details = [a.detail for a in audits]
+    assert details[0] == f"{flaky.__qualname__}: OSError: once"
+    assert details[1].startswith("functools.partial(<function ") and details[1].endswith(": OSError: twice")
