@@ -515,3 +515,33 @@ def test_an_unnamed_until_done_call_is_audited_by_its_function_s_name_or_its_rep
     details = [a.detail for a in audits]
     assert details[0] == f"{flaky.__qualname__}: OSError: once"
     assert details[1].startswith("functools.partial(<function ") and details[1].endswith(": OSError: twice")
+
+
+def test_until_done_waits_double_to_the_cap_and_the_streak_is_audited_at_its_first_failure() -> None:
+    """Claim: ``until_done`` waits the policy's backoff times the scale after its first failure, doubling
+    up to backoff_max times the scale, and audits the streak once, at its first failure. Kills
+    until_done 23, 24, 37-39 (fifth mutation run: the test above failed twice, audited once either way)."""
+    import trio
+    import trio.testing
+
+    tries: list[float] = []
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def first_look() -> str:
+        tries.append(trio.current_time())
+        if len(tries) < 7:
+            raise OSError("tmux is not answering yet")
+        return "looked"
+
+    async def main() -> str:
+        async with trio.open_nursery() as nursery:
+            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
+            return str(await sup.until_done(Kind.START, first_look, name="first look"))
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == "looked"
+    # START: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, then 15 (the cap)
+    assert [round(t, 6) for t in tries] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5]
+    assert [(a.action, a.at) for a in audits] == [("task.start", 0.0)]
