@@ -5,6 +5,9 @@ Score = (killed + timeout) / (total - skipped).
 - ``make mutation`` mutates the whole core (``src/connectcore``) against tests/unit and tests/model;
   pass module names to limit the run (``python scripts/mutation_score.py hub grants consent delivery``).
   The model tests run with fewer examples per mutant (CONNECT_MODEL_EXAMPLES, default 25 here).
+- ``--save FILE`` writes each selected mutant's result (``name: status``, one a line) to FILE, and
+  ``--resume FILE`` runs only the mutants FILE lists as ``not checked`` (a run stopped by a session's
+  end goes on in a fresh copy of the same product code: docs/survivors/shell-results.txt).
 - ``make mutation-shell`` (``--shell``) mutates the daemon's decision-bearing modules (SHELL_MODULES:
   the runner, the interpreter, the delivery guard, the supervisor, startup reconciliation in the
   watcher) against SHELL_TESTS: the shell's unit tests and a bounded simulation of the whole daemon.
@@ -79,8 +82,26 @@ def shell_copy(modules: list[str]) -> Path:
     return copy
 
 
+def _option(argv: list[str], flag: str) -> str | None:
+    """The value after ``flag`` (removed from argv with it), or None."""
+    if flag not in argv:
+        return None
+    i = argv.index(flag)
+    value = argv[i + 1]
+    del argv[i : i + 2]
+    return value
+
+
+def unchecked(saved: str) -> list[str]:
+    """The names a saved result file (``--save``) lists as not checked."""
+    lines = (line.strip().partition(": ") for line in saved.splitlines())
+    return [name for name, _, status in lines if status == "not checked"]
+
+
 def main(argv: list[str]) -> int:
     shell = "--shell" in argv
+    save = _option(argv, "--save")
+    resume = _option(argv, "--resume")
     modules = [a for a in argv if not a.startswith("-")] or (SHELL_MODULES if shell else [])
     extra = [a for a in argv if a.startswith("-") and a != "--shell"]
     package = "connectd" if shell else "connectcore"
@@ -100,8 +121,17 @@ def main(argv: list[str]) -> int:
             else [f"{package}.{m}.*"]
         )
     ]
-    subprocess.run([str(BIN / "mutmut"), "run", *extra, *names], cwd=where, env=env, check=False)
+    chosen = names
+    if resume is not None:
+        chosen = unchecked(Path(resume).read_text())
+        print(f"resuming: {len(chosen)} mutants of {resume} not checked", file=sys.stderr)
+    if chosen:
+        subprocess.run([str(BIN / "mutmut"), "run", *extra, *chosen], cwd=where, env=env, check=False)
     out = subprocess.run([str(BIN / "mutmut"), "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True)
+    if save is not None:
+        results = [line.strip() for line in out.stdout.splitlines() if ": " in line]
+        selected = [r for r in results if any(fnmatch.fnmatchcase(r.partition(": ")[0], n) for n in names)]
+        Path(save).write_text("".join(f"{r}\n" for r in selected))
     per: dict[str, Counter[str]] = defaultdict(Counter)
     for line in out.stdout.splitlines():
         match = re.match(rf"^\s*(({package}\.[A-Za-z_]+)\.\S+):\s*(\w[\w ]*)$", line)
