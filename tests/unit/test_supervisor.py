@@ -545,3 +545,34 @@ def test_until_done_waits_double_to_the_cap_and_the_streak_is_audited_at_its_fir
     # START: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, then 15 (the cap)
     assert [round(t, 6) for t in tries] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5]
     assert [(a.action, a.at) for a in audits] == [("task.start", 0.0)]
+
+
+def test_a_failing_loop_waits_double_to_the_cap_and_audits_its_streak_at_the_first_failure() -> None:
+    """Claim: a loop whose body raises waits the policy's backoff times the scale, doubling up to
+    backoff_max times the scale, audits the streak once at its first failure, and once the body
+    succeeds runs at its period again. Kills _loop 10, 23-25 (fifth mutation run)."""
+    import trio
+    import trio.testing
+
+    rounds: list[float] = []
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def body() -> None:
+        rounds.append(trio.current_time())
+        if len(rounds) < 7:
+            raise OSError("tmux went away")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
+            sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
+            await trio.sleep(33.0)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    # WATCH: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, 15; then its period, 2
+    assert [round(t, 6) for t in rounds] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5, 32.5]
+    assert [(a.action, a.at) for a in audits] == [("task.watch", 0.0)]
