@@ -576,3 +576,61 @@ def test_a_failing_loop_waits_double_to_the_cap_and_audits_its_streak_at_the_fir
     # WATCH: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, 15; then its period, 2
     assert [round(t, 6) for t in rounds] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5, 32.5]
     assert [(a.action, a.at) for a in audits] == [("task.watch", 0.0)]
+
+
+def test_a_loop_that_recovers_starts_a_new_streak_audited_again_from_the_first_wait() -> None:
+    """Claim: once a failing loop's body succeeds, its next failure starts a new streak: audited again,
+    and waited from the scaled backoff. Kills _loop 38, 39 (fifth mutation run)."""
+    import trio
+    import trio.testing
+
+    rounds: list[float] = []
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def body() -> None:
+        rounds.append(trio.current_time())
+        if len(rounds) in (1, 3):
+            raise OSError(f"round {len(rounds)}")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
+            sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
+            await trio.sleep(5.5)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert [round(t, 6) for t in rounds] == [0.0, 0.5, 2.5, 3.0, 5.0]
+    assert [(a.detail, a.at) for a in audits] == [("poll: OSError: round 1", 0.0), ("poll: OSError: round 3", 2.5)]
+
+
+def test_an_unnamed_spawn_is_audited_by_its_function_s_name_or_its_repr() -> None:
+    """Claim: a task spawned without a name is audited under its function's qualified name, or, for a
+    callable without one (a partial), its repr. Kills spawn 1, 13, 16, 19 (fifth mutation run: the
+    group test names its tasks through Group.spawn, which always passes a name)."""
+    import functools
+
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def fails(word: str) -> None:
+        raise RuntimeError(word)
+
+    async def handled(exc: Exception) -> None:
+        pass
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            sup = Supervisor(tg, audit=audit, clock=lambda: 1.0)
+            sup.spawn(Kind.GUARD, fails, "plain", on_error=handled)
+            sup.spawn(Kind.GUARD, functools.partial(fails, "partial"), on_error=handled)
+
+    anyio.run(main)
+    details = sorted(a.detail for a in audits)
+    assert details[0].startswith("functools.partial(<function ") and details[0].endswith(": RuntimeError: partial")
+    assert details[1] == f"{fails.__qualname__}: RuntimeError: plain"
