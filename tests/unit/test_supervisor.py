@@ -634,3 +634,18 @@ def test_an_unnamed_spawn_is_audited_by_its_function_s_name_or_its_repr() -> Non
     details = sorted(a.detail for a in audits)
     assert details[0].startswith("functools.partial(<function ") and details[0].endswith(": RuntimeError: partial")
     assert details[1] == f"{fails.__qualname__}: RuntimeError: plain"
+
+
+def test_an_until_done_kind_cannot_be_spawned_and_the_refusal_says_so() -> None:
+    """Claim: spawning a kind whose shape is until_done is refused with a ValueError that names the
+    kind and says to await until_done() instead. Kills _checked 10 (fifth mutation run)."""
+
+    async def body() -> None:
+        pass
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ValueError, match=r"^start is until_done: await until_done\(\) instead$"):
+                Supervisor(tg).spawn(Kind.START, body)
+
+    run(main)

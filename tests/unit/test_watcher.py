@@ -430,3 +430,17 @@ def test_the_poll_notes_a_pane_s_launch_record_as_launch_evidence_for_its_incarn
     trio.run(watcher.poll)
     assert noted == [D.Evidence("%1", token_of(listed[0]), D.EvidenceSource.LAUNCH, "claude", "s-1")]
     assert watcher.directory.panes["%1"].launcher == "demo"
+
+
+def test_a_waiter_with_a_since_on_a_pane_that_never_drew_waits_its_bound() -> None:
+    """Claim: ``drawn`` with a ``since`` on a pane that never drew (no output time at all) waits its
+    bound, as for a pane that drew before ``since``. Kills CaptureSchedule.drawn 4, 6 (fifth mutation
+    run: every waiter with a since had a pane that drew)."""
+
+    async def main() -> float:
+        watcher = _watcher()
+        start = trio.current_time()
+        await watcher.drawn("%9", within=0.2, since=start)
+        return trio.current_time() - start
+
+    assert abs(trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) - 0.2) < 1e-9
