@@ -42,3 +42,40 @@ def test_a_failure_with_no_pane_to_look_at_is_stepped_without_a_reading() -> Non
     (outcome,) = stepped
     assert isinstance(outcome, H.TypingObserved) and (outcome.failure, outcome.reading) == ("typing failed: gone", None)
     assert pane.events == []
+
+
+def test_the_guard_reads_its_scrollback_and_names_its_card_for_the_core() -> None:
+    """The guard captures the pane with its scrollback (SCROLLBACK_LINES) and gives the core a card id
+    of the card kind, in case the step raises one. Kills guard 20, 22, 64-67 (fifth mutation run)."""
+    from connectd.delivery.guard import SCROLLBACK_LINES
+
+    engine, pane, check, key = _guarded()
+    lines: list[int] = []
+    capture = pane.capture
+
+    async def counted(pane_id: str, scrollback_lines: int = 0) -> Any:
+        lines.append(scrollback_lines)
+        return await capture(pane_id, scrollback_lines)
+
+    pane.capture = counted
+    anyio.run(engine.delivery.guard, check)
+    observed = engine.stepped[0]
+    assert isinstance(observed, H.GuardObserved) and observed.card_id == "card-1"
+    assert lines[0] == SCROLLBACK_LINES == 200
+
+
+def test_a_guard_whose_pane_is_gone_reports_it_not_ready_with_no_fingerprint_and_types_nothing() -> None:
+    """The pane's incarnation is gone when the guard looks (no pane to read): the core hears not
+    ready, with no fingerprint and no incarnation, and nothing is captured or typed. Kills guard 34,
+    41, 42 (fifth mutation run)."""
+    engine, pane, check, key = _guarded()
+
+    async def gone(pane_id: str, listed: Any) -> Any:
+        return None, None
+
+    engine.watcher.fresh_incarnation = gone
+    anyio.run(engine.delivery.guard, check)
+    observed = engine.stepped[0]
+    assert isinstance(observed, H.GuardObserved)
+    assert (observed.ready, observed.fingerprint, observed.incarnation) == (False, "", None)
+    assert [n for n, _ in pane.events] == ["lock", "unlock"]
