@@ -79,3 +79,23 @@ def test_a_guard_whose_pane_is_gone_reports_it_not_ready_with_no_fingerprint_and
     assert isinstance(observed, H.GuardObserved)
     assert (observed.ready, observed.fingerprint, observed.incarnation) == (False, "", None)
     assert [n for n, _ in pane.events] == ["lock", "unlock"]
+
+
+def test_a_guard_that_finds_the_pane_not_ready_feeds_its_reading_back_as_the_pane_s_observation() -> None:
+    """The guard's reading counts as the pane's next observation when the core says so (the pane was
+    not ready: nothing typed): the watcher remembers it for that pane and incarnation and the core
+    hears it as ``PaneObserved`` with the guard's readiness, fingerprint and time. Kills guard 96, 98,
+    102-104, 109, 110, 112, 113 (fifth mutation run: no test reached the re-feed)."""
+    engine, pane, check, key = _guarded()
+    remembered: list[tuple[Any, ...]] = []
+    engine.watcher.ready = lambda *a: False
+    engine.watcher.remember_reading = lambda *a: remembered.append(a)
+    anyio.run(engine.delivery.guard, check)
+    assert [type(e).__name__ for e in engine.stepped] == ["GuardObserved", "PaneObserved"]
+    guard, observed = engine.stepped
+    assert (observed.pane_id, observed.incarnation) == (check.pane_id, check.incarnation)
+    assert (observed.ready, observed.fingerprint, observed.read_at) == (False, guard.fingerprint, guard.read_at)
+    assert observed.now is not None and guard.fingerprint
+    ((pane_id, incarnation, reading),) = remembered
+    assert (pane_id, incarnation) == (check.pane_id, check.incarnation) and reading.fingerprint == guard.fingerprint
+    assert "paste" not in [n for n, _ in pane.events]
