@@ -99,3 +99,29 @@ def test_a_guard_that_finds_the_pane_not_ready_feeds_its_reading_back_as_the_pan
     ((pane_id, incarnation, reading),) = remembered
     assert (pane_id, incarnation) == (check.pane_id, check.incarnation) and reading.fingerprint == guard.fingerprint
     assert "paste" not in [n for n, _ in pane.events]
+
+
+def test_the_guard_tells_the_core_where_a_handle_resolves_now() -> None:
+    """What the guard gives the core for a message's handle: the one pane it names now, with its
+    incarnation, its harness and the handle; why not when it names none (``no_pane``) or several
+    (``ambiguous``); nothing without a handle. Kills resolve 4, 9, 11-17 (fifth mutation run: the
+    simulation's two seeds per mutant rarely sent by handle)."""
+    from types import SimpleNamespace
+
+    from connectcore import directory as D
+    from connectcore import grants
+
+    def seen(pane: int, title: str) -> D.PaneObservation:
+        return D.PaneObservation(D.Incarnation(1, 1, f"%{pane}", 100 + pane, 100 + pane), harness="claude", title=title)
+
+    directory = D.observe(D.Directory(), [seen(1, "reviewer"), seen(2, "builder"), seen(3, "builder")])
+    engine, pane, check, key = _guarded()
+    delivery = engine.delivery
+    delivery.watcher = SimpleNamespace(directory=directory, harness_of=lambda record: f"{record.harness}!")
+    delivery.core = SimpleNamespace(hub=SimpleNamespace(book=grants.GrantBook()))
+    reviewer = directory.panes["%1"]
+    assert delivery.resolve("title:reviewer") == H.Recipient("%1", reviewer.token, "claude!", "title:reviewer")
+    assert delivery.resolve("title:builder") == H.Unresolved("ambiguous")
+    assert delivery.resolve("title:nobody") == H.Unresolved("no_pane")
+    assert delivery.resolve(None) is None
+    assert isinstance(delivery.resolve("control"), H.Unresolved)  # no control runs (the grant book says)
