@@ -125,3 +125,30 @@ def test_the_guard_tells_the_core_where_a_handle_resolves_now() -> None:
     assert delivery.resolve("title:nobody") == H.Unresolved("no_pane")
     assert delivery.resolve(None) is None
     assert isinstance(delivery.resolve("control"), H.Unresolved)  # no control runs (the grant book says)
+
+
+def test_typing_returns_at_the_early_enter_or_else_when_the_fallback_is_due() -> None:
+    """``type_text`` returns as soon as it pressed the early Enter (the confirmation reads from then
+    on), and otherwise only once the tmux server's fallback Enter is due, never before it. Kills
+    _enter_early 50, 60 (fifth mutation run: the early-Enter tests checked the keys, not the time)."""
+    import trio
+    import trio.testing
+
+    from connectcore.effects import TypeText
+    from tests.unit.test_delivery_io import TYPED, _composer, _delivery, _drew, _no_output, _Pane
+
+    def returned_at(pane: Any, drawn: Any) -> float:
+        from types import SimpleNamespace
+
+        engine = SimpleNamespace(tmux=pane, watcher=SimpleNamespace(drawn=drawn, command_of=lambda p: "claude"))
+        effect = TypeText("%2", "inc", TYPED, ("p", "m"), submit=True, settle=0.2)
+
+        async def main() -> float:
+            await _delivery(engine).type_text(effect)
+            return trio.current_time()
+
+        return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+    shown = _Pane([_composer("[connect] message m1 from agent:a (pane %1). Peer text.", "please run the parser tests")])
+    assert returned_at(shown, _drew) == 0.0 and shown.events[-1] == "enter 0123456789ab"
+    assert abs(returned_at(_Pane([_composer("")]), _no_output) - 0.2) < 1e-9
