@@ -92,10 +92,15 @@ def _option(argv: list[str], flag: str) -> str | None:
     return value
 
 
+def _results(text: str) -> list[tuple[str, str]]:
+    """(name, result) of each line ``name: result`` (mutmut's ``results --all true``, or a saved file)."""
+    found = (re.match(r"^\s*(\S+):\s*(\w[\w ]*)$", line) for line in text.splitlines())
+    return [(m.group(1), m.group(2).strip()) for m in found if m]
+
+
 def unchecked(saved: str) -> list[str]:
     """The names a saved result file (``--save``) lists as not checked."""
-    lines = (line.strip().partition(": ") for line in saved.splitlines())
-    return [name for name, _, status in lines if status == "not checked"]
+    return [name for name, result in _results(saved) if result == "not checked"]
 
 
 def main(argv: list[str]) -> int:
@@ -128,17 +133,22 @@ def main(argv: list[str]) -> int:
     if chosen:
         subprocess.run([str(BIN / "mutmut"), "run", *extra, *chosen], cwd=where, env=env, check=False)
     out = subprocess.run([str(BIN / "mutmut"), "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True)
+    status: dict[str, str] = {}  # each selected mutant's result: the saved file's, then this run's
+    fresh = {name: result for name, result in _results(out.stdout) if any(fnmatch.fnmatchcase(name, n) for n in names)}
+    if resume is not None:
+        status.update(_results(Path(resume).read_text()))
+        status.update((name, result) for name, result in fresh.items() if result != "not checked" or name not in status)
+    else:
+        status = fresh
     if save is not None:
-        results = [line.strip() for line in out.stdout.splitlines() if ": " in line]
-        selected = [r for r in results if any(fnmatch.fnmatchcase(r.partition(": ")[0], n) for n in names)]
-        Path(save).write_text("".join(f"{r}\n" for r in selected))
+        Path(save).write_text("".join(f"{name}: {result}\n" for name, result in sorted(status.items())))
     per: dict[str, Counter[str]] = defaultdict(Counter)
-    for line in out.stdout.splitlines():
-        match = re.match(rf"^\s*(({package}\.[A-Za-z_]+)\.\S+):\s*(\w[\w ]*)$", line)
-        if match and any(fnmatch.fnmatchcase(match.group(1), name) for name in names):
+    for name, result in status.items():
+        match = re.match(rf"^({package}\.[A-Za-z_]+)\.", name)
+        if match:
             # a module in a folder (the shell's daemon.runner) is named whole, not by its folder
-            module = next((f"{package}.{m}" for m in modules if match.group(1).startswith(f"{package}.{m}.")), match.group(2))
-            per[module][match.group(3).strip()] += 1
+            module = next((f"{package}.{m}" for m in modules if name.startswith(f"{package}.{m}.")), match.group(1))
+            per[module][result] += 1
     if modules:
         per = {k: v for k, v in per.items() if k.removeprefix(f"{package}.") in modules}
     rows = []
@@ -147,15 +157,15 @@ def main(argv: list[str]) -> int:
         counts = per[module]
         total.update(counts)
         rows.append((module, counts))
-    print("| module | mutants | killed | timeout | survived | no tests | score |")
-    print("|---|---|---|---|---|---|---|")
+    print("| module | mutants | killed | timeout | survived | no tests | not checked | score of checked |")
+    print("|---|---|---|---|---|---|---|---|")
     for module, counts in [*rows, ("all", total)]:
-        considered = sum(counts.values()) - counts["skipped"]
+        considered = sum(counts.values()) - counts["skipped"] - counts["not checked"]
         killed = counts["killed"] + counts["timeout"]
         score = 100.0 * killed / considered if considered else 0.0
         print(
             f"| {module} | {sum(counts.values())} | {counts['killed']} | {counts['timeout']} | {counts['survived']} "
-            f"| {counts['no tests']} | {score:.1f}% |"
+            f"| {counts['no tests']} | {counts['not checked']} | {score:.1f}% |"
         )
     if shell:
         print(f"(mutants and survivors are in {where}/mutants; `mutmut show NAME` there shows one)")
