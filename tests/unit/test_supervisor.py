@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import anyio
 import pytest
@@ -522,13 +523,8 @@ def test_until_done_waits_double_to_the_cap_and_the_streak_is_audited_at_its_fir
     up to backoff_max times the scale, and audits the streak once, at its first failure. Kills
     until_done 23, 24, 37-39 (fifth mutation run: the test above failed twice, audited once either way)."""
     import trio
-    import trio.testing
 
     tries: list[float] = []
-    audits: list[Audit] = []
-
-    async def audit(record: Audit) -> None:
-        audits.append(record)
 
     async def first_look() -> str:
         tries.append(trio.current_time())
@@ -536,12 +532,8 @@ def test_until_done_waits_double_to_the_cap_and_the_streak_is_audited_at_its_fir
             raise OSError("tmux is not answering yet")
         return "looked"
 
-    async def main() -> str:
-        async with trio.open_nursery() as nursery:
-            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
-            return str(await sup.until_done(Kind.START, first_look, name="first look"))
-
-    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == "looked"
+    looked, audits = _on_mock_clock(lambda sup: sup.until_done(Kind.START, first_look, name="first look"))
+    assert looked == "looked"
     # START: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, then 15 (the cap)
     assert [round(t, 6) for t in tries] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5]
     assert [(a.action, a.at) for a in audits] == [("task.start", 0.0)]
@@ -552,27 +544,19 @@ def test_a_failing_loop_waits_double_to_the_cap_and_audits_its_streak_at_the_fir
     backoff_max times the scale, audits the streak once at its first failure, and once the body
     succeeds runs at its period again. Kills _loop 10, 23-25 (fifth mutation run)."""
     import trio
-    import trio.testing
 
     rounds: list[float] = []
-    audits: list[Audit] = []
-
-    async def audit(record: Audit) -> None:
-        audits.append(record)
 
     async def body() -> None:
         rounds.append(trio.current_time())
         if len(rounds) < 7:
             raise OSError("tmux went away")
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
-            sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
-            await trio.sleep(33.0)
-            nursery.cancel_scope.cancel()
+    async def use(sup: Supervisor) -> None:
+        sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
+        await trio.sleep(33.0)
 
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    _, audits = _on_mock_clock(use)
     # WATCH: backoff 1, backoff_max 30, times 0.5: waits 0.5, 1, 2, 4, 8, 15; then its period, 2
     assert [round(t, 6) for t in rounds] == [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 30.5, 32.5]
     assert [(a.action, a.at) for a in audits] == [("task.watch", 0.0)]
@@ -582,27 +566,19 @@ def test_a_loop_that_recovers_starts_a_new_streak_audited_again_from_the_first_w
     """Claim: once a failing loop's body succeeds, its next failure starts a new streak: audited again,
     and waited from the scaled backoff. Kills _loop 38, 39 (fifth mutation run)."""
     import trio
-    import trio.testing
 
     rounds: list[float] = []
-    audits: list[Audit] = []
-
-    async def audit(record: Audit) -> None:
-        audits.append(record)
 
     async def body() -> None:
         rounds.append(trio.current_time())
         if len(rounds) in (1, 3):
             raise OSError(f"round {len(rounds)}")
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=0.5)  # type: ignore[arg-type]
-            sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
-            await trio.sleep(5.5)
-            nursery.cancel_scope.cancel()
+    async def use(sup: Supervisor) -> None:
+        sup.spawn(Kind.WATCH, body, every=2.0, name="poll")
+        await trio.sleep(5.5)
 
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    _, audits = _on_mock_clock(use)
     assert [round(t, 6) for t in rounds] == [0.0, 0.5, 2.5, 3.0, 5.0]
     assert [(a.detail, a.at) for a in audits] == [("poll: OSError: round 1", 0.0), ("poll: OSError: round 3", 2.5)]
 
@@ -649,3 +625,24 @@ def test_an_until_done_kind_cannot_be_spawned_and_the_refusal_says_so() -> None:
                 Supervisor(tg).spawn(Kind.START, body)
 
     run(main)
+
+
+def _on_mock_clock(use: Any, *, scale: float = 0.5) -> tuple[Any, list[Audit]]:
+    """``use(supervisor)`` run on trio's mock clock, with a supervisor at that backoff scale whose
+    clock is the mock one; returns what ``use`` returned and the audit records."""
+    import trio
+    import trio.testing
+
+    audits: list[Audit] = []
+
+    async def audit(record: Audit) -> None:
+        audits.append(record)
+
+    async def main() -> Any:
+        async with trio.open_nursery() as nursery:
+            sup = Supervisor(nursery, audit=audit, clock=trio.current_time, backoff_scale=scale)  # type: ignore[arg-type]
+            result = await use(sup)
+            nursery.cancel_scope.cancel()
+            return result
+
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)), audits
