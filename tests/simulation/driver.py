@@ -148,7 +148,6 @@ class Violation(AssertionError):
     pass
 
 
-
 async def bounded(run: Callable[[], Awaitable[None]]) -> None:
     """``run()``, failed at ``RUN_BOUND`` of virtual time (the liveness bound of a whole run)."""
     try:
@@ -159,6 +158,7 @@ async def bounded(run: Callable[[], Awaitable[None]]) -> None:
             f"liveness: the run did not end within {RUN_BOUND:.0f} s of virtual time (a start that never "
             "finishes, or a wait that nothing ends)"
         ) from None
+
 
 class SimFaults(Faults):
     def __init__(self, sim: Sim) -> None:
