@@ -152,3 +152,16 @@ def test_typing_returns_at_the_early_enter_or_else_when_the_fallback_is_due() ->
     shown = _Pane([_composer("[connect] message m1 from agent:a (pane %1). Peer text.", "please run the parser tests")])
     assert returned_at(shown, _drew) == 0.0 and shown.events[-1] == "enter 0123456789ab"
     assert abs(returned_at(_Pane([_composer("")]), _no_output) - 0.2) < 1e-9
+
+
+def test_the_confirmation_reads_again_until_its_deadline_before_it_ends_a_paste_unconfirmed() -> None:
+    """A paste whose marker does not show is read again (each time the pane draws) until the
+    confirmation's deadline, not judged at its first look: a slow pane's paste is not ended
+    ``unconfirmed`` early. Kills confirm 3 (fifth mutation run: a deadline before the first look)."""
+    engine, pane, check, key = _guarded()  # its screen never shows the paste
+    anyio.run(engine.delivery.guard, check)
+    names = [n for n, _ in pane.events]
+    after = names[names.index("paste") + 1 :]
+    assert after.count("capture") > 1  # read again before the deadline
+    outcome = engine.stepped[-1]
+    assert isinstance(outcome, H.TypingObserved)
