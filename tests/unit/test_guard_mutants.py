@@ -165,3 +165,243 @@ def test_the_confirmation_reads_again_until_its_deadline_before_it_ends_a_paste_
     assert after.count("capture") > 1  # read again before the deadline
     outcome = engine.stepped[-1]
     assert isinstance(outcome, H.TypingObserved)
+
+
+def _ready_as_read(engine: Any) -> None:
+    """The watcher's readiness as the screen reads it (the real watcher's, for a trusted release)."""
+    engine.watcher.ready = lambda pane_id, incarnation, reading: reading.ready_for_message
+
+
+def test_a_guard_whose_pane_has_its_cursor_outside_the_composer_types_nothing() -> None:
+    """Claim: the guard reads the screen with the capture's cursor: an idle screen whose cursor is
+    outside the composer (something else has the focus: a menu, a dialog's field) is not ready, and
+    nothing is pasted, though the same screen with the cursor in the composer would pass. Kills guard
+    26, 30 (fifth mutation run, undecided then: every test screen had its cursor in the composer)."""
+    from connectd.tmux.adapter import Capture
+
+    engine, pane, check, key = _guarded()
+    _ready_as_read(engine)
+    screen = pane.screen
+
+    async def focus_elsewhere(pane_id: str, scrollback_lines: int = 0) -> Capture:
+        pane.events.append(("capture", ()))
+        return Capture(screen, (0, 0), 80, len(screen.split("\n")))
+
+    pane.capture = focus_elsewhere
+    anyio.run(engine.delivery.guard, check)
+    observed = engine.stepped[0]
+    assert isinstance(observed, H.GuardObserved) and observed.ready is False
+    assert "paste" not in [n for n, _ in pane.events]
+
+
+def test_the_confirming_re_read_reads_the_screen_as_the_guard_does() -> None:
+    """Claim: each re-read after typing captures the pane with its scrollback and reads it with the
+    pane's command and its cursor counted within the visible height; the core hears that reading's
+    activity, readiness and fingerprint, and a cursor outside the composer reads not ready. Kills
+    read_after_typing 4, 6, 10, 11, 15, 16, 21, 24 (fifth mutation run)."""
+    from connectcore.screen import Activity, read_screen
+    from connectd.delivery.guard import SCROLLBACK_LINES
+    from connectd.tmux.adapter import Capture
+
+    def outcome(cursor_row: int | None) -> tuple[Any, list[int], Any]:
+        engine, pane, check, key = _guarded()
+        engine.watcher.command_of = lambda p: {check.pane_id: "claude"}.get(p, "")
+        screen, plain = pane.screen, pane.capture
+        lines = screen.split("\n")
+        scrolled = "\n".join([f"earlier output {i}" for i in range(30)] + lines)
+        cursor = (2, len(lines) - 3) if cursor_row is None else (0, cursor_row)
+        asked: list[int] = []
+
+        async def capture(pane_id: str, scrollback_lines: int = 0) -> Capture:
+            if not pane.pasted:
+                return await plain(pane_id, scrollback_lines)
+            asked.append(scrollback_lines)
+            return Capture(scrolled, cursor, 80, len(lines))
+
+        pane.capture = capture
+        anyio.run(engine.delivery.guard, check)
+        last = engine.stepped[-1]
+        assert isinstance(last, H.TypingObserved) and last.reading is not None
+        return last.reading, asked, read_screen(scrolled, "claude", cursor, height=len(lines))
+
+    reading, asked, expected = outcome(None)
+    assert asked and set(asked) == {SCROLLBACK_LINES}
+    assert (reading.activity, reading.ready) == (Activity.IDLE, True)
+    assert reading.fingerprint == expected.fingerprint and expected.ready_for_message
+    elsewhere, _, _ = outcome(0)  # the focus left the composer
+    assert elsewhere.ready is False and elsewhere.activity is Activity.UNKNOWN
+
+
+def test_a_message_whose_recipient_went_straight_into_a_permission_dialog_is_delivered() -> None:
+    """Claim: the re-read after typing reads the screen as the pane's command names its harness: a
+    recipient that took the message and at once asked for a tool's permission shows the marker above
+    a dialog (which, in Claude Code 2.1.243, names no harness by itself), and the message is
+    delivered. Kills read_after_typing 18 (fifth mutation run: read as an unknown program, it ended
+    unconfirmed)."""
+    import json
+
+    from connectcore.screen import Activity
+    from connectd.tmux.adapter import Capture
+    from tests.unit.test_delivery_io import SCREENS
+
+    engine, pane, check, key = _guarded()
+    engine.watcher.command_of = lambda p: {check.pane_id: "claude"}.get(p, "")
+    release = SCREENS.parent / "2.1.243"  # its permission dialog shows nothing of Claude Code's own
+    dialog = (release / "15_dialog_permission_80.txt").read_text()
+    shape = json.loads((release / "15_dialog_permission_80.json").read_text())
+    typed = engine.hub.messages[key].typed
+    plain = pane.capture
+
+    async def capture(pane_id: str, scrollback_lines: int = 0) -> Capture:
+        if not pane.pasted:
+            return await plain(pane_id, scrollback_lines)
+        return Capture(typed + "\n" + dialog, tuple(shape["cursor"]), 80, shape["height"])  # type: ignore[arg-type]
+
+    pane.capture = capture
+    anyio.run(engine.delivery.guard, check)
+    outcome = engine.stepped[-1]
+    assert isinstance(outcome, H.TypingObserved) and outcome.reading is not None
+    assert (outcome.reading.marker_seen, outcome.reading.activity) == (True, Activity.DIALOG)
+    assert engine.hub.messages[key].state.value == "delivered"
+
+
+def _confirming(screens: list[str], step: Any) -> tuple[Any, Any]:
+    """A guard over a pane that echoes the paste 10 ms after it, draws again during each capture (10 ms
+    long), showing ``screens`` one after the other, and draws 10 ms after an early Enter; the real
+    capture schedule tells who waits for a pane to draw. Returns the guard and the message's key."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from connectd.delivery.guard import Delivery
+    from connectd.tmux.adapter import Capture
+    from connectd.tmux.captures import CaptureSchedule
+    from tests.unit.test_delivery_io import TYPED
+
+    schedule = CaptureSchedule(core=None, timing=None, watched=None, observe=None, poll=None)  # type: ignore[arg-type]
+    key = ("p", "m1")
+
+    class Pane:
+        entered: list[float] = []
+
+        async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
+            await trio.sleep(0.01)
+            schedule.mark_output(pane_id)
+            return None if submit_after is None else "token"
+
+        async def enter_once(self, pane_id: str, token: str) -> None:  # the pane draws its submitted turn
+            self.entered.append(trio.current_time())
+            await trio.sleep(0.01)
+            schedule.mark_output(pane_id)
+
+        async def capture(self, pane_id: str, scrollback_lines: int = 0) -> Capture:
+            await trio.sleep(0.01)
+            schedule.mark_output(pane_id)
+            text = screens.pop(0) if len(screens) > 1 else screens[0]
+            return Capture(text, (2, 2), 80, 6)
+
+    core = SimpleNamespace(hub=SimpleNamespace(messages={key: SimpleNamespace(typed=TYPED)}), step=step)
+    delivery = Delivery(
+        core=core, clock=trio.current_time, ids=None, tmux=Pane(),  # type: ignore[arg-type]
+        watcher=SimpleNamespace(drawn=schedule.drawn, command_of=lambda p: "claude"),  # type: ignore[arg-type]
+        timing=SimpleNamespace(confirm=5.0),  # type: ignore[arg-type]
+    )
+    return delivery, key
+
+
+def test_the_confirmation_reads_as_soon_as_the_pane_draws_and_steps_the_outcome_at_once() -> None:
+    """Claim: after typing, the confirmation reads the pane at once for output that came since the
+    paste began, then again as soon as the pane draws (output during a read counts), and steps the
+    outcome the moment a reading shows the message landed: here 30 ms after the paste, not at a
+    re-read's 200 ms bound or the 5 s deadline. Kills confirm 4, 5, 9, 11, 14, 15, 22 (fifth mutation
+    run: the confirmation's tests checked what it decided, not when)."""
+    import trio
+    import trio.testing
+
+    from connectcore.delivery import Landing, landed
+    from connectcore.effects import ConfirmTyping, TypeText
+    from tests.unit.test_delivery_io import TYPED, _composer
+
+    first, second = TYPED.split("\n")
+    draft = _composer(first, second)[1:]  # the paste still in the composer (six rows)
+    shown = "\n".join([first, second, *_composer("").split("\n")[1:]])  # submitted: above an empty composer
+    stepped: list[tuple[float, Any]] = []
+
+    async def step(event: Any) -> tuple[Any, ...]:
+        stepped.append((trio.current_time(), event))
+        return ()
+
+    delivery, key = _confirming([draft, shown], step)
+
+    async def main() -> None:
+        await delivery.type_text(TypeText("%2", "inc", TYPED, key, submit=False))
+        await delivery.confirm(ConfirmTyping("%2", "inc", key))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    ((at, outcome),) = stepped
+    assert landed(outcome.reading, last=False)[0] is Landing.DELIVERED
+    assert abs(at - 0.03) < 1e-9, at
+
+
+def test_an_outcome_the_store_failed_is_stepped_again_after_doubling_waits_up_to_thirty_seconds() -> None:
+    """Claim: while the store fails the outcome's step, it is stepped again after 0.5 s, then each
+    wait doubles, up to 30 s. Kills _step_outcome 30, 31 (fifth mutation run: the retry's test
+    failed once)."""
+    import sqlite3
+
+    import trio
+    import trio.testing
+
+    from connectd.delivery.guard import Delivery
+
+    tries: list[float] = []
+
+    async def step(event: Any) -> tuple[Any, ...]:
+        tries.append(trio.current_time())
+        if len(tries) <= 8:
+            raise sqlite3.OperationalError("database is locked")
+        return ()
+
+    from types import SimpleNamespace
+
+    delivery = Delivery(core=SimpleNamespace(step=step, hub=SimpleNamespace(messages={})), clock=trio.current_time, ids=None, tmux=None,  # type: ignore[arg-type]
+                        watcher=None, timing=None)  # type: ignore[arg-type]
+    trio.run(delivery.unconfirmed, ("p", "m1"), "gone", clock=trio.testing.MockClock(autojump_threshold=0))
+    waits = [round(b - a, 9) for a, b in zip(tries, tries[1:], strict=False)]
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_the_early_enter_comes_as_soon_as_the_paste_shows_and_is_confirmed_at_once() -> None:
+    """Claim: with the Enter owed (``submit``), the composer is read again as soon as the pane draws
+    (output during a read counts), the early Enter is pressed the moment the composer shows the whole
+    paste (30 ms, not the 200 ms fallback), and the confirmation reads the output from the Enter on:
+    delivered at 50 ms. Kills _enter_early 8, 10, 13, 31 and type_text 2 (fifth mutation run: the
+    early Enter's tests waited with a stand-in that always returned at once)."""
+    import trio
+    import trio.testing
+
+    from connectcore.delivery import Landing, landed
+    from connectcore.effects import ConfirmTyping, TypeText
+    from tests.unit.test_delivery_io import TYPED, _composer
+
+    first, second = TYPED.split("\n")
+    arriving = _composer(first)[1:]  # the paste's first line only
+    whole = _composer(first, second)[1:]
+    shown = "\n".join([first, second, *_composer("").split("\n")[1:]])
+    stepped: list[tuple[float, Any]] = []
+
+    async def step(event: Any) -> tuple[Any, ...]:
+        stepped.append((trio.current_time(), event))
+        return ()
+
+    delivery, key = _confirming([arriving, whole, shown], step)
+
+    async def main() -> None:
+        await delivery.type_text(TypeText("%2", "inc", TYPED, key, submit=True, settle=0.2))
+        await delivery.confirm(ConfirmTyping("%2", "inc", key))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    (entered,) = delivery.tmux.entered
+    ((at, outcome),) = stepped
+    assert landed(outcome.reading, last=False)[0] is Landing.DELIVERED
+    assert abs(entered - 0.03) < 1e-9 and abs(at - 0.05) < 1e-9, (entered, at)

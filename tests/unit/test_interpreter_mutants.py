@@ -74,3 +74,49 @@ def test_a_respawn_runs_in_the_pane_s_directory_or_through_its_here_launch() -> 
         anyio.run(_interpreter(parts).execute, effect)
         ran: tuple[Any, ...] = ("respawn", (effect,), {}) if here else ("respawn", ("%4", ["claude", "--resume"], "/work/repo", {"A": "1"}), {})
         assert seen == [("is_here", ("%4",), {}), ran, ("respawned", (effect,), {})]
+
+
+def test_a_failed_effect_skips_the_rest_of_its_subject_and_nothing_else() -> None:
+    """Claim: when an effect's I/O fails, the later effects about the same message (or, with no
+    message, the same pane) are skipped and reported nowhere; every other subject's effects still run,
+    in order, and only the failed effect is reported failed. Kills run 2, 3, 5, 7 and subject 1, 2, 7,
+    8, 12, 13, 18-20, 24 (fifth mutation run: no test ran a failure with effects after it)."""
+    from connectcore.effects import ConfirmTyping, SetPaneOption, TypeText
+
+    def ran(effects: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
+        executed: list[Any] = []
+        reported: list[Any] = []
+        interpreter = _interpreter()
+
+        async def execute(effect: Any) -> None:
+            executed.append(effect)
+            if effect is effects[0]:
+                raise OSError("tmux went away")
+
+        async def failed(effect: Any, exc: Exception) -> None:
+            reported.append(effect)
+
+        interpreter.execute = execute  # type: ignore[method-assign]
+        interpreter.failed = failed  # type: ignore[method-assign]
+        anyio.run(interpreter.run, effects)
+        return executed, reported
+
+    same_pane = (SetPaneOption("%1", "a", "1"), SetPaneOption("%1", "b", "2"), SetPaneOption("%2", "a", "1"))
+    assert ran(same_pane) == ([same_pane[0], same_pane[2]], [same_pane[0]])
+    m1, m2 = ("p", "m1"), ("p", "m2")
+    same_message = (
+        TypeText("%1", "inc", "one", m1, submit=True), ConfirmTyping("%1", "inc", m1),
+        TypeText("%1", "inc", "two", m2, submit=True),  # the same pane, another message
+    )
+    assert ran(same_message) == ([same_message[0], same_message[2]], [same_message[0]])
+
+
+def test_an_audit_record_s_notice_on_the_owner_s_stream_names_its_topic_actor_and_action() -> None:
+    """Claim: a stored audit record is told to the owner's stream as ``{"topic": "audit", "actor",
+    "action"}`` (the page refreshes its audit list on that topic). Kills published 1-9 (fifth
+    mutation run: no test read the notice)."""
+    from connectcore.effects import Audit
+
+    seen: list[Any] = []
+    _interpreter(subscribers=_Record(seen)).published(Audit("agent:a", "send", "ok"))
+    assert seen == [("publish", ({"topic": "audit", "actor": "agent:a", "action": "send"},), {})]

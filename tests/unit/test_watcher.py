@@ -444,3 +444,37 @@ def test_a_waiter_with_a_since_on_a_pane_that_never_drew_waits_its_bound() -> No
         return trio.current_time() - start
 
     assert abs(trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) - 0.2) < 1e-9
+
+
+def test_the_sweep_reads_every_watched_pane_once_in_order() -> None:
+    """Claim: a sweep (the slow reread in case a notice was lost) reads each watched pane once, in the
+    order of their ids, whether or not it drew. Kills CaptureSchedule.sweep 1, 2 (fifth mutation run:
+    no test in the run's set reached the sweep, which the daemon runs every ``timing.sweep``)."""
+    reads: list[tuple[str, float]] = []
+    watcher = _pacing_watcher(reads)
+    watcher.panes = {"%2": None, "%10": None, "%1": None}  # type: ignore[dict-item]
+    trio.run(watcher.sweep, clock=trio.testing.MockClock())
+    assert [pane for pane, _ in reads] == ["%1", "%10", "%2"]
+
+
+def test_a_structure_notice_makes_one_capture_round_poll_and_the_next_wait_for_news() -> None:
+    """Claim: a structure notice makes the next capture round list panes once; the round after it,
+    with no news, waits (at most a capture period) and lists nothing. Kills capture_dirty 32 (fifth
+    mutation run: a notice that stayed set made every round list panes, with no wait between)."""
+    polls: list[float] = []
+
+    async def main() -> None:
+        watcher = _pacing_watcher([])
+
+        async def poll() -> None:
+            polls.append(trio.current_time())
+
+        watcher.captures.poll = poll
+        watcher.mark_structure()
+        await watcher.capture_dirty()
+        with trio.move_on_after(1.0):
+            await watcher.capture_dirty()
+        assert trio.current_time() == 0.25  # the second round waited its capture period for news
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert polls == [0.0]
