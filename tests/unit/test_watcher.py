@@ -478,3 +478,120 @@ def test_a_structure_notice_makes_one_capture_round_poll_and_the_next_wait_for_n
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert polls == [0.0]
+
+
+def _observing(command: str) -> tuple[Watcher, dict[str, list[Any]]]:
+    """A watcher that watches one pane, ``%1`` (its program ``command``, its pid 100), and reads it for
+    real over stand-ins: what it asks tmux to capture, steps into the core, starts as a launch's
+    binding and tells the owner's stream is recorded in the answer's lists; ``captures`` holds the
+    ``(text, cursor, height)`` each capture answers, the first first."""
+    from dataclasses import replace
+
+    from connectd.tmux.adapter import Capture
+
+    watcher = _stubbed_poll([replace(_pane("%1", 100), current_command=command)], [], [])
+    seen: dict[str, list[Any]] = {"asked": [], "stepped": [], "bound": [], "published": [], "captures": []}
+
+    async def capture(pane_id: str, scrollback_lines: int = 0) -> Capture:
+        seen["asked"].append((pane_id, scrollback_lines))
+        text, cursor, height = seen["captures"].pop(0)
+        return Capture(text, cursor, 80, height)
+
+    async def step(event: Any) -> tuple[()]:
+        seen["stepped"].append(event)
+        return ()
+
+    watcher.tmux = SimpleNamespace(capture=capture)  # type: ignore[assignment]
+    watcher.core = SimpleNamespace(hub=SimpleNamespace(panes={}), step=step)  # type: ignore[assignment]
+    watcher.subscribers = SimpleNamespace(publish=seen["published"].append)  # type: ignore[assignment]
+    watcher.launches = lambda: SimpleNamespace(  # type: ignore[assignment,return-value]
+        bind_when_due=lambda *a: seen["bound"].append(a), binding_pending=lambda *a: False
+    )
+    watcher.ready = lambda pane_id, incarnation, reading: reading.ready_for_message  # type: ignore[method-assign]
+
+    async def run_sync(call: Any) -> Any:
+        return call()
+
+    watcher.releases.run_sync = run_sync  # a release its screen shows is kept in the store
+    watcher.releases.store = SimpleNamespace(record_release=lambda *a, **k: None)
+    trio.run(watcher.poll)
+    return watcher, seen
+
+
+def _screen(name: str, scrollback: int = 0) -> tuple[str, tuple[int, int], int]:
+    """A recorded screen (tests/fixtures/screens) as a capture with ``scrollback`` lines above it."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / name
+    shape = json.loads(path.with_suffix(".json").read_text())
+    text = "\n".join([*(f"earlier output {i}" for i in range(scrollback)), path.with_suffix(".txt").read_text()])
+    return text, tuple(shape["cursor"]), shape["height"]  # type: ignore[return-value]
+
+
+def test_a_pane_s_reading_goes_to_the_core_the_directory_a_launch_s_binding_and_the_page() -> None:
+    """Claim: the watcher captures a pane with its scrollback, reads it with the pane's cursor within
+    its visible height, tells the core its readiness and fingerprint (``PaneObserved``), keeps the
+    harness the screen shows in the directory (and changes it when the screen changes program), hands
+    the reading to a launch's binding with the pane's pid, and tells the owner's stream the pane
+    changed; the same screen with the cursor outside the composer is told not ready. Kills
+    observe_pane 8, 10, 15, 19, 34, 37, 43, 45, 47, 49-52, 57, 64, 93-99 (fifth mutation run)."""
+    from connectcore import hub as H
+    from connectcore.screen import read_screen
+    from connectd.tmux.watcher import SCROLLBACK_LINES
+
+    watcher, seen = _observing("node")  # a program that names no harness: the screen decides
+    token = watcher.panes["%1"].record.token
+    idle = _screen("claude/2.1.332/03_idle_empty_80", scrollback=30)
+    shell = _screen("shell/bash-5.2.15/01_bash_prompt_empty_80")
+    seen["captures"] += [idle, shell]
+    reading = trio.run(watcher.observe_pane, "%1")
+    assert seen["asked"] == [("%1", SCROLLBACK_LINES)]
+    (observed,) = seen["stepped"]
+    assert isinstance(observed, H.PaneObserved) and (observed.pane_id, observed.incarnation) == ("%1", token)
+    expected = read_screen(idle[0], "node", idle[1], height=idle[2])
+    assert expected.ready_for_message and (observed.ready, observed.fingerprint) == (True, expected.fingerprint)
+    assert watcher.directory.panes["%1"].harness == "claude" and watcher.panes["%1"].record.harness == "claude"
+    assert seen["bound"] == [("%1", token, reading, 100)]
+    assert seen["published"] == [{"topic": "pane", "pane": "%1"}]
+    trio.run(watcher.observe_pane, "%1")  # the agent exited to a prompt the screen does not name
+    assert watcher.directory.panes["%1"].harness == "unknown"
+
+    elsewhere, seen = _observing("claude")
+    text, _, height = _screen("claude/2.1.332/03_idle_empty_80")
+    seen["captures"].append((text, (0, 0), height))  # the focus is outside the composer
+    trio.run(elsewhere.observe_pane, "%1")
+    assert [e.ready for e in seen["stepped"]] == [False]
+
+
+def test_a_reading_the_core_never_heard_or_dropped_is_read_again_at_the_next_round() -> None:
+    """Claim: a reading whose step failed leaves the pane with the reading the core last heard, and
+    the pane is read again at the next capture round; a reading the core dropped (it holds a newer one)
+    is read again too and told even if unchanged. Kills observe_pane 78, 79, 92 (fifth mutation run:
+    the simulation's faults reached these paths in none of its two seeds a mutant)."""
+    watcher, seen = _observing("claude")
+    idle = _screen("claude/2.1.332/03_idle_empty_80")
+    seen["captures"].append(idle)
+    told = trio.run(watcher.observe_pane, "%1")
+    watcher.captures.dirty.clear()
+
+    async def fails(event: Any) -> tuple[()]:
+        raise OSError("disk I/O error")
+
+    watcher.core.step = fails
+    seen["captures"].append(_screen("claude/2.1.332/04_draft_oneline_80"))
+    try:
+        trio.run(watcher.observe_pane, "%1")
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the step's failure was swallowed")
+    assert watcher.panes["%1"].reading is told and watcher.captures.dirty == {"%1"}
+
+    dropped, seen = _observing("claude")
+    token = dropped.panes["%1"].record.token
+    newer = SimpleNamespace(incarnation=token, seen=SimpleNamespace(read_at=1e9))  # a confirmation's, newer
+    dropped.core.hub.panes["%1"] = newer
+    seen["captures"].append(idle)
+    trio.run(dropped.observe_pane, "%1")
+    assert dropped.panes["%1"].retell is True and dropped.captures.dirty == {"%1"}
