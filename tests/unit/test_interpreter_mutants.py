@@ -120,3 +120,23 @@ def test_an_audit_record_s_notice_on_the_owner_s_stream_names_its_topic_actor_an
     seen: list[Any] = []
     _interpreter(subscribers=_Record(seen)).published(Audit("agent:a", "send", "ok"))
     assert seen == [("publish", ({"topic": "audit", "actor": "agent:a", "action": "send"},), {})]
+
+
+def test_a_message_guard_is_spawned_as_a_guard_whose_failure_the_core_hears_with_its_reason() -> None:
+    """Claim: a ``CheckGuard`` spawns the delivery guard as a guard task named for its pane and
+    message, and a failure of that task reaches ``guard_failed`` with the exception itself (the core
+    hears "typing failed: <its words>"). Kills _check_guard 15 (fifth mutation run, undecided then:
+    the reason would be "None")."""
+    from connectcore.effects import CheckGuard
+
+    seen: list[Any] = []
+    spawned: list[Any] = []
+    delivery = _Record(seen)
+    supervisor = SimpleNamespace(spawn=lambda *a, **k: spawned.append((a, k)))
+    effect = CheckGuard("%4", "inc-1", ("p", "m-1"))
+    anyio.run(_interpreter(delivery=delivery, supervisor=lambda: supervisor).execute, effect)
+    ((args, kwargs),) = spawned
+    assert (args[0], args[2], kwargs["name"]) == (Kind.GUARD, effect, "guard %4 m-1")
+    error = OSError("can't find pane: %4")
+    kwargs["on_error"](error)
+    assert seen == [("guard_failed", (effect, error), {})]
