@@ -179,7 +179,7 @@ class OpenWindow(Effect):
     cwd: str
     preset: str
     session: str | None = None
-    message: str = ""  # handoff: the text control sends the new pane once it runs
+    handoff: str = ""  # the text control sends the new pane once it runs (a handoff), if any
 
 
 @dataclass(frozen=True)

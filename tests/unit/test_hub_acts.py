@@ -392,7 +392,7 @@ def test_close_pane_and_a_handoff_to_a_closed_session_run_as_their_one_effect() 
     handoff = propose(w, ctl, C.Tool.HANDOFF, None, harness="claude", session_id="s-1", cwd="/src/a", text="go on")
     approve(w, handoff)
     opened = w.step(H.ActGuarded(w.now, handoff, ""))[-1]
-    assert opened == OpenWindow(handoff, "claude", "/src/a", "off", session="s-1", message="go on")
+    assert opened == OpenWindow(handoff, "claude", "/src/a", "off", session="s-1", handoff="go on")
 
 
 def test_the_guard_s_own_check_of_control_ends_the_act_with_its_record() -> None:

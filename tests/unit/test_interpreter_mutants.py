@@ -140,3 +140,15 @@ def test_a_message_guard_is_spawned_as_a_guard_whose_failure_the_core_hears_with
     error = OSError("can't find pane: %4")
     kwargs["on_error"](error)
     assert seen == [("guard_failed", (effect, error), {})]
+
+
+def test_a_window_s_handoff_text_is_not_taken_for_a_message_s_key() -> None:
+    """Claim: an ``OpenWindow`` (no pane, no message) is about nothing the interpreter skips by: its
+    handoff text is not a message's key, so a failed window opening never skips another act's window
+    for sharing an (empty) text. Before: the field was named ``message``, and ``subject`` read the
+    text as a key (``("message", "g", "o")``; every window with no handoff shared ``("message",)``)."""
+    from connectcore.effects import OpenWindow
+    from connectd.daemon.interpreter import subject
+
+    handoff = OpenWindow("act-1", "claude", "/src", "off", "s-1", "go on")  # resumed, then handed this text
+    assert subject(handoff) == subject(OpenWindow("act-2", "codex", "/src", "off")) == ("none",)

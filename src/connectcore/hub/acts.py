@@ -203,7 +203,7 @@ def execution(act: C.Act) -> Effect:
         return OpenWindow(act.id, a["harness"], a["cwd"], Preset.OFF.value, session=a["session_id"])
     if act.pane_id:  # handoff to the live pane holding the session
         return HandOff(act.id, act.pane_id, act.incarnation, a["text"])
-    return OpenWindow(act.id, a["harness"], a["cwd"], Preset.OFF.value, session=a["session_id"], message=a["text"])
+    return OpenWindow(act.id, a["harness"], a["cwd"], Preset.OFF.value, session=a["session_id"], handoff=a["text"])
 
 
 def guarded(hub: Hub, ev: ActGuarded) -> Step:

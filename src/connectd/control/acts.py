@@ -131,11 +131,11 @@ class ActsIO:
             effect.launcher, preset=Preset(effect.preset), cwd=effect.cwd, session=effect.session
         )
         pane, address = opened["pane"], opened["address"]
-        if not effect.message:
+        if not effect.handoff:
             return f"opened {address}"
         incarnation = address.split("@", 1)[1]
         harness = self.launchers[effect.launcher].harness  # not yet read: the launcher says what runs
-        sent = await self._hand_off(effect.act, pane, incarnation, effect.message, harness)
+        sent = await self._hand_off(effect.act, pane, incarnation, effect.handoff, harness)
         return f"opened {address}; {sent}"
 
     async def _hand_off(self, act_id: str, pane_id: str, incarnation: str, text: str, harness: str = "") -> str:
