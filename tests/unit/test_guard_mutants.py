@@ -282,7 +282,8 @@ def _confirming(screens: list[str], step: Any) -> tuple[Any, Any]:
     key = ("p", "m1")
 
     class Pane:
-        entered: list[float] = []
+        def __init__(self) -> None:
+            self.entered: list[float] = []  # when each early Enter was pressed
 
         async def paste_text(self, pane_id: str, text: str, *, submit_after: float | None = None) -> str | None:
             await trio.sleep(0.01)
@@ -323,7 +324,7 @@ def test_the_confirmation_reads_as_soon_as_the_pane_draws_and_steps_the_outcome_
     from tests.unit.test_delivery_io import TYPED, _composer
 
     first, second = TYPED.split("\n")
-    draft = _composer(first, second)[1:]  # the paste still in the composer (six rows)
+    draft = _composer(first, second)[1:]  # the paste still in the composer (its blank first row dropped)
     shown = "\n".join([first, second, *_composer("").split("\n")[1:]])  # submitted: above an empty composer
     stepped: list[tuple[float, Any]] = []
 
