@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -293,3 +294,73 @@ async def test_reader_refuses_to_set_a_size_or_send_two_lines(server: TmuxServer
             assert isinstance(await reader.__anext__(), Reply)
     assert server.display(pane_id, "#{window_width}x#{window_height}") == "150x40"
     assert server.running()
+
+
+@pytest.fixture()
+def own_server() -> Iterator[TmuxServer]:
+    """A tmux server of the test's own (a test that fails may crash it)."""
+    yield from tmux_server_fixture("connect-respawn")
+
+
+@pytest.mark.anyio
+async def test_a_respawn_while_a_reader_lags_leaves_the_tmux_server_and_the_pane_alive(own_server: TmuxServer) -> None:
+    """Claim: the adapter's respawn detaches the control-mode readers around ``respawn-pane`` and they
+    attach again after, so a reader lagging behind the pane's output cannot crash the server. tmux 3.3a
+    keeps a pane's offsets into its old output buffer across a respawn, and a lagging control client
+    then makes the server read past its buffer at the new process's first output (a segfault: the
+    whole server dies; docs/compatibility.md, scripts/tmux_respawn_crash.py). Before: the test's server
+    crashed at the respawn."""
+    import signal
+
+    server = own_server
+    adapter = TmuxAdapter(socket_name=server.socket_name)
+    name = unique("r")
+    keep = server.new_session(name, IDLE)
+    session_id = server.display(keep, "#{session_id}")
+    server.tmux("set-option", "-g", "remain-on-exit", "on")
+    async with anyio.create_task_group() as tg:
+        watcher = ControlModeWatcher(adapter, poll_interval=0.2)
+        adapter.respawning = watcher.detached
+        await tg.start(watcher.run)
+        await wait_until(lambda: session_id in watcher.watched, "the session to be watched")
+        (reader,) = watcher.reader_pids.values()
+        os.kill(reader, signal.SIGSTOP)  # the reader stops reading: tmux queues the pane's output for it
+        printer = server.new_window(name, ["sh", "-c", "timeout 2 sh -c \"head -c 100000 /dev/zero | tr '\\\\0' x\""])
+        await wait_until(lambda: server.display(printer, "#{pane_dead}") == "1", "the printer to end")
+        await adapter.respawn(printer, ["sh", "-c", "printf y; sleep 60"], "/", {})
+        await anyio.sleep(0.5)  # the new process's first output has been read
+        assert server.display(printer, "#{pane_dead}") == "0"  # the server and the pane live
+        await wait_until(lambda: session_id in watcher.watched, "the reader to attach again")
+        assert watcher.reader_pids[session_id] != reader
+        tg.cancel_scope.cancel()
+    assert control_clients(server) == []
+
+
+@pytest.mark.anyio
+async def test_two_respawns_at_once_each_wait_for_the_readers_to_end_and_they_attach_again_after_both(
+    server: TmuxServer,
+) -> None:
+    """Claim: ``detached`` blocks entered at once (two restarts' respawns) each begin once every reader's
+    client is gone, no reader attaches while either runs, and every reader attaches again after the
+    last ends."""
+    adapter = TmuxAdapter(socket_name=server.socket_name)
+    session_id = server.display(server.new_session(unique("d"), IDLE), "#{session_id}")
+    inside: list[frozenset[str]] = []
+    async with anyio.create_task_group() as tg:
+        watcher = ControlModeWatcher(adapter, poll_interval=0.1)
+        await tg.start(watcher.run)
+        await wait_until(lambda: session_id in watcher.watched, "the session to be watched")
+
+        async def respawn(hold: float) -> None:
+            async with watcher.detached():
+                inside.append(frozenset(watcher.reader_pids))
+                await anyio.sleep(hold)  # the poll runs meanwhile: nothing attaches
+                inside.append(frozenset(watcher.reader_pids))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as both:
+                both.start_soon(respawn, 0.3)
+                both.start_soon(respawn, 0.6)
+        assert inside == [frozenset()] * 4
+        await wait_until(lambda: session_id in watcher.watched, "the reader to attach again")
+        tg.cancel_scope.cancel()

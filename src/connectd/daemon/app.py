@@ -3,6 +3,7 @@ control-mode watcher. Cancelling it (Ctrl-C, SIGTERM) ends every task cleanly.""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import logging
@@ -260,7 +261,9 @@ async def _watch_control_mode(daemon: Daemon) -> None:
         return
     watcher = ControlModeWatcher(daemon.tmux, on_output=daemon.engine.watcher.mark_output, on_structure=daemon.engine.watcher.mark_structure)
     daemon.engine.watcher.output_reported = lambda: watcher.complete
+    daemon.tmux.respawning = watcher.detached  # tmux 3.3a: no reader may lag behind a respawned pane
     try:
         await watcher.run()
     finally:
         daemon.engine.watcher.output_reported = lambda: False
+        daemon.tmux.respawning = contextlib.nullcontext

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -557,6 +557,10 @@ class TmuxAdapter:
     ) -> None:
         self.sync = SyncTmux(socket_name, socket_path, config_file=config_file, launcher_dir=launcher_dir)
         self._locks: dict[str, anyio.Lock] = {}
+        #: Entered around every ``respawn-pane``: the daemon's control-mode watcher detaches its readers
+        #: there (:meth:`connectd.tmux.control_mode.ControlModeWatcher.detached`; tmux 3.3a crashes when a
+        #: pane is respawned while a control client lags behind its output: docs/compatibility.md).
+        self.respawning: Callable[[], contextlib.AbstractAsyncContextManager[Any]] = contextlib.nullcontext
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -628,7 +632,8 @@ class TmuxAdapter:
     async def respawn(
         self, pane_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str], *, kill: bool = False
     ) -> None:
-        await self._call(partial(self.sync.respawn, pane_id, argv, cwd, env, kill=kill))
+        async with self.respawning():
+            await self._call(partial(self.sync.respawn, pane_id, argv, cwd, env, kill=kill))
 
     async def new_window(self, session: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
         return await self._call(partial(self.sync.new_window, session, argv, cwd, env))

@@ -16,6 +16,7 @@ is a hint: notifications can be missed (tmux 3.3a loses some exits), so the daem
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -269,6 +270,8 @@ class ControlModeWatcher:
         self._wake = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._pids: dict[str, int] = {}
+        self._holds = 0  # blocks inside ``detached``: no reader attaches meanwhile
+        self._ended = anyio.Event()  # set each time a reader ends
 
     @property
     def watched(self) -> frozenset[str]:
@@ -283,6 +286,28 @@ class ControlModeWatcher:
     @property
     def reader_pids(self) -> dict[str, int]:
         return dict(self._pids)
+
+    @contextlib.asynccontextmanager
+    async def detached(self) -> AsyncIterator[None]:
+        """Every reader detached (its ``tmux -C`` client gone) for the block, attached again after it.
+
+        For ``respawn-pane`` on tmux 3.3a: the server keeps a pane's offsets into its old output
+        buffer across a respawn, and a control client lagging behind that pane's output then makes it
+        read past its buffer at the new process's first output and crash, every pane with it
+        (docs/compatibility.md; fixed upstream by tmux commit 4714f478f). Output meanwhile is found by
+        the poll (``complete`` is false until every reader is back)."""
+        self._holds += 1
+        detached = set(self._readers)
+        try:
+            for scope in list(self._readers.values()):
+                scope.cancel()
+            while self._readers:  # each ends once its client process has exited
+                await self._ended.wait()
+            yield
+        finally:
+            self._holds -= 1
+            self._cooldown -= detached  # detached on purpose, not failing: attach again at once
+            self.resync()
 
     def resync(self) -> None:
         """Re-list sessions now instead of at the next poll."""
@@ -340,6 +365,8 @@ class ControlModeWatcher:
             return
         for session_id in set(self._readers) - current:
             self._readers.pop(session_id).cancel()
+        if self._holds:
+            return  # detached: ``detached`` resyncs at its end
         for session_id in sorted(current - set(self._readers) - self._cooldown):
             scope = anyio.CancelScope()
             self._readers[session_id] = scope
@@ -362,6 +389,8 @@ class ControlModeWatcher:
                     del self._readers[session_id]
                     self._cooldown.add(session_id)
                     self.resync()
+                self._ended.set()  # wakes every ``detached`` waiting; later ones wait on a fresh event
+                self._ended = anyio.Event()
 
     def _on_notification(self, session_id: str, note: Notification) -> None:
         if isinstance(note, PaneOutput):
