@@ -38,12 +38,13 @@ class Case:
 
 def load_corpus(root: Path = CORPUS) -> list[Case]:
     """Every NN_<state>_<width>.json (with its .txt) under root/<program>/<version>/."""
-    cases = []
-    for meta_path in sorted(root.glob("*/*/*.json")):
-        text_path = meta_path.with_suffix(".txt")
-        meta = json.loads(meta_path.read_text())
-        cases.append(Case(str(meta_path.relative_to(root).with_suffix("")), text_path.read_text(), meta))
-    return cases
+    return [load_case(str(path.relative_to(root).with_suffix("")), root) for path in sorted(root.glob("*/*/*.json"))]
+
+
+def load_case(name: str, root: Path = CORPUS) -> Case:
+    """One screen of the corpus by its name, ``<program>/<version>/<stem>``."""
+    meta_path = root / f"{name}.json"
+    return Case(name, meta_path.with_suffix(".txt").read_text(), json.loads(meta_path.read_text()))
 
 
 def misses(case: Case, reading: Reading) -> list[str]:

@@ -238,24 +238,21 @@ def test_a_message_whose_recipient_went_straight_into_a_permission_dialog_is_del
     a dialog (which, in Claude Code 2.1.243, names no harness by itself), and the message is
     delivered. Kills read_after_typing 18 (fifth mutation run: read as an unknown program, it ended
     unconfirmed)."""
-    import json
-
     from connectcore.screen import Activity
     from connectd.tmux.adapter import Capture
-    from tests.unit.test_delivery_io import SCREENS
+    from tests.support.screen_corpus import load_case
 
     engine, pane, check, key = _guarded()
     engine.watcher.command_of = lambda p: {check.pane_id: "claude"}.get(p, "")
-    release = SCREENS.parent / "2.1.243"  # its permission dialog shows nothing of Claude Code's own
-    dialog = (release / "15_dialog_permission_80.txt").read_text()
-    shape = json.loads((release / "15_dialog_permission_80.json").read_text())
+    dialog = load_case("claude/2.1.243/15_dialog_permission_80")  # shows nothing of Claude Code's own
     typed = engine.hub.messages[key].typed
     plain = pane.capture
 
     async def capture(pane_id: str, scrollback_lines: int = 0) -> Capture:
         if not pane.pasted:
             return await plain(pane_id, scrollback_lines)
-        return Capture(typed + "\n" + dialog, tuple(shape["cursor"]), 80, shape["height"])  # type: ignore[arg-type]
+        cursor = tuple(dialog.meta["cursor"])
+        return Capture(typed + "\n" + dialog.text, cursor, 80, dialog.meta["height"])  # type: ignore[arg-type]
 
     pane.capture = capture
     anyio.run(engine.delivery.guard, check)

@@ -520,13 +520,11 @@ def _observing(command: str) -> tuple[Watcher, dict[str, list[Any]]]:
 
 def _screen(name: str, scrollback: int = 0) -> tuple[str, tuple[int, int], int]:
     """A recorded screen (tests/fixtures/screens) as a capture with ``scrollback`` lines above it."""
-    import json
-    from pathlib import Path
+    from tests.support.screen_corpus import load_case
 
-    path = Path(__file__).resolve().parent.parent / "fixtures" / "screens" / name
-    shape = json.loads(path.with_suffix(".json").read_text())
-    text = "\n".join([*(f"earlier output {i}" for i in range(scrollback)), path.with_suffix(".txt").read_text()])
-    return text, tuple(shape["cursor"]), shape["height"]  # type: ignore[return-value]
+    case = load_case(name)
+    text = "\n".join([*(f"earlier output {i}" for i in range(scrollback)), case.text])
+    return text, tuple(case.meta["cursor"]), case.meta["height"]  # type: ignore[return-value]
 
 
 def test_a_pane_s_reading_goes_to_the_core_the_directory_a_launch_s_binding_and_the_page() -> None:
